@@ -1,0 +1,156 @@
+// JobSpec: the typed form of a ptrain job YAML (the key names are the contract in DESIGN.md).
+// Every default lives in this file, next to its field. `load` (loader.h) fills a JobSpec from YAML
+// plus --set overrides, checks every rule, and resolves the derived values at the bottom.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptrain::config {
+
+enum class Backend { Auto, Cpu, Cuda };
+enum class Arch { Gpt2, Llama, Mixtral };
+enum class ScheduleKind { Gpipe, OneFOneB, Interleaved1F1B, ZbH1 };
+enum class Precision { Fp32, Bf16 };
+enum class Recompute { None, Selective, Full };
+enum class LrDecay { Cosine, Linear, Constant, Wsd };
+enum class DataFormat { Llmc, Megatron, Synthetic };
+enum class Resume { Auto, Never };
+
+struct MoeSpec {
+  int experts = 8;
+  int top_k = 2;
+  double capacity_factor = 1.25;
+  double aux_loss_coef = 0.01;
+};
+
+struct ModelSpec {
+  Arch arch = Arch::Gpt2;
+  int layers = 12;
+  int hidden = 768;
+  int heads = 12;
+  int kv_heads = 0;            // 0 in YAML terms means "not given": resolved to heads
+  int ffn_hidden = 0;          // 0 = not given: 4*hidden (gpt2), required for llama/mixtral
+  int vocab = 50257;
+  int seq_len = 1024;
+  double norm_eps = 1.0e-5;
+  double rope_theta = 10000.0;
+  bool tie_embeddings = false; // gpt2 ties by definition; the key is for llama-style models
+  std::optional<MoeSpec> moe;  // present only for arch mixtral
+
+  // Derived (filled by load): vocab rounded up to a multiple of parallel.tp.
+  int padded_vocab = 0;
+  int head_dim() const { return hidden / heads; }
+};
+
+struct ParallelSpec {
+  int tp = 1;
+  int pp = 1;
+  int cp = 1;
+  int ep = 1;
+  int dp = 1;                  // resolved value; see dp_auto
+  bool dp_auto = true;         // `dp: auto` (the default): world / (tp*pp*cp)
+  std::string order = "tp-cp-ep-dp-pp";  // first axis varies fastest
+  bool sequence_parallel = false;
+  int zero = 0;                // 0 | 1 | 2 | 3
+};
+
+struct ScheduleSpec {
+  ScheduleKind kind = ScheduleKind::OneFOneB;
+  int virtual_stages = 1;
+  std::vector<int> layers_per_stage;  // empty = even split; else one entry per virtual stage
+
+  // Derived (filled by load): layers of every virtual stage, pp*virtual_stages entries, virtual
+  // stage v = chunk*pp + pp_rank (Megatron's interleaved placement).
+  std::vector<int> resolved_layers_per_stage;
+};
+
+struct TrainSpec {
+  std::int64_t steps = 1000;
+  int global_batch = 8;
+  int micro_batch = 1;
+  Precision precision = Precision::Bf16;
+  Recompute recompute = Recompute::None;
+  std::uint64_t seed = 1234;
+  double grad_clip = 1.0;      // 0 disables clipping
+
+  // Derived (filled by load): global_batch / (micro_batch * dp).
+  int microbatches = 0;
+};
+
+struct OptimizerSpec {
+  std::string kind = "adamw";
+  double lr = 3.0e-4;
+  double min_lr = 0.0;
+  std::array<double, 2> betas = {0.9, 0.95};
+  double eps = 1.0e-8;
+  double weight_decay = 0.1;
+  std::int64_t warmup_steps = 0;
+  LrDecay decay = LrDecay::Cosine;
+  std::int64_t decay_steps = 0;  // wsd only: length of the final decay phase; 0 = 10% of train.steps
+};
+
+struct DataSpec {
+  DataFormat format = DataFormat::Synthetic;
+  std::string train;           // llmc: glob of shards; megatron: path prefix of .bin/.idx
+  std::string valid;           // optional
+  std::int64_t eval_every = 0; // 0 = never
+  bool shuffle = true;         // false: sample i = tokens [i*T, i*T+T+1) in file order
+};
+
+struct CheckpointSpec {
+  std::string dir;             // empty = no checkpoints
+  std::int64_t every = 0;      // 0 = only at the end / on signal
+  int keep = 3;
+  Resume resume = Resume::Auto;
+  std::string load_hf;         // empty = null
+};
+
+struct ClusterSpec {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  std::string gpu = "cpu";     // hardware profile name, see plan/hardware.h
+};
+
+struct LoggingSpec {
+  std::int64_t every = 10;
+  std::string metrics;         // JSONL path; empty = none
+  std::string trace;           // Chrome trace path; empty = none
+};
+
+struct CommSpec {
+  double timeout_s = 600.0;
+};
+
+struct JobSpec {
+  std::string name = "ptrain";
+  Backend backend = Backend::Auto;
+  ModelSpec model;
+  ParallelSpec parallel;
+  ScheduleSpec schedule;
+  TrainSpec train;
+  OptimizerSpec optimizer;
+  DataSpec data;
+  CheckpointSpec checkpoint;
+  ClusterSpec cluster;
+  LoggingSpec logging;
+  CommSpec comm;
+
+  // Derived (filled by load): tp*pp*cp*dp.
+  int world = 1;
+};
+
+// Names as they are spelled in YAML (for messages and reports).
+const char* to_string(Backend);
+const char* to_string(Arch);
+const char* to_string(ScheduleKind);
+const char* to_string(Precision);
+const char* to_string(Recompute);
+const char* to_string(LrDecay);
+const char* to_string(DataFormat);
+const char* to_string(Resume);
+
+}  // namespace ptrain::config

@@ -1,0 +1,59 @@
+// RankGrid: ranks as mixed-radix numbers over the parallel degrees, in the order of
+// `parallel.order` (first axis varies fastest), with Megatron RankGenerator semantics.
+//
+// Two generators share the same ranks:
+//  - the dense grid  (tp, cp, dp, pp; ep = 1) used by attention/dense layers;
+//  - the expert grid (etp = 1, ep, edp = tp*cp*dp/ep, pp; cp = 1) used by MoE experts: expert
+//    ranks are carved from tp*cp*dp (DESIGN.md). Both must yield identical pp groups.
+// Every rank computes every group in the same order (group creation is collective).
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ptrain::grid {
+
+enum class Axis { Tp = 0, Cp = 1, Ep = 2, Dp = 3, Pp = 4 };
+inline constexpr int kAxes = 5;
+const char* to_string(Axis);
+
+struct Degrees {
+  int tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;
+  int operator[](Axis a) const;
+  int world() const { return tp * cp * dp * pp; }  // ep is carved, not multiplied
+};
+
+using Group = std::vector<int>;        // ranks, ascending in the varying axes' mixed-radix order
+using GroupList = std::vector<Group>;  // all groups of one kind, ordered by their lowest rank
+
+class RankGrid {
+ public:
+  // Problems (bad order string, a degree < 1, ep not dividing tp*cp*dp, pp groups of the two
+  // generators disagreeing) are returned as messages; the grid is usable only if none.
+  static RankGrid make(const Degrees& degrees, std::string_view order, std::vector<std::string>* problems);
+
+  const Degrees& degrees() const { return degrees_; }
+  const std::array<Axis, kAxes>& order() const { return order_; }
+  int world() const { return degrees_.world(); }
+
+  // Groups of the dense grid over a dash-separated axis combination ("tp", "dp-cp", "tp-cp", ...).
+  // "ep" is not a dense axis; asking for it is an error (use expert_groups).
+  GroupList groups(std::string_view axes) const;
+  // Groups of the expert grid over a combination of "ep", "dp" (the expert-dp axis) and "pp".
+  GroupList expert_groups(std::string_view axes) const;
+  // First and last pp stage of every pp group (one rank if pp == 1): they hold tied embeddings.
+  GroupList embedding_groups() const;
+
+  // Coordinate of a rank along an axis of the dense grid (Ep -> coordinate in the expert grid).
+  int coord(int rank, Axis axis) const;
+  // The rank with these dense coordinates (ep ignored); inverse of coord.
+  int rank_of(const std::array<int, kAxes>& coords) const;
+
+ private:
+  Degrees degrees_;
+  std::array<Axis, kAxes> order_{};
+};
+
+}  // namespace ptrain::grid

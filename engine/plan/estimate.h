@@ -1,0 +1,68 @@
+// The dry-run model of a job: parameters, memory per rank, FLOPs, communication per link tier,
+// pipeline bubble from simulating the real schedule, step time and MFU. Pure: no devices, no I/O.
+// Every formula is documented in README.md ("How validate estimates").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/config/diagnostics.h"
+#include "engine/config/job_spec.h"
+#include "engine/grid/rank_grid.h"
+#include "engine/plan/hardware.h"
+
+namespace ptrain::plan {
+
+struct MemoryBreakdown {  // bytes on one rank
+  double params = 0, grads = 0, optimizer = 0, activations = 0, comm_buffers = 0;
+  double total() const { return params + grads + optimizer + activations + comm_buffers; }
+};
+
+struct TensorCount {  // one registry tensor: global and per-rank element counts
+  std::string name;
+  std::vector<std::int64_t> global_shape;
+  std::vector<std::int64_t> local_shape;  // on the rank holding it (tp/ep slice)
+};
+
+struct RankEstimate {
+  int rank = 0;
+  int pp_rank = 0, tp_rank = 0, ep_rank = 0;
+  std::int64_t params = 0;  // elements held by this rank (before ZeRO sharding)
+  MemoryBreakdown memory;
+  double peak_inflight = 0;  // microbatches whose activations are alive at the peak
+};
+
+struct CommVolume {  // bytes one rank sends per step on one axis, by link tier
+  double intra_node = 0, inter_node = 0;
+  double total() const { return intra_node + inter_node; }
+};
+
+struct Estimate {
+  int world = 0;
+  grid::Degrees degrees;
+  std::map<std::string, grid::GroupList> groups;  // "tp","pp","dp","cp","ep" -> rank lists
+  std::int64_t params_total = 0;
+  std::int64_t params_active = 0;  // per token (MoE: top_k experts)
+  std::vector<TensorCount> tensors;
+  std::vector<RankEstimate> ranks;  // one per distinct (pp, tp, ep) position; all ranks share one of these
+  int max_memory_rank = 0;          // index into ranks with the largest total
+  int microbatches = 0;
+  double bubble_fraction = 0;       // worst pp rank, from the simulator
+  double peak_inflight = 0;         // worst pp rank
+  double tokens_per_step = 0;
+  double flops_per_step = 0;        // model FLOPs (no recompute), whole job
+  double hardware_flops_per_step = 0;  // including recompute
+  std::map<std::string, CommVolume> comm_bytes_per_step;  // "tp","pp","dp","cp","ep"
+  double step_time_s = 0;
+  double mfu = 0;
+  double device_memory_bytes = 0;
+  std::string hardware;
+  config::Diagnostics diags;  // over-memory error (with the breakdown and the nearest layout that fits), warnings
+};
+
+// Precondition: spec came from config::load with no errors.
+Estimate estimate(const config::JobSpec& spec, const HardwareProfile& hw);
+
+}  // namespace ptrain::plan
