@@ -1,6 +1,14 @@
 // JobSpec: the typed form of a ptrain job YAML (the key names are the contract in DESIGN.md).
 // Every default lives in this file, next to its field. `load` (loader.h) fills a JobSpec from YAML
 // plus --set overrides, checks every rule, and resolves the derived values at the bottom.
+//
+// How YAML values map onto these fields (enforced by the loader):
+// - integers are written as integers: `tp: 2.0`, `steps: 1e3` and `tp: "2"` are errors whose fix
+//   names the integer to write; sizes are int32, steps/seed/intervals int64;
+// - floats accept YAML 1.2 floats and integers, never .inf/.nan;
+// - booleans are true/false only (YAML 1.1's yes/no/on/off are errors);
+// - keys marked "nullable" accept `null` (or an empty value) meaning "not given";
+// - a section given as `null` (e.g. `comm:` with nothing below) keeps all its defaults.
 #pragma once
 
 #include <array>
@@ -32,14 +40,15 @@ struct ModelSpec {
   int layers = 12;
   int hidden = 768;
   int heads = 12;
-  int kv_heads = 0;            // 0 in YAML terms means "not given": resolved to heads
-  int ffn_hidden = 0;          // 0 = not given: 4*hidden (gpt2), required for llama/mixtral
+  int kv_heads = 0;            // nullable; 0 or null = not given: resolved to heads
+  int ffn_hidden = 0;          // nullable; 0 or null = not given: 4*hidden (gpt2), required
+                               // for llama/mixtral
   int vocab = 50257;
   int seq_len = 1024;
   double norm_eps = 1.0e-5;
   double rope_theta = 10000.0;
-  bool tie_embeddings = false; // gpt2 ties by definition; the key is for llama-style models
-  std::optional<MoeSpec> moe;  // present only for arch mixtral
+  bool tie_embeddings = false; // gpt2 ties by definition (load sets true; false is an error)
+  std::optional<MoeSpec> moe;  // arch mixtral only (nullable); mixtral without it gets defaults
 
   // Derived (filled by load): vocab rounded up to a multiple of parallel.tp.
   int padded_vocab = 0;
@@ -61,7 +70,8 @@ struct ParallelSpec {
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::OneFOneB;
   int virtual_stages = 1;
-  std::vector<int> layers_per_stage;  // empty = even split; else one entry per virtual stage
+  std::vector<int> layers_per_stage;  // nullable; empty = even split; else one entry per
+                                      // virtual stage, in the order of resolved_layers_per_stage
 
   // Derived (filled by load): layers of every virtual stage, pp*virtual_stages entries, virtual
   // stage v = chunk*pp + pp_rank (Megatron's interleaved placement).
@@ -74,7 +84,7 @@ struct TrainSpec {
   int micro_batch = 1;
   Precision precision = Precision::Bf16;
   Recompute recompute = Recompute::None;
-  std::uint64_t seed = 1234;
+  std::uint64_t seed = 1234;   // 0 .. 2^63-1
   double grad_clip = 1.0;      // 0 disables clipping
 
   // Derived (filled by load): global_batch / (micro_batch * dp).
@@ -95,18 +105,19 @@ struct OptimizerSpec {
 
 struct DataSpec {
   DataFormat format = DataFormat::Synthetic;
-  std::string train;           // llmc: glob of shards; megatron: path prefix of .bin/.idx
-  std::string valid;           // optional
+  std::string train;           // nullable; llmc: glob of shards; megatron: path prefix of .bin/.idx;
+                               // required by both (never opened by the loader)
+  std::string valid;           // nullable; same form as train
   std::int64_t eval_every = 0; // 0 = never
   bool shuffle = true;         // false: sample i = tokens [i*T, i*T+T+1) in file order
 };
 
 struct CheckpointSpec {
-  std::string dir;             // empty = no checkpoints
+  std::string dir;             // nullable; empty = no checkpoints
   std::int64_t every = 0;      // 0 = only at the end / on signal
-  int keep = 3;
+  int keep = 3;                // newest checkpoints kept; 0 = keep all
   Resume resume = Resume::Auto;
-  std::string load_hf;         // empty = null
+  std::string load_hf;         // nullable; empty = null
 };
 
 struct ClusterSpec {
@@ -117,8 +128,8 @@ struct ClusterSpec {
 
 struct LoggingSpec {
   std::int64_t every = 10;
-  std::string metrics;         // JSONL path; empty = none
-  std::string trace;           // Chrome trace path; empty = none
+  std::string metrics;         // nullable; JSONL path; empty = none
+  std::string trace;           // nullable; Chrome trace path; empty = none
 };
 
 struct CommSpec {
@@ -139,7 +150,8 @@ struct JobSpec {
   LoggingSpec logging;
   CommSpec comm;
 
-  // Derived (filled by load): tp*pp*cp*dp.
+  // Derived (filled by load): LoadOptions::world if given, else cluster.nodes*cluster.gpus_per_node;
+  // equals tp*pp*cp*dp once the job is valid.
   int world = 1;
 };
 

@@ -1,1 +1,107 @@
-// placeholder: being written
+#include "engine/config/loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <system_error>
+
+#include "engine/config/load_context.h"
+#include "engine/config/overrides.h"
+#include "engine/config/rules.h"
+#include "engine/config/text.h"
+#include "engine/config/yaml_document.h"
+
+namespace ptrain::config {
+namespace {
+
+// The key whose written position stands in for `key`: "a.b[3]" -> "a.b", "a.b" -> "a".
+std::string enclosing_key(const std::string& key) {
+  std::size_t cut = key.find_last_of(".[");
+  return cut == std::string::npos ? std::string() : key.substr(0, cut);
+}
+
+void load_into(LoadResult& result, const std::string& yaml_text, const LoadOptions& opts) {
+  LoadContext ctx(result);
+  bool document_read = read_document(ctx, yaml_text, Source{result.origin, true});
+  apply_overrides(ctx, opts.overrides);
+  // Rules on a document that could not be read would only restate that it could not be read.
+  if (document_read) {
+    resolve_parallel(ctx, opts.world);
+    resolve_model(ctx);
+    resolve_experts(ctx);
+    resolve_schedule(ctx);
+    check_training(ctx);
+  }
+  ctx.finish();
+}
+
+Diagnostic file_problem(const std::string& path, std::string message, std::string fix) {
+  return {"", 0, 0, std::move(message), std::move(fix), path};
+}
+
+}  // namespace
+
+Diagnostic LoadResult::at(const std::string& key, std::string message, std::string fix) const {
+  Diagnostic diagnostic{key, 0, 0, std::move(message), std::move(fix), origin};
+  for (std::string written = key; !written.empty(); written = enclosing_key(written)) {
+    auto found = locations.find(written);
+    if (found == locations.end()) continue;
+    diagnostic.line = found->second.line;
+    diagnostic.column = found->second.column;
+    diagnostic.origin = found->second.origin;
+    break;
+  }
+  return diagnostic;
+}
+
+LoadResult load_string(const std::string& yaml_text, const std::string& origin, const LoadOptions& opts) {
+  LoadResult result;
+  result.origin = origin;
+  try {
+    load_into(result, yaml_text, opts);
+  } catch (const std::bad_alloc&) {
+    result.diags.errors.push_back(file_problem(origin, "out of memory while loading the job", ""));
+  } catch (const std::exception& e) {
+    result.diags.errors.push_back(
+        file_problem(origin, cat("internal error while loading the job: ", e.what()), "please report this"));
+  }
+  return result;
+}
+
+LoadResult load_file(const std::string& path, const LoadOptions& opts) {
+  LoadResult failed;
+  failed.origin = path;
+  try {
+    std::error_code error;
+    if (std::filesystem::is_directory(path, error)) {
+      failed.diags.errors.push_back(file_problem(path, "is a directory, not a job file", "pass the YAML file"));
+      return failed;
+    }
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      std::string reason = std::filesystem::exists(path, error) ? "cannot be read (check its permissions)"
+                                                                : "does not exist";
+      failed.diags.errors.push_back(file_problem(path, cat("the job file ", reason), "check the path"));
+      return failed;
+    }
+    // One byte more than the limit tells "too large" apart from "exactly at the limit".
+    std::string text(kMaxJobBytes + 1, '\0');
+    file.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (file.bad()) {
+      failed.diags.errors.push_back(file_problem(path, "reading the job file failed", "check the file"));
+      return failed;
+    }
+    text.resize(static_cast<std::size_t>(file.gcount()));
+    if (text.size() > kMaxJobBytes) {
+      failed.diags.errors.push_back(file_problem(
+          path, cat("the job file is larger than ", kMaxJobBytes, " bytes (4 MiB)"), "is this the right file?"));
+      return failed;
+    }
+    return load_string(text, path, opts);
+  } catch (const std::exception& e) {
+    failed.diags.errors.push_back(file_problem(path, cat("reading the job file failed: ", e.what()), ""));
+    return failed;
+  }
+}
+
+}  // namespace ptrain::config

@@ -1,6 +1,7 @@
 // Loading a job: YAML text + --set overrides -> validated JobSpec with every degree resolved.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -10,6 +11,9 @@
 #include "engine/config/job_spec.h"
 
 namespace ptrain::config {
+
+// A job spec is a few KiB; anything bigger is the wrong file (and would only slow the parser).
+inline constexpr std::size_t kMaxJobBytes = 4u << 20;
 
 struct LoadOptions {
   std::vector<std::string> overrides;  // "a.b=value", applied on top of the YAML, same checks
@@ -24,16 +28,25 @@ struct Location {
 struct LoadResult {
   JobSpec spec;            // meaningful only when diags.ok()
   Diagnostics diags;       // every problem found, not just the first
-  std::map<std::string, Location> locations;  // dotted key path -> where its value came from
+  // Dotted key path -> where it was written: the position of the key itself (not its value), for
+  // every key read, sections included ("model", "model.moe", "optimizer.betas"). A --set records
+  // {0, 0, "--set key=value"} and replaces the file's entry.
+  std::map<std::string, Location> locations;
+  std::string origin;      // the file name (or the origin given to load_string)
   bool ok() const { return diags.ok(); }
 
   // A diagnostic about `key` located where that key was written (later stages such as plan use
-  // this so their errors point into the YAML too).
+  // this so their errors point into the YAML too). A key that was not written is located at the
+  // nearest enclosing section that was ("model.moe.experts" -> "model.moe" -> "model"); failing
+  // that, at `origin` with line 0. "schedule.layers_per_stage[2]" is located at its list.
   Diagnostic at(const std::string& key, std::string message, std::string fix = {}) const;
 };
 
-// Never throws and never crashes on any input; problems become diagnostics.
+// Never throws and never crashes on any input; problems become diagnostics. Text larger than
+// kMaxJobBytes, not UTF-8, or with control bytes is rejected before it reaches the YAML parser.
 LoadResult load_string(const std::string& yaml_text, const std::string& origin, const LoadOptions& opts = {});
+// Reads at most kMaxJobBytes (+1 to detect larger files); a missing or unreadable file is a
+// diagnostic with key "" and the path as origin.
 LoadResult load_file(const std::string& path, const LoadOptions& opts = {});
 
 }  // namespace ptrain::config

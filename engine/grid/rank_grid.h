@@ -5,7 +5,18 @@
 //  - the dense grid  (tp, cp, dp, pp; ep = 1) used by attention/dense layers;
 //  - the expert grid (etp = 1, ep, edp = tp*cp*dp/ep, pp; cp = 1) used by MoE experts: expert
 //    ranks are carved from tp*cp*dp (DESIGN.md). Both must yield identical pp groups.
+// Both use the same order string; in the expert grid tp and cp have size 1 and "dp" means edp.
 // Every rank computes every group in the same order (group creation is collective).
+//
+// Order string: dash-separated axis names, first varies fastest ("tp-cp-ep-dp-pp"). As in
+// Megatron, an axis of degree 1 may be left out; it is appended at the end.
+//
+// Group enumeration (both grids): a group is the set of ranks that agree on every axis not named
+// in the combination. Groups are listed by their lowest rank, ascending. Inside a group, ranks are
+// listed by the mixed-radix index over the named axes, taken in `parallel.order` order (the first
+// of them in the order string varies fastest; the spelling of the combination does not matter:
+// "dp-cp" == "cp-dp"). Because a rank is the mixed-radix number over the same order, that index
+// order is also ascending rank order, and the group order is also Megatron's enumeration order.
 #pragma once
 
 #include <array>
@@ -35,23 +46,40 @@ class RankGrid {
   static RankGrid make(const Degrees& degrees, std::string_view order, std::vector<std::string>* problems);
 
   const Degrees& degrees() const { return degrees_; }
+  // Every axis exactly once, first varies fastest (axes left out of the string appended).
   const std::array<Axis, kAxes>& order() const { return order_; }
   int world() const { return degrees_.world(); }
+  // Size of the expert-dp axis: tp*cp*dp / ep.
+  int expert_dp() const;
 
   // Groups of the dense grid over a dash-separated axis combination ("tp", "dp-cp", "tp-cp", ...).
-  // "ep" is not a dense axis; asking for it is an error (use expert_groups).
+  // "ep" is not a dense axis. Throws std::invalid_argument for a malformed combination (a
+  // programming error: combinations are constants in the code).
   GroupList groups(std::string_view axes) const;
   // Groups of the expert grid over a combination of "ep", "dp" (the expert-dp axis) and "pp".
+  // Throws std::invalid_argument for any other axis or a malformed combination.
   GroupList expert_groups(std::string_view axes) const;
+  // The one group of groups(axes) / expert_groups(axes) that holds `rank` (0 <= rank < world()).
+  Group group_of(int rank, std::string_view axes) const;
+  Group expert_group_of(int rank, std::string_view axes) const;
   // First and last pp stage of every pp group (one rank if pp == 1): they hold tied embeddings.
   GroupList embedding_groups() const;
 
-  // Coordinate of a rank along an axis of the dense grid (Ep -> coordinate in the expert grid).
+  // Coordinate of a rank (0 <= rank < world()) along an axis of the dense grid (Ep -> coordinate in
+  // the expert grid).
   int coord(int rank, Axis axis) const;
+  // Coordinate of a rank along an axis of the expert grid (Dp -> expert-dp; Tp, Cp -> 0).
+  int expert_coord(int rank, Axis axis) const;
   // The rank with these dense coordinates (ep ignored); inverse of coord.
   int rank_of(const std::array<int, kAxes>& coords) const;
 
  private:
+  using Sizes = std::array<int, kAxes>;  // indexed by Axis
+  Sizes dense_sizes() const;
+  Sizes expert_sizes() const;
+  int coord_in(const Sizes& sizes, int rank, Axis axis) const;
+  GroupList groups_in(const Sizes& sizes, std::string_view axes, bool expert) const;
+
   Degrees degrees_;
   std::array<Axis, kAxes> order_{};
 };

@@ -1,4 +1,7 @@
 // Drawings of a simulated schedule: terminal timeline, SVG, Chrome trace (chrome://tracing).
+// Op labels everywhere: F = forward, B = backward (input grad, plus weight grad when W is not
+// split), W = weight grad; then the microbatch id, and for interleaved schedules (vpp > 1) a dot
+// and the model chunk: "F3" = forward of microbatch 3, "B3.1" = backward of microbatch 3, chunk 1.
 #pragma once
 
 #include <string>
@@ -7,9 +10,24 @@
 
 namespace ptrain::pipeline {
 
-// One row per pp rank; each cell a time slot; F/B/W with microbatch ids, '.' for bubble.
+// One row per pp rank, time in cells of the shortest op's duration (op starts and ends rounded to
+// the nearest cell). A header line gives kind, pp, vpp, microbatches, the worst rank's bubble and
+// the makespan; a legend line says what a cell is. Each op prints its label in its first cell and
+// blank continuation cells after it; '.' marks an idle cell; each row ends with the rank's idle
+// share. If the labelled drawing is wider than max_width, it switches to one character per column
+// (F, B, W or '.', whichever fills most of the column), each column covering as many cells as
+// needed to fit, and the legend says so.
 std::string render_ascii(const Schedule& schedule, const SimResult& sim, int max_width = 160);
+
+// A standalone SVG document: one <rect class="op"> per compute op (with a <title> tooltip), filled
+// by op kind (F blue, B green, W orange) and chunk (later chunks lighter); labels on ops wide
+// enough; rank names; a time axis in seconds; a legend of <rect class="legend"> swatches.
 std::string render_svg(const Schedule& schedule, const SimResult& sim);
+
+// Chrome trace JSON: {"traceEvents": [...]} with one complete event (ph "X", pid 0, tid = pp rank,
+// ts/dur in microseconds, name like "F mb3 c1", cat forward|backward|weight_grad, args with
+// microbatch, chunk and virtual_stage) per compute op, plus "M" metadata events naming the process
+// and one thread per pp rank.
 std::string render_chrome_trace(const Schedule& schedule, const SimResult& sim);
 
 }  // namespace ptrain::pipeline

@@ -1,1 +1,104 @@
-// placeholder: being written
+#include "engine/pipeline/schedule.h"
+
+#include "engine/pipeline/schedule_builders.h"
+
+namespace ptrain::pipeline {
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::Forward:
+      return "F";
+    case Op::Backward:
+      return "B";
+    case Op::WeightGrad:
+      return "W";
+    case Op::SendAct:
+      return "SendAct";
+    case Op::RecvAct:
+      return "RecvAct";
+    case Op::SendGrad:
+      return "SendGrad";
+    case Op::RecvGrad:
+      return "RecvGrad";
+  }
+  return "?";
+}
+
+bool is_compute(Op op) {
+  return op == Op::Forward || op == Op::Backward || op == Op::WeightGrad;
+}
+bool is_send(Op op) {
+  return op == Op::SendAct || op == Op::SendGrad;
+}
+bool is_recv(Op op) {
+  return op == Op::RecvAct || op == Op::RecvGrad;
+}
+
+std::string to_string(const Instr& instr) {
+  std::string s = std::string(to_string(instr.op)) + "(mb " + std::to_string(instr.microbatch) + ", chunk " +
+                  std::to_string(instr.chunk) + ")";
+  if (is_send(instr.op)) s += " to rank " + std::to_string(instr.peer);
+  if (is_recv(instr.op)) s += " from rank " + std::to_string(instr.peer);
+  return s;
+}
+
+std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
+  using config::ScheduleKind;
+  const std::string name = config::to_string(kind);
+  std::vector<std::string> problems;
+  if (pp < 1) problems.push_back("pp must be at least 1 (got " + std::to_string(pp) + ")");
+  if (vpp < 1)
+    problems.push_back("schedule.virtual_stages must be at least 1 (got " + std::to_string(vpp) + ")");
+  if (microbatches < 1) {
+    problems.push_back("there must be at least 1 microbatch per step (got " + std::to_string(microbatches) +
+                       ")");
+  }
+  if (!problems.empty()) return problems;
+
+  if (kind == ScheduleKind::Interleaved1F1B) {
+    if (vpp < 2) {
+      problems.push_back(name + " needs schedule.virtual_stages >= 2 (got " + std::to_string(vpp) +
+                         "); use 1f1b for one model chunk per rank");
+    }
+    if (pp < 2)
+      problems.push_back(name + " needs pp >= 2 (got " + std::to_string(pp) + "); use 1f1b or gpipe");
+    if (microbatches % pp != 0) {
+      problems.push_back(name + " needs the microbatches per step (" + std::to_string(microbatches) +
+                         ") to be a multiple of pp (" + std::to_string(pp) +
+                         "); change train.global_batch, train.micro_batch or parallel.pp");
+    }
+    return problems;
+  }
+  if (vpp != 1) {
+    problems.push_back(name + " runs one model chunk per rank, so schedule.virtual_stages must be 1 (got " +
+                       std::to_string(vpp) + "); use interleaved-1f1b for virtual stages");
+  }
+  if ((kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZbH1) && microbatches < pp) {
+    problems.push_back(name + " needs at least as many microbatches per step (" +
+                       std::to_string(microbatches) + ") as pipeline stages (pp = " + std::to_string(pp) +
+                       "); raise train.global_batch or lower train.micro_batch");
+  }
+  return problems;
+}
+
+Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
+  using config::ScheduleKind;
+  Schedule s{kind, pp, vpp, microbatches, kind == ScheduleKind::ZbH1, {}};
+  switch (kind) {
+    case ScheduleKind::Gpipe:
+      s.ranks = detail::build_gpipe(pp, microbatches);
+      break;
+    case ScheduleKind::OneFOneB:
+      s.ranks = detail::build_1f1b(pp, microbatches);
+      break;
+    case ScheduleKind::Interleaved1F1B:
+      s.ranks = detail::build_interleaved_1f1b(pp, vpp, microbatches);
+      break;
+    case ScheduleKind::ZbH1:
+      s.ranks = detail::build_zb_h1(pp, microbatches);
+      break;
+  }
+  return s;
+}
+
+}  // namespace ptrain::pipeline

@@ -1,6 +1,20 @@
 // Pipeline schedules as pure instruction lists: one source of truth for the simulator, the
 // schedule drawing and the executor. Virtual stage v = chunk*pp + pp_rank (Megatron placement):
 // chunk c of rank r feeds chunk c of rank r+1, and rank pp-1's chunk c feeds rank 0's chunk c+1.
+//
+// Communication is explicit. Every compute op carries its messages around it:
+//   [RecvAct(mb,c) from prev] F(mb,c) [SendAct(mb,c) to next]     (RecvAct right before its F)
+//   [RecvGrad(mb,c) from next] B(mb,c) [SendGrad(mb,c) to prev]   (SendGrad right after its B)
+// The first virtual stage has no RecvAct/SendGrad, the last no SendAct/RecvGrad. W has no messages.
+// In a send/recv the chunk is the local one (the sender's chunk in a send, the receiver's in a
+// recv); `peer` is the pp rank on the other side.
+//
+// Execution contract (what check() proves deadlock-free): sends are asynchronous (buffered, e.g.
+// isend whose completion is awaited later), receives block until the matching send was issued,
+// and messages are matched in FIFO order per channel = (sender, receiver, payload), where payload
+// is activation or gradient. The executor must therefore keep activations and gradients on
+// separate channels (tags or communicators): on one channel the order is guaranteed, across the
+// two it is not.
 #pragma once
 
 #include <string>
@@ -20,6 +34,9 @@ enum class Op {
   RecvGrad,    // output grad for B(mb, chunk) from the next virtual stage
 };
 const char* to_string(Op);
+bool is_compute(Op);
+bool is_send(Op);
+bool is_recv(Op);
 
 struct Instr {
   Op op;
@@ -28,14 +45,21 @@ struct Instr {
   int peer = -1;  // pp rank on the other side of a send/recv; -1 for compute
   bool operator==(const Instr&) const = default;
 };
+// "F(mb 3, chunk 1)", "RecvAct(mb 3, chunk 1) from rank 2", for messages and reports.
+std::string to_string(const Instr&);
 
 struct Schedule {
   config::ScheduleKind kind;
   int pp = 1;
-  int vpp = 1;                // virtual stages (model chunks) per pp rank
+  int vpp = 1;  // virtual stages (model chunks) per pp rank
   int microbatches = 1;
-  bool split_weight_grad = false;  // true when W is its own instruction (zb-h1)
+  bool split_weight_grad = false;         // true when W is its own instruction (zb-h1)
   std::vector<std::vector<Instr>> ranks;  // ranks[pp_rank] = instruction list in execution order
+
+  int virtual_stages() const { return pp * vpp; }
+  int virtual_stage(int pp_rank, int chunk) const { return chunk * pp + pp_rank; }
+  // Compute instructions (F, B, W) a correct schedule has in total over all ranks.
+  int compute_ops() const { return microbatches * virtual_stages() * (split_weight_grad ? 3 : 2); }
 };
 
 // Problems with the arguments for a kind (e.g. interleaved needs microbatches % pp == 0), each a

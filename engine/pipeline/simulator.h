@@ -1,5 +1,20 @@
 // Runs a schedule's instruction lists with per-op costs: makespan, bubble per rank, and the
 // peak number of in-flight microbatches (forward done, backward not yet) per rank.
+//
+// Execution model (discrete events, the same contract check() proves deadlock-free):
+//  - each rank runs its list in order, one compute op at a time;
+//  - a send takes no time on its rank; its message arrives p2p_seconds after the send is issued
+//    (i.e. after the F or B before it ended);
+//  - a receive takes no time; it holds its rank until the message has arrived;
+//  - a compute op starts when its rank is free (and hence after the receive before it).
+// Definitions (all times in seconds, from 0 = the first op's start):
+//  - makespan: the end of the last op on any rank;
+//  - busy[r]: total compute time of rank r; bubble_fraction[r] = 1 - busy[r] / makespan, so the
+//    pipeline's idle time including the drain of the shorter ranks;
+//  - peak_inflight[r]: max over time of #(mb, chunk) on rank r with F done and B not yet done,
+//    divided by vpp (so a full stage's worth of activations counts 1);
+//  - peak_live[r]: the same with W in place of B (F done, weight grad not yet done): what the
+//    rank must keep for W when the schedule splits it; equal to peak_inflight otherwise.
 #pragma once
 
 #include <vector>
@@ -16,7 +31,8 @@ struct OpCosts {
   double p2p_seconds = 0.0;  // latency+transfer of one activation/grad message between stages
 
   // Same cost on every virtual stage.
-  static OpCosts uniform(const Schedule& s, double forward, double backward, double weight_grad, double p2p = 0.0);
+  static OpCosts uniform(const Schedule& s, double forward, double backward, double weight_grad,
+                         double p2p = 0.0);
 };
 
 struct Span {  // one compute op on one rank's timeline
@@ -28,15 +44,17 @@ struct Span {  // one compute op on one rank's timeline
 
 struct SimResult {
   double makespan = 0.0;
-  std::vector<double> busy;            // per rank: seconds of compute
-  std::vector<double> bubble_fraction; // per rank: 1 - busy/makespan
-  double bubble_fraction_max = 0.0;    // the worst rank
-  std::vector<double> peak_inflight;   // per rank, in microbatches of a full stage (chunks / vpp)
+  std::vector<double> busy;             // per rank: seconds of compute
+  std::vector<double> bubble_fraction;  // per rank: 1 - busy/makespan
+  double bubble_fraction_max = 0.0;     // the worst rank
+  std::vector<double> peak_inflight;    // per rank, in microbatches of a full stage (chunks / vpp)
   double peak_inflight_max = 0.0;
+  std::vector<double> peak_live;  // per rank, like peak_inflight but until W (see above)
+  double peak_live_max = 0.0;
   std::vector<std::vector<Span>> timeline;  // per rank, in time order
 };
 
-// Precondition: check(schedule) is empty.
+// Precondition: check(schedule) is empty, and every cost vector has pp*vpp entries.
 SimResult simulate(const Schedule& schedule, const OpCosts& costs);
 
 }  // namespace ptrain::pipeline

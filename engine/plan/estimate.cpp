@@ -1,1 +1,180 @@
-// placeholder: being written
+#include "engine/plan/estimate.h"
+
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "engine/model/param_registry.h"
+#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/simulator.h"
+#include "engine/plan/comm.h"
+#include "engine/plan/fit.h"
+#include "engine/plan/flops.h"
+#include "engine/plan/rank_params.h"
+#include "engine/plan/step_time.h"
+#include "engine/plan/topology.h"
+
+namespace ptrain::plan {
+namespace {
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+void count_params(const std::vector<model::ParamInfo>& registry, const config::JobSpec& spec, Estimate& est) {
+  std::int64_t expert = 0;
+  for (const model::ParamInfo& p : registry) {
+    est.params_total += p.numel();
+    if (p.expert >= 0) expert += p.numel();
+    est.tensors.push_back({p.name, p.shape, model::local_shape(p, spec.parallel.tp)});
+  }
+  const auto& moe = spec.model.moe;
+  est.params_active = est.params_total - expert + (moe ? expert / moe->experts * moe->top_k : 0);
+}
+
+void add_volume(CommVolume& to, double bytes, bool inter_node) {
+  (inter_node ? to.inter_node : to.intra_node) += bytes;
+}
+
+std::map<std::string, CommVolume> axis_volumes(const StepComm& s, const LinkTiers& t) {
+  std::map<std::string, CommVolume> v = {{"tp", {}}, {"pp", {}}, {"dp", {}}, {"cp", {}}, {"ep", {}}};
+  add_volume(v["tp"], s.tp, t.tp);
+  add_volume(v["pp"], s.pp, t.pp);
+  add_volume(v["dp"], s.dp_dense, t.dp_cp);
+  add_volume(v["dp"], s.dp_expert, t.expert_dp);
+  add_volume(v["cp"], s.cp, t.cp);
+  add_volume(v["ep"], s.ep, t.ep);
+  return v;
+}
+
+config::Diagnostic over_memory(const config::LoadResult& job, const HardwareProfile& hw, const Estimate& est,
+                               const std::optional<FittingLayout>& fit) {
+  const RankEstimate& r = est.ranks[static_cast<size_t>(est.max_memory_rank)];
+  const MemoryBreakdown& m = r.memory;
+  char inflight[32];
+  std::snprintf(inflight, sizeof inflight, "%.2f", r.peak_inflight);
+  const std::string message =
+      "predicted memory " + gib(m.total()) + " on rank " + std::to_string(r.rank) + " (pp " +
+      std::to_string(r.pp_rank) + ", tp " + std::to_string(r.tp_rank) + ", ep " + std::to_string(r.ep_rank) +
+      ") exceeds the " + gib(hw.memory_bytes) + " of " + hw.name + ": params " + gib(m.params) + ", grads " +
+      gib(m.grads) + ", optimizer " + gib(m.optimizer) + ", activations " + gib(m.activations) + " (" +
+      inflight + " microbatches in flight), comm buffers " + gib(m.comm_buffers);
+  if (!fit) {
+    return job.at("parallel", message,
+                  "no neighbouring layout (higher zero, recompute, tp/pp x2.., smaller micro_batch) fits; "
+                  "use more GPUs (cluster.nodes) or a larger device (cluster.gpu)");
+  }
+  return job.at(
+      fit->changes.front().first, message,
+      "the nearest layout that fits (" + gib(fit->peak.memory.total()) + " peak): " + fit->set_line());
+}
+
+// What every rank's numbers are computed from, once per estimate.
+struct EstimateInputs {
+  const config::JobSpec& spec;
+  const HardwareProfile& hw;
+  const grid::RankGrid& grid;
+  const pipeline::OpCosts& costs;
+  const pipeline::SimResult& sim;
+};
+
+// Memory, communication and the step's tail (exposed dp comm + optimizer) of one position.
+// `params` are the position's elements (slice sizes depend on tp, not on the tp rank).
+void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& params, Estimate& est) {
+  const config::JobSpec& spec = in.spec;
+  const auto pp_rank = static_cast<size_t>(pos.pp_rank);
+  const double live = in.sim.peak_live[pp_rank];
+  est.ranks.push_back({pos.rank, pos.pp_rank, pos.tp_rank, pos.ep_rank, params.total(),
+                       rank_memory(spec, params, pos.pp_rank, live), live});
+  if (est.ranks.back().memory.total() > est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total())
+    est.max_memory_rank = static_cast<int>(est.ranks.size()) - 1;
+
+  const LinkTiers tiers =
+      link_tiers(in.grid, pos.rank, spec.cluster.gpus_per_node, spec.model.moe.has_value());
+  for (const auto& [axis, volume] : axis_volumes(step_comm(spec, params, pos.pp_rank), tiers)) {
+    CommVolume& most = est.comm_bytes_per_step[axis];
+    if (volume.total() >= most.total()) most = volume;
+  }
+
+  double backward_window = 0;  // the last microbatch's backward on this rank's chunks
+  for (size_t v = pp_rank; v < in.costs.backward.size(); v += static_cast<size_t>(spec.parallel.pp))
+    backward_window += in.costs.backward[v] + in.costs.weight_grad[v];
+  const double dp_exposed =
+      data_parallel_exposed_seconds(spec, in.hw, params, tiers, backward_window, in.sim.busy[pp_rank]);
+  const double optimizer = optimizer_seconds(spec, in.hw, params);
+  if (dp_exposed + optimizer > est.dp_exposed_s + est.optimizer_s) {
+    est.dp_exposed_s = dp_exposed;
+    est.optimizer_s = optimizer;
+  }
+}
+
+pipeline::SimResult simulate_schedule(const config::JobSpec& spec, const pipeline::OpCosts& costs) {
+  return pipeline::simulate(pipeline::build(spec.schedule.kind, spec.parallel.pp,
+                                            spec.schedule.virtual_stages, spec.train.microbatches),
+                            costs);
+}
+
+}  // namespace
+
+Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
+  const config::JobSpec& spec = job.spec;
+  const config::ParallelSpec& par = spec.parallel;
+  Estimate est;
+  est.world = spec.world;
+  est.degrees = {par.tp, par.cp, par.ep, par.dp, par.pp};
+  est.hardware = hw.name;
+  est.device_memory_bytes = hw.memory_bytes;
+  est.microbatches = spec.train.microbatches;
+  est.tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
+
+  std::vector<std::string> problems;
+  const grid::RankGrid grid = grid::RankGrid::make(est.degrees, par.order, &problems);
+  for (const std::string& p : problems) est.diags.errors.push_back(job.at("parallel.order", p));
+  if (!problems.empty()) return est;
+  for (const char* axis : {"tp", "pp", "dp", "cp"}) est.groups[axis] = grid.groups(axis);
+  est.groups["ep"] = grid.expert_groups("ep");
+
+  const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
+  count_params(registry, spec, est);
+  est.layer_activations = model::layer_saved_activations(spec, spec.train.recompute);
+
+  const MatmulParams matmul = matmul_params(registry, spec.model);
+  const StepFlops flops = step_flops(spec, matmul);
+  est.flops_per_step = flops.model;
+  est.hardware_flops_per_step = flops.hardware;
+
+  std::vector<LinkTiers> stage_tiers;
+  for (int r = 0; r < par.pp; ++r)
+    stage_tiers.push_back(link_tiers(grid, grid.rank_of({0, 0, 0, 0, r}), spec.cluster.gpus_per_node,
+                                     spec.model.moe.has_value()));
+  const pipeline::OpCosts costs = stage_op_costs(spec, hw, stage_flops(spec, matmul), stage_tiers);
+  const pipeline::SimResult sim = simulate_schedule(spec, costs);
+  est.bubble_fraction = sim.bubble_fraction_max;
+  est.peak_inflight = sim.peak_live_max;
+  est.pipeline_s = sim.makespan;
+
+  const EstimateInputs inputs{spec, hw, grid, costs, sim};
+  std::map<std::pair<int, int>, RankParams> params_at;  // (pp rank, ep rank) -> elements
+  for (const Position& pos : distinct_positions(grid)) {
+    auto [it, inserted] = params_at.try_emplace({pos.pp_rank, pos.ep_rank});
+    if (inserted) {
+      const model::ShardCoords coords = model::shard_coords(spec, pos.pp_rank, pos.tp_rank, pos.ep_rank);
+      it->second = count_rank_params(model::local_params(registry, coords), par.pp);
+    }
+    add_rank(inputs, pos, it->second, est);
+  }
+  est.step_time_s = est.pipeline_s + est.dp_exposed_s + est.optimizer_s;
+  est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
+
+  if (est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total() > hw.memory_bytes) {
+    const std::optional<FittingLayout> fit = nearest_fitting_layout(spec, hw);
+    if (fit) est.nearest_fit = fit->set_line();
+    est.diags.errors.push_back(over_memory(job, hw, est, fit));
+  }
+  return est;
+}
+
+}  // namespace ptrain::plan

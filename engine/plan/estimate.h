@@ -1,6 +1,7 @@
 // The dry-run model of a job: parameters, memory per rank, FLOPs, communication per link tier,
 // pipeline bubble from simulating the real schedule, step time and MFU. Pure: no devices, no I/O.
-// Every formula is documented in README.md ("How validate estimates").
+// Every formula is documented next to its code (memory.h, flops.h, comm.h, step_time.h, fit.h,
+// model/saved_activations.h) and in README.md ("How validate estimates").
 #pragma once
 
 #include <cstdint>
@@ -9,16 +10,13 @@
 #include <vector>
 
 #include "engine/config/diagnostics.h"
-#include "engine/config/job_spec.h"
+#include "engine/config/loader.h"
 #include "engine/grid/rank_grid.h"
+#include "engine/model/saved_activations.h"
 #include "engine/plan/hardware.h"
+#include "engine/plan/memory.h"
 
 namespace ptrain::plan {
-
-struct MemoryBreakdown {  // bytes on one rank
-  double params = 0, grads = 0, optimizer = 0, activations = 0, comm_buffers = 0;
-  double total() const { return params + grads + optimizer + activations + comm_buffers; }
-};
 
 struct TensorCount {  // one registry tensor: global and per-rank element counts
   std::string name;
@@ -44,25 +42,33 @@ struct Estimate {
   grid::Degrees degrees;
   std::map<std::string, grid::GroupList> groups;  // "tp","pp","dp","cp","ep" -> rank lists
   std::int64_t params_total = 0;
-  std::int64_t params_active = 0;  // per token (MoE: top_k experts)
-  std::vector<TensorCount> tensors;
-  std::vector<RankEstimate> ranks;  // one per distinct (pp, tp, ep) position; all ranks share one of these
-  int max_memory_rank = 0;          // index into ranks with the largest total
+  std::int64_t params_active = 0;    // per token (MoE: top_k experts)
+  std::vector<TensorCount> tensors;  // every registry tensor, in registry order
+  std::vector<RankEstimate> ranks;   // one per distinct (pp, tp, ep) position; all ranks share one of these
+  int max_memory_rank = 0;           // index into ranks with the largest total
+  std::vector<model::SavedTensor> layer_activations;  // what one layer keeps per microbatch (train.recompute)
   int microbatches = 0;
-  double bubble_fraction = 0;       // worst pp rank, from the simulator
-  double peak_inflight = 0;         // worst pp rank
+  double bubble_fraction = 0;  // worst pp rank, from the simulator
+  double peak_inflight = 0;    // worst pp rank
   double tokens_per_step = 0;
-  double flops_per_step = 0;        // model FLOPs (no recompute), whole job
+  double flops_per_step = 0;           // model FLOPs (no recompute), whole job
   double hardware_flops_per_step = 0;  // including recompute
-  std::map<std::string, CommVolume> comm_bytes_per_step;  // "tp","pp","dp","cp","ep"
-  double step_time_s = 0;
+  std::map<std::string, CommVolume>
+      comm_bytes_per_step;  // "tp","pp","dp","cp","ep": the rank sending the most
+  double step_time_s = 0;   // pipeline_s + the slowest rank's dp_exposed + optimizer
+  double pipeline_s = 0;    // simulated makespan of the schedule
+  double dp_exposed_s = 0;  // data-parallel communication not hidden behind backward
+  double optimizer_s = 0;
   double mfu = 0;
   double device_memory_bytes = 0;
   std::string hardware;
-  config::Diagnostics diags;  // over-memory error (with the breakdown and the nearest layout that fits), warnings
+  std::string nearest_fit;  // over memory: "--set ..." of the nearest layout that fits ("" if none)
+  config::Diagnostics
+      diags;  // over-memory error (with the breakdown and the nearest layout that fits), warnings
 };
 
-// Precondition: spec came from config::load with no errors.
-Estimate estimate(const config::JobSpec& spec, const HardwareProfile& hw);
+// Precondition: job.ok() (every derived field of job.spec filled). Diagnostics are located in the
+// job's YAML through job.at(...).
+Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw);
 
 }  // namespace ptrain::plan

@@ -1,23 +1,47 @@
 // Hardware profiles for validate and plan: memory, peak FLOP/s, bandwidths. Numbers are the
-// vendors' published dense peaks (no sparsity); sources in README.md.
+// vendors' published dense peaks (no sparsity):
+//   h100-sxm  NVIDIA H100 SXM5 datasheet: 80 GB HBM3 at 3.35 TB/s; 989 TFLOP/s bf16 dense;
+//             fp32 = 67 TFLOP/s, the non-tensor-core FP32 peak (ptrain's fp32 path does not use
+//             TF32; the TF32 tensor-core peak would be 494.5 TFLOP/s); NVLink 4 = 900 GB/s
+//             bidirectional = 450 GB/s per direction per GPU; one 400 Gb/s NIC (ConnectX-7) per
+//             GPU = 50 GB/s.
+//   h200      H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
+//   a100-80g  A100 SXM4 80GB: 312 TFLOP/s bf16, 19.5 TFLOP/s fp32, 2.0 TB/s (2,039 GB/s) HBM2e;
+//             NVLink 3 = 600 GB/s bidirectional = 300 GB/s per direction; 200 Gb/s HDR per GPU.
+//   cpu       the test machine: ranks are processes sharing host memory (24 GiB for all of them
+//             by default), 100 GFLOP/s per rank (a few AVX2 cores with OpenBLAS), 20 GB/s memory,
+//             10 GB/s loopback between ranks, 1.25 GB/s (10 GbE) between hosts.
+// Memory is the marketing size in decimal GB (80e9 B, below the 80 GiB of physical HBM): the
+// difference is the CUDA context, NCCL and the allocator's fragmentation. Latencies are per
+// collective step: ~5 us over NVLink, ~10 us over InfiniBand.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/config/job_spec.h"
+
 namespace ptrain::plan {
 
 struct HardwareProfile {
-  std::string name;             // "h100-sxm", "h200", "a100-80g", "cpu"
-  double memory_bytes;          // usable device memory
-  double peak_flops_bf16;       // dense
+  std::string name;        // "h100-sxm", "h200", "a100-80g", "cpu"
+  double memory_bytes;     // usable device memory
+  double peak_flops_bf16;  // dense
   double peak_flops_fp32;
-  double hbm_bytes_per_s;       // device memory bandwidth
+  double hbm_bytes_per_s;         // device memory bandwidth
   double intra_node_bytes_per_s;  // per-GPU NVLink (unidirectional) bandwidth
   double inter_node_bytes_per_s;  // per-GPU network bandwidth
   double intra_node_latency_s;
   double inter_node_latency_s;
+
+  double peak_flops(config::Precision precision) const;
+  double link_bytes_per_s(bool inter_node) const {
+    return inter_node ? inter_node_bytes_per_s : intra_node_bytes_per_s;
+  }
+  double link_latency_s(bool inter_node) const {
+    return inter_node ? inter_node_latency_s : intra_node_latency_s;
+  }
 };
 
 const HardwareProfile* find_hardware(std::string_view name);  // nullptr if unknown

@@ -1,0 +1,71 @@
+// `ptrain validate job.yaml [--world N] [--json]`: the dry run. No allocation, no communication.
+#include <cstdio>
+#include <optional>
+
+#include "app/commands.h"
+#include "app/exit_codes.h"
+#include "app/job_loading.h"
+#include "app/validate_report.h"
+#include "engine/plan/estimate.h"
+#include "engine/plan/hardware.h"
+
+namespace ptrain::app {
+namespace {
+
+struct ValidateArgs {
+  JobArgs job;
+  std::optional<int> world;
+  bool json = false;
+};
+
+int emit_problems(const config::Diagnostics& diags, bool json) {
+  if (json) {
+    std::printf("%s\n", json_diagnostics(diags).dump(2).c_str());
+  } else {
+    print_diagnostics(diags);
+    std::fprintf(stderr, "invalid: %zu problem%s\n", diags.errors.size(), diags.errors.size() == 1 ? "" : "s");
+  }
+  return kExitBadInput;
+}
+
+int run_validate(const ValidateArgs& args) {
+  config::LoadResult job = load_job(args.job, args.world);
+  if (!job.ok()) return emit_problems(job.diags, args.json);
+
+  const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
+  if (hw == nullptr) {
+    std::string known;
+    for (const auto& name : plan::hardware_names()) known += (known.empty() ? "" : ", ") + name;
+    job.diags.errors.push_back(job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'",
+                                      "use one of: " + known));
+    return emit_problems(job.diags, args.json);
+  }
+
+  plan::Estimate est = plan::estimate(job, *hw);
+  est.diags.warnings.insert(est.diags.warnings.begin(), job.diags.warnings.begin(), job.diags.warnings.end());
+  const bool valid = est.diags.ok();
+  if (args.json) {
+    std::printf("%s\n", json_report(job.spec, est).dump(2).c_str());
+  } else {
+    std::printf("%s", human_report(job.spec, est).c_str());
+    print_diagnostics(est.diags);
+  }
+  return valid ? kExitOk : kExitBadInput;
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& cli, int& exit_code) {
+  auto args = std::make_shared<ValidateArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "validate",
+      "Dry run: check the job and report the rank grid, memory per rank, FLOPs, communication per link\n"
+      "tier, pipeline bubble (simulating the real schedule), step time and MFU. Exit 0 = would run, 2 = invalid.");
+  add_job_args(*cmd, args->job);
+  cmd->add_option("--world", args->world, "Validate for this many ranks (default: cluster.nodes * gpus_per_node)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--json", args->json, "Print one JSON object (fields in README)");
+  cmd->callback([args, &exit_code] { exit_code = run_validate(*args); });
+}
+
+}  // namespace ptrain::app

@@ -1,0 +1,14 @@
+// One function per command; each registers its subcommand and flags on the CLI and, when chosen,
+// stores its exit code in `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ptrain::app {
+
+void add_validate_command(CLI::App& cli, int& exit_code);
+void add_schedule_command(CLI::App& cli, int& exit_code);
+void add_run_command(CLI::App& cli, int& exit_code);
+void add_convert_command(CLI::App& cli, int& exit_code);
+
+}  // namespace ptrain::app

@@ -1,0 +1,29 @@
+// ptrain: train transformers from a YAML job spec across TP x PP x DP x CP x EP.
+#include <CLI/CLI.hpp>
+
+#include "app/commands.h"
+#include "app/exit_codes.h"
+
+int main(int argc, char** argv) {
+  CLI::App cli{
+      "ptrain: trains decoder-only transformers (GPT-2, Llama, Mixtral-style MoE) from a YAML job spec\n"
+      "across tensor, pipeline, data, context and expert parallelism with ZeRO sharding.\n\n"
+      "Exit codes: 0 ok, 1 runtime failure, 2 bad input (config, files, flags)."};
+  cli.require_subcommand(1);
+  cli.set_version_flag("--version", "ptrain 0.1.0");
+
+  int exit_code = ptrain::app::kExitOk;
+  ptrain::app::add_run_command(cli, exit_code);
+  ptrain::app::add_validate_command(cli, exit_code);
+  ptrain::app::add_schedule_command(cli, exit_code);
+  ptrain::app::add_convert_command(cli, exit_code);
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" with exit code 0; anything else is a bad flag: exit 2.
+    const int printed = cli.exit(e);
+    return printed == 0 ? ptrain::app::kExitOk : ptrain::app::kExitBadInput;
+  }
+  return exit_code;
+}

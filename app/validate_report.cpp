@@ -1,0 +1,265 @@
+#include "app/validate_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ptrain::app {
+namespace {
+
+constexpr const char* kAxes[] = {"tp", "pp", "dp", "cp", "ep"};
+
+std::string printf_string(const char* fmt, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, value);
+  return buf;
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 5) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  return printf_string(unit == 0 ? "%.0f" : "%.2f", bytes) + " " + units[unit];
+}
+
+std::string count_text(double n) {  // 124.44 M, 8.03 B
+  if (n >= 1e12) return printf_string("%.2f T", n / 1e12);
+  if (n >= 1e9) return printf_string("%.2f B", n / 1e9);
+  if (n >= 1e6) return printf_string("%.2f M", n / 1e6);
+  if (n >= 1e3) return printf_string("%.2f K", n / 1e3);
+  return printf_string("%.0f", n);
+}
+
+std::string percent(double fraction) { return printf_string("%.1f%%", 100.0 * fraction); }
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string group_text(const grid::Group& g) {
+  std::string s = "[";
+  const size_t shown = std::min<size_t>(g.size(), 8);
+  for (size_t i = 0; i < shown; ++i) s += (i ? "," : "") + std::to_string(g[i]);
+  if (shown < g.size()) s += ",... (" + std::to_string(g.size()) + ")";
+  return s + "]";
+}
+
+// Tensor names with their layer and expert numbers replaced by '*', so a 126-layer model reads as
+// one line per kind of tensor: "model.layers.*.mlp.up_proj.weight x126".
+std::string name_pattern(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    const bool starts_number = std::isdigit(static_cast<unsigned char>(name[i])) && (i == 0 || name[i - 1] == '.');
+    if (starts_number) {
+      size_t j = i;
+      while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+      if (j == name.size() || name[j] == '.') {
+        out += '*';
+        i = j;
+        continue;
+      }
+    }
+    out += name[i++];
+  }
+  return out;
+}
+
+struct TensorKind {
+  std::string pattern;
+  std::vector<std::int64_t> global_shape, local_shape;
+  std::int64_t count = 0;
+  double elements = 0;
+};
+
+std::vector<TensorKind> tensor_kinds(const std::vector<plan::TensorCount>& tensors) {
+  std::vector<TensorKind> kinds;
+  std::map<std::string, size_t> index;
+  for (const auto& t : tensors) {
+    const std::string pattern = name_pattern(t.name);
+    auto [it, inserted] = index.emplace(pattern, kinds.size());
+    if (inserted) kinds.push_back({pattern, t.global_shape, t.local_shape, 0, 0});
+    TensorKind& k = kinds[it->second];
+    double n = 1;
+    for (auto d : t.global_shape) n *= static_cast<double>(d);
+    k.count += 1;
+    k.elements += n;
+  }
+  return kinds;
+}
+
+}  // namespace
+
+std::string human_report(const config::JobSpec& spec, const plan::Estimate& est) {
+  std::string out;
+  auto line = [&out](const std::string& s) { out += s + "\n"; };
+  const auto& d = est.degrees;
+  const auto& m = spec.model;
+
+  line("ptrain validate: " + spec.name + (est.diags.ok() ? "  -> valid, would run" : "  -> INVALID"));
+  line("");
+  line("Layout     world " + std::to_string(est.world) + " = tp " + std::to_string(d.tp) + " x pp " +
+       std::to_string(d.pp) + " x dp " + std::to_string(d.dp) + " x cp " + std::to_string(d.cp) + "  (ep " +
+       std::to_string(d.ep) + " carved from tp*cp*dp), order " + spec.parallel.order + ", zero " +
+       std::to_string(spec.parallel.zero) + (spec.parallel.sequence_parallel ? ", sequence parallel" : ""));
+  for (const char* axis : kAxes) {
+    auto it = est.groups.find(axis);
+    if (it == est.groups.end() || it->second.empty()) continue;
+    const auto& groups = it->second;
+    auto comm = est.comm_bytes_per_step.find(axis);
+    std::string tier;
+    if (comm != est.comm_bytes_per_step.end() && comm->second.total() > 0)
+      tier = comm->second.inter_node > 0 ? "  crosses nodes" : "  within a node";
+    line(std::string("           ") + axis + ": " + std::to_string(groups.size()) + " groups of " +
+         std::to_string(groups.front().size()) + ", first " + group_text(groups.front()) + tier);
+  }
+  line("");
+  line("Model      " + std::string(config::to_string(m.arch)) + ", " + std::to_string(m.layers) + " layers, hidden " +
+       std::to_string(m.hidden) + ", heads " + std::to_string(m.heads) + " (kv " + std::to_string(m.kv_heads) +
+       "), ffn " + std::to_string(m.ffn_hidden) + ", vocab " + std::to_string(m.vocab) +
+       (m.padded_vocab != m.vocab ? " (padded to " + std::to_string(m.padded_vocab) + ")" : "") + ", seq " +
+       std::to_string(m.seq_len) + (m.moe ? ", experts " + std::to_string(m.moe->experts) + " top-" +
+                                                std::to_string(m.moe->top_k)
+                                          : ""));
+  line("           parameters " + count_text(static_cast<double>(est.params_total)) + " total, " +
+       count_text(static_cast<double>(est.params_active)) + " active per token");
+  for (const auto& k : tensor_kinds(est.tensors)) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "             %-52s %-18s x%-4lld %10s  (rank slice %s)", k.pattern.c_str(),
+                  shape_text(k.global_shape).c_str(), static_cast<long long>(k.count), count_text(k.elements).c_str(),
+                  shape_text(k.local_shape).c_str());
+    line(buf);
+  }
+  line("");
+  line("Pipeline   " + std::string(config::to_string(spec.schedule.kind)) + ", " + std::to_string(d.pp) +
+       " stages x " + std::to_string(spec.schedule.virtual_stages) + " chunks, " + std::to_string(est.microbatches) +
+       " microbatches of " + std::to_string(spec.train.micro_batch) + ": bubble " + percent(est.bubble_fraction) +
+       ", peak in-flight " + printf_string("%.2f", est.peak_inflight) + " microbatches");
+  line("");
+  line("Memory     per rank (bytes on the device), " + est.hardware + " has " + bytes_text(est.device_memory_bytes));
+  line("           rank  pp  tp  ep      params       grads   optimizer activations     buffers       total");
+  for (size_t i = 0; i < est.ranks.size(); ++i) {
+    const auto& r = est.ranks[i];
+    const auto& mem = r.memory;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "         %c %5d %3d %3d %3d %11s %11s %11s %11s %11s %11s",
+                  static_cast<int>(i) == est.max_memory_rank ? '*' : ' ', r.rank, r.pp_rank, r.tp_rank, r.ep_rank,
+                  bytes_text(mem.params).c_str(), bytes_text(mem.grads).c_str(), bytes_text(mem.optimizer).c_str(),
+                  bytes_text(mem.activations).c_str(), bytes_text(mem.comm_buffers).c_str(),
+                  bytes_text(mem.total()).c_str());
+    line(buf);
+  }
+  line("           (* = the rank with the most; activations = per in-flight microbatch x peak in-flight)");
+  line("");
+  line("Compute    " + count_text(est.tokens_per_step) + " tokens/step, model FLOPs/step " +
+       printf_string("%.3e", est.flops_per_step) + " (with recompute " +
+       printf_string("%.3e", est.hardware_flops_per_step) + ")");
+  line("Comm       bytes each rank sends per step:");
+  for (const char* axis : kAxes) {
+    auto it = est.comm_bytes_per_step.find(axis);
+    if (it == est.comm_bytes_per_step.end() || it->second.total() <= 0) continue;
+    line(std::string("             ") + axis + "  " + bytes_text(it->second.total()) + "  (intra-node " +
+         bytes_text(it->second.intra_node) + ", inter-node " + bytes_text(it->second.inter_node) + ")");
+  }
+  line("");
+  line("Estimate   step " + printf_string("%.3f", est.step_time_s) + " s, MFU " + percent(est.mfu) + ", " +
+       count_text(est.tokens_per_step / std::max(est.step_time_s, 1e-12)) + " tokens/s");
+  return out;
+}
+
+nlohmann::ordered_json json_diagnostics(const config::Diagnostics& diags) {
+  nlohmann::ordered_json j;
+  j["valid"] = diags.ok();
+  auto list = [](const std::vector<config::Diagnostic>& ds) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const auto& diag : ds) {
+      nlohmann::ordered_json e;
+      e["key"] = diag.key;
+      e["message"] = diag.message;
+      e["fix"] = diag.fix;
+      e["line"] = diag.line;
+      e["column"] = diag.column;
+      e["origin"] = diag.origin;
+      arr.push_back(std::move(e));
+    }
+    return arr;
+  };
+  j["errors"] = list(diags.errors);
+  j["warnings"] = list(diags.warnings);
+  return j;
+}
+
+nlohmann::ordered_json json_report(const config::JobSpec& spec, const plan::Estimate& est) {
+  nlohmann::ordered_json j;
+  j["valid"] = est.diags.ok();
+  j["name"] = spec.name;
+  j["world"] = est.world;
+  j["degrees"] = {{"tp", est.degrees.tp}, {"pp", est.degrees.pp}, {"dp", est.degrees.dp},
+                  {"cp", est.degrees.cp}, {"ep", est.degrees.ep}};
+  nlohmann::ordered_json grid_json;
+  for (const char* axis : kAxes) {
+    auto it = est.groups.find(axis);
+    grid_json[axis] = it == est.groups.end() ? nlohmann::ordered_json::array() : nlohmann::ordered_json(it->second);
+  }
+  j["grid"] = std::move(grid_json);
+  j["params_total"] = est.params_total;
+  j["params_active"] = est.params_active;
+  const auto& heaviest = est.ranks.at(static_cast<size_t>(est.max_memory_rank));
+  const auto& mem = heaviest.memory;
+  j["memory"] = {{"rank", heaviest.rank},
+                 {"params_bytes", mem.params},
+                 {"grads_bytes", mem.grads},
+                 {"optimizer_bytes", mem.optimizer},
+                 {"activations_bytes", mem.activations},
+                 {"comm_buffers_bytes", mem.comm_buffers},
+                 {"total_bytes", mem.total()},
+                 {"device_bytes", est.device_memory_bytes}};
+  nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
+  for (const auto& r : est.ranks) {
+    per_rank.push_back({{"rank", r.rank},
+                        {"pp_rank", r.pp_rank},
+                        {"tp_rank", r.tp_rank},
+                        {"ep_rank", r.ep_rank},
+                        {"params", r.params},
+                        {"peak_inflight", r.peak_inflight},
+                        {"params_bytes", r.memory.params},
+                        {"grads_bytes", r.memory.grads},
+                        {"optimizer_bytes", r.memory.optimizer},
+                        {"activations_bytes", r.memory.activations},
+                        {"comm_buffers_bytes", r.memory.comm_buffers},
+                        {"total_bytes", r.memory.total()}});
+  }
+  j["memory_per_rank"] = std::move(per_rank);
+  j["pipeline"] = {{"kind", config::to_string(spec.schedule.kind)},
+                   {"virtual_stages", spec.schedule.virtual_stages},
+                   {"microbatches", est.microbatches},
+                   {"bubble_fraction", est.bubble_fraction},
+                   {"peak_inflight", est.peak_inflight}};
+  j["tokens_per_step"] = est.tokens_per_step;
+  j["flops_per_step"] = est.flops_per_step;
+  j["hardware_flops_per_step"] = est.hardware_flops_per_step;
+  nlohmann::ordered_json comm, tiers;
+  for (const char* axis : kAxes) {
+    auto it = est.comm_bytes_per_step.find(axis);
+    const plan::CommVolume v = it == est.comm_bytes_per_step.end() ? plan::CommVolume{} : it->second;
+    comm[axis] = v.total();
+    tiers[axis] = {{"intra_node", v.intra_node}, {"inter_node", v.inter_node}};
+  }
+  j["comm_bytes_per_step"] = std::move(comm);
+  j["comm_tiers"] = std::move(tiers);
+  j["step_time_s"] = est.step_time_s;
+  j["mfu"] = est.mfu;
+  j["hardware"] = est.hardware;
+  const nlohmann::ordered_json diags = json_diagnostics(est.diags);
+  j["errors"] = diags["errors"];
+  j["warnings"] = diags["warnings"];
+  return j;
+}
+
+}  // namespace ptrain::app

@@ -1,0 +1,20 @@
+// The two forms of the validate report: a human one for the terminal and one JSON object whose
+// field names are the contract in README.md ("validate --json fields").
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/config/diagnostics.h"
+#include "engine/config/job_spec.h"
+#include "engine/plan/estimate.h"
+
+namespace ptrain::app {
+
+std::string human_report(const config::JobSpec& spec, const plan::Estimate& est);
+nlohmann::ordered_json json_report(const config::JobSpec& spec, const plan::Estimate& est);
+// For a job that did not load: only the problems.
+nlohmann::ordered_json json_diagnostics(const config::Diagnostics& diags);
+
+}  // namespace ptrain::app

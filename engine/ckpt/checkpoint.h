@@ -1,0 +1,130 @@
+// The distributed checkpoint format (DESIGN.md "Checkpoints"):
+//
+//   <dir>/latest                      "step_<N>\n", replaced atomically after each save
+//   <dir>/step_<N>/manifest.json      format version, step, job essentials, trainer state, the
+//                                     rank files with their sizes and CRC32C, and for every global
+//                                     tensor its shape, dtype and which stored tensors hold which
+//                                     global elements (runs of flat indices)
+//   <dir>/step_<N>/rank_<R>.safetensors   what rank R held, in its local layout
+//
+// Because the manifest maps stored elements to global flat indices, any layout loads any layout:
+// a loader asks for the global indices it needs and they are gathered from whichever files hold
+// them (replicas are read once). Tensor names: "model/<hf name>", "optim/exp_avg/<hf name>",
+// "optim/exp_avg_sq/<hf name>" (see param_checkpoint.h).
+//
+// Saving is atomic: everything is written into <dir>/step_<N>.tmp-<random>/, each file and the
+// directory fsync'd, the directory renamed to step_<N>, <dir> fsync'd, then `latest` replaced, then
+// checkpoints older than the newest `keep` removed. A crash leaves either the previous state or the
+// new one; leftover temporary directories are ignored by loading and removed by the next save.
+//
+// Distributed use: rank 0 calls begin_checkpoint and shares the temporary path; every rank calls
+// write_rank_file and sends its RankFileInfo (to_json) to rank 0; after a barrier rank 0 calls
+// commit_checkpoint. save_checkpoint does all three for a single process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/ckpt/index_runs.h"
+
+namespace ptrain::ckpt {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr const char* kCheckpointFormatName = "ptrain-checkpoint";
+
+// One rank's part of one global tensor (fp32).
+struct TensorShard {
+  std::string name;                        // global tensor name, e.g. "model/wte.weight"
+  std::vector<std::int64_t> global_shape;  // of the whole tensor
+  std::vector<std::int64_t> stored_shape;  // shape in the rank file; empty = 1-D [numel]
+  IndexRuns runs;                          // global flat index of every stored element, in order
+  const float* data = nullptr;             // runs_numel(runs) elements
+};
+
+// What one rank wrote: enough for rank 0 to write the manifest.
+struct RankFileInfo {
+  struct Piece {
+    std::string tensor;                      // global tensor name
+    std::vector<std::int64_t> global_shape;
+    std::string key;                         // tensor name inside the file
+    IndexRuns runs;
+  };
+  int rank = 0;
+  std::string file;  // "rank_<R>.safetensors", relative to the step directory
+  std::int64_t bytes = 0;
+  std::uint32_t crc32c = 0;
+  std::vector<Piece> pieces;
+};
+nlohmann::json to_json(const RankFileInfo& info);
+RankFileInfo rank_file_info_from_json(const nlohmann::json& value);  // CheckpointError if malformed
+
+std::string step_dir_name(std::int64_t step);  // "step_<N>"
+// The step of a directory name "step_<N>" (digits only), or nullopt for any other name.
+std::optional<std::int64_t> parse_step_dir_name(const std::string& name);
+
+// Creates <dir> (and parents) if needed and a fresh <dir>/step_<N>.tmp-<random>; returns its path.
+std::string begin_checkpoint(const std::string& dir, std::int64_t step);
+// Writes <tmp_dir>/rank_<R>.safetensors (fsync'd) holding every shard under its name.
+RankFileInfo write_rank_file(const std::string& tmp_dir, int rank, std::int64_t step,
+                             const std::vector<TensorShard>& shards);
+// Writes the manifest, checks that the files together cover every element of every tensor, makes
+// the step directory durable and current, prunes to `keep` (0 = keep all) and removes leftovers of
+// earlier crashes. Returns the path of the step directory.
+std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir, std::int64_t step,
+                              const nlohmann::json& job_meta, const nlohmann::json& state,
+                              const std::vector<RankFileInfo>& ranks, int keep);
+// Single process: begin + write_rank_file(rank 0) + commit.
+std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlohmann::json& job_meta,
+                            const nlohmann::json& state, const std::vector<TensorShard>& shards, int keep);
+
+// The newest complete checkpoint in `dir`: the step directory named by `latest` if it has a
+// manifest, else the highest step_<N> with a manifest; nullopt if there is none (or no `dir`).
+std::optional<std::string> latest_checkpoint(const std::string& dir);
+
+// A checkpoint opened for reading. The manifest is validated on open; rank files are opened when
+// first needed, their size and CRC32C checked against the manifest before any byte is used.
+class LoadedCheckpoint {
+ public:
+  explicit LoadedCheckpoint(const std::string& step_dir);
+  ~LoadedCheckpoint();
+  LoadedCheckpoint(LoadedCheckpoint&&) noexcept;
+  LoadedCheckpoint& operator=(LoadedCheckpoint&&) noexcept;
+
+  const std::string& path() const { return dir_; }
+  std::int64_t step() const { return step_; }
+  const nlohmann::json& job_meta() const { return job_; }
+  const nlohmann::json& state() const { return state_; }
+  const nlohmann::json& manifest() const { return manifest_; }
+
+  std::vector<std::string> tensor_names() const;
+  bool has_tensor(const std::string& name) const;
+  // Global shape of a tensor; CheckpointError if there is no such tensor.
+  const std::vector<std::int64_t>& tensor_shape(const std::string& name) const;
+
+  // Gathers the global elements listed by `global_runs` (in that order) into `out`. CheckpointError
+  // if the tensor is missing, an element is in no file, or a file is corrupt.
+  void read_tensor(const std::string& name, const IndexRuns& global_runs, float* out);
+  // The whole tensor, row-major.
+  std::vector<float> read_tensor(const std::string& name);
+
+  // Opens and checksums every rank file and checks every stored tensor against the manifest.
+  void verify();
+
+ private:
+  struct Impl;  // tensors, their pieces and the lazily opened rank files
+  std::string dir_;
+  std::int64_t step_ = 0;
+  nlohmann::json manifest_, job_, state_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Opens `path` if it is a step directory (has manifest.json), else the latest checkpoint under it.
+LoadedCheckpoint open_checkpoint(const std::string& path);
+
+}  // namespace ptrain::ckpt

@@ -1,0 +1,56 @@
+#include "engine/ckpt/crc32c.h"
+
+#include <array>
+#include <bit>
+#include <cstring>
+
+namespace ptrain::ckpt {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "slicing-by-8 below reads words little-endian");
+
+constexpr std::uint32_t kPolynomial = 0x82F63B78u;  // Castagnoli, bit-reversed
+
+using Tables = std::array<std::array<std::uint32_t, 256>, 8>;
+
+// tables[0] is the classic byte-at-a-time table; tables[k][b] advances tables[k-1][b] by one more
+// zero byte, so eight bytes can be folded in with eight independent lookups.
+constexpr Tables make_tables() {
+  Tables t{};
+  for (std::uint32_t b = 0; b < 256; ++b) {
+    std::uint32_t c = b;
+    for (int bit = 0; bit < 8; ++bit) c = (c & 1u) ? (c >> 1) ^ kPolynomial : c >> 1;
+    t[0][b] = c;
+  }
+  for (std::size_t k = 1; k < 8; ++k)
+    for (std::size_t b = 0; b < 256; ++b) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xFFu];
+  return t;
+}
+
+constexpr Tables kTables = make_tables();
+
+std::uint32_t load_u32(const unsigned char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint32_t c = ~crc;
+  const auto& t = kTables;
+  while (size >= 8) {
+    const std::uint32_t lo = load_u32(p) ^ c;
+    const std::uint32_t hi = load_u32(p + 4);
+    c = t[7][lo & 0xFFu] ^ t[6][(lo >> 8) & 0xFFu] ^ t[5][(lo >> 16) & 0xFFu] ^ t[4][lo >> 24] ^  //
+        t[3][hi & 0xFFu] ^ t[2][(hi >> 8) & 0xFFu] ^ t[1][(hi >> 16) & 0xFFu] ^ t[0][hi >> 24];
+    p += 8;
+    size -= 8;
+  }
+  while (size-- > 0) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xFFu];
+  return ~c;
+}
+
+}  // namespace ptrain::ckpt

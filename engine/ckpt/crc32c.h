@@ -1,0 +1,16 @@
+// CRC32C (Castagnoli, reflected polynomial 0x82F63B78, as in iSCSI, ext4 and Google's crc32c):
+// the checksum of every checkpoint rank file. Table-driven, slicing by 8 bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ptrain::ckpt {
+
+// The CRC32C of `prefix || data` given crc = CRC32C(prefix) (0 for an empty prefix), so a file can
+// be checksummed piece by piece as it is written.
+std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size);
+
+inline std::uint32_t crc32c(const void* data, std::size_t size) { return crc32c_extend(0, data, size); }
+
+}  // namespace ptrain::ckpt

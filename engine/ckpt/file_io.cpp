@@ -1,0 +1,149 @@
+#include "engine/ckpt/file_io.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <utility>
+
+#include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/crc32c.h"
+
+namespace ptrain::ckpt {
+namespace {
+
+// Closes a descriptor on scope exit unless released.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  ~FdGuard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string parent_directory(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+}  // namespace
+
+MappedBytes::MappedBytes(std::string path) : path_(std::move(path)) {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw CheckpointError(path_, std::string("cannot open: ") + std::strerror(errno));
+  FdGuard guard(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw CheckpointError(path_, std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw CheckpointError(path_, "not a regular file");
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ == 0) return;
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) {
+    size_ = 0;
+    throw CheckpointError(path_, std::string("cannot map: ") + std::strerror(errno));
+  }
+  data_ = static_cast<const std::byte*>(p);
+}
+
+MappedBytes::~MappedBytes() { unmap(); }
+
+MappedBytes::MappedBytes(MappedBytes&& other) noexcept
+    : path_(std::move(other.path_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+MappedBytes& MappedBytes::operator=(MappedBytes&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void MappedBytes::unmap() noexcept {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+FileWriter::FileWriter(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw CheckpointIoError(path_, "cannot create", errno);
+}
+
+FileWriter::~FileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileWriter::write(const void* data, std::size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  crc_ = crc32c_extend(crc_, p, size);
+  bytes_ += static_cast<std::int64_t>(size);
+  while (size > 0) {
+    const std::size_t chunk = std::min<std::size_t>(size, std::size_t{1} << 30);
+    const ssize_t n = ::write(fd_, p, chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw CheckpointIoError(path_, "write failed", errno);
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void FileWriter::finish() {
+  if (::fsync(fd_) != 0) throw CheckpointIoError(path_, "fsync failed", errno);
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) throw CheckpointIoError(path_, "close failed", errno);
+}
+
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw CheckpointIoError(dir, "cannot open directory", errno);
+  FdGuard guard(fd);
+  if (::fsync(fd) != 0) throw CheckpointIoError(dir, "fsync of directory failed", errno);
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp-" + random_hex_suffix();
+  {
+    FileWriter out(tmp);
+    out.write(contents.data(), contents.size());
+    out.finish();
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw CheckpointIoError(path, "cannot rename " + tmp + " to it", err);
+  }
+  fsync_directory(parent_directory(path));
+}
+
+void make_directory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) != 0) throw CheckpointIoError(path, "cannot create directory", errno);
+}
+
+std::string random_hex_suffix() {
+  std::random_device device;
+  const std::uint64_t r = (std::uint64_t{device()} << 32) ^ device();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 0; i < 16; ++i) out[static_cast<std::size_t>(i)] = kHex[(r >> (4 * i)) & 0xFu];
+  return out;
+}
+
+}  // namespace ptrain::ckpt

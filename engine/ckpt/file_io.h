@@ -1,0 +1,70 @@
+// POSIX file plumbing for checkpoints: read-only mappings of input files, and durable writes
+// (write, fsync, rename, fsync the directory) so a crash leaves either the old or the new state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace ptrain::ckpt {
+
+// A whole file mapped read-only, unmapped on destruction. Move-only. A missing, unreadable or
+// non-regular file is a CheckpointError (bad input). An empty file maps to an empty span.
+class MappedBytes {
+ public:
+  explicit MappedBytes(std::string path);
+  ~MappedBytes();
+  MappedBytes(MappedBytes&& other) noexcept;
+  MappedBytes& operator=(MappedBytes&& other) noexcept;
+  MappedBytes(const MappedBytes&) = delete;
+  MappedBytes& operator=(const MappedBytes&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  std::int64_t size() const { return static_cast<std::int64_t>(size_); }
+
+ private:
+  void unmap() noexcept;
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Creates (truncates) a file and appends to it, keeping its size and CRC32C. finish() fsyncs and
+// closes; a writer destroyed without finish() closes the descriptor and leaves the partial file
+// (it lives in a temporary directory). Failures throw CheckpointIoError.
+class FileWriter {
+ public:
+  explicit FileWriter(std::string path);
+  ~FileWriter();
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  void write(const void* data, std::size_t size);
+  void finish();
+
+  std::int64_t bytes() const { return bytes_; }
+  std::uint32_t crc32c() const { return crc_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::int64_t bytes_ = 0;
+  std::uint32_t crc_ = 0;
+};
+
+// fsync on a directory, which makes the creation, removal or renaming of its entries durable.
+void fsync_directory(const std::string& dir);
+
+// Replaces `path` with `contents` atomically: writes `path`.tmp-<random>, fsyncs, renames, fsyncs
+// the parent directory.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+// Creates a directory (mode 0755); throws CheckpointIoError if it fails or exists.
+void make_directory(const std::string& path);
+
+// 16 random hex digits, for temporary names that do not collide between processes.
+std::string random_hex_suffix();
+
+}  // namespace ptrain::ckpt

@@ -1,0 +1,238 @@
+#include "engine/ckpt/param_checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/index_runs.h"
+
+namespace ptrain::ckpt {
+namespace {
+
+constexpr const char* kOptimPrefix = "optim/";
+
+// A vocab-parallel [padded_vocab, hidden] table, whose padding rows depend on the layout's tp.
+bool vocab_padded(const model::ParamInfo& info) {
+  return info.tp_dim == 0 && info.shape.size() == 2 &&
+         (info.placement == model::Placement::Embedding || info.placement == model::Placement::Head);
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) { return nlohmann::json(shape).dump(); }
+
+// The part [begin, end) of a slot's local elements that lies in the flat range [lo, hi).
+struct LocalSpan {
+  std::int64_t begin = 0, end = 0;
+  bool empty() const { return begin >= end; }
+};
+LocalSpan overlap(const model::ParamSlot& slot, std::int64_t lo, std::int64_t hi) {
+  return {std::max(lo, slot.offset) - slot.offset, std::min(hi, slot.offset + slot.numel) - slot.offset};
+}
+
+std::int64_t range_end(const model::ParamStore& store, const MomentBuffers& m) {
+  return m.flat_end < 0 ? store.numel() : m.flat_end;
+}
+
+class Restorer {
+ public:
+  explicit Restorer(LoadedCheckpoint& ckpt) : ckpt_(ckpt) {
+    const nlohmann::json& job = ckpt.job_meta();
+    if (job.contains("model") && job["model"].is_object() && job["model"].contains("vocab") &&
+        job["model"]["vocab"].is_number_integer())
+      vocab_ = job["model"]["vocab"].get<std::int64_t>();
+  }
+
+  // Records a problem with tensor `name` for `info` (missing or wrong shape); true if it can be read.
+  bool check(const std::string& name, const model::ParamInfo& info) {
+    if (!ckpt_.has_tensor(name)) {
+      missing_.push_back(name);
+      return false;
+    }
+    const std::vector<std::int64_t>& shape = ckpt_.tensor_shape(name);
+    if (shape == info.shape) return true;
+    if (vocab_padded(info) && shape.size() == 2 && shape[1] == info.shape[1] && vocab_ > 0 &&
+        std::min(shape[0], info.shape[0]) >= vocab_)
+      return true;
+    mismatched_.push_back(name + ": the checkpoint has " + shape_text(shape) + ", this model needs " +
+                          shape_text(info.shape));
+    return false;
+  }
+
+  void throw_if_problems() const {
+    if (missing_.empty() && mismatched_.empty()) return;
+    std::string message;
+    auto list = [&](const char* title, const std::vector<std::string>& items) {
+      if (items.empty()) return;
+      message += std::string(message.empty() ? "" : "; ") + title + " (" + std::to_string(items.size()) + "): ";
+      for (std::size_t i = 0; i < items.size() && i < 10; ++i) message += (i ? ", " : "") + items[i];
+      if (items.size() > 10) message += ", ... and " + std::to_string(items.size() - 10) + " more";
+    };
+    list("missing tensors", missing_);
+    list("shape mismatches", mismatched_);
+    throw CheckpointError(ckpt_.path(), "does not fit this model: " + message);
+  }
+
+  // Reads the global elements `runs` of tensor `name`; rows past the checkpoint's padded vocab
+  // read as zeros.
+  void read(const std::string& name, const IndexRuns& runs, float* out) {
+    const std::vector<std::int64_t>& shape = ckpt_.tensor_shape(name);
+    std::int64_t saved = 1;
+    for (std::int64_t d : shape) saved *= d;
+    bool inside = true;
+    for_each_block(runs, [&](std::int64_t start, std::int64_t length, std::int64_t) {
+      inside = inside && start + length <= saved;
+    });
+    ++tensors_read_;
+    if (inside) return ckpt_.read_tensor(name, runs, out);
+    for_each_block(runs, [&](std::int64_t start, std::int64_t length, std::int64_t position) {
+      const std::int64_t kept = std::clamp<std::int64_t>(saved - start, 0, length);
+      if (kept > 0) ckpt_.read_tensor(name, IndexRuns{{start, kept, 0, 1}}, out + position);
+      std::fill(out + position + kept, out + position + length, 0.0f);
+    });
+  }
+
+  std::int64_t tensors_read() const { return tensors_read_; }
+
+ private:
+  LoadedCheckpoint& ckpt_;
+  std::int64_t vocab_ = -1;
+  std::vector<std::string> missing_, mismatched_;
+  std::int64_t tensors_read_ = 0;
+};
+
+bool has_optimizer_state(const LoadedCheckpoint& ckpt) {
+  for (const std::string& name : ckpt.tensor_names())
+    if (name.rfind(kOptimPrefix, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string model_tensor_name(const std::string& param) { return "model/" + param; }
+std::string exp_avg_tensor_name(const std::string& param) { return "optim/exp_avg/" + param; }
+std::string exp_avg_sq_tensor_name(const std::string& param) { return "optim/exp_avg_sq/" + param; }
+
+std::vector<TensorShard> param_store_shards(const model::ParamStore& store, const MomentBuffers* moments,
+                                            bool include_params) {
+  std::vector<TensorShard> shards;
+  const model::ShardCoords& c = store.coords();
+  for (const model::ParamSlot& slot : store.slots()) {
+    const model::ParamInfo& info = *slot.local.info;
+    const IndexRuns runs = param_runs(info, c.tp_rank, c.tp);
+    if (include_params)
+      shards.push_back({model_tensor_name(info.name), info.shape, slot.local.local_shape, runs, store.params() + slot.offset});
+    if (moments == nullptr) continue;
+    const LocalSpan span = overlap(slot, moments->flat_begin, range_end(store, *moments));
+    if (span.empty()) continue;
+    const bool whole = span.begin == 0 && span.end == slot.numel;
+    const IndexRuns part = whole ? runs : slice_runs(runs, span.begin, span.end - span.begin);
+    const std::vector<std::int64_t> stored = whole ? slot.local.local_shape : std::vector<std::int64_t>{};
+    const std::int64_t at = slot.offset + span.begin - moments->flat_begin;
+    shards.push_back({exp_avg_tensor_name(info.name), info.shape, stored, part, moments->exp_avg + at});
+    shards.push_back({exp_avg_sq_tensor_name(info.name), info.shape, stored, part, moments->exp_avg_sq + at});
+  }
+  return shards;
+}
+
+RestoreResult restore_param_store(LoadedCheckpoint& ckpt, model::ParamStore& store, const MomentBuffers* moments) {
+  Restorer restorer(ckpt);
+  const bool with_optim = moments != nullptr && has_optimizer_state(ckpt);
+  const std::int64_t lo = moments ? moments->flat_begin : 0, hi = moments ? range_end(store, *moments) : 0;
+  for (const model::ParamSlot& slot : store.slots()) {
+    const model::ParamInfo& info = *slot.local.info;
+    restorer.check(model_tensor_name(info.name), info);
+    if (with_optim && !overlap(slot, lo, hi).empty()) {
+      restorer.check(exp_avg_tensor_name(info.name), info);
+      restorer.check(exp_avg_sq_tensor_name(info.name), info);
+    }
+  }
+  restorer.throw_if_problems();
+
+  const model::ShardCoords& c = store.coords();
+  for (const model::ParamSlot& slot : store.slots()) {
+    const model::ParamInfo& info = *slot.local.info;
+    const IndexRuns runs = param_runs(info, c.tp_rank, c.tp);
+    restorer.read(model_tensor_name(info.name), runs, store.params() + slot.offset);
+    if (moments == nullptr) continue;
+    const LocalSpan span = overlap(slot, lo, hi);
+    if (span.empty()) continue;
+    const std::int64_t at = slot.offset + span.begin - lo;
+    if (!with_optim) {
+      std::fill(moments->exp_avg + at, moments->exp_avg + at + (span.end - span.begin), 0.0f);
+      std::fill(moments->exp_avg_sq + at, moments->exp_avg_sq + at + (span.end - span.begin), 0.0f);
+      continue;
+    }
+    const IndexRuns part = slice_runs(runs, span.begin, span.end - span.begin);
+    restorer.read(exp_avg_tensor_name(info.name), part, moments->exp_avg + at);
+    restorer.read(exp_avg_sq_tensor_name(info.name), part, moments->exp_avg_sq + at);
+  }
+  return {restorer.tensors_read(), with_optim};
+}
+
+nlohmann::json job_meta(const config::JobSpec& spec) {
+  const config::ModelSpec& m = spec.model;
+  nlohmann::json model = {{"arch", config::to_string(m.arch)},
+                          {"layers", m.layers},
+                          {"hidden", m.hidden},
+                          {"heads", m.heads},
+                          {"kv_heads", m.kv_heads},
+                          {"ffn_hidden", m.ffn_hidden},
+                          {"vocab", m.vocab},
+                          {"padded_vocab", m.padded_vocab},
+                          {"seq_len", m.seq_len},
+                          {"norm_eps", m.norm_eps},
+                          {"rope_theta", m.rope_theta},
+                          {"tie_embeddings", m.tie_embeddings},
+                          {"moe", nullptr}};
+  if (m.moe)
+    model["moe"] = {{"experts", m.moe->experts},
+                    {"top_k", m.moe->top_k},
+                    {"capacity_factor", m.moe->capacity_factor},
+                    {"aux_loss_coef", m.moe->aux_loss_coef}};
+  const config::ParallelSpec& p = spec.parallel;
+  return {{"name", spec.name},
+          {"model", std::move(model)},
+          {"precision", config::to_string(spec.train.precision)},
+          {"seed", spec.train.seed},
+          {"layout",
+           {{"tp", p.tp},
+            {"pp", p.pp},
+            {"dp", p.dp},
+            {"cp", p.cp},
+            {"ep", p.ep},
+            {"zero", p.zero},
+            {"world", spec.world},
+            {"virtual_stages", spec.schedule.virtual_stages},
+            {"sequence_parallel", p.sequence_parallel},
+            {"order", p.order}}}};
+}
+
+std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const config::ModelSpec& model) {
+  if (!job_meta.is_object() || !job_meta.contains("model") || !job_meta["model"].is_object())
+    return {"the checkpoint records no model"};
+  const nlohmann::json& saved = job_meta["model"];
+  std::vector<std::string> out;
+  auto compare = [&](const char* key, const nlohmann::json& ours) {
+    const nlohmann::json theirs = saved.contains(key) ? saved[key] : nlohmann::json();
+    if (theirs != ours)
+      out.push_back(std::string("model.") + key + ": the checkpoint has " + theirs.dump() + ", the job has " + ours.dump());
+  };
+  compare("arch", config::to_string(model.arch));
+  compare("layers", model.layers);
+  compare("hidden", model.hidden);
+  compare("heads", model.heads);
+  compare("kv_heads", model.kv_heads);
+  compare("ffn_hidden", model.ffn_hidden);
+  compare("vocab", model.vocab);
+  compare("tie_embeddings", model.tie_embeddings);
+  if (model.arch == config::Arch::Gpt2) compare("seq_len", model.seq_len);  // learned positions
+  if (model.moe) {
+    const nlohmann::json moe = saved.contains("moe") ? saved["moe"] : nlohmann::json();
+    const nlohmann::json experts = moe.is_object() && moe.contains("experts") ? moe["experts"] : nlohmann::json();
+    if (experts != nlohmann::json(model.moe->experts))
+      out.push_back("model.moe.experts: the checkpoint has " + experts.dump() + ", the job has " +
+                    std::to_string(model.moe->experts));
+  }
+  return out;
+}
+
+}  // namespace ptrain::ckpt

@@ -1,0 +1,153 @@
+#include "engine/model/saved_activations.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ptrain::model {
+namespace {
+
+constexpr int kFp32 = 4;
+constexpr int kInt32 = 4;
+
+// The sizes every list is made of, for one microbatch on one rank.
+struct Dims {
+  std::int64_t s, b, h, d, f, t;
+  std::int64_t local_heads, local_kv_heads;
+  std::int64_t seq_shard;  // t under sequence parallelism, else 1
+  int act_bytes;
+
+  explicit Dims(const config::JobSpec& spec) {
+    const config::ModelSpec& m = spec.model;
+    s = m.seq_len / spec.parallel.cp;
+    b = spec.train.micro_batch;
+    h = m.hidden;
+    d = m.head_dim();
+    f = m.ffn_hidden;
+    t = spec.parallel.tp;
+    local_heads = m.heads / t;
+    local_kv_heads = std::max<std::int64_t>(m.kv_heads / t, 1);
+    seq_shard = spec.parallel.sequence_parallel ? t : 1;
+    act_bytes = spec.train.precision == config::Precision::Bf16 ? 2 : 4;
+  }
+  std::int64_t tokens() const { return s * b; }
+  std::int64_t sharded_hidden() const { return tokens() * h / seq_shard; }  // sbh, /t under SP
+  std::int64_t sharded_tokens() const { return tokens() / seq_shard; }
+};
+
+class ListBuilder {
+ public:
+  explicit ListBuilder(const Dims& dims) : dims_(dims) {}
+  void act(std::string name, std::int64_t elements) {
+    list_.push_back({std::move(name), elements, dims_.act_bytes});
+  }
+  void fp32(std::string name, std::int64_t elements) { list_.push_back({std::move(name), elements, kFp32}); }
+  void int32(std::string name, std::int64_t elements) {
+    list_.push_back({std::move(name), elements, kInt32});
+  }
+  std::vector<SavedTensor> take() { return std::move(list_); }
+
+ private:
+  const Dims& dims_;
+  std::vector<SavedTensor> list_;
+};
+
+// A norm over sequence-sharded hidden states: its input, fp32 statistics (rstd; LayerNorm also the
+// mean) and, unless recomputed, its output (the next GEMM's input).
+void add_norm(ListBuilder& out, const Dims& x, const std::string& name, bool layer_norm, bool keep_output) {
+  out.act(name + ".input", x.sharded_hidden());
+  out.fp32(name + ".stats", (layer_norm ? 2 : 1) * x.sharded_tokens());
+  if (keep_output) out.act(name + ".output", x.sharded_hidden());
+}
+
+// Flash attention: q, k, v after RoPE (its inputs), its output (o_proj's input), the logsumexp.
+void add_attention(ListBuilder& out, const Dims& x) {
+  out.act("attn.qkv", x.tokens() * x.d * (x.local_heads + 2 * x.local_kv_heads));
+  out.act("attn.output", x.tokens() * x.d * x.local_heads);
+  out.fp32("attn.logsumexp", x.b * x.local_heads * x.s);
+}
+
+// Routed experts (expert tensor parallel 1), see expert_token_slots.
+void add_moe(ListBuilder& out, const Dims& x, const config::JobSpec& spec, bool keep_activation) {
+  const config::MoeSpec& moe = *spec.model.moe;
+  const std::int64_t routed = x.tokens() / x.t;
+  const std::int64_t expert_tokens = expert_token_slots(spec);
+  out.fp32("moe.router_probs", x.sharded_tokens() * moe.experts);
+  out.int32("moe.topk_index", routed * moe.top_k);
+  out.fp32("moe.topk_weight", routed * moe.top_k);
+  out.act("moe.expert_input", expert_tokens * x.h);
+  out.act("moe.w1", expert_tokens * x.f);
+  out.act("moe.w3", expert_tokens * x.f);
+  if (keep_activation) out.act("moe.swiglu", expert_tokens * x.f);
+  out.act("moe.expert_output", routed * moe.top_k * x.h);
+}
+
+}  // namespace
+
+std::vector<SavedTensor> layer_saved_activations(const config::JobSpec& spec, config::Recompute mode) {
+  const Dims x(spec);
+  ListBuilder out(x);
+  if (mode == config::Recompute::Full) {
+    out.act("layer.input", x.sharded_hidden());
+    return out.take();
+  }
+  const bool keep_recomputable = mode == config::Recompute::None;
+  const std::int64_t local_ffn = x.tokens() * x.f / x.t;
+  switch (spec.model.arch) {
+    case config::Arch::Gpt2:
+      add_norm(out, x, "ln_1", true, keep_recomputable);
+      add_attention(out, x);
+      add_norm(out, x, "ln_2", true, keep_recomputable);
+      out.act("mlp.fc", local_ffn);
+      if (keep_recomputable) out.act("mlp.gelu", local_ffn);
+      break;
+    case config::Arch::Llama:
+      add_norm(out, x, "attn_norm", false, keep_recomputable);
+      add_attention(out, x);
+      add_norm(out, x, "ffn_norm", false, keep_recomputable);
+      out.act("mlp.gate", local_ffn);
+      out.act("mlp.up", local_ffn);
+      if (keep_recomputable) out.act("mlp.swiglu", local_ffn);
+      break;
+    case config::Arch::Mixtral:
+      add_norm(out, x, "attn_norm", false, keep_recomputable);
+      add_attention(out, x);
+      add_norm(out, x, "ffn_norm", false, keep_recomputable);
+      add_moe(out, x, spec, keep_recomputable);
+      break;
+  }
+  return out.take();
+}
+
+std::vector<SavedTensor> embedding_saved_activations(const config::JobSpec& spec) {
+  const Dims x(spec);
+  ListBuilder out(x);
+  out.int32("embedding.token_ids", x.tokens());
+  return out.take();
+}
+
+std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec) {
+  const Dims x(spec);
+  ListBuilder out(x);
+  add_norm(out, x, "final_norm", spec.model.arch == config::Arch::Gpt2, true);
+  out.act("head.logits", x.tokens() * spec.model.padded_vocab / x.t);
+  out.fp32("loss.logsumexp", x.tokens());
+  return out.take();
+}
+
+std::int64_t expert_token_slots(const config::JobSpec& spec) {
+  if (!spec.model.moe) return 0;
+  const config::MoeSpec& moe = *spec.model.moe;
+  const Dims x(spec);
+  const std::int64_t routed = x.tokens() / x.t, ep = spec.parallel.ep;
+  const auto capacity = static_cast<std::int64_t>(
+      std::ceil(moe.capacity_factor * moe.top_k * static_cast<double>(routed * ep) / moe.experts));
+  return moe.experts / ep * capacity;
+}
+
+double total_bytes(const std::vector<SavedTensor>& tensors) {
+  double sum = 0;
+  for (const SavedTensor& t : tensors) sum += t.bytes();
+  return sum;
+}
+
+}  // namespace ptrain::model

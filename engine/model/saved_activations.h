@@ -1,0 +1,56 @@
+// The activations a forward pass keeps for its backward, per microbatch on one rank: the contract
+// the engine allocates its activation arena from, and what `validate` counts. One list per layer
+// kind, tensor by tensor, so the estimate and the run cannot drift.
+//
+// Symbols (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+// Models"): s = seq_len / cp (context parallel splits the sequence), b = micro_batch, h = hidden,
+// a = heads, g = kv_heads, d = h/a, f = ffn_hidden, t = tp, V = padded vocab. Local heads
+// a/t and max(g/t, 1) (kv heads are replicated when g < t). Under sequence parallelism the tensors
+// outside attention and MLP (norm inputs/outputs, residuals) are sharded along s, i.e. divided by
+// t; norm outputs are kept sharded and all-gathered again in backward (Megatron). No dropout.
+// Attention is flash attention: no s x s matrix, only its output and the fp32 logsumexp (b*a*s).
+// Activations use the training dtype (2 bytes bf16, 4 fp32); norm statistics are fp32.
+//
+// Recompute modes:
+//   none      - everything below;
+//   selective - norms and the activation function are recomputed: their outputs are dropped
+//               (norm outputs, SwiGLU/GELU output); inputs and statistics stay;
+//   full      - a layer keeps only its input (sbh, /t under SP) and recomputes its forward in
+//               backward; the recomputed layer's full set is transient (counted once per stage
+//               by the memory model, not per microbatch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config/job_spec.h"
+
+namespace ptrain::model {
+
+struct SavedTensor {
+  std::string name;           // e.g. "attn_norm.input"
+  std::int64_t elements = 0;  // per microbatch on one rank
+  int bytes_per_element = 0;
+  double bytes() const { return static_cast<double>(elements) * bytes_per_element; }
+};
+
+// One transformer layer (gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU; mixtral: RMSNorm +
+// routed SwiGLU experts with capacity factor) under `mode`.
+std::vector<SavedTensor> layer_saved_activations(const config::JobSpec& spec, config::Recompute mode);
+// Virtual stage 0: the token ids (the embedding backward scatters by them). The embedding output is
+// the first layer's input and is counted there.
+std::vector<SavedTensor> embedding_saved_activations(const config::JobSpec& spec);
+// The last virtual stage: final norm, LM head input, vocab-parallel logits (s*b*V/t, overwritten by
+// their gradient in the chunked cross-entropy) and the fp32 logsumexp per token. Independent of the
+// recompute mode (recompute applies to transformer layers).
+std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec);
+
+// Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each tp rank
+// routes tokens/t (= n) tokens; an expert takes at most capacity = ceil(capacity_factor * top_k *
+// n * ep / E) of its ep group's; 0 for dense models.
+std::int64_t expert_token_slots(const config::JobSpec& spec);
+
+double total_bytes(const std::vector<SavedTensor>& tensors);
+
+}  // namespace ptrain::model

@@ -1,0 +1,340 @@
+#include "engine/model/transformer.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+namespace ptrain::model {
+namespace {
+
+using kernels::Buf;
+using kernels::DType;
+
+std::string layer_prefix(bool gpt2, int layer) {
+  return (gpt2 ? "h." : "model.layers.") + std::to_string(layer) + ".";
+}
+
+// Counts what a layout asks for (first pass), so the arena can be sized exactly before the second
+// pass hands out the views.
+struct Measure {
+  std::int64_t bytes = 0;
+  Buf operator()(std::int64_t count, DType dtype) {
+    bytes = (bytes + 63) / 64 * 64 + count * static_cast<std::int64_t>(kernels::dtype_size(dtype));
+    return {};
+  }
+};
+
+}  // namespace
+
+Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots)
+    : params_(params), ops_(ops), recompute_(spec.train.recompute) {
+  const auto& m = spec.model;
+  if (m.arch == config::Arch::Mixtral)
+    throw std::invalid_argument("model.arch mixtral: the engine does not train MoE layers yet (gpt2, llama)");
+  dims_.gpt2 = m.arch == config::Arch::Gpt2;
+  dims_.B = spec.train.micro_batch;
+  dims_.T = m.seq_len;
+  dims_.N = dims_.B * dims_.T;
+  dims_.C = m.hidden;
+  dims_.Hq = m.heads / spec.parallel.tp;
+  dims_.Hkv = std::max(m.kv_heads / spec.parallel.tp, 1);
+  dims_.D = m.head_dim();
+  dims_.F = m.ffn_hidden / spec.parallel.tp;
+  dims_.V = m.vocab;
+  dims_.Vp = m.padded_vocab / spec.parallel.tp;
+  dims_.eps = static_cast<float>(m.norm_eps);
+  dims_.rope_theta = static_cast<float>(m.rope_theta);
+
+  std::set<int> layers;
+  for (const ParamSlot& s : params_.slots())
+    if (s.local.info->layer >= 0) layers.insert(s.local.info->layer);
+  const bool whole_model = params_.contains(name("wte.weight", "model.embed_tokens.weight")) &&
+                           params_.contains(name("ln_f.weight", "model.norm.weight"));
+  if (!whole_model || spec.parallel.tp != 1)
+    throw std::invalid_argument("the engine runs the whole model on each rank for now (tp = pp = 1)");
+  dims_.layers = static_cast<int>(layers.size());
+  for (int layer : layers) weights_.push_back(layer_weights(layer));
+
+  Measure measure;
+  lay_out(measure, slots);
+  arena_ = runtime::Arena(measure.bytes);
+  lay_out([this](std::int64_t count, DType dtype) { return arena_.take(count, dtype); }, slots);
+}
+
+std::string Transformer::name(const char* gpt2_name, const char* llama_name, int layer) const {
+  return (layer >= 0 ? layer_prefix(dims_.gpt2, layer) : std::string()) + (dims_.gpt2 ? gpt2_name : llama_name);
+}
+
+template <typename Take>
+void Transformer::lay_out(Take&& take, int slots) {
+  const auto& d = dims_;
+  const std::int64_t N = d.N, C = d.C, q_cols = static_cast<std::int64_t>(d.Hq) * d.D,
+                     kv_cols = static_cast<std::int64_t>(d.Hkv) * d.D, F = d.F;
+  auto full_set = [&](LayerActs& a) {
+    a.norm1 = take(N * C, DType::F32);
+    if (d.gpt2) a.mean1 = take(N, DType::F32);
+    a.rstd1 = take(N, DType::F32);
+    a.q = take(N * q_cols, DType::F32);
+    a.k = take(N * kv_cols, DType::F32);
+    a.v = take(N * kv_cols, DType::F32);
+    a.att = take(N * q_cols, DType::F32);
+    a.lse = take(static_cast<std::int64_t>(d.B) * d.Hq * d.T, DType::F32);
+    a.x_mid = take(N * C, DType::F32);
+    a.norm2 = take(N * C, DType::F32);
+    if (d.gpt2) a.mean2 = take(N, DType::F32);
+    a.rstd2 = take(N, DType::F32);
+    a.up = take(N * F, DType::F32);
+    if (!d.gpt2) a.gate = take(N * F, DType::F32);
+    a.act = take(N * F, DType::F32);
+  };
+
+  // The shared workspace first: recomputed tensors and backward temporaries.
+  full_set(ws_.recomputed);
+  ws_.proj_out = take(N * C, DType::F32);
+  ws_.d_res = take(N * C, DType::F32);
+  ws_.d_norm = take(N * C, DType::F32);
+  ws_.d_tmp = take(N * C, DType::F32);
+  ws_.d_att = take(N * q_cols, DType::F32);
+  ws_.d_q = take(N * q_cols, DType::F32);
+  ws_.d_k = take(N * kv_cols, DType::F32);
+  ws_.d_v = take(N * kv_cols, DType::F32);
+  ws_.d_act = take(N * F, DType::F32);
+  ws_.d_up = take(N * F, DType::F32);
+  if (!d.gpt2) ws_.d_gate = take(N * F, DType::F32);
+
+  slots_.assign(static_cast<size_t>(slots), Slot{});
+  for (Slot& s : slots_) {
+    s.tokens = take(N, DType::I32);
+    s.x.resize(static_cast<size_t>(d.layers) + 1);
+    for (Buf& x : s.x) x = take(N * C, DType::F32);
+    s.layers.resize(static_cast<size_t>(d.layers));
+    for (LayerActs& a : s.layers) {
+      if (recompute_ == config::Recompute::Full) {
+        a = ws_.recomputed;  // only the layer input (s.x) is kept
+        continue;
+      }
+      full_set(a);
+      if (recompute_ == config::Recompute::Selective) {  // norms and activation recomputed
+        a.norm1 = ws_.recomputed.norm1;
+        a.norm2 = ws_.recomputed.norm2;
+        a.act = ws_.recomputed.act;
+      }
+    }
+    s.normf = take(N * C, DType::F32);
+    if (d.gpt2) s.meanf = take(N, DType::F32);
+    s.rstdf = take(N, DType::F32);
+    s.logits = take(N * d.Vp, DType::F32);
+    s.losses = take(N, DType::F32);
+  }
+}
+
+Transformer::LayerWeights Transformer::layer_weights(int layer) const {
+  LayerWeights w;
+  const std::int64_t C = dims_.C, q_rows = static_cast<std::int64_t>(dims_.Hq) * dims_.D,
+                     kv_rows = static_cast<std::int64_t>(dims_.Hkv) * dims_.D;
+  auto offset = [](Buf b, std::int64_t elements) { return Buf{b.as<float>() + elements, b.dtype}; };
+  if (dims_.gpt2) {
+    const std::string p = layer_prefix(true, layer);
+    w.norm1_w = p + "ln_1.weight";
+    w.norm1_b = p + "ln_1.bias";
+    w.norm2_w = p + "ln_2.weight";
+    w.norm2_b = p + "ln_2.bias";
+    // c_attn holds [q; k; v] rows: three projections share one tensor.
+    const Buf qkv = params_.param(p + "attn.c_attn.weight"), g_qkv = params_.grad(p + "attn.c_attn.weight");
+    const Buf qkv_b = params_.param(p + "attn.c_attn.bias"), g_qkv_b = params_.grad(p + "attn.c_attn.bias");
+    w.wq = qkv, w.wk = offset(qkv, q_rows * C), w.wv = offset(qkv, (q_rows + kv_rows) * C);
+    w.g_wq = g_qkv, w.g_wk = offset(g_qkv, q_rows * C), w.g_wv = offset(g_qkv, (q_rows + kv_rows) * C);
+    w.bq = qkv_b, w.bk = offset(qkv_b, q_rows), w.bv = offset(qkv_b, q_rows + kv_rows);
+    w.g_bq = g_qkv_b, w.g_bk = offset(g_qkv_b, q_rows), w.g_bv = offset(g_qkv_b, q_rows + kv_rows);
+    w.wo = params_.param(p + "attn.c_proj.weight"), w.g_wo = params_.grad(p + "attn.c_proj.weight");
+    w.bo = params_.param(p + "attn.c_proj.bias"), w.g_bo = params_.grad(p + "attn.c_proj.bias");
+    w.w_up = params_.param(p + "mlp.c_fc.weight"), w.g_up = params_.grad(p + "mlp.c_fc.weight");
+    w.b_up = params_.param(p + "mlp.c_fc.bias"), w.g_b_up = params_.grad(p + "mlp.c_fc.bias");
+    w.w_down = params_.param(p + "mlp.c_proj.weight"), w.g_down = params_.grad(p + "mlp.c_proj.weight");
+    w.b_down = params_.param(p + "mlp.c_proj.bias"), w.g_b_down = params_.grad(p + "mlp.c_proj.bias");
+  } else {
+    const std::string p = layer_prefix(false, layer);
+    w.norm1_w = p + "input_layernorm.weight";
+    w.norm2_w = p + "post_attention_layernorm.weight";
+    auto both = [&](const std::string& n, Buf& param, Buf& grad) {
+      param = params_.param(p + n);
+      grad = params_.grad(p + n);
+    };
+    both("self_attn.q_proj.weight", w.wq, w.g_wq);
+    both("self_attn.k_proj.weight", w.wk, w.g_wk);
+    both("self_attn.v_proj.weight", w.wv, w.g_wv);
+    both("self_attn.o_proj.weight", w.wo, w.g_wo);
+    both("mlp.gate_proj.weight", w.w_gate, w.g_gate);
+    both("mlp.up_proj.weight", w.w_up, w.g_up);
+    both("mlp.down_proj.weight", w.w_down, w.g_down);
+  }
+  return w;
+}
+
+void Transformer::norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b) {
+  if (dims_.gpt2)
+    ops_.layernorm_forward(out, mean, rstd, in, params_.param(w), params_.param(b), dims_.N, dims_.C, dims_.eps);
+  else
+    ops_.rmsnorm_forward(out, rstd, in, params_.param(w), dims_.N, dims_.C, dims_.eps);
+}
+
+void Transformer::norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w,
+                                const std::string& b) {
+  if (dims_.gpt2)
+    ops_.layernorm_backward(d_in, params_.grad(w), params_.grad(b), d_out, in, params_.param(w), mean, rstd, dims_.N,
+                            dims_.C);
+  else
+    ops_.rmsnorm_backward(d_in, params_.grad(w), d_out, in, params_.param(w), rstd, dims_.N, dims_.C);
+}
+
+void Transformer::attention_forward(const LayerWeights& w, LayerActs& a, Buf x_in) {
+  const auto& d = dims_;
+  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
+  norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
+  ops_.linear_forward(a.q, a.norm1, w.wq, w.bq, d.N, q_cols, d.C);
+  ops_.linear_forward(a.k, a.norm1, w.wk, w.bk, d.N, kv_cols, d.C);
+  ops_.linear_forward(a.v, a.norm1, w.wv, w.bv, d.N, kv_cols, d.C);
+  if (!d.gpt2) {
+    ops_.rope_forward(a.q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
+    ops_.rope_forward(a.k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
+  }
+  ops_.attention_forward(a.att, a.lse, a.q, a.k, a.v, d.B, d.T, d.Hq, d.Hkv, d.D);
+  ops_.linear_forward(ws_.proj_out, a.att, w.wo, w.bo, d.N, d.C, q_cols);
+  ops_.add(a.x_mid, x_in, ws_.proj_out, static_cast<std::int64_t>(d.N) * d.C);
+}
+
+void Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
+  const auto& d = dims_;
+  const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
+  norm_forward(a.norm2, a.mean2, a.rstd2, a.x_mid, w.norm2_w, w.norm2_b);
+  ops_.linear_forward(a.up, a.norm2, w.w_up, w.b_up, d.N, d.F, d.C);
+  if (d.gpt2) {
+    ops_.gelu_forward(a.act, a.up, nf);
+  } else {
+    ops_.linear_forward(a.gate, a.norm2, w.w_gate, Buf{}, d.N, d.F, d.C);
+    ops_.swiglu_forward(a.act, a.gate, a.up, nf);
+  }
+  ops_.linear_forward(ws_.proj_out, a.act, w.w_down, w.b_down, d.N, d.C, d.F);
+}
+
+void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out) {
+  attention_forward(w, a, x_in);
+  mlp_forward(w, a);
+  ops_.add(x_out, a.x_mid, ws_.proj_out, static_cast<std::int64_t>(dims_.N) * dims_.C);
+}
+
+void Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch) {
+  const auto& d = dims_;
+  switch (recompute_) {
+    case config::Recompute::None:
+      return;
+    case config::Recompute::Selective:
+      norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
+      norm_forward(a.norm2, a.mean2, a.rstd2, a.x_mid, w.norm2_w, w.norm2_b);
+      if (d.gpt2)
+        ops_.gelu_forward(a.act, a.up, static_cast<std::int64_t>(d.N) * d.F);
+      else
+        ops_.swiglu_forward(a.act, a.gate, a.up, static_cast<std::int64_t>(d.N) * d.F);
+      return;
+    case config::Recompute::Full:
+      layer_forward(w, a, x_in, x_out_scratch);
+      return;
+  }
+}
+
+void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in) {
+  const auto& d = dims_;
+  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
+  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
+  // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
+  // MLP branch
+  ops_.linear_backward(ws_.d_act, w.g_down, w.g_b_down, ws_.d_res, a.act, w.w_down, d.N, d.C, d.F);
+  if (d.gpt2) {
+    ops_.gelu_backward(ws_.d_up, ws_.d_act, a.up, nf);
+    ops_.linear_backward(ws_.d_norm, w.g_up, w.g_b_up, ws_.d_up, a.norm2, w.w_up, d.N, d.F, d.C);
+  } else {
+    ops_.swiglu_backward(ws_.d_gate, ws_.d_up, ws_.d_act, a.gate, a.up, nf);
+    ops_.linear_backward(ws_.d_norm, w.g_gate, Buf{}, ws_.d_gate, a.norm2, w.w_gate, d.N, d.F, d.C);
+    ops_.linear_backward(ws_.d_tmp, w.g_up, Buf{}, ws_.d_up, a.norm2, w.w_up, d.N, d.F, d.C);
+    ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  }
+  norm_backward(ws_.d_res, ws_.d_norm, a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
+  // Attention branch
+  ops_.linear_backward(ws_.d_att, w.g_wo, w.g_bo, ws_.d_res, a.att, w.wo, d.N, d.C, q_cols);
+  ops_.attention_backward(ws_.d_q, ws_.d_k, ws_.d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse, d.B, d.T, d.Hq, d.Hkv,
+                          d.D);
+  if (!d.gpt2) {
+    ops_.rope_backward(ws_.d_q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
+    ops_.rope_backward(ws_.d_k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
+  }
+  ops_.linear_backward(ws_.d_norm, w.g_wq, w.g_bq, ws_.d_q, a.norm1, w.wq, d.N, q_cols, d.C);
+  ops_.linear_backward(ws_.d_tmp, w.g_wk, w.g_bk, ws_.d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
+  ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  ops_.linear_backward(ws_.d_tmp, w.g_wv, w.g_bv, ws_.d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
+  ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  norm_backward(ws_.d_res, ws_.d_norm, x_in, a.mean1, a.rstd1, w.norm1_w, w.norm1_b);
+}
+
+Transformer::LossSum Transformer::run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets,
+                                              bool with_grad, float grad_scale) {
+  const auto& d = dims_;
+  std::copy(tokens, tokens + d.N, s.tokens.as<std::int32_t>());
+  const std::string wte = name("wte.weight", "model.embed_tokens.weight");
+  ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), d.gpt2 ? params_.param("wpe.weight") : Buf{}, d.N,
+                         d.T, d.C);
+  for (int l = 0; l < d.layers; ++l)
+    layer_forward(weights_[static_cast<size_t>(l)], s.layers[static_cast<size_t>(l)], s.x[static_cast<size_t>(l)],
+                  s.x[static_cast<size_t>(l) + 1]);
+
+  norm_forward(s.normf, s.meanf, s.rstdf, s.x.back(), name("ln_f.weight", "model.norm.weight"),
+               name("ln_f.bias", ""));
+  const Buf head = params_.param(d.gpt2 || !params_.contains("lm_head.weight") ? wte : "lm_head.weight");
+  ops_.linear_forward(s.logits, s.normf, head, Buf{}, d.N, d.Vp, d.C);
+  // The fused loss only reads the targets; with a gradient it overwrites the logits by it.
+  const Buf target_buf{const_cast<std::int32_t*>(targets), DType::I32};
+  ops_.cross_entropy_forward_backward(s.losses, with_grad ? s.logits : Buf{}, s.logits, target_buf, d.N, d.V, d.Vp,
+                                      grad_scale);
+
+  LossSum result;
+  const float* losses = s.losses.as<float>();
+  for (int n = 0; n < d.N; ++n) {
+    if (targets[n] < 0) continue;
+    result.sum += losses[n];
+    result.tokens += 1;
+  }
+  return result;
+}
+
+Transformer::LossSum Transformer::forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,
+                                          float grad_scale) {
+  return run_forward(slots_.at(static_cast<size_t>(slot)), tokens, targets, true, grad_scale);
+}
+
+Transformer::LossSum Transformer::evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
+  return run_forward(slots_.at(static_cast<size_t>(slot)), tokens, targets, false, 0.0f);
+}
+
+const float* Transformer::logits(int slot) const { return slots_.at(static_cast<size_t>(slot)).logits.as<float>(); }
+
+void Transformer::backward(int slot_index) {
+  const auto& d = dims_;
+  Slot& s = slots_.at(static_cast<size_t>(slot_index));
+  const std::string wte = name("wte.weight", "model.embed_tokens.weight");
+  const std::string head = d.gpt2 || !params_.contains("lm_head.weight") ? wte : "lm_head.weight";
+  // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
+  ops_.linear_backward(ws_.d_norm, params_.grad(head), Buf{}, s.logits, s.normf, params_.param(head), d.N, d.Vp, d.C);
+  ops_.fill(ws_.d_res, 0.0f, static_cast<std::int64_t>(d.N) * d.C);
+  norm_backward(ws_.d_res, ws_.d_norm, s.x.back(), s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
+                name("ln_f.bias", ""));
+  for (int l = d.layers - 1; l >= 0; --l) {
+    const LayerWeights& w = weights_[static_cast<size_t>(l)];
+    LayerActs& a = s.layers[static_cast<size_t>(l)];
+    recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
+    layer_backward(w, a, s.x[static_cast<size_t>(l)]);
+  }
+  ops_.embedding_backward(params_.grad(wte), d.gpt2 ? params_.grad("wpe.weight") : Buf{}, ws_.d_res, s.tokens, d.N,
+                          d.T, d.C);
+}
+
+}  // namespace ptrain::model

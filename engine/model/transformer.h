@@ -1,0 +1,123 @@
+// The transformer of one pipeline stage (on a single rank: the whole model), forward and backward
+// by hand over the kernels' op set. GPT-2 (LayerNorm, GELU, learned positions, tied head, biases)
+// and Llama (RMSNorm, RoPE, SwiGLU, GQA, untied, no biases) share the structure:
+//
+//   x = embed(tokens)                           (first stage)
+//   for each layer:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))
+//   loss = cross_entropy(head(norm_f(x)))       (last stage)
+//
+// Activations live in slots, one per microbatch in flight; what a layer keeps for backward depends
+// on train.recompute (see saved_activations.h, the list validate counts):
+//   none      keeps every intermediate;
+//   selective recomputes the norm outputs and the activation function output in backward;
+//   full      keeps only each layer's input and re-runs the layer's forward in backward.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/config/job_spec.h"
+#include "engine/model/param_store.h"
+#include "engine/runtime/host_buffer.h"
+#include "kernels/ops.h"
+
+namespace ptrain::model {
+
+struct ModelDims {
+  bool gpt2 = true;
+  int B = 1, T = 1, N = 1;  // micro batch, sequence, tokens (B*T)
+  int C = 1, Hq = 1, Hkv = 1, D = 1, F = 1;
+  int V = 1, Vp = 1;        // real and padded vocabulary
+  int layers = 0;           // layers of this stage
+  float eps = 1e-5f, rope_theta = 10000.0f;
+};
+
+class Transformer {
+ public:
+  Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots = 1);
+
+  const ModelDims& dims() const { return dims_; }
+  // Bytes of the activation arena (all slots and the shared backward workspace).
+  std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
+
+  // Forward of one microbatch (tokens, targets: [B*T]) into `slot`. The loss gradient is computed
+  // here too (fused cross-entropy), scaled by grad_scale; returns the sum of token losses and the
+  // number of counted (target >= 0) tokens.
+  struct LossSum {
+    double sum = 0;
+    std::int64_t tokens = 0;
+  };
+  LossSum forward(int slot, const std::int32_t* tokens, const std::int32_t* targets, float grad_scale);
+  // Backward of the microbatch in `slot`: accumulates into the parameter gradients.
+  void backward(int slot);
+  // Loss only (validation): no gradient is written; the slot's logits stay readable.
+  LossSum evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets);
+  // The logits [B*T, Vp] of the last evaluate() into `slot`.
+  const float* logits(int slot) const;
+
+ private:
+  using Buf = kernels::Buf;
+
+  // Views of one layer's parameters and gradients in the ParamStore (null where the arch has none).
+  struct LayerWeights {
+    std::string norm1_w, norm1_b, norm2_w, norm2_b;  // names (norm ops look up param and grad)
+    Buf wq, wk, wv, bq, bk, bv, wo, bo;              // attention projections ([out, in])
+    Buf w_up, b_up, w_gate, w_down, b_down;          // MLP: gpt2 c_fc/c_proj (no gate); llama gate/up/down
+    Buf g_wq, g_wk, g_wv, g_bq, g_bk, g_bv, g_wo, g_bo;
+    Buf g_up, g_b_up, g_gate, g_down, g_b_down;
+  };
+  // What one layer of one microbatch keeps. Tensors the recompute policy drops point into the
+  // shared workspace instead of per-layer storage.
+  struct LayerActs {
+    Buf norm1, mean1, rstd1;  // norm1 output [N,C]; stats [N]
+    Buf q, k, v;              // [N, Hq*D], [N, Hkv*D] (after RoPE for llama)
+    Buf att, lse;             // attention output [N, Hq*D]; logsumexp [B, Hq, T]
+    Buf x_mid;                // residual after attention [N,C]
+    Buf norm2, mean2, rstd2;
+    Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
+    Buf act;                  // GELU / SwiGLU output [N,F]
+  };
+  struct Slot {
+    Buf tokens;                    // [N] I32: the embedding backward scatters by them
+    std::vector<Buf> x;            // x[l] = input of layer l; x[layers] = output of the last layer
+    std::vector<LayerActs> layers;
+    Buf normf, meanf, rstdf;       // final norm output and stats
+    Buf logits;                    // [N, Vp], overwritten by its gradient in the fused loss
+    Buf losses;                    // [N] F32
+  };
+  // Buffers shared by all layers and slots: recomputed tensors and backward temporaries.
+  struct Workspace {
+    LayerActs recomputed;                  // full set for recompute (full) or the dropped parts (selective)
+    Buf proj_out;                          // attention / MLP output projection before the residual add [N,C]
+    Buf d_res;                             // gradient of the residual stream [N,C]
+    Buf d_norm, d_tmp;                     // [N,C]
+    Buf d_att, d_q, d_k, d_v;              // [N, Hq*D], [N, Hkv*D]
+    Buf d_act, d_up, d_gate;               // [N,F]
+  };
+
+  template <typename Take>
+  void lay_out(Take&& take, int slots);
+  LossSum run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
+                      float grad_scale);
+  LayerWeights layer_weights(int layer) const;
+  void attention_forward(const LayerWeights& w, LayerActs& a, Buf x_in);
+  void mlp_forward(const LayerWeights& w, LayerActs& a);
+  void layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out);
+  void recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch);
+  void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in);
+  void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b);
+  // d_in += d(norm)/d(in) applied to d_out; parameter grads accumulate.
+  void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
+  std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;
+
+  ParamStore& params_;
+  const kernels::Ops& ops_;
+  ModelDims dims_;
+  config::Recompute recompute_;
+  std::vector<LayerWeights> weights_;
+  runtime::Arena arena_;
+  std::vector<Slot> slots_;
+  Workspace ws_;
+};
+
+}  // namespace ptrain::model

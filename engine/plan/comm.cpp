@@ -1,0 +1,176 @@
+#include "engine/plan/comm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/plan/dtypes.h"
+
+namespace ptrain::plan {
+namespace {
+
+constexpr double kFp32 = 4;
+
+// The sizes of one microbatch's messages on one rank.
+struct Messages {
+  double hidden;      // s*b*h activations: what tp collectives and (full-size) p2p move
+  double pipeline;    // sbh, /t under SP
+  double kv;          // local K and V of one cp chunk
+  double routed;      // tokens/t * top_k * h: one all-to-all of an MoE layer
+  double loss_stats;  // 3 fp32 per token for the vocab-parallel cross-entropy
+
+  explicit Messages(const config::JobSpec& spec) {
+    const config::ModelSpec& m = spec.model;
+    const double act = bytes_per_element(spec.train.precision).activation;
+    const double tokens = static_cast<double>(spec.train.micro_batch) * m.seq_len / spec.parallel.cp;
+    const int tp = spec.parallel.tp;
+    const double local_kv_heads = std::max(m.kv_heads / tp, 1);
+    hidden = tokens * m.hidden * act;
+    pipeline = spec.parallel.sequence_parallel ? hidden / tp : hidden;
+    kv = 2.0 * tokens * local_kv_heads * m.head_dim() * act;
+    routed = m.moe ? tokens / tp * m.moe->top_k * m.hidden * act : 0.0;
+    loss_stats = 3.0 * tokens * kFp32;
+  }
+};
+
+double zero_bytes_sent(const ZeroComm& z) {
+  return bytes_sent(z.grad_reduction) + bytes_sent(z.param_gather_after_step) +
+         bytes_sent(z.param_gather_zero3);
+}
+
+void append(std::vector<Collective>& to, const std::vector<Collective>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+// Tensor-parallel collectives of `layers` layers, one direction.
+std::vector<Collective> tp_layers(const config::JobSpec& spec, const Messages& msg, int layers) {
+  const int t = spec.parallel.tp;
+  if (t == 1 || layers == 0) return {};
+  if (spec.parallel.sequence_parallel) {
+    return {{CollectiveKind::AllGather, msg.hidden, t, 2.0 * layers},
+            {CollectiveKind::ReduceScatter, msg.hidden, t, 2.0 * layers}};
+  }
+  return {{CollectiveKind::AllReduce, msg.hidden, t, 2.0 * layers}};
+}
+
+}  // namespace
+
+double bytes_sent(const Collective& c) {
+  const double n = c.ranks;
+  double per_run = 0;
+  switch (c.kind) {
+    case CollectiveKind::AllReduce:
+      per_run = 2.0 * (n - 1) / n * c.bytes;
+      break;
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllToAll:
+      per_run = (n - 1) / n * c.bytes;
+      break;
+    case CollectiveKind::SendRecv:
+      per_run = c.bytes;
+      break;
+  }
+  return per_run * c.count;
+}
+
+double bytes_sent(const std::vector<Collective>& list) {
+  double sum = 0;
+  for (const Collective& c : list) sum += bytes_sent(c);
+  return sum;
+}
+
+double seconds(const Collective& c, const HardwareProfile& hw, bool inter_node) {
+  return bytes_sent(c) / hw.link_bytes_per_s(inter_node) + c.count * hw.link_latency_s(inter_node);
+}
+
+double seconds(const std::vector<Collective>& list, const HardwareProfile& hw, bool inter_node) {
+  double sum = 0;
+  for (const Collective& c : list) sum += seconds(c, hw, inter_node);
+  return sum;
+}
+
+StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers) {
+  const Messages msg(spec);
+  const int t = spec.parallel.tp, cp = spec.parallel.cp, ep = spec.parallel.ep;
+  const bool sp = spec.parallel.sequence_parallel;
+  const bool full = spec.train.recompute == config::Recompute::Full;
+  const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
+  StageComm c;
+
+  c.tp_forward = tp_layers(spec, msg, layers);
+  c.tp_backward = tp_layers(spec, msg, full ? 2 * layers : layers);
+  if (t > 1 && virtual_stage == 0) {  // vocab-parallel embedding
+    c.tp_forward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
+    if (sp) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
+  }
+  if (t > 1 && virtual_stage == last_stage) {  // LM head and vocab-parallel cross-entropy
+    if (sp) c.tp_forward.push_back({CollectiveKind::AllGather, msg.hidden, t});
+    c.tp_forward.push_back({CollectiveKind::AllReduce, msg.loss_stats, t});
+    c.tp_backward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
+  }
+
+  if (cp > 1 && layers > 0) {
+    const double passes = static_cast<double>(cp - 1) * layers;
+    c.cp_forward = {{CollectiveKind::SendRecv, msg.kv, cp, passes}};
+    c.cp_backward = {{CollectiveKind::SendRecv, 2.0 * msg.kv, cp, passes}};
+    if (full) append(c.cp_backward, c.cp_forward);
+  }
+
+  if (ep > 1 && spec.model.moe && layers > 0) {
+    c.ep_forward = {{CollectiveKind::AllToAll, msg.routed, ep, 2.0 * layers}};  // dispatch + combine
+    c.ep_backward = c.ep_forward;
+    if (full) append(c.ep_backward, c.ep_forward);
+  }
+  return c;
+}
+
+Collective pipeline_message(const config::JobSpec& spec) {
+  return {CollectiveKind::SendRecv, Messages(spec).pipeline, 2};
+}
+
+DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParams& params) {
+  const BytesPerElement bytes = bytes_per_element(spec.train.precision);
+  const int zero = spec.parallel.zero;
+  const config::ParallelSpec& par = spec.parallel;
+  auto zero_comm = [&](double elements, int ranks) {
+    ZeroComm z;
+    if (ranks == 1 || elements == 0) return z;
+    const double buckets = std::ceil(elements / kGradBucketElements);
+    const double bucket = elements / buckets;
+    z.grad_reduction = {{zero == 0 ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter,
+                         bucket * bytes.grad, ranks, buckets}};
+    if (zero == 1 || zero == 2)
+      z.param_gather_after_step = {{CollectiveKind::AllGather, bucket * bytes.param, ranks, buckets}};
+    if (zero == 3) z.param_gather_zero3 = {{CollectiveKind::AllGather, elements * bytes.param, ranks, 2}};
+    return z;
+  };
+  return {zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
+          zero_comm(static_cast<double>(params.expert), par.tp * par.cp * par.dp / par.ep)};
+}
+
+StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp_rank) {
+  const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
+  const double m = spec.train.microbatches;
+  const double message = bytes_sent(pipeline_message(spec));
+  StepComm s;
+  for (int chunk = 0; chunk < vpp; ++chunk) {
+    const int v = chunk * pp + pp_rank;
+    const StageComm c = stage_comm(spec, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
+    s.tp += m * (bytes_sent(c.tp_forward) + bytes_sent(c.tp_backward));
+    s.cp += m * (bytes_sent(c.cp_forward) + bytes_sent(c.cp_backward));
+    s.ep += m * (bytes_sent(c.ep_forward) + bytes_sent(c.ep_backward));
+    const int sends = (v + 1 < pp * vpp ? 1 : 0) + (v > 0 ? 1 : 0);  // activation forward, grad backward
+    s.pp += m * sends * message;
+  }
+  if (params.tied_embedding > 0) {
+    const double grad =
+        static_cast<double>(params.tied_embedding) * bytes_per_element(spec.train.precision).grad;
+    s.pp += bytes_sent(Collective{CollectiveKind::AllReduce, grad, 2});
+  }
+  const DataParallelComm dp = data_parallel_comm(spec, params);
+  s.dp_dense = zero_bytes_sent(dp.dense);
+  s.dp_expert = zero_bytes_sent(dp.expert);
+  return s;
+}
+
+}  // namespace ptrain::plan

@@ -1,0 +1,87 @@
+// Communication volume: the bytes one rank sends, by collective, with ring algorithms (NCCL's
+// bandwidth-optimal ones) on a group of n ranks and a buffer of S bytes:
+//   all-reduce 2(n-1)/n * S;  all-gather, reduce-scatter (n-1)/n * S (S = the full, gathered size);
+//   all-to-all (n-1)/n * S (S = this rank's send buffer);  send/recv S.
+// Time of one collective = bytes sent / per-GPU link bandwidth + one link latency.
+//
+// What each parallelism moves, with s = seq_len/cp, b = micro_batch, h = hidden, t = tp, m =
+// microbatches per step and the activation dtype (gradients travel in it too):
+//   tp  per layer per microbatch, forward: 2 all-reduces of sbh (attention and MLP outputs), or
+//       with sequence parallelism 2 all-gathers + 2 reduce-scatters of sbh (Korthikanti et al.
+//       2022); backward the same again, and once more for the forward redone under full
+//       recompute. The vocab-parallel embedding adds a forward all-reduce (SP: reduce-scatter) of
+//       sbh and under SP a backward all-gather; the LM head under SP a forward all-gather and a
+//       backward reduce-scatter of sbh (without SP a backward all-reduce), and the
+//       cross-entropy 3 fp32 all-reduces of s*b (max, sum of exp, target logit).
+//   cp  ring attention, per layer per microbatch: the local K and V go around the ring cp-1
+//       times forward; K, V, dK, dV backward (and the forward again under full recompute).
+//   ep  per MoE layer per microbatch: all-to-all dispatch and combine of the rank's routed tokens
+//       (tokens/t * top_k * h) forward, and the same backward (+ forward again, full recompute).
+//   pp  per microbatch per model chunk: the activation to the next virtual stage (forward) and
+//       the gradient to the previous one (backward), sbh/t under SP else sbh; with a tied word
+//       embedding and pp > 1 the first and last stage all-reduce its gradient once per step.
+//   dp  once per step over dp-cp for dense params (Psi_d elements here) and over expert-dp for
+//       experts: zero 0 all-reduce of the grads; zero 1/2 reduce-scatter of the grads + all-gather
+//       of the updated params; zero 3 reduce-scatter of the grads + all-gather of the params in
+//       forward and again in backward (Rajbhandari et al. 2020, "ZeRO").
+#pragma once
+
+#include <vector>
+
+#include "engine/config/job_spec.h"
+#include "engine/plan/hardware.h"
+#include "engine/plan/rank_params.h"
+
+namespace ptrain::plan {
+
+// Gradients are reduced in buckets of this many elements while backward runs (PyTorch DDP and
+// Megatron use buckets of tens of millions of elements); each bucket is one collective.
+inline constexpr double kGradBucketElements = 25e6;
+
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
+
+struct Collective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  double bytes = 0;  // S, see above
+  int ranks = 1;     // group size n
+  double count = 1;  // how many times it runs
+};
+
+double bytes_sent(const Collective& c);  // per rank, all `count` runs
+double bytes_sent(const std::vector<Collective>& list);
+double seconds(const Collective& c, const HardwareProfile& hw, bool inter_node);
+double seconds(const std::vector<Collective>& list, const HardwareProfile& hw, bool inter_node);
+
+// One microbatch through one virtual stage holding `layers` transformer layers, on one rank.
+// Backward lists include the forward redone under full recompute.
+struct StageComm {
+  std::vector<Collective> tp_forward, tp_backward;
+  std::vector<Collective> cp_forward, cp_backward;
+  std::vector<Collective> ep_forward, ep_backward;
+};
+StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers);
+
+// The activation (or its gradient) sent between pipeline stages for one microbatch.
+Collective pipeline_message(const config::JobSpec& spec);
+
+// Per step, once (after the last microbatch's backward), dense params over dp-cp and experts over
+// expert-dp; each list is empty when its group has one rank. Grad reduction and the zero 1/2 param
+// all-gather run in buckets of kGradBucketElements (count = buckets, bytes = one bucket).
+struct ZeroComm {
+  std::vector<Collective> grad_reduction;           // all-reduce (zero 0) or reduce-scatter
+  std::vector<Collective> param_gather_after_step;  // zero 1/2
+  std::vector<Collective> param_gather_zero3;       // zero 3: every layer's params, forward and backward
+};
+struct DataParallelComm {
+  ZeroComm dense, expert;
+};
+DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParams& params);
+
+struct StepComm {  // bytes one rank at `pp_rank` sends per step, by axis
+  double tp = 0, cp = 0, ep = 0;
+  double pp = 0;                       // activations/grads + the tied-embedding all-reduce
+  double dp_dense = 0, dp_expert = 0;  // over dp-cp and over expert-dp
+};
+StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp_rank);
+
+}  // namespace ptrain::plan

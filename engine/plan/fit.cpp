@@ -1,0 +1,156 @@
+#include "engine/plan/fit.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/simulator.h"
+#include "engine/plan/rank_params.h"
+
+namespace ptrain::plan {
+namespace {
+
+// One neighbouring layout: an index into each dimension's options (0 = unchanged).
+enum Dim { kZero, kRecompute, kTp, kPp, kMicroBatch, kDims };
+using Choice = std::array<int, kDims>;
+
+struct Options {
+  std::array<std::vector<int>, kDims> values;  // values[d][0] is the job's own
+};
+
+Options neighbour_options(const config::JobSpec& spec) {
+  Options o;
+  const config::ParallelSpec& p = spec.parallel;
+  for (int z = p.zero; z <= 3; ++z) o.values[kZero].push_back(z);
+  for (int r = static_cast<int>(spec.train.recompute); r <= static_cast<int>(config::Recompute::Full); ++r)
+    o.values[kRecompute].push_back(r);
+  const int tp_cap = std::max(p.tp, spec.cluster.gpus_per_node);
+  for (int tp = p.tp; tp <= tp_cap; tp *= 2) o.values[kTp].push_back(tp);
+  for (int pp = p.pp; pp * spec.schedule.virtual_stages <= spec.model.layers; pp *= 2)
+    o.values[kPp].push_back(pp);
+  for (int mb = spec.train.micro_batch; mb >= 1; mb /= 2) {
+    o.values[kMicroBatch].push_back(mb);
+    if (mb % 2 != 0) break;
+  }
+  return o;
+}
+
+bool divides(int a, int b) {
+  return a > 0 && b % a == 0;
+}
+
+// The job with a neighbour's values and its derived fields, or nothing if the loader would reject it.
+std::optional<config::JobSpec> derive(const config::JobSpec& base, const Options& o, const Choice& c) {
+  config::JobSpec s = base;
+  config::ParallelSpec& p = s.parallel;
+  config::ModelSpec& m = s.model;
+  p.zero = o.values[kZero][c[kZero]];
+  s.train.recompute = static_cast<config::Recompute>(o.values[kRecompute][c[kRecompute]]);
+  p.tp = o.values[kTp][c[kTp]];
+  p.pp = o.values[kPp][c[kPp]];
+  s.train.micro_batch = o.values[kMicroBatch][c[kMicroBatch]];
+
+  if (!divides(p.tp * p.pp * p.cp, s.world)) return std::nullopt;
+  p.dp = s.world / (p.tp * p.pp * p.cp);
+  if (m.heads % p.tp != 0 || m.ffn_hidden % p.tp != 0) return std::nullopt;
+  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) return std::nullopt;
+  if (p.sequence_parallel && m.seq_len % p.tp != 0) return std::nullopt;
+  if (!divides(p.ep, p.tp * p.cp * p.dp)) return std::nullopt;
+  if (!divides(s.train.micro_batch * p.dp, s.train.global_batch)) return std::nullopt;
+  s.train.microbatches = s.train.global_batch / (s.train.micro_batch * p.dp);
+  if (p.tp != base.parallel.tp) m.padded_vocab = (m.vocab + p.tp - 1) / p.tp * p.tp;
+  if (p.pp != base.parallel.pp) {
+    const int stages = p.pp * s.schedule.virtual_stages;
+    if (!s.schedule.layers_per_stage.empty() || m.layers % stages != 0) return std::nullopt;
+    s.schedule.resolved_layers_per_stage.assign(static_cast<size_t>(stages), m.layers / stages);
+  }
+  if (!pipeline::build_problems(s.schedule.kind, p.pp, s.schedule.virtual_stages, s.train.microbatches)
+           .empty())
+    return std::nullopt;
+  return s;
+}
+
+std::vector<Choice> choices_nearest_first(const Options& o) {
+  std::vector<Choice> all(1, Choice{});
+  for (int d = 0; d < kDims; ++d) {
+    std::vector<Choice> grown;
+    for (const Choice& c : all) {
+      for (int i = 0; i < static_cast<int>(o.values[d].size()); ++i) {
+        Choice next = c;
+        next[d] = i;
+        grown.push_back(next);
+      }
+    }
+    all = std::move(grown);
+  }
+  auto distance = [](const Choice& c) {
+    int changed = 0, steps = 0;
+    for (int i : c) {
+      changed += i > 0 ? 1 : 0;
+      steps += i;
+    }
+    return std::pair(changed, steps);
+  };
+  // Fewest keys, then smallest steps, then changes in the earlier dimensions first (greater choice).
+  std::sort(all.begin(), all.end(), [&](const Choice& a, const Choice& b) {
+    const auto da = distance(a), db = distance(b);
+    return da != db ? da < db : a > b;
+  });
+  all.erase(all.begin());  // the job itself: distance (0, 0)
+  return all;
+}
+
+}  // namespace
+
+PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry) {
+  const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, spec.parallel.pp,
+                                                      spec.schedule.virtual_stages, spec.train.microbatches);
+  // In-flight counts follow from each rank's instruction order, so unit costs are enough here.
+  const pipeline::SimResult sim =
+      pipeline::simulate(schedule, pipeline::OpCosts::uniform(schedule, 1.0, 1.0, 1.0));
+  PeakMemory peak;
+  for (int r = 0; r < spec.parallel.pp; ++r) {
+    const RankParams params = count_rank_params(
+        model::local_params(registry, model::shard_coords(spec, r, 0, 0)), spec.parallel.pp);
+    const MemoryBreakdown m = rank_memory(spec, params, r, sim.peak_live[static_cast<size_t>(r)]);
+    if (r == 0 || m.total() > peak.memory.total()) peak = {m, r};
+  }
+  return peak;
+}
+
+std::string FittingLayout::set_line() const {
+  std::string line;
+  for (const auto& [key, value] : changes)
+    line += (line.empty() ? "" : " ") + std::string("--set ") + key + "=" + value;
+  return line;
+}
+
+std::optional<FittingLayout> nearest_fitting_layout(const config::JobSpec& spec, const HardwareProfile& hw) {
+  const Options options = neighbour_options(spec);
+  std::map<int, std::vector<model::ParamInfo>> registries;  // by padded vocab, the only field tp changes
+  for (const Choice& c : choices_nearest_first(options)) {
+    const std::optional<config::JobSpec> candidate = derive(spec, options, c);
+    if (!candidate) continue;
+    auto [it, inserted] = registries.try_emplace(candidate->model.padded_vocab);
+    if (inserted) it->second = model::build_registry(candidate->model);
+    const PeakMemory peak = peak_memory(*candidate, it->second);
+    if (peak.memory.total() > hw.memory_bytes) continue;
+
+    FittingLayout fit{{}, peak};
+    const config::ParallelSpec& p = candidate->parallel;
+    if (c[kZero] > 0) fit.changes.emplace_back("parallel.zero", std::to_string(p.zero));
+    if (c[kRecompute] > 0)
+      fit.changes.emplace_back("train.recompute", config::to_string(candidate->train.recompute));
+    if (c[kTp] > 0) fit.changes.emplace_back("parallel.tp", std::to_string(p.tp));
+    if (c[kPp] > 0) fit.changes.emplace_back("parallel.pp", std::to_string(p.pp));
+    if (c[kMicroBatch] > 0)
+      fit.changes.emplace_back("train.micro_batch", std::to_string(candidate->train.micro_batch));
+    if (!spec.parallel.dp_auto && p.dp != spec.parallel.dp)
+      fit.changes.emplace_back("parallel.dp", std::to_string(p.dp));
+    return fit;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ptrain::plan

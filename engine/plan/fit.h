@@ -1,0 +1,38 @@
+// The nearest layout that fits in device memory, for the over-memory error. Neighbours of the job
+// change, in this order of preference: parallel.zero (higher stage), train.recompute (selective,
+// then full), parallel.tp (x2, x4, ... within a node), parallel.pp (x2, x4, ...), train.micro_batch
+// (/2, /4, ...). Candidates are tried by the fewest keys changed, then the smallest steps, then that
+// order; dp follows from the world size. The first whose peak memory fits is returned.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/config/job_spec.h"
+#include "engine/model/param_registry.h"
+#include "engine/plan/hardware.h"
+#include "engine/plan/memory.h"
+
+namespace ptrain::plan {
+
+struct PeakMemory {
+  MemoryBreakdown memory;  // of the rank with the most
+  int pp_rank = 0;
+};
+
+// Peak over the pipeline stages of a loaded (or derived) job; `registry` is build_registry(spec.model).
+// Simulates the schedule for the in-flight microbatches.
+PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry);
+
+struct FittingLayout {
+  std::vector<std::pair<std::string, std::string>>
+      changes;  // key, value (parallel.dp added when it is explicit)
+  PeakMemory peak;
+  std::string set_line() const;  // "--set parallel.zero=3 --set train.recompute=full"
+};
+
+std::optional<FittingLayout> nearest_fitting_layout(const config::JobSpec& spec, const HardwareProfile& hw);
+
+}  // namespace ptrain::plan

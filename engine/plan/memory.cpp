@@ -1,0 +1,71 @@
+#include "engine/plan/memory.h"
+
+#include <algorithm>
+
+#include "engine/model/saved_activations.h"
+#include "engine/plan/comm.h"
+#include "engine/plan/dtypes.h"
+
+namespace ptrain::plan {
+
+ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, config::Precision precision) {
+  const BytesPerElement b = bytes_per_element(precision);
+  const double n = shards;
+  return {elements * b.param / (zero_stage >= 3 ? n : 1.0), elements * b.grad / (zero_stage >= 2 ? n : 1.0),
+          elements * b.optimizer / (zero_stage >= 1 ? n : 1.0)};
+}
+
+ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params) {
+  const config::ParallelSpec& p = spec.parallel;
+  const config::Precision precision = spec.train.precision;
+  const ModelStateBytes dense =
+      model_state_bytes(static_cast<double>(params.dense), p.dp * p.cp, p.zero, precision);
+  const ModelStateBytes expert =
+      model_state_bytes(static_cast<double>(params.expert), p.tp * p.cp * p.dp / p.ep, p.zero, precision);
+  return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer};
+}
+
+double activation_bytes_per_microbatch(const config::JobSpec& spec, int pp_rank) {
+  const double layer = model::total_bytes(model::layer_saved_activations(spec, spec.train.recompute));
+  const int pp = spec.parallel.pp, stages = pp * spec.schedule.virtual_stages;
+  double sum = 0;
+  for (int v = pp_rank; v < stages; v += pp) {
+    sum += spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)] * layer;
+    if (v == 0) sum += model::total_bytes(model::embedding_saved_activations(spec));
+    if (v == stages - 1) sum += model::total_bytes(model::head_saved_activations(spec));
+  }
+  return sum;
+}
+
+double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_inflight) {
+  const bool full = spec.train.recompute == config::Recompute::Full;
+  const double recomputed_layer =
+      full ? model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None)) : 0.0;
+  return peak_inflight * activation_bytes_per_microbatch(spec, pp_rank) + recomputed_layer;
+}
+
+double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) {
+  const config::ParallelSpec& p = spec.parallel;
+  const config::ModelSpec& m = spec.model;
+  const BytesPerElement bytes = bytes_per_element(spec.train.precision);
+  const double tokens = static_cast<double>(spec.train.micro_batch) * m.seq_len / p.cp;
+  const double hidden = tokens * m.hidden * bytes.activation;
+  double sum = 0;
+  if (p.pp > 1) sum += 2.0 * bytes_sent(pipeline_message(spec));
+  if (p.tp > 1 && p.sequence_parallel) sum += hidden;
+  if (p.dp * p.cp > 1 || p.tp * p.cp * p.dp / p.ep > 1)
+    sum += std::min(kGradBucketElements, static_cast<double>(params.total())) * bytes.grad;
+  if (p.zero == 3) sum += 2.0 * static_cast<double>(params.largest_unit) * bytes.param;
+  if (p.ep > 1)
+    sum += 2.0 * static_cast<double>(model::expert_token_slots(spec)) * m.hidden * bytes.activation;
+  return sum;
+}
+
+MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
+                            double peak_inflight) {
+  const ModelStateBytes states = rank_model_state_bytes(spec, params);
+  return {states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, peak_inflight),
+          comm_buffer_bytes(spec, params)};
+}
+
+}  // namespace ptrain::plan

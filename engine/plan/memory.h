@@ -1,0 +1,55 @@
+// Memory on one rank, in bytes.
+//
+// Model states (Rajbhandari et al. 2020, "ZeRO", section 3.1 with K = 12), Psi = elements on this
+// rank (its pipeline stages, tp slices and experts), Nd = ranks ZeRO shards over (dp*cp for dense
+// params, expert-dp = tp*cp*dp/ep for experts):
+//   bf16: params 2 Psi, grads 2 Psi, optimizer 12 Psi (fp32 master, m, v)
+//   fp32: params 4 Psi, grads 4 Psi, optimizer  8 Psi (m, v)
+//   zero 1 divides the optimizer by Nd, zero 2 also the grads, zero 3 also the params.
+//
+// Activations (model/saved_activations.h lists the tensors): per microbatch, a rank keeps
+//   sum over its chunks of  layers * layer_set + token ids (virtual stage 0) + head set (last)
+// and multiplies it by the schedule's peak number of live microbatches on that rank (simulating
+// pipeline::build's lists: forward done, weight grad not yet, i.e. until B, or until W when zb-h1
+// splits it; in units of a whole stage = chunks/vpp, so chunks are weighted equally). Full
+// recompute adds one layer's complete set once (the layer being recomputed).
+//
+// Communication buffers:
+//   pp > 1        receive buffers for one activation and one gradient: 2 * sbh (/t under SP)
+//   tp > 1, SP    the all-gathered sequence: sbh
+//   dp-cp or expert-dp > 1   one gradient bucket: min(kGradBucketElements, Psi) * grad bytes
+//   zero 3        the gathered params of the layer computing and of the one prefetched:
+//                 2 * largest layer (tp slice) * param bytes
+//   ep > 1        all-to-all send and receive buffers: 2 * expert_token_slots * h
+#pragma once
+
+#include "engine/config/job_spec.h"
+#include "engine/plan/rank_params.h"
+
+namespace ptrain::plan {
+
+struct MemoryBreakdown {  // bytes on one rank
+  double params = 0, grads = 0, optimizer = 0, activations = 0, comm_buffers = 0;
+  double total() const { return params + grads + optimizer + activations + comm_buffers; }
+};
+
+struct ModelStateBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+
+// `elements` sharded by ZeRO `zero_stage` over `shards` ranks.
+ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, config::Precision precision);
+
+// Dense params over dp*cp plus experts over expert-dp.
+ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params);
+
+// Activations of one microbatch on every chunk of `pp_rank`.
+double activation_bytes_per_microbatch(const config::JobSpec& spec, int pp_rank);
+double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_inflight);
+double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params);
+
+MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
+                            double peak_inflight);
+
+}  // namespace ptrain::plan

@@ -1,0 +1,78 @@
+#include "engine/plan/step_time.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "engine/grid/rank_grid.h"
+#include "engine/plan/comm.h"
+#include "engine/plan/dtypes.h"
+
+namespace ptrain::plan {
+
+pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw,
+                                 const StageFlops& flops, const std::vector<LinkTiers>& tiers_by_pp_rank) {
+  const double flops_per_s = hw.peak_flops(spec.train.precision) * kGemmEfficiency;
+  const int pp = spec.parallel.pp;
+  const size_t stages = flops.forward.size();
+  pipeline::OpCosts costs;
+  costs.forward.resize(stages);
+  costs.backward.resize(stages);
+  costs.weight_grad.resize(stages);
+  for (size_t v = 0; v < stages; ++v) {
+    const LinkTiers& tiers = tiers_by_pp_rank[v % static_cast<size_t>(pp)];
+    const StageComm comm = stage_comm(spec, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
+    const double tp_forward = seconds(comm.tp_forward, hw, tiers.tp),
+                 tp_backward = seconds(comm.tp_backward, hw, tiers.tp);
+    const double ep_forward = seconds(comm.ep_forward, hw, tiers.ep),
+                 ep_backward = seconds(comm.ep_backward, hw, tiers.ep);
+    costs.forward[v] = flops.forward[v] / flops_per_s + tp_forward + ep_forward;
+    costs.backward[v] = (flops.forward[v] + flops.recompute[v]) / flops_per_s + tp_backward + ep_backward;
+    costs.weight_grad[v] = flops.forward[v] / flops_per_s;
+  }
+  costs.p2p_seconds = pp > 1 ? seconds(pipeline_message(spec), hw, tiers_by_pp_rank.front().pp) : 0.0;
+  return costs;
+}
+
+pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw) {
+  const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
+  const config::ParallelSpec& p = spec.parallel;
+  std::vector<std::string> problems;
+  const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
+  std::vector<LinkTiers> tiers;
+  for (int r = 0; r < p.pp; ++r)
+    tiers.push_back(link_tiers(grid, grid.rank_of({0, 0, 0, 0, r}), spec.cluster.gpus_per_node,
+                               spec.model.moe.has_value()));
+  return stage_op_costs(spec, hw, stage_flops(spec, matmul_params(registry, spec.model)), tiers);
+}
+
+double data_parallel_exposed_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
+                                     const RankParams& params, const LinkTiers& tiers,
+                                     double backward_window_s, double busy_s) {
+  const DataParallelComm dp = data_parallel_comm(spec, params);
+  double exposed = 0;
+  for (const auto& [zero, inter_node] :
+       {std::pair{&dp.dense, tiers.dp_cp}, std::pair{&dp.expert, tiers.expert_dp}}) {
+    if (zero->grad_reduction.empty()) continue;
+    Collective last_bucket = zero->grad_reduction.front();
+    last_bucket.count = 1;
+    const double reduction = seconds(zero->grad_reduction, hw, inter_node);
+    exposed += std::max(seconds(last_bucket, hw, inter_node), reduction - backward_window_s);
+    exposed += seconds(zero->param_gather_after_step, hw, inter_node);
+    exposed += std::max(0.0, seconds(zero->param_gather_zero3, hw, inter_node) - busy_s);
+  }
+  return exposed;
+}
+
+double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params) {
+  const config::ParallelSpec& p = spec.parallel;
+  const BytesPerElement b = bytes_per_element(spec.train.precision);
+  const bool sharded = p.zero >= 1;  // each rank updates only its shard of the optimizer state
+  const double dense_shards = sharded ? p.dp * p.cp : 1;
+  const double expert_shards = sharded ? p.tp * p.cp * p.dp / p.ep : 1;
+  const double elements =
+      static_cast<double>(params.dense) / dense_shards + static_cast<double>(params.expert) / expert_shards;
+  return 2.0 * (b.param + b.grad + b.optimizer) * elements / hw.hbm_bytes_per_s;
+}
+
+}  // namespace ptrain::plan

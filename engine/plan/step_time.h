@@ -1,0 +1,49 @@
+// Step time and MFU. Per microbatch on virtual stage v (held by pp rank v mod pp), with
+// peak = the profile's dense peak for the precision and kGemmEfficiency of it achieved:
+//   F_v = fwd_flops_v / (peak * eff) + tp_fwd_comm_v + ep_fwd_comm_v
+//   B_v = (fwd_flops_v + recompute_flops_v) / (peak * eff) + tp_bwd_comm_v + ep_bwd_comm_v
+//   W_v = fwd_flops_v / (peak * eff)            (weight grads: backward = 2x forward overall)
+// (flops: flops.h; comm: comm.h, each collective bytes_sent / link bandwidth + latency on the link
+// of its group's tier; cp's ring passes are overlapped with attention and not added). The
+// schedule runs W inside B unless it splits it (zb-h1). p2p = one pipeline message / link + latency.
+//   pipeline = makespan of simulating pipeline::build(kind, pp, vpp, m) with these costs
+//   dp_exposed (per rank) = max(one bucket, t_grad_reduction - the last microbatch's B+W on the
+//              rank's chunks, which the bucketed reduction overlaps)
+//              + zero 1/2: the param all-gather after the step (not overlapped)
+//              + zero 3: max(0, t_param_gathers - the rank's busy time) (prefetched)
+//   optimizer  = 2 * (param + grad + optimizer bytes per element) * elements of the rank's ZeRO
+//              shard / HBM bandwidth     (AdamW reads and writes every state once)
+//   step = pipeline + max over ranks (dp_exposed + optimizer)
+//   MFU  = model_flops_per_step / (world * peak * step)
+#pragma once
+
+#include <vector>
+
+#include "engine/config/job_spec.h"
+#include "engine/pipeline/simulator.h"
+#include "engine/plan/flops.h"
+#include "engine/plan/hardware.h"
+#include "engine/plan/rank_params.h"
+#include "engine/plan/topology.h"
+
+namespace ptrain::plan {
+
+// Fraction of peak FLOP/s that training GEMMs sustain (Megatron-LM reports 50-60% MFU at scale on
+// A100/H100; 0.6 is the optimistic end, so the estimate bounds what a layout can reach).
+inline constexpr double kGemmEfficiency = 0.6;
+
+// Costs per virtual stage for the simulator. `tiers_by_pp_rank[r]` are the link tiers of a rank
+// of pipeline stage r.
+pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw,
+                                 const StageFlops& flops, const std::vector<LinkTiers>& tiers_by_pp_rank);
+// The same for a loaded job, building what it needs (used by `ptrain schedule`).
+pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw);
+
+// Seconds of a rank's data-parallel communication not hidden behind compute. `backward_window_s`:
+// the rank's backward (B + W) of one microbatch over its chunks; `busy_s`: its compute per step.
+double data_parallel_exposed_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
+                                     const RankParams& params, const LinkTiers& tiers,
+                                     double backward_window_s, double busy_s);
+double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params);
+
+}  // namespace ptrain::plan

@@ -1,0 +1,52 @@
+#include "engine/plan/topology.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace ptrain::plan {
+namespace {
+
+bool spans_nodes(const grid::Group& group, int gpus_per_node) {
+  const auto [lo, hi] = std::minmax_element(group.begin(), group.end());
+  return *lo / gpus_per_node != *hi / gpus_per_node;
+}
+
+}  // namespace
+
+std::vector<Position> distinct_positions(const grid::RankGrid& grid) {
+  const grid::Degrees& d = grid.degrees();
+  std::set<std::pair<int, int>> seen;  // (tp_rank, ep_rank)
+  std::vector<std::array<int, grid::kAxes>> stage0;
+  for (int dp = 0; dp < d.dp; ++dp) {
+    for (int cp = 0; cp < d.cp; ++cp) {
+      for (int tp = 0; tp < d.tp; ++tp) {
+        const std::array<int, grid::kAxes> coords = {tp, cp, 0, dp, 0};
+        const int ep = grid.coord(grid.rank_of(coords), grid::Axis::Ep);
+        if (seen.insert({tp, ep}).second) stage0.push_back(coords);
+      }
+    }
+  }
+  std::vector<Position> positions;
+  for (int pp = 0; pp < d.pp; ++pp) {
+    for (std::array<int, grid::kAxes> coords : stage0) {
+      coords[static_cast<int>(grid::Axis::Pp)] = pp;
+      const int rank = grid.rank_of(coords);
+      positions.push_back(
+          {rank, pp, coords[static_cast<int>(grid::Axis::Tp)], grid.coord(rank, grid::Axis::Ep)});
+    }
+  }
+  std::sort(positions.begin(), positions.end(),
+            [](const Position& a, const Position& b) { return a.rank < b.rank; });
+  return positions;
+}
+
+LinkTiers link_tiers(const grid::RankGrid& grid, int rank, int gpus_per_node, bool experts) {
+  auto dense = [&](const char* axes) { return spans_nodes(grid.group_of(rank, axes), gpus_per_node); };
+  auto expert = [&](const char* axes) {
+    return experts && spans_nodes(grid.expert_group_of(rank, axes), gpus_per_node);
+  };
+  return {dense("tp"), dense("cp"), expert("ep"), dense("pp"), dense("dp-cp"), expert("dp")};
+}
+
+}  // namespace ptrain::plan

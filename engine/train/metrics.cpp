@@ -1,0 +1,72 @@
+#include "engine/train/metrics.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace ptrain::train {
+namespace {
+
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& jsonl_path, std::int64_t total_steps, std::int64_t log_every)
+    : total_steps_(total_steps), log_every_(log_every > 0 ? log_every : 1), tty_(isatty(STDERR_FILENO) != 0) {
+  if (jsonl_path.empty()) return;
+  jsonl_.open(jsonl_path, std::ios::app);
+  if (!jsonl_) throw std::runtime_error("logging.metrics: cannot open '" + jsonl_path + "' for writing");
+}
+
+void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
+  if (jsonl_.is_open()) {
+    nlohmann::ordered_json j = {{"step", m.step},           {"loss", m.loss}, {"lr", m.lr},
+                                {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s}, {"mfu", m.mfu},
+                                {"step_s", m.step_seconds}};
+    if (m.val_loss) j["val_loss"] = *m.val_loss;
+    jsonl_ << j.dump() << '\n';
+    jsonl_.flush();
+  }
+  const bool due = m.step % log_every_ == 0 || m.step == total_steps_ || m.val_loss.has_value();
+  if (due) {
+    if (bar_visible_) std::fputs("\r\033[K", stderr);
+    std::fprintf(stderr, "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | mem %.2f GiB",
+                 static_cast<long long>(m.step), static_cast<long long>(total_steps_), m.loss, m.lr, m.grad_norm,
+                 m.tokens_per_s, 100.0 * m.mfu, m.memory_bytes / 1073741824.0);
+    if (m.val_loss) std::fprintf(stderr, " | val loss %.4f", *m.val_loss);
+    std::fprintf(stderr, " | ETA %s\n", duration_text(eta_seconds).c_str());
+    bar_visible_ = false;
+  }
+  if (tty_) draw_progress(m.step, eta_seconds);
+}
+
+void MetricsLog::note(const std::string& line) {
+  if (bar_visible_) std::fputs("\r\033[K", stderr);
+  bar_visible_ = false;
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void MetricsLog::draw_progress(std::int64_t step, double eta_seconds) {
+  constexpr int kWidth = 40;
+  const double done = total_steps_ > 0 ? static_cast<double>(step) / static_cast<double>(total_steps_) : 1.0;
+  const int filled = static_cast<int>(done * kWidth);
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.resize(kWidth, '-');
+  std::fprintf(stderr, "\r[%s] %5.1f%% ETA %s", bar.c_str(), 100.0 * done, duration_text(eta_seconds).c_str());
+  std::fflush(stderr);
+  bar_visible_ = step < total_steps_;
+  if (!bar_visible_) std::fputs("\r\033[K", stderr);
+}
+
+}  // namespace ptrain::train

@@ -1,0 +1,43 @@
+// What a step reports: the console line every logging.every steps (with a progress bar when
+// stderr is a terminal) and one JSON object per step in logging.metrics (JSONL).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace ptrain::train {
+
+struct StepMetrics {
+  std::int64_t step = 0;  // 1-based: the step just completed
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double step_seconds = 0;
+  double memory_bytes = 0;  // parameters, gradients, optimizer state and activation arena
+  std::optional<double> val_loss;
+};
+
+class MetricsLog {
+ public:
+  // Opens (appends to) the JSONL file if `jsonl_path` is not empty; throws std::runtime_error
+  // naming the path if it cannot be opened.
+  MetricsLog(const std::string& jsonl_path, std::int64_t total_steps, std::int64_t log_every);
+  // Records a step: JSONL always, the console line every log_every steps (and the last one).
+  void record(const StepMetrics& m, double eta_seconds);
+  void note(const std::string& line);  // a free-form console line (checkpoint saved, resumed, ...)
+
+ private:
+  void draw_progress(std::int64_t step, double eta_seconds);
+  std::ofstream jsonl_;
+  std::int64_t total_steps_;
+  std::int64_t log_every_;
+  bool tty_;
+  bool bar_visible_ = false;
+};
+
+}  // namespace ptrain::train

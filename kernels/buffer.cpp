@@ -1,0 +1,18 @@
+// Names of the element types, for error messages.
+#include "kernels/buffer.h"
+
+namespace ptrain::kernels {
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "f32";
+    case DType::BF16:
+      return "bf16";
+    case DType::I32:
+      return "i32";
+  }
+  return "unknown";
+}
+
+}  // namespace ptrain::kernels

@@ -1,0 +1,145 @@
+// Activations, elementwise over n values.
+// GELU, tanh approximation exactly as HF's gelu_new (GPT-2):
+//   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+//   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// computed through s = sigmoid(2u) = 0.5 (1 + tanh u), see gelu_sigmoid below.
+// SwiGLU (Llama MLP): out = silu(gate) * up, silu(g) = g sigmoid(g)
+//   d_gate = d_out * up * sigmoid(g) (1 + g (1 - sigmoid(g))),  d_up = d_out * silu(g)
+// Gradients overwrite. Outputs may alias inputs element for element (out == in, d_in == d_out),
+// never with an offset. Chunks run in parallel; each chunk's loop is multiversioned (isa.h).
+#include <cstdint>
+
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/vec_math.h"
+
+namespace ptrain::kernels::cpu {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+
+// With s = sigmoid(2u): 0.5 (1 + tanh u) = s and 1 - tanh(u)^2 = 4 s (1 - s), so
+//   gelu(x) = x s,  gelu'(x) = s + 2 x s (1 - s) u'(x).
+// The same function, but 1 + tanh and 1 - tanh^2 are never formed by cancellation: for x < -5
+// float tanh is exactly -1 and that form returns 0 where the true values are ~1e-9 .. 1e-6.
+// 2u is clamped to +-80 (sigmoid is saturated there), so e^{-2u} stays finite and 1 - s = e s.
+struct GeluSigmoid {
+  float s, one_minus_s;
+};
+
+[[gnu::always_inline]] inline GeluSigmoid gelu_sigmoid(float x) {
+  float z = 2.0f * kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  z = z < -80.0f ? -80.0f : (z > 80.0f ? 80.0f : z);
+  const float e = exp_f32(-z);
+  const float s = 1.0f / (1.0f + e);
+  return {s, e * s};
+}
+
+[[gnu::always_inline]] inline void gelu_forward_body(float* y, const float* x, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    y[i] = xi * gelu_sigmoid(xi).s;
+  }
+}
+
+[[gnu::always_inline]] inline void gelu_backward_body(float* dx, const float* dy, const float* x,
+                                                      std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const GeluSigmoid g = gelu_sigmoid(xi);
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * xi * xi);
+    dx[i] = dy[i] * (g.s + 2.0f * xi * g.s * g.one_minus_s * du);
+  }
+}
+
+[[gnu::always_inline]] inline void swiglu_forward_body(float* y, const float* g, const float* u,
+                                                       std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) y[i] = g[i] * sigmoid_f32(g[i]) * u[i];
+}
+
+[[gnu::always_inline]] inline void swiglu_backward_body(float* dg, float* du, const float* dy, const float* g,
+                                                        const float* u, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float ui = u[i];
+    const float dyi = dy[i];
+    const float s = sigmoid_f32(gi);
+    dg[i] = dyi * ui * s * (1.0f + gi * (1.0f - s));
+    du[i] = dyi * (gi * s);
+  }
+}
+
+PTRAIN_CPU_MULTIVERSION(gelu_forward_kernel, gelu_forward_body, (float* y, const float* x, std::int64_t n),
+                        (y, x, n))
+PTRAIN_CPU_MULTIVERSION(gelu_backward_kernel, gelu_backward_body,
+                        (float* dx, const float* dy, const float* x, std::int64_t n), (dx, dy, x, n))
+PTRAIN_CPU_MULTIVERSION(swiglu_forward_kernel, swiglu_forward_body,
+                        (float* y, const float* g, const float* u, std::int64_t n), (y, g, u, n))
+PTRAIN_CPU_MULTIVERSION(swiglu_backward_kernel, swiglu_backward_body,
+                        (float* dg, float* du, const float* dy, const float* g, const float* u,
+                         std::int64_t n),
+                        (dg, du, dy, g, u, n))
+
+}  // namespace
+
+void gelu_forward(Buf out, Buf in, std::int64_t n) {
+  constexpr const char* op = "gelu_forward";
+  require_sizes(op, {n});
+  require_buf(op, "out", out, DType::F32, n);
+  require_buf(op, "in", in, DType::F32, n);
+  float* y = f32(out);
+  const float* x = cf32(in);
+  parallel_chunks(n, [&](std::int64_t i, std::int64_t len) { gelu_forward_kernel(y + i, x + i, len); });
+}
+
+void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) {
+  constexpr const char* op = "gelu_backward";
+  require_sizes(op, {n});
+  require_buf(op, "d_in", d_in, DType::F32, n);
+  require_buf(op, "d_out", d_out, DType::F32, n);
+  require_buf(op, "in", in, DType::F32, n);
+  float* dx = f32(d_in);
+  const float* dy = cf32(d_out);
+  const float* x = cf32(in);
+  parallel_chunks(
+      n, [&](std::int64_t i, std::int64_t len) { gelu_backward_kernel(dx + i, dy + i, x + i, len); });
+}
+
+void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) {
+  constexpr const char* op = "swiglu_forward";
+  require_sizes(op, {n});
+  require_buf(op, "out", out, DType::F32, n);
+  require_buf(op, "gate", gate, DType::F32, n);
+  require_buf(op, "up", up, DType::F32, n);
+  float* y = f32(out);
+  const float* g = cf32(gate);
+  const float* u = cf32(up);
+  parallel_chunks(n,
+                  [&](std::int64_t i, std::int64_t len) { swiglu_forward_kernel(y + i, g + i, u + i, len); });
+}
+
+void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) {
+  constexpr const char* op = "swiglu_backward";
+  require_sizes(op, {n});
+  require_buf(op, "d_gate", d_gate, DType::F32, n);
+  require_buf(op, "d_up", d_up, DType::F32, n);
+  require_buf(op, "d_out", d_out, DType::F32, n);
+  require_buf(op, "gate", gate, DType::F32, n);
+  require_buf(op, "up", up, DType::F32, n);
+  float* dg = f32(d_gate);
+  float* du = f32(d_up);
+  const float* dy = cf32(d_out);
+  const float* g = cf32(gate);
+  const float* u = cf32(up);
+  parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
+    swiglu_backward_kernel(dg + i, du + i, dy + i, g + i, u + i, len);
+  });
+}
+
+}  // namespace ptrain::kernels::cpu

@@ -1,0 +1,84 @@
+// Entry points of the CPU kernels, one group per file in kernels/cpu/. Each entry checks dtypes and
+// sizes (throwing std::invalid_argument with the op name) and runs the kernel; CpuOps
+// (cpu_ops.cpp) forwards the Ops interface to them. Semantics are those documented in ops.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/buffer.h"
+
+namespace ptrain::kernels::cpu {
+
+// linear.cpp
+void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K);
+void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K);
+
+// embedding.cpp
+void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C);
+void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T, int C);
+
+// layernorm.cpp
+void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps);
+void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean, Buf rstd,
+                        int N, int C);
+
+// rmsnorm.cpp
+void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps);
+void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C);
+
+// rope.cpp
+void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0);
+void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0);
+
+// attention.cpp
+void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D);
+void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B,
+                        int T, int Hq, int Hkv, int D);
+
+// activations.cpp
+void gelu_forward(Buf out, Buf in, std::int64_t n);
+void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n);
+void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n);
+void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n);
+
+// elementwise.cpp
+void add(Buf out, Buf a, Buf b, std::int64_t n);
+void accumulate(Buf acc, Buf x, std::int64_t n);
+void scale(Buf x, float factor, std::int64_t n);
+void fill(Buf x, float value, std::int64_t n);
+
+// cross_entropy.cpp
+void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
+                                    float grad_scale);
+
+// adamw.cpp
+void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
+                float eps, float weight_decay, int step);
+
+// reduce.cpp
+double sum_squares(Buf x, std::int64_t n);
+
+// ---- helpers shared by the kernels (reduce.cpp)
+
+// sums[c] += sum over r of rows[r*C + c], for rows [R, C]. Columns are split into chunks owned by
+// one thread each and every sum runs over r in order with a double accumulator: the result is
+// bitwise the same for any thread count. Used for bias gradients and norm-weight gradients.
+void column_sums_accumulate(float* sums, const float* rows, std::int64_t R, std::int64_t C);
+
+// Elementwise loops below this many elements stay on one thread (a parallel region costs a few
+// microseconds; below ~32K floats the loop itself is faster than that).
+inline constexpr std::int64_t kParallelMinElements = 1 << 15;
+
+// f(begin, count) over [0, n) in fixed chunks, statically spread over the OpenMP threads.
+template <typename F>
+void parallel_chunks(std::int64_t n, F&& f) {
+  constexpr std::int64_t kChunk = 1 << 14;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t begin = c * kChunk;
+    f(begin, n - begin < kChunk ? n - begin : kChunk);
+  }
+}
+
+}  // namespace ptrain::kernels::cpu

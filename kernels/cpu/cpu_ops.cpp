@@ -1,0 +1,103 @@
+// CpuOps: the Ops interface over the kernels in kernels/cpu/ (one file per op family, each entry
+// checking its arguments). Stateless; cpu_ops() hands out one immutable instance.
+//
+// Threads: GEMMs run on OpenBLAS's own pool, every other kernel on OpenMP's. The two pools take
+// turns (no kernel calls BLAS inside a parallel region), so they must be the same size, the cores
+// this rank owns: the engine calls set_cpu_threads(n) (kernels/cpu/threads.h), which sets both
+// openblas_set_num_threads(n) and omp_set_num_threads(n), once at start-up. Kernels never set
+// thread counts themselves. With several ranks per node, n = cores / local ranks. Spinning idle
+// threads of one pool slow the other; OMP_WAIT_POLICY=passive helps when the two alternate often.
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ops.h"
+
+namespace ptrain::kernels {
+namespace {
+
+class CpuOps final : public Ops {
+ public:
+  Device device() const override { return Device::Cpu; }
+
+  void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const override {
+    cpu::linear_forward(out, in, weight, bias, M, N, K);
+  }
+  void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N,
+                       int K) const override {
+    cpu::linear_backward(d_in, d_weight, d_bias, d_out, in, weight, M, N, K);
+  }
+
+  void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) const override {
+    cpu::embedding_forward(out, tokens, table, positions, N, T, C);
+  }
+  void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T,
+                          int C) const override {
+    cpu::embedding_backward(d_table, d_positions, d_out, tokens, N, T, C);
+  }
+
+  void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C,
+                         float eps) const override {
+    cpu::layernorm_forward(out, mean, rstd, in, weight, bias, N, C, eps);
+  }
+  void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean,
+                          Buf rstd, int N, int C) const override {
+    cpu::layernorm_backward(d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, N, C);
+  }
+  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) const override {
+    cpu::rmsnorm_forward(out, rstd, in, weight, N, C, eps);
+  }
+  void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N,
+                        int C) const override {
+    cpu::rmsnorm_backward(d_in, d_weight, d_out, in, weight, rstd, N, C);
+  }
+
+  void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
+    cpu::rope_forward(x, B, T, H, D, theta, pos0);
+  }
+  void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0) const override {
+    cpu::rope_backward(d_x, B, T, H, D, theta, pos0);
+  }
+
+  void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv,
+                         int D) const override {
+    cpu::attention_forward(out, lse, q, k, v, B, T, Hq, Hkv, D);
+  }
+  void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B,
+                          int T, int Hq, int Hkv, int D) const override {
+    cpu::attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
+  }
+
+  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu::gelu_forward(out, in, n); }
+  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
+    cpu::gelu_backward(d_in, d_out, in, n);
+  }
+  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const override {
+    cpu::swiglu_forward(out, gate, up, n);
+  }
+  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const override {
+    cpu::swiglu_backward(d_gate, d_up, d_out, gate, up, n);
+  }
+
+  void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cpu::add(out, a, b, n); }
+  void accumulate(Buf acc, Buf x, std::int64_t n) const override { cpu::accumulate(acc, x, n); }
+  void scale(Buf x, float factor, std::int64_t n) const override { cpu::scale(x, factor, n); }
+  void fill(Buf x, float value, std::int64_t n) const override { cpu::fill(x, value, n); }
+
+  void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
+                                      float grad_scale) const override {
+    cpu::cross_entropy_forward_backward(losses, d_logits, logits, targets, N, V, Vp, grad_scale);
+  }
+
+  void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int step) const override {
+    cpu::adamw_step(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+  }
+  double sum_squares(Buf x, std::int64_t n) const override { return cpu::sum_squares(x, n); }
+};
+
+}  // namespace
+
+const Ops& cpu_ops() {
+  static const CpuOps ops;
+  return ops;
+}
+
+}  // namespace ptrain::kernels

@@ -1,0 +1,85 @@
+// Token (+ learned position) embedding: out[n,:] = table[tokens[n],:] + positions[n % T,:].
+// Token ids must be valid rows of the table (the data loader bounds-checks them against the
+// vocabulary; the op only rejects negative ids, as it is not told the table's row count).
+// Backward scatters into the tables; columns are split across threads so that repeated tokens never
+// race and every row's sum is taken in token order (bitwise reproducible for any thread count).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace ptrain::kernels::cpu {
+namespace {
+
+void require_tokens_nonnegative(const char* op, const std::int32_t* tokens, std::int64_t N) {
+  const std::int32_t lowest = N > 0 ? *std::min_element(tokens, tokens + N) : 0;
+  if (lowest < 0) fail(op, "negative token id " + std::to_string(lowest));
+}
+
+}  // namespace
+
+void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) {
+  constexpr const char* op = "embedding_forward";
+  require_sizes(op, {N, T, C});
+  require_buf(op, "out", out, DType::F32);
+  require_buf(op, "tokens", tokens, DType::I32);
+  require_buf(op, "table", table, DType::F32);
+  require_opt(op, "positions", positions, DType::F32);
+  require(!positions || T > 0, op, "positions given but T == 0");
+  const std::int32_t* tok = ci32(tokens);
+  require_tokens_nonnegative(op, tok, N);
+  float* o = f32(out);
+  const float* tab = cf32(table);
+  const float* pos = positions ? cf32(positions) : nullptr;
+#pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
+  for (std::int64_t n = 0; n < N; ++n) {
+    float* orow = o + n * C;
+    const float* trow = tab + std::int64_t{tok[n]} * C;
+    if (pos) {
+      const float* prow = pos + (n % T) * C;
+#pragma omp simd
+      for (std::int64_t c = 0; c < C; ++c) orow[c] = trow[c] + prow[c];
+    } else {
+      std::copy(trow, trow + C, orow);
+    }
+  }
+}
+
+void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T, int C) {
+  constexpr const char* op = "embedding_backward";
+  require_sizes(op, {N, T, C});
+  require_opt(op, "d_table", d_table, DType::F32);
+  require_opt(op, "d_positions", d_positions, DType::F32);
+  require_buf(op, "d_out", d_out, DType::F32);
+  require_buf(op, "tokens", tokens, DType::I32);
+  require(!d_positions || T > 0, op, "d_positions given but T == 0");
+  const std::int32_t* tok = ci32(tokens);
+  require_tokens_nonnegative(op, tok, N);
+  float* dt = d_table ? f32(d_table) : nullptr;
+  float* dp = d_positions ? f32(d_positions) : nullptr;
+  const float* dy = cf32(d_out);
+  constexpr std::int64_t kChunk = 64;  // columns per task
+  const std::int64_t chunks = (std::int64_t{C} + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const std::int64_t c0 = chunk * kChunk;
+    const std::int64_t width = std::min(kChunk, std::int64_t{C} - c0);
+    for (std::int64_t n = 0; n < N; ++n) {
+      const float* g = dy + n * C + c0;
+      if (dt) {
+        float* trow = dt + std::int64_t{tok[n]} * C + c0;
+#pragma omp simd
+        for (std::int64_t c = 0; c < width; ++c) trow[c] += g[c];
+      }
+      if (dp) {
+        float* prow = dp + (n % T) * C + c0;
+#pragma omp simd
+        for (std::int64_t c = 0; c < width; ++c) prow[c] += g[c];
+      }
+    }
+  }
+}
+
+}  // namespace ptrain::kernels::cpu

@@ -1,0 +1,141 @@
+// LayerNorm over the last dim of [N, C]: out = (x - mean) * rstd * weight + bias, with the biased
+// variance (as torch.nn.LayerNorm) and rstd = 1/sqrt(var + eps). Forward saves mean and rstd [N].
+// Backward (d_in accumulates, as ops.h documents):
+//   xhat = (x - mean) rstd, g = d_out * weight
+//   d_in += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))
+//   d_weight += sum_n d_out * xhat, d_bias += sum_n d_out
+// Rows are independent (OpenMP over rows). The parameter gradients are summed per fixed block of
+// rows into scratch, then the blocks in order: reproducible for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace ptrain::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kRowsPerBlock = 32;
+
+}  // namespace
+
+void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps) {
+  constexpr const char* op = "layernorm_forward";
+  require_sizes(op, {N, C});
+  require(C > 0 || N == 0, op, "C must be positive");
+  require_buf(op, "out", out, DType::F32);
+  require_opt(op, "mean", mean, DType::F32);
+  require_opt(op, "rstd", rstd, DType::F32);
+  require_buf(op, "in", in, DType::F32);
+  require_buf(op, "weight", weight, DType::F32);
+  require_opt(op, "bias", bias, DType::F32);
+  float* o = f32(out);
+  float* mu_out = mean ? f32(mean) : nullptr;
+  float* rs_out = rstd ? f32(rstd) : nullptr;
+  const float* x_all = cf32(in);
+  const float* w = cf32(weight);
+  const float* b = bias ? cf32(bias) : nullptr;
+  const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* x = x_all + n * C;
+    float* y = o + n * C;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t c = 0; c < C; ++c) sum += x[c];
+    const float mu = sum * inv_c;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (std::int64_t c = 0; c < C; ++c) {
+      const float d = x[c] - mu;
+      sq += d * d;
+    }
+    const float rs = 1.0f / std::sqrt(sq * inv_c + eps);
+    if (b) {
+#pragma omp simd
+      for (std::int64_t c = 0; c < C; ++c) y[c] = (x[c] - mu) * rs * w[c] + b[c];
+    } else {
+#pragma omp simd
+      for (std::int64_t c = 0; c < C; ++c) y[c] = (x[c] - mu) * rs * w[c];
+    }
+    if (mu_out) mu_out[n] = mu;
+    if (rs_out) rs_out[n] = rs;
+  }
+}
+
+void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean, Buf rstd,
+                        int N, int C) {
+  constexpr const char* op = "layernorm_backward";
+  require_sizes(op, {N, C});
+  require_opt(op, "d_in", d_in, DType::F32);
+  require_opt(op, "d_weight", d_weight, DType::F32);
+  require_opt(op, "d_bias", d_bias, DType::F32);
+  require_buf(op, "d_out", d_out, DType::F32);
+  require_buf(op, "in", in, DType::F32);
+  require_buf(op, "weight", weight, DType::F32);
+  require_buf(op, "mean", mean, DType::F32);
+  require_buf(op, "rstd", rstd, DType::F32);
+  if (N == 0 || C == 0) return;
+  float* dx_all = d_in ? f32(d_in) : nullptr;
+  const float* dy_all = cf32(d_out);
+  const float* x_all = cf32(in);
+  const float* w = cf32(weight);
+  const float* mu_all = cf32(mean);
+  const float* rs_all = cf32(rstd);
+  const bool want_params = d_weight || d_bias;
+  const std::int64_t blocks = (std::int64_t{N} + kRowsPerBlock - 1) / kRowsPerBlock;
+  // Per-block partial sums: [blocks, C] for d_weight then [blocks, C] for d_bias.
+  std::unique_ptr<float[]> partial;
+  if (want_params)
+    partial = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(2 * blocks * C));
+  float* pw_all = partial.get();
+  float* pb_all = want_params ? pw_all + blocks * C : nullptr;
+  const float inv_c = 1.0f / static_cast<float>(C);
+
+#pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    float* pw = want_params ? pw_all + blk * C : nullptr;
+    float* pb = want_params ? pb_all + blk * C : nullptr;
+    if (want_params) {
+      for (std::int64_t c = 0; c < C; ++c) pw[c] = pb[c] = 0.0f;
+    }
+    const std::int64_t n_end = std::min<std::int64_t>(N, (blk + 1) * kRowsPerBlock);
+    for (std::int64_t n = blk * kRowsPerBlock; n < n_end; ++n) {
+      const float* x = x_all + n * C;
+      const float* dy = dy_all + n * C;
+      const float mu = mu_all[n];
+      const float rs = rs_all[n];
+      if (dx_all) {
+        float sum_g = 0.0f;
+        float sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+        for (std::int64_t c = 0; c < C; ++c) {
+          const float g = dy[c] * w[c];
+          sum_g += g;
+          sum_gx += g * (x[c] - mu) * rs;
+        }
+        const float mean_g = sum_g * inv_c;
+        const float mean_gx = sum_gx * inv_c;
+        float* dx = dx_all + n * C;
+#pragma omp simd
+        for (std::int64_t c = 0; c < C; ++c) {
+          const float xhat = (x[c] - mu) * rs;
+          dx[c] += rs * (dy[c] * w[c] - mean_g - xhat * mean_gx);
+        }
+      }
+      if (want_params) {
+#pragma omp simd
+        for (std::int64_t c = 0; c < C; ++c) {
+          pw[c] += dy[c] * ((x[c] - mu) * rs);
+          pb[c] += dy[c];
+        }
+      }
+    }
+  }
+  if (d_weight) column_sums_accumulate(f32(d_weight), pw_all, blocks, C);
+  if (d_bias) column_sums_accumulate(f32(d_bias), pb_all, blocks, C);
+}
+
+}  // namespace ptrain::kernels::cpu

@@ -1,0 +1,96 @@
+// RMSNorm over the last dim of [N, C] (Llama): out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) +
+// eps). Forward saves rstd [N]. Backward (d_in accumulates, as ops.h documents):
+//   xhat = x rstd, g = d_out * weight
+//   d_in += rstd * (g - xhat * mean_c(g * xhat)),   d_weight += sum_n d_out * xhat
+// Same structure as layernorm.cpp: rows in parallel, weight gradient via per-block partials.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace ptrain::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kRowsPerBlock = 32;
+
+}  // namespace
+
+void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) {
+  constexpr const char* op = "rmsnorm_forward";
+  require_sizes(op, {N, C});
+  require(C > 0 || N == 0, op, "C must be positive");
+  require_buf(op, "out", out, DType::F32);
+  require_opt(op, "rstd", rstd, DType::F32);
+  require_buf(op, "in", in, DType::F32);
+  require_buf(op, "weight", weight, DType::F32);
+  float* o = f32(out);
+  float* rs_out = rstd ? f32(rstd) : nullptr;
+  const float* x_all = cf32(in);
+  const float* w = cf32(weight);
+  const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* x = x_all + n * C;
+    float* y = o + n * C;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (std::int64_t c = 0; c < C; ++c) sq += x[c] * x[c];
+    const float rs = 1.0f / std::sqrt(sq * inv_c + eps);
+#pragma omp simd
+    for (std::int64_t c = 0; c < C; ++c) y[c] = x[c] * rs * w[c];
+    if (rs_out) rs_out[n] = rs;
+  }
+}
+
+void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C) {
+  constexpr const char* op = "rmsnorm_backward";
+  require_sizes(op, {N, C});
+  require_opt(op, "d_in", d_in, DType::F32);
+  require_opt(op, "d_weight", d_weight, DType::F32);
+  require_buf(op, "d_out", d_out, DType::F32);
+  require_buf(op, "in", in, DType::F32);
+  require_buf(op, "weight", weight, DType::F32);
+  require_buf(op, "rstd", rstd, DType::F32);
+  if (N == 0 || C == 0) return;
+  float* dx_all = d_in ? f32(d_in) : nullptr;
+  const float* dy_all = cf32(d_out);
+  const float* x_all = cf32(in);
+  const float* w = cf32(weight);
+  const float* rs_all = cf32(rstd);
+  const std::int64_t blocks = (std::int64_t{N} + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::unique_ptr<float[]> partial;
+  if (d_weight) partial = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(blocks * C));
+  float* pw_all = partial.get();
+  const float inv_c = 1.0f / static_cast<float>(C);
+
+#pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    float* pw = pw_all ? pw_all + blk * C : nullptr;
+    if (pw) std::fill(pw, pw + C, 0.0f);
+    const std::int64_t n_end = std::min<std::int64_t>(N, (blk + 1) * kRowsPerBlock);
+    for (std::int64_t n = blk * kRowsPerBlock; n < n_end; ++n) {
+      const float* x = x_all + n * C;
+      const float* dy = dy_all + n * C;
+      const float rs = rs_all[n];
+      if (dx_all) {
+        float sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_gx)
+        for (std::int64_t c = 0; c < C; ++c) sum_gx += dy[c] * w[c] * (x[c] * rs);
+        const float mean_gx = sum_gx * inv_c;
+        float* dx = dx_all + n * C;
+#pragma omp simd
+        for (std::int64_t c = 0; c < C; ++c) dx[c] += rs * (dy[c] * w[c] - (x[c] * rs) * mean_gx);
+      }
+      if (pw) {
+#pragma omp simd
+        for (std::int64_t c = 0; c < C; ++c) pw[c] += dy[c] * (x[c] * rs);
+      }
+    }
+  }
+  if (d_weight) column_sums_accumulate(f32(d_weight), pw_all, blocks, C);
+}
+
+}  // namespace ptrain::kernels::cpu

@@ -1,0 +1,105 @@
+// The op set the engine calls. Each op has a CPU implementation (kernels/cpu) and a CUDA one
+// (kernels/cuda, the CUDA issue) behind this one interface; the engine holds a `const Ops&`.
+//
+// Conventions (every op):
+//  - Row-major, contiguous. Linear weights are [out, in] (y = x W^T + b).
+//  - Activations are [N, C] with N = B*T tokens (token n = b*T + t), attention tensors [B, T, H, D].
+//  - `*_backward` ops ACCUMULATE (+=) into parameter gradients (d_weight, d_bias, d_table) so
+//    microbatches accumulate, and OVERWRITE activation gradients (d_in, d_x) unless noted.
+//  - Optional arguments are Bufs with a null ptr. Outputs called optional below are skipped when
+//    null (a frozen parameter, a loss-only evaluation, a forward whose stats are not needed).
+//  - Misuse is a programming error: a wrong dtype, a missing required buffer, a negative size or an
+//    impossible shape throws std::invalid_argument naming the op; nothing aborts.
+//  - An output may alias an input only where noted (and then element for element, never shifted).
+//  - Stats (mean, rstd, lse, losses) are always F32; tokens/targets are I32.
+//  - A CPU implementation supports F32 only; CUDA supports F32 and BF16 activations/weights.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/buffer.h"
+
+namespace ptrain::kernels {
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+
+  // ---- linear layers: out[M,N] = in[M,K] @ weight[N,K]^T (+ bias[N])
+  virtual void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const = 0;
+  // d_in[M,K] = d_out @ weight (overwrite; skipped if null); d_weight[N,K] += d_out^T @ in
+  // (skipped if null); d_bias[N] += column sums of d_out (skipped if null).
+  virtual void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N,
+                               int K) const = 0;
+
+  // ---- embeddings: out[n,:] = table[tokens[n],:] (+ positions[n % T,:] when positions is given).
+  // Token ids must be rows of the table: the op is not told the row count and rejects only ids < 0,
+  // so the data loader bounds-checks tokens against the vocabulary.
+  virtual void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) const = 0;
+  // d_table[tokens[n],:] += d_out[n,:] (if given); d_positions[n % T,:] += d_out[n,:] (if given)
+  virtual void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T,
+                                  int C) const = 0;
+
+  // ---- norms over the last dim C of [N, C]. Forward saves mean/rstd [N] (optional; rstd =
+  // 1/sqrt(biased var + eps)); bias is optional; in backward d_in, d_weight, d_bias are optional.
+  virtual void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C,
+                                 float eps) const = 0;
+  // d_in += (accumulates: the residual stream's gradient flows through d_in)
+  virtual void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean,
+                                  Buf rstd, int N, int C) const = 0;
+  virtual void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) const = 0;
+  // d_in += (accumulates, as layernorm_backward)
+  virtual void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N,
+                                int C) const = 0;
+
+  // ---- rotary position embedding, HF "rotate half" convention, in place on x[B,T,H,D]:
+  // for i < D/2, angle = (pos0 + t) * theta^(-2i/D); (x_i, x_{i+D/2}) rotated by angle.
+  virtual void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const = 0;
+  // The inverse rotation applied to the gradient, in place.
+  virtual void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0) const = 0;
+
+  // ---- causal self-attention with grouped-query heads (Hq % Hkv == 0; query head h reads kv head
+  // h / (Hq/Hkv)), scale 1/sqrt(D). q, out: [B,T,Hq,D]; k, v: [B,T,Hkv,D]; lse: [B,Hq,T] F32
+  // (log-sum-exp of each softmax row of the scaled scores, saved for backward: no T x T matrix is
+  // stored; optional in forward).
+  virtual void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv,
+                                 int D) const = 0;
+  // d_q, d_k, d_v overwritten.
+  virtual void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
+                                  int B, int T, int Hq, int Hkv, int D) const = 0;
+
+  // ---- activations (n elements). Gradients overwrite; out may alias in, d_in may alias d_out.
+  // GELU, tanh approximation (GPT-2 / HF "gelu_new").
+  virtual void gelu_forward(Buf out, Buf in, std::int64_t n) const = 0;
+  virtual void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const = 0;
+  // out = silu(gate) * up
+  virtual void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const = 0;
+  virtual void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const = 0;
+
+  // ---- elementwise (out may alias a or b)
+  virtual void add(Buf out, Buf a, Buf b, std::int64_t n) const = 0;          // out = a + b
+  virtual void accumulate(Buf acc, Buf x, std::int64_t n) const = 0;          // acc += x
+  virtual void scale(Buf x, float factor, std::int64_t n) const = 0;          // x *= factor
+  virtual void fill(Buf x, float value, std::int64_t n) const = 0;
+
+  // ---- loss: softmax cross-entropy over logits[N, Vp] (the first V columns are real, the rest
+  // vocab padding and ignored). losses[n] = -log softmax(logits[n])[targets[n]]; a target < 0 is
+  // ignored (loss 0, a zero gradient row); a target >= V throws. d_logits[N, Vp] = grad_scale *
+  // (softmax - onehot), padding columns 0 (may alias logits; null = loss only, e.g. for evaluation).
+  virtual void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V,
+                                              int Vp, float grad_scale) const = 0;
+
+  // ---- optimizer over a flat F32 range: decoupled weight decay (Loshchilov & Hutter):
+  // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd p)
+  // with step t >= 1 (t < 1 throws).
+  virtual void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
+                          float eps, float weight_decay, int step) const = 0;
+  // Sum of squares of x (n elements), in double, returned to the host.
+  virtual double sum_squares(Buf x, std::int64_t n) const = 0;
+};
+
+// The CPU implementation (OpenBLAS GEMMs, OpenMP elsewhere); stateless, lives for the program.
+const Ops& cpu_ops();
+
+}  // namespace ptrain::kernels

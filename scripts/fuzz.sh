@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Fuzz the job-spec loader (engine/config) with libFuzzer + ASan + UBSan.
+#   scripts/fuzz.sh [seconds]      (default 60)
+# Builds only the fuzz target in build-fuzz/ with clang, seeds tests/fuzz/corpus-work/ (kept between
+# runs, git-ignored) from the config corpora and configs/*.yaml, and writes any crashing input to
+# build-fuzz/fuzz-artifacts/. Turn a crash into a regression case under tests/config/bad/.
+set -euo pipefail
+
+seconds="${1:-60}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build-fuzz"
+corpus="$root/tests/fuzz/corpus-work"
+artifacts="$build/fuzz-artifacts"
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPTRAIN_FUZZ=ON -DPTRAIN_CUDA=OFF -DPTRAIN_TESTS=ON
+cmake --build "$build" --target fuzz_config
+
+mkdir -p "$corpus" "$artifacts"
+shopt -s nullglob  # configs/ may still be empty
+for seed in "$root"/tests/config/{bad,warn,good}/*.yaml "$root"/configs/*.yaml; do
+  cp "$seed" "$corpus/seed-$(basename "$(dirname "$seed")")-$(basename "$seed")"
+done
+
+exec "$build/tests/fuzz/fuzz_config" -max_total_time="$seconds" -max_len=65536 -timeout=5 \
+  -rss_limit_mb=4096 -print_final_stats=1 -dict="$root/tests/fuzz/config.dict" \
+  -artifact_prefix="$artifacts/" "$corpus"

@@ -1,0 +1,412 @@
+#include "engine/ckpt/checkpoint.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/index_runs.h"
+#include "engine/ckpt/param_checkpoint.h"
+#include "tests/ckpt/ckpt_test_util.h"
+
+using namespace ptrain;
+using namespace ptrain::ckpt;
+using ckpt::testing::TempDir;
+using ckpt::testing::make_store;
+using ckpt::testing::tiny_gpt2;
+using ckpt::testing::tiny_llama;
+using ckpt::testing::tiny_mixtral;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Moments with distinct values in every slot (padding left at zero).
+struct Moments {
+  std::vector<float> m, v;
+  explicit Moments(const model::ParamStore& store, float salt = 0.0f)
+      : m(static_cast<std::size_t>(store.numel())), v(m.size()) {
+    for (const model::ParamSlot& s : store.slots()) {
+      for (std::int64_t i = 0; i < s.numel; ++i) {
+        const auto k = static_cast<std::size_t>(s.offset + i);
+        m[k] = std::sin(static_cast<float>(k) + salt);
+        v[k] = std::cos(static_cast<float>(k) * 0.5f + salt) + 2.0f;
+      }
+    }
+  }
+  MomentBuffers buffers() { return {m.data(), v.data(), 0, -1}; }
+};
+
+bool same_slots(const model::ParamStore& a, const model::ParamStore& b) {
+  for (const model::ParamSlot& s : a.slots()) {
+    const model::ParamSlot& t = b.slot(s.local.info->name);
+    if (s.numel != t.numel ||
+        std::memcmp(a.params() + s.offset, b.params() + t.offset, static_cast<std::size_t>(s.numel) * 4) != 0)
+      return false;
+  }
+  return true;
+}
+
+bool same_moment_slots(const model::ParamStore& store, const std::vector<float>& a, const std::vector<float>& b) {
+  for (const model::ParamSlot& s : store.slots())
+    if (std::memcmp(a.data() + s.offset, b.data() + s.offset, static_cast<std::size_t>(s.numel) * 4) != 0) return false;
+  return true;
+}
+
+nlohmann::json sample_state(std::int64_t step) {
+  return {{"step", step}, {"consumed_samples", step * 16}, {"rng", {{"seed", 1234}, {"offset", 99}}}, {"lr_step", step}};
+}
+
+nlohmann::json sample_meta(const config::ModelSpec& m) {
+  config::JobSpec spec;
+  spec.model = m;
+  return job_meta(spec);
+}
+
+std::string save_store(const std::string& dir, std::int64_t step, model::ParamStore& store, Moments* moments,
+                       int keep = 0) {
+  MomentBuffers b;
+  if (moments) b = moments->buffers();
+  return save_checkpoint(dir, step, sample_meta(tiny_llama()), sample_state(step),
+                         param_store_shards(store, moments ? &b : nullptr), keep);
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("index runs: merge, slice, expand, json", "[ckpt][runs]") {
+  IndexRuns runs;
+  append_range(runs, 0, 4);
+  append_range(runs, 4, 4);  // contiguous: merged
+  CHECK(runs == IndexRuns{{0, 8, 0, 1}});
+  append_range(runs, 20, 8);  // same length: a strided run
+  append_range(runs, 40, 8);
+  CHECK(runs == IndexRuns{{0, 8, 20, 3}});
+  append_range(runs, 100, 3);
+  CHECK(runs.size() == 2);
+  CHECK(runs_numel(runs) == 27);
+
+  const std::vector<std::int64_t> idx = expand_runs(runs);
+  CHECK(runs_from_indices(idx) == runs);
+  for (std::int64_t first : {0l, 3l, 8l, 10l, 23l, 26l}) {
+    for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{5}, 27 - first}) {
+      if (first + count > 27) continue;
+      const std::vector<std::int64_t> want(idx.begin() + first, idx.begin() + first + count);
+      CHECK(expand_runs(slice_runs(runs, first, count)) == want);
+    }
+  }
+  CHECK(runs_from_json(runs_to_json(runs), 103, "m", "r") == runs);
+  CHECK_THROWS_AS(runs_from_json(runs_to_json(runs), 102, "m", "r"), CheckpointError);  // past the end
+  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[0,8,4,2]]"), 100, "m", "r"), CheckpointError);  // overlap
+  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[0,-1]]"), 100, "m", "r"), CheckpointError);
+  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[0,1,2]]"), 100, "m", "r"), CheckpointError);
+  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[9223372036854775807,1,9223372036854775807,3]]"), 100, "m",
+                                 "r"),
+                  CheckpointError);
+}
+
+TEST_CASE("param_runs lists exactly model::global_indices for every layout", "[ckpt][runs]") {
+  for (const config::ModelSpec& m : {tiny_gpt2(), tiny_llama(), tiny_mixtral()}) {
+    for (const model::ParamInfo& info : model::build_registry(m)) {
+      for (int tp : {1, 2, 4}) {
+        for (int r = 0; r < tp; ++r) {
+          INFO(info.name << " tp " << tp << " rank " << r);
+          const IndexRuns runs = param_runs(info, r, tp);
+          CHECK(expand_runs(runs) == model::global_indices(info, r, tp));
+          CHECK(runs.size() <= 3);  // compact: at most one run per fused part
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("checkpoint round trip of parameters, moments and state is bitwise", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  for (const config::ModelSpec& m : {tiny_gpt2(), tiny_llama(true), tiny_mixtral()}) {
+    model::ParamStore store = make_store(m, 0, 1, 11);
+    Moments moments(store);
+    MomentBuffers b = moments.buffers();
+    const std::string dir = tmp / config::to_string(m.arch);
+    const std::string path =
+        save_checkpoint(dir, 42, sample_meta(m), sample_state(42), param_store_shards(store, &b), 3);
+    CHECK(path == dir + "/step_42");
+
+    LoadedCheckpoint ckpt = open_checkpoint(dir);
+    CHECK(ckpt.path() == path);
+    CHECK(ckpt.step() == 42);
+    CHECK(ckpt.state() == sample_state(42));
+    CHECK(ckpt.job_meta() == sample_meta(m));
+    CHECK(ckpt.has_tensor("model/" + store.registry().front().name));
+    ckpt.verify();
+
+    model::ParamStore fresh = make_store(m, 0, 1, 999);
+    CHECK_FALSE(same_slots(store, fresh));
+    Moments restored(fresh, 5.0f);
+    MomentBuffers rb = restored.buffers();
+    const RestoreResult r = restore_param_store(ckpt, fresh, &rb);
+    CHECK(r.optimizer_restored);
+    CHECK(r.tensors == 3 * static_cast<std::int64_t>(store.slots().size()));
+    CHECK(same_slots(store, fresh));
+    CHECK(same_moment_slots(store, moments.m, restored.m));
+    CHECK(same_moment_slots(store, moments.v, restored.v));
+  }
+}
+
+TEST_CASE("manifest records layout-free tensors, files and checksums", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  const std::string path = save_store(tmp.path(), 3, store, nullptr);
+  LoadedCheckpoint ckpt(path);
+  const nlohmann::json& m = ckpt.manifest();
+  CHECK(m["format"] == "ptrain-checkpoint");
+  CHECK(m["version"] == 1);
+  CHECK(m["files"].size() == 1);
+  CHECK(m["files"][0]["file"] == "rank_0.safetensors");
+  CHECK(m["files"][0]["crc32c"].get<std::string>().size() == 8);
+  const nlohmann::json& q = m["tensors"]["model/model.layers.0.self_attn.q_proj.weight"];
+  CHECK(q["shape"] == nlohmann::json({32, 32}));
+  CHECK(q["pieces"][0]["runs"] == nlohmann::json::parse("[[0, 1024]]"));
+  CHECK(ckpt.job_meta()["layout"]["tp"] == 1);
+  CHECK(ckpt.read_tensor("model/model.norm.weight") == std::vector<float>(32, 1.0f));
+}
+
+TEST_CASE("latest, keep-N pruning and leftovers of crashed saves", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  const std::string dir = tmp / "ckpt";
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  CHECK_FALSE(latest_checkpoint(dir).has_value());
+  CHECK_THROWS_AS(open_checkpoint(dir), CheckpointError);
+
+  fs::create_directories(dir + "/notes");
+  fs::create_directories(dir + "/step_x");
+  for (int step = 1; step <= 5; ++step) save_store(dir, step * 10, store, nullptr, /*keep=*/2);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "notes", "step_40", "step_50", "step_x"});
+  CHECK(ckpt::testing::read_bytes(dir + "/latest") == "step_50\n");
+  CHECK(latest_checkpoint(dir) == dir + "/step_50");
+
+  // A crash mid-save leaves a temporary directory: ignored by loading, removed by the next save.
+  fs::create_directories(dir + "/step_60.tmp-0123456789abcdef");
+  ckpt::testing::write_bytes(dir + "/step_60.tmp-0123456789abcdef/rank_0.safetensors", "partial");
+  ckpt::testing::write_bytes(dir + "/latest.tmp-deadbeef", "step_6");
+  CHECK(latest_checkpoint(dir) == dir + "/step_50");
+  CHECK(open_checkpoint(dir).step() == 50);
+  save_store(dir, 60, store, nullptr, 2);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "notes", "step_50", "step_60", "step_x"});
+
+  // `latest` naming a missing step: the newest complete one is used.
+  ckpt::testing::write_bytes(dir + "/latest", "step_70\n");
+  CHECK(latest_checkpoint(dir) == dir + "/step_60");
+  ckpt::testing::write_bytes(dir + "/latest", "../../etc\n");
+  CHECK(latest_checkpoint(dir) == dir + "/step_60");
+  // A step directory without a manifest is not a checkpoint.
+  fs::create_directories(dir + "/step_99");
+  CHECK(latest_checkpoint(dir) == dir + "/step_60");
+
+  // Saving the same step again replaces it; keep = 0 keeps everything.
+  save_store(dir, 60, store, nullptr, 0);
+  save_store(dir, 70, store, nullptr, 0);
+  CHECK(entries(dir) == std::vector<std::string>{"latest", "notes", "step_50", "step_60", "step_70", "step_99",
+                                                 "step_x"});
+  CHECK(LoadedCheckpoint(dir + "/step_60").step() == 60);
+}
+
+TEST_CASE("corrupt and truncated checkpoints are detected", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_gpt2(), 0, 1);
+  Moments moments(store);
+  const std::string path = save_store(tmp.path(), 1, store, &moments);
+  const std::string rank_file = path + "/rank_0.safetensors";
+  const std::string original = ckpt::testing::read_bytes(rank_file);
+  auto restore = [&] {
+    LoadedCheckpoint ckpt = open_checkpoint(path);
+    model::ParamStore target = make_store(tiny_gpt2(), 0, 1);
+    restore_param_store(ckpt, target);
+  };
+  REQUIRE(error_of(restore).empty());
+
+  SECTION("a flipped byte fails the checksum, naming the file") {
+    std::string bad = original;
+    bad[bad.size() - 100] ^= 0x01;
+    ckpt::testing::write_bytes(rank_file, bad);
+    CHECK_THAT(error_of(restore), Catch::Contains("rank_0.safetensors") && Catch::Contains("checksum mismatch"));
+    CHECK_THROWS_AS(open_checkpoint(path).verify(), CheckpointError);
+  }
+  SECTION("a truncated file is reported with both sizes") {
+    ckpt::testing::write_bytes(rank_file, original.substr(0, original.size() / 2));
+    CHECK_THAT(error_of(restore), Catch::Contains("rank_0.safetensors") && Catch::Contains("truncated"));
+  }
+  SECTION("a missing file") {
+    fs::remove(rank_file);
+    CHECK_THAT(error_of(restore), Catch::Contains("rank_0.safetensors") && Catch::Contains("cannot open"));
+  }
+  SECTION("a broken manifest") {
+    const std::string manifest = ckpt::testing::read_bytes(path + "/manifest.json");
+    ckpt::testing::write_bytes(path + "/manifest.json", manifest.substr(0, manifest.size() / 2));
+    CHECK_THAT(error_of(restore), Catch::Contains("manifest.json") && Catch::Contains("invalid JSON"));
+    nlohmann::json m = nlohmann::json::parse(manifest);
+    m["tensors"]["model/wte.weight"]["pieces"][0]["runs"] = nlohmann::json::parse("[[0, 99999999]]");
+    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    CHECK_THAT(error_of(restore), Catch::Contains("past the end of the tensor"));
+    m = nlohmann::json::parse(manifest);
+    m["files"][0]["file"] = "../../etc/passwd";
+    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    CHECK_THAT(error_of(restore), Catch::Contains("bad file name"));
+    m = nlohmann::json::parse(manifest);
+    m["version"] = 2;
+    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    CHECK_THAT(error_of(restore), Catch::Contains("version 2 is not supported"));
+    m = nlohmann::json::parse(manifest);
+    m["tensors"]["model/wte.weight"]["pieces"] = nlohmann::json::array();
+    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    CHECK_THAT(error_of(restore), Catch::Contains("are in no file"));
+  }
+}
+
+TEST_CASE("a checkpoint written at tp=1 loads into tp=2 and tp=4 ranks", "[ckpt][reshard]") {
+  TempDir tmp;
+  for (config::ModelSpec m : {tiny_gpt2(), tiny_llama(), tiny_mixtral()}) {
+    m.vocab = 49;  // tp=1 pads nothing: 49 rows; tp=2 pads to 50, tp=4 to 52
+    m.padded_vocab = 49;
+    model::ParamStore full = make_store(m, 0, 1, 3);
+    Moments moments(full);
+    MomentBuffers b = moments.buffers();
+    const std::string dir = tmp / config::to_string(m.arch);
+    nlohmann::json meta = sample_meta(m);
+    save_checkpoint(dir, 1, meta, {}, param_store_shards(full, &b), 0);
+
+    for (int tp : {2, 4}) {
+      config::ModelSpec mt = m;
+      mt.padded_vocab = (m.vocab + tp - 1) / tp * tp;
+      for (int rank = 0; rank < tp; ++rank) {
+        INFO(config::to_string(m.arch) << " tp " << tp << " rank " << rank);
+        model::ParamStore part = make_store(mt, rank, tp, 1000);
+        Moments pm(part, 3.0f);
+        MomentBuffers pb = pm.buffers();
+        LoadedCheckpoint ckpt = open_checkpoint(dir);
+        CHECK(restore_param_store(ckpt, part, &pb).optimizer_restored);
+        for (const model::ParamSlot& s : part.slots()) {
+          const model::ParamInfo& info = *s.local.info;
+          const model::ParamSlot& fs_ = full.slot(info.name);
+          const std::vector<std::int64_t> idx = model::global_indices(info, rank, tp);
+          for (std::int64_t i = 0; i < s.numel; ++i) {
+            const std::int64_t g = idx[static_cast<std::size_t>(i)];
+            const bool padding = g >= fs_.numel;  // rows beyond the saved vocab
+            const float want_p = padding ? 0.0f : full.params()[fs_.offset + g];
+            const float want_m = padding ? 0.0f : moments.m[static_cast<std::size_t>(fs_.offset + g)];
+            if (part.params()[s.offset + i] != want_p || pm.m[static_cast<std::size_t>(s.offset + i)] != want_m) {
+              FAIL_CHECK(info.name << " element " << i << " (global " << g << ") differs");
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("tp=2 ranks and ZeRO-sharded moments written as separate files load into tp=1", "[ckpt][reshard]") {
+  TempDir tmp;
+  config::ModelSpec m = tiny_llama();
+  m.padded_vocab = 50;
+  // Layout independence: both tp=2 ranks initialise their slices of the same full weights.
+  model::ParamStore r0 = make_store(m, 0, 2, 5), r1 = make_store(m, 1, 2, 5);
+  Moments m0(r0), m1(r1, 1.0f);
+  // Rank files as four "ranks" would write them: tp rank x dp rank, the moments split in halves.
+  const std::string tmp_dir = begin_checkpoint(tmp / "ckpt", 8);
+  std::vector<RankFileInfo> infos;
+  int rank = 0;
+  for (auto [store, mom] : {std::pair{&r0, &m0}, std::pair{&r1, &m1}}) {
+    const std::int64_t half = store->numel() / 2 + 3;  // splits a slot in the middle
+    MomentBuffers lo{mom->m.data(), mom->v.data(), 0, half};
+    MomentBuffers hi{mom->m.data() + half, mom->v.data() + half, half, -1};
+    infos.push_back(write_rank_file(tmp_dir, rank++, 8, param_store_shards(*store, &lo, true)));
+    // As a distributed save would send it to rank 0.
+    const RankFileInfo sent = write_rank_file(tmp_dir, rank++, 8, param_store_shards(*store, &hi, false));
+    infos.push_back(rank_file_info_from_json(nlohmann::json::parse(to_json(sent).dump())));
+  }
+  const std::string path = commit_checkpoint(tmp / "ckpt", tmp_dir, 8, sample_meta(m), sample_state(8), infos, 3);
+  CHECK(LoadedCheckpoint(path).manifest()["files"].size() == 4);
+
+  model::ParamStore full = make_store(m, 0, 1, 77);
+  Moments fm(full, 9.0f);
+  MomentBuffers fb = fm.buffers();
+  LoadedCheckpoint ckpt(path);
+  restore_param_store(ckpt, full, &fb);
+  CHECK(same_slots(full, make_store(m, 0, 1, 5)));  // the gathered slices are the full weights
+  for (const auto& [store, mom] : {std::pair{&r0, &m0}, std::pair{&r1, &m1}}) {
+    const int tp_rank = store->coords().tp_rank;
+    for (const model::ParamSlot& s : store->slots()) {
+      const model::ParamSlot& f = full.slot(s.local.info->name);
+      const std::vector<std::int64_t> idx = model::global_indices(*s.local.info, tp_rank, 2);
+      for (std::int64_t i = 0; i < s.numel; ++i) {
+        const auto g = static_cast<std::size_t>(f.offset + idx[static_cast<std::size_t>(i)]);
+        const auto l = static_cast<std::size_t>(s.offset + i);
+        if (s.local.info->tp_dim >= 0 && (fm.m[g] != mom->m[l] || fm.v[g] != mom->v[l])) {
+          FAIL_CHECK(s.local.info->name << " moment " << i << " differs");
+          break;
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("commit refuses shard lists that leave elements uncovered", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore half = make_store(tiny_llama(), 0, 2);
+  const std::string tmp_dir = begin_checkpoint(tmp.path(), 1);
+  const RankFileInfo info = write_rank_file(tmp_dir, 0, 1, param_store_shards(half));
+  CHECK_THROWS_WITH(commit_checkpoint(tmp.path(), tmp_dir, 1, {}, {}, {info}, 0), Catch::Contains("held by no rank"));
+  CHECK_FALSE(latest_checkpoint(tmp.path()).has_value());
+}
+
+TEST_CASE("restoring a different model lists what does not fit", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  save_store(tmp.path(), 1, store, nullptr);
+
+  config::ModelSpec wider = tiny_llama();
+  wider.ffn_hidden = 96;
+  model::ParamStore other = make_store(wider, 0, 1);
+  LoadedCheckpoint ckpt = open_checkpoint(tmp.path());
+  const std::string e = error_of([&] { restore_param_store(ckpt, other); });
+  CHECK_THAT(e, Catch::Contains("shape mismatches (6)") && Catch::Contains("mlp.gate_proj.weight") &&
+                    Catch::Contains("[64,32]") && Catch::Contains("[96,32]"));
+
+  model::ParamStore gpt = make_store(tiny_gpt2(), 0, 1);
+  CHECK_THAT(error_of([&] { restore_param_store(ckpt, gpt); }),
+             Catch::Contains("missing tensors") && Catch::Contains("model/wte.weight"));
+
+  CHECK(model_mismatches(ckpt.job_meta(), tiny_llama()).empty());
+  const std::vector<std::string> mm = model_mismatches(ckpt.job_meta(), wider);
+  REQUIRE(mm.size() == 1);
+  CHECK(mm[0] == "model.ffn_hidden: the checkpoint has 64, the job has 96");
+}
+
+TEST_CASE("a checkpoint without optimizer state zero-fills the moments", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  save_store(tmp.path(), 0, store, nullptr);
+  model::ParamStore target = make_store(tiny_llama(), 0, 1, 123);
+  Moments mom(target, 1.0f);
+  MomentBuffers b = mom.buffers();
+  LoadedCheckpoint ckpt = open_checkpoint(tmp.path());
+  CHECK_FALSE(restore_param_store(ckpt, target, &b).optimizer_restored);
+  CHECK(same_slots(store, target));
+  CHECK(std::all_of(mom.m.begin(), mom.m.end(), [](float x) { return x == 0.0f; }));
+  CHECK(std::all_of(mom.v.begin(), mom.v.end(), [](float x) { return x == 0.0f; }));
+}

@@ -1,0 +1,228 @@
+"""End-to-end tests of the ptrain command line: exit codes, messages, and the JSON report."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.dom.minidom
+
+PTRAIN = ""
+ROOT = ""
+CONFIGS = ["tiny-cpu", "gpt2-124m", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b"]
+
+
+def ptrain(*args, timeout=60):
+    return subprocess.run([PTRAIN, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def config(name):
+    return os.path.join(ROOT, "configs", name + ".yaml")
+
+
+def write_temp(text, suffix=".yaml"):
+    fd, path = tempfile.mkstemp(suffix=suffix)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+TINY = """\
+name: t
+backend: cpu
+model: {arch: gpt2, layers: 4, hidden: 64, heads: 4, vocab: 1000, seq_len: 64}
+parallel: {tp: 1, pp: 2}
+schedule: {kind: 1f1b}
+train: {steps: 10, global_batch: 8, micro_batch: 1, precision: fp32}
+data: {format: synthetic}
+cluster: {nodes: 1, gpus_per_node: 4, gpu: cpu}
+"""
+
+
+class Help(unittest.TestCase):
+    def test_help_lists_commands(self):
+        r = ptrain("--help")
+        self.assertEqual(r.returncode, 0)
+        for cmd in ["validate", "schedule"]:
+            self.assertIn(cmd, r.stdout)
+
+    def test_no_command_is_bad_input(self):
+        self.assertEqual(ptrain().returncode, 2)
+
+    def test_unknown_flag_is_bad_input(self):
+        r = ptrain("validate", config("tiny-cpu"), "--no-such-flag")
+        self.assertEqual(r.returncode, 2)
+
+    def test_bad_world_is_bad_input(self):
+        self.assertEqual(ptrain("validate", config("tiny-cpu"), "--world", "0").returncode, 2)
+        self.assertEqual(ptrain("validate", config("tiny-cpu"), "--world", "abc").returncode, 2)
+
+
+class ValidateShippedConfigs(unittest.TestCase):
+    def test_every_config_validates(self):
+        for name in CONFIGS:
+            with self.subTest(name=name):
+                r = ptrain("validate", config(name))
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("valid", r.stdout)
+                self.assertIn("Memory", r.stdout)
+
+    def test_json_fields(self):
+        for name in CONFIGS:
+            with self.subTest(name=name):
+                r = ptrain("validate", config(name), "--json")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                j = json.loads(r.stdout)
+                for key in ["world", "degrees", "grid", "params_total", "memory", "pipeline", "flops_per_step",
+                            "comm_bytes_per_step", "step_time_s", "mfu", "errors", "warnings"]:
+                    self.assertIn(key, j)
+                for axis in ["tp", "pp", "dp", "cp", "ep"]:
+                    self.assertIn(axis, j["degrees"])
+                    self.assertIn(axis, j["grid"])
+                    self.assertIn(axis, j["comm_bytes_per_step"])
+                for key in ["params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "total_bytes"]:
+                    self.assertGreaterEqual(j["memory"][key], 0)
+                m = j["memory"]
+                parts = m["params_bytes"] + m["grads_bytes"] + m["optimizer_bytes"] + m["activations_bytes"]
+                self.assertLessEqual(parts, m["total_bytes"] * (1 + 1e-12))
+                for key in ["microbatches", "bubble_fraction", "peak_inflight"]:
+                    self.assertIn(key, j["pipeline"])
+                self.assertEqual(j["errors"], [])
+                d = j["degrees"]
+                self.assertEqual(j["world"], d["tp"] * d["pp"] * d["dp"] * d["cp"])
+                # every rank appears once in the groups of each axis
+                for axis in ["tp", "pp", "dp", "cp", "ep"]:
+                    ranks = sorted(r for g in j["grid"][axis] for r in g)
+                    self.assertEqual(ranks, list(range(j["world"])), axis)
+                self.assertGreater(j["mfu"], 0.0)
+                self.assertLess(j["mfu"], 1.0)
+                self.assertGreater(j["step_time_s"], 0.0)
+
+    def test_published_parameter_counts(self):
+        expected = {"gpt2-124m": 124_439_808, "llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496,
+                    "llama3-405b": 405_853_388_800, "mixtral-8x7b": 46_702_792_704}
+        for name, count in expected.items():
+            with self.subTest(name=name):
+                j = json.loads(ptrain("validate", config(name), "--json").stdout)
+                self.assertEqual(j["params_total"], count)
+
+    def test_worked_grid_example(self):
+        # STYLE.md: 8 ranks, tp=dp=pp=2.
+        path = write_temp(TINY.replace("{tp: 1, pp: 2}", "{tp: 2, pp: 2}").replace("gpus_per_node: 4",
+                                                                                   "gpus_per_node: 8"))
+        j = json.loads(ptrain("validate", path, "--json").stdout)
+        self.assertEqual(j["grid"]["tp"], [[0, 1], [2, 3], [4, 5], [6, 7]])
+        self.assertEqual(j["grid"]["dp"], [[0, 2], [1, 3], [4, 6], [5, 7]])
+        self.assertEqual(j["grid"]["pp"], [[0, 4], [1, 5], [2, 6], [3, 7]])
+
+    def test_world_flag_resizes_dp(self):
+        j = json.loads(ptrain("validate", config("llama3-8b"), "--world", "64", "--json").stdout)
+        self.assertEqual(j["world"], 64)
+        self.assertEqual(j["degrees"]["dp"], 32)
+
+
+class ValidateBadInput(unittest.TestCase):
+    def check_invalid(self, text, key, *fragments, args=()):
+        path = write_temp(text)
+        r = ptrain("validate", path, *args)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(key, r.stderr)
+        for f in fragments:
+            self.assertIn(f, r.stderr)
+        return r
+
+    def test_missing_file(self):
+        r = ptrain("validate", "/nonexistent/job.yaml")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/nonexistent/job.yaml", r.stderr)
+
+    def test_layers_not_dropped(self):
+        # Megatron silently drops layers when layers % (pp*vpp) != 0; ptrain refuses.
+        self.check_invalid(TINY.replace("layers: 4", "layers: 5"), "layers")
+
+    def test_too_few_microbatches_for_1f1b(self):
+        # TorchTitan deadlocks when microbatches < pp; ptrain refuses.
+        self.check_invalid(TINY.replace("global_batch: 8", "global_batch: 1"), "microbatch")
+
+    def test_unknown_key_did_you_mean(self):
+        r = self.check_invalid(TINY.replace("layers: 4", "layres: 4"), "model.layres")
+        self.assertIn("layers", r.stderr)
+
+    def test_error_has_line_and_column(self):
+        r = self.check_invalid(TINY.replace("{tp: 1, pp: 2}", "{tp: 3, pp: 2}"), "parallel")
+        self.assertRegex(r.stderr, r":\d+:\d+:")
+
+    def test_all_problems_at_once(self):
+        text = TINY.replace("heads: 4", "heads: 3").replace("precision: fp32", "precision: fp16")
+        r = self.check_invalid(text, "model.heads", "train.precision")
+        self.assertGreaterEqual(r.stderr.count("error:"), 2)
+
+    def test_set_override_checked(self):
+        path = write_temp(TINY)
+        r = ptrain("validate", path, "--set", "parallel.tp=0")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("parallel.tp", r.stderr)
+        r = ptrain("validate", path, "--set", "parallel.pp=1", "--set", "train.micro_batch=2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_unknown_gpu(self):
+        self.check_invalid(TINY.replace("gpu: cpu", "gpu: h900"), "cluster.gpu", "h100-sxm")
+
+    def test_over_memory_names_breakdown_and_fit(self):
+        path = config("llama3-70b")
+        r = ptrain("validate", path, "--set", "parallel.tp=1", "--set", "parallel.pp=1",
+                   "--set", "schedule.kind=1f1b", "--set", "schedule.virtual_stages=1", "--set", "parallel.zero=0")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("memory", r.stderr.lower())
+        self.assertIn("--set", r.stderr)
+
+    def test_json_errors(self):
+        path = write_temp(TINY.replace("layers: 4", "layers: 5"))
+        r = ptrain("validate", path, "--json")
+        self.assertEqual(r.returncode, 2)
+        j = json.loads(r.stdout)
+        self.assertTrue(j["errors"])
+        self.assertTrue(all("key" in e and "message" in e for e in j["errors"]))
+
+    def test_garbage_file(self):
+        path = write_temp("")
+        with open(path, "wb") as f:
+            f.write(bytes(range(256)) * 4)
+        r = ptrain("validate", path)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("error", r.stderr)
+
+
+class Schedule(unittest.TestCase):
+    def test_ascii_rows_and_files(self):
+        path = write_temp(TINY.replace("pp: 2", "pp: 4"))
+        with tempfile.TemporaryDirectory() as d:
+            svg = os.path.join(d, "s.svg")
+            trace = os.path.join(d, "t.json")
+            r = ptrain("schedule", path, "--svg", svg, "--trace", trace)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("F", r.stdout)
+            xml.dom.minidom.parse(svg)  # well-formed
+            with open(trace) as f:
+                events = json.load(f)["traceEvents"]
+            computes = [e for e in events if e.get("ph") == "X"]
+            self.assertEqual(len(computes), 2 * 8 * 4)  # F and B of 8 microbatches on 4 stages
+
+    def test_bad_job(self):
+        path = write_temp(TINY.replace("layers: 4", "layers: 5"))
+        self.assertEqual(ptrain("schedule", path).returncode, 2)
+
+
+def main():
+    global PTRAIN, ROOT
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", required=True)
+    parser.add_argument("--root", required=True)
+    args, rest = parser.parse_known_args()
+    PTRAIN, ROOT = os.path.abspath(args.ptrain), os.path.abspath(args.root)
+    unittest.main(argv=[sys.argv[0], *rest])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+// cross_entropy_forward_backward: losses and d_logits against a double log-softmax, padded vocab
+// (NaN in the padding must not leak), ignored targets, aliasing, stability, finite differences.
+#include "tests/kernels/kernel_test_util.h"
+
+using namespace ptrain::kernels::test;
+
+namespace {
+
+struct CeRef {
+  DVec losses, d_logits;
+};
+
+CeRef naive_ce(const Vec& logits, const IVec& targets, int N, int V, int Vp, double grad_scale) {
+  CeRef r{DVec(N, 0.0), DVec(std::size_t(N) * Vp, 0.0)};
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] < 0) continue;
+    const float* x = logits.data() + std::size_t(n) * Vp;
+    double mx = -1e300;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, double(x[v]));
+    double sum = 0.0;
+    for (int v = 0; v < V; ++v) sum += std::exp(x[v] - mx);
+    r.losses[n] = std::log(sum) + mx - x[targets[n]];
+    for (int v = 0; v < V; ++v) {
+      r.d_logits[std::size_t(n) * Vp + v] =
+          grad_scale * (std::exp(x[v] - mx) / sum - (v == targets[n] ? 1.0 : 0.0));
+    }
+  }
+  return r;
+}
+
+Vec padded_logits(int N, int V, int Vp, std::uint32_t seed, float lo, float hi) {
+  Vec x = random_vec(std::size_t(N) * Vp, seed, lo, hi);
+  for (int n = 0; n < N; ++n) {
+    for (int v = V; v < Vp; ++v) x[std::size_t(n) * Vp + v] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("cross-entropy with padded vocab and ignored targets", "[cross_entropy]") {
+  const int N = 7, V = 13, Vp = 16;
+  const float grad_scale = 1.0f / 5.0f;
+  const Vec logits = padded_logits(N, V, Vp, 1, -4.0f, 4.0f);
+  const IVec targets{3, -1, 12, 0, -100, 7, 7};
+  const CeRef ref = naive_ce(logits, targets, N, V, Vp, grad_scale);
+  Vec losses = nan_vec(N), dl = nan_vec(N * Vp);
+  ops().cross_entropy_forward_backward(buf(losses), buf(dl), buf(logits), buf(targets), N, V, Vp, grad_scale);
+  check_close(losses, ref.losses, 1e-6, 1e-6, "losses");
+  check_close(dl, ref.d_logits, 1e-7, 1e-5, "d_logits (padding and ignored rows zero)");
+
+  // d_logits aliasing logits.
+  Vec inplace = logits;
+  Vec losses2 = nan_vec(N);
+  ops().cross_entropy_forward_backward(buf(losses2), buf(inplace), buf(inplace), buf(targets), N, V, Vp,
+                                       grad_scale);
+  check_close(losses2, losses, 0.0, 0.0, "losses (aliased)");
+  check_close(inplace, dl, 0.0, 0.0, "d_logits (aliased)");
+
+  // Loss only.
+  Vec losses3 = nan_vec(N);
+  ops().cross_entropy_forward_backward(buf(losses3), none(), buf(logits), buf(targets), N, V, Vp, grad_scale);
+  check_close(losses3, losses, 0.0, 0.0, "losses (no d_logits)");
+}
+
+TEST_CASE("cross-entropy is stable for large logits and a large vocab", "[cross_entropy]") {
+  const int N = 5, V = 50257, Vp = 50304;
+  Vec logits = padded_logits(N, V, Vp, 2, -10.0f, 10.0f);
+  for (int v = 0; v < V; ++v) logits[v] += 1000.0f;  // row 0 shifted: exp would overflow naively
+  logits[std::size_t(2) * Vp + 17] = 80.0f;          // row 2 dominated by one logit
+  const IVec targets{5, 50256, 17, -1, 0};
+  const CeRef ref = naive_ce(logits, targets, N, V, Vp, 1.0);
+  Vec losses = nan_vec(N), dl = nan_vec(std::size_t(N) * Vp);
+  ops().cross_entropy_forward_backward(buf(losses), buf(dl), buf(logits), buf(targets), N, V, Vp, 1.0f);
+  check_close(losses, ref.losses, 1e-4, 1e-5, "losses");
+  check_close(dl, ref.d_logits, 1e-7, 1e-4, "d_logits");
+}
+
+TEST_CASE("cross-entropy gradient passes finite differences", "[cross_entropy][grad]") {
+  const int N = 6, V = 11, Vp = 12;
+  const float grad_scale = 0.25f;
+  Vec logits = padded_logits(N, V, Vp, 3, -3.0f, 3.0f);
+  for (int n = 0; n < N; ++n) logits[std::size_t(n) * Vp + V] = 0.5f;  // finite padding for the FD sweep
+  const IVec targets{1, 10, -1, 4, 0, 9};
+  Vec losses(N), dl = nan_vec(N * Vp);
+  ops().cross_entropy_forward_backward(buf(losses), buf(dl), buf(logits), buf(targets), N, V, Vp, grad_scale);
+  check_grad("d_logits", logits, dl, [&] {
+    Vec l(N);
+    ops().cross_entropy_forward_backward(buf(l), none(), buf(logits), buf(targets), N, V, Vp, grad_scale);
+    double s = 0.0;
+    for (float x : l) s += double(x) * grad_scale;
+    return s;
+  });
+}
+
+TEST_CASE("cross-entropy rejects a target beyond the real vocab", "[cross_entropy][errors]") {
+  const Vec logits = random_vec(2 * 8, 4);
+  const IVec targets{1, 6};  // V = 6: 6 is a padding column
+  Vec losses(2);
+  REQUIRE_THROWS_AS(
+      ops().cross_entropy_forward_backward(buf(losses), none(), buf(logits), buf(targets), 2, 6, 8, 1.0f),
+      std::invalid_argument);
+}

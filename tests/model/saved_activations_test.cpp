@@ -1,0 +1,125 @@
+// The saved-activation lists against hand-computed sizes of small layers, and their scaling laws
+// (sequence parallelism, recompute modes, flash attention, context parallelism).
+#include "engine/model/saved_activations.h"
+
+#include <catch2/catch.hpp>
+
+#include "tests/model/model_specs.h"
+
+using namespace ptrain;
+using config::Recompute;
+
+namespace {
+
+// s = 8, b = 2, h = 16, a = 4, g = 2, d = 4, f = 32, bf16.
+config::JobSpec small_llama(int tp, bool sequence_parallel) {
+  config::JobSpec s;
+  s.model = test::llama(2, 16, 4, 2, 32, 64);
+  s.model.seq_len = 8;
+  s.parallel.tp = tp;
+  s.parallel.sequence_parallel = sequence_parallel;
+  s.train.micro_batch = 2;
+  s.train.precision = config::Precision::Bf16;
+  return s;
+}
+
+double layer_bytes(const config::JobSpec& spec, Recompute mode) {
+  return model::total_bytes(model::layer_saved_activations(spec, mode));
+}
+
+std::vector<std::string> names(const std::vector<model::SavedTensor>& list) {
+  std::vector<std::string> out;
+  for (const auto& t : list) out.push_back(t.name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("llama layer, tp 2, by hand") {
+  const config::JobSpec spec = small_llama(2, false);
+  const auto list = model::layer_saved_activations(spec, Recompute::None);
+  CHECK(names(list) == std::vector<std::string>{"attn_norm.input", "attn_norm.stats", "attn_norm.output",
+                                                "attn.qkv", "attn.output", "attn.logsumexp", "ffn_norm.input",
+                                                "ffn_norm.stats", "ffn_norm.output", "mlp.gate", "mlp.up",
+                                                "mlp.swiglu"});
+  // tokens sb = 16. sbh = 256 elements = 512 B; rstd 16 fp32 = 64 B; q,k,v: 16 * 4 * (2 + 2*1) = 256
+  // elements (2 local heads, kv 2/2 = 1) = 512 B; attention out 16 * 4 * 2 = 128 el = 256 B;
+  // logsumexp b*a_l*s = 2*2*8 fp32 = 128 B; gate, up, swiglu sbf/t = 256 el = 512 B each.
+  CHECK(layer_bytes(spec, Recompute::None) == 8 * 512 + 2 * 64 + 256 + 128);  // 4608
+  // selective drops both norm outputs and the SwiGLU output
+  CHECK(layer_bytes(spec, Recompute::Selective) == 4608 - 3 * 512);
+  // full keeps the layer input
+  CHECK(layer_bytes(spec, Recompute::Full) == 512);
+  // SP halves the four sbh tensors and the two rstd vectors
+  CHECK(layer_bytes(small_llama(2, true), Recompute::None) == 4608 - 4 * 256 - 2 * 32);
+  CHECK(layer_bytes(small_llama(2, true), Recompute::Full) == 256);
+}
+
+TEST_CASE("gpt2 layer, fp32, by hand") {
+  config::JobSpec spec;
+  spec.model = test::gpt2_124m();
+  spec.model.hidden = 16, spec.model.heads = 4, spec.model.kv_heads = 4, spec.model.ffn_hidden = 64;
+  spec.model.seq_len = 8;
+  spec.train.micro_batch = 2;
+  spec.train.precision = config::Precision::Fp32;
+  // sbh = 256 el = 1 KiB; LayerNorm mean + rstd 2*16 fp32 = 128 B; q,k,v 3*sbh = 3 KiB; attention
+  // out 1 KiB; logsumexp b*a*s = 2*4*8 fp32 = 256 B; fc and gelu sbf = 1024 el = 4 KiB each.
+  CHECK(layer_bytes(spec, Recompute::None) == 5 * 1024 + 3072 + 2 * 4096 + 2 * 128 + 256);
+  CHECK(layer_bytes(spec, Recompute::Selective) == layer_bytes(spec, Recompute::None) - 2 * 1024 - 4096);
+}
+
+TEST_CASE("scaling laws of the saved set") {
+  config::JobSpec spec;
+  spec.model = test::llama3_8b();
+  spec.train.micro_batch = 1;
+  spec.parallel.tp = 8;
+  SECTION("sequence parallelism divides the sequence-sharded tensors by t") {
+    config::JobSpec sp = spec;
+    sp.parallel.sequence_parallel = true;
+    for (const Recompute mode : {Recompute::None, Recompute::Selective})
+      CHECK(layer_bytes(sp, mode) < layer_bytes(spec, mode));
+    CHECK(layer_bytes(sp, Recompute::Full) * 8 == layer_bytes(spec, Recompute::Full));
+    // with SP every entry is 1/t of tp = 1 (attention and MLP tensors are tp-split anyway)
+    config::JobSpec single = spec;
+    single.parallel.tp = 1;
+    CHECK(layer_bytes(sp, Recompute::None) * 8 == layer_bytes(single, Recompute::None));
+  }
+  SECTION("recompute: none > selective >> full") {
+    spec.parallel.sequence_parallel = true;
+    CHECK(layer_bytes(spec, Recompute::Selective) < layer_bytes(spec, Recompute::None));
+    CHECK(layer_bytes(spec, Recompute::Full) * 8 < layer_bytes(spec, Recompute::Selective));
+  }
+  SECTION("flash attention: no s^2 term, bytes are linear in s") {
+    config::JobSpec longer = spec;
+    longer.model.seq_len *= 2;
+    CHECK(layer_bytes(longer, Recompute::None) == 2 * layer_bytes(spec, Recompute::None));
+  }
+  SECTION("context parallelism splits the sequence") {
+    config::JobSpec cp = spec;
+    cp.parallel.cp = 2;
+    CHECK(2 * layer_bytes(cp, Recompute::None) == layer_bytes(spec, Recompute::None));
+  }
+}
+
+TEST_CASE("moe layer: capacity-bounded expert buffers") {
+  config::JobSpec spec = small_llama(1, false);
+  spec.model.arch = config::Arch::Mixtral;
+  spec.model.moe = config::MoeSpec{8, 2, 1.25, 0.01};
+  spec.parallel.ep = 2;
+  // 16 routed tokens per rank; capacity = ceil(1.25 * 2 * 16 * 2 / 8) = 10 per expert; 4 local experts.
+  CHECK(model::expert_token_slots(spec) == 40);
+  const auto list = model::layer_saved_activations(spec, Recompute::None);
+  double moe = 0;
+  for (const auto& t : list)
+    if (t.name.rfind("moe.", 0) == 0) moe += t.bytes();
+  // router probs 16*8 fp32, top-k index + weight 32 x 4 B each, expert input 40*16 bf16, w1/w3/swiglu
+  // 3 * 40*32 bf16, expert output 16*2*16 bf16
+  CHECK(moe == 16 * 8 * 4 + 2 * 32 * 4 + 40 * 16 * 2 + 3 * 40 * 32 * 2 + 32 * 16 * 2);
+}
+
+TEST_CASE("stage extras") {
+  const config::JobSpec spec = small_llama(2, false);
+  CHECK(model::total_bytes(model::embedding_saved_activations(spec)) == 16 * 4);  // token ids
+  // final norm: input + output sbh (512 B each) + rstd 64 B; logits sb*V/t = 16*32 bf16; lse 16 fp32
+  CHECK(model::total_bytes(model::head_saved_activations(spec)) == 2 * 512 + 64 + 16 * 32 * 2 + 16 * 4);
+}

@@ -1,0 +1,167 @@
+// Renderers: the terminal drawing, SVG and Chrome trace of simulated schedules.
+#include "engine/pipeline/render.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/pipeline/schedule_cases.h"
+
+using ptrain::config::ScheduleKind;
+namespace config = ptrain::config;
+using namespace ptrain::pipeline;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Whitespace-separated tokens of a drawing row (between "|" and the final "| idle").
+std::vector<std::string> cells_of(const std::string& row) {
+  const size_t begin = row.find('|') + 1, end = row.rfind('|');
+  std::istringstream in(row.substr(begin, end - begin));
+  std::vector<std::string> tokens;
+  for (std::string t; in >> t;) tokens.push_back(t);
+  return tokens;
+}
+
+int count_prefix(const std::vector<std::string>& tokens, char op) {
+  int n = 0;
+  for (const auto& t : tokens) n += t[0] == op;
+  return n;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Every start tag closed by the matching end tag, in nesting order (no DTD, comments or CDATA).
+bool tags_balanced(const std::string& xml) {
+  std::vector<std::string> open;
+  for (size_t at = xml.find('<'); at != std::string::npos; at = xml.find('<', at + 1)) {
+    const size_t close = xml.find('>', at);
+    if (close == std::string::npos) return false;
+    const std::string tag = xml.substr(at + 1, close - at - 1);
+    if (tag.empty() || tag[0] == '?') continue;
+    if (tag[0] == '/') {
+      if (open.empty() || open.back() != tag.substr(1)) return false;
+      open.pop_back();
+    } else if (tag.back() != '/') {
+      open.push_back(tag.substr(0, tag.find(' ')));
+    }
+  }
+  return open.empty();
+}
+
+struct Drawn {
+  Schedule schedule;
+  SimResult sim;
+};
+
+Drawn simulated(ScheduleKind kind, int pp, int vpp, int m) {
+  Schedule s = build(kind, pp, vpp, m);
+  SimResult sim =
+      simulate(s, OpCosts::uniform(s, 1.0 / vpp, 2.0 / vpp, kind == ScheduleKind::ZbH1 ? 1.0 : 0.0));
+  return {std::move(s), std::move(sim)};
+}
+
+}  // namespace
+
+TEST_CASE("ascii: header, one row per rank, one F/B cell per op") {
+  const auto [s, sim] = simulated(ScheduleKind::OneFOneB, 4, 1, 8);
+  const std::string text = render_ascii(s, sim);
+  INFO(text);
+  const auto lines = lines_of(text);
+  REQUIRE(lines.size() == 2 + 4);
+  CHECK(lines[0].find("1f1b pp=4 vpp=1 microbatches=8, bubble 27.3% (worst rank)") == 0);
+  CHECK(lines[1].find("1 cell = 1.00 s") != std::string::npos);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string& row = lines[2 + rank];
+    CHECK(row.find("rank " + std::to_string(rank) + " |") == 0);
+    CHECK(row.size() <= 160);
+    const auto cells = cells_of(row);
+    CHECK(count_prefix(cells, 'F') == 8);
+    CHECK(count_prefix(cells, 'B') == 8);
+    CHECK(count_prefix(cells, '.') == 9);  // (p-1)*(F+B) idle cells of 1 s
+  }
+  CHECK(lines[2].find("F0 F1 F2 F3 .") != std::string::npos);
+  CHECK(lines[5].find("| idle 27.3%") != std::string::npos);
+}
+
+TEST_CASE("ascii: interleaved labels carry the chunk") {
+  const auto [s, sim] = simulated(ScheduleKind::Interleaved1F1B, 2, 2, 4);
+  const auto lines = lines_of(render_ascii(s, sim));
+  REQUIRE(lines.size() == 4);
+  const auto cells = cells_of(lines[2]);
+  CHECK(cells[0] == "F0.0");
+  CHECK(count_prefix(cells, 'F') == 8);
+  CHECK(std::count(cells.begin(), cells.end(), "B3.1") == 1);
+}
+
+TEST_CASE("ascii: zb-h1 shows W cells") {
+  const auto [s, sim] = simulated(ScheduleKind::ZbH1, 4, 1, 8);
+  const auto lines = lines_of(render_ascii(s, sim));
+  for (int rank = 0; rank < 4; ++rank) CHECK(count_prefix(cells_of(lines[2 + rank]), 'W') == 8);
+  CHECK(lines[1].find("W weight grad") != std::string::npos);
+}
+
+TEST_CASE("ascii: too wide drawings are scaled and say so") {
+  const auto [s, sim] = simulated(ScheduleKind::OneFOneB, 8, 1, 64);
+  const std::string text = render_ascii(s, sim, 100);
+  INFO(text);
+  const auto lines = lines_of(text);
+  REQUIRE(lines.size() == 2 + 8);
+  CHECK(lines[1].find("scaled to fit 100 columns: 1 character = ") == 0);
+  for (int rank = 0; rank < 8; ++rank) {
+    CHECK(lines[2 + rank].size() <= 100);
+    CHECK(lines[2 + rank].find_first_of("FB") != std::string::npos);
+  }
+}
+
+TEST_CASE("svg: a standalone document with one rect per op") {
+  for (auto kind : ptrain::pipeline::testing::kAllKinds) {
+    const bool interleaved = kind == ScheduleKind::Interleaved1F1B;
+    const auto [s, sim] = simulated(kind, 4, interleaved ? 2 : 1, 8);
+    const std::string svg = render_svg(s, sim);
+    INFO(config::to_string(kind));
+    CHECK(svg.rfind("<?xml version=\"1.0\"", 0) == 0);
+    CHECK(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\"") != std::string::npos);
+    CHECK(tags_balanced(svg));
+    CHECK(count(svg, "<rect class=\"op\"") == s.compute_ops());
+    CHECK(count(svg, "<rect class=\"legend\"") == (s.split_weight_grad ? 3 : 2) * s.vpp);  // kind x chunk
+    CHECK(svg.find(std::string(config::to_string(kind)) + " pp=4") != std::string::npos);
+    CHECK(svg.find(">rank 3</text>") != std::string::npos);
+  }
+}
+
+TEST_CASE("chrome trace: one complete event per op, in microseconds") {
+  for (auto kind : ptrain::pipeline::testing::kAllKinds) {
+    const bool interleaved = kind == ScheduleKind::Interleaved1F1B;
+    const int pp = 4, vpp = interleaved ? 2 : 1, m = 8;
+    const auto [s, sim] = simulated(kind, pp, vpp, m);
+    const auto trace = nlohmann::json::parse(render_chrome_trace(s, sim));
+    INFO(config::to_string(kind));
+    int complete = 0, w = 0;
+    for (const auto& e : trace.at("traceEvents")) {
+      if (e.at("ph") != "X") continue;
+      ++complete;
+      CHECK(e.at("pid") == 0);
+      CHECK(e.at("tid").get<int>() >= 0);
+      CHECK(e.at("tid").get<int>() < pp);
+      const std::string name = e.at("name");
+      const int mb = e.at("args").at("microbatch"), chunk = e.at("args").at("chunk");
+      CHECK(name == name.substr(0, 1) + " mb" + std::to_string(mb) + " c" + std::to_string(chunk));
+      w += name[0] == 'W';
+      const double expected_us = (name[0] == 'F' ? 1e6 : name[0] == 'B' ? 2e6 : 1e6) / vpp;
+      CHECK(e.at("dur").get<double>() == Approx(expected_us));
+    }
+    CHECK(complete == 2 * m * vpp * pp + (s.split_weight_grad ? m * pp : 0));
+    CHECK(w == (s.split_weight_grad ? m * pp : 0));
+  }
+}

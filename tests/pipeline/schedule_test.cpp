@@ -1,0 +1,122 @@
+// Schedule builders: argument problems, the exact compute orders of small cases, and the
+// placement of sends and receives over the whole sweep.
+#include "engine/pipeline/schedule.h"
+
+#include <catch2/catch.hpp>
+
+#include "tests/pipeline/schedule_cases.h"
+
+using ptrain::config::ScheduleKind;
+using namespace ptrain::pipeline;
+using ptrain::pipeline::testing::compute_order;
+
+namespace {
+
+bool any_contains(const std::vector<std::string>& messages, const std::string& needle) {
+  for (const auto& m : messages) {
+    if (m.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("build_problems names what is wrong") {
+  CHECK(build_problems(ScheduleKind::OneFOneB, 4, 1, 8).empty());
+  CHECK(any_contains(build_problems(ScheduleKind::OneFOneB, 0, 1, 8), "pp must be at least 1"));
+  CHECK(any_contains(build_problems(ScheduleKind::OneFOneB, 4, 0, 8), "virtual_stages must be at least 1"));
+  CHECK(any_contains(build_problems(ScheduleKind::Gpipe, 4, 1, 0), "at least 1 microbatch"));
+  CHECK(any_contains(build_problems(ScheduleKind::OneFOneB, 4, 1, 3),
+                     "1f1b needs at least as many microbatches"));
+  CHECK(
+      any_contains(build_problems(ScheduleKind::ZbH1, 4, 1, 3), "zb-h1 needs at least as many microbatches"));
+  CHECK(build_problems(ScheduleKind::Gpipe, 4, 1, 3).empty());  // gpipe runs any count
+  CHECK(any_contains(build_problems(ScheduleKind::OneFOneB, 4, 2, 8), "virtual_stages must be 1"));
+  CHECK(any_contains(build_problems(ScheduleKind::Gpipe, 4, 2, 8), "use interleaved-1f1b"));
+  CHECK(any_contains(build_problems(ScheduleKind::Interleaved1F1B, 4, 1, 8), "virtual_stages >= 2"));
+  CHECK(any_contains(build_problems(ScheduleKind::Interleaved1F1B, 1, 2, 8), "needs pp >= 2"));
+  CHECK(any_contains(build_problems(ScheduleKind::Interleaved1F1B, 4, 2, 6), "to be a multiple of pp (4)"));
+  CHECK(build_problems(ScheduleKind::Interleaved1F1B, 4, 2, 8).empty());
+}
+
+TEST_CASE("gpipe: all forwards, then all backwards") {
+  const Schedule s = build(ScheduleKind::Gpipe, 2, 1, 3);
+  CHECK_FALSE(s.split_weight_grad);
+  for (const auto& list : s.ranks) CHECK(compute_order(list) == "F0 F1 F2 B0 B1 B2");
+}
+
+TEST_CASE("1f1b: warmup pp-r-1 forwards, steady 1F1B, cooldown") {
+  const Schedule s = build(ScheduleKind::OneFOneB, 4, 1, 8);
+  REQUIRE(s.ranks.size() == 4);
+  CHECK(compute_order(s.ranks[0]) == "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+  CHECK(compute_order(s.ranks[1]) == "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
+  CHECK(compute_order(s.ranks[3]) == "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
+}
+
+TEST_CASE("interleaved-1f1b follows Megatron's virtual-microbatch order") {
+  const Schedule s = build(ScheduleKind::Interleaved1F1B, 2, 2, 4);
+  // Rank 0: warmup (2-0-1)*2 + (2-1)*2 = 4 forwards; rank 1: 2.
+  CHECK(compute_order(s.ranks[0], 2) ==
+        "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0");
+  CHECK(compute_order(s.ranks[1], 2) ==
+        "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
+}
+
+TEST_CASE("interleaved-1f1b with m == pp warms up completely on the first rank") {
+  const Schedule s = build(ScheduleKind::Interleaved1F1B, 4, 2, 4);
+  CHECK(compute_order(s.ranks[0], 2) ==
+        "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 B0.1 B1.1 B2.1 B3.1 B0.0 B1.0 B2.0 B3.0");
+}
+
+TEST_CASE("zb-h1: split W; rank 0 runs B W F, the last rank lets W lag") {
+  const Schedule s = build(ScheduleKind::ZbH1, 4, 1, 8);
+  CHECK(s.split_weight_grad);
+  CHECK(compute_order(s.ranks[0]) ==
+        "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7");
+  CHECK(compute_order(s.ranks[3]) ==
+        "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7");
+}
+
+TEST_CASE("pp = 1 has no messages") {
+  for (auto kind : {ScheduleKind::Gpipe, ScheduleKind::OneFOneB, ScheduleKind::ZbH1}) {
+    const Schedule s = build(kind, 1, 1, 3);
+    for (const Instr& instr : s.ranks[0]) CHECK(is_compute(instr.op));
+  }
+  CHECK(compute_order(build(ScheduleKind::ZbH1, 1, 1, 2).ranks[0]) == "F0 B0 W0 F1 B1 W1");
+}
+
+TEST_CASE("sends and receives sit right around their compute op, over the sweep") {
+  for (const auto& c : ptrain::pipeline::testing::sweep()) {
+    INFO(ptrain::pipeline::testing::describe(c));
+    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+    REQUIRE(static_cast<int>(s.ranks.size()) == c.pp);
+    int compute = 0;
+    bool placed = true;
+    for (int rank = 0; rank < s.pp; ++rank) {
+      const auto& list = s.ranks[rank];
+      const int prev = (rank + s.pp - 1) % s.pp, next = (rank + 1) % s.pp;
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Instr& in = list[i];
+        if (!is_compute(in.op)) continue;
+        ++compute;
+        const int stage = s.virtual_stage(rank, in.chunk);
+        const bool first = stage == 0, last = stage == s.virtual_stages() - 1;
+        auto before = [&](Op op, int peer) {
+          return i > 0 && list[i - 1] == Instr{op, in.microbatch, in.chunk, peer};
+        };
+        auto after = [&](Op op, int peer) {
+          return i + 1 < list.size() && list[i + 1] == Instr{op, in.microbatch, in.chunk, peer};
+        };
+        if (in.op == Op::Forward) {
+          placed &= first || before(Op::RecvAct, prev);
+          placed &= last || after(Op::SendAct, next);
+        } else if (in.op == Op::Backward) {
+          placed &= last || before(Op::RecvGrad, next);
+          placed &= first || after(Op::SendGrad, prev);
+        }
+      }
+    }
+    CHECK(placed);
+    CHECK(compute == s.compute_ops());
+  }
+}

@@ -1,0 +1,214 @@
+// The simulator against the published bubbles and memory bounds, and an independent check that
+// every simulated op starts only after its inputs exist.
+#include "engine/pipeline/simulator.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <tuple>
+
+#include "tests/pipeline/schedule_cases.h"
+
+using Catch::Detail::Approx;
+using ptrain::config::ScheduleKind;
+using namespace ptrain::pipeline;
+using ptrain::pipeline::testing::describe;
+using ptrain::pipeline::testing::sweep;
+
+namespace {
+
+constexpr double kTight = 1e-9;
+
+std::vector<ptrain::pipeline::testing::Case> cases_of(ScheduleKind kind) {
+  std::vector<ptrain::pipeline::testing::Case> out;
+  for (const auto& c : sweep()) {
+    if (c.kind == kind) out.push_back(c);
+  }
+  return out;
+}
+
+double bubble_seconds(const SimResult& sim, int rank) {
+  return sim.makespan - sim.busy[rank];
+}
+
+// Every op starts after what it consumes was produced (plus latency), ops on a rank never
+// overlap, and every (op, mb, chunk) ran exactly once: checked from the spans alone.
+std::string dependency_violation(const Schedule& s, const SimResult& sim, double p2p) {
+  std::map<std::tuple<int, int, int>, Span> by_key;  // (op, mb, virtual stage)
+  for (int rank = 0; rank < s.pp; ++rank) {
+    double previous_end = 0;
+    for (const Span& span : sim.timeline[rank]) {
+      if (span.start < previous_end - kTight) return "overlapping ops on rank " + std::to_string(rank);
+      previous_end = span.end;
+      const auto key =
+          std::make_tuple(static_cast<int>(span.op), span.microbatch, s.virtual_stage(rank, span.chunk));
+      if (!by_key.emplace(key, span).second) return "an op ran twice";
+    }
+  }
+  if (static_cast<int>(by_key.size()) != s.compute_ops()) return "not every op ran";
+  const int last = s.virtual_stages() - 1;
+  for (const auto& [key, span] : by_key) {
+    const auto [op, mb, stage] = key;
+    auto end_of = [&](Op o, int v) { return by_key.at({static_cast<int>(o), mb, v}).end; };
+    double ready = 0;
+    if (op == static_cast<int>(Op::Forward) && stage > 0) ready = end_of(Op::Forward, stage - 1) + p2p;
+    if (op == static_cast<int>(Op::Backward)) {
+      ready = stage == last ? end_of(Op::Forward, stage) : end_of(Op::Backward, stage + 1) + p2p;
+    }
+    if (op == static_cast<int>(Op::WeightGrad)) ready = end_of(Op::Backward, stage);
+    if (span.start < ready - kTight) return "an op starts before its input is ready";
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("1f1b and gpipe: bubble (p-1)/(m+p-1) on every rank with F=1, B=2") {
+  for (auto kind : {ScheduleKind::OneFOneB, ScheduleKind::Gpipe}) {
+    for (const auto& c : cases_of(kind)) {
+      INFO(describe(c));
+      const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+      const SimResult sim = simulate(s, OpCosts::uniform(s, 1, 2, 0));
+      const double p = c.pp, m = c.microbatches;
+      CHECK(sim.makespan == Approx(3 * (m + p - 1)).epsilon(kTight));
+      for (int rank = 0; rank < c.pp; ++rank) {
+        CHECK(sim.bubble_fraction[rank] == Approx((p - 1) / (m + p - 1)).margin(kTight));
+      }
+    }
+  }
+}
+
+TEST_CASE("interleaved-1f1b: bubble ((p-1)/v) / (m + (p-1)/v) with F=1/v, B=2/v per chunk") {
+  for (const auto& c : cases_of(ScheduleKind::Interleaved1F1B)) {
+    INFO(describe(c));
+    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+    const double p = c.pp, m = c.microbatches, v = c.vpp;
+    const SimResult sim = simulate(s, OpCosts::uniform(s, 1 / v, 2 / v, 0));
+    CHECK(sim.makespan == Approx(3 * (m + (p - 1) / v)).epsilon(kTight));
+    for (int rank = 0; rank < c.pp; ++rank) {
+      CHECK(sim.bubble_fraction[rank] == Approx(((p - 1) / v) / (m + (p - 1) / v)).margin(kTight));
+    }
+  }
+}
+
+TEST_CASE("zb-h1: bubble (p-1)(F+B-W), a third of 1f1b's (p-1)(F+B+W), with F=B=W=1") {
+  for (const auto& c : cases_of(ScheduleKind::ZbH1)) {
+    INFO(describe(c));
+    const Schedule zb = build(c.kind, c.pp, 1, c.microbatches);
+    const Schedule one_f_one_b = build(ScheduleKind::OneFOneB, c.pp, 1, c.microbatches);
+    const SimResult sim = simulate(zb, OpCosts::uniform(zb, 1, 1, 1));
+    const SimResult base = simulate(one_f_one_b, OpCosts::uniform(one_f_one_b, 1, 1, 1));
+    const double p = c.pp, m = c.microbatches;
+    CHECK(sim.makespan == Approx(3 * m + p - 1).epsilon(kTight));
+    for (int rank = 0; rank < c.pp; ++rank) {
+      CHECK(bubble_seconds(sim, rank) == Approx((p - 1) * (1 + 1 - 1)).margin(kTight));
+      CHECK(bubble_seconds(base, rank) == Approx((p - 1) * (1 + 1 + 1)).margin(kTight));
+    }
+  }
+}
+
+TEST_CASE("zb-h1 beats 1f1b with uneven F, B and W too") {
+  for (int pp : {2, 4, 8}) {
+    for (int m : {2 * pp, 4 * pp}) {
+      for (const auto& [f, b, w] :
+           {std::tuple{1.0, 1.2, 0.8}, std::tuple{1.0, 1.0, 0.5}, std::tuple{1.0, 1.5, 1.5}}) {
+        INFO("pp=" << pp << " m=" << m << " F=" << f << " B=" << b << " W=" << w);
+        const Schedule zb = build(ScheduleKind::ZbH1, pp, 1, m);
+        const Schedule base = build(ScheduleKind::OneFOneB, pp, 1, m);
+        const double zb_bubble = simulate(zb, OpCosts::uniform(zb, f, b, w)).makespan - m * (f + b + w);
+        const double base_bubble = simulate(base, OpCosts::uniform(base, f, b, w)).makespan - m * (f + b + w);
+        CHECK(base_bubble == Approx((pp - 1) * (f + b + w)).margin(kTight));
+        CHECK(zb_bubble < 0.75 * base_bubble);
+      }
+    }
+  }
+}
+
+TEST_CASE("peak in-flight microbatches") {
+  SECTION("1f1b: p - r on rank r") {
+    for (const auto& c : cases_of(ScheduleKind::OneFOneB)) {
+      INFO(describe(c));
+      const Schedule s = build(c.kind, c.pp, 1, c.microbatches);
+      const SimResult sim = simulate(s, OpCosts::uniform(s, 1, 2, 0));
+      for (int rank = 0; rank < c.pp; ++rank) CHECK(sim.peak_inflight[rank] == c.pp - rank);
+      CHECK(sim.peak_inflight_max == c.pp);
+      CHECK(sim.peak_live == sim.peak_inflight);
+    }
+  }
+  SECTION("gpipe: m everywhere") {
+    for (const auto& c : cases_of(ScheduleKind::Gpipe)) {
+      const Schedule s = build(c.kind, c.pp, 1, c.microbatches);
+      const SimResult sim = simulate(s, OpCosts::uniform(s, 1, 2, 0));
+      for (int rank = 0; rank < c.pp; ++rank) CHECK(sim.peak_inflight[rank] == c.microbatches);
+    }
+  }
+  SECTION("zb-h1: at most p - r until B, at most p until W") {
+    for (const auto& c : cases_of(ScheduleKind::ZbH1)) {
+      INFO(describe(c));
+      const Schedule s = build(c.kind, c.pp, 1, c.microbatches);
+      const SimResult sim = simulate(s, OpCosts::uniform(s, 1, 1, 1));
+      for (int rank = 0; rank < c.pp; ++rank) {
+        CHECK(sim.peak_inflight[rank] <= c.pp - rank);
+        CHECK(sim.peak_live[rank] <= c.pp);
+      }
+      CHECK(sim.peak_inflight_max == c.pp);
+    }
+  }
+  SECTION("interleaved: (warmup + 1) chunks on rank r, in units of a full stage") {
+    for (const auto& c : cases_of(ScheduleKind::Interleaved1F1B)) {
+      INFO(describe(c));
+      const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+      const SimResult sim = simulate(s, OpCosts::uniform(s, 1, 2, 0));
+      const int total = c.microbatches * c.vpp;
+      for (int rank = 0; rank < c.pp; ++rank) {
+        const int warmup = std::min((c.pp - rank - 1) * 2 + (c.vpp - 1) * c.pp, total);
+        CHECK(sim.peak_inflight[rank] == Approx(static_cast<double>(std::min(warmup + 1, total)) / c.vpp));
+      }
+    }
+  }
+}
+
+TEST_CASE("p2p latency") {
+  SECTION("one microbatch through two stages crosses two links") {
+    const Schedule s = build(ScheduleKind::Gpipe, 2, 1, 1);
+    CHECK(simulate(s, OpCosts::uniform(s, 1, 2, 0, 0.25)).makespan == Approx(6.5).epsilon(kTight));
+  }
+  SECTION("1f1b: at least the fill and drain links, more as the steady state waits on grads") {
+    for (int pp : {2, 4, 8}) {
+      const int m = 2 * pp;
+      const Schedule s = build(ScheduleKind::OneFOneB, pp, 1, m);
+      double previous = 0;
+      for (double latency : {0.0, 0.1, 0.5}) {
+        INFO("pp=" << pp << " latency=" << latency);
+        const SimResult sim = simulate(s, OpCosts::uniform(s, 1, 2, 0, latency));
+        CHECK(sim.makespan >= 3.0 * (m + pp - 1) + 2 * (pp - 1) * latency - kTight);
+        CHECK(sim.makespan >= previous);
+        CHECK(dependency_violation(s, sim, latency) == "");
+        previous = sim.makespan;
+      }
+    }
+  }
+}
+
+TEST_CASE("every simulated op starts after its inputs, over the sweep with uneven costs") {
+  for (const auto& c : sweep(6, 12)) {
+    INFO(describe(c));
+    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+    OpCosts costs = OpCosts::uniform(s, 1, 2, 1, 0.05);
+    for (int v = 0; v < s.virtual_stages(); ++v) {
+      costs.forward[v] = 1.0 + 0.1 * (v % 3);  // uneven stages, e.g. the embedding or the head
+      costs.backward[v] = 2.0 - 0.2 * (v % 2);
+    }
+    const SimResult sim = simulate(s, costs);
+    CHECK(dependency_violation(s, sim, costs.p2p_seconds) == "");
+    double total = 0, busy = 0;
+    for (int v = 0; v < s.virtual_stages(); ++v)
+      total += costs.forward[v] + costs.backward[v] + costs.weight_grad[v];
+    for (double b : sim.busy) busy += b;
+    CHECK(busy == Approx(total * c.microbatches).epsilon(kTight));
+    for (int rank = 0; rank < s.pp; ++rank) {
+      CHECK(sim.bubble_fraction[rank] == Approx(1 - sim.busy[rank] / sim.makespan).margin(kTight));
+      CHECK(sim.bubble_fraction_max >= sim.bubble_fraction[rank]);
+    }
+  }
+}

@@ -1,0 +1,121 @@
+// Communication volumes: ring formulas, and every axis of a small layout worked out by hand.
+#include "engine/plan/comm.h"
+
+#include <catch2/catch.hpp>
+
+#include "engine/plan/estimate.h"
+#include "tests/plan/jobs.h"
+
+using namespace ptrain;
+using plan::Collective;
+using plan::CollectiveKind;
+
+TEST_CASE("ring collectives: bytes one rank sends") {
+  CHECK(plan::bytes_sent(Collective{CollectiveKind::AllReduce, 100, 4}) == 150);  // 2(n-1)/n S
+  CHECK(plan::bytes_sent(Collective{CollectiveKind::AllGather, 100, 4}) == 75);   // (n-1)/n S
+  CHECK(plan::bytes_sent(Collective{CollectiveKind::ReduceScatter, 100, 4}) == 75);
+  CHECK(plan::bytes_sent(Collective{CollectiveKind::AllToAll, 100, 4}) == 75);
+  CHECK(plan::bytes_sent(Collective{CollectiveKind::SendRecv, 100, 2, 3}) == 300);
+  CHECK(plan::bytes_sent(Collective{CollectiveKind::AllReduce, 100, 1}) == 0);
+  const plan::HardwareProfile& h100 = *plan::find_hardware("h100-sxm");
+  CHECK(plan::seconds(Collective{CollectiveKind::AllGather, 450e9 * 4 / 3, 4}, h100, false) ==
+        Approx(1.0 + 5e-6));
+}
+
+TEST_CASE("small layout by hand: tp 2, pp 2, dp 2, no SP, zero 0") {
+  // s = 128, b = 1, h = 256: sbh = 32768 elements = 65536 bytes bf16. 16 sequences / dp 2 = 8 microbatches.
+  config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.tp=2", "parallel.pp=2"}, 8);
+  const double S = 65536, m = 8;
+  // Rank 0 of the pipeline: embedding (V/t x h = 500 x 256) and 4 layers of
+  // 2 norms (512) + q 128x256 + k, v 64x256 + o 256x128 + gate, up 256x256 + down 256x256.
+  plan::RankParams first;
+  first.dense = 500 * 256 + 4 * (512 + 32768 + 2 * 16384 + 32768 + 3 * 65536);
+  REQUIRE(first.dense == 1'309'696);
+  const plan::StepComm c = plan::step_comm(job.spec, first, 0);
+  // tp, n = 2 (2(n-1)/n = 1): per microbatch 4 layers x 2 all-reduces forward + the embedding's, and
+  // 4 x 2 backward.
+  CHECK(c.tp == m * (8 + 1 + 8) * S);
+  // pp: one activation forward per microbatch (stage 0 sends no gradient back), full sbh without SP.
+  CHECK(c.pp == m * S);
+  // dp: all-reduce of the bf16 grads over 2 ranks: 2(n-1)/n * 2 bytes * Psi.
+  CHECK(c.dp_dense == Approx(2.0 * first.dense));
+  CHECK(c.cp == 0);
+  CHECK(c.ep == 0);
+
+  // The last stage: 4 layers, the LM head's backward all-reduce and the 3 fp32 loss statistics.
+  const plan::StepComm last = plan::step_comm(job.spec, first, 1);
+  CHECK(last.tp == m * (8 + 8 + 1) * S + m * 3 * 128 * 4);
+  CHECK(last.pp == m * S);  // gradients backward
+}
+
+TEST_CASE("sequence parallelism: all-gather + reduce-scatter instead of all-reduce, same bytes") {
+  config::LoadResult ar = test::load_job(test::kSmallLlama, {"parallel.tp=4"}, 4);
+  config::LoadResult sp =
+      test::load_job(test::kSmallLlama, {"parallel.tp=4", "parallel.sequence_parallel=true"}, 4);
+  const plan::StageComm a = plan::stage_comm(ar.spec, 3, 2), s = plan::stage_comm(sp.spec, 3, 2);
+  CHECK(plan::bytes_sent(a.tp_forward) == plan::bytes_sent(s.tp_forward));
+  CHECK(s.tp_forward.front().kind == CollectiveKind::AllGather);
+  // and p2p messages shrink by t
+  CHECK(plan::pipeline_message(sp.spec).bytes * 4 == plan::pipeline_message(ar.spec).bytes);
+}
+
+TEST_CASE("full recompute repeats the forward collectives in backward") {
+  config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.tp=2", "train.recompute=full"}, 2);
+  const plan::StageComm c = plan::stage_comm(job.spec, 3, 4);  // a middle stage, no embedding/head
+  CHECK(plan::bytes_sent(c.tp_backward) == 2 * plan::bytes_sent(c.tp_forward));
+}
+
+TEST_CASE("ZeRO 1: reduce-scatter grads + all-gather params; ZeRO 3 gathers params twice more") {
+  plan::RankParams params;
+  params.dense = 100'000'000;  // 4 buckets of 25M
+  config::LoadResult z1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
+  const plan::DataParallelComm c1 = plan::data_parallel_comm(z1.spec, params);
+  REQUIRE(c1.dense.grad_reduction.size() == 1);
+  CHECK(c1.dense.grad_reduction[0].kind == CollectiveKind::ReduceScatter);
+  CHECK(c1.dense.grad_reduction[0].count == 4);
+  CHECK(plan::bytes_sent(c1.dense.grad_reduction) == Approx(0.75 * 2e8));
+  CHECK(plan::bytes_sent(c1.dense.param_gather_after_step) == Approx(0.75 * 2e8));
+  CHECK(c1.dense.param_gather_zero3.empty());
+  CHECK(c1.expert.grad_reduction.empty());
+
+  config::LoadResult z3 = test::load_job(test::kSmallLlama, {"parallel.zero=3"}, 4);
+  const plan::DataParallelComm c3 = plan::data_parallel_comm(z3.spec, params);
+  CHECK(c3.dense.param_gather_after_step.empty());
+  CHECK(plan::bytes_sent(c3.dense.param_gather_zero3) == Approx(2 * 0.75 * 2e8));
+}
+
+TEST_CASE("context and expert parallelism by hand") {
+  config::LoadResult cp = test::load_job(test::kSmallLlama, {"parallel.cp=4"}, 4);
+  // s/cp = 32 tokens; local K,V = 2 * 32 * 4 kv heads * 32 * 2 bytes = 16384 bytes, cp-1 = 3 passes
+  const plan::StageComm c = plan::stage_comm(cp.spec, 0, 1);
+  CHECK(plan::bytes_sent(c.cp_forward) == 3 * 16384);
+  CHECK(plan::bytes_sent(c.cp_backward) == 3 * 2 * 16384);
+
+  config::LoadResult ep =
+      test::load_job(test::kMixtral, {"parallel.tp=1", "parallel.sequence_parallel=false"}, 8);
+  // one MoE layer: dispatch + combine forward, each (ep-1)/ep of tokens * top_k * h * 2 bytes
+  const plan::StageComm e = plan::stage_comm(ep.spec, 0, 1);
+  CHECK(plan::bytes_sent(e.ep_forward) == Approx(2 * 7.0 / 8 * 4096 * 2 * 4096 * 2));
+  CHECK(plan::bytes_sent(e.ep_backward) == plan::bytes_sent(e.ep_forward));
+}
+
+TEST_CASE("link tiers: tp within a node is intra-node, dp across nodes is inter-node") {
+  // 16 ranks on 2 nodes of 8: tp 8 fills a node, dp 2 spans both.
+  config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.tp=8", "cluster.nodes=2"});
+  REQUIRE(job.spec.world == 16);
+  const plan::Estimate est = plan::estimate(job, *plan::find_hardware("h100-sxm"));
+  const plan::CommVolume tp = est.comm_bytes_per_step.at("tp"), dp = est.comm_bytes_per_step.at("dp");
+  CHECK(tp.intra_node > 0);
+  CHECK(tp.inter_node == 0);
+  CHECK(dp.inter_node > 0);
+  CHECK(dp.intra_node == 0);
+  CHECK(est.comm_bytes_per_step.at("pp").total() == 0);
+
+  // order dp first: dp groups {0,1} stay inside a node, tp groups {0,2,...,14} cross nodes
+  config::LoadResult swapped = test::load_job(
+      test::kSmallLlama, {"parallel.tp=8", "cluster.nodes=2", "parallel.order=dp-tp-cp-ep-pp"});
+  const plan::Estimate est2 = plan::estimate(swapped, *plan::find_hardware("h100-sxm"));
+  CHECK(est2.comm_bytes_per_step.at("tp").inter_node > 0);
+  CHECK(est2.comm_bytes_per_step.at("dp").inter_node == 0);
+  CHECK(est2.step_time_s > est.step_time_s);
+}

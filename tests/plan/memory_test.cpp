@@ -1,0 +1,70 @@
+// Memory model: the ZeRO paper's numbers, expert sharding, activations x in-flight, buffers.
+#include "engine/plan/memory.h"
+
+#include <catch2/catch.hpp>
+
+#include "engine/model/saved_activations.h"
+#include "tests/plan/jobs.h"
+
+using namespace ptrain;
+using config::Precision;
+
+TEST_CASE("ZeRO paper, figure 1: Psi = 7.5B, Nd = 64, K = 12") {
+  const double psi = 7.5e9;
+  CHECK(plan::model_state_bytes(psi, 64, 0, Precision::Bf16).total() == Approx(120e9));
+  CHECK(plan::model_state_bytes(psi, 64, 1, Precision::Bf16).total() == Approx(31.40625e9));   // 31.4 GB
+  CHECK(plan::model_state_bytes(psi, 64, 2, Precision::Bf16).total() == Approx(16.640625e9));  // 16.6 GB
+  CHECK(plan::model_state_bytes(psi, 64, 3, Precision::Bf16).total() == Approx(1.875e9));      // 1.9 GB
+  const plan::ModelStateBytes z1 = plan::model_state_bytes(psi, 64, 1, Precision::Bf16);
+  CHECK(z1.params == 2 * psi);
+  CHECK(z1.grads == 2 * psi);
+  CHECK(z1.optimizer == 12 * psi / 64);
+}
+
+TEST_CASE("fp32: params 4, grads 4, Adam m + v 8") {
+  const plan::ModelStateBytes s = plan::model_state_bytes(1000, 4, 0, Precision::Fp32);
+  CHECK(s.params == 4000);
+  CHECK(s.grads == 4000);
+  CHECK(s.optimizer == 8000);
+  CHECK(plan::model_state_bytes(1000, 4, 3, Precision::Fp32).total() == 4000);
+}
+
+TEST_CASE("dense params shard over dp*cp, experts over expert-dp = tp*cp*dp/ep") {
+  config::JobSpec spec;
+  spec.parallel.tp = 2, spec.parallel.cp = 2, spec.parallel.dp = 4, spec.parallel.ep = 4,
+  spec.parallel.zero = 3;
+  plan::RankParams params;
+  params.dense = 800;
+  params.expert = 400;
+  const plan::ModelStateBytes s = plan::rank_model_state_bytes(spec, params);
+  // dense over 8, experts over 2*2*4/4 = 4
+  CHECK(s.params == 2 * 800 / 8 + 2 * 400 / 4);
+  CHECK(s.optimizer == 12 * 800 / 8 + 12 * 400 / 4);
+}
+
+TEST_CASE("activations: per-microbatch set x peak in-flight, plus the recomputed layer under full") {
+  config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.pp=2"}, 2);
+  const config::JobSpec& spec = job.spec;
+  const double layer = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None));
+  const double ids = model::total_bytes(model::embedding_saved_activations(spec));
+  const double head = model::total_bytes(model::head_saved_activations(spec));
+  CHECK(plan::activation_bytes_per_microbatch(spec, 0) == 4 * layer + ids);
+  CHECK(plan::activation_bytes_per_microbatch(spec, 1) == 4 * layer + head);
+  CHECK(plan::activation_bytes(spec, 0, 2.0) == 2 * (4 * layer + ids));
+
+  config::LoadResult full = test::load_job(test::kSmallLlama, {"parallel.pp=2", "train.recompute=full"}, 2);
+  const double input = model::total_bytes(model::layer_saved_activations(full.spec, config::Recompute::Full));
+  CHECK(plan::activation_bytes(full.spec, 0, 2.0) == 2 * (4 * input + ids) + layer);
+}
+
+TEST_CASE("communication buffers") {
+  // tp 2 with SP, pp 2, dp 2, zero 3: p2p 2 * sbh/t, gathered sequence sbh, one bucket, 2 layers gathered.
+  config::LoadResult job = test::load_job(
+      test::kSmallLlama,
+      {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true", "parallel.zero=3"}, 8);
+  plan::RankParams params;
+  params.dense = 1'000'000;
+  params.largest_unit = 300'000;
+  const double sbh = 128.0 * 256 * 2;
+  CHECK(plan::comm_buffer_bytes(job.spec, params) == 2 * sbh / 2 + sbh + 1'000'000 * 2 + 2 * 300'000 * 2);
+}
