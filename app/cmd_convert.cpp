@@ -38,7 +38,9 @@ model::ParamStore whole_model(const config::JobSpec& spec) {
   return model::ParamStore(model::build_registry(spec.model), model::ShardCoords{});
 }
 
-double megabytes(std::int64_t bytes) { return static_cast<double>(bytes) / 1e6; }
+double megabytes(std::int64_t bytes) {
+  return static_cast<double>(bytes) / 1e6;
+}
 
 int convert(const ConvertArgs& args) {
   const int sources = int{!args.from.empty()} + int{!args.from_hf.empty()} + int{args.init};
@@ -81,14 +83,20 @@ int convert(const ConvertArgs& args) {
     if (!args.to_hf.empty()) {
       const ckpt::HfExportResult r = ckpt::export_hf(store, spec.model, args.to_hf);
       std::printf("wrote %s (%lld tensors, %.1f MB, fp32) and %s from %s\n", r.model_path.c_str(),
-                  static_cast<long long>(r.tensors), megabytes(r.bytes), r.config_path.c_str(), source.c_str());
+                  static_cast<long long>(r.tensors), megabytes(r.bytes), r.config_path.c_str(),
+                  source.c_str());
       return kExitOk;
     }
     const nlohmann::json state = {{"step", 0}, {"consumed_samples", 0}, {"converted_from", source}};
+    nlohmann::json meta = ckpt::job_meta(spec);
+    // The layout that wrote the files: this one process (any layout can load it).
+    for (const char* axis : {"tp", "pp", "dp", "cp", "ep", "world", "virtual_stages"})
+      meta["layout"][axis] = 1;
+    meta["layout"]["zero"] = 0;
     const std::string path =
-        ckpt::save_checkpoint(args.to, 0, ckpt::job_meta(spec), state, ckpt::param_store_shards(store), /*keep=*/0);
-    std::printf("wrote %s (step 0, %zu tensors, fresh optimizer state) from %s\n", path.c_str(), store.slots().size(),
-                source.c_str());
+        ckpt::save_checkpoint(args.to, 0, meta, state, ckpt::param_store_shards(store), /*keep=*/0);
+    std::printf("wrote %s (step 0, %zu tensors, fresh optimizer state) from %s\n", path.c_str(),
+                store.slots().size(), source.c_str());
     return kExitOk;
   } catch (const ckpt::CheckpointError& e) {
     return bad_input(e.what());
@@ -105,12 +113,15 @@ void add_convert_command(CLI::App& cli, int& exit_code) {
   CLI::App* cmd = cli.add_subcommand(
       "convert",
       "Convert between Hugging Face safetensors and ptrain checkpoints for the job's model:\n"
-      "  ptrain convert job.yaml --from CKPT --to-hf DIR     (CKPT: a step_<N> directory, or checkpoint.dir: latest)\n"
+      "  ptrain convert job.yaml --from CKPT --to-hf DIR     (CKPT: a step_<N> directory, or checkpoint.dir: "
+      "latest)\n"
       "  ptrain convert job.yaml --from-hf DIR --to CKPT_DIR (writes step_0 with fresh optimizer state)\n"
       "  ptrain convert job.yaml --init --to CKPT_DIR | --to-hf DIR   (a freshly initialised model)");
   add_job_args(*cmd, args->job);
-  cmd->add_option("--from", args->from, "ptrain checkpoint: a step directory or a checkpoint directory (latest)");
-  cmd->add_option("--from-hf", args->from_hf, "HF model directory (config.json + model.safetensors[.index.json])");
+  cmd->add_option("--from", args->from,
+                  "ptrain checkpoint: a step directory or a checkpoint directory (latest)");
+  cmd->add_option("--from-hf", args->from_hf,
+                  "HF model directory (config.json + model.safetensors[.index.json])");
   cmd->add_flag("--init", args->init, "Start from a freshly initialised model (train.seed)");
   cmd->add_option("--to-hf", args->to_hf, "Write model.safetensors + config.json into this directory");
   cmd->add_option("--to", args->to, "Write a step_0 checkpoint into this checkpoint directory");

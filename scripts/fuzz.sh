@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz the job-spec loader (engine/config) with libFuzzer + ASan + UBSan.
+# Fuzz the job-spec loader (engine/config) and the safetensors reader (engine/ckpt) with libFuzzer +
+# ASan + UBSan, each for the given time.
 #   scripts/fuzz.sh [seconds]      (default 60)
 # Builds only the fuzz target in build-fuzz/ with clang, seeds tests/fuzz/corpus-work/ (kept between
 # runs, git-ignored) from the config corpora and configs/*.yaml, and writes any crashing input to
@@ -14,7 +15,7 @@ artifacts="$build/fuzz-artifacts"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPTRAIN_FUZZ=ON -DPTRAIN_CUDA=OFF -DPTRAIN_TESTS=ON
-cmake --build "$build" --target fuzz_config
+cmake --build "$build" --target fuzz_config fuzz_safetensors
 
 mkdir -p "$corpus" "$artifacts"
 shopt -s nullglob  # configs/ may still be empty
@@ -22,6 +23,13 @@ for seed in "$root"/tests/config/{bad,warn,good}/*.yaml "$root"/configs/*.yaml; 
   cp "$seed" "$corpus/seed-$(basename "$(dirname "$seed")")-$(basename "$seed")"
 done
 
-exec "$build/tests/fuzz/fuzz_config" -max_total_time="$seconds" -max_len=65536 -timeout=5 \
+"$build/tests/fuzz/fuzz_config" -max_total_time="$seconds" -max_len=65536 -timeout=5 \
   -rss_limit_mb=4096 -print_final_stats=1 -dict="$root/tests/fuzz/config.dict" \
   -artifact_prefix="$artifacts/" "$corpus"
+
+# Safetensors: its corpus lives in the build tree, seeded from tests/fuzz/safetensors-seeds/.
+st_corpus="$build/corpus-safetensors"
+mkdir -p "$st_corpus"
+exec "$build/tests/fuzz/fuzz_safetensors" -max_total_time="$seconds" -max_len=4096 -timeout=5 \
+  -rss_limit_mb=4096 -print_final_stats=1 -dict="$root/tests/fuzz/safetensors.dict" \
+  -artifact_prefix="$artifacts/" "$st_corpus" "$root/tests/fuzz/safetensors-seeds"

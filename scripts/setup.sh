@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev
   clang libclang-rt-14-dev   # libFuzzer target (tests/fuzz)
+  python3-torch python3-numpy   # reference checks (tests/ckpt/check_hf_export.py)
 )
 
 missing=()

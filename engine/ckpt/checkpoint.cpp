@@ -3,10 +3,9 @@
 #include <fcntl.h>  // AT_FDCWD
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc)
 
-#include <cstdio>
-
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
@@ -25,7 +24,9 @@ constexpr const char* kManifestName = "manifest.json";
 constexpr const char* kLatestName = "latest";
 constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;
 
-std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
+std::string join(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
 
 std::string crc_hex(std::uint32_t crc) {
   char buf[9];
@@ -52,12 +53,13 @@ bool parse_crc_hex(const std::string& text, std::uint32_t& out) {
 bool plain_file_name(const std::string& name) {
   if (name.empty() || name.size() > 255 || name[0] == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-           c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
-std::int64_t checked_numel(const std::vector<std::int64_t>& shape, const std::string& path, const std::string& what) {
+std::int64_t checked_numel(const std::vector<std::int64_t>& shape, const std::string& path,
+                           const std::string& what) {
   std::int64_t n = 1;
   for (std::int64_t d : shape) {
     if (d < 0 || __builtin_mul_overflow(n, d, &n))
@@ -66,7 +68,8 @@ std::int64_t checked_numel(const std::vector<std::int64_t>& shape, const std::st
   return n;
 }
 
-std::vector<std::int64_t> read_shape(const nlohmann::json& value, const std::string& path, const std::string& what) {
+std::vector<std::int64_t> read_shape(const nlohmann::json& value, const std::string& path,
+                                     const std::string& what) {
   if (!value.is_array()) throw CheckpointError(path, what + ": expected a shape list, found " + value.dump());
   std::vector<std::int64_t> shape;
   for (const nlohmann::json& d : value) {
@@ -158,7 +161,8 @@ void prune(const std::string& dir, std::int64_t step, int keep) {
   }
   if (keep > 0) {
     std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i) fs::remove_all(older[i].second, ec);
+    for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i)
+      fs::remove_all(older[i].second, ec);
   }
   for (const fs::path& p : leftovers) fs::remove_all(p, ec);
   try {
@@ -171,7 +175,8 @@ void prune(const std::string& dir, std::int64_t step, int keep) {
 // step saved again) is swapped out atomically and then removed.
 void install_step_dir(const std::string& tmp_dir, const std::string& final_dir) {
   if (::rename(tmp_dir.c_str(), final_dir.c_str()) == 0) return;
-  if (errno != ENOTEMPTY && errno != EEXIST) throw CheckpointIoError(final_dir, "cannot rename " + tmp_dir + " to it", errno);
+  if (errno != ENOTEMPTY && errno != EEXIST)
+    throw CheckpointIoError(final_dir, "cannot rename " + tmp_dir + " to it", errno);
   if (::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0)
     throw CheckpointIoError(final_dir, "cannot replace it with " + tmp_dir, errno);
   std::error_code ec;
@@ -182,7 +187,9 @@ void install_step_dir(const std::string& tmp_dir, const std::string& final_dir) 
 
 // ------------------------------------------------------------------------------------------ names
 
-std::string step_dir_name(std::int64_t step) { return "step_" + std::to_string(step); }
+std::string step_dir_name(std::int64_t step) {
+  return "step_" + std::to_string(step);
+}
 
 std::optional<std::int64_t> parse_step_dir_name(const std::string& name) {
   constexpr std::string_view prefix = "step_";
@@ -202,7 +209,8 @@ std::optional<std::int64_t> parse_step_dir_name(const std::string& name) {
 nlohmann::json to_json(const RankFileInfo& info) {
   nlohmann::json pieces = nlohmann::json::array();
   for (const RankFileInfo::Piece& p : info.pieces)
-    pieces.push_back({{"tensor", p.tensor}, {"shape", p.global_shape}, {"key", p.key}, {"runs", runs_to_json(p.runs)}});
+    pieces.push_back(
+        {{"tensor", p.tensor}, {"shape", p.global_shape}, {"key", p.key}, {"runs", runs_to_json(p.runs)}});
   return {{"rank", info.rank},
           {"file", info.file},
           {"bytes", info.bytes},
@@ -225,8 +233,8 @@ RankFileInfo rank_file_info_from_json(const nlohmann::json& value) {
     piece.tensor = pr.string("tensor");
     piece.key = pr.string("key");
     piece.global_shape = read_shape(pr.at("shape"), origin, pr.where("shape"));
-    piece.runs = runs_from_json(pr.at("runs"), checked_numel(piece.global_shape, origin, piece.tensor), origin,
-                                pr.where("runs"));
+    piece.runs = runs_from_json(pr.at("runs"), checked_numel(piece.global_shape, origin, piece.tensor),
+                                origin, pr.where("runs"));
     info.pieces.push_back(std::move(piece));
   }
   return info;
@@ -255,12 +263,14 @@ RankFileInfo write_rank_file(const std::string& tmp_dir, int rank, std::int64_t 
   writer.set_metadata("step", std::to_string(step));
   for (const TensorShard& s : shards) {
     const std::int64_t numel = runs_numel(s.runs);
-    std::vector<std::int64_t> stored = s.stored_shape.empty() ? std::vector<std::int64_t>{numel} : s.stored_shape;
+    std::vector<std::int64_t> stored =
+        s.stored_shape.empty() ? std::vector<std::int64_t>{numel} : s.stored_shape;
     std::int64_t stored_numel = 1;
     for (std::int64_t d : stored) stored_numel *= d;
     if (stored_numel != numel)
-      throw std::invalid_argument("write_rank_file: shard " + s.name + " stores " + std::to_string(stored_numel) +
-                                  " elements but its runs list " + std::to_string(numel));
+      throw std::invalid_argument("write_rank_file: shard " + s.name + " stores " +
+                                  std::to_string(stored_numel) + " elements but its runs list " +
+                                  std::to_string(numel));
     writer.add_f32(s.name, std::move(stored), s.data);
     info.pieces.push_back({s.name, s.global_shape, s.name, s.runs});
   }
@@ -284,7 +294,8 @@ std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir
   for (const RankFileInfo& rank : ranks) {
     if (!file_names.insert(rank.file).second)
       throw std::invalid_argument("commit_checkpoint: two ranks wrote " + rank.file);
-    files.push_back({{"file", rank.file}, {"rank", rank.rank}, {"bytes", rank.bytes}, {"crc32c", crc_hex(rank.crc32c)}});
+    files.push_back(
+        {{"file", rank.file}, {"rank", rank.rank}, {"bytes", rank.bytes}, {"crc32c", crc_hex(rank.crc32c)}});
     for (const RankFileInfo::Piece& p : rank.pieces) {
       auto [it, fresh] = tensors.try_emplace(p.tensor);
       if (fresh) it->second.shape = p.global_shape;
@@ -344,7 +355,9 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
   std::error_code ec;
-  auto complete = [&](const std::string& name) { return fs::is_regular_file(join(join(dir, name), kManifestName), ec); };
+  auto complete = [&](const std::string& name) {
+    return fs::is_regular_file(join(join(dir, name), kManifestName), ec);
+  };
   if (!fs::is_directory(dir, ec)) return std::nullopt;
 
   const std::string latest_path = join(dir, kLatestName);
@@ -352,7 +365,8 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
     try {
       const MappedBytes bytes(latest_path);
       std::string name(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size());
-      while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
+      while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' '))
+        name.pop_back();
       if (parse_step_dir_name(name) && complete(name)) return join(dir, name);
     } catch (const CheckpointError&) {  // unreadable: fall back to scanning
     }
@@ -396,7 +410,8 @@ struct LoadedCheckpoint::Impl {
 
   const Tensor& tensor(const std::string& name) const {
     auto it = tensors.find(name);
-    if (it == tensors.end()) throw CheckpointError(manifest_path, "no tensor \"" + name + "\" in the checkpoint");
+    if (it == tensors.end())
+      throw CheckpointError(manifest_path, "no tensor \"" + name + "\" in the checkpoint");
     return it->second;
   }
 
@@ -405,12 +420,14 @@ struct LoadedCheckpoint::Impl {
     if (f.opened) return *f.opened;
     MappedBytes bytes(join(dir, f.name));
     if (bytes.size() != f.bytes)
-      throw CheckpointError(bytes.path(), "file is " + std::to_string(bytes.size()) + " bytes but the manifest records " +
-                                              std::to_string(f.bytes) + " (truncated or replaced)");
+      throw CheckpointError(bytes.path(), "file is " + std::to_string(bytes.size()) +
+                                              " bytes but the manifest records " + std::to_string(f.bytes) +
+                                              " (truncated or replaced)");
     const std::uint32_t crc = crc32c(bytes.bytes().data(), bytes.bytes().size());
     if (crc != f.crc32c)
-      throw CheckpointError(bytes.path(), "checksum mismatch: CRC32C is " + crc_hex(crc) + ", the manifest records " +
-                                              crc_hex(f.crc32c) + " (the file is corrupt)");
+      throw CheckpointError(bytes.path(), "checksum mismatch: CRC32C is " + crc_hex(crc) +
+                                              ", the manifest records " + crc_hex(f.crc32c) +
+                                              " (the file is corrupt)");
     f.opened = std::make_unique<SafetensorsFile>(std::move(bytes));
     return *f.opened;
   }
@@ -421,7 +438,8 @@ struct LoadedCheckpoint::Impl {
     if (p.stored != nullptr) return *p.stored;
     const StTensorInfo* t = file.find(p.key);
     if (t == nullptr)
-      throw CheckpointError(file.path(), "has no tensor \"" + p.key + "\", which the manifest lists for " + tensor_name);
+      throw CheckpointError(file.path(),
+                            "has no tensor \"" + p.key + "\", which the manifest lists for " + tensor_name);
     if (t->dtype != StDtype::F32 && t->dtype != StDtype::BF16 && t->dtype != StDtype::F16)
       throw CheckpointError(file.path(), "tensor \"" + p.key + "\" has dtype " + dtype_name(t->dtype) +
                                              "; expected F32, BF16 or F16");
@@ -433,14 +451,16 @@ struct LoadedCheckpoint::Impl {
   }
 };
 
-LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir) : dir_(step_dir), impl_(std::make_unique<Impl>()) {
+LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir)
+    : dir_(step_dir), impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
   impl.manifest_path = join(dir_, kManifestName);
   const std::string& mpath = impl.manifest_path;
   {
     std::error_code ec;
     if (!fs::exists(mpath, ec))
-      throw CheckpointError(dir_, "not a checkpoint: no manifest.json (an unfinished save leaves only a .tmp directory)");
+      throw CheckpointError(
+          dir_, "not a checkpoint: no manifest.json (an unfinished save leaves only a .tmp directory)");
     const MappedBytes bytes(mpath);
     if (bytes.size() > kMaxManifestBytes) throw CheckpointError(mpath, "manifest larger than 1 GiB");
     manifest_ = parse_json_strict(
@@ -469,8 +489,10 @@ LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir) : dir_(step_dir)
     if (!plain_file_name(file.name)) fr.fail("bad file name \"" + file.name + "\"");
     fr.non_negative("rank");
     file.bytes = fr.non_negative("bytes");
-    if (!parse_crc_hex(fr.string("crc32c"), file.crc32c)) fr.fail("crc32c of " + file.name + " is not 8 hex digits");
-    if (!file_index.emplace(file.name, impl.files.size()).second) fr.fail("file " + file.name + " listed twice");
+    if (!parse_crc_hex(fr.string("crc32c"), file.crc32c))
+      fr.fail("crc32c of " + file.name + " is not 8 hex digits");
+    if (!file_index.emplace(file.name, impl.files.size()).second)
+      fr.fail("file " + file.name + " listed twice");
     impl.files.push_back(std::move(file));
   }
 
@@ -511,7 +533,9 @@ std::vector<std::string> LoadedCheckpoint::tensor_names() const {
   return names;
 }
 
-bool LoadedCheckpoint::has_tensor(const std::string& name) const { return impl_->tensors.count(name) != 0; }
+bool LoadedCheckpoint::has_tensor(const std::string& name) const {
+  return impl_->tensors.count(name) != 0;
+}
 
 const std::vector<std::int64_t>& LoadedCheckpoint::tensor_shape(const std::string& name) const {
   return impl_->tensor(name).shape;
@@ -529,15 +553,16 @@ void LoadedCheckpoint::read_tensor(const std::string& name, const IndexRuns& glo
   }
   for_each_block(global_runs, [&](std::int64_t start, std::int64_t length, std::int64_t position) {
     if (start < 0 || start + length > t.numel)
-      throw std::out_of_range("read_tensor: " + name + " has " + std::to_string(t.numel) + " elements; asked for [" +
-                              std::to_string(start) + ", " + std::to_string(start + length) + ")");
+      throw std::out_of_range("read_tensor: " + name + " has " + std::to_string(t.numel) +
+                              " elements; asked for [" + std::to_string(start) + ", " +
+                              std::to_string(start + length) + ")");
     while (length > 0) {
       auto it = std::upper_bound(t.segments.begin(), t.segments.end(), start,
                                  [](std::int64_t g, const Segment& s) { return g < s.begin; });
       if (it == t.segments.begin() || start >= std::prev(it)->begin + std::prev(it)->length) {
         const std::int64_t gap_end = it == t.segments.end() ? t.numel : it->begin;
-        throw CheckpointError(dir_, "elements [" + std::to_string(start) + ", " + std::to_string(gap_end) + ") of " +
-                                        name + " are in no file of the checkpoint");
+        throw CheckpointError(dir_, "elements [" + std::to_string(start) + ", " + std::to_string(gap_end) +
+                                        ") of " + name + " are in no file of the checkpoint");
       }
       const Segment& s = *std::prev(it);
       const std::int64_t n = std::min(length, s.begin + s.length - start);
@@ -567,7 +592,9 @@ LoadedCheckpoint open_checkpoint(const std::string& path) {
   if (fs::is_regular_file(join(path, kManifestName), ec)) return LoadedCheckpoint(path);
   if (!fs::is_directory(path, ec)) throw CheckpointError(path, "no such checkpoint directory");
   const std::optional<std::string> latest = latest_checkpoint(path);
-  if (!latest) throw CheckpointError(path, "no checkpoint here: neither a manifest.json nor a complete step_<N> directory");
+  if (!latest)
+    throw CheckpointError(path,
+                          "no checkpoint here: neither a manifest.json nor a complete step_<N> directory");
   return LoadedCheckpoint(*latest);
 }
 

@@ -25,11 +25,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/ckpt/index_runs.h"
 
@@ -50,9 +49,9 @@ struct TensorShard {
 // What one rank wrote: enough for rank 0 to write the manifest.
 struct RankFileInfo {
   struct Piece {
-    std::string tensor;                      // global tensor name
+    std::string tensor;  // global tensor name
     std::vector<std::int64_t> global_shape;
-    std::string key;                         // tensor name inside the file
+    std::string key;  // tensor name inside the file
     IndexRuns runs;
   };
   int rank = 0;

@@ -17,7 +17,8 @@ class CheckpointError : public std::runtime_error {
 
   // what() reads "<path>: byte <offset>: <detail>" (or "<path>: <detail>" without an offset).
   CheckpointError(std::string path, std::int64_t offset, const std::string& detail);
-  CheckpointError(std::string path, const std::string& detail) : CheckpointError(std::move(path), kNoOffset, detail) {}
+  CheckpointError(std::string path, const std::string& detail)
+      : CheckpointError(std::move(path), kNoOffset, detail) {}
 
   const std::string& path() const { return path_; }
   std::int64_t offset() const { return offset_; }

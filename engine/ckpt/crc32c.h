@@ -11,6 +11,8 @@ namespace ptrain::ckpt {
 // be checksummed piece by piece as it is written.
 std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size);
 
-inline std::uint32_t crc32c(const void* data, std::size_t size) { return crc32c_extend(0, data, size); }
+inline std::uint32_t crc32c(const void* data, std::size_t size) {
+  return crc32c_extend(0, data, size);
+}
 
 }  // namespace ptrain::ckpt

@@ -45,7 +45,8 @@ MappedBytes::MappedBytes(std::string path) : path_(std::move(path)) {
   if (fd < 0) throw CheckpointError(path_, std::string("cannot open: ") + std::strerror(errno));
   FdGuard guard(fd);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw CheckpointError(path_, std::string("cannot stat: ") + std::strerror(errno));
+  if (::fstat(fd, &st) != 0)
+    throw CheckpointError(path_, std::string("cannot stat: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw CheckpointError(path_, "not a regular file");
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ == 0) return;
@@ -57,7 +58,9 @@ MappedBytes::MappedBytes(std::string path) : path_(std::move(path)) {
   data_ = static_cast<const std::byte*>(p);
 }
 
-MappedBytes::~MappedBytes() { unmap(); }
+MappedBytes::~MappedBytes() {
+  unmap();
+}
 
 MappedBytes::MappedBytes(MappedBytes&& other) noexcept
     : path_(std::move(other.path_)),

@@ -23,10 +23,16 @@ namespace {
 using Shape = std::vector<std::int64_t>;
 using config::Arch;
 
-std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
-std::string shape_text(const Shape& shape) { return nlohmann::json(shape).dump(); }
+std::string join(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+std::string shape_text(const Shape& shape) {
+  return nlohmann::json(shape).dump();
+}
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -63,7 +69,8 @@ class ConfigCheck {
     return it == config_.end() || it->is_null() ? nullptr : &*it;
   }
 
-  void integer(const char* key, std::int64_t want, const char* job_key, std::optional<std::int64_t> fallback = {}) {
+  void integer(const char* key, std::int64_t want, const char* job_key,
+               std::optional<std::int64_t> fallback = {}) {
     const nlohmann::json* v = get(key);
     std::int64_t have = 0;
     if (v == nullptr) {
@@ -73,8 +80,8 @@ class ConfigCheck {
       return wrong_type(key, *v, "an integer");
     }
     if (have != want)
-      out_.push_back("config.json " + std::string(key) + " is " + std::to_string(have) + ", the job's " + job_key +
-                     " is " + std::to_string(want));
+      out_.push_back("config.json " + std::string(key) + " is " + std::to_string(have) + ", the job's " +
+                     job_key + " is " + std::to_string(want));
   }
 
   void real(const char* key, double want, const char* job_key, std::optional<double> fallback = {}) {
@@ -89,8 +96,8 @@ class ConfigCheck {
       have = v->get<double>();
     }
     if (std::abs(have - want) > 1e-6 * std::max(std::abs(have), std::abs(want)))
-      out_.push_back("config.json " + std::string(key) + " is " + nlohmann::json(have).dump() + ", the job's " +
-                     job_key + " is " + nlohmann::json(want).dump());
+      out_.push_back("config.json " + std::string(key) + " is " + nlohmann::json(have).dump() +
+                     ", the job's " + job_key + " is " + nlohmann::json(want).dump());
   }
 
   void boolean(const char* key, bool want, const char* job_key, bool fallback) {
@@ -128,7 +135,8 @@ class ConfigCheck {
   void unsupported(const char* key, const char* what) {
     const nlohmann::json* v = get(key);
     if (v != nullptr && !(v->is_boolean() && !v->get<bool>()))
-      out_.push_back("config.json " + std::string(key) + " is " + v->dump() + ": " + what + " is not supported");
+      out_.push_back("config.json " + std::string(key) + " is " + v->dump() + ": " + what +
+                     " is not supported");
   }
 
  private:
@@ -154,7 +162,8 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
   if (fs::is_regular_file(index_path, ec)) {
     const MappedBytes bytes(index_path);
     const nlohmann::json index = parse_json_strict(
-        std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()), index_path);
+        std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),
+        index_path);
     const JsonReader r(index, index_path, "");
     std::vector<std::string> files;
     const nlohmann::json& map = r.object("weight_map");
@@ -168,9 +177,10 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
     return files;
   }
   if (fs::is_regular_file(join(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
-  throw CheckpointError(hf_dir,
-                        "no model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read: "
-                        "convert it to safetensors first)");
+  throw CheckpointError(
+      hf_dir,
+      "no model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read: "
+      "convert it to safetensors first)");
 }
 
 HfTensors open_hf_tensors(const std::string& hf_dir, Arch arch) {
@@ -190,7 +200,8 @@ HfTensors open_hf_tensors(const std::string& hf_dir, Arch arch) {
 // HF tensors that are not parameters (buffers) or are redundant (a tied head), skipped on import.
 bool ignorable(const std::string& name, const config::ModelSpec& m) {
   if (m.arch == Arch::Gpt2)
-    return (starts_with(name, "h.") && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))) ||
+    return (starts_with(name, "h.") &&
+            (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))) ||
            name == "lm_head.weight";
   return ends_with(name, ".rotary_emb.inv_freq") || (m.tie_embeddings && name == "lm_head.weight");
 }
@@ -225,24 +236,25 @@ nlohmann::json hf_config(const config::ModelSpec& m) {
             {"initializer_range", 0.02},
             {"torch_dtype", "float32"}};
   }
-  nlohmann::json c = {{"architectures", {m.arch == Arch::Mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM"}},
-                      {"model_type", m.arch == Arch::Mixtral ? "mixtral" : "llama"},
-                      {"hidden_size", m.hidden},
-                      {"intermediate_size", m.ffn_hidden},
-                      {"num_attention_heads", m.heads},
-                      {"num_key_value_heads", m.kv_heads},
-                      {"num_hidden_layers", m.layers},
-                      {"head_dim", m.head_dim()},
-                      {"rms_norm_eps", m.norm_eps},
-                      {"rope_theta", m.rope_theta},
-                      {"rope_scaling", nullptr},
-                      {"vocab_size", m.vocab},
-                      {"max_position_embeddings", m.seq_len},
-                      {"tie_word_embeddings", m.tie_embeddings},
-                      {"hidden_act", "silu"},
-                      {"attention_dropout", 0.0},
-                      {"initializer_range", 0.02},
-                      {"torch_dtype", "float32"}};
+  nlohmann::json c = {
+      {"architectures", {m.arch == Arch::Mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", m.arch == Arch::Mixtral ? "mixtral" : "llama"},
+      {"hidden_size", m.hidden},
+      {"intermediate_size", m.ffn_hidden},
+      {"num_attention_heads", m.heads},
+      {"num_key_value_heads", m.kv_heads},
+      {"num_hidden_layers", m.layers},
+      {"head_dim", m.head_dim()},
+      {"rms_norm_eps", m.norm_eps},
+      {"rope_theta", m.rope_theta},
+      {"rope_scaling", nullptr},
+      {"vocab_size", m.vocab},
+      {"max_position_embeddings", m.seq_len},
+      {"tie_word_embeddings", m.tie_embeddings},
+      {"hidden_act", "silu"},
+      {"attention_dropout", 0.0},
+      {"initializer_range", 0.02},
+      {"torch_dtype", "float32"}};
   if (m.arch == Arch::Mixtral) {
     c["num_local_experts"] = m.moe ? m.moe->experts : 0;
     c["num_experts_per_tok"] = m.moe ? m.moe->top_k : 0;
@@ -279,8 +291,8 @@ std::vector<std::string> hf_config_mismatches(const nlohmann::json& cfg, const c
     if (p == nullptr || !json_int64(*p, positions)) {
       out.push_back("config.json n_positions is missing or not an integer");
     } else if (positions < m.seq_len) {
-      out.push_back("config.json n_positions is " + std::to_string(positions) + ", less than the job's model.seq_len " +
-                    std::to_string(m.seq_len));
+      out.push_back("config.json n_positions is " + std::to_string(positions) +
+                    ", less than the job's model.seq_len " + std::to_string(m.seq_len));
     }
     return out;
   }
@@ -304,12 +316,14 @@ std::vector<std::string> hf_config_mismatches(const nlohmann::json& cfg, const c
     std::int64_t window = 0;
     const nlohmann::json* w = c.get("sliding_window");
     if (w != nullptr && (!json_int64(*w, window) || window < m.seq_len))
-      out.push_back("config.json sliding_window is " + w->dump() + ": sliding-window attention is not supported");
+      out.push_back("config.json sliding_window is " + w->dump() +
+                    ": sliding-window attention is not supported");
   }
   return out;
 }
 
-HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& m, const std::string& out_dir) {
+HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& m,
+                         const std::string& out_dir) {
   for (const model::ParamInfo& info : store.registry()) {
     if (!store.contains(info.name) || store.slot(info.name).numel != info.numel())
       throw std::invalid_argument("export_hf needs the whole model on one rank; " + info.name +
@@ -320,7 +334,7 @@ HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec
   if (ec) throw CheckpointIoError(out_dir, "cannot create directory", ec.value());
 
   SafetensorsWriter writer;
-  writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
+  writer.set_metadata("format", "pt");        // transformers refuses safetensors files without it
   std::deque<std::vector<float>> transposed;  // kept alive until the file is written
   for (const model::ParamInfo& info : store.registry()) {
     const float* data = store.params() + store.slot(info.name).offset;
@@ -353,8 +367,9 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
   {
     const MappedBytes bytes(config_path);
     if (bytes.size() > (16 << 20)) throw CheckpointError(config_path, "larger than 16 MiB");
-    cfg = parse_json_strict(std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),
-                            config_path);
+    cfg = parse_json_strict(
+        std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),
+        config_path);
   }
   if (const std::vector<std::string> bad = hf_config_mismatches(cfg, m); !bad.empty()) {
     std::string message = "does not match the job's model: ";
@@ -395,13 +410,17 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
   }
   if (!missing.empty() || !mismatched.empty() || !unexpected.empty() || !hf.duplicates.empty()) {
     std::string message = "does not fit the job's model:";
-    if (!missing.empty()) message += " missing tensors (" + std::to_string(missing.size()) + "): " + list_text(missing) + ";";
+    if (!missing.empty())
+      message += " missing tensors (" + std::to_string(missing.size()) + "): " + list_text(missing) + ";";
     if (!mismatched.empty())
-      message += " mismatched tensors (" + std::to_string(mismatched.size()) + "): " + list_text(mismatched) + ";";
+      message +=
+          " mismatched tensors (" + std::to_string(mismatched.size()) + "): " + list_text(mismatched) + ";";
     if (!unexpected.empty())
-      message += " unexpected tensors (" + std::to_string(unexpected.size()) + "): " + list_text(unexpected) + ";";
+      message +=
+          " unexpected tensors (" + std::to_string(unexpected.size()) + "): " + list_text(unexpected) + ";";
     if (!hf.duplicates.empty())
-      message += " tensors present twice (" + std::to_string(hf.duplicates.size()) + "): " + list_text(hf.duplicates) + ";";
+      message += " tensors present twice (" + std::to_string(hf.duplicates.size()) +
+                 "): " + list_text(hf.duplicates) + ";";
     message.pop_back();
     throw CheckpointError(hf_dir, message);
   }

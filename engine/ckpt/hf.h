@@ -9,10 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/config/job_spec.h"
 #include "engine/model/param_store.h"
@@ -35,11 +34,12 @@ struct HfExportResult {
 // Writes the whole model held by `store` (one rank: tp = pp = ep = 1) as fp32. Creates out_dir if
 // needed; each file is written to a temporary name, fsync'd and renamed. std::invalid_argument if
 // the store does not hold the whole model; CheckpointIoError if writing fails.
-HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& model, const std::string& out_dir);
+HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& model,
+                         const std::string& out_dir);
 
 struct HfImportResult {
-  std::int64_t tensors = 0;         // HF tensors used
-  std::vector<std::string> notes;   // tensors ignored on purpose, truncated position tables
+  std::int64_t tensors = 0;        // HF tensors used
+  std::vector<std::string> notes;  // tensors ignored on purpose, truncated position tables
 };
 // Reads <hf_dir>/config.json and model.safetensors (or the shards of model.safetensors.index.json)
 // and fills this rank's slice of every parameter in `store`, in any layout. Accepts F32, BF16 and

@@ -103,7 +103,8 @@ nlohmann::json runs_to_json(const IndexRuns& runs) {
 
 IndexRuns runs_from_json(const nlohmann::json& value, std::int64_t numel, const std::string& path,
                          const std::string& what) {
-  if (!value.is_array()) throw CheckpointError(path, what + ": expected a list of runs, found " + value.dump());
+  if (!value.is_array())
+    throw CheckpointError(path, what + ": expected a list of runs, found " + value.dump());
   IndexRuns runs;
   for (const nlohmann::json& item : value) {
     auto bad = [&](const std::string& why) {
@@ -114,7 +115,8 @@ IndexRuns runs_from_json(const nlohmann::json& value, std::int64_t numel, const 
     IndexRun r;
     std::int64_t* fields[] = {&r.start, &r.length, &r.stride, &r.count};
     for (std::size_t k = 0; k < item.size(); ++k)
-      if (!json_int64(item[k], *fields[k]) || *fields[k] < 0) throw bad("has a field that is not a non-negative integer");
+      if (!json_int64(item[k], *fields[k]) || *fields[k] < 0)
+        throw bad("has a field that is not a non-negative integer");
     if (item.size() == 2) r.stride = 0, r.count = 1;
     if (r.count < 1) throw bad("has count 0");
     if (r.count > 1 && r.stride < r.length) throw bad("has blocks that overlap (stride < length)");

@@ -17,7 +17,9 @@ bool vocab_padded(const model::ParamInfo& info) {
          (info.placement == model::Placement::Embedding || info.placement == model::Placement::Head);
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) { return nlohmann::json(shape).dump(); }
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  return nlohmann::json(shape).dump();
+}
 
 // The part [begin, end) of a slot's local elements that lies in the flat range [lo, hi).
 struct LocalSpan {
@@ -62,7 +64,8 @@ class Restorer {
     std::string message;
     auto list = [&](const char* title, const std::vector<std::string>& items) {
       if (items.empty()) return;
-      message += std::string(message.empty() ? "" : "; ") + title + " (" + std::to_string(items.size()) + "): ";
+      message +=
+          std::string(message.empty() ? "" : "; ") + title + " (" + std::to_string(items.size()) + "): ";
       for (std::size_t i = 0; i < items.size() && i < 10; ++i) message += (i ? ", " : "") + items[i];
       if (items.size() > 10) message += ", ... and " + std::to_string(items.size() - 10) + " more";
     };
@@ -107,9 +110,15 @@ bool has_optimizer_state(const LoadedCheckpoint& ckpt) {
 
 }  // namespace
 
-std::string model_tensor_name(const std::string& param) { return "model/" + param; }
-std::string exp_avg_tensor_name(const std::string& param) { return "optim/exp_avg/" + param; }
-std::string exp_avg_sq_tensor_name(const std::string& param) { return "optim/exp_avg_sq/" + param; }
+std::string model_tensor_name(const std::string& param) {
+  return "model/" + param;
+}
+std::string exp_avg_tensor_name(const std::string& param) {
+  return "optim/exp_avg/" + param;
+}
+std::string exp_avg_sq_tensor_name(const std::string& param) {
+  return "optim/exp_avg_sq/" + param;
+}
 
 std::vector<TensorShard> param_store_shards(const model::ParamStore& store, const MomentBuffers* moments,
                                             bool include_params) {
@@ -119,7 +128,8 @@ std::vector<TensorShard> param_store_shards(const model::ParamStore& store, cons
     const model::ParamInfo& info = *slot.local.info;
     const IndexRuns runs = param_runs(info, c.tp_rank, c.tp);
     if (include_params)
-      shards.push_back({model_tensor_name(info.name), info.shape, slot.local.local_shape, runs, store.params() + slot.offset});
+      shards.push_back({model_tensor_name(info.name), info.shape, slot.local.local_shape, runs,
+                        store.params() + slot.offset});
     if (moments == nullptr) continue;
     const LocalSpan span = overlap(slot, moments->flat_begin, range_end(store, *moments));
     if (span.empty()) continue;
@@ -133,7 +143,8 @@ std::vector<TensorShard> param_store_shards(const model::ParamStore& store, cons
   return shards;
 }
 
-RestoreResult restore_param_store(LoadedCheckpoint& ckpt, model::ParamStore& store, const MomentBuffers* moments) {
+RestoreResult restore_param_store(LoadedCheckpoint& ckpt, model::ParamStore& store,
+                                  const MomentBuffers* moments) {
   Restorer restorer(ckpt);
   const bool with_optim = moments != nullptr && has_optimizer_state(ckpt);
   const std::int64_t lo = moments ? moments->flat_begin : 0, hi = moments ? range_end(store, *moments) : 0;
@@ -214,7 +225,8 @@ std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const 
   auto compare = [&](const char* key, const nlohmann::json& ours) {
     const nlohmann::json theirs = saved.contains(key) ? saved[key] : nlohmann::json();
     if (theirs != ours)
-      out.push_back(std::string("model.") + key + ": the checkpoint has " + theirs.dump() + ", the job has " + ours.dump());
+      out.push_back(std::string("model.") + key + ": the checkpoint has " + theirs.dump() + ", the job has " +
+                    ours.dump());
   };
   compare("arch", config::to_string(model.arch));
   compare("layers", model.layers);
@@ -227,7 +239,8 @@ std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const 
   if (model.arch == config::Arch::Gpt2) compare("seq_len", model.seq_len);  // learned positions
   if (model.moe) {
     const nlohmann::json moe = saved.contains("moe") ? saved["moe"] : nlohmann::json();
-    const nlohmann::json experts = moe.is_object() && moe.contains("experts") ? moe["experts"] : nlohmann::json();
+    const nlohmann::json experts =
+        moe.is_object() && moe.contains("experts") ? moe["experts"] : nlohmann::json();
     if (experts != nlohmann::json(model.moe->experts))
       out.push_back("model.moe.experts: the checkpoint has " + experts.dump() + ", the job has " +
                     std::to_string(model.moe->experts));

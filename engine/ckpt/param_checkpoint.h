@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/ckpt/checkpoint.h"
 #include "engine/config/job_spec.h"
@@ -32,7 +31,8 @@ struct MomentBuffers {
 // The tensors a rank saves: every parameter of `store` (if include_params; under data parallelism
 // only one replica needs to) and, with `moments`, the moments of its range. The shards point into
 // the buffers, which must stay unchanged until the rank file is written.
-std::vector<TensorShard> param_store_shards(const model::ParamStore& store, const MomentBuffers* moments = nullptr,
+std::vector<TensorShard> param_store_shards(const model::ParamStore& store,
+                                            const MomentBuffers* moments = nullptr,
                                             bool include_params = true);
 
 struct RestoreResult {

@@ -75,7 +75,8 @@ StTensorInfo parse_entry(const std::string& name, const nlohmann::json& value, c
   std::int64_t numel = 1;
   for (const nlohmann::json& d : shape) {
     std::int64_t dim = 0;
-    if (!json_int64(d, dim) || dim < 0) throw fail("shape: expected non-negative integers, found " + shape.dump());
+    if (!json_int64(d, dim) || dim < 0)
+      throw fail("shape: expected non-negative integers, found " + shape.dump());
     t.shape.push_back(dim);
     if (__builtin_mul_overflow(numel, dim, &numel)) throw fail("shape " + shape.dump() + " overflows");
   }
@@ -109,7 +110,8 @@ void check_tiling(const StHeader& h, std::int64_t data_bytes, const std::string&
   for (const StTensorInfo* t : by_offset) {
     if (t->begin < covered)
       throw CheckpointError(path, h.data_start + t->begin,
-                            "tensor \"" + t->name + "\" overlaps tensor \"" + (previous ? previous->name : std::string()) + "\"");
+                            "tensor \"" + t->name + "\" overlaps tensor \"" +
+                                (previous ? previous->name : std::string()) + "\"");
     if (t->begin > covered)
       throw CheckpointError(path, h.data_start + covered,
                             std::to_string(t->begin - covered) + " bytes before tensor \"" + t->name +
@@ -118,14 +120,19 @@ void check_tiling(const StHeader& h, std::int64_t data_bytes, const std::string&
     previous = t;
   }
   if (covered != data_bytes)
-    throw CheckpointError(path, h.data_start + covered,
-                          std::to_string(data_bytes - covered) + " bytes after the last tensor belong to no tensor");
+    throw CheckpointError(
+        path, h.data_start + covered,
+        std::to_string(data_bytes - covered) + " bytes after the last tensor belong to no tensor");
 }
 
 }  // namespace
 
-const char* dtype_name(StDtype dtype) { return row_of(dtype).name; }
-std::size_t dtype_bytes(StDtype dtype) { return row_of(dtype).bytes; }
+const char* dtype_name(StDtype dtype) {
+  return row_of(dtype).name;
+}
+std::size_t dtype_bytes(StDtype dtype) {
+  return row_of(dtype).bytes;
+}
 
 std::optional<StDtype> parse_dtype(std::string_view name) {
   for (const DtypeRow& r : kDtypes)
@@ -148,20 +155,22 @@ const StTensorInfo* StHeader::find(const std::string& name) const {
 StHeader parse_safetensors(std::span<const std::byte> file, const std::string& path) {
   const auto file_size = static_cast<std::int64_t>(file.size());
   if (file_size < 8)
-    throw CheckpointError(path, 0,
-                          "file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
+    throw CheckpointError(
+        path, 0, "file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
   std::uint64_t header_len = 0;
   std::memcpy(&header_len, file.data(), 8);
   if (header_len > static_cast<std::uint64_t>(kMaxSafetensorsHeaderBytes))
     throw CheckpointError(path, 0,
                           "header length " + std::to_string(header_len) + " exceeds the limit of " +
-                              std::to_string(kMaxSafetensorsHeaderBytes) + " bytes (not a safetensors file?)");
+                              std::to_string(kMaxSafetensorsHeaderBytes) +
+                              " bytes (not a safetensors file?)");
   const auto n = static_cast<std::int64_t>(header_len);
   if (n > file_size - 8)
     throw CheckpointError(path, 0,
                           "header length " + std::to_string(n) + " runs past the end of the file (" +
                               std::to_string(file_size) + " bytes): truncated?");
-  if (n < 2) throw CheckpointError(path, 0, "header length " + std::to_string(n) + " is too short for a JSON object");
+  if (n < 2)
+    throw CheckpointError(path, 0, "header length " + std::to_string(n) + " is too short for a JSON object");
 
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, static_cast<std::size_t>(n));
   const nlohmann::json root = parse_json_strict(text, path, 8);
@@ -176,7 +185,8 @@ StHeader parse_safetensors(std::span<const std::byte> file, const std::string& p
       if (!it->is_object()) throw CheckpointError(path, 8, "__metadata__: expected an object of strings");
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string())
-          throw CheckpointError(path, 8, "__metadata__[\"" + m.key() + "\"]: expected a string, found " + m->dump());
+          throw CheckpointError(path, 8,
+                                "__metadata__[\"" + m.key() + "\"]: expected a string, found " + m->dump());
         h.metadata.emplace(m.key(), m->get<std::string>());
       }
       continue;
@@ -210,10 +220,11 @@ std::span<const std::byte> SafetensorsFile::data(const StTensorInfo& tensor) con
                                 static_cast<std::size_t>(tensor.end - tensor.begin));
 }
 
-void SafetensorsFile::read_f32(const StTensorInfo& tensor, std::int64_t first, std::int64_t count, float* out) const {
+void SafetensorsFile::read_f32(const StTensorInfo& tensor, std::int64_t first, std::int64_t count,
+                               float* out) const {
   if (first < 0 || count < 0 || first + count > tensor.numel())
-    throw std::out_of_range("read_f32: elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                            ") outside tensor " + tensor.name);
+    throw std::out_of_range("read_f32: elements [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") outside tensor " + tensor.name);
   const std::byte* src = data(tensor).data() + first * static_cast<std::int64_t>(dtype_bytes(tensor.dtype));
   switch (tensor.dtype) {
     case StDtype::F32:
@@ -233,7 +244,9 @@ void SafetensorsFile::read_f32(const StTensorInfo& tensor, std::int64_t first, s
   }
 }
 
-float bf16_to_f32(std::uint16_t bits) { return std::bit_cast<float>(std::uint32_t{bits} << 16); }
+float bf16_to_f32(std::uint16_t bits) {
+  return std::bit_cast<float>(std::uint32_t{bits} << 16);
+}
 
 float f16_to_f32(std::uint16_t bits) {
   const std::uint32_t sign = (std::uint32_t{bits} & 0x8000u) << 16;
@@ -247,13 +260,14 @@ float f16_to_f32(std::uint16_t bits) {
 
 std::uint16_t f32_to_bf16(float value) {
   const auto bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+    return static_cast<std::uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
   const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
   return static_cast<std::uint16_t>((bits + rounding) >> 16);
 }
 
-void SafetensorsWriter::add(std::string name, StDtype dtype, std::vector<std::int64_t> shape, const void* data,
-                            std::size_t bytes) {
+void SafetensorsWriter::add(std::string name, StDtype dtype, std::vector<std::int64_t> shape,
+                            const void* data, std::size_t bytes) {
   if (name.empty() || name == kMetadataKey || invalid_utf8_offset(name) >= 0)
     throw std::invalid_argument("safetensors: invalid tensor name \"" + name + "\"");
   for (const Pending& p : tensors_)
@@ -264,8 +278,8 @@ void SafetensorsWriter::add(std::string name, StDtype dtype, std::vector<std::in
     expected *= static_cast<std::size_t>(d);
   }
   if (expected != bytes)
-    throw std::invalid_argument("safetensors: \"" + name + "\" has " + std::to_string(bytes) + " bytes, its shape needs " +
-                                std::to_string(expected));
+    throw std::invalid_argument("safetensors: \"" + name + "\" has " + std::to_string(bytes) +
+                                " bytes, its shape needs " + std::to_string(expected));
   tensors_.push_back({std::move(name), dtype, std::move(shape), data, bytes});
 }
 

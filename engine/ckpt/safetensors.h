@@ -21,7 +21,23 @@
 
 namespace ptrain::ckpt {
 
-enum class StDtype : std::uint8_t { Bool, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64 };
+enum class StDtype : std::uint8_t {
+  Bool,
+  U8,
+  I8,
+  F8_E5M2,
+  F8_E4M3,
+  I16,
+  U16,
+  F16,
+  BF16,
+  I32,
+  U32,
+  F32,
+  I64,
+  U64,
+  F64
+};
 
 const char* dtype_name(StDtype dtype);  // as spelled in the header: "F32", "BF16", ...
 std::optional<StDtype> parse_dtype(std::string_view name);
@@ -84,7 +100,8 @@ std::uint16_t f32_to_bf16(float value);  // round to nearest even; NaN stays NaN
 // (std::invalid_argument otherwise: these are programming errors, not bad input).
 class SafetensorsWriter {
  public:
-  void add(std::string name, StDtype dtype, std::vector<std::int64_t> shape, const void* data, std::size_t bytes);
+  void add(std::string name, StDtype dtype, std::vector<std::int64_t> shape, const void* data,
+           std::size_t bytes);
   void add_f32(std::string name, std::vector<std::int64_t> shape, const float* data);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
 

@@ -91,7 +91,8 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& path,
     throw CheckpointError(path, base_offset, std::string("invalid JSON: ") + e.what());
   }
   if (too_deep) throw CheckpointError(path, base_offset, "JSON nested deeper than 64 levels");
-  if (!duplicate.empty()) throw CheckpointError(path, base_offset, "duplicate key \"" + duplicate + "\" in JSON");
+  if (!duplicate.empty())
+    throw CheckpointError(path, base_offset, "duplicate key \"" + duplicate + "\" in JSON");
   return value;
 }
 
@@ -114,13 +115,17 @@ JsonReader::JsonReader(const nlohmann::json& value, std::string path, std::strin
   if (!value_.is_object()) fail("expected a JSON object, found " + std::string(value_.type_name()));
 }
 
-std::string JsonReader::where(const std::string& key) const { return what_.empty() ? key : what_ + "." + key; }
+std::string JsonReader::where(const std::string& key) const {
+  return what_.empty() ? key : what_ + "." + key;
+}
 
 void JsonReader::fail(const std::string& detail) const {
   throw CheckpointError(path_, (what_.empty() ? std::string() : what_ + ": ") + detail);
 }
 
-bool JsonReader::has(const std::string& key) const { return value_.contains(key); }
+bool JsonReader::has(const std::string& key) const {
+  return value_.contains(key);
+}
 
 const nlohmann::json& JsonReader::at(const std::string& key) const {
   auto it = value_.find(key);
@@ -130,7 +135,8 @@ const nlohmann::json& JsonReader::at(const std::string& key) const {
 
 std::string JsonReader::string(const std::string& key) const {
   const nlohmann::json& v = at(key);
-  if (!v.is_string()) throw CheckpointError(path_, where(key) + ": expected a string, found " + v.type_name());
+  if (!v.is_string())
+    throw CheckpointError(path_, where(key) + ": expected a string, found " + v.type_name());
   return v.get<std::string>();
 }
 
@@ -144,7 +150,9 @@ std::int64_t JsonReader::integer(const std::string& key) const {
 
 std::int64_t JsonReader::non_negative(const std::string& key) const {
   const std::int64_t v = integer(key);
-  if (v < 0) throw CheckpointError(path_, where(key) + ": expected a non-negative integer, found " + std::to_string(v));
+  if (v < 0)
+    throw CheckpointError(path_,
+                          where(key) + ": expected a non-negative integer, found " + std::to_string(v));
   return v;
 }
 
@@ -156,13 +164,15 @@ double JsonReader::number(const std::string& key) const {
 
 bool JsonReader::boolean(const std::string& key) const {
   const nlohmann::json& v = at(key);
-  if (!v.is_boolean()) throw CheckpointError(path_, where(key) + ": expected true or false, found " + v.dump());
+  if (!v.is_boolean())
+    throw CheckpointError(path_, where(key) + ": expected true or false, found " + v.dump());
   return v.get<bool>();
 }
 
 const nlohmann::json& JsonReader::object(const std::string& key) const {
   const nlohmann::json& v = at(key);
-  if (!v.is_object()) throw CheckpointError(path_, where(key) + ": expected an object, found " + v.type_name());
+  if (!v.is_object())
+    throw CheckpointError(path_, where(key) + ": expected an object, found " + v.type_name());
   return v;
 }
 
@@ -179,6 +189,8 @@ void JsonReader::only_keys(const std::vector<std::string>& allowed) const {
   }
 }
 
-JsonReader JsonReader::child(const std::string& key) const { return JsonReader(object(key), path_, where(key)); }
+JsonReader JsonReader::child(const std::string& key) const {
+  return JsonReader(object(key), path_, where(key));
+}
 
 }  // namespace ptrain::ckpt

@@ -4,11 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ptrain::ckpt {
 
@@ -19,7 +18,8 @@ std::int64_t invalid_utf8_offset(std::string_view text);
 // Parses `text`, which starts at byte `base_offset` of file `path` (offsets in errors are file
 // offsets). Rejects invalid UTF-8, syntax errors, duplicate keys in any object and nesting deeper
 // than 64 levels with a CheckpointError.
-nlohmann::json parse_json_strict(std::string_view text, const std::string& path, std::int64_t base_offset = 0);
+nlohmann::json parse_json_strict(std::string_view text, const std::string& path,
+                                 std::int64_t base_offset = 0);
 
 // Typed access to a member of a JSON object; `what` names the object in messages (e.g.
 // "manifest.tensors[\"model/wte.weight\"]"). A missing key or a wrong type is a CheckpointError.
@@ -30,16 +30,16 @@ class JsonReader {
   bool has(const std::string& key) const;
   const nlohmann::json& at(const std::string& key) const;  // present, any type
   std::string string(const std::string& key) const;
-  std::int64_t integer(const std::string& key) const;      // a JSON integer that fits int64
+  std::int64_t integer(const std::string& key) const;  // a JSON integer that fits int64
   std::int64_t non_negative(const std::string& key) const;
-  double number(const std::string& key) const;             // integer or float
+  double number(const std::string& key) const;  // integer or float
   bool boolean(const std::string& key) const;
   const nlohmann::json& object(const std::string& key) const;
   const nlohmann::json& array(const std::string& key) const;
   // Every key of the object must be in `allowed`.
   void only_keys(const std::vector<std::string>& allowed) const;
 
-  JsonReader child(const std::string& key) const;  // object member as a reader
+  JsonReader child(const std::string& key) const;   // object member as a reader
   std::string where(const std::string& key) const;  // "what.key", for messages
   [[noreturn]] void fail(const std::string& detail) const;
   const std::string& path() const { return path_; }

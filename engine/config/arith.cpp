@@ -45,7 +45,8 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
 
 std::string list_numbers(const std::vector<std::int64_t>& numbers, std::size_t max_items) {
   std::vector<std::string> shown;
-  for (std::size_t i = 0; i < std::min(numbers.size(), max_items); ++i) shown.push_back(std::to_string(numbers[i]));
+  for (std::size_t i = 0; i < std::min(numbers.size(), max_items); ++i)
+    shown.push_back(std::to_string(numbers[i]));
   if (numbers.size() > max_items) shown.emplace_back("...");
   return join(shown);
 }

@@ -6,72 +6,96 @@ namespace ptrain::config {
 
 const char* to_string(Backend v) {
   switch (v) {
-    case Backend::Auto: return "auto";
-    case Backend::Cpu: return "cpu";
-    case Backend::Cuda: return "cuda";
+    case Backend::Auto:
+      return "auto";
+    case Backend::Cpu:
+      return "cpu";
+    case Backend::Cuda:
+      return "cuda";
   }
   return "?";
 }
 
 const char* to_string(Arch v) {
   switch (v) {
-    case Arch::Gpt2: return "gpt2";
-    case Arch::Llama: return "llama";
-    case Arch::Mixtral: return "mixtral";
+    case Arch::Gpt2:
+      return "gpt2";
+    case Arch::Llama:
+      return "llama";
+    case Arch::Mixtral:
+      return "mixtral";
   }
   return "?";
 }
 
 const char* to_string(ScheduleKind v) {
   switch (v) {
-    case ScheduleKind::Gpipe: return "gpipe";
-    case ScheduleKind::OneFOneB: return "1f1b";
-    case ScheduleKind::Interleaved1F1B: return "interleaved-1f1b";
-    case ScheduleKind::ZbH1: return "zb-h1";
+    case ScheduleKind::Gpipe:
+      return "gpipe";
+    case ScheduleKind::OneFOneB:
+      return "1f1b";
+    case ScheduleKind::Interleaved1F1B:
+      return "interleaved-1f1b";
+    case ScheduleKind::ZbH1:
+      return "zb-h1";
   }
   return "?";
 }
 
 const char* to_string(Precision v) {
   switch (v) {
-    case Precision::Fp32: return "fp32";
-    case Precision::Bf16: return "bf16";
+    case Precision::Fp32:
+      return "fp32";
+    case Precision::Bf16:
+      return "bf16";
   }
   return "?";
 }
 
 const char* to_string(Recompute v) {
   switch (v) {
-    case Recompute::None: return "none";
-    case Recompute::Selective: return "selective";
-    case Recompute::Full: return "full";
+    case Recompute::None:
+      return "none";
+    case Recompute::Selective:
+      return "selective";
+    case Recompute::Full:
+      return "full";
   }
   return "?";
 }
 
 const char* to_string(LrDecay v) {
   switch (v) {
-    case LrDecay::Cosine: return "cosine";
-    case LrDecay::Linear: return "linear";
-    case LrDecay::Constant: return "constant";
-    case LrDecay::Wsd: return "wsd";
+    case LrDecay::Cosine:
+      return "cosine";
+    case LrDecay::Linear:
+      return "linear";
+    case LrDecay::Constant:
+      return "constant";
+    case LrDecay::Wsd:
+      return "wsd";
   }
   return "?";
 }
 
 const char* to_string(DataFormat v) {
   switch (v) {
-    case DataFormat::Llmc: return "llmc";
-    case DataFormat::Megatron: return "megatron";
-    case DataFormat::Synthetic: return "synthetic";
+    case DataFormat::Llmc:
+      return "llmc";
+    case DataFormat::Megatron:
+      return "megatron";
+    case DataFormat::Synthetic:
+      return "synthetic";
   }
   return "?";
 }
 
 const char* to_string(Resume v) {
   switch (v) {
-    case Resume::Auto: return "auto";
-    case Resume::Never: return "never";
+    case Resume::Auto:
+      return "auto";
+    case Resume::Never:
+      return "never";
   }
   return "?";
 }

@@ -40,15 +40,15 @@ struct ModelSpec {
   int layers = 12;
   int hidden = 768;
   int heads = 12;
-  int kv_heads = 0;            // nullable; 0 or null = not given: resolved to heads
-  int ffn_hidden = 0;          // nullable; 0 or null = not given: 4*hidden (gpt2), required
-                               // for llama/mixtral
+  int kv_heads = 0;    // nullable; 0 or null = not given: resolved to heads
+  int ffn_hidden = 0;  // nullable; 0 or null = not given: 4*hidden (gpt2), required
+                       // for llama/mixtral
   int vocab = 50257;
   int seq_len = 1024;
   double norm_eps = 1.0e-5;
   double rope_theta = 10000.0;
-  bool tie_embeddings = false; // gpt2 ties by definition (load sets true; false is an error)
-  std::optional<MoeSpec> moe;  // arch mixtral only (nullable); mixtral without it gets defaults
+  bool tie_embeddings = false;  // gpt2 ties by definition (load sets true; false is an error)
+  std::optional<MoeSpec> moe;   // arch mixtral only (nullable); mixtral without it gets defaults
 
   // Derived (filled by load): vocab rounded up to a multiple of parallel.tp.
   int padded_vocab = 0;
@@ -60,11 +60,11 @@ struct ParallelSpec {
   int pp = 1;
   int cp = 1;
   int ep = 1;
-  int dp = 1;                  // resolved value; see dp_auto
-  bool dp_auto = true;         // `dp: auto` (the default): world / (tp*pp*cp)
+  int dp = 1;                            // resolved value; see dp_auto
+  bool dp_auto = true;                   // `dp: auto` (the default): world / (tp*pp*cp)
   std::string order = "tp-cp-ep-dp-pp";  // first axis varies fastest
   bool sequence_parallel = false;
-  int zero = 0;                // 0 | 1 | 2 | 3
+  int zero = 0;  // 0 | 1 | 2 | 3
 };
 
 struct ScheduleSpec {
@@ -84,8 +84,8 @@ struct TrainSpec {
   int micro_batch = 1;
   Precision precision = Precision::Bf16;
   Recompute recompute = Recompute::None;
-  std::uint64_t seed = 1234;   // 0 .. 2^63-1
-  double grad_clip = 1.0;      // 0 disables clipping
+  std::uint64_t seed = 1234;  // 0 .. 2^63-1
+  double grad_clip = 1.0;     // 0 disables clipping
 
   // Derived (filled by load): global_batch / (micro_batch * dp).
   int microbatches = 0;
@@ -105,31 +105,31 @@ struct OptimizerSpec {
 
 struct DataSpec {
   DataFormat format = DataFormat::Synthetic;
-  std::string train;           // nullable; llmc: glob of shards; megatron: path prefix of .bin/.idx;
-                               // required by both (never opened by the loader)
-  std::string valid;           // nullable; same form as train
-  std::int64_t eval_every = 0; // 0 = never
-  bool shuffle = true;         // false: sample i = tokens [i*T, i*T+T+1) in file order
+  std::string train;            // nullable; llmc: glob of shards; megatron: path prefix of .bin/.idx;
+                                // required by both (never opened by the loader)
+  std::string valid;            // nullable; same form as train
+  std::int64_t eval_every = 0;  // 0 = never
+  bool shuffle = true;          // false: sample i = tokens [i*T, i*T+T+1) in file order
 };
 
 struct CheckpointSpec {
-  std::string dir;             // nullable; empty = no checkpoints
-  std::int64_t every = 0;      // 0 = only at the end / on signal
-  int keep = 3;                // newest checkpoints kept; 0 = keep all
+  std::string dir;         // nullable; empty = no checkpoints
+  std::int64_t every = 0;  // 0 = only at the end / on signal
+  int keep = 3;            // newest checkpoints kept; 0 = keep all
   Resume resume = Resume::Auto;
-  std::string load_hf;         // nullable; empty = null
+  std::string load_hf;  // nullable; empty = null
 };
 
 struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 1;
-  std::string gpu = "cpu";     // hardware profile name, see plan/hardware.h
+  std::string gpu = "cpu";  // hardware profile name, see plan/hardware.h
 };
 
 struct LoggingSpec {
   std::int64_t every = 10;
-  std::string metrics;         // nullable; JSONL path; empty = none
-  std::string trace;           // nullable; Chrome trace path; empty = none
+  std::string metrics;  // nullable; JSONL path; empty = none
+  std::string trace;    // nullable; Chrome trace path; empty = none
 };
 
 struct CommSpec {

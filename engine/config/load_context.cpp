@@ -30,7 +30,9 @@ void LoadContext::warning(const std::string& key, std::string message, std::stri
   report_warning(result_.at(key, std::move(message), std::move(fix)));
 }
 
-void LoadContext::mark_bad(std::string key) { bad_keys_.insert(std::move(key)); }
+void LoadContext::mark_bad(std::string key) {
+  bad_keys_.insert(std::move(key));
+}
 
 bool LoadContext::any_bad(std::initializer_list<std::string_view> keys) const {
   for (std::string_view key : keys) {

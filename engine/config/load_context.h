@@ -3,13 +3,13 @@
 // follow-on errors).
 #pragma once
 
+#include <yaml-cpp/mark.h>
+
 #include <cstddef>
 #include <initializer_list>
 #include <set>
 #include <string>
 #include <string_view>
-
-#include <yaml-cpp/mark.h>
 
 #include "engine/config/loader.h"
 
@@ -29,7 +29,6 @@ class LoadContext {
   explicit LoadContext(LoadResult& result) : result_(result) {}
 
   JobSpec& spec() { return result_.spec; }
-  const JobSpec& spec() const { return result_.spec; }
   LoadResult& result() { return result_; }
 
   void report_error(Diagnostic diagnostic);

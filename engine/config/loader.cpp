@@ -74,13 +74,14 @@ LoadResult load_file(const std::string& path, const LoadOptions& opts) {
   try {
     std::error_code error;
     if (std::filesystem::is_directory(path, error)) {
-      failed.diags.errors.push_back(file_problem(path, "is a directory, not a job file", "pass the YAML file"));
+      failed.diags.errors.push_back(
+          file_problem(path, "is a directory, not a job file", "pass the YAML file"));
       return failed;
     }
     std::ifstream file(path, std::ios::binary);
     if (!file) {
-      std::string reason = std::filesystem::exists(path, error) ? "cannot be read (check its permissions)"
-                                                                : "does not exist";
+      std::string reason =
+          std::filesystem::exists(path, error) ? "cannot be read (check its permissions)" : "does not exist";
       failed.diags.errors.push_back(file_problem(path, cat("the job file ", reason), "check the path"));
       return failed;
     }
@@ -93,8 +94,9 @@ LoadResult load_file(const std::string& path, const LoadOptions& opts) {
     }
     text.resize(static_cast<std::size_t>(file.gcount()));
     if (text.size() > kMaxJobBytes) {
-      failed.diags.errors.push_back(file_problem(
-          path, cat("the job file is larger than ", kMaxJobBytes, " bytes (4 MiB)"), "is this the right file?"));
+      failed.diags.errors.push_back(
+          file_problem(path, cat("the job file is larger than ", kMaxJobBytes, " bytes (4 MiB)"),
+                       "is this the right file?"));
       return failed;
     }
     return load_string(text, path, opts);

@@ -26,13 +26,13 @@ struct Location {
 };
 
 struct LoadResult {
-  JobSpec spec;            // meaningful only when diags.ok()
-  Diagnostics diags;       // every problem found, not just the first
+  JobSpec spec;       // meaningful only when diags.ok()
+  Diagnostics diags;  // every problem found, not just the first
   // Dotted key path -> where it was written: the position of the key itself (not its value), for
   // every key read, sections included ("model", "model.moe", "optimizer.betas"). A --set records
   // {0, 0, "--set key=value"} and replaces the file's entry.
   std::map<std::string, Location> locations;
-  std::string origin;      // the file name (or the origin given to load_string)
+  std::string origin;  // the file name (or the origin given to load_string)
   bool ok() const { return diags.ok(); }
 
   // A diagnostic about `key` located where that key was written (later stages such as plan use

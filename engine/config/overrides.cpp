@@ -22,7 +22,8 @@ std::vector<std::string> split_path(std::string_view path) {
   std::size_t begin = 0;
   while (true) {
     std::size_t dot = path.find('.', begin);
-    parts.emplace_back(path.substr(begin, dot == std::string_view::npos ? std::string_view::npos : dot - begin));
+    parts.emplace_back(
+        path.substr(begin, dot == std::string_view::npos ? std::string_view::npos : dot - begin));
     if (dot == std::string_view::npos) return parts;
     begin = dot + 1;
   }
@@ -78,12 +79,14 @@ void apply_override(LoadContext& ctx, const std::string& text) {
   }
   std::string path = trimmed(std::string_view(text).substr(0, equals));
   if (path.empty()) {
-    ctx.report_error({"", 0, 0, "the key before '=' is empty", "write e.g. --set parallel.tp=2", source.origin});
+    ctx.report_error(
+        {"", 0, 0, "the key before '=' is empty", "write e.g. --set parallel.tp=2", source.origin});
     return;
   }
   std::optional<ResolvedPath> resolved = resolve_path(ctx, path, where);
   if (!resolved) return;
-  std::optional<ParsedYaml> parsed = parse_yaml(ctx, std::string_view(text).substr(equals + 1), source, resolved->path);
+  std::optional<ParsedYaml> parsed =
+      parse_yaml(ctx, std::string_view(text).substr(equals + 1), source, resolved->path);
   if (!parsed) return;
   if (parsed->documents > 1) {
     ctx.report_error({resolved->path, 0, 0, "the value holds several YAML documents", "give a single value",

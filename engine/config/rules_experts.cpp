@@ -15,8 +15,8 @@ void check_dense_model(LoadContext& ctx) {
   }
   if (spec.parallel.ep > 1 && !ctx.any_bad({"parallel.ep"})) {
     ctx.error("parallel.ep",
-              cat("parallel.ep = ", spec.parallel.ep, " needs a mixture-of-experts model (model.arch: mixtral), got arch ",
-                  arch),
+              cat("parallel.ep = ", spec.parallel.ep,
+                  " needs a mixture-of-experts model (model.arch: mixtral), got arch ", arch),
               "set parallel.ep: 1");
     ctx.mark_bad("parallel.ep");
   }

@@ -41,8 +41,8 @@ void resolve_kv_heads(LoadContext& ctx) {
   if (ctx.any_bad({"parallel.tp"}) || m.kv_heads % tp == 0 || m.heads % tp != 0) return;
   if (tp % m.kv_heads == 0) {
     ctx.warning("model.kv_heads",
-                cat("model.kv_heads = ", m.kv_heads, " < parallel.tp = ", tp, ": each kv head is replicated on ",
-                    tp / m.kv_heads, " tp ranks"),
+                cat("model.kv_heads = ", m.kv_heads, " < parallel.tp = ", tp,
+                    ": each kv head is replicated on ", tp / m.kv_heads, " tp ranks"),
                 "nothing to do for correctness; kv_heads divisible by tp avoids the replicas");
     return;
   }
@@ -60,7 +60,8 @@ void resolve_ffn_hidden(LoadContext& ctx) {
   if (ctx.any_bad({"model.ffn_hidden", "model.arch", "model.hidden"})) return;
   const bool defaulted = m.ffn_hidden == 0;
   if (defaulted && m.arch != Arch::Gpt2) {
-    ctx.error("model.ffn_hidden", cat("is required for arch ", to_string(m.arch), " (there is no standard default)"),
+    ctx.error("model.ffn_hidden",
+              cat("is required for arch ", to_string(m.arch), " (there is no standard default)"),
               "set model.ffn_hidden, e.g. 14336 for Llama-3-8B (hidden 4096)");
     ctx.mark_bad("model.ffn_hidden");
     return;
@@ -68,7 +69,8 @@ void resolve_ffn_hidden(LoadContext& ctx) {
   if (defaulted) {
     std::int64_t four_hidden = saturating_product({4, m.hidden});
     if (four_hidden > kMaxInt32) {
-      ctx.error("model.hidden", cat("the default model.ffn_hidden = 4*hidden = ", four_hidden, " is too large"),
+      ctx.error("model.hidden",
+                cat("the default model.ffn_hidden = 4*hidden = ", four_hidden, " is too large"),
                 "use a realistic model.hidden, or set model.ffn_hidden");
       ctx.mark_bad("model.ffn_hidden");
       return;
@@ -89,8 +91,9 @@ void resolve_padded_vocab(LoadContext& ctx) {
   if (ctx.any_bad({"model.vocab", "parallel.tp"})) return;
   std::int64_t padded = round_up(m.vocab, tp);
   if (padded > kMaxInt32) {
-    ctx.error("model.vocab", cat("model.vocab = ", m.vocab, " padded to a multiple of parallel.tp = ", tp,
-                                 " is ", padded, ", which is too large"),
+    ctx.error("model.vocab",
+              cat("model.vocab = ", m.vocab, " padded to a multiple of parallel.tp = ", tp, " is ", padded,
+                  ", which is too large"),
               "use a smaller vocab or tp");
     return;
   }
@@ -106,7 +109,8 @@ void resolve_padded_vocab(LoadContext& ctx) {
 void check_seq_len(LoadContext& ctx) {
   const ModelSpec& m = ctx.spec().model;
   const ParallelSpec& p = ctx.spec().parallel;
-  if (!ctx.any_bad({"model.seq_len", "parallel.cp"}) && p.cp > 1 && m.seq_len % (2 * std::int64_t{p.cp}) != 0) {
+  if (!ctx.any_bad({"model.seq_len", "parallel.cp"}) && p.cp > 1 &&
+      m.seq_len % (2 * std::int64_t{p.cp}) != 0) {
     std::int64_t chunks = 2 * std::int64_t{p.cp};
     ctx.error("model.seq_len",
               cat("model.seq_len = ", m.seq_len, " is not divisible by 2*parallel.cp = ", chunks,
@@ -130,7 +134,8 @@ void resolve_tied_embeddings(LoadContext& ctx) {
   ModelSpec& m = ctx.spec().model;
   if (ctx.any_bad({"model.arch", "model.tie_embeddings"}) || m.arch != Arch::Gpt2) return;
   if (ctx.was_written("model.tie_embeddings") && !m.tie_embeddings) {
-    ctx.error("model.tie_embeddings", "gpt2 always ties the token embedding and the LM head, so it cannot be false",
+    ctx.error("model.tie_embeddings",
+              "gpt2 always ties the token embedding and the LM head, so it cannot be false",
               "remove model.tie_embeddings (or set it to true), or use arch llama");
   }
   m.tie_embeddings = true;

@@ -63,9 +63,10 @@ void resolve_dp(LoadContext& ctx) {
   }
   const std::int64_t total = saturating_product({model_ranks, p.dp});
   if (total != world) {
-    std::string fix = world % model_ranks == 0
-                          ? cat("set parallel.dp: auto (dp = ", world / model_ranks, ") or run on ", total, " ranks")
-                          : cat("run on ", total, " ranks, or choose degrees with tp*pp*cp*dp = ", world);
+    std::string fix =
+        world % model_ranks == 0
+            ? cat("set parallel.dp: auto (dp = ", world / model_ranks, ") or run on ", total, " ranks")
+            : cat("run on ", total, " ranks, or choose degrees with tp*pp*cp*dp = ", world);
     ctx.error("parallel.dp",
               cat("tp*pp*cp*dp = ", spelled_product({p.tp, p.pp, p.cp, p.dp}), " but the world has ", world,
                   " ranks (", ctx.world_source, ")"),

@@ -14,9 +14,10 @@ void check_virtual_stages(LoadContext& ctx) {
   const ScheduleSpec& s = ctx.spec().schedule;
   if (ctx.any_bad({"schedule.kind", "schedule.virtual_stages"})) return;
   if (s.kind == ScheduleKind::Interleaved1F1B && s.virtual_stages < 2) {
-    ctx.error("schedule.virtual_stages",
-              cat("schedule.kind interleaved-1f1b needs schedule.virtual_stages >= 2, got ", s.virtual_stages),
-              "set schedule.virtual_stages: 2 (or more), or use schedule.kind: 1f1b");
+    ctx.error(
+        "schedule.virtual_stages",
+        cat("schedule.kind interleaved-1f1b needs schedule.virtual_stages >= 2, got ", s.virtual_stages),
+        "set schedule.virtual_stages: 2 (or more), or use schedule.kind: 1f1b");
   }
   if (s.kind != ScheduleKind::Interleaved1F1B && s.virtual_stages > 1) {
     ctx.error("schedule.virtual_stages",
@@ -29,7 +30,8 @@ void check_virtual_stages(LoadContext& ctx) {
 // [8, 8, 7, 7]: the first stages take the remainder, since the last stage also holds the LM head.
 std::string even_as_possible(std::int64_t layers, std::int64_t stages) {
   std::vector<std::string> sizes;
-  for (std::int64_t i = 0; i < stages; ++i) sizes.push_back(std::to_string(layers / stages + (i < layers % stages ? 1 : 0)));
+  for (std::int64_t i = 0; i < stages; ++i)
+    sizes.push_back(std::to_string(layers / stages + (i < layers % stages ? 1 : 0)));
   return cat("[", join(sizes), "]");
 }
 
@@ -38,18 +40,21 @@ void resolve_layers(LoadContext& ctx) {
   ScheduleSpec& s = spec.schedule;
   const int layers = spec.model.layers;
   const int pp = spec.parallel.pp;
-  if (ctx.any_bad({"model.layers", "parallel.pp", "schedule.virtual_stages", "schedule.layers_per_stage"})) return;
+  if (ctx.any_bad({"model.layers", "parallel.pp", "schedule.virtual_stages", "schedule.layers_per_stage"}))
+    return;
   const std::int64_t stages = saturating_product({pp, s.virtual_stages});
   const std::string stages_text = cat("pp*virtual_stages = ", spelled_product({pp, s.virtual_stages}));
   if (stages > kMaxPipelineStages) {
-    ctx.error("parallel.pp", cat(stages_text, " pipeline stages is more than the supported ", kMaxPipelineStages),
+    ctx.error("parallel.pp",
+              cat(stages_text, " pipeline stages is more than the supported ", kMaxPipelineStages),
               "use fewer pipeline stages");
     return;
   }
   if (!s.layers_per_stage.empty()) {
     const auto entries = static_cast<std::int64_t>(s.layers_per_stage.size());
     if (entries != stages) {
-      ctx.error("schedule.layers_per_stage", cat("has ", entries, " entries but there are ", stages_text, " stages"),
+      ctx.error("schedule.layers_per_stage",
+                cat("has ", entries, " entries but there are ", stages_text, " stages"),
                 cat("give one entry per virtual stage (", stages, " in all)"));
       return;
     }
@@ -70,14 +75,15 @@ void resolve_layers(LoadContext& ctx) {
     return;
   }
   if (layers % stages != 0) {
-    std::string alternatives = cat("make pp*virtual_stages a divisor of ", layers, " (",
-                                   list_numbers(divisors(layers)), ")");
-    ctx.error("model.layers",
-              cat("model.layers = ", layers, " does not split evenly over ", stages_text, " stages (", layers % stages,
-                  " layers left over; nothing is dropped silently)"),
-              stages <= kMaxSuggestedStages
-                  ? cat("set schedule.layers_per_stage: ", even_as_possible(layers, stages), ", or ", alternatives)
-                  : alternatives);
+    std::string alternatives =
+        cat("make pp*virtual_stages a divisor of ", layers, " (", list_numbers(divisors(layers)), ")");
+    ctx.error(
+        "model.layers",
+        cat("model.layers = ", layers, " does not split evenly over ", stages_text, " stages (",
+            layers % stages, " layers left over; nothing is dropped silently)"),
+        stages <= kMaxSuggestedStages
+            ? cat("set schedule.layers_per_stage: ", even_as_possible(layers, stages), ", or ", alternatives)
+            : alternatives);
     return;
   }
   s.resolved_layers_per_stage.assign(static_cast<std::size_t>(stages), static_cast<int>(layers / stages));
@@ -89,18 +95,20 @@ void resolve_microbatches(LoadContext& ctx) {
   const int pp = spec.parallel.pp;
   if (ctx.any_bad({"train.global_batch", "train.micro_batch", "parallel.dp"})) return;
   const std::int64_t per_microbatch = saturating_product({t.micro_batch, spec.parallel.dp});
-  const std::string per_text = cat("train.micro_batch*dp = ", spelled_product({t.micro_batch, spec.parallel.dp}));
+  const std::string per_text =
+      cat("train.micro_batch*dp = ", spelled_product({t.micro_batch, spec.parallel.dp}));
   if (t.global_batch % per_microbatch != 0) {
     ctx.error("train.global_batch",
               cat("train.global_batch = ", t.global_batch, " is not divisible by ", per_text),
-              cat("use global_batch ", nearby_multiples(t.global_batch, per_microbatch), ", or change micro_batch"));
+              cat("use global_batch ", nearby_multiples(t.global_batch, per_microbatch),
+                  ", or change micro_batch"));
     return;
   }
   t.microbatches = static_cast<int>(t.global_batch / per_microbatch);
   if (ctx.any_bad({"schedule.kind", "parallel.pp"})) return;
   const ScheduleKind kind = spec.schedule.kind;
-  const std::string count_text = cat(t.microbatches, " (global_batch/(micro_batch*dp) = ", t.global_batch, "/",
-                                     per_microbatch, ")");
+  const std::string count_text =
+      cat(t.microbatches, " (global_batch/(micro_batch*dp) = ", t.global_batch, "/", per_microbatch, ")");
   if ((kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZbH1) && t.microbatches < pp) {
     ctx.error("train.global_batch",
               cat(to_string(kind), " with pp = ", pp, " needs at least ", pp, " microbatches per step, got ",

@@ -17,7 +17,8 @@ void check_optimizer(LoadContext& ctx) {
                     ": the learning rate never reaches optimizer.lr"),
                 cat("use warmup_steps <= ", steps));
   }
-  if (ctx.any_bad({"optimizer.decay", "optimizer.decay_steps", "optimizer.warmup_steps", "train.steps"})) return;
+  if (ctx.any_bad({"optimizer.decay", "optimizer.decay_steps", "optimizer.warmup_steps", "train.steps"}))
+    return;
   if (o.decay != LrDecay::Wsd && o.decay_steps > 0) {
     ctx.warning("optimizer.decay_steps",
                 cat("only decay: wsd uses optimizer.decay_steps; decay: ", to_string(o.decay), " ignores it"),
@@ -26,8 +27,8 @@ void check_optimizer(LoadContext& ctx) {
   // Written as two comparisons: warmup_steps + decay_steps can overflow.
   if (o.decay == LrDecay::Wsd && o.warmup_steps <= steps && o.decay_steps > steps - o.warmup_steps) {
     ctx.warning("optimizer.decay_steps",
-                cat("warmup_steps + decay_steps = ", o.warmup_steps, " + ", o.decay_steps, " > train.steps = ", steps,
-                    ": the stable phase is empty and the decay is cut short"),
+                cat("warmup_steps + decay_steps = ", o.warmup_steps, " + ", o.decay_steps,
+                    " > train.steps = ", steps, ": the stable phase is empty and the decay is cut short"),
                 "lower optimizer.decay_steps");
   }
 }
@@ -42,7 +43,8 @@ void check_data(LoadContext& ctx) {
               "set data.train, or use data.format: synthetic");
   }
   if (d.format == DataFormat::Synthetic && !d.train.empty()) {
-    ctx.warning("data.train", "is ignored with data.format: synthetic", "remove data.train, or set data.format");
+    ctx.warning("data.train", "is ignored with data.format: synthetic",
+                "remove data.train, or set data.format");
   }
   if (ctx.any_bad({"data.eval_every", "data.valid"})) return;
   if (d.eval_every > 0 && d.valid.empty()) {
@@ -60,9 +62,10 @@ void check_checkpoint(LoadContext& ctx) {
   const CheckpointSpec& c = ctx.spec().checkpoint;
   if (ctx.any_bad({"checkpoint.every", "checkpoint.dir"})) return;
   if (c.every > 0 && c.dir.empty()) {
-    ctx.warning("checkpoint.every",
-                cat("checkpoint.every = ", c.every, " but checkpoint.dir is not set: no checkpoints are written"),
-                "set checkpoint.dir");
+    ctx.warning(
+        "checkpoint.every",
+        cat("checkpoint.every = ", c.every, " but checkpoint.dir is not set: no checkpoints are written"),
+        "set checkpoint.dir");
   }
 }
 

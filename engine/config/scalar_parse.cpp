@@ -6,7 +6,9 @@
 namespace ptrain::config {
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 std::size_t count_digits(std::string_view text, std::size_t from) {
   std::size_t n = 0;
@@ -53,7 +55,8 @@ IntParse parse_integer(std::string_view text) {
   // from_chars takes a leading '-' but not '+'.
   std::string_view signed_digits = text.front() == '+' ? text.substr(1) : text;
   std::int64_t value = 0;
-  auto [end, error] = std::from_chars(signed_digits.data(), signed_digits.data() + signed_digits.size(), value);
+  auto [end, error] =
+      std::from_chars(signed_digits.data(), signed_digits.data() + signed_digits.size(), value);
   if (error == std::errc::result_out_of_range) return {ParseStatus::OutOfRange, 0};
   if (error != std::errc{} || end != signed_digits.data() + signed_digits.size()) return {};
   return {ParseStatus::Ok, value};

@@ -67,7 +67,8 @@ constexpr SchemaEntry kParallelEntries[] = {
     {"dp", &read_dp},
     {"order", [](ValueReader& r, JobSpec& s) { r.text(s.parallel.order, false); }},
     {"sequence_parallel", [](ValueReader& r, JobSpec& s) { r.boolean(s.parallel.sequence_parallel); }},
-    {"zero", [](ValueReader& r, JobSpec& s) { r.integer(s.parallel.zero, 0, 3, "ZeRO stages are 0, 1, 2 or 3"); }},
+    {"zero",
+     [](ValueReader& r, JobSpec& s) { r.integer(s.parallel.zero, 0, 3, "ZeRO stages are 0, 1, 2 or 3"); }},
 };
 constexpr Section kParallel{"parallel", kParallelEntries};
 
@@ -85,7 +86,8 @@ constexpr SchemaEntry kTrainEntries[] = {
     {"precision", [](ValueReader& r, JobSpec& s) { r.choice(s.train.precision); }},
     {"recompute", [](ValueReader& r, JobSpec& s) { r.choice(s.train.recompute); }},
     {"seed", [](ValueReader& r, JobSpec& s) { r.integer(s.train.seed, 0); }},
-    {"grad_clip", [](ValueReader& r, JobSpec& s) { r.number(s.train.grad_clip, NumberRange::non_negative()); }},
+    {"grad_clip",
+     [](ValueReader& r, JobSpec& s) { r.number(s.train.grad_clip, NumberRange::non_negative()); }},
 };
 constexpr Section kTrain{"train", kTrainEntries};
 
@@ -168,7 +170,9 @@ void collect_paths_named(const Section& section, std::string_view name, std::vec
 
 }  // namespace
 
-const Section& root_section() { return kRoot; }
+const Section& root_section() {
+  return kRoot;
+}
 
 const SchemaEntry* find_entry(const Section& section, std::string_view name) {
   for (const SchemaEntry& entry : section.entries) {

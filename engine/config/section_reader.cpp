@@ -22,10 +22,12 @@ std::string parent_of(std::string_view path) {
 }
 
 std::string unknown_key_fix(const Section& section, std::string_view name) {
-  if (name == "<<") return "YAML merge keys are not supported; write the keys out, or alias a whole section "
-                           "(model: *base_model)";
+  if (name == "<<")
+    return "YAML merge keys are not supported; write the keys out, or alias a whole section "
+           "(model: *base_model)";
   std::vector<std::string> names = entry_names(section);
-  if (std::optional<std::string> close = closest_match(name, names)) return cat("did you mean ", quoted(*close), "?");
+  if (std::optional<std::string> close = closest_match(name, names))
+    return cat("did you mean ", quoted(*close), "?");
   std::vector<std::string> elsewhere = paths_named(name);
   if (!elsewhere.empty()) {
     std::string parent = parent_of(elsewhere.front());
@@ -37,7 +39,8 @@ std::string unknown_key_fix(const Section& section, std::string_view name) {
 
 }  // namespace
 
-void report_unknown_key(LoadContext& ctx, const Section& section, std::string_view name, const Location& where) {
+void report_unknown_key(LoadContext& ctx, const Section& section, std::string_view name,
+                        const Location& where) {
   std::string path = printable(child_path(section.path, name), kShownKeyChars);
   ctx.report_error({path, where.line, where.column,
                     cat("unknown key ", quoted(printable(name, kShownKeyChars)), " ", where_in(section)),
@@ -86,7 +89,8 @@ void read_section(LoadContext& ctx, const Section& section, const YAML::Node& no
     const std::string& name = key_node.Scalar();
     std::string path = child_path(section.path, name);
     if (auto first = seen.find(name); first != seen.end()) {
-      std::string first_at = first->second.line > 0 ? cat(" (first written at line ", first->second.line, ")") : "";
+      std::string first_at =
+          first->second.line > 0 ? cat(" (first written at line ", first->second.line, ")") : "";
       ctx.report_error({printable(path, kShownKeyChars), key_location.line, key_location.column,
                         cat("duplicate key ", quoted(printable(name, kShownKeyChars)), first_at),
                         "keep one of them", key_location.origin});

@@ -3,10 +3,10 @@
 // every key's position is recorded, and each value goes to its typed reader.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <string>
 #include <string_view>
-
-#include <yaml-cpp/yaml.h>
 
 #include "engine/config/load_context.h"
 #include "engine/config/schema.h"
@@ -23,6 +23,7 @@ void read_entry(LoadContext& ctx, const SchemaEntry& entry, const std::string& p
                 const Source& source, const Location& key_location, int key_offset);
 
 // "unknown key 'hiden' in model" with a did-you-mean (same section, or the section it belongs to).
-void report_unknown_key(LoadContext& ctx, const Section& section, std::string_view name, const Location& where);
+void report_unknown_key(LoadContext& ctx, const Section& section, std::string_view name,
+                        const Location& where);
 
 }  // namespace ptrain::config

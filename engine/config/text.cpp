@@ -10,13 +10,16 @@ std::string format_number(double value) {
   double magnitude = value < 0 ? -value : value;
   bool fixed = magnitude == 0 || (magnitude >= 1e-4 && magnitude < 1e15);
   std::array<char, 400> buffer{};
-  auto [end, error] = fixed ? std::to_chars(buffer.data(), buffer.data() + buffer.size(), value, std::chars_format::fixed)
-                            : std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  auto [end, error] =
+      fixed ? std::to_chars(buffer.data(), buffer.data() + buffer.size(), value, std::chars_format::fixed)
+            : std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
   if (error != std::errc{}) return "?";
   return std::string(buffer.data(), end);
 }
 
-std::string quoted(std::string_view word) { return cat("'", word, "'"); }
+std::string quoted(std::string_view word) {
+  return cat("'", word, "'");
+}
 
 std::string join(const std::vector<std::string>& items, std::string_view separator) {
   std::string out;

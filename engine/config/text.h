@@ -23,12 +23,17 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 std::string printable(std::string_view text, std::size_t max_chars = 40);
 
 namespace detail {
-inline void append(std::string& out, std::string_view text) { out += text; }
-inline void append(std::string& out, char c) { out += c; }
-inline void append(std::string& out, double value) { out += format_number(value); }
+inline void append(std::string& out, std::string_view text) {
+  out += text;
+}
+inline void append(std::string& out, char c) {
+  out += c;
+}
+inline void append(std::string& out, double value) {
+  out += format_number(value);
+}
 template <std::integral I>
-  requires(!std::same_as<I, char> && !std::same_as<I, bool>)
-void append(std::string& out, I value) {
+requires(!std::same_as<I, char> && !std::same_as<I, bool>) void append(std::string& out, I value) {
   out += std::to_string(value);
 }
 }  // namespace detail

@@ -35,7 +35,9 @@ bool starts_with_utf16_or_32_bom(std::string_view text) {
          text.starts_with(std::string_view("\x00\x00\xfe\xff", 4));
 }
 
-bool is_allowed_control(unsigned char c) { return c == '\t' || c == '\n' || c == '\r'; }
+bool is_allowed_control(unsigned char c) {
+  return c == '\t' || c == '\n' || c == '\r';
+}
 
 }  // namespace
 
@@ -46,8 +48,8 @@ std::optional<TextProblem> find_text_problem(std::string_view text) {
                        std::string(kBinaryFix)};
   }
   if (starts_with_utf16_or_32_bom(text)) {
-    return TextProblem{"the text is UTF-16 or UTF-32 (it starts with that byte-order mark)", "save it as UTF-8",
-                       1, 1};
+    return TextProblem{"the text is UTF-16 or UTF-32 (it starts with that byte-order mark)",
+                       "save it as UTF-8", 1, 1};
   }
   int line = 1;
   int column = 1;

@@ -12,7 +12,9 @@ bool is_text_tagged(const YAML::Node& node) {
   return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
 }
 
-bool is_type_max(std::int64_t max) { return max == kMaxInt32 || max == kMaxInt64; }
+bool is_type_max(std::int64_t max) {
+  return max == kMaxInt32 || max == kMaxInt64;
+}
 
 // "must be <range>": ">= 1" or "in [0, 3]".
 std::string integer_range(std::int64_t min, std::int64_t max) {
@@ -37,7 +39,8 @@ std::string number_range(const NumberRange& range) {
 }
 
 bool in_range(double value, const NumberRange& range) {
-  if (range.low && (range.low->inclusive ? value < range.low->value : value <= range.low->value)) return false;
+  if (range.low && (range.low->inclusive ? value < range.low->value : value <= range.low->value))
+    return false;
   if (range.high && (range.high->inclusive ? value > range.high->value : value >= range.high->value)) {
     return false;
   }
@@ -51,8 +54,8 @@ std::string fix_for_shape(const YAML::Node& node, std::string_view wanted) {
 }
 
 bool is_yaml11_boolean(std::string_view text) {
-  for (std::string_view word : {"yes", "no", "on", "off", "y", "n", "Yes", "No", "On", "Off", "YES", "NO", "ON",
-                                "OFF", "Y", "N"}) {
+  for (std::string_view word :
+       {"yes", "no", "on", "off", "y", "n", "Yes", "No", "On", "Off", "YES", "NO", "ON", "OFF", "Y", "N"}) {
     if (text == word) return true;
   }
   return false;
@@ -62,13 +65,17 @@ bool is_yaml11_boolean(std::string_view text) {
 
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null: return "an empty value (null)";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Null:
+      return "an empty value (null)";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
     case YAML::NodeType::Scalar:
       if (is_text_tagged(node)) return cat("the string \"", printable(node.Scalar()), "\"");
       return printable(node.Scalar());
-    case YAML::NodeType::Undefined: return "nothing";
+    case YAML::NodeType::Undefined:
+      return "nothing";
   }
   return "nothing";
 }
@@ -83,7 +90,9 @@ ValueReader::ValueReader(LoadContext& ctx, const YAML::Node& value, std::string 
       location_(std::move(key_location)),
       key_offset_(key_offset) {}
 
-bool ValueReader::is_word(std::string_view word) const { return value_.IsScalar() && value_.Scalar() == word; }
+bool ValueReader::is_word(std::string_view word) const {
+  return value_.IsScalar() && value_.Scalar() == word;
+}
 
 bool ValueReader::is_number() const {
   if (!value_.IsScalar() || is_text_tagged(value_)) return false;
@@ -110,15 +119,15 @@ std::optional<std::int64_t> ValueReader::read_integer(std::int64_t min, std::int
   if (parsed.status == ParseStatus::Ok || parsed.status == ParseStatus::OutOfRange) {
     bool too_small = parsed.status == ParseStatus::Ok ? parsed.value < min : text.front() == '-';
     std::string fix = !range_fix.empty() && (too_small || !is_type_max(max)) ? std::string(range_fix)
-                      : too_small || !is_type_max(max)                       ? cat("use a value ", integer_range(min, max))
-                                                                             : cat("use a value <= ", max);
+                      : too_small || !is_type_max(max) ? cat("use a value ", integer_range(min, max))
+                                                       : cat("use a value <= ", max);
     fail(cat(integer_range_problem(min, max, too_small), ", got ", printable(text)), fix);
     return std::nullopt;
   }
   FloatParse as_float = parse_float(text);
   if (as_float.status == ParseStatus::Ok && is_whole_int64(as_float.value)) {
-    fail(cat(expected, ", got ", printable(text)),
-         cat("write ", static_cast<std::int64_t>(as_float.value), " (integers take no decimal point or exponent)"));
+    fail(cat(expected, ", got ", printable(text)), cat("write ", static_cast<std::int64_t>(as_float.value),
+                                                       " (integers take no decimal point or exponent)"));
   } else if (as_float.status != ParseStatus::NotANumber) {
     fail(cat(expected, ", got ", printable(text)), "use a whole number");
   } else {
@@ -167,15 +176,18 @@ bool ValueReader::number(double& out, NumberRange range) {
         out = parsed.value;
         return true;
       }
-      fail(cat("must be ", number_range(range), ", got ", printable(text)), cat("use a value ", number_range(range)));
+      fail(cat("must be ", number_range(range), ", got ", printable(text)),
+           cat("use a value ", number_range(range)));
       return false;
     case ParseStatus::NotFinite:
       fail(cat("must be a finite number, got ", printable(text)), cat("use a value ", number_range(range)));
       return false;
     case ParseStatus::OutOfRange:
-      fail(cat("is out of the range of a 64-bit float, got ", printable(text)), cat("use a value ", number_range(range)));
+      fail(cat("is out of the range of a 64-bit float, got ", printable(text)),
+           cat("use a value ", number_range(range)));
       return false;
-    case ParseStatus::NotANumber: break;
+    case ParseStatus::NotANumber:
+      break;
   }
   fail(cat(expected, ", got ", describe(value_)), "write a number such as 0.1 or 3.0e-4");
   return false;
@@ -199,7 +211,7 @@ bool ValueReader::boolean(bool& out) {
     }
   }
   std::string fix = value_.IsScalar() && !is_text_tagged(value_) ? "write true or false"
-                                                                   : fix_for_shape(value_, "true or false");
+                                                                 : fix_for_shape(value_, "true or false");
   fail(cat("expected true or false, got ", describe(value_)), fix);
   return false;
 }
@@ -237,8 +249,8 @@ std::optional<std::string> ValueReader::read_choice(const std::vector<std::strin
     if (text == choice) return choice;
   }
   std::optional<std::string> suggestion = closest_match(text, choices);
-  fail(cat(expected, ", got ", describe(value_)),
-       suggestion ? cat("did you mean ", quoted(*suggestion), "?") : cat("write one of ", join(choices, ", ")));
+  fail(cat(expected, ", got ", describe(value_)), suggestion ? cat("did you mean ", quoted(*suggestion), "?")
+                                                             : cat("write one of ", join(choices, ", ")));
   return std::nullopt;
 }
 

@@ -3,6 +3,8 @@
 // vs got, and a fix), marks the key bad and leaves the field at its default.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -10,8 +12,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "engine/config/enum_values.h"
 #include "engine/config/load_context.h"
@@ -42,8 +42,6 @@ class ValueReader {
   ValueReader(LoadContext& ctx, const YAML::Node& value, std::string key, const Source& source,
               Location key_location, int key_offset);
 
-  const std::string& key() const { return key_; }
-  bool is_null() const { return value_.IsNull(); }
   // A scalar spelled exactly `word` (quoted or not), e.g. dp's "auto".
   bool is_word(std::string_view word) const;
   // An unquoted scalar written as a number (integer or float, in range or not).

@@ -1,11 +1,11 @@
 #include "engine/config/yaml_document.h"
 
-#include <new>
-#include <sstream>
-
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
+
+#include <new>
+#include <sstream>
 
 #include "engine/config/schema.h"
 #include "engine/config/section_reader.h"
@@ -32,9 +32,11 @@ class DocumentCounter final : public YAML::EventHandler {
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
   void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
   void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  }
   void OnMapEnd() override {}
 
   bool stuck() const { return stuck_; }
@@ -83,8 +85,10 @@ std::optional<ParsedYaml> parse_yaml(LoadContext& ctx, std::string_view text, co
   try {
     DocumentScan scan = scan_documents(owned);
     if (scan.stuck_at) {
-      std::string token = printable(std::string_view(owned).substr(static_cast<std::size_t>(scan.stuck_at->pos), 1));
-      ctx.report_error(located(key, source.at(*scan.stuck_at), cat("invalid YAML: unexpected ", quoted(token)),
+      std::string token =
+          printable(std::string_view(owned).substr(static_cast<std::size_t>(scan.stuck_at->pos), 1));
+      ctx.report_error(located(key, source.at(*scan.stuck_at),
+                               cat("invalid YAML: unexpected ", quoted(token)),
                                "remove it, or put the value in [brackets] if it is a list"));
       return std::nullopt;
     }
@@ -106,8 +110,9 @@ bool read_document(LoadContext& ctx, std::string_view text, const Source& source
   std::optional<ParsedYaml> parsed = parse_yaml(ctx, text, source, "");
   if (!parsed) return false;
   if (parsed->documents == 0 || parsed->first.IsNull()) {
-    ctx.report_error(located("", {0, 0, source.origin}, "the job spec is empty",
-                             "write at least the model section; configs/tiny-cpu.yaml is a complete example"));
+    ctx.report_error(
+        located("", {0, 0, source.origin}, "the job spec is empty",
+                "write at least the model section; configs/tiny-cpu.yaml is a complete example"));
     return false;
   }
   if (parsed->documents > 1) {
@@ -117,10 +122,10 @@ bool read_document(LoadContext& ctx, std::string_view text, const Source& source
   }
   const YAML::Node& root = parsed->first;
   if (!root.IsMap()) {
-    ctx.report_error(located("", source.at(root.Mark()),
-                             cat("the top level must be a mapping of keys (name:, model:, parallel:, ...), got ",
-                                 describe(root)),
-                             "start the file with key: value lines, as in configs/tiny-cpu.yaml"));
+    ctx.report_error(located(
+        "", source.at(root.Mark()),
+        cat("the top level must be a mapping of keys (name:, model:, parallel:, ...), got ", describe(root)),
+        "start the file with key: value lines, as in configs/tiny-cpu.yaml"));
     return false;
   }
   read_section(ctx, root_section(), root, source, source.at(root.Mark()));

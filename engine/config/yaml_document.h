@@ -4,20 +4,20 @@
 // the readers never recurse deeper than the schema, so they do not either.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <yaml-cpp/yaml.h>
 
 #include "engine/config/load_context.h"
 
 namespace ptrain::config {
 
 struct ParsedYaml {
-  YAML::Node first;              // the first document (null when there is none)
-  std::size_t documents = 0;     // how many documents the text holds
-  YAML::Mark second_document;    // where the second one starts, when there is one
+  YAML::Node first;            // the first document (null when there is none)
+  std::size_t documents = 0;   // how many documents the text holds
+  YAML::Mark second_document;  // where the second one starts, when there is one
 };
 
 // The text's first document and the document count, or std::nullopt after reporting (under `key`)

@@ -262,8 +262,11 @@ GroupList RankGrid::groups_in(const Sizes& sizes, std::string_view axes, bool ex
       parse_combination(axes, expert ? kExpertAxes : kDenseAxes, expert ? "expert" : "dense");
   GroupList result;
   for (int rank = 0; rank < world(); ++rank) {
-    Group g = group_holding(rank, sizes, order_, named);
-    if (g.front() == rank) result.push_back(std::move(g));  // each group once, at its lowest rank
+    // A group's lowest rank is the one at coordinate 0 on every named axis: build each group
+    // once, there, so the cost is proportional to the world size.
+    bool lowest = true;
+    for (Axis a : kAllAxes) lowest = lowest && (!named[index(a)] || coord_in(sizes, rank, a) == 0);
+    if (lowest) result.push_back(group_holding(rank, sizes, order_, named));
   }
   return result;
 }

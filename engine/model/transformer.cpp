@@ -71,8 +71,14 @@ void Transformer::lay_out(Take&& take, int slots) {
   const auto& d = dims_;
   const std::int64_t N = d.N, C = d.C, q_cols = static_cast<std::int64_t>(d.Hq) * d.D,
                      kv_cols = static_cast<std::int64_t>(d.Hkv) * d.D, F = d.F;
-  auto full_set = [&](LayerActs& a) {
-    a.norm1 = take(N * C, DType::F32);
+  // Takes a layer's tensors; those `recomputed` says are recomputed in backward point into the
+  // workspace instead (the workspace itself passes no `recomputed` and takes everything).
+  const LayerActs* shared = nullptr;
+  auto layer_set = [&](LayerActs& a, bool drop_norms_and_act) {
+    auto keep = [&](Buf LayerActs::*field, std::int64_t count) {
+      a.*field = drop_norms_and_act ? shared->*field : take(count, DType::F32);
+    };
+    keep(&LayerActs::norm1, N * C);
     if (d.gpt2) a.mean1 = take(N, DType::F32);
     a.rstd1 = take(N, DType::F32);
     a.q = take(N * q_cols, DType::F32);
@@ -81,16 +87,17 @@ void Transformer::lay_out(Take&& take, int slots) {
     a.att = take(N * q_cols, DType::F32);
     a.lse = take(static_cast<std::int64_t>(d.B) * d.Hq * d.T, DType::F32);
     a.x_mid = take(N * C, DType::F32);
-    a.norm2 = take(N * C, DType::F32);
+    keep(&LayerActs::norm2, N * C);
     if (d.gpt2) a.mean2 = take(N, DType::F32);
     a.rstd2 = take(N, DType::F32);
     a.up = take(N * F, DType::F32);
     if (!d.gpt2) a.gate = take(N * F, DType::F32);
-    a.act = take(N * F, DType::F32);
+    keep(&LayerActs::act, N * F);
   };
 
   // The shared workspace first: recomputed tensors and backward temporaries.
-  full_set(ws_.recomputed);
+  layer_set(ws_.recomputed, false);
+  shared = &ws_.recomputed;
   ws_.proj_out = take(N * C, DType::F32);
   ws_.d_res = take(N * C, DType::F32);
   ws_.d_norm = take(N * C, DType::F32);
@@ -114,12 +121,7 @@ void Transformer::lay_out(Take&& take, int slots) {
         a = ws_.recomputed;  // only the layer input (s.x) is kept
         continue;
       }
-      full_set(a);
-      if (recompute_ == config::Recompute::Selective) {  // norms and activation recomputed
-        a.norm1 = ws_.recomputed.norm1;
-        a.norm2 = ws_.recomputed.norm2;
-        a.act = ws_.recomputed.act;
-      }
+      layer_set(a, recompute_ == config::Recompute::Selective);  // selective: norms and activation recomputed
     }
     s.normf = take(N * C, DType::F32);
     if (d.gpt2) s.meanf = take(N, DType::F32);

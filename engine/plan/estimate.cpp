@@ -18,6 +18,12 @@
 namespace ptrain::plan {
 namespace {
 
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  return buf;
+}
+
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -59,9 +65,9 @@ config::Diagnostic over_memory(const config::LoadResult& job, const HardwareProf
   const std::string message =
       "predicted memory " + gib(m.total()) + " on rank " + std::to_string(r.rank) + " (pp " +
       std::to_string(r.pp_rank) + ", tp " + std::to_string(r.tp_rank) + ", ep " + std::to_string(r.ep_rank) +
-      ") exceeds the " + gib(hw.memory_bytes) + " of " + hw.name + ": params " + gib(m.params) + ", grads " +
-      gib(m.grads) + ", optimizer " + gib(m.optimizer) + ", activations " + gib(m.activations) + " (" +
-      inflight + " microbatches in flight), comm buffers " + gib(m.comm_buffers);
+      ") exceeds the " + gib(hw.memory_bytes) + " (" + gb(hw.memory_bytes) + ") of " + hw.name + ": params " +
+      gib(m.params) + ", grads " + gib(m.grads) + ", optimizer " + gib(m.optimizer) + ", activations " +
+      gib(m.activations) + " (" + inflight + " microbatches in flight), comm buffers " + gib(m.comm_buffers);
   if (!fit) {
     return job.at("parallel", message,
                   "no neighbouring layout (higher zero, recompute, tp/pp x2.., smaller micro_batch) fits; "

@@ -8,12 +8,13 @@
 //   h200      H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
 //   a100-80g  A100 SXM4 80GB: 312 TFLOP/s bf16, 19.5 TFLOP/s fp32, 2.0 TB/s (2,039 GB/s) HBM2e;
 //             NVLink 3 = 600 GB/s bidirectional = 300 GB/s per direction; 200 Gb/s HDR per GPU.
-//   cpu       the test machine: ranks are processes sharing host memory (24 GiB for all of them
-//             by default), 100 GFLOP/s per rank (a few AVX2 cores with OpenBLAS), 20 GB/s memory,
-//             10 GB/s loopback between ranks, 1.25 GB/s (10 GbE) between hosts.
+//   cpu       a CPU rank (tests and the demo): 24 GiB of host memory per rank, 100 GFLOP/s (a
+//             few AVX2 cores with OpenBLAS, bf16 emulated at the fp32 rate), 20 GB/s memory,
+//             10 GB/s between ranks of one host (shared-memory loopback), 1.25 GB/s (10 GbE)
+//             between hosts.
 // Memory is the marketing size in decimal GB (80e9 B, below the 80 GiB of physical HBM): the
-// difference is the CUDA context, NCCL and the allocator's fragmentation. Latencies are per
-// collective step: ~5 us over NVLink, ~10 us over InfiniBand.
+// difference is the CUDA context, NCCL and the allocator's fragmentation. Latency: ~5 us over
+// NVLink, ~10 us over InfiniBand, charged once per collective (comm.h).
 #pragma once
 
 #include <string>

@@ -37,11 +37,11 @@ double activation_bytes_per_microbatch(const config::JobSpec& spec, int pp_rank)
   return sum;
 }
 
-double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_inflight) {
+double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_live) {
   const bool full = spec.train.recompute == config::Recompute::Full;
   const double recomputed_layer =
       full ? model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None)) : 0.0;
-  return peak_inflight * activation_bytes_per_microbatch(spec, pp_rank) + recomputed_layer;
+  return peak_live * activation_bytes_per_microbatch(spec, pp_rank) + recomputed_layer;
 }
 
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) {
@@ -62,9 +62,9 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) 
 }
 
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
-                            double peak_inflight) {
+                            double peak_live) {
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
-  return {states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, peak_inflight),
+  return {states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, peak_live),
           comm_buffer_bytes(spec, params)};
 }
 

@@ -18,8 +18,8 @@
 //   pp > 1        receive buffers for one activation and one gradient: 2 * sbh (/t under SP)
 //   tp > 1, SP    the all-gathered sequence: sbh
 //   dp-cp or expert-dp > 1   one gradient bucket: min(kGradBucketElements, Psi) * grad bytes
-//   zero 3        the gathered params of the layer computing and of the one prefetched:
-//                 2 * largest layer (tp slice) * param bytes
+//   zero 3        the gathered params of the unit computing and of the one prefetched:
+//                 2 * the largest layer, embedding or head here (tp slice) * param bytes
 //   ep > 1        all-to-all send and receive buffers: 2 * expert_token_slots * h
 #pragma once
 
@@ -46,10 +46,10 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
 
 // Activations of one microbatch on every chunk of `pp_rank`.
 double activation_bytes_per_microbatch(const config::JobSpec& spec, int pp_rank);
-double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_inflight);
+double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_live);
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params);
 
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
-                            double peak_inflight);
+                            double peak_live);
 
 }  // namespace ptrain::plan

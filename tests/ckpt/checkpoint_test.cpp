@@ -12,8 +12,8 @@
 
 using namespace ptrain;
 using namespace ptrain::ckpt;
-using ckpt::testing::TempDir;
 using ckpt::testing::make_store;
+using ckpt::testing::TempDir;
 using ckpt::testing::tiny_gpt2;
 using ckpt::testing::tiny_llama;
 using ckpt::testing::tiny_mixtral;
@@ -47,14 +47,19 @@ bool same_slots(const model::ParamStore& a, const model::ParamStore& b) {
   return true;
 }
 
-bool same_moment_slots(const model::ParamStore& store, const std::vector<float>& a, const std::vector<float>& b) {
+bool same_moment_slots(const model::ParamStore& store, const std::vector<float>& a,
+                       const std::vector<float>& b) {
   for (const model::ParamSlot& s : store.slots())
-    if (std::memcmp(a.data() + s.offset, b.data() + s.offset, static_cast<std::size_t>(s.numel) * 4) != 0) return false;
+    if (std::memcmp(a.data() + s.offset, b.data() + s.offset, static_cast<std::size_t>(s.numel) * 4) != 0)
+      return false;
   return true;
 }
 
 nlohmann::json sample_state(std::int64_t step) {
-  return {{"step", step}, {"consumed_samples", step * 16}, {"rng", {{"seed", 1234}, {"offset", 99}}}, {"lr_step", step}};
+  return {{"step", step},
+          {"consumed_samples", step * 16},
+          {"rng", {{"seed", 1234}, {"offset", 99}}},
+          {"lr_step", step}};
 }
 
 nlohmann::json sample_meta(const config::ModelSpec& m) {
@@ -112,12 +117,13 @@ TEST_CASE("index runs: merge, slice, expand, json", "[ckpt][runs]") {
   }
   CHECK(runs_from_json(runs_to_json(runs), 103, "m", "r") == runs);
   CHECK_THROWS_AS(runs_from_json(runs_to_json(runs), 102, "m", "r"), CheckpointError);  // past the end
-  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[0,8,4,2]]"), 100, "m", "r"), CheckpointError);  // overlap
+  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[0,8,4,2]]"), 100, "m", "r"),
+                  CheckpointError);  // overlap
   CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[0,-1]]"), 100, "m", "r"), CheckpointError);
   CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[0,1,2]]"), 100, "m", "r"), CheckpointError);
-  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[9223372036854775807,1,9223372036854775807,3]]"), 100, "m",
-                                 "r"),
-                  CheckpointError);
+  CHECK_THROWS_AS(
+      runs_from_json(nlohmann::json::parse("[[9223372036854775807,1,9223372036854775807,3]]"), 100, "m", "r"),
+      CheckpointError);
 }
 
 TEST_CASE("param_runs lists exactly model::global_indices for every layout", "[ckpt][runs]") {
@@ -220,8 +226,8 @@ TEST_CASE("latest, keep-N pruning and leftovers of crashed saves", "[ckpt][check
   // Saving the same step again replaces it; keep = 0 keeps everything.
   save_store(dir, 60, store, nullptr, 0);
   save_store(dir, 70, store, nullptr, 0);
-  CHECK(entries(dir) == std::vector<std::string>{"latest", "notes", "step_50", "step_60", "step_70", "step_99",
-                                                 "step_x"});
+  CHECK(entries(dir) ==
+        std::vector<std::string>{"latest", "notes", "step_50", "step_60", "step_70", "step_99", "step_x"});
   CHECK(LoadedCheckpoint(dir + "/step_60").step() == 60);
 }
 
@@ -243,7 +249,8 @@ TEST_CASE("corrupt and truncated checkpoints are detected", "[ckpt][checkpoint]"
     std::string bad = original;
     bad[bad.size() - 100] ^= 0x01;
     ckpt::testing::write_bytes(rank_file, bad);
-    CHECK_THAT(error_of(restore), Catch::Contains("rank_0.safetensors") && Catch::Contains("checksum mismatch"));
+    CHECK_THAT(error_of(restore),
+               Catch::Contains("rank_0.safetensors") && Catch::Contains("checksum mismatch"));
     CHECK_THROWS_AS(open_checkpoint(path).verify(), CheckpointError);
   }
   SECTION("a truncated file is reported with both sizes") {
@@ -308,7 +315,8 @@ TEST_CASE("a checkpoint written at tp=1 loads into tp=2 and tp=4 ranks", "[ckpt]
             const bool padding = g >= fs_.numel;  // rows beyond the saved vocab
             const float want_p = padding ? 0.0f : full.params()[fs_.offset + g];
             const float want_m = padding ? 0.0f : moments.m[static_cast<std::size_t>(fs_.offset + g)];
-            if (part.params()[s.offset + i] != want_p || pm.m[static_cast<std::size_t>(s.offset + i)] != want_m) {
+            if (part.params()[s.offset + i] != want_p ||
+                pm.m[static_cast<std::size_t>(s.offset + i)] != want_m) {
               FAIL_CHECK(info.name << " element " << i << " (global " << g << ") differs");
               break;
             }
@@ -339,7 +347,8 @@ TEST_CASE("tp=2 ranks and ZeRO-sharded moments written as separate files load in
     const RankFileInfo sent = write_rank_file(tmp_dir, rank++, 8, param_store_shards(*store, &hi, false));
     infos.push_back(rank_file_info_from_json(nlohmann::json::parse(to_json(sent).dump())));
   }
-  const std::string path = commit_checkpoint(tmp / "ckpt", tmp_dir, 8, sample_meta(m), sample_state(8), infos, 3);
+  const std::string path =
+      commit_checkpoint(tmp / "ckpt", tmp_dir, 8, sample_meta(m), sample_state(8), infos, 3);
   CHECK(LoadedCheckpoint(path).manifest()["files"].size() == 4);
 
   model::ParamStore full = make_store(m, 0, 1, 77);
@@ -370,7 +379,8 @@ TEST_CASE("commit refuses shard lists that leave elements uncovered", "[ckpt][ch
   model::ParamStore half = make_store(tiny_llama(), 0, 2);
   const std::string tmp_dir = begin_checkpoint(tmp.path(), 1);
   const RankFileInfo info = write_rank_file(tmp_dir, 0, 1, param_store_shards(half));
-  CHECK_THROWS_WITH(commit_checkpoint(tmp.path(), tmp_dir, 1, {}, {}, {info}, 0), Catch::Contains("held by no rank"));
+  CHECK_THROWS_WITH(commit_checkpoint(tmp.path(), tmp_dir, 1, {}, {}, {info}, 0),
+                    Catch::Contains("held by no rank"));
   CHECK_FALSE(latest_checkpoint(tmp.path()).has_value());
 }
 

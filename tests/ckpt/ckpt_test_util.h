@@ -19,7 +19,8 @@ class TempDir {
  public:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/ptrain-ckpt-XXXXXX";
+    std::string pattern =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/ptrain-ckpt-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }
@@ -30,7 +31,9 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+  std::string operator/(const std::string& name) const {
+    return (std::filesystem::path(path_) / name).string();
+  }
 
  private:
   std::string path_;
@@ -97,7 +100,8 @@ inline model::ShardCoords tp_coords(int tp_rank, int tp) {
 }
 
 // A store of `m` at (tp_rank, tp), initialised from `seed`.
-inline model::ParamStore make_store(const config::ModelSpec& m, int tp_rank = 0, int tp = 1, std::uint64_t seed = 7) {
+inline model::ParamStore make_store(const config::ModelSpec& m, int tp_rank = 0, int tp = 1,
+                                    std::uint64_t seed = 7) {
   model::ParamStore store(model::build_registry(m), tp_coords(tp_rank, tp));
   store.initialize(seed, m.layers);
   return store;

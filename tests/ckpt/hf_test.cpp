@@ -37,7 +37,8 @@ struct Rewrite {
   std::vector<std::int64_t> shape;
   std::vector<float> values;
 };
-void rewrite_model(const std::string& dir, const std::function<bool(Rewrite&)>& edit, StDtype dtype = StDtype::F32) {
+void rewrite_model(const std::string& dir, const std::function<bool(Rewrite&)>& edit,
+                   StDtype dtype = StDtype::F32) {
   std::vector<Rewrite> tensors;
   {
     SafetensorsFile file(dir + "/model.safetensors");
@@ -62,7 +63,9 @@ void rewrite_model(const std::string& dir, const std::function<bool(Rewrite&)>& 
   w.write(dir + "/model.safetensors");
 }
 
-nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(ckpt::testing::read_bytes(path)); }
+nlohmann::json read_json(const std::string& path) {
+  return nlohmann::json::parse(ckpt::testing::read_bytes(path));
+}
 
 // Every tensor of a whole-model store equals the one in `b`, except vocab padding rows of `b`,
 // which must be zero.
@@ -74,9 +77,11 @@ void check_same_model(const model::ParamStore& a, const model::ParamStore& b, st
     REQUIRE(x.size() == y.size());
     const bool vocab_table = s.local.info->tp_dim == 0 && s.local.info->shape.size() == 2 &&
                              s.local.info->placement != model::Placement::Layer;
-    const std::size_t kept = vocab_table ? static_cast<std::size_t>(vocab * s.local.info->shape[1]) : x.size();
+    const std::size_t kept =
+        vocab_table ? static_cast<std::size_t>(vocab * s.local.info->shape[1]) : x.size();
     CHECK(std::memcmp(x.data(), y.data(), kept * 4) == 0);
-    CHECK(std::all_of(y.begin() + static_cast<std::ptrdiff_t>(kept), y.end(), [](float v) { return v == 0.0f; }));
+    CHECK(std::all_of(y.begin() + static_cast<std::ptrdiff_t>(kept), y.end(),
+                      [](float v) { return v == 0.0f; }));
   }
 }
 
@@ -201,7 +206,8 @@ TEST_CASE("HF import fills a tp=2 rank's slices and converts bf16", "[ckpt][hf]"
                       static_cast<std::size_t>(s.numel) * 4) == 0);
   }
 
-  rewrite_model(tmp.path(), [](Rewrite&) { return true; }, StDtype::BF16);
+  rewrite_model(
+      tmp.path(), [](Rewrite&) { return true; }, StDtype::BF16);
   CHECK(SafetensorsFile(tmp / "model.safetensors").get("model.norm.weight").dtype == StDtype::BF16);
   model::ParamStore from_bf16 = make_store(m, 0, 1, 43);
   import_hf(tmp.path(), m, from_bf16);
@@ -244,14 +250,16 @@ TEST_CASE("HF import reports missing, misshapen and unexpected tensors and confi
     nlohmann::json cfg = read_json(tmp / "config.json");
     cfg["model_type"] = "llama";
     ckpt::testing::write_bytes(tmp / "config.json", cfg.dump());
-    CHECK_THAT(error_of(import), Catch::Contains("model_type is \"llama\"") && Catch::Contains("model.arch is gpt2"));
+    CHECK_THAT(error_of(import),
+               Catch::Contains("model_type is \"llama\"") && Catch::Contains("model.arch is gpt2"));
   }
   SECTION("no config.json, broken config.json, no weights") {
     ckpt::testing::write_bytes(tmp / "config.json", "{\"n_embd\": ");
     CHECK_THAT(error_of(import), Catch::Contains("invalid JSON"));
     fs::remove(tmp / "config.json");
     CHECK_THAT(error_of(import), Catch::Contains("no config.json"));
-    CHECK_THAT(error_of([&] { import_hf(tmp / "nowhere", m, target); }), Catch::Contains("no such directory"));
+    CHECK_THAT(error_of([&] { import_hf(tmp / "nowhere", m, target); }),
+               Catch::Contains("no such directory"));
     export_hf(store, m, tmp.path());
     fs::remove(tmp / "model.safetensors");
     CHECK_THAT(error_of(import), Catch::Contains("no model.safetensors"));
@@ -297,13 +305,15 @@ TEST_CASE("HF import reads sharded checkpoints through model.safetensors.index.j
   a.write(tmp / "model-00001-of-00002.safetensors");
   b.write(tmp / "model-00002-of-00002.safetensors");
   fs::remove(tmp / "model.safetensors");
-  ckpt::testing::write_bytes(tmp / "model.safetensors.index.json", nlohmann::json({{"weight_map", map}}).dump());
+  ckpt::testing::write_bytes(tmp / "model.safetensors.index.json",
+                             nlohmann::json({{"weight_map", map}}).dump());
   model::ParamStore back = make_store(m, 0, 1, 52);
   import_hf(tmp.path(), m, back);
   check_same_model(store, back, m.vocab);
 
   map["model.norm.weight"] = "../evil.safetensors";
-  ckpt::testing::write_bytes(tmp / "model.safetensors.index.json", nlohmann::json({{"weight_map", map}}).dump());
+  ckpt::testing::write_bytes(tmp / "model.safetensors.index.json",
+                             nlohmann::json({{"weight_map", map}}).dump());
   CHECK_THAT(error_of([&] { import_hf(tmp.path(), m, back); }), Catch::Contains("bad file name"));
 }
 

@@ -134,7 +134,7 @@ TEST_CASE("float conversions", "[ckpt][safetensors]") {
 }
 
 TEST_CASE("safetensors reader rejects malformed files with CheckpointError", "[ckpt][safetensors]") {
-  const std::string eight(8, 'x');  // data for a F32 [2]
+  const std::string eight(8, 'x');                                // data for a F32 [2]
   CHECK(parse_error(st_bytes(one_f32("[0,8]"), eight)).empty());  // the well-formed baseline
 
   SECTION("too short for the length prefix") {
@@ -149,27 +149,33 @@ TEST_CASE("safetensors reader rejects malformed files with CheckpointError", "[c
   }
   SECTION("not JSON, not UTF-8, not an object") {
     CHECK_THAT(parse_error(st_bytes("{\"t\": nope}")), Catch::Contains("invalid JSON"));
-    CHECK_THAT(parse_error(st_bytes("{\"t\": nope}")), Catch::Contains("byte 1"));  // offset inside the header
+    CHECK_THAT(parse_error(st_bytes("{\"t\": nope}")),
+               Catch::Contains("byte 1"));  // offset inside the header
     CHECK_THAT(parse_error(st_bytes("{\"\xff\":1}")), Catch::Contains("UTF-8") && Catch::Contains("byte 10"));
     CHECK_THAT(parse_error(st_bytes("{\"\xc0\xaf\":1}")), Catch::Contains("UTF-8"));  // overlong
     CHECK_THAT(parse_error(st_bytes("[1, 2]")), Catch::Contains("expected a JSON object"));
-    CHECK_THAT(parse_error(st_bytes(std::string(100, '[') + std::string(100, ']'))), Catch::Contains("nested"));
+    CHECK_THAT(parse_error(st_bytes(std::string(100, '[') + std::string(100, ']'))),
+               Catch::Contains("nested"));
   }
   SECTION("wrong types and keys in an entry") {
     CHECK_THAT(parse_error(st_bytes(R"({"t": 5})")), Catch::Contains("tensor \"t\": expected an object"));
     CHECK_THAT(parse_error(st_bytes(R"({"t":{"shape":[2],"data_offsets":[0,8]}})", eight)),
                Catch::Contains("missing \"dtype\""));
-    CHECK_THAT(parse_error(st_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", eight)),
-               Catch::Contains("unexpected key"));
+    CHECK_THAT(
+        parse_error(st_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", eight)),
+        Catch::Contains("unexpected key"));
     CHECK_THAT(parse_error(st_bytes(R"({"t":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", eight)),
                Catch::Contains("dtype: expected a string"));
     CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "[-2]"), eight)), Catch::Contains("non-negative"));
-    CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "[2.0]"), eight)), Catch::Contains("non-negative integers"));
-    CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "2"), eight)), Catch::Contains("shape: expected an array"));
+    CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "[2.0]"), eight)),
+               Catch::Contains("non-negative integers"));
+    CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "2"), eight)),
+               Catch::Contains("shape: expected an array"));
     CHECK_THAT(parse_error(st_bytes(one_f32("[0,8,9]"), eight)), Catch::Contains("data_offsets"));
     CHECK_THAT(parse_error(st_bytes(one_f32("[8,0]"), eight)), Catch::Contains("data_offsets"));
     CHECK_THAT(parse_error(st_bytes(one_f32("[0,\"8\"]"), eight)), Catch::Contains("data_offsets"));
-    CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "[4611686018427387904,4]"), eight)), Catch::Contains("overflows"));
+    CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "[4611686018427387904,4]"), eight)),
+               Catch::Contains("overflows"));
     CHECK_THAT(parse_error(st_bytes(R"({"__metadata__":{"a":1}})")), Catch::Contains("__metadata__"));
     CHECK_THAT(parse_error(st_bytes(R"({"__metadata__":[]})")), Catch::Contains("__metadata__"));
   }
@@ -178,9 +184,11 @@ TEST_CASE("safetensors reader rejects malformed files with CheckpointError", "[c
                Catch::Contains("unknown dtype \"F33\""));
   }
   SECTION("offsets out of bounds, overlapping, with holes, or not matching the shape") {
-    CHECK_THAT(parse_error(st_bytes(one_f32("[0,16]", "[4]"), eight)), Catch::Contains("past the end of the data"));
+    CHECK_THAT(parse_error(st_bytes(one_f32("[0,16]", "[4]"), eight)),
+               Catch::Contains("past the end of the data"));
     CHECK_THAT(parse_error(st_bytes(one_f32("[0,8]", "[3]"), eight)), Catch::Contains("needs 12"));
-    CHECK_THAT(parse_error(st_bytes(one_f32("[0,4]", "[1]"), eight)), Catch::Contains("after the last tensor"));
+    CHECK_THAT(parse_error(st_bytes(one_f32("[0,4]", "[1]"), eight)),
+               Catch::Contains("after the last tensor"));
     CHECK_THAT(parse_error(st_bytes(one_f32("[4,8]", "[1]"), eight)), Catch::Contains("belong to no tensor"));
     const std::string two = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                             R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
@@ -190,7 +198,8 @@ TEST_CASE("safetensors reader rejects malformed files with CheckpointError", "[c
     const std::string dup = R"({"t":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                             R"("t":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})";
     CHECK_THAT(parse_error(st_bytes(dup, eight)), Catch::Contains("duplicate key \"t\""));
-    CHECK_THAT(parse_error(st_bytes(R"({"t":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight)),
+    CHECK_THAT(parse_error(st_bytes(R"({"t":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                                    eight)),
                Catch::Contains("duplicate key \"dtype\""));
   }
 }
@@ -199,8 +208,8 @@ TEST_CASE("safetensors files on disk: missing, empty, truncated", "[ckpt][safete
   TempDir tmp;
   CHECK_THROWS_AS(SafetensorsFile(tmp / "missing.safetensors"), CheckpointError);
   ptrain::ckpt::testing::write_bytes(tmp / "empty.safetensors", "");
-  CHECK_THROWS_WITH(SafetensorsFile(tmp / "empty.safetensors"), Catch::Contains("empty.safetensors") &&
-                                                                    Catch::Contains("too short"));
+  CHECK_THROWS_WITH(SafetensorsFile(tmp / "empty.safetensors"),
+                    Catch::Contains("empty.safetensors") && Catch::Contains("too short"));
   CHECK_THROWS_AS(SafetensorsFile(tmp.path()), CheckpointError);  // a directory
 
   const float x[4] = {1, 2, 3, 4};

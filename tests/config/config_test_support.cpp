@@ -7,7 +7,9 @@
 
 namespace ptrain::config::testing {
 
-std::string corpus_path(const std::string& relative) { return std::string(PTRAIN_CONFIG_TEST_DIR) + "/" + relative; }
+std::string corpus_path(const std::string& relative) {
+  return std::string(PTRAIN_CONFIG_TEST_DIR) + "/" + relative;
+}
 
 std::vector<std::string> corpus_files(const std::string& folder) {
   std::vector<std::string> paths;
@@ -25,7 +27,8 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-LoadResult load(const std::string& yaml, const std::vector<std::string>& overrides, std::optional<int> world) {
+LoadResult load(const std::string& yaml, const std::vector<std::string>& overrides,
+                std::optional<int> world) {
   LoadOptions opts;
   opts.overrides = overrides;
   opts.world = world;
@@ -33,7 +36,8 @@ LoadResult load(const std::string& yaml, const std::vector<std::string>& overrid
 }
 
 const Diagnostic* find_key(const std::vector<Diagnostic>& diagnostics, const std::string& key) {
-  auto found = std::find_if(diagnostics.begin(), diagnostics.end(), [&](const Diagnostic& d) { return d.key == key; });
+  auto found =
+      std::find_if(diagnostics.begin(), diagnostics.end(), [&](const Diagnostic& d) { return d.key == key; });
   return found == diagnostics.end() ? nullptr : &*found;
 }
 

@@ -46,7 +46,8 @@ std::string repeated(const std::string& piece, std::size_t times) {
 }  // namespace
 
 TEST_CASE("empty and blank documents are reported as empty", "[config][crash]") {
-  for (const std::string text : {"", " ", "\n\n\n", "# only a comment\n", "---\n", "---\n...\n", "~", "null"}) {
+  for (const std::string text :
+       {"", " ", "\n\n\n", "# only a comment\n", "---\n", "---\n...\n", "~", "null"}) {
     CAPTURE(text);
     CHECK_THAT(first_error(text), Catch::Contains("the job spec is empty"));
   }
@@ -60,13 +61,14 @@ TEST_CASE("non-mapping top levels are reported", "[config][crash]") {
 }
 
 TEST_CASE("bad bytes are located and rejected before the parser", "[config][crash]") {
-  CHECK_THAT(first_error(std::string("name: a\0b\n", 10)), Catch::Contains("job.yaml:1:8: control byte \\x00"));
+  CHECK_THAT(first_error(std::string("name: a\0b\n", 10)),
+             Catch::Contains("job.yaml:1:8: control byte \\x00"));
   CHECK_THAT(first_error("name: x\nmodel: \x01\n"), Catch::Contains("job.yaml:2:8: control byte \\x01"));
   CHECK_THAT(first_error("name: caf\xe9\n"), Catch::Contains("job.yaml:1:10: the text is not valid UTF-8"));
-  CHECK_THAT(first_error("name: \xc0\xaf\n"), Catch::Contains("not valid UTF-8"));      // overlong '/'
-  CHECK_THAT(first_error("name: \xed\xa0\x80\n"), Catch::Contains("not valid UTF-8"));  // surrogate
+  CHECK_THAT(first_error("name: \xc0\xaf\n"), Catch::Contains("not valid UTF-8"));          // overlong '/'
+  CHECK_THAT(first_error("name: \xed\xa0\x80\n"), Catch::Contains("not valid UTF-8"));      // surrogate
   CHECK_THAT(first_error("name: \xf4\x90\x80\x80\n"), Catch::Contains("not valid UTF-8"));  // > U+10FFFF
-  CHECK_THAT(first_error("name: \xe2\x82"), Catch::Contains("not valid UTF-8"));  // cut short
+  CHECK_THAT(first_error("name: \xe2\x82"), Catch::Contains("not valid UTF-8"));            // cut short
   CHECK_THAT(first_error(std::string("\xff\xfen\0a\0m\0e\0", 10)), Catch::Contains("UTF-16 or UTF-32"));
 }
 
@@ -93,13 +95,59 @@ TEST_CASE("random bytes never crash", "[config][crash]") {
 }
 
 TEST_CASE("random YAML token soup never crashes", "[config][crash]") {
-  const std::vector<std::string> tokens = {
-      "{",     "}",     "[",       "]",      ": ",         "- ",        ", ",       "\n",         "  ",
-      "&a ",   "*a",    "&b ",     "*b",     "? ",         "#c",        "\"",       "'",          "|\n",
-      ">\n",   "!!str ", "!!int ", "!x ",    "---\n",      "...\n",     "%YAML 1.2\n", "<<: ",   "null",
-      "~",     "true",  "1",       "-1",     "2.5",        "1e999",     "99999999999999999999", ".inf",
-      "model", "parallel", "tp",   "layers", "schedule",   "layers_per_stage", "betas", "moe", "name",
-      "dp",    "auto",  "order",   "tp-cp-ep-dp-pp", "arch", "mixtral", "optimizer", "\t", "\\"};
+  const std::vector<std::string> tokens = {"{",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           ": ",
+                                           "- ",
+                                           ", ",
+                                           "\n",
+                                           "  ",
+                                           "&a ",
+                                           "*a",
+                                           "&b ",
+                                           "*b",
+                                           "? ",
+                                           "#c",
+                                           "\"",
+                                           "'",
+                                           "|\n",
+                                           ">\n",
+                                           "!!str ",
+                                           "!!int ",
+                                           "!x ",
+                                           "---\n",
+                                           "...\n",
+                                           "%YAML 1.2\n",
+                                           "<<: ",
+                                           "null",
+                                           "~",
+                                           "true",
+                                           "1",
+                                           "-1",
+                                           "2.5",
+                                           "1e999",
+                                           "99999999999999999999",
+                                           ".inf",
+                                           "model",
+                                           "parallel",
+                                           "tp",
+                                           "layers",
+                                           "schedule",
+                                           "layers_per_stage",
+                                           "betas",
+                                           "moe",
+                                           "name",
+                                           "dp",
+                                           "auto",
+                                           "order",
+                                           "tp-cp-ep-dp-pp",
+                                           "arch",
+                                           "mixtral",
+                                           "optimizer",
+                                           "\t",
+                                           "\\"};
   std::mt19937 random(7);
   std::uniform_int_distribution<std::size_t> pick(0, tokens.size() - 1);
   std::uniform_int_distribution<int> count(1, 60);
@@ -107,7 +155,8 @@ TEST_CASE("random YAML token soup never crashes", "[config][crash]") {
     std::string text;
     for (int i = count(random); i > 0; --i) text += tokens[pick(random)];
     LoadResult result;
-    REQUIRE_NOTHROW(result = load(text, {"parallel.tp=" + text.substr(0, 20), "model=" + text.substr(0, 30)}));
+    REQUIRE_NOTHROW(result =
+                        load(text, {"parallel.tp=" + text.substr(0, 20), "model=" + text.substr(0, 30)}));
     require_well_formed(result);
   }
 }
@@ -117,17 +166,22 @@ TEST_CASE("deep nesting is refused without overflowing the stack", "[config][cra
   CHECK_THAT(first_error(repeated("{a: ", 100000)), Catch::Contains("nested deeper than"));
   CHECK_THAT(first_error("model: " + repeated("[", 100000)), Catch::Contains("nested deeper than"));
   std::string block_lists;
-  for (int depth = 0; depth < 1500; ++depth) block_lists += std::string(static_cast<std::size_t>(depth), ' ') + "-\n";
+  for (int depth = 0; depth < 1500; ++depth)
+    block_lists += std::string(static_cast<std::size_t>(depth), ' ') + "-\n";
   CHECK_THAT(first_error(block_lists), Catch::Contains("job.yaml:"));
   std::string block_maps;
-  for (int depth = 0; depth < 1500; ++depth) block_maps += std::string(static_cast<std::size_t>(depth), ' ') + "a:\n";
+  for (int depth = 0; depth < 1500; ++depth)
+    block_maps += std::string(static_cast<std::size_t>(depth), ' ') + "a:\n";
   CHECK_THAT(first_error(block_maps), Catch::Contains("job.yaml:"));
-  CHECK_THAT(first_error("name: tiny", {"model=" + repeated("[", 100000)}), Catch::Contains("nested deeper than"));
+  CHECK_THAT(first_error("name: tiny", {"model=" + repeated("[", 100000)}),
+             Catch::Contains("nested deeper than"));
 }
 
 TEST_CASE("alias bombs are never expanded", "[config][crash]") {
   // 10^30 leaves if expanded; every reader position that takes a list or mapping is tried.
-  std::string anchors = "name: tiny\nmodel:\n  arch: mixtral\n  ffn_hidden: 2048\n  moe:\n    experts:\n      - &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  std::string anchors =
+      "name: tiny\nmodel:\n  arch: mixtral\n  ffn_hidden: 2048\n  moe:\n    experts:\n      - &l0 [x, x, x, "
+      "x, x, x, x, x, x, x]\n";
   for (int level = 1; level < 30; ++level) {
     std::string previous = "*l" + std::to_string(level - 1);
     anchors += "      - &l" + std::to_string(level) + " [" + repeated(previous + ", ", 9) + previous + "]\n";
@@ -194,7 +248,8 @@ TEST_CASE("thousands of problems are capped, with a count of the rest", "[config
 TEST_CASE("load_file reports missing paths and directories", "[config][crash]") {
   LoadResult missing = load_file("/nonexistent/dir/job.yaml");
   REQUIRE(missing.diags.errors.size() == 1);
-  CHECK(missing.diags.errors.front().format() == "/nonexistent/dir/job.yaml: the job file does not exist (fix: check the path)");
+  CHECK(missing.diags.errors.front().format() ==
+        "/nonexistent/dir/job.yaml: the job file does not exist (fix: check the path)");
 
   std::string directory = std::filesystem::temp_directory_path().string();
   LoadResult is_directory = load_file(directory);

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "engine/config/diagnostics.h"
+
+#include <catch2/catch.hpp>
 
 namespace ptrain::config {
 

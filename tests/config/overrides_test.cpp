@@ -28,8 +28,9 @@ TEST_CASE("overrides apply in order; the last one wins", "[config][set]") {
 }
 
 TEST_CASE("override values are YAML: flow lists, flow maps, null, quoted text", "[config][set]") {
-  LoadResult result = load("name: tiny\n", {"optimizer.betas=[0.9,0.99]", "optimizer={lr: 1.0e-3, min_lr: 0}",
-                                            "data.valid=null", "name='my run: 2'", "checkpoint.dir=runs/a b"});
+  LoadResult result =
+      load("name: tiny\n", {"optimizer.betas=[0.9,0.99]", "optimizer={lr: 1.0e-3, min_lr: 0}",
+                            "data.valid=null", "name='my run: 2'", "checkpoint.dir=runs/a b"});
   REQUIRE(result.ok());
   CHECK(result.spec.optimizer.betas[0] == 0.9);
   CHECK(result.spec.optimizer.betas[1] == 0.99);
@@ -45,7 +46,8 @@ TEST_CASE("an invalid override value gets the same message as in the file", "[co
   LoadResult result = load("name: tiny\n", {"parallel.tp=abc"});
   REQUIRE(result.diags.errors.size() == 1);
   CHECK(result.diags.errors.front().format() ==
-        "--set parallel.tp=abc: parallel.tp: expected an integer >= 1, got abc (fix: write a whole number such as 8)");
+        "--set parallel.tp=abc: parallel.tp: expected an integer >= 1, got abc (fix: write a whole number "
+        "such as 8)");
 
   LoadResult element = load("name: tiny\n", {"optimizer.betas=[0.9, 1.5]"});
   REQUIRE(element.diags.errors.size() == 1);
@@ -69,7 +71,8 @@ TEST_CASE("unknown override paths get did-you-mean", "[config][set]") {
 
   LoadResult nothing_close = load("name: tiny\n", {"tensor_parallel=2"});
   REQUIRE(nothing_close.diags.errors.size() == 1);
-  CHECK_THAT(nothing_close.diags.errors.front().fix, Catch::StartsWith("valid keys at the top level: name, backend"));
+  CHECK_THAT(nothing_close.diags.errors.front().fix,
+             Catch::StartsWith("valid keys at the top level: name, backend"));
 }
 
 TEST_CASE("malformed overrides are reported, never applied", "[config][set]") {
@@ -134,7 +137,8 @@ TEST_CASE("rule errors caused by an override point at the override", "[config][s
   CHECK(error.origin == "--set parallel.dp=3");
   CHECK(error.format() ==
         "--set parallel.dp=3: parallel.dp: tp*pp*cp*dp = 1*1*1*3 = 3 but the world has 4 ranks "
-        "(cluster.nodes*cluster.gpus_per_node = 1*4 = 4) (fix: set parallel.dp: auto (dp = 4) or run on 3 ranks)");
+        "(cluster.nodes*cluster.gpus_per_node = 1*4 = 4) (fix: set parallel.dp: auto (dp = 4) or run on 3 "
+        "ranks)");
 }
 
 TEST_CASE("file errors and override errors are all reported together", "[config][set]") {

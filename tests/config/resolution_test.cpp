@@ -148,7 +148,8 @@ TEST_CASE("world comes from LoadOptions when given, else from the cluster", "[co
 
   LoadResult mismatch = load(job, {}, 3);
   REQUIRE(mismatch.diags.errors.size() == 1);
-  CHECK_THAT(mismatch.diags.errors.front().message, Catch::Contains("the world has 3 ranks (from the command line)"));
+  CHECK_THAT(mismatch.diags.errors.front().message,
+             Catch::Contains("the world has 3 ranks (from the command line)"));
 
   LoadResult zero = load(job, {}, 0);
   REQUIRE(zero.diags.errors.size() == 1);
@@ -202,22 +203,27 @@ TEST_CASE("interleaved even split has pp*virtual_stages entries", "[config][reso
 }
 
 TEST_CASE("not-given kv_heads and ffn_hidden resolve; vocab pads to tp", "[config][resolve]") {
-  for (const std::string given : {"", "  kv_heads: null\n  ffn_hidden: ~\n", "  kv_heads: 0\n  ffn_hidden: 0\n"}) {
+  for (const std::string given :
+       {"", "  kv_heads: null\n  ffn_hidden: ~\n", "  kv_heads: 0\n  ffn_hidden: 0\n"}) {
     CAPTURE(given);
-    LoadResult result = load("name: tiny\ncluster: {gpus_per_node: 4}\nparallel: {tp: 4}\nmodel:\n  hidden: 512\n"
-                             "  heads: 8\n" + given);
+    LoadResult result = load(
+        "name: tiny\ncluster: {gpus_per_node: 4}\nparallel: {tp: 4}\nmodel:\n  hidden: 512\n"
+        "  heads: 8\n" +
+        given);
     REQUIRE(result.ok());
     CHECK(result.spec.model.kv_heads == 8);
     CHECK(result.spec.model.ffn_hidden == 2048);
     CHECK(result.spec.model.padded_vocab == 50260);
     REQUIRE(result.diags.warnings.size() == 1);
-    CHECK(result.diags.warnings.front().message ==
-          "model.vocab = 50257 is padded to 50260 (a multiple of parallel.tp = 4); the 3 extra rows are never "
-          "predicted");
+    CHECK(
+        result.diags.warnings.front().message ==
+        "model.vocab = 50257 is padded to 50260 (a multiple of parallel.tp = 4); the 3 extra rows are never "
+        "predicted");
   }
 }
 
-TEST_CASE("accepted spellings: signs, quoted words, booleans, ints for floats, null sections", "[config][resolve]") {
+TEST_CASE("accepted spellings: signs, quoted words, booleans, ints for floats, null sections",
+          "[config][resolve]") {
   LoadResult result = load(
       "name: tiny\nparallel: {tp: +1, dp: 'auto', sequence_parallel: False}\noptimizer: {lr: 1, eps: 1E-8}\n"
       "data: {shuffle: TRUE, valid: ~}\ncomm:\nlogging:\n  trace:\n");
@@ -237,16 +243,16 @@ TEST_CASE("several independent problems are all reported at once", "[config][res
   LoadResult result = load(
       "name: tiny\n"
       "model:\n"
-      "  hiden: 768\n"        // unknown key
-      "  layers: 2.5\n"       // float for an int
-      "  arch: lama\n"        // bad enum
+      "  hiden: 768\n"   // unknown key
+      "  layers: 2.5\n"  // float for an int
+      "  arch: lama\n"   // bad enum
       "parallel:\n"
-      "  tp: 0\n"             // degree < 1
+      "  tp: 0\n"               // degree < 1
       "  order: tp-cp-dp-pp\n"  // missing axis
       "optimizer:\n"
       "  lr: 1.0e-4\n"
-      "  min_lr: 1.0e-3\n"    // min_lr > lr
-      "  betas: [0.9, 2]\n"   // beta out of range
+      "  min_lr: 1.0e-3\n"   // min_lr > lr
+      "  betas: [0.9, 2]\n"  // beta out of range
       "train:\n"
       "  global_batch: 8\n"
       "  global_batch: 8\n");  // duplicate
@@ -271,7 +277,8 @@ TEST_CASE("to_string spells every enum value as YAML does", "[config][resolve]")
         std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"});
   CHECK(names(EnumValues<Precision>::values) == std::vector<std::string>{"fp32", "bf16"});
   CHECK(names(EnumValues<Recompute>::values) == std::vector<std::string>{"none", "selective", "full"});
-  CHECK(names(EnumValues<LrDecay>::values) == std::vector<std::string>{"cosine", "linear", "constant", "wsd"});
+  CHECK(names(EnumValues<LrDecay>::values) ==
+        std::vector<std::string>{"cosine", "linear", "constant", "wsd"});
   CHECK(names(EnumValues<DataFormat>::values) == std::vector<std::string>{"llmc", "megatron", "synthetic"});
   CHECK(names(EnumValues<Resume>::values) == std::vector<std::string>{"auto", "never"});
 }

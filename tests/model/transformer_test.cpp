@@ -1,0 +1,100 @@
+// Properties of the executable model that need no reference implementation: recompute policies
+// change memory, never results; initialisation is layout-independent and deterministic.
+#include "engine/model/transformer.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/config/loader.h"
+#include "engine/model/param_store.h"
+
+using namespace ptrain;
+
+namespace {
+
+config::JobSpec load(const std::string& file, std::vector<std::string> overrides, int world = 1) {
+  config::LoadOptions opts;
+  opts.world = world;
+  opts.overrides = std::move(overrides);
+  const auto job = config::load_file(std::string(PTRAIN_TEST_DIR) + "/" + file, opts);
+  REQUIRE(job.ok());
+  return job.spec;
+}
+
+struct Result {
+  std::vector<float> grads;
+  double loss;
+  std::int64_t arena_bytes;
+};
+
+Result run_once(const config::JobSpec& spec) {
+  model::ParamStore store(model::build_registry(spec.model), model::shard_coords(spec, 0, 0, 0));
+  store.initialize(spec.train.seed, spec.model.layers);
+  model::Transformer t(spec, store, kernels::cpu_ops());
+  const int n = t.dims().N;
+  std::vector<std::int32_t> tokens(static_cast<size_t>(n)), targets(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    tokens[static_cast<size_t>(i)] = (i * 31 + 7) % spec.model.vocab;
+    targets[static_cast<size_t>(i)] = (i * 17 + 3) % spec.model.vocab;
+  }
+  const auto loss = t.forward(0, tokens.data(), targets.data(), 1.0f / static_cast<float>(n));
+  t.backward(0);
+  return {std::vector<float>(store.grads(), store.grads() + store.numel()), loss.sum / static_cast<double>(n),
+          t.activation_bytes()};
+}
+
+}  // namespace
+
+TEST_CASE("recompute policies give bitwise identical gradients and use less memory") {
+  for (const char* file : {"tiny-gpt2.yaml", "tiny-llama.yaml"}) {
+    INFO(file);
+    const Result none = run_once(load(file, {"train.recompute=none"}));
+    const Result selective = run_once(load(file, {"train.recompute=selective"}));
+    const Result full = run_once(load(file, {"train.recompute=full"}));
+    CHECK(none.loss == selective.loss);
+    CHECK(none.loss == full.loss);
+    CHECK(std::memcmp(none.grads.data(), selective.grads.data(), none.grads.size() * 4) == 0);
+    CHECK(std::memcmp(none.grads.data(), full.grads.data(), none.grads.size() * 4) == 0);
+    CHECK(selective.arena_bytes < none.arena_bytes);
+    CHECK(full.arena_bytes < selective.arena_bytes);
+  }
+}
+
+TEST_CASE("initialisation is deterministic and follows the documented scheme") {
+  const config::JobSpec spec = load("tiny-gpt2.yaml", {});
+  model::ParamStore a(model::build_registry(spec.model), model::shard_coords(spec, 0, 0, 0));
+  model::ParamStore b(model::build_registry(spec.model), model::shard_coords(spec, 0, 0, 0));
+  a.initialize(7, spec.model.layers);
+  b.initialize(7, spec.model.layers);
+  CHECK(std::memcmp(a.params(), b.params(), static_cast<size_t>(a.numel()) * 4) == 0);
+  b.initialize(8, spec.model.layers);
+  CHECK(std::memcmp(a.params(), b.params(), static_cast<size_t>(a.numel()) * 4) != 0);
+  CHECK(a.param("h.0.ln_1.weight").as<float>()[0] == 1.0f);
+  CHECK(a.param("h.0.ln_1.bias").as<float>()[3] == 0.0f);
+  // N(0, 0.02) weights: the sample standard deviation of c_fc is close to 0.02.
+  const auto& slot = a.slot("h.0.mlp.c_fc.weight");
+  double sum_sq = 0;
+  for (std::int64_t i = 0; i < slot.numel; ++i)
+    sum_sq += a.params()[slot.offset + i] * a.params()[slot.offset + i];
+  CHECK(std::sqrt(sum_sq / static_cast<double>(slot.numel)) == Approx(0.02).epsilon(0.1));
+}
+
+TEST_CASE("a tp slice holds exactly the global elements of the whole tensor") {
+  const config::JobSpec spec = load("tiny-llama.yaml", {"parallel.tp=2"}, 2);  // vocab 97 padded to 98
+  const auto registry = model::build_registry(spec.model);
+  for (const auto& info : registry) {
+    std::vector<std::int64_t> all;
+    for (int r = 0; r < 2; ++r) {
+      const auto idx = model::global_indices(info, r, 2);
+      all.insert(all.end(), idx.begin(), idx.end());
+    }
+    std::sort(all.begin(), all.end());
+    if (info.tp_dim >= 0) {
+      REQUIRE(static_cast<std::int64_t>(all.size()) == info.numel());
+      for (std::int64_t i = 0; i < info.numel(); ++i) REQUIRE(all[static_cast<size_t>(i)] == i);
+    }
+  }
+}
