@@ -48,6 +48,7 @@ int run_validate(const ValidateArgs& args) {
     std::printf("%s\n", json_report(job.spec, est).dump(2).c_str());
   } else {
     std::printf("%s", human_report(job.spec, est).c_str());
+    std::fflush(stdout);  // the report first, then its problems
     print_diagnostics(est.diags);
   }
   return valid ? kExitOk : kExitBadInput;

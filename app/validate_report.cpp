@@ -143,17 +143,29 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est)
        ", peak in-flight " + printf_string("%.2f", est.peak_inflight) + " microbatches");
   line("");
   line("Memory     per rank (bytes on the device), " + est.hardware + " has " + bytes_text(est.device_memory_bytes));
-  line("           rank  pp  tp  ep      params       grads   optimizer activations     buffers       total");
-  for (size_t i = 0; i < est.ranks.size(); ++i) {
-    const auto& r = est.ranks[i];
-    const auto& mem = r.memory;
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "         %c %5d %3d %3d %3d %11s %11s %11s %11s %11s %11s",
-                  static_cast<int>(i) == est.max_memory_rank ? '*' : ' ', r.rank, r.pp_rank, r.tp_rank, r.ep_rank,
+  line("           ranks          pp  tp     ep         params       grads   optimizer activations     buffers       total");
+  // Positions with the same pp stage and the same numbers share one row (tp and ep ranges).
+  for (size_t i = 0; i < est.ranks.size();) {
+    size_t j = i + 1;
+    auto same = [&](const plan::RankEstimate& a, const plan::RankEstimate& b) {
+      return a.pp_rank == b.pp_rank && a.memory.total() == b.memory.total() && a.memory.params == b.memory.params &&
+             a.memory.activations == b.memory.activations;
+    };
+    while (j < est.ranks.size() && same(est.ranks[i], est.ranks[j])) ++j;
+    const auto& first = est.ranks[i];
+    const auto& last = est.ranks[j - 1];
+    auto range = [](int a, int b) { return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b); };
+    const bool heaviest = est.max_memory_rank >= static_cast<int>(i) && est.max_memory_rank < static_cast<int>(j);
+    const auto& mem = first.memory;
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "         %c %-14s %3d %-6s %-6s %11s %11s %11s %11s %11s %11s", heaviest ? '*' : ' ',
+                  (j - i == 1 ? std::to_string(first.rank) : std::to_string(first.rank) + ",...").c_str(), first.pp_rank,
+                  range(first.tp_rank, last.tp_rank).c_str(), range(first.ep_rank, last.ep_rank).c_str(),
                   bytes_text(mem.params).c_str(), bytes_text(mem.grads).c_str(), bytes_text(mem.optimizer).c_str(),
                   bytes_text(mem.activations).c_str(), bytes_text(mem.comm_buffers).c_str(),
                   bytes_text(mem.total()).c_str());
     line(buf);
+    i = j;
   }
   line("           (* = the rank with the most; activations = per in-flight microbatch x peak in-flight)");
   line("");

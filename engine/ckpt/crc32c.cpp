@@ -35,9 +35,35 @@ std::uint32_t load_u32(const unsigned char* p) {
   return v;
 }
 
+#if defined(__x86_64__)
+// The SSE4.2 crc32 instruction implements exactly this polynomial, eight bytes at a time.
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_extend_sse42(std::uint32_t crc, const void* data,
+                                                                    std::size_t size) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t c = ~crc;
+  for (; size >= 8; p += 8, size -= 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p, sizeof word);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  auto c32 = static_cast<std::uint32_t>(c);
+  for (; size > 0; ++p, --size) c32 = __builtin_ia32_crc32qi(c32, *p);
+  return ~c32;
+}
+
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
 }  // namespace
 
 std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size) {
+#if defined(__x86_64__)
+  if (kHaveSse42) return crc32c_extend_sse42(crc, data, size);
+#endif
+  return crc32c_extend_portable(crc, data, size);
+}
+
+std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::size_t size) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint32_t c = ~crc;
   const auto& t = kTables;

@@ -1,5 +1,6 @@
 // CRC32C (Castagnoli, reflected polynomial 0x82F63B78, as in iSCSI, ext4 and Google's crc32c):
-// the checksum of every checkpoint rank file. Table-driven, slicing by 8 bytes.
+// the checksum of every checkpoint rank file. Table-driven, slicing by 8 bytes (~1 GB/s); on x86-64
+// CPUs with SSE4.2 the crc32 instruction computes the same values several times faster.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,9 @@ namespace ptrain::ckpt {
 // The CRC32C of `prefix || data` given crc = CRC32C(prefix) (0 for an empty prefix), so a file can
 // be checksummed piece by piece as it is written.
 std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size);
+
+// The table-driven implementation alone (tests compare it with the hardware path).
+std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::size_t size);
 
 inline std::uint32_t crc32c(const void* data, std::size_t size) {
   return crc32c_extend(0, data, size);

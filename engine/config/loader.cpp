@@ -64,6 +64,9 @@ LoadResult load_string(const std::string& yaml_text, const std::string& origin, 
   } catch (const std::exception& e) {
     result.diags.errors.push_back(
         file_problem(origin, cat("internal error while loading the job: ", e.what()), "please report this"));
+  } catch (...) {
+    result.diags.errors.push_back(
+        file_problem(origin, "internal error while loading the job", "please report this"));
   }
   return result;
 }
@@ -102,8 +105,10 @@ LoadResult load_file(const std::string& path, const LoadOptions& opts) {
     return load_string(text, path, opts);
   } catch (const std::exception& e) {
     failed.diags.errors.push_back(file_problem(path, cat("reading the job file failed: ", e.what()), ""));
-    return failed;
+  } catch (...) {
+    failed.diags.errors.push_back(file_problem(path, "reading the job file failed", ""));
   }
+  return failed;
 }
 
 }  // namespace ptrain::config

@@ -11,7 +11,7 @@ namespace ptrain::config {
 
 // Bounds that keep later stages (grid tables, per-stage lists) small enough to allocate.
 inline constexpr int kMaxWorld = 1 << 20;
-inline constexpr int kMaxPipelineStages = 1 << 16;
+inline constexpr int kMaxPipelineStages = 1 << 12;
 
 // world, parallel.dp, parallel.order, sequence_parallel.
 void resolve_parallel(LoadContext& ctx, std::optional<int> world);

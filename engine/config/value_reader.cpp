@@ -28,23 +28,26 @@ std::string integer_range_problem(std::int64_t min, std::int64_t max, bool too_s
   return cat("is too large: must be <= ", max);
 }
 
+// A field's own fix explains its lower end or its bounded range; the type's limit needs no story.
+std::string range_fix_text(std::int64_t min, std::int64_t max, bool too_small, std::string_view custom) {
+  if (!too_small && is_type_max(max)) return cat("use a value <= ", max);
+  if (!custom.empty()) return std::string(custom);
+  return cat("use a value ", integer_range(min, max));
+}
+
 std::string number_range(const NumberRange& range) {
-  if (range.low && range.high) {
-    return cat("in ", range.low->inclusive ? "[" : "(", range.low->value, ", ", range.high->value,
+  if (range.high) {
+    return cat("in ", range.low.inclusive ? "[" : "(", range.low.value, ", ", range.high->value,
                range.high->inclusive ? "]" : ")");
   }
-  if (range.low) return cat(range.low->inclusive ? ">= " : "> ", range.low->value);
-  if (range.high) return cat(range.high->inclusive ? "<= " : "< ", range.high->value);
-  return "finite";
+  return cat(range.low.inclusive ? ">= " : "> ", range.low.value);
 }
 
 bool in_range(double value, const NumberRange& range) {
-  if (range.low && (range.low->inclusive ? value < range.low->value : value <= range.low->value))
-    return false;
-  if (range.high && (range.high->inclusive ? value > range.high->value : value >= range.high->value)) {
-    return false;
-  }
-  return true;
+  bool above_low = range.low.inclusive ? value >= range.low.value : value > range.low.value;
+  bool below_high =
+      !range.high || (range.high->inclusive ? value <= range.high->value : value < range.high->value);
+  return above_low && below_high;
 }
 
 std::string fix_for_shape(const YAML::Node& node, std::string_view wanted) {
@@ -118,9 +121,7 @@ std::optional<std::int64_t> ValueReader::read_integer(std::int64_t min, std::int
   if (parsed.status == ParseStatus::Ok && parsed.value >= min && parsed.value <= max) return parsed.value;
   if (parsed.status == ParseStatus::Ok || parsed.status == ParseStatus::OutOfRange) {
     bool too_small = parsed.status == ParseStatus::Ok ? parsed.value < min : text.front() == '-';
-    std::string fix = !range_fix.empty() && (too_small || !is_type_max(max)) ? std::string(range_fix)
-                      : too_small || !is_type_max(max) ? cat("use a value ", integer_range(min, max))
-                                                       : cat("use a value <= ", max);
+    std::string fix = range_fix_text(min, max, too_small, range_fix);
     fail(cat(integer_range_problem(min, max, too_small), ", got ", printable(text)), fix);
     return std::nullopt;
   }

@@ -21,17 +21,18 @@ namespace ptrain::config {
 inline constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
 inline constexpr std::int64_t kMaxInt64 = std::numeric_limits<std::int64_t>::max();
 
-// An interval for floats; a side without a bound is std::nullopt.
+// An interval for floats: a lower bound, and an upper one where there is one.
 struct NumberRange {
   struct Bound {
     double value;
     bool inclusive;
   };
-  std::optional<Bound> low, high;
+  Bound low;
+  std::optional<Bound> high;
 
-  static NumberRange positive() { return {Bound{0, false}, std::nullopt}; }
-  static NumberRange non_negative() { return {Bound{0, true}, std::nullopt}; }
-  static NumberRange unit_half_open() { return {Bound{0, true}, Bound{1, false}}; }  // [0, 1)
+  static NumberRange positive() { return {{0, false}, std::nullopt}; }
+  static NumberRange non_negative() { return {{0, true}, std::nullopt}; }
+  static NumberRange unit_half_open() { return {{0, true}, Bound{1, false}}; }  // [0, 1)
 };
 
 // "a mapping", "a list", "an empty value (null)", "2.5", "the string \"2\"".

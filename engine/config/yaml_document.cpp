@@ -16,11 +16,19 @@
 namespace ptrain::config {
 namespace {
 
-// yaml-cpp 0.7's YAML::LoadAll never returns on a stray ',' at the top level: the parser reports an
-// empty document without consuming the token, forever, allocating each time (yaml-cpp issue
-// #1040, fixed upstream in later releases). So documents are counted with a bare event pass that
-// stops when a document starts where the previous one did, and only the first one is built.
-class DocumentCounter final : public YAML::EventHandler {
+// A bare event pass over the text before any node is built, for two guards:
+// - yaml-cpp 0.7's YAML::LoadAll never returns on a stray ',' at the top level: the parser reports
+//   an empty document without consuming the token, forever, allocating each time (yaml-cpp issue
+//   #1040, fixed upstream later). The pass stops when a document starts where the previous did.
+// - building nodes costs about 500 bytes each: a 4 MiB flow list would take a gigabyte and many
+//   seconds. A job spec has about a hundred values, so the pass stops past kMaxNodes.
+constexpr std::size_t kMaxNodes = 1 << 16;
+
+struct TooManyNodes {
+  YAML::Mark mark;
+};
+
+class DocumentScanner final : public YAML::EventHandler {
  public:
   void OnDocumentStart(const YAML::Mark& mark) override {
     if (documents_ > 0 && mark.pos == previous_start_.pos) stuck_ = true;
@@ -29,13 +37,19 @@ class DocumentCounter final : public YAML::EventHandler {
     ++documents_;
   }
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { count_node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { count_node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override {
+    count_node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    count_node(mark);
+  }
   void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    count_node(mark);
   }
   void OnMapEnd() override {}
 
@@ -45,7 +59,12 @@ class DocumentCounter final : public YAML::EventHandler {
   const YAML::Mark& second_start() const { return second_start_; }
 
  private:
+  void count_node(const YAML::Mark& mark) {
+    if (++nodes_ > kMaxNodes) throw TooManyNodes{mark};
+  }
+
   std::size_t documents_ = 0;
+  std::size_t nodes_ = 0;
   bool stuck_ = false;
   YAML::Mark previous_start_;
   YAML::Mark second_start_;
@@ -60,11 +79,11 @@ struct DocumentScan {
 DocumentScan scan_documents(const std::string& text) {
   std::istringstream stream(text);
   YAML::Parser parser(stream);
-  DocumentCounter counter;
-  while (parser.HandleNextDocument(counter)) {
-    if (counter.stuck()) return {counter.documents(), counter.second_start(), counter.previous_start()};
+  DocumentScanner scanner;
+  while (parser.HandleNextDocument(scanner)) {
+    if (scanner.stuck()) return {scanner.documents(), scanner.second_start(), scanner.previous_start()};
   }
-  return {counter.documents(), counter.second_start(), std::nullopt};
+  return {scanner.documents(), scanner.second_start(), std::nullopt};
 }
 
 Diagnostic located(const std::string& key, Location where, std::string message, std::string fix) {
@@ -93,6 +112,9 @@ std::optional<ParsedYaml> parse_yaml(LoadContext& ctx, std::string_view text, co
       return std::nullopt;
     }
     return ParsedYaml{YAML::Load(owned), scan.documents, scan.second_document};
+  } catch (const TooManyNodes& e) {
+    ctx.report_error(located(key, source.at(e.mark), cat("the YAML holds more than ", kMaxNodes, " values"),
+                             "a job spec has about a hundred; is this the right file?"));
   } catch (const YAML::DeepRecursion& e) {
     ctx.report_error(located(key, source.at(e.mark), cat("YAML nested deeper than ", e.depth(), " levels"),
                              "a job spec needs three levels; is this the right file?"));

@@ -35,3 +35,17 @@ TEST_CASE("crc32c can be computed piece by piece", "[ckpt][crc32c]") {
   // Unaligned starts take the same path as aligned ones.
   CHECK(crc32c(data.data() + 3, 100) == crc32c_extend(crc32c(data.data() + 3, 50), data.data() + 53, 50));
 }
+
+TEST_CASE("crc32c: the hardware path and the table agree", "[ckpt][crc32c]") {
+  std::vector<unsigned char> data(4099);
+  std::uint32_t x = 1;
+  for (auto& b : data) b = static_cast<unsigned char>((x = x * 1103515245u + 12345u) >> 16);
+  for (std::size_t start : {0u, 1u, 5u})
+    for (std::size_t size : {0u, 1u, 7u, 8u, 15u, 64u, 1000u, 4090u}) {
+      INFO("start " << start << " size " << size);
+      CHECK(crc32c_extend(0x12345678u, data.data() + start, size) ==
+            ptrain::ckpt::crc32c_extend_portable(0x12345678u, data.data() + start, size));
+    }
+  const std::string check = "123456789";
+  CHECK(ptrain::ckpt::crc32c_extend_portable(0, check.data(), check.size()) == 0xE3069283u);
+}

@@ -143,7 +143,7 @@ class ValidateBadInput(unittest.TestCase):
 
     def test_too_few_microbatches_for_1f1b(self):
         # TorchTitan deadlocks when microbatches < pp; ptrain refuses.
-        self.check_invalid(TINY.replace("global_batch: 8", "global_batch: 1"), "microbatch")
+        self.check_invalid(TINY.replace("global_batch: 8", "global_batch: 2"), "microbatch")
 
     def test_unknown_key_did_you_mean(self):
         r = self.check_invalid(TINY.replace("layers: 4", "layres: 4"), "model.layres")

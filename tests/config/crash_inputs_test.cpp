@@ -53,6 +53,14 @@ TEST_CASE("empty and blank documents are reported as empty", "[config][crash]") 
   }
 }
 
+TEST_CASE("a stray top-level comma is an error, not yaml-cpp 0.7's endless loop", "[config][crash]") {
+  // Found by the token-soup test below: YAML::LoadAll(",") allocates empty documents forever.
+  for (const std::string text : {",", " ,", "!!str ,", ",\nname: tiny\n", "# comment\n, x"}) {
+    CAPTURE(text);
+    CHECK_THAT(first_error(text), Catch::Contains("invalid YAML: unexpected ','"));
+  }
+}
+
 TEST_CASE("non-mapping top levels are reported", "[config][crash]") {
   CHECK_THAT(first_error("- 1\n- 2\n"), Catch::Contains("the top level must be a mapping"));
   CHECK_THAT(first_error("42"), Catch::Contains("got 42"));
@@ -224,6 +232,16 @@ TEST_CASE("text over 4 MiB is refused, in memory and on disk", "[config][crash]"
   std::filesystem::remove(path);
   REQUIRE(from_file.diags.errors.size() == 1);
   CHECK_THAT(from_file.diags.errors.front().message, Catch::Contains("larger than 4194304 bytes"));
+}
+
+TEST_CASE("documents with too many values are refused before nodes are built", "[config][crash]") {
+  // About a gigabyte of yaml-cpp nodes if built; refused after a cheap event pass instead.
+  std::string flow = "name: tiny\nschedule:\n  layers_per_stage: [" + repeated("1,", 2000000) + "1]\n";
+  CHECK_THAT(first_error(flow), Catch::Contains("job.yaml:3:"));
+  CHECK_THAT(first_error(flow), Catch::Contains("the YAML holds more than 65536 values"));
+  CHECK(seconds_to_load(flow) < 10.0);
+  std::string block = "name: tiny\nx:\n" + repeated("- 1\n", 1000000);
+  CHECK_THAT(first_error(block), Catch::Contains("the YAML holds more than 65536 values"));
 }
 
 TEST_CASE("a file just under the limit loads in reasonable time", "[config][crash]") {

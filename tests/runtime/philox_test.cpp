@@ -32,7 +32,7 @@ TEST_CASE("normal samples depend only on (key, index) and look standard normal")
   CHECK(std::abs(sum_sq / n - 1.0) < 0.01);
 }
 
-TEST_CASE("uniform samples lie in [0, 1)") {
+TEST_CASE("uniform samples lie in the unit interval") {
   const PhiloxKey key = stream_key(7, 9);
   double sum = 0;
   for (std::uint64_t i = 0; i < 100000; ++i) {
