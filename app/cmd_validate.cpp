@@ -20,7 +20,7 @@ struct ValidateArgs {
 
 int emit_problems(const config::Diagnostics& diags, bool json) {
   if (json) {
-    std::printf("%s\n", json_diagnostics(diags).dump(2).c_str());
+    std::printf("%s\n", json_diagnostics(diags).c_str());
   } else {
     print_diagnostics(diags);
     std::fprintf(stderr, "invalid: %zu problem%s\n", diags.errors.size(), diags.errors.size() == 1 ? "" : "s");
@@ -45,7 +45,7 @@ int run_validate(const ValidateArgs& args) {
   est.diags.warnings.insert(est.diags.warnings.begin(), job.diags.warnings.begin(), job.diags.warnings.end());
   const bool valid = est.diags.ok();
   if (args.json) {
-    std::printf("%s\n", json_report(job.spec, est).dump(2).c_str());
+    std::printf("%s\n", json_report(job.spec, est).c_str());
   } else {
     std::printf("%s", human_report(job.spec, est).c_str());
     std::fflush(stdout);  // the report first, then its problems

@@ -1,5 +1,7 @@
 #include "app/validate_report.h"
 
+#include "app/json_writer.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -185,93 +187,86 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est)
   return out;
 }
 
-nlohmann::ordered_json json_diagnostics(const config::Diagnostics& diags) {
-  nlohmann::ordered_json j;
-  j["valid"] = diags.ok();
-  auto list = [](const std::vector<config::Diagnostic>& ds) {
-    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-    for (const auto& diag : ds) {
-      nlohmann::ordered_json e;
-      e["key"] = diag.key;
-      e["message"] = diag.message;
-      e["fix"] = diag.fix;
-      e["line"] = diag.line;
-      e["column"] = diag.column;
-      e["origin"] = diag.origin;
-      arr.push_back(std::move(e));
-    }
-    return arr;
-  };
-  j["errors"] = list(diags.errors);
-  j["warnings"] = list(diags.warnings);
-  return j;
+namespace {
+
+void write_diagnostics(JsonWriter& w, const char* name, const std::vector<config::Diagnostic>& list) {
+  w.key(name).begin_array();
+  for (const auto& d : list) {
+    w.begin_object();
+    w.key("key").value(d.key).key("message").value(d.message).key("fix").value(d.fix);
+    w.key("line").value(d.line).key("column").value(d.column).key("origin").value(d.origin);
+    w.end_object();
+  }
+  w.end_array();
 }
 
-nlohmann::ordered_json json_report(const config::JobSpec& spec, const plan::Estimate& est) {
-  nlohmann::ordered_json j;
-  j["valid"] = est.diags.ok();
-  j["name"] = spec.name;
-  j["world"] = est.world;
-  j["degrees"] = {{"tp", est.degrees.tp}, {"pp", est.degrees.pp}, {"dp", est.degrees.dp},
-                  {"cp", est.degrees.cp}, {"ep", est.degrees.ep}};
-  nlohmann::ordered_json grid_json;
+void write_memory(JsonWriter& w, const plan::MemoryBreakdown& m) {
+  w.key("params_bytes").value(m.params).key("grads_bytes").value(m.grads);
+  w.key("optimizer_bytes").value(m.optimizer).key("activations_bytes").value(m.activations);
+  w.key("comm_buffers_bytes").value(m.comm_buffers).key("total_bytes").value(m.total());
+}
+
+}  // namespace
+
+std::string json_diagnostics(const config::Diagnostics& diags) {
+  JsonWriter w;
+  w.begin_object().key("valid").value(diags.ok());
+  write_diagnostics(w, "errors", diags.errors);
+  write_diagnostics(w, "warnings", diags.warnings);
+  return w.end_object().str();
+}
+
+std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) {
+  JsonWriter w;
+  const auto& d = est.degrees;
+  w.begin_object();
+  w.key("valid").value(est.diags.ok()).key("name").value(spec.name).key("world").value(est.world);
+  w.key("degrees").begin_object();
+  w.key("tp").value(d.tp).key("pp").value(d.pp).key("dp").value(d.dp).key("cp").value(d.cp).key("ep").value(d.ep);
+  w.end_object();
+  w.key("grid").begin_object();
   for (const char* axis : kAxes) {
     auto it = est.groups.find(axis);
-    grid_json[axis] = it == est.groups.end() ? nlohmann::ordered_json::array() : nlohmann::ordered_json(it->second);
+    w.key(axis).value(it == est.groups.end() ? grid::GroupList{} : it->second);
   }
-  j["grid"] = std::move(grid_json);
-  j["params_total"] = est.params_total;
-  j["params_active"] = est.params_active;
+  w.end_object();
+  w.key("params_total").value(est.params_total).key("params_active").value(est.params_active);
   const auto& heaviest = est.ranks.at(static_cast<size_t>(est.max_memory_rank));
-  const auto& mem = heaviest.memory;
-  j["memory"] = {{"rank", heaviest.rank},
-                 {"params_bytes", mem.params},
-                 {"grads_bytes", mem.grads},
-                 {"optimizer_bytes", mem.optimizer},
-                 {"activations_bytes", mem.activations},
-                 {"comm_buffers_bytes", mem.comm_buffers},
-                 {"total_bytes", mem.total()},
-                 {"device_bytes", est.device_memory_bytes}};
-  nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
+  w.key("memory").begin_object().key("rank").value(heaviest.rank);
+  write_memory(w, heaviest.memory);
+  w.key("device_bytes").value(est.device_memory_bytes).end_object();
+  w.key("memory_per_rank").begin_array();
   for (const auto& r : est.ranks) {
-    per_rank.push_back({{"rank", r.rank},
-                        {"pp_rank", r.pp_rank},
-                        {"tp_rank", r.tp_rank},
-                        {"ep_rank", r.ep_rank},
-                        {"params", r.params},
-                        {"peak_inflight", r.peak_inflight},
-                        {"params_bytes", r.memory.params},
-                        {"grads_bytes", r.memory.grads},
-                        {"optimizer_bytes", r.memory.optimizer},
-                        {"activations_bytes", r.memory.activations},
-                        {"comm_buffers_bytes", r.memory.comm_buffers},
-                        {"total_bytes", r.memory.total()}});
+    w.begin_object();
+    w.key("rank").value(r.rank).key("pp_rank").value(r.pp_rank).key("tp_rank").value(r.tp_rank);
+    w.key("ep_rank").value(r.ep_rank).key("params").value(r.params).key("peak_inflight").value(r.peak_inflight);
+    write_memory(w, r.memory);
+    w.end_object();
   }
-  j["memory_per_rank"] = std::move(per_rank);
-  j["pipeline"] = {{"kind", config::to_string(spec.schedule.kind)},
-                   {"virtual_stages", spec.schedule.virtual_stages},
-                   {"microbatches", est.microbatches},
-                   {"bubble_fraction", est.bubble_fraction},
-                   {"peak_inflight", est.peak_inflight}};
-  j["tokens_per_step"] = est.tokens_per_step;
-  j["flops_per_step"] = est.flops_per_step;
-  j["hardware_flops_per_step"] = est.hardware_flops_per_step;
-  nlohmann::ordered_json comm, tiers;
+  w.end_array();
+  w.key("pipeline").begin_object();
+  w.key("kind").value(config::to_string(spec.schedule.kind)).key("virtual_stages").value(spec.schedule.virtual_stages);
+  w.key("microbatches").value(est.microbatches).key("bubble_fraction").value(est.bubble_fraction);
+  w.key("peak_inflight").value(est.peak_inflight).end_object();
+  w.key("tokens_per_step").value(est.tokens_per_step).key("flops_per_step").value(est.flops_per_step);
+  w.key("hardware_flops_per_step").value(est.hardware_flops_per_step);
+  w.key("comm_bytes_per_step").begin_object();
+  for (const char* axis : kAxes) {
+    auto it = est.comm_bytes_per_step.find(axis);
+    w.key(axis).value(it == est.comm_bytes_per_step.end() ? 0.0 : it->second.total());
+  }
+  w.end_object();
+  w.key("comm_tiers").begin_object();
   for (const char* axis : kAxes) {
     auto it = est.comm_bytes_per_step.find(axis);
     const plan::CommVolume v = it == est.comm_bytes_per_step.end() ? plan::CommVolume{} : it->second;
-    comm[axis] = v.total();
-    tiers[axis] = {{"intra_node", v.intra_node}, {"inter_node", v.inter_node}};
+    w.key(axis).begin_object().key("intra_node").value(v.intra_node).key("inter_node").value(v.inter_node).end_object();
   }
-  j["comm_bytes_per_step"] = std::move(comm);
-  j["comm_tiers"] = std::move(tiers);
-  j["step_time_s"] = est.step_time_s;
-  j["mfu"] = est.mfu;
-  j["hardware"] = est.hardware;
-  const nlohmann::ordered_json diags = json_diagnostics(est.diags);
-  j["errors"] = diags["errors"];
-  j["warnings"] = diags["warnings"];
-  return j;
+  w.end_object();
+  w.key("step_time_s").value(est.step_time_s).key("mfu").value(est.mfu).key("hardware").value(est.hardware);
+  write_diagnostics(w, "errors", est.diags.errors);
+  write_diagnostics(w, "warnings", est.diags.warnings);
+  return w.end_object().str();
 }
 
 }  // namespace ptrain::app

@@ -4,8 +4,6 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/config/diagnostics.h"
 #include "engine/config/job_spec.h"
 #include "engine/plan/estimate.h"
@@ -13,8 +11,8 @@
 namespace ptrain::app {
 
 std::string human_report(const config::JobSpec& spec, const plan::Estimate& est);
-nlohmann::ordered_json json_report(const config::JobSpec& spec, const plan::Estimate& est);
+std::string json_report(const config::JobSpec& spec, const plan::Estimate& est);
 // For a job that did not load: only the problems.
-nlohmann::ordered_json json_diagnostics(const config::Diagnostics& diags);
+std::string json_diagnostics(const config::Diagnostics& diags);
 
 }  // namespace ptrain::app
