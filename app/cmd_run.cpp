@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "app/exit_codes.h"
 #include "app/job_loading.h"
+#include "engine/ckpt/checkpoint_error.h"
 #include "engine/data/data_error.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/threads.h"
@@ -19,6 +20,7 @@ namespace {
 struct RunArgs {
   JobArgs job;
   std::optional<int> nproc;
+  std::int64_t stop_after_steps = 0;
 };
 
 std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled at step boundaries
@@ -48,6 +50,7 @@ int run_training(const RunArgs& args) {
   try {
     train::TrainerOptions options;
     options.stop_requested = &g_stop_requested;
+    options.stop_after_steps = args.stop_after_steps;
     train::Trainer trainer(spec, kernels::cpu_ops(), options);
     const train::RunResult result = trainer.run();
     switch (result.status) {
@@ -60,6 +63,9 @@ int run_training(const RunArgs& args) {
     }
   } catch (const data::DataError& e) {
     std::fprintf(stderr, "error: data: %s\n", e.what());
+    return kExitBadInput;
+  } catch (const ckpt::CheckpointError& e) {
+    std::fprintf(stderr, "error: checkpoint: %s\n", e.what());
     return kExitBadInput;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
@@ -82,6 +88,9 @@ void add_run_command(CLI::App& cli, int& exit_code) {
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--stop-after-steps", args->stop_after_steps,
+                  "Train this many steps, then checkpoint and exit 0 as on SIGTERM (time-limited allocations)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([args, &exit_code] { exit_code = run_training(*args); });
 }
 

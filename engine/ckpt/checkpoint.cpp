@@ -137,12 +137,12 @@ std::optional<std::pair<std::int64_t, std::int64_t>> first_gap(const std::vector
 }
 
 bool is_leftover_name(const std::string& name) {
-  // step_<N>.tmp-*, step_<N>.old-* (a crashed save) and latest.tmp-* (a crashed update of latest)
+  // step_<N>.tmp-* (a crashed save, or the old contents of a re-saved step) and latest.tmp-* (a
+  // crashed update of `latest`)
   if (name.rfind("latest.tmp-", 0) == 0) return true;
   const auto dot = name.find('.');
-  if (dot == std::string::npos || !parse_step_dir_name(name.substr(0, dot))) return false;
-  const std::string rest = name.substr(dot);
-  return rest.rfind(".tmp-", 0) == 0 || rest.rfind(".old-", 0) == 0;
+  return dot != std::string::npos && parse_step_dir_name(name.substr(0, dot)) &&
+         name.compare(dot, 5, ".tmp-") == 0;
 }
 
 // Removes checkpoints older than `step` beyond the newest `keep` (counting `step` itself), and

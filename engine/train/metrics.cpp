@@ -41,9 +41,10 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
   const bool due = m.step % log_every_ == 0 || m.step == total_steps_ || m.val_loss.has_value();
   if (due) {
     if (bar_visible_) std::fputs("\r\033[K", stderr);
-    std::fprintf(stderr, "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | mem %.2f GiB",
+    const bool gib = m.memory_bytes >= 1073741824.0;
+    std::fprintf(stderr, "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | mem %.2f %s",
                  static_cast<long long>(m.step), static_cast<long long>(total_steps_), m.loss, m.lr, m.grad_norm,
-                 m.tokens_per_s, 100.0 * m.mfu, m.memory_bytes / 1073741824.0);
+                 m.tokens_per_s, 100.0 * m.mfu, m.memory_bytes / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB");
     if (m.val_loss) std::fprintf(stderr, " | val loss %.4f", *m.val_loss);
     std::fprintf(stderr, " | ETA %s\n", duration_text(eta_seconds).c_str());
     bar_visible_ = false;

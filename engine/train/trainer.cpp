@@ -4,6 +4,10 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/ckpt/checkpoint.h"
+#include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/hf.h"
+#include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
 #include "engine/model/param_store.h"
 #include "engine/model/transformer.h"
@@ -36,6 +40,7 @@ struct Trainer::State {
   double flops_per_step = 0;  // model FLOPs of the whole job's step
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
+  std::int64_t last_saved_step = -1;
 
   State(const config::JobSpec& s, const kernels::Ops& ops, TrainerOptions opts)
       : spec(s),
@@ -48,6 +53,8 @@ struct Trainer::State {
         train_loader(data::make_train_loader(s, *train_source, 0)),
         log(s.logging.metrics, s.train.steps, s.logging.every) {
     params.initialize(s.train.seed, s.model.layers);
+    start_step = restore();
+    last_saved_step = start_step;
     const std::size_t tokens = static_cast<std::size_t>(s.train.micro_batch) * static_cast<std::size_t>(s.model.seq_len);
     inputs.resize(tokens);
     targets.resize(tokens);
@@ -62,6 +69,46 @@ struct Trainer::State {
   }
 
   static constexpr int kEvalBatches = 4;  // global batches of the validation set per evaluation
+
+  ckpt::MomentBuffers moments() const { return {optimizer.exp_avg(), optimizer.exp_avg_sq()}; }
+
+  // Resumes from checkpoint.dir (resume: auto) or imports checkpoint.load_hf; returns the steps
+  // already done.
+  std::int64_t restore() {
+    const auto& c = spec.checkpoint;
+    if (!c.dir.empty() && c.resume == config::Resume::Auto) {
+      if (const auto latest = ckpt::latest_checkpoint(c.dir)) {
+        ckpt::LoadedCheckpoint loaded = ckpt::open_checkpoint(*latest);
+        const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
+        if (!mismatches.empty())
+          throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
+        const ckpt::MomentBuffers m = moments();
+        ckpt::restore_param_store(loaded, params, &m);
+        const std::int64_t step = loaded.state().at("step").get<std::int64_t>();
+        log.note("resumed from " + loaded.path() + " at step " + std::to_string(step));
+        return step;
+      }
+    }
+    if (!c.load_hf.empty()) {
+      const auto imported = ckpt::import_hf(c.load_hf, spec.model, params);
+      log.note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
+    }
+    return 0;
+  }
+
+  // Writes step `step` (steps done) to checkpoint.dir, atomically.
+  void save(std::int64_t step) {
+    if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
+    last_saved_step = step;
+    const nlohmann::json state = {{"step", step},
+                                  {"consumed_samples", train_loader.consumed_samples(step)},
+                                  {"seed", spec.train.seed},
+                                  {"lr_step", step}};
+    const ckpt::MomentBuffers m = moments();
+    const std::string path = ckpt::save_checkpoint(spec.checkpoint.dir, step, ckpt::job_meta(spec), state,
+                                                   ckpt::param_store_shards(params, &m), spec.checkpoint.keep);
+    log.note("checkpoint saved: " + path);
+  }
 
   double memory_bytes() const {
     return static_cast<double>(params.numel()) * 4.0 * 4.0  // params, grads, exp_avg, exp_avg_sq
@@ -112,14 +159,17 @@ RunResult Trainer::run() {
   State& s = *state_;
   const config::JobSpec& spec = s.spec;
   RunResult result;
+  result.steps_done = s.start_step;
   const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
   double seconds_total = 0;
   std::int64_t timed_steps = 0;
   for (std::int64_t step = s.start_step; step < spec.train.steps; ++step) {
-    if (s.options.stop_requested != nullptr && s.options.stop_requested->load()) {
+    const bool stop_after = s.options.stop_after_steps > 0 && step - s.start_step >= s.options.stop_after_steps;
+    if (stop_after || (s.options.stop_requested != nullptr && s.options.stop_requested->load())) {
       result.status = RunStatus::Interrupted;
-      s.log.note("stop requested: stopping after step " + std::to_string(step));
-      break;
+      s.log.note("stop requested: checkpointing after step " + std::to_string(step));
+      s.save(step);
+      return result;
     }
     const auto t0 = Clock::now();
     const double lr = optim::learning_rate(spec.optimizer, spec.train.steps, step);
@@ -150,7 +200,9 @@ RunResult Trainer::run() {
     s.log.record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total / static_cast<double>(timed_steps));
     result.steps_done = m.step;
     result.final_loss = loss;
+    if (spec.checkpoint.every > 0 && m.step % spec.checkpoint.every == 0 && m.step != spec.train.steps) s.save(m.step);
   }
+  if (result.status == RunStatus::Completed && result.steps_done > s.start_step) s.save(result.steps_done);
   return result;
 }
 

@@ -20,14 +20,14 @@ enum class RunStatus {
 
 struct RunResult {
   RunStatus status = RunStatus::Completed;
-  std::int64_t steps_done = 0;
+  std::int64_t steps_done = 0;  // including those of a resumed checkpoint
   std::int64_t failed_step = 0;
   double final_loss = 0;
 };
 
 struct TrainerOptions {
   const std::atomic<bool>* stop_requested = nullptr;  // polled at step boundaries
-  std::string checkpoint_dir_override;                // tests: write checkpoints elsewhere
+  std::int64_t stop_after_steps = 0;  // > 0: stop (checkpointing) after this many steps of this run
 };
 
 class Trainer {

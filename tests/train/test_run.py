@@ -1,0 +1,155 @@
+"""`ptrain run` on CPU, end to end: training works, resumes exactly, stops cleanly, fails loudly."""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+PTRAIN = ""
+
+JOB = """\
+name: run-test
+backend: cpu
+model: {{arch: {arch}, layers: 2, hidden: 32, heads: 4, kv_heads: 2, ffn_hidden: 64, vocab: 97, seq_len: 16}}
+train: {{steps: {steps}, global_batch: 8, micro_batch: 2, precision: fp32, seed: 3, recompute: {recompute}}}
+optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5}}
+data: {{format: synthetic, eval_every: 10}}
+checkpoint: {{dir: {dir}/ckpt, every: 10, keep: 2}}
+cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
+logging: {{every: 10, metrics: {dir}/metrics.jsonl}}
+"""
+
+
+def job(d, arch="gpt2", steps=20, recompute="none"):
+    path = os.path.join(d, "job.yaml")
+    with open(path, "w") as f:
+        f.write(JOB.format(arch=arch, steps=steps, recompute=recompute, dir=d))
+    return path
+
+
+def run(*args, timeout=300):
+    return subprocess.run([PTRAIN, "run", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def metrics(d):
+    with open(os.path.join(d, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+class Training(unittest.TestCase):
+    def test_loss_falls_for_both_archs(self):
+        for arch in ["gpt2", "llama"]:
+            with self.subTest(arch=arch), tempfile.TemporaryDirectory() as d:
+                r = run(job(d, arch, steps=60))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                m = metrics(d)
+                self.assertEqual([x["step"] for x in m], list(range(1, 61)))
+                for key in ["loss", "lr", "grad_norm", "tokens_per_s", "mfu"]:
+                    self.assertIn(key, m[0])
+                self.assertLess(m[-1]["loss"], 0.8 * m[0]["loss"])
+                self.assertIn("val_loss", m[9])  # eval_every 10
+                self.assertIn("step     60/60", r.stderr)
+                self.assertTrue(os.path.isdir(os.path.join(d, "ckpt", "step_60")))
+
+    def test_resume_is_bitwise_exact(self):
+        # 20 steps straight == 10 steps, stop, resume, 10 more: losses and final weights.
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            self.assertEqual(run(job(a, "llama")).returncode, 0)
+            r = run(job(b, "llama"), "--stop-after-steps", "10")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(metrics(b)), 10)
+            r = run(job(b, "llama"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("resumed from", r.stderr)
+            la = [(x["step"], x["loss"], x["grad_norm"]) for x in metrics(a)]
+            lb = [(x["step"], x["loss"], x["grad_norm"]) for x in metrics(b)]
+            self.assertEqual(la, lb)
+            with open(os.path.join(a, "ckpt/step_20/rank_0.safetensors"), "rb") as fa, \
+                    open(os.path.join(b, "ckpt/step_20/rank_0.safetensors"), "rb") as fb:
+                self.assertEqual(fa.read(), fb.read())
+
+    def test_recompute_modes_train_identically(self):
+        losses = []
+        for mode in ["none", "selective", "full"]:
+            with tempfile.TemporaryDirectory() as d:
+                self.assertEqual(run(job(d, "gpt2", steps=5, recompute=mode)).returncode, 0)
+                losses.append([x["loss"] for x in metrics(d)])
+        self.assertEqual(losses[0], losses[1])
+        self.assertEqual(losses[0], losses[2])
+
+    def test_sigterm_checkpoints_and_exits_zero(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([PTRAIN, "run", job(d, "gpt2", steps=100000)], stderr=subprocess.PIPE, text=True)
+            deadline = time.time() + 60
+            while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+                time.sleep(0.1)
+            time.sleep(0.5)
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("checkpoint saved", err)
+            with open(os.path.join(d, "ckpt", "latest")) as f:
+                latest = f.read().strip()
+            self.assertEqual(int(latest.split("_")[1]), len(metrics(d)))
+
+
+class Failures(unittest.TestCase):
+    def test_nan_loss_exits_one_naming_the_step(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d), "--set", "optimizer.lr=1e30", "--set", "train.grad_clip=0")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertRegex(r.stderr, r"NaN/inf at step \d+")
+
+    def test_corrupt_checkpoint_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(job(d, steps=10)).returncode, 0)
+            path = os.path.join(d, "ckpt/step_10/rank_0.safetensors")
+            with open(path, "r+b") as f:
+                f.seek(200)
+                byte = f.read(1)
+                f.seek(200)
+                f.write(bytes([byte[0] ^ 0xFF]))
+            r = run(job(d, steps=20))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("rank_0.safetensors", r.stderr)
+
+    def test_checkpoint_of_another_model_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(job(d, steps=10)).returncode, 0)
+            r = run(job(d, steps=20), "--set", "model.hidden=64")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("another model", r.stderr)
+
+    def test_bad_data_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "train_000000.bin")
+            with open(bad, "wb") as f:
+                f.write(b"\x00" * 100)
+            r = run(job(d), "--set", "data.format=llmc", "--set", f"data.train={bad}")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("train_000000.bin", r.stderr)
+            r = run(job(d), "--set", "data.format=llmc", "--set", f"data.train={d}/nothing_*.bin")
+            self.assertEqual(r.returncode, 2, r.stderr)
+
+    def test_bad_config_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d), "--set", "model.layers=0")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("model.layers", r.stderr)
+
+
+def main():
+    global PTRAIN
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", required=True)
+    args, rest = parser.parse_known_args()
+    PTRAIN = os.path.abspath(args.ptrain)
+    unittest.main(argv=[sys.argv[0], *rest])
+
+
+if __name__ == "__main__":
+    main()
