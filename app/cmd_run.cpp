@@ -1,6 +1,7 @@
 // `ptrain run job.yaml [--nproc N] [--set key=value ...]`: train.
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <optional>
 #include <thread>
@@ -27,6 +28,15 @@ std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled at 
 
 extern "C" void request_stop(int) { g_stop_requested.store(true); }
 
+// OMP_NUM_THREADS when set (the usual knob), else every core.
+int cpu_threads() {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 int run_training(const RunArgs& args) {
   const config::LoadResult job = load_job(args.job, args.nproc);
   print_diagnostics(job.diags);
@@ -43,7 +53,7 @@ int run_training(const RunArgs& args) {
     std::fprintf(stderr, "error: backend: cuda is not built into this ptrain yet; use backend: cpu or auto\n");
     return kExitBadInput;
   }
-  kernels::set_cpu_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  kernels::set_cpu_threads(cpu_threads());
 
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);

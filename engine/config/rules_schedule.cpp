@@ -89,6 +89,8 @@ void resolve_layers(LoadContext& ctx) {
   s.resolved_layers_per_stage.assign(static_cast<std::size_t>(stages), static_cast<int>(layers / stages));
 }
 
+constexpr int kMaxMicrobatches = 16384;
+
 void resolve_microbatches(LoadContext& ctx) {
   JobSpec& spec = ctx.spec();
   TrainSpec& t = spec.train;
@@ -105,6 +107,16 @@ void resolve_microbatches(LoadContext& ctx) {
     return;
   }
   t.microbatches = static_cast<int>(t.global_batch / per_microbatch);
+  if (t.microbatches > kMaxMicrobatches) {
+    // validate simulates every microbatch of the schedule; beyond this the step is better served
+    // by a larger micro_batch anyway.
+    ctx.error("train.global_batch",
+              cat("global_batch/(micro_batch*dp) = ", t.microbatches, " microbatches per step; at most ",
+                  kMaxMicrobatches, " are supported"),
+              cat("raise train.micro_batch to ", (t.microbatches + kMaxMicrobatches - 1) / kMaxMicrobatches,
+                  " or more, or raise the data-parallel degree"));
+    return;
+  }
   if (ctx.any_bad({"schedule.kind", "parallel.pp"})) return;
   const ScheduleKind kind = spec.schedule.kind;
   const std::string count_text =
