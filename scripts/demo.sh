@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The demo: validate every shipped job and draw one pipeline schedule.
+# The demo: validate every shipped job, draw one pipeline schedule, then train the tiny GPT-2 of
+# configs/tiny-cpu.yaml on real text (GPT-2 BPE tokens of Debian's fortunes, prepared on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ptrain=${BUILD_DIR:-build}/ptrain
 
 for job in configs/*.yaml; do
   echo "=== ptrain validate $job"
-  "$ptrain" validate "$job"
+  "$ptrain" validate "$job" | sed -n '1,/^Model/p;/^Pipeline/p;/^Estimate/p'
   echo
 done
-echo "=== ptrain schedule configs/llama3-70b.yaml --set parallel.dp=1 --world 32 --set train.global_batch=8"
-"$ptrain" schedule configs/llama3-70b.yaml --world 32 --set train.global_batch=8 --svg build/llama3-70b-schedule.svg
+
+echo "=== ptrain schedule configs/llama3-70b.yaml (32 ranks, 8 microbatches)"
+"$ptrain" schedule configs/llama3-70b.yaml --world 32 --set train.global_batch=8 \
+  --svg "${BUILD_DIR:-build}/llama3-70b-schedule.svg"
+echo
+
+bash scripts/prepare_tiny_data.sh
+echo "=== ptrain run configs/tiny-cpu.yaml --nproc 1"
+rm -rf runs/tiny-cpu  # a fresh run each time (checkpoint.resume: auto would continue the last one)
+"$ptrain" run configs/tiny-cpu.yaml --nproc 1

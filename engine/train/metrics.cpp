@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -25,6 +26,9 @@ std::string duration_text(double seconds) {
 MetricsLog::MetricsLog(const std::string& jsonl_path, std::int64_t total_steps, std::int64_t log_every)
     : total_steps_(total_steps), log_every_(log_every > 0 ? log_every : 1), tty_(isatty(STDERR_FILENO) != 0) {
   if (jsonl_path.empty()) return;
+  std::error_code ignored;  // a failure to create the folder shows up as the open failing
+  const std::filesystem::path parent = std::filesystem::path(jsonl_path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
   jsonl_.open(jsonl_path, std::ios::app);
   if (!jsonl_) throw std::runtime_error("logging.metrics: cannot open '" + jsonl_path + "' for writing");
 }
