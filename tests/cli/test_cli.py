@@ -21,8 +21,11 @@ def config(name):
     return os.path.join(ROOT, "configs", name + ".yaml")
 
 
+SCRATCH = tempfile.TemporaryDirectory(prefix="ptrain-cli-")  # removed when the tests end
+
+
 def write_temp(text, suffix=".yaml"):
-    fd, path = tempfile.mkstemp(suffix=suffix)
+    fd, path = tempfile.mkstemp(suffix=suffix, dir=SCRATCH.name)
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
