@@ -363,7 +363,7 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   const std::string latest_path = join(dir, kLatestName);
   if (fs::is_regular_file(latest_path, ec) && fs::file_size(latest_path, ec) < 4096 && !ec) {
     try {
-      const MappedBytes bytes(latest_path);
+      const runtime::MappedFile bytes = map_file(latest_path);
       std::string name(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size());
       while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' '))
         name.pop_back();
@@ -418,7 +418,7 @@ struct LoadedCheckpoint::Impl {
   SafetensorsFile& open_file(std::size_t index, const std::string& dir) {
     File& f = files[index];
     if (f.opened) return *f.opened;
-    MappedBytes bytes(join(dir, f.name));
+    runtime::MappedFile bytes = map_file(join(dir, f.name));
     if (bytes.size() != f.bytes)
       throw CheckpointError(bytes.path(), "file is " + std::to_string(bytes.size()) +
                                               " bytes but the manifest records " + std::to_string(f.bytes) +
@@ -461,7 +461,7 @@ LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir)
     if (!fs::exists(mpath, ec))
       throw CheckpointError(
           dir_, "not a checkpoint: no manifest.json (an unfinished save leaves only a .tmp directory)");
-    const MappedBytes bytes(mpath);
+    const runtime::MappedFile bytes = map_file(mpath);
     if (bytes.size() > kMaxManifestBytes) throw CheckpointError(mpath, "manifest larger than 1 GiB");
     manifest_ = parse_json_strict(
         std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()), mpath);

@@ -1,13 +1,11 @@
 #include "engine/ckpt/file_io.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <random>
 #include <utility>
@@ -40,47 +38,12 @@ std::string parent_directory(const std::string& path) {
 
 }  // namespace
 
-MappedBytes::MappedBytes(std::string path) : path_(std::move(path)) {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointError(path_, std::string("cannot open: ") + std::strerror(errno));
-  FdGuard guard(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw CheckpointError(path_, std::string("cannot stat: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw CheckpointError(path_, "not a regular file");
-  size_ = static_cast<std::size_t>(st.st_size);
-  if (size_ == 0) return;
-  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) {
-    size_ = 0;
-    throw CheckpointError(path_, std::string("cannot map: ") + std::strerror(errno));
+runtime::MappedFile map_file(std::string path) {
+  try {
+    return runtime::MappedFile(std::move(path));
+  } catch (const runtime::FileError& e) {
+    throw CheckpointError(e.path(), e.detail());
   }
-  data_ = static_cast<const std::byte*>(p);
-}
-
-MappedBytes::~MappedBytes() {
-  unmap();
-}
-
-MappedBytes::MappedBytes(MappedBytes&& other) noexcept
-    : path_(std::move(other.path_)),
-      data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
-
-MappedBytes& MappedBytes::operator=(MappedBytes&& other) noexcept {
-  if (this != &other) {
-    unmap();
-    path_ = std::move(other.path_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-void MappedBytes::unmap() noexcept {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
-  data_ = nullptr;
-  size_ = 0;
 }
 
 FileWriter::FileWriter(std::string path) : path_(std::move(path)) {

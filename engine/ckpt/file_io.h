@@ -4,32 +4,15 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
+
+#include "engine/runtime/mapped_file.h"
 
 namespace ptrain::ckpt {
 
-// A whole file mapped read-only, unmapped on destruction. Move-only. A missing, unreadable or
-// non-regular file is a CheckpointError (bad input). An empty file maps to an empty span.
-class MappedBytes {
- public:
-  explicit MappedBytes(std::string path);
-  ~MappedBytes();
-  MappedBytes(MappedBytes&& other) noexcept;
-  MappedBytes& operator=(MappedBytes&& other) noexcept;
-  MappedBytes(const MappedBytes&) = delete;
-  MappedBytes& operator=(const MappedBytes&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-  std::int64_t size() const { return static_cast<std::int64_t>(size_); }
-
- private:
-  void unmap() noexcept;
-  std::string path_;
-  const std::byte* data_ = nullptr;
-  std::size_t size_ = 0;
-};
+// Maps `path` read-only (runtime::MappedFile). A missing, unreadable or non-regular file is a
+// CheckpointError (bad input). An empty file maps to an empty span.
+runtime::MappedFile map_file(std::string path);
 
 // Creates (truncates) a file and appends to it, keeping its size and CRC32C. finish() fsyncs and
 // closes; a writer destroyed without finish() closes the descriptor and leaves the partial file

@@ -160,7 +160,7 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
   std::error_code ec;
   const std::string index_path = join(hf_dir, "model.safetensors.index.json");
   if (fs::is_regular_file(index_path, ec)) {
-    const MappedBytes bytes(index_path);
+    const runtime::MappedFile bytes = map_file(index_path);
     const nlohmann::json index = parse_json_strict(
         std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),
         index_path);
@@ -365,7 +365,7 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
   if (!fs::is_regular_file(config_path, ec)) throw CheckpointError(hf_dir, "no config.json");
   nlohmann::json cfg;
   {
-    const MappedBytes bytes(config_path);
+    const runtime::MappedFile bytes = map_file(config_path);
     if (bytes.size() > (16 << 20)) throw CheckpointError(config_path, "larger than 16 MiB");
     cfg = parse_json_strict(
         std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),

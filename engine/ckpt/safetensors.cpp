@@ -204,9 +204,9 @@ StHeader parse_safetensors(std::span<const std::byte> file, const std::string& p
   return h;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : SafetensorsFile(MappedBytes(path)) {}
+SafetensorsFile::SafetensorsFile(const std::string& path) : SafetensorsFile(map_file(path)) {}
 
-SafetensorsFile::SafetensorsFile(MappedBytes bytes)
+SafetensorsFile::SafetensorsFile(runtime::MappedFile bytes)
     : bytes_(std::move(bytes)), header_(parse_safetensors(bytes_.bytes(), bytes_.path())) {}
 
 const StTensorInfo& SafetensorsFile::get(const std::string& name) const {

@@ -69,7 +69,7 @@ class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);
   // Validates bytes already mapped (e.g. after checking their checksum).
-  explicit SafetensorsFile(MappedBytes bytes);
+  explicit SafetensorsFile(runtime::MappedFile bytes);
 
   const std::string& path() const { return bytes_.path(); }
   const StHeader& header() const { return header_; }
@@ -86,7 +86,7 @@ class SafetensorsFile {
   void read_f32(const StTensorInfo& tensor, float* out) const { read_f32(tensor, 0, tensor.numel(), out); }
 
  private:
-  MappedBytes bytes_;
+  runtime::MappedFile bytes_;
   StHeader header_;
 };
 

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/runtime/mapped_file.h"
+
 namespace ptrain::data {
 
 class DataError : public std::runtime_error {
@@ -24,5 +26,8 @@ class DataError : public std::runtime_error {
   std::string path_;
   std::int64_t offset_;
 };
+
+// Maps `path` read-only (runtime::MappedFile); a file that cannot be mapped is a DataError naming it.
+runtime::MappedFile map_data_file(std::string path);
 
 }  // namespace ptrain::data

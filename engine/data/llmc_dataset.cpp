@@ -35,7 +35,7 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
 namespace {
 
 // Checks one shard's header and size; returns its token count.
-std::int64_t validate_shard(const MappedFile& file) {
+std::int64_t validate_shard(const runtime::MappedFile& file) {
   const std::int64_t size = file.size();
   const std::byte* bytes = file.data();
   if (size < LlmcDataset::kHeaderBytes) {
@@ -77,7 +77,7 @@ LlmcDataset::LlmcDataset(const std::string& pattern, int seq_len, int vocab)
   if (seq_len < 1 || vocab < 1) throw std::invalid_argument("LlmcDataset: seq_len and vocab must be >= 1");
   std::int64_t longest = 0;
   for (std::string& path : expand_glob(pattern)) {
-    MappedFile file(std::move(path));
+    runtime::MappedFile file = map_data_file(std::move(path));
     const std::int64_t tokens = validate_shard(file);
     ShardInfo info;
     info.path = file.path();

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/mapped_file.h"
 #include "engine/data/token_source.h"
+#include "engine/runtime/mapped_file.h"
 
 namespace ptrain::data {
 
@@ -51,7 +51,7 @@ class LlmcDataset final : public TokenSource {
   std::string pattern_;
   int seq_len_;
   int vocab_;
-  std::vector<MappedFile> files_;  // parallel to infos_
+  std::vector<runtime::MappedFile> files_;  // parallel to infos_
   std::vector<ShardInfo> infos_;
   std::int64_t num_samples_ = 0;
   std::int64_t num_tokens_ = 0;

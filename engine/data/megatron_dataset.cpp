@@ -82,10 +82,10 @@ void convert_tokens(const std::byte* src, std::int64_t count, std::int32_t* out,
 }  // namespace
 
 MegatronDataset::MegatronDataset(const std::string& prefix, int seq_len, int vocab)
-    : prefix_(prefix), seq_len_(seq_len), vocab_(vocab), bin_(prefix + ".bin") {
+    : prefix_(prefix), seq_len_(seq_len), vocab_(vocab), bin_(map_data_file(prefix + ".bin")) {
   if (seq_len < 1 || vocab < 1)
     throw std::invalid_argument("MegatronDataset: seq_len and vocab must be >= 1");
-  const MappedFile idx(prefix + ".idx");
+  const runtime::MappedFile idx = map_data_file(prefix + ".idx");
   const std::string& ipath = idx.path();
   const std::int64_t isize = idx.size();
   const std::byte* ib = idx.data();

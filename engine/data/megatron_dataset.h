@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/mapped_file.h"
 #include "engine/data/token_source.h"
+#include "engine/runtime/mapped_file.h"
 
 namespace ptrain::data {
 
@@ -70,7 +70,7 @@ class MegatronDataset final : public TokenSource {
   std::string prefix_;
   int seq_len_;
   int vocab_;
-  MappedFile bin_;
+  runtime::MappedFile bin_;
   MegatronDtype dtype_ = MegatronDtype::UInt16;
   int itemsize_ = 2;
   std::int64_t num_documents_ = 0;

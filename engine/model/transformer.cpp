@@ -66,9 +66,16 @@ std::string Transformer::name(const char* gpt2_name, const char* llama_name, int
   return (layer >= 0 ? layer_prefix(dims_.gpt2, layer) : std::string()) + (dims_.gpt2 ? gpt2_name : llama_name);
 }
 
-template <typename Take>
-void Transformer::lay_out(Take&& take, int slots) {
+template <typename TakeFromArena>
+void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   const auto& d = dims_;
+  // Raw bytes one layer keeps per microbatch (without alignment), counted on slot 0's layer 0.
+  bool counting = false;
+  layer_bytes_ = 0;
+  auto take = [&](std::int64_t count, DType dtype) {
+    if (counting) layer_bytes_ += count * static_cast<std::int64_t>(kernels::dtype_size(dtype));
+    return take_from_arena(count, dtype);
+  };
   const std::int64_t N = d.N, C = d.C, q_cols = static_cast<std::int64_t>(d.Hq) * d.D,
                      kv_cols = static_cast<std::int64_t>(d.Hkv) * d.D, F = d.F;
   // Takes a layer's tensors; those `recomputed` says are recomputed in backward point into the
@@ -117,11 +124,13 @@ void Transformer::lay_out(Take&& take, int slots) {
     for (Buf& x : s.x) x = take(N * C, DType::F32);
     s.layers.resize(static_cast<size_t>(d.layers));
     for (LayerActs& a : s.layers) {
-      if (recompute_ == config::Recompute::Full) {
-        a = ws_.recomputed;  // only the layer input (s.x) is kept
-        continue;
-      }
-      layer_set(a, recompute_ == config::Recompute::Selective);  // selective: norms and activation recomputed
+      counting = &s == &slots_.front() && &a == &s.layers.front();
+      if (counting) layer_bytes_ += N * C * 4;  // the layer's input, s.x[l]
+      if (recompute_ == config::Recompute::Full)
+        a = ws_.recomputed;  // only the layer input is kept
+      else
+        layer_set(a, recompute_ == config::Recompute::Selective);  // selective: norms and activation recomputed
+      counting = false;
     }
     s.normf = take(N * C, DType::F32);
     if (d.gpt2) s.meanf = take(N, DType::F32);

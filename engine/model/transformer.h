@@ -39,6 +39,9 @@ class Transformer {
   const ModelDims& dims() const { return dims_; }
   // Bytes of the activation arena (all slots and the shared backward workspace).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
+  // Bytes one transformer layer keeps for its backward per microbatch (its input included): what
+  // model::layer_saved_activations predicts for validate.
+  std::int64_t layer_activation_bytes() const { return layer_bytes_; }
 
   // Forward of one microbatch (tokens, targets: [B*T]) into `slot`. The loss gradient is computed
   // here too (fused cross-entropy), scaled by grad_scale; returns the sum of token losses and the
@@ -95,8 +98,8 @@ class Transformer {
     Buf d_act, d_up, d_gate;               // [N,F]
   };
 
-  template <typename Take>
-  void lay_out(Take&& take, int slots);
+  template <typename TakeFromArena>
+  void lay_out(TakeFromArena&& take_from_arena, int slots);
   LossSum run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
                       float grad_scale);
   LayerWeights layer_weights(int layer) const;
@@ -116,6 +119,7 @@ class Transformer {
   config::Recompute recompute_;
   std::vector<LayerWeights> weights_;
   runtime::Arena arena_;
+  std::int64_t layer_bytes_ = 0;
   std::vector<Slot> slots_;
   Workspace ws_;
 };

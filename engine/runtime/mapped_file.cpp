@@ -1,4 +1,4 @@
-#include "engine/data/mapped_file.h"
+#include "engine/runtime/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,9 +9,7 @@
 #include <cstring>
 #include <utility>
 
-#include "engine/data/data_error.h"
-
-namespace ptrain::data {
+namespace ptrain::runtime {
 
 namespace {
 
@@ -30,25 +28,32 @@ class FileDescriptor {
   int fd_;
 };
 
-std::string errno_text(int err) {
-  return std::strerror(err);
+// `action` failed with errno `err`: "<action>: <strerror(err)>".
+FileError errno_error(const std::string& path, const std::string& action, int err) {
+  return FileError(path, action + ": " + std::strerror(err), err);
 }
 
 }  // namespace
+
+FileError::FileError(std::string path, std::string detail, int error_number)
+    : std::runtime_error(path + ": " + detail),
+      path_(std::move(path)),
+      detail_(std::move(detail)),
+      error_number_(error_number) {}
 
 MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
   FileDescriptor fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
-    throw DataError(path_, DataError::kNoOffset, "cannot open for reading: " + errno_text(err));
+    throw errno_error(path_, "cannot open for reading", err);
   }
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) {
     const int err = errno;
-    throw DataError(path_, DataError::kNoOffset, "cannot stat: " + errno_text(err));
+    throw errno_error(path_, "cannot stat", err);
   }
   if (!S_ISREG(info.st_mode)) {
-    throw DataError(path_, DataError::kNoOffset, "expected a regular file, found another kind of file");
+    throw FileError(path_, "expected a regular file, found another kind of file", 0);
   }
   size_ = static_cast<std::size_t>(info.st_size);
   if (size_ == 0) return;
@@ -56,7 +61,7 @@ MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
   if (mapped == MAP_FAILED) {
     const int err = errno;
     size_ = 0;
-    throw DataError(path_, DataError::kNoOffset, "cannot memory-map: " + errno_text(err));
+    throw errno_error(path_, "cannot memory-map", err);
   }
   data_ = static_cast<const std::byte*>(mapped);
 }
@@ -89,4 +94,4 @@ void MappedFile::unmap() noexcept {
   }
 }
 
-}  // namespace ptrain::data
+}  // namespace ptrain::runtime

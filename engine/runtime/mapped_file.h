@@ -1,0 +1,59 @@
+// MappedFile: a whole file mapped read-only (mmap), unmapped on destruction. Move-only. Shared by
+// engine/data (token shards) and engine/ckpt (checkpoints, safetensors), which translate FileError
+// into their own error types.
+//
+// The mapping stays valid after the descriptor is closed. A file that another process truncates
+// while it is mapped can still raise SIGBUS on access; mapped inputs are expected to be immutable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace ptrain::runtime {
+
+// A file could not be mapped. what() reads "<path>: <detail>"; detail() alone reads e.g.
+// "cannot open for reading: No such file or directory".
+class FileError : public std::runtime_error {
+ public:
+  // `error_number` is the errno of the failed call, or 0 where none applies (not a regular file).
+  FileError(std::string path, std::string detail, int error_number);
+
+  const std::string& path() const { return path_; }
+  const std::string& detail() const { return detail_; }
+  int error_number() const { return error_number_; }
+
+ private:
+  std::string path_;
+  std::string detail_;
+  int error_number_;
+};
+
+class MappedFile {
+ public:
+  // Maps `path`; throws FileError if it cannot be opened, is not a regular file, or mmap fails.
+  // An empty file yields an empty span (nothing is mapped).
+  explicit MappedFile(std::string path);
+  ~MappedFile();
+
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::int64_t size() const { return static_cast<std::int64_t>(size_); }
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  const std::byte* data() const { return data_; }
+
+ private:
+  void unmap() noexcept;
+
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace ptrain::runtime
