@@ -75,7 +75,7 @@ int convert(const ConvertArgs& args) {
         for (const std::string& b : bad) message += "\n  " + b;
         return bad_input(message);
       }
-      ckpt::restore_param_store(ckpt, store);
+      ckpt::restore_flat_shards(ckpt, store, {ckpt::whole_store(store)});
       step = ckpt.step();
       source = "checkpoint " + ckpt.path() + " (step " + std::to_string(step) + ")";
     }
@@ -94,7 +94,7 @@ int convert(const ConvertArgs& args) {
       meta["layout"][axis] = 1;
     meta["layout"]["zero"] = 0;
     const std::string path =
-        ckpt::save_checkpoint(args.to, 0, meta, state, ckpt::param_store_shards(store), /*keep=*/0);
+        ckpt::save_checkpoint(args.to, 0, meta, state, ckpt::flat_shard_tensors(store, {ckpt::whole_store(store)}), /*keep=*/0);
     std::printf("wrote %s (step 0, %zu tensors, fresh optimizer state) from %s\n", path.c_str(),
                 store.slots().size(), source.c_str());
     return kExitOk;

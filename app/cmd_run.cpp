@@ -1,6 +1,10 @@
 // `ptrain run job.yaml [--nproc N] [--set key=value ...]`: train.
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 #include <cstdlib>
 #include <cstdio>
 #include <optional>
@@ -11,6 +15,9 @@
 #include "app/job_loading.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/data/data_error.h"
+#include "engine/dist/launcher.h"
+#include "engine/dist/rendezvous.h"
+#include "engine/dist/worker_env.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/ops.h"
@@ -28,63 +35,146 @@ std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled at 
 
 extern "C" void request_stop(int) { g_stop_requested.store(true); }
 
-// OMP_NUM_THREADS when set (the usual knob), else every core.
-int cpu_threads() {
+// OMP_NUM_THREADS when set (the usual knob), else the cores of this machine shared by its ranks.
+int cpu_threads(int local_ranks) {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
     const int n = std::atoi(env);
     if (n > 0) return n;
   }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_ranks));
 }
 
-int run_training(const RunArgs& args) {
-  const config::LoadResult job = load_job(args.job, args.nproc);
-  print_diagnostics(job.diags);
-  if (!job.ok()) return kExitBadInput;
-  const config::JobSpec& spec = job.spec;
-  if (spec.world != 1) {
-    std::fprintf(stderr,
-                 "error: this job has %d ranks; the engine trains on one rank for now (run with --nproc 1, or "
-                 "--set parallel.dp=1 with cluster sizes of 1)\n",
-                 spec.world);
-    return kExitBadInput;
+// PTRAIN_DEBUG_FAULT="<rank>:<step>:<kill|exit|stall>": a debug setting for fault tests.
+bool parse_fault(train::TrainerOptions& options) {
+  const char* text = std::getenv("PTRAIN_DEBUG_FAULT");
+  if (text == nullptr || *text == '\0') return true;
+  int rank = -1;
+  long long step = 0;
+  char action[16] = {};
+  if (std::sscanf(text, "%d:%lld:%15s", &rank, &step, action) != 3 || rank < 0 || step < 1 ||
+      (std::strcmp(action, "kill") != 0 && std::strcmp(action, "exit") != 0 && std::strcmp(action, "stall") != 0)) {
+    std::fprintf(stderr, "error: PTRAIN_DEBUG_FAULT='%s': expected <rank>:<step>:<kill|exit|stall>\n", text);
+    return false;
   }
+  options.fault_rank = rank;
+  options.fault_step = step;
+  options.fault_action = action;
+  return true;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("ptrain") : path.string();
+}
+
+// The local launcher: one worker process per rank, each running this same command.
+int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
+  dist::LaunchOptions launch;
+  launch.nproc = spec.world;
+  launch.argv = {self_executable(), "run", args.job.job_path, "--nproc", std::to_string(spec.world)};
+  for (const std::string& o : args.job.overrides) launch.argv.insert(launch.argv.end(), {"--set", o});
+  if (args.stop_after_steps > 0)
+    launch.argv.insert(launch.argv.end(), {"--stop-after-steps", std::to_string(args.stop_after_steps)});
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') launch.master_addr = addr;
+  if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port != '\0') {
+    char* end = nullptr;
+    const long value = std::strtol(port, &end, 10);
+    if (*end != '\0' || value < 1 || value > 65535) {
+      std::fprintf(stderr, "error: MASTER_PORT='%s' is not a port (1..65535)\n", port);
+      return kExitBadInput;
+    }
+    launch.master_port = static_cast<int>(value);
+  }
+  return dist::launch_local(launch);
+}
+
+// Reports a failure of this worker; under a launcher, tells the other ranks to stop too.
+int fail(dist::Session* session, int code, const std::string& message, const std::string& log = {}) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  if (!log.empty()) std::fprintf(stderr, "last collectives of this rank:\n%s", log.c_str());
+  std::fflush(stderr);
+  if (session != nullptr) session->report_abort(message);
+  return code;
+}
+
+int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<dist::WorkerEnv>& env) {
+  train::TrainerOptions options;
+  if (!parse_fault(options)) return kExitBadInput;
+  options.stop_requested = &g_stop_requested;
+  options.stop_after_steps = args.stop_after_steps;
   if (spec.backend == config::Backend::Cuda) {
     std::fprintf(stderr, "error: backend: cuda is not built into this ptrain yet; use backend: cpu or auto\n");
     return kExitBadInput;
   }
-  kernels::set_cpu_threads(cpu_threads());
-
+  kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
+
+  std::unique_ptr<dist::Session> session;
+  std::unique_ptr<dist::Comm> solo;
   try {
-    train::TrainerOptions options;
-    options.stop_requested = &g_stop_requested;
-    options.stop_after_steps = args.stop_after_steps;
-    train::Trainer trainer(spec, kernels::cpu_ops(), options);
-    const train::RunResult result = trainer.run();
-    switch (result.status) {
-      case train::RunStatus::Completed:
-      case train::RunStatus::Interrupted:
-        return kExitOk;
-      case train::RunStatus::NonFinite:
-        std::fprintf(stderr, "error: loss became NaN/inf at step %lld\n", static_cast<long long>(result.failed_step));
-        return kExitRuntimeFailure;
+    dist::Comm* comm = nullptr;
+    if (env) {
+      if (env->rank == 0 && !env->token_from_env)
+        std::fprintf(stderr, "warning: PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids "
+                             "and keeps out mistakes, not attackers\n");
+      session = dist::rendezvous(*env, std::chrono::milliseconds(static_cast<std::int64_t>(spec.comm.timeout_s * 1000)));
+      comm = &session->comm();
+    } else {
+      solo = dist::make_solo_comm();
+      comm = solo.get();
     }
+    train::Trainer trainer(spec, kernels::cpu_ops(), *comm, options);
+    const train::RunResult result = trainer.run();
+    if (session) session->finish();
+    if (result.status == train::RunStatus::NonFinite) {
+      std::fprintf(stderr, "error: loss became NaN/inf at step %lld\n", static_cast<long long>(result.failed_step));
+      return kExitRuntimeFailure;
+    }
+    return kExitOk;
   } catch (const data::DataError& e) {
-    std::fprintf(stderr, "error: data: %s\n", e.what());
-    return kExitBadInput;
+    return fail(session.get(), kExitBadInput, std::string("data: ") + e.what());
   } catch (const ckpt::CheckpointError& e) {
-    std::fprintf(stderr, "error: checkpoint: %s\n", e.what());
-    return kExitBadInput;
+    return fail(session.get(), kExitBadInput, std::string("checkpoint: ") + e.what());
   } catch (const std::invalid_argument& e) {
+    return fail(session.get(), kExitBadInput, e.what());
+  } catch (const dist::CollectiveError& e) {
+    return fail(session.get(), kExitRuntimeFailure, e.what(), e.log_dump());
+  } catch (const std::exception& e) {
+    return fail(session.get(), kExitRuntimeFailure, e.what(), session ? session->comm().log().dump() : std::string());
+  }
+}
+
+int run_training(const RunArgs& args) {
+  std::optional<dist::WorkerEnv> env;
+  try {
+    env = dist::detect_worker_env();
+  } catch (const dist::LaunchConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitBadInput;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitRuntimeFailure;
   }
-  return kExitOk;
+  if (env && args.nproc && *args.nproc != env->world) {
+    std::fprintf(stderr, "error: --nproc %d, but the %s launcher started %d ranks\n", *args.nproc,
+                 env->launcher.c_str(), env->world);
+    return kExitBadInput;
+  }
+  const config::LoadResult job = load_job(args.job, env ? std::optional<int>(env->world) : args.nproc);
+  if (!env || (env->rank == 0 && env->launcher != "ptrain")) print_diagnostics(job.diags);  // once per job
+  if (!job.ok()) return kExitBadInput;
+  if (!env && job.spec.world > 1) {
+    try {
+      return launch_workers(args, job.spec);
+    } catch (const dist::LaunchConfigError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return kExitBadInput;
+    } catch (const dist::DistError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return kExitRuntimeFailure;
+    }
+  }
+  return train(args, job.spec, env);
 }
 
 }  // namespace

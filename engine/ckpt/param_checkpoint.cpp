@@ -30,10 +30,6 @@ LocalSpan overlap(const model::ParamSlot& slot, std::int64_t lo, std::int64_t hi
   return {std::max(lo, slot.offset) - slot.offset, std::min(hi, slot.offset + slot.numel) - slot.offset};
 }
 
-std::int64_t range_end(const model::ParamStore& store, const MomentBuffers& m) {
-  return m.flat_end < 0 ? store.numel() : m.flat_end;
-}
-
 class Restorer {
  public:
   explicit Restorer(LoadedCheckpoint& ckpt) : ckpt_(ckpt) {
@@ -120,63 +116,68 @@ std::string exp_avg_sq_tensor_name(const std::string& param) {
   return "optim/exp_avg_sq/" + param;
 }
 
-std::vector<TensorShard> param_store_shards(const model::ParamStore& store, const MomentBuffers* moments,
-                                            bool include_params) {
-  std::vector<TensorShard> shards;
+std::vector<TensorShard> flat_shard_tensors(const model::ParamStore& store, const std::vector<FlatShard>& shards) {
+  std::vector<TensorShard> out;
   const model::ShardCoords& c = store.coords();
-  for (const model::ParamSlot& slot : store.slots()) {
-    const model::ParamInfo& info = *slot.local.info;
-    const IndexRuns runs = param_runs(info, c.tp_rank, c.tp);
-    if (include_params)
-      shards.push_back({model_tensor_name(info.name), info.shape, slot.local.local_shape, runs,
-                        store.params() + slot.offset});
-    if (moments == nullptr) continue;
-    const LocalSpan span = overlap(slot, moments->flat_begin, range_end(store, *moments));
-    if (span.empty()) continue;
-    const bool whole = span.begin == 0 && span.end == slot.numel;
-    const IndexRuns part = whole ? runs : slice_runs(runs, span.begin, span.end - span.begin);
-    const std::vector<std::int64_t> stored = whole ? slot.local.local_shape : std::vector<std::int64_t>{};
-    const std::int64_t at = slot.offset + span.begin - moments->flat_begin;
-    shards.push_back({exp_avg_tensor_name(info.name), info.shape, stored, part, moments->exp_avg + at});
-    shards.push_back({exp_avg_sq_tensor_name(info.name), info.shape, stored, part, moments->exp_avg_sq + at});
+  for (const FlatShard& shard : shards) {
+    for (const model::ParamSlot& slot : store.slots()) {
+      const LocalSpan span = overlap(slot, shard.range.begin, shard.range.end);
+      if (span.empty()) continue;
+      const model::ParamInfo& info = *slot.local.info;
+      const IndexRuns runs = param_runs(info, c.tp_rank, c.tp);
+      const bool whole = span.begin == 0 && span.end == slot.numel;
+      const IndexRuns part = whole ? runs : slice_runs(runs, span.begin, span.end - span.begin);
+      const std::vector<std::int64_t> stored = whole ? slot.local.local_shape : std::vector<std::int64_t>{};
+      const std::int64_t at = slot.offset + span.begin - shard.range.begin;
+      if (shard.params != nullptr)
+        out.push_back({model_tensor_name(info.name), info.shape, stored, part, shard.params + at});
+      if (shard.exp_avg != nullptr)
+        out.push_back({exp_avg_tensor_name(info.name), info.shape, stored, part, shard.exp_avg + at});
+      if (shard.exp_avg_sq != nullptr)
+        out.push_back({exp_avg_sq_tensor_name(info.name), info.shape, stored, part, shard.exp_avg_sq + at});
+    }
   }
-  return shards;
+  return out;
 }
 
-RestoreResult restore_param_store(LoadedCheckpoint& ckpt, model::ParamStore& store,
-                                  const MomentBuffers* moments) {
+RestoreResult restore_flat_shards(LoadedCheckpoint& ckpt, const model::ParamStore& store,
+                                  const std::vector<FlatShard>& shards) {
   Restorer restorer(ckpt);
-  const bool with_optim = moments != nullptr && has_optimizer_state(ckpt);
-  const std::int64_t lo = moments ? moments->flat_begin : 0, hi = moments ? range_end(store, *moments) : 0;
-  for (const model::ParamSlot& slot : store.slots()) {
-    const model::ParamInfo& info = *slot.local.info;
-    restorer.check(model_tensor_name(info.name), info);
-    if (with_optim && !overlap(slot, lo, hi).empty()) {
-      restorer.check(exp_avg_tensor_name(info.name), info);
-      restorer.check(exp_avg_sq_tensor_name(info.name), info);
+  const bool with_optim = has_optimizer_state(ckpt);
+  for (const FlatShard& shard : shards) {
+    for (const model::ParamSlot& slot : store.slots()) {
+      if (overlap(slot, shard.range.begin, shard.range.end).empty()) continue;
+      const model::ParamInfo& info = *slot.local.info;
+      if (shard.params != nullptr) restorer.check(model_tensor_name(info.name), info);
+      if (with_optim && shard.exp_avg != nullptr) restorer.check(exp_avg_tensor_name(info.name), info);
+      if (with_optim && shard.exp_avg_sq != nullptr) restorer.check(exp_avg_sq_tensor_name(info.name), info);
     }
   }
   restorer.throw_if_problems();
 
   const model::ShardCoords& c = store.coords();
-  for (const model::ParamSlot& slot : store.slots()) {
-    const model::ParamInfo& info = *slot.local.info;
-    const IndexRuns runs = param_runs(info, c.tp_rank, c.tp);
-    restorer.read(model_tensor_name(info.name), runs, store.params() + slot.offset);
-    if (moments == nullptr) continue;
-    const LocalSpan span = overlap(slot, lo, hi);
-    if (span.empty()) continue;
-    const std::int64_t at = slot.offset + span.begin - lo;
-    if (!with_optim) {
-      std::fill(moments->exp_avg + at, moments->exp_avg + at + (span.end - span.begin), 0.0f);
-      std::fill(moments->exp_avg_sq + at, moments->exp_avg_sq + at + (span.end - span.begin), 0.0f);
-      continue;
+  for (const FlatShard& shard : shards) {
+    for (const model::ParamSlot& slot : store.slots()) {
+      const LocalSpan span = overlap(slot, shard.range.begin, shard.range.end);
+      if (span.empty()) continue;
+      const model::ParamInfo& info = *slot.local.info;
+      const IndexRuns part = slice_runs(param_runs(info, c.tp_rank, c.tp), span.begin, span.end - span.begin);
+      const std::int64_t at = slot.offset + span.begin - shard.range.begin, n = span.end - span.begin;
+      if (shard.params != nullptr) restorer.read(model_tensor_name(info.name), part, shard.params + at);
+      auto moment = [&](float* buffer, const std::string& name) {
+        if (buffer == nullptr) return;
+        if (with_optim) restorer.read(name, part, buffer + at);
+        else std::fill(buffer + at, buffer + at + n, 0.0f);
+      };
+      moment(shard.exp_avg, exp_avg_tensor_name(info.name));
+      moment(shard.exp_avg_sq, exp_avg_sq_tensor_name(info.name));
     }
-    const IndexRuns part = slice_runs(runs, span.begin, span.end - span.begin);
-    restorer.read(exp_avg_tensor_name(info.name), part, moments->exp_avg + at);
-    restorer.read(exp_avg_sq_tensor_name(info.name), part, moments->exp_avg_sq + at);
   }
   return {restorer.tensors_read(), with_optim};
+}
+
+FlatShard whole_store(const model::ParamStore& store, float* exp_avg, float* exp_avg_sq) {
+  return {{0, store.numel()}, store.params(), exp_avg, exp_avg_sq};
 }
 
 nlohmann::json job_meta(const config::JobSpec& spec) {

@@ -1,5 +1,6 @@
 #include "engine/model/param_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -45,17 +46,60 @@ std::vector<std::int64_t> global_indices(const ParamInfo& info, int tp_rank, int
   return out;
 }
 
-ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coords)
+namespace {
+
+// Units: the embedding, each layer, the final norm with the head (registry order keeps each
+// contiguous). The key identifies the unit a parameter belongs to.
+int unit_key(const ParamInfo& info) {
+  switch (info.placement) {
+    case Placement::Embedding: return -1;
+    case Placement::Layer: return info.layer;
+    case Placement::FinalNorm:
+    case Placement::Head: return 1 << 30;
+  }
+  return 0;
+}
+
+std::int64_t round_up(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coords, StoreOptions options)
     : registry_(std::move(registry)), coords_(coords) {
+  if (options.unit_multiple < 1 || options.unit_multiple % 16 != 0)
+    throw std::invalid_argument("ParamStore: unit_multiple must be a positive multiple of 16");
   std::int64_t offset = 0;
+  int current_key = 0;
   for (LocalParam& lp : local_params(registry_, coords_)) {
+    const int key = unit_key(*lp.info);
+    if (units_.empty() || key != current_key) {  // a new unit starts
+      if (!units_.empty()) {
+        offset = round_up(offset, options.unit_multiple);
+        units_.back().end = offset;
+      }
+      units_.push_back({offset, offset});
+      current_key = key;
+      const int u = static_cast<int>(units_.size()) - 1;
+      if (lp.info->placement == Placement::Embedding) embedding_unit_ = u;
+      else if (lp.info->placement == Placement::Layer) layer_units_.push_back(u);
+      else final_unit_ = u;
+    }
     const std::int64_t n = lp.numel();
     index_.emplace(lp.info->name, slots_.size());
-    slots_.push_back({std::move(lp), offset, n});
-    offset += (n + 15) / 16 * 16;  // 64-byte aligned starts for vector loads
+    slots_.push_back({std::move(lp), offset, n, static_cast<int>(units_.size()) - 1});
+    offset += round_up(n, 16);  // 64-byte aligned starts for vector loads
   }
-  params_ = runtime::HostBuffer(offset, kernels::DType::F32);
-  grads_ = runtime::HostBuffer(offset, kernels::DType::F32);
+  if (!units_.empty()) {
+    offset = round_up(offset, options.unit_multiple);
+    units_.back().end = offset;
+  }
+  numel_ = offset;
+  if (options.own_params) params_ = runtime::HostBuffer(numel_, kernels::DType::F32);
+  if (options.own_grads) grads_ = runtime::HostBuffer(numel_, kernels::DType::F32);
+  for (const FlatRange& u : units_) {
+    param_base_.push_back(options.own_params ? params() + u.begin : nullptr);
+    grad_base_.push_back(options.own_grads ? grads() + u.begin : nullptr);
+  }
 }
 
 const ParamSlot& ParamStore::slot(const std::string& name) const {
@@ -64,26 +108,55 @@ const ParamSlot& ParamStore::slot(const std::string& name) const {
   return slots_[it->second];
 }
 
+std::int64_t ParamStore::largest_unit() const {
+  std::int64_t n = 0;
+  for (const FlatRange& u : units_) n = std::max(n, u.size());
+  return n;
+}
+
+kernels::Buf ParamStore::param(const std::string& name) const {
+  const ParamSlot& s = slot(name);
+  float* base = param_base_[static_cast<size_t>(s.unit)];
+  if (base == nullptr) throw std::logic_error("parameters of '" + name + "' are not resident");
+  return {base + (s.offset - units_[static_cast<size_t>(s.unit)].begin), kernels::DType::F32};
+}
+
+kernels::Buf ParamStore::grad(const std::string& name) const {
+  const ParamSlot& s = slot(name);
+  float* base = grad_base_[static_cast<size_t>(s.unit)];
+  if (base == nullptr) throw std::logic_error("gradients of '" + name + "' have no buffer bound");
+  return {base + (s.offset - units_[static_cast<size_t>(s.unit)].begin), kernels::DType::F32};
+}
+
 void ParamStore::initialize(std::uint64_t seed, int layers) {
+  if (params() == nullptr) throw std::logic_error("ParamStore::initialize: no owned parameter buffer");
+  initialize_range(seed, layers, {0, numel_}, params());
+}
+
+void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const {
+  std::fill(dst, dst + range.size(), 0.0f);
   const float std_normal = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
   for (const ParamSlot& s : slots_) {
+    const std::int64_t lo = std::max(range.begin, s.offset), hi = std::min(range.end, s.offset + s.numel);
+    if (lo >= hi) continue;
     const ParamInfo& info = *s.local.info;
-    float* dst = params() + s.offset;
+    float* out = dst + (lo - range.begin);
     const InitKind kind = init_kind(info);
     if (kind == InitKind::Zeros || kind == InitKind::Ones) {
-      const float value = kind == InitKind::Ones ? 1.0f : 0.0f;
-      for (std::int64_t i = 0; i < s.numel; ++i) dst[i] = value;
+      std::fill(out, out + (hi - lo), kind == InitKind::Ones ? 1.0f : 0.0f);
       continue;
     }
     const float stddev = kind == InitKind::ResidualNormal ? std_residual : std_normal;
     const runtime::PhiloxKey key = runtime::stream_key(seed, runtime::name_hash(info.name));
     const std::vector<std::int64_t> idx = global_indices(info, coords_.tp_rank, coords_.tp);
-    for (std::int64_t i = 0; i < s.numel; ++i)
-      dst[i] = stddev * runtime::normal_at(key, static_cast<std::uint64_t>(idx[static_cast<size_t>(i)]));
+    for (std::int64_t i = lo - s.offset; i < hi - s.offset; ++i)
+      *out++ = stddev * runtime::normal_at(key, static_cast<std::uint64_t>(idx[static_cast<size_t>(i)]));
   }
 }
 
-void ParamStore::zero_grads() { std::memset(grads(), 0, static_cast<size_t>(numel()) * sizeof(float)); }
+void ParamStore::zero_grads() {
+  if (grads() != nullptr) std::memset(grads(), 0, static_cast<size_t>(numel()) * sizeof(float));
+}
 
 }  // namespace ptrain::model

@@ -1,5 +1,11 @@
-// ParamStore: this rank's parameters in one flat buffer and their gradients in another, laid out
-// in registry order, so ZeRO shards and gradient buckets are just offset ranges (llm.c style).
+// ParamStore: the flat layout of this rank's parameters, in registry order, so ZeRO shards and
+// gradient buckets are just offset ranges (llm.c style). The layout is cut into units: the
+// embedding, each transformer layer, and the final norm with the head. Every unit's range is padded
+// to a multiple of `unit_multiple` elements, so ZeRO can split each unit evenly over the dp ranks.
+//
+// Storage: by default the store owns one full buffer for the parameters and one for the gradients.
+// ZeRO may instead keep a unit's parameters or gradients elsewhere (a gathered window, a staging
+// buffer) and bind it: param(name) and grad(name) resolve through the unit's current binding.
 // Initialisation draws every element from (seed, parameter name, global element index): any
 // layout starts from bitwise the same full weights.
 #pragma once
@@ -17,38 +23,69 @@ namespace ptrain::model {
 
 struct ParamSlot {
   LocalParam local;
-  std::int64_t offset = 0;  // elements from the start of the flat buffers
+  std::int64_t offset = 0;  // elements from the start of the flat layout
   std::int64_t numel = 0;
+  int unit = 0;
+};
+
+struct FlatRange {  // elements [begin, end) of the flat layout
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+
+struct StoreOptions {
+  std::int64_t unit_multiple = 16;  // every unit's padded size is a multiple of this
+  bool own_params = true;           // allocate the full parameter buffer
+  bool own_grads = true;            // allocate the full gradient buffer
 };
 
 class ParamStore {
  public:
-  ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coords);
+  ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coords, StoreOptions options = {});
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   const std::vector<ParamInfo>& registry() const { return registry_; }
   const ShardCoords& coords() const { return coords_; }
-  std::int64_t numel() const { return params_.size(); }
+  std::int64_t numel() const { return numel_; }  // of the flat layout, padding included
+
+  // Units in layout order; unit u covers units()[u] (padded). -1 where this rank has no such unit.
+  const std::vector<FlatRange>& units() const { return units_; }
+  int embedding_unit() const { return embedding_unit_; }
+  int layer_unit(int local_layer) const { return layer_units_.at(static_cast<size_t>(local_layer)); }
+  int final_unit() const { return final_unit_; }
+  std::int64_t largest_unit() const;
 
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   const ParamSlot& slot(const std::string& name) const;  // throws std::out_of_range naming it
-  kernels::Buf param(const std::string& name) const { return params_.at(slot(name).offset); }
-  kernels::Buf grad(const std::string& name) const { return grads_.at(slot(name).offset); }
+  kernels::Buf param(const std::string& name) const;
+  kernels::Buf grad(const std::string& name) const;
 
+  // The owned full buffers (nullptr when not owned).
   float* params() const { return static_cast<float*>(params_.data()); }
   float* grads() const { return static_cast<float*>(grads_.data()); }
+  // Points unit u's parameters (gradients) at `base`, which holds the unit's range from its start.
+  void bind_params(int unit, float* base) { param_base_.at(static_cast<size_t>(unit)) = base; }
+  void bind_grads(int unit, float* base) { grad_base_.at(static_cast<size_t>(unit)) = base; }
 
   // GPT-2 / Megatron scheme: N(0, 0.02) for weights, 0.02/sqrt(2*layers) for the projections that
-  // write into the residual stream, ones for norm weights, zeros for biases.
+  // write into the residual stream, ones for norm weights, zeros for biases. initialize_range
+  // writes only the flat elements [range.begin, range.end) into dst (dst[0] = element
+  // range.begin); padding elements are zero.
   void initialize(std::uint64_t seed, int layers);
-  void zero_grads();
+  void initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const;
+  void zero_grads();  // of the owned gradient buffer
 
  private:
   std::vector<ParamInfo> registry_;  // owns what slots_ point into
   ShardCoords coords_;
   std::vector<ParamSlot> slots_;
   std::unordered_map<std::string, std::size_t> index_;
+  std::vector<FlatRange> units_;
+  int embedding_unit_ = -1, final_unit_ = -1;
+  std::vector<int> layer_units_;
+  std::int64_t numel_ = 0;
   runtime::HostBuffer params_, grads_;
+  std::vector<float*> param_base_, grad_base_;
 };
 
 // The global flat index of every element of a rank's slice, in local storage order. Used for

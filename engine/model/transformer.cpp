@@ -54,7 +54,7 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   if (!whole_model || spec.parallel.tp != 1)
     throw std::invalid_argument("the engine runs the whole model on each rank for now (tp = pp = 1)");
   dims_.layers = static_cast<int>(layers.size());
-  for (int layer : layers) weights_.push_back(layer_weights(layer));
+  layer_ids_.assign(layers.begin(), layers.end());
 
   Measure measure;
   lay_out(measure, slots);
@@ -140,11 +140,13 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   }
 }
 
-Transformer::LayerWeights Transformer::layer_weights(int layer) const {
+Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads) const {
   LayerWeights w;
   const std::int64_t C = dims_.C, q_rows = static_cast<std::int64_t>(dims_.Hq) * dims_.D,
                      kv_rows = static_cast<std::int64_t>(dims_.Hkv) * dims_.D;
-  auto offset = [](Buf b, std::int64_t elements) { return Buf{b.as<float>() + elements, b.dtype}; };
+  auto offset = [](Buf b, std::int64_t elements) { return b ? Buf{b.as<float>() + elements, b.dtype} : Buf{}; };
+  // Forward needs no gradients (and under ZeRO 2/3 they have no buffer then).
+  auto grad_of = [&](const std::string& name) { return with_grads ? params_.grad(name) : Buf{}; };
   if (dims_.gpt2) {
     const std::string p = layer_prefix(true, layer);
     w.norm1_w = p + "ln_1.weight";
@@ -152,25 +154,25 @@ Transformer::LayerWeights Transformer::layer_weights(int layer) const {
     w.norm2_w = p + "ln_2.weight";
     w.norm2_b = p + "ln_2.bias";
     // c_attn holds [q; k; v] rows: three projections share one tensor.
-    const Buf qkv = params_.param(p + "attn.c_attn.weight"), g_qkv = params_.grad(p + "attn.c_attn.weight");
-    const Buf qkv_b = params_.param(p + "attn.c_attn.bias"), g_qkv_b = params_.grad(p + "attn.c_attn.bias");
+    const Buf qkv = params_.param(p + "attn.c_attn.weight"), g_qkv = grad_of(p + "attn.c_attn.weight");
+    const Buf qkv_b = params_.param(p + "attn.c_attn.bias"), g_qkv_b = grad_of(p + "attn.c_attn.bias");
     w.wq = qkv, w.wk = offset(qkv, q_rows * C), w.wv = offset(qkv, (q_rows + kv_rows) * C);
     w.g_wq = g_qkv, w.g_wk = offset(g_qkv, q_rows * C), w.g_wv = offset(g_qkv, (q_rows + kv_rows) * C);
     w.bq = qkv_b, w.bk = offset(qkv_b, q_rows), w.bv = offset(qkv_b, q_rows + kv_rows);
     w.g_bq = g_qkv_b, w.g_bk = offset(g_qkv_b, q_rows), w.g_bv = offset(g_qkv_b, q_rows + kv_rows);
-    w.wo = params_.param(p + "attn.c_proj.weight"), w.g_wo = params_.grad(p + "attn.c_proj.weight");
-    w.bo = params_.param(p + "attn.c_proj.bias"), w.g_bo = params_.grad(p + "attn.c_proj.bias");
-    w.w_up = params_.param(p + "mlp.c_fc.weight"), w.g_up = params_.grad(p + "mlp.c_fc.weight");
-    w.b_up = params_.param(p + "mlp.c_fc.bias"), w.g_b_up = params_.grad(p + "mlp.c_fc.bias");
-    w.w_down = params_.param(p + "mlp.c_proj.weight"), w.g_down = params_.grad(p + "mlp.c_proj.weight");
-    w.b_down = params_.param(p + "mlp.c_proj.bias"), w.g_b_down = params_.grad(p + "mlp.c_proj.bias");
+    w.wo = params_.param(p + "attn.c_proj.weight"), w.g_wo = grad_of(p + "attn.c_proj.weight");
+    w.bo = params_.param(p + "attn.c_proj.bias"), w.g_bo = grad_of(p + "attn.c_proj.bias");
+    w.w_up = params_.param(p + "mlp.c_fc.weight"), w.g_up = grad_of(p + "mlp.c_fc.weight");
+    w.b_up = params_.param(p + "mlp.c_fc.bias"), w.g_b_up = grad_of(p + "mlp.c_fc.bias");
+    w.w_down = params_.param(p + "mlp.c_proj.weight"), w.g_down = grad_of(p + "mlp.c_proj.weight");
+    w.b_down = params_.param(p + "mlp.c_proj.bias"), w.g_b_down = grad_of(p + "mlp.c_proj.bias");
   } else {
     const std::string p = layer_prefix(false, layer);
     w.norm1_w = p + "input_layernorm.weight";
     w.norm2_w = p + "post_attention_layernorm.weight";
     auto both = [&](const std::string& n, Buf& param, Buf& grad) {
       param = params_.param(p + n);
-      grad = params_.grad(p + n);
+      grad = grad_of(p + n);
     };
     both("self_attn.q_proj.weight", w.wq, w.g_wq);
     both("self_attn.k_proj.weight", w.wk, w.g_wk);
@@ -292,15 +294,21 @@ Transformer::LossSum Transformer::run_forward(Slot& s, const std::int32_t* token
   const auto& d = dims_;
   std::copy(tokens, tokens + d.N, s.tokens.as<std::int32_t>());
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
+  announce_forward(params_.embedding_unit());
   ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), d.gpt2 ? params_.param("wpe.weight") : Buf{}, d.N,
                          d.T, d.C);
-  for (int l = 0; l < d.layers; ++l)
-    layer_forward(weights_[static_cast<size_t>(l)], s.layers[static_cast<size_t>(l)], s.x[static_cast<size_t>(l)],
-                  s.x[static_cast<size_t>(l) + 1]);
+  for (int l = 0; l < d.layers; ++l) {
+    announce_forward(params_.layer_unit(l));
+    layer_forward(layer_weights(layer_ids_[static_cast<size_t>(l)], false), s.layers[static_cast<size_t>(l)],
+                  s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1]);
+  }
 
+  announce_forward(params_.final_unit());
+  const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
+  if (tied) announce_forward(params_.embedding_unit());
   norm_forward(s.normf, s.meanf, s.rstdf, s.x.back(), name("ln_f.weight", "model.norm.weight"),
                name("ln_f.bias", ""));
-  const Buf head = params_.param(d.gpt2 || !params_.contains("lm_head.weight") ? wte : "lm_head.weight");
+  const Buf head = params_.param(tied ? wte : "lm_head.weight");
   ops_.linear_forward(s.logits, s.normf, head, Buf{}, d.N, d.Vp, d.C);
   // The fused loss only reads the targets; with a gradient it overwrites the logits by it.
   const Buf target_buf{const_cast<std::int32_t*>(targets), DType::I32};
@@ -332,20 +340,28 @@ void Transformer::backward(int slot_index) {
   const auto& d = dims_;
   Slot& s = slots_.at(static_cast<size_t>(slot_index));
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
-  const std::string head = d.gpt2 || !params_.contains("lm_head.weight") ? wte : "lm_head.weight";
+  const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
+  const std::string head = tied ? wte : "lm_head.weight";
+  announce_backward(params_.final_unit());
+  if (tied) announce_backward(params_.embedding_unit());
   // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
   ops_.linear_backward(ws_.d_norm, params_.grad(head), Buf{}, s.logits, s.normf, params_.param(head), d.N, d.Vp, d.C);
   ops_.fill(ws_.d_res, 0.0f, static_cast<std::int64_t>(d.N) * d.C);
   norm_backward(ws_.d_res, ws_.d_norm, s.x.back(), s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
                 name("ln_f.bias", ""));
+  announce_done(params_.final_unit());
   for (int l = d.layers - 1; l >= 0; --l) {
-    const LayerWeights& w = weights_[static_cast<size_t>(l)];
+    announce_backward(params_.layer_unit(l));
+    const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
     recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
     layer_backward(w, a, s.x[static_cast<size_t>(l)]);
+    announce_done(params_.layer_unit(l));
   }
+  announce_backward(params_.embedding_unit());
   ops_.embedding_backward(params_.grad(wte), d.gpt2 ? params_.grad("wpe.weight") : Buf{}, ws_.d_res, s.tokens, d.N,
                           d.T, d.C);
+  announce_done(params_.embedding_unit());
 }
 
 }  // namespace ptrain::model

@@ -18,6 +18,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/model/param_store.h"
+#include "engine/model/unit_hooks.h"
 #include "engine/runtime/host_buffer.h"
 #include "kernels/ops.h"
 
@@ -37,6 +38,8 @@ class Transformer {
   Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots = 1);
 
   const ModelDims& dims() const { return dims_; }
+  // Announces units to `hooks` (ZeRO) from now on; nullptr: the parameters are always resident.
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // Bytes of the activation arena (all slots and the shared backward workspace).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
   // Bytes one transformer layer keeps for its backward per microbatch (its input included): what
@@ -61,7 +64,8 @@ class Transformer {
  private:
   using Buf = kernels::Buf;
 
-  // Views of one layer's parameters and gradients in the ParamStore (null where the arch has none).
+  // Views of one layer's parameters and gradients in the ParamStore (null where the arch has none);
+  // resolved at each use, since ZeRO-3 moves them between gather windows.
   struct LayerWeights {
     std::string norm1_w, norm1_b, norm2_w, norm2_b;  // names (norm ops look up param and grad)
     Buf wq, wk, wv, bq, bk, bv, wo, bo;              // attention projections ([out, in])
@@ -102,7 +106,7 @@ class Transformer {
   void lay_out(TakeFromArena&& take_from_arena, int slots);
   LossSum run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
                       float grad_scale);
-  LayerWeights layer_weights(int layer) const;
+  LayerWeights layer_weights(int layer, bool with_grads) const;
   void attention_forward(const LayerWeights& w, LayerActs& a, Buf x_in);
   void mlp_forward(const LayerWeights& w, LayerActs& a);
   void layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out);
@@ -117,7 +121,11 @@ class Transformer {
   const kernels::Ops& ops_;
   ModelDims dims_;
   config::Recompute recompute_;
-  std::vector<LayerWeights> weights_;
+  std::vector<int> layer_ids_;  // global index of each local layer
+  UnitHooks* hooks_ = nullptr;
+  void announce_forward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_forward(unit); }
+  void announce_backward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_backward(unit); }
+  void announce_done(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->after_backward(unit); }
   runtime::Arena arena_;
   std::int64_t layer_bytes_ = 0;
   std::vector<Slot> slots_;

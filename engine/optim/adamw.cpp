@@ -1,34 +1,22 @@
 #include "engine/optim/adamw.h"
 
-#include <cmath>
+#include <algorithm>
 
 namespace ptrain::optim {
 
-AdamW::AdamW(const config::OptimizerSpec& spec, model::ParamStore& params, const kernels::Ops& ops)
-    : spec_(spec),
-      params_(params),
-      ops_(ops),
-      m_(params.numel(), kernels::DType::F32),
-      v_(params.numel(), kernels::DType::F32) {}
-
-double AdamW::grad_norm() const {
-  return std::sqrt(ops_.sum_squares({params_.grads(), kernels::DType::F32}, params_.numel()));
-}
-
-double AdamW::clip(double norm, double max_norm) {
-  if (max_norm <= 0 || norm <= max_norm) return 1.0;
-  const double factor = max_norm / (norm + 1e-6);
-  ops_.scale({params_.grads(), kernels::DType::F32}, static_cast<float>(factor), params_.numel());
-  return factor;
-}
-
-void AdamW::step(double lr, std::int64_t step) {
-  for (const model::ParamSlot& s : params_.slots()) {
-    const float decay = s.local.info->weight_decay ? static_cast<float>(spec_.weight_decay) : 0.0f;
-    ops_.adamw_step({params_.params() + s.offset, kernels::DType::F32}, {params_.grads() + s.offset, kernels::DType::F32},
-                    {exp_avg() + s.offset, kernels::DType::F32}, {exp_avg_sq() + s.offset, kernels::DType::F32},
-                    s.numel, static_cast<float>(lr), static_cast<float>(spec_.betas[0]),
-                    static_cast<float>(spec_.betas[1]), static_cast<float>(spec_.eps), decay, static_cast<int>(step));
+void adamw_update(const config::OptimizerSpec& spec, const std::vector<model::ParamSlot>& slots,
+                  const kernels::Ops& ops, const AdamWRange& r, double lr, std::int64_t step) {
+  using kernels::Buf;
+  using kernels::DType;
+  for (const model::ParamSlot& s : slots) {
+    const std::int64_t lo = std::max(r.range.begin, s.offset), hi = std::min(r.range.end, s.offset + s.numel);
+    if (lo >= hi) continue;
+    const std::int64_t at = lo - r.range.begin;
+    const float decay = s.local.info->weight_decay ? static_cast<float>(spec.weight_decay) : 0.0f;
+    ops.adamw_step(Buf{r.params + at, DType::F32}, Buf{r.grads + at, DType::F32}, Buf{r.exp_avg + at, DType::F32},
+                   Buf{r.exp_avg_sq + at, DType::F32}, hi - lo, static_cast<float>(lr),
+                   static_cast<float>(spec.betas[0]), static_cast<float>(spec.betas[1]),
+                   static_cast<float>(spec.eps), decay, static_cast<int>(step));
   }
 }
 

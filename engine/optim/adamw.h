@@ -1,36 +1,29 @@
-// AdamW (Loshchilov & Hutter 2019) over the flat parameter buffer: fp32 moments, decoupled weight
-// decay except for norms and biases (ParamInfo::weight_decay), global-norm gradient clipping.
+// AdamW (Loshchilov & Hutter 2019) over a range of the flat parameter layout: fp32 moments,
+// decoupled weight decay except for norms and biases (ParamInfo::weight_decay). Who holds which
+// range, and the global gradient norm, are ZeRO's business (zero.h).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/config/job_spec.h"
 #include "engine/model/param_store.h"
-#include "engine/runtime/host_buffer.h"
 #include "kernels/ops.h"
 
 namespace ptrain::optim {
 
-class AdamW {
- public:
-  AdamW(const config::OptimizerSpec& spec, model::ParamStore& params, const kernels::Ops& ops);
-
-  // sqrt of the sum of squared gradients over this rank's buffer.
-  double grad_norm() const;
-  // Scales gradients so their global norm is at most max_norm (0 = no clipping); returns the factor.
-  double clip(double norm, double max_norm);
-  // One update with learning rate lr; `step` counts updates from 1 (bias correction).
-  void step(double lr, std::int64_t step);
-
-  // The moments, laid out like the parameters (checkpoints save them by the same slots).
-  float* exp_avg() const { return static_cast<float*>(m_.data()); }
-  float* exp_avg_sq() const { return static_cast<float*>(v_.data()); }
-
- private:
-  config::OptimizerSpec spec_;
-  model::ParamStore& params_;
-  const kernels::Ops& ops_;
-  runtime::HostBuffer m_, v_;
+// The flat elements `range` of one rank: params[0], grads[0], exp_avg[0], exp_avg_sq[0] belong to
+// element range.begin. Padding between parameters is left alone.
+struct AdamWRange {
+  model::FlatRange range;
+  float* params = nullptr;
+  float* grads = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
 };
+
+// One update with learning rate lr; `step` counts updates from 1 (bias correction).
+void adamw_update(const config::OptimizerSpec& spec, const std::vector<model::ParamSlot>& slots,
+                  const kernels::Ops& ops, const AdamWRange& r, double lr, std::int64_t step);
 
 }  // namespace ptrain::optim

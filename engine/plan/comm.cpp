@@ -137,11 +137,15 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
     if (ranks == 1 || elements == 0) return z;
     const double buckets = std::ceil(elements / kGradBucketElements);
     const double bucket = elements / buckets;
+    // Stages 2 and 3 keep no full gradient buffer: every microbatch's gradients are reduced.
+    const double reductions = zero >= 2 ? buckets * spec.train.microbatches : buckets;
     z.grad_reduction = {{zero == 0 ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter,
-                         bucket * bytes.grad, ranks, buckets}};
+                         bucket * bytes.grad, ranks, reductions}};
     if (zero == 1 || zero == 2)
       z.param_gather_after_step = {{CollectiveKind::AllGather, bucket * bytes.param, ranks, buckets}};
-    if (zero == 3) z.param_gather_zero3 = {{CollectiveKind::AllGather, elements * bytes.param, ranks, 2}};
+    // Stage 3 gathers every unit for each microbatch's forward and again for its backward.
+    if (zero == 3)
+      z.param_gather_zero3 = {{CollectiveKind::AllGather, elements * bytes.param, ranks, 2.0 * spec.train.microbatches}};
     return z;
   };
   return {zero_comm(static_cast<double>(params.dense), par.dp * par.cp),

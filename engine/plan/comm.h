@@ -64,13 +64,15 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
 // The activation (or its gradient) sent between pipeline stages for one microbatch.
 Collective pipeline_message(const config::JobSpec& spec);
 
-// Per step, once (after the last microbatch's backward), dense params over dp-cp and experts over
-// expert-dp; each list is empty when its group has one rank. Grad reduction and the zero 1/2 param
-// all-gather run in buckets of kGradBucketElements (count = buckets, bytes = one bucket).
+// Per step, dense params over dp-cp and experts over expert-dp; each list is empty when its group
+// has one rank. Gradients are reduced once per step after the last microbatch's backward (zero 0,
+// 1) or after every microbatch's backward (zero 2, 3, which keep no full gradient buffer). Grad
+// reduction and the zero 1/2 param all-gather are counted in buckets of kGradBucketElements (count
+// = buckets, bytes = one bucket); the volume is what matters, not where the bucket edges fall.
 struct ZeroComm {
   std::vector<Collective> grad_reduction;           // all-reduce (zero 0) or reduce-scatter
   std::vector<Collective> param_gather_after_step;  // zero 1/2
-  std::vector<Collective> param_gather_zero3;       // zero 3: every layer's params, forward and backward
+  std::vector<Collective> param_gather_zero3;       // zero 3: every unit, each microbatch's forward and backward
 };
 struct DataParallelComm {
   ZeroComm dense, expert;

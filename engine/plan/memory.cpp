@@ -53,8 +53,9 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) 
   double sum = 0;
   if (p.pp > 1) sum += 2.0 * bytes_sent(pipeline_message(spec));
   if (p.tp > 1 && p.sequence_parallel) sum += hidden;
-  if (p.dp * p.cp > 1 || p.tp * p.cp * p.dp / p.ep > 1)
-    sum += std::min(kGradBucketElements, static_cast<double>(params.total())) * bytes.grad;
+  if (p.tp * p.cp * p.dp / p.ep > 1 && params.expert > 0)
+    sum += std::min(kGradBucketElements, static_cast<double>(params.expert)) * bytes.grad;
+  if (p.zero >= 2) sum += 2.0 * static_cast<double>(params.largest_unit) * bytes.grad;
   if (p.zero == 3) sum += 2.0 * static_cast<double>(params.largest_unit) * bytes.param;
   if (p.ep > 1)
     sum += 2.0 * static_cast<double>(model::expert_token_slots(spec)) * m.hidden * bytes.activation;

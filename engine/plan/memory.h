@@ -17,9 +17,13 @@
 // Communication buffers:
 //   pp > 1        receive buffers for one activation and one gradient: 2 * sbh (/t under SP)
 //   tp > 1, SP    the all-gathered sequence: sbh
-//   dp-cp or expert-dp > 1   one gradient bucket: min(kGradBucketElements, Psi) * grad bytes
-//   zero 3        the gathered params of the unit computing and of the one prefetched:
-//                 2 * the largest layer, embedding or head here (tp slice) * param bytes
+//   dense gradients are reduced in place, unit by unit (zero 0, 1: no buffer)
+//   zero >= 2     two reduction windows of a unit's gradients (the unit in backward and the tied
+//                 embedding, or the next unit): 2 * largest unit * grad bytes
+//   zero 3        the gathered params of the unit computing and of the one prefetched (or the tied
+//                 embedding): 2 * largest unit * param bytes
+//                 (units as ParamStore cuts them: embedding, one layer, final norm + head)
+//   expert-dp > 1 one expert gradient bucket: min(kGradBucketElements, expert Psi) * grad bytes
 //   ep > 1        all-to-all send and receive buffers: 2 * expert_token_slots * h
 #pragma once
 

@@ -7,18 +7,18 @@ namespace ptrain::plan {
 
 RankParams count_rank_params(const std::vector<model::LocalParam>& local, int pp) {
   RankParams r;
-  std::map<int, std::int64_t> per_layer;
+  // Units as the engine's ParamStore cuts them: the embedding, each layer, final norm + head.
+  std::map<int, std::int64_t> per_unit;
   for (const model::LocalParam& p : local) {
     const std::int64_t n = p.numel();
     (p.info->expert >= 0 ? r.expert : r.dense) += n;
-    if (p.info->layer >= 0) {
-      per_layer[p.info->layer] += n;
-    } else {
-      r.largest_unit = std::max(r.largest_unit, n);
-    }
+    const int unit = p.info->placement == model::Placement::Embedding ? -1
+                     : p.info->placement == model::Placement::Layer   ? p.info->layer
+                                                                      : 1 << 30;
+    per_unit[unit] += n;
     if (p.info->tied_head && pp > 1) r.tied_embedding = n;
   }
-  for (const auto& [layer, n] : per_layer) r.largest_unit = std::max(r.largest_unit, n);
+  for (const auto& [unit, n] : per_unit) r.largest_unit = std::max(r.largest_unit, n);
   return r;
 }
 

@@ -1,7 +1,12 @@
 #include "engine/train/trainer.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "engine/ckpt/checkpoint.h"
@@ -11,7 +16,8 @@
 #include "engine/data/datasets.h"
 #include "engine/model/param_store.h"
 #include "engine/model/transformer.h"
-#include "engine/optim/adamw.h"
+#include "engine/grid/rank_grid.h"
+#include "engine/optim/zero.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
@@ -24,42 +30,73 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Builds the job's dp-cp groups (every rank builds every one, in grid order) and returns this
+// rank's. The engine executes data-parallel layouts; the other axes are planned by validate only.
+const dist::Group& data_parallel_group(const config::JobSpec& spec, dist::Comm& comm) {
+  const config::ParallelSpec& p = spec.parallel;
+  if (p.tp * p.pp * p.cp * p.ep != 1)
+    throw std::invalid_argument("the engine trains data-parallel layouts (tp = pp = cp = ep = 1) for now; "
+                                "`ptrain validate` plans the others");
+  if (comm.world() != spec.world)
+    throw std::invalid_argument("the job has " + std::to_string(spec.world) + " ranks but " +
+                                std::to_string(comm.world()) + " processes were started");
+  std::vector<std::string> problems;
+  const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
+  if (!problems.empty()) throw std::invalid_argument(problems.front());
+  const dist::Group* mine = nullptr;
+  for (const std::vector<int>& ranks : grid.groups("dp-cp")) {
+    std::string name = "dp-cp[";
+    for (std::size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
+    const dist::Group& g = comm.new_group(name + "]", ranks);
+    if (g.has_me()) mine = &g;
+  }
+  return *mine;
+}
+
 }  // namespace
 
 struct Trainer::State {
   const config::JobSpec& spec;
   TrainerOptions options;
+  dist::Comm& comm;
+  const dist::Group& dp_group;
+  bool leader;  // world rank 0: logs, commits checkpoints
   model::ParamStore params;
   model::Transformer model;
-  optim::AdamW optimizer;
+  optim::ZeroOptimizer zero;
   std::unique_ptr<data::TokenSource> train_source, valid_source;
   data::BatchLoader train_loader;
   std::unique_ptr<data::EvalLoader> eval_loader;
-  MetricsLog log;
+  std::unique_ptr<MetricsLog> log;  // rank 0 only
   std::vector<std::int32_t> inputs, targets;
   double flops_per_step = 0;  // model FLOPs of the whole job's step
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
   std::int64_t last_saved_step = -1;
 
-  State(const config::JobSpec& s, const kernels::Ops& ops, TrainerOptions opts)
+  State(const config::JobSpec& s, const kernels::Ops& ops, dist::Comm& c, TrainerOptions opts)
       : spec(s),
-        options(opts),
-        params(model::build_registry(s.model), model::shard_coords(s, 0, 0, 0)),
+        options(std::move(opts)),
+        comm(c),
+        dp_group(data_parallel_group(s, c)),
+        leader(c.rank() == 0),
+        params(model::build_registry(s.model), model::shard_coords(s, 0, 0, 0),
+               optim::zero_store_options(s.parallel.zero, dp_group.size())),
         model(s, params, ops),
-        optimizer(s.optimizer, params, ops),
+        zero(s, params, ops, c, dp_group),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
-        train_loader(data::make_train_loader(s, *train_source, 0)),
-        log(s.logging.metrics, s.train.steps, s.logging.every) {
-    params.initialize(s.train.seed, s.model.layers);
+        train_loader(data::make_train_loader(s, *train_source, dp_group.index)) {
+    if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.train.steps, s.logging.every);
+    model.set_hooks(&zero);
     start_step = restore();
     last_saved_step = start_step;
     const std::size_t tokens = static_cast<std::size_t>(s.train.micro_batch) * static_cast<std::size_t>(s.model.seq_len);
     inputs.resize(tokens);
     targets.resize(tokens);
     if (valid_source && s.data.eval_every > 0)
-      eval_loader = std::make_unique<data::EvalLoader>(data::make_eval_loader(s, *valid_source, 0, kEvalBatches));
+      eval_loader = std::make_unique<data::EvalLoader>(
+          data::make_eval_loader(s, *valid_source, dp_group.index, kEvalBatches));
     flops_per_step = plan::step_flops(s, plan::matmul_params(params.registry(), s.model)).model;
     const plan::HardwareProfile* hw = plan::find_hardware(s.cluster.gpu);
     const double device_peak = hw == nullptr ? 0.0
@@ -70,10 +107,12 @@ struct Trainer::State {
 
   static constexpr int kEvalBatches = 4;  // global batches of the validation set per evaluation
 
-  ckpt::MomentBuffers moments() const { return {optimizer.exp_avg(), optimizer.exp_avg_sq()}; }
+  void note(const std::string& line) const {
+    if (log) log->note(line);
+  }
 
-  // Resumes from checkpoint.dir (resume: auto) or imports checkpoint.load_hf; returns the steps
-  // already done.
+  // Resumes from checkpoint.dir (resume: auto) or imports checkpoint.load_hf, else initialises from
+  // the seed; returns the steps already done. Every rank reads what it holds.
   std::int64_t restore() {
     const auto& c = spec.checkpoint;
     if (!c.dir.empty() && c.resume == config::Resume::Auto) {
@@ -82,76 +121,112 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
-        const ckpt::MomentBuffers m = moments();
-        ckpt::restore_param_store(loaded, params, &m);
+        ckpt::restore_flat_shards(loaded, params, zero.restored_shards());
+        zero.after_restore();
         const std::int64_t step = loaded.state().at("step").get<std::int64_t>();
-        log.note("resumed from " + loaded.path() + " at step " + std::to_string(step));
+        note("resumed from " + loaded.path() + " at step " + std::to_string(step));
         return step;
       }
     }
+    zero.initialize(spec.train.seed, spec.model.layers);
     if (!c.load_hf.empty()) {
+      if (zero.stage() == 3)
+        throw std::invalid_argument("checkpoint.load_hf with parallel.zero 3: convert the weights first "
+                                    "(ptrain convert) and resume from the ptrain checkpoint");
       const auto imported = ckpt::import_hf(c.load_hf, spec.model, params);
-      log.note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
+      note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
     }
     return 0;
   }
 
-  // Writes step `step` (steps done) to checkpoint.dir, atomically.
+  // Writes step `step` (steps done) to checkpoint.dir: every rank its shards, rank 0 the manifest;
+  // the step counts only once rank 0 has renamed it into place.
   void save(std::int64_t step) {
     if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
     last_saved_step = step;
-    const nlohmann::json state = {{"step", step},
-                                  {"consumed_samples", train_loader.consumed_samples(step)},
-                                  {"seed", spec.train.seed},
-                                  {"lr_step", step}};
-    const ckpt::MomentBuffers m = moments();
-    const std::string path = ckpt::save_checkpoint(spec.checkpoint.dir, step, ckpt::job_meta(spec), state,
-                                                   ckpt::param_store_shards(params, &m), spec.checkpoint.keep);
-    log.note("checkpoint saved: " + path);
+    const dist::Group& world = comm.world_group();
+    std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
+    comm.broadcast_string(world, tmp_dir, 0);
+    const ckpt::RankFileInfo info =
+        ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, zero.saved_shards()));
+    const std::vector<std::string> infos = comm.gather_strings(world, ckpt::to_json(info).dump(), 0);
+    if (leader) {
+      std::vector<ckpt::RankFileInfo> ranks;
+      for (const std::string& text : infos) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
+      const nlohmann::json state = {{"step", step},
+                                    {"consumed_samples", train_loader.consumed_samples(step)},
+                                    {"seed", spec.train.seed},
+                                    {"lr_step", step}};
+      const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec),
+                                                       state, ranks, spec.checkpoint.keep);
+      note("checkpoint saved: " + path);
+    }
+    comm.barrier(world);
   }
 
   double memory_bytes() const {
-    return static_cast<double>(params.numel()) * 4.0 * 4.0  // params, grads, exp_avg, exp_avg_sq
-           + static_cast<double>(model.activation_bytes());
+    const optim::ZeroBytes z = zero.allocated_bytes();
+    return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(model.activation_bytes());
   }
 
   // One optimizer step; returns the mean loss over the global batch's tokens.
   double train_step(std::int64_t step, double lr, double& grad_norm) {
-    params.zero_grads();
     const int micro = train_loader.microbatches();
+    zero.begin_step(micro);
     const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
     const float grad_scale = static_cast<float>(1.0 / tokens_per_step);
     double loss_sum = 0;
     for (int mb = 0; mb < micro; ++mb) {
+      zero.begin_microbatch(mb);
       train_loader.load_microbatch(step, mb, inputs.data(), targets.data());
       loss_sum += model.forward(0, inputs.data(), targets.data(), grad_scale).sum;
       model.backward(0);
     }
-    grad_norm = optimizer.grad_norm();
+    comm.all_reduce(dp_group, &loss_sum, 1);
+    grad_norm = zero.grad_norm();
     if (std::isfinite(grad_norm)) {
-      optimizer.clip(grad_norm, spec.train.grad_clip);
-      optimizer.step(lr, step + 1);
+      zero.clip(grad_norm, spec.train.grad_clip);
+      zero.step(lr, step + 1);
     }
     return loss_sum / tokens_per_step;
   }
 
   double validation_loss() {
-    double sum = 0;
-    std::int64_t count = 0;
+    double sums[2] = {0, 0};  // loss sum, counted tokens
     for (int b = 0; b < eval_loader->num_batches(); ++b) {
       for (int mb = 0; mb < eval_loader->microbatches(); ++mb) {
         eval_loader->load_microbatch(b, mb, inputs.data(), targets.data());
         const auto r = model.evaluate(0, inputs.data(), targets.data());
-        sum += r.sum;
-        count += r.tokens;
+        sums[0] += r.sum;
+        sums[1] += static_cast<double>(r.tokens);
       }
     }
-    return count > 0 ? sum / static_cast<double>(count) : 0.0;
+    comm.all_reduce(dp_group, sums, 2);
+    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  }
+
+  // Whether any rank wants to stop here (all ranks must stop at the same step boundary).
+  bool stop_agreed(std::int64_t step) {
+    const bool after = options.stop_after_steps > 0 && step - start_step >= options.stop_after_steps;
+    std::int64_t stop = after || (options.stop_requested != nullptr && options.stop_requested->load()) ? 1 : 0;
+    comm.all_reduce(comm.world_group(), &stop, 1, dist::ReduceOp::Max);
+    return stop != 0;
+  }
+
+  void inject_fault(std::int64_t next_step) const {
+    if (options.fault_rank != comm.rank() || options.fault_step != next_step) return;
+    std::fprintf(stderr, "debug fault: rank %d runs '%s' before step %lld\n", comm.rank(),
+                 options.fault_action.c_str(), static_cast<long long>(next_step));
+    std::fflush(stderr);
+    if (options.fault_action == "kill") ::kill(::getpid(), SIGKILL);
+    if (options.fault_action == "exit") std::_Exit(3);
+    if (options.fault_action == "stall")
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 };
 
-Trainer::Trainer(const config::JobSpec& spec, const kernels::Ops& ops, TrainerOptions options)
-    : state_(std::make_unique<State>(spec, ops, options)) {}
+Trainer::Trainer(const config::JobSpec& spec, const kernels::Ops& ops, dist::Comm& comm, TrainerOptions options)
+    : state_(std::make_unique<State>(spec, ops, comm, std::move(options))) {}
 
 Trainer::~Trainer() = default;
 
@@ -164,13 +239,13 @@ RunResult Trainer::run() {
   double seconds_total = 0;
   std::int64_t timed_steps = 0;
   for (std::int64_t step = s.start_step; step < spec.train.steps; ++step) {
-    const bool stop_after = s.options.stop_after_steps > 0 && step - s.start_step >= s.options.stop_after_steps;
-    if (stop_after || (s.options.stop_requested != nullptr && s.options.stop_requested->load())) {
+    if (s.stop_agreed(step)) {
       result.status = RunStatus::Interrupted;
-      s.log.note("stop requested: checkpointing after step " + std::to_string(step));
+      s.note("stop requested: checkpointing after step " + std::to_string(step));
       s.save(step);
       return result;
     }
+    s.inject_fault(step + 1);
     const auto t0 = Clock::now();
     const double lr = optim::learning_rate(spec.optimizer, spec.train.steps, step);
     double grad_norm = 0;
@@ -178,7 +253,7 @@ RunResult Trainer::run() {
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       result.status = RunStatus::NonFinite;
       result.failed_step = step + 1;
-      s.log.note("non-finite " + std::string(std::isfinite(loss) ? "gradient norm" : "loss") + " at step " +
+      s.note("non-finite " + std::string(std::isfinite(loss) ? "gradient norm" : "loss") + " at step " +
                  std::to_string(step + 1) + ": stopping");
       break;
     }
@@ -197,7 +272,7 @@ RunResult Trainer::run() {
     m.memory_bytes = s.memory_bytes();
     if (s.eval_loader && (m.step % spec.data.eval_every == 0 || m.step == spec.train.steps))
       m.val_loss = s.validation_loss();
-    s.log.record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total / static_cast<double>(timed_steps));
+    if (s.log) s.log->record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total / static_cast<double>(timed_steps));
     result.steps_done = m.step;
     result.final_loss = loss;
     if (spec.checkpoint.every > 0 && m.step % spec.checkpoint.every == 0 && m.step != spec.train.steps) s.save(m.step);

@@ -1,5 +1,7 @@
-// The training loop of one rank: per step, every microbatch forward and backward (gradients
-// accumulate), clip by global norm, AdamW, metrics, periodic validation and checkpoints.
+// The training loop of one rank: per step, this data-parallel rank's microbatches forward and
+// backward (gradients accumulate and are reduced by ZeRO as units finish), clip by global norm,
+// AdamW, metrics (rank 0), periodic validation and checkpoints (every rank writes its shards).
+// Every decision that must agree across ranks (stop, NaN) is taken collectively at step boundaries.
 #pragma once
 
 #include <atomic>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "engine/config/job_spec.h"
+#include "engine/dist/comm.h"
 #include "kernels/ops.h"
 
 namespace ptrain::train {
@@ -28,13 +31,18 @@ struct RunResult {
 struct TrainerOptions {
   const std::atomic<bool>* stop_requested = nullptr;  // polled at step boundaries
   std::int64_t stop_after_steps = 0;  // > 0: stop (checkpointing) after this many steps of this run
+  // Debug fault injection (PTRAIN_DEBUG_FAULT): before step fault_step (1-based) rank fault_rank
+  // runs fault_action: "kill" (SIGKILL itself), "exit" (exit code 3), "stall" (sleeps forever).
+  int fault_rank = -1;
+  std::int64_t fault_step = 0;
+  std::string fault_action;
 };
 
 class Trainer {
  public:
   // Throws data::DataError / ckpt::CheckpointError for bad files, std::invalid_argument for a job
-  // the engine cannot run.
-  Trainer(const config::JobSpec& spec, const kernels::Ops& ops, TrainerOptions options = {});
+  // the engine cannot run. `comm` spans the job's world (spec.world ranks) and outlives the trainer.
+  Trainer(const config::JobSpec& spec, const kernels::Ops& ops, dist::Comm& comm, TrainerOptions options = {});
   ~Trainer();
   RunResult run();
 

@@ -34,7 +34,7 @@ struct Moments {
       }
     }
   }
-  MomentBuffers buffers() { return {m.data(), v.data(), 0, -1}; }
+  FlatShard whole(const model::ParamStore& store) { return whole_store(store, m.data(), v.data()); }
 };
 
 bool same_slots(const model::ParamStore& a, const model::ParamStore& b) {
@@ -70,10 +70,9 @@ nlohmann::json sample_meta(const config::ModelSpec& m) {
 
 std::string save_store(const std::string& dir, std::int64_t step, model::ParamStore& store, Moments* moments,
                        int keep = 0) {
-  MomentBuffers b;
-  if (moments) b = moments->buffers();
-  return save_checkpoint(dir, step, sample_meta(tiny_llama()), sample_state(step),
-                         param_store_shards(store, moments ? &b : nullptr), keep);
+  const FlatShard shard = moments ? moments->whole(store) : whole_store(store);
+  return save_checkpoint(dir, step, sample_meta(tiny_llama()), sample_state(step), flat_shard_tensors(store, {shard}),
+                         keep);
 }
 
 std::vector<std::string> entries(const std::string& dir) {
@@ -146,10 +145,9 @@ TEST_CASE("checkpoint round trip of parameters, moments and state is bitwise", "
   for (const config::ModelSpec& m : {tiny_gpt2(), tiny_llama(true), tiny_mixtral()}) {
     model::ParamStore store = make_store(m, 0, 1, 11);
     Moments moments(store);
-    MomentBuffers b = moments.buffers();
     const std::string dir = tmp / config::to_string(m.arch);
     const std::string path =
-        save_checkpoint(dir, 42, sample_meta(m), sample_state(42), param_store_shards(store, &b), 3);
+        save_checkpoint(dir, 42, sample_meta(m), sample_state(42), flat_shard_tensors(store, {moments.whole(store)}), 3);
     CHECK(path == dir + "/step_42");
 
     LoadedCheckpoint ckpt = open_checkpoint(dir);
@@ -163,8 +161,7 @@ TEST_CASE("checkpoint round trip of parameters, moments and state is bitwise", "
     model::ParamStore fresh = make_store(m, 0, 1, 999);
     CHECK_FALSE(same_slots(store, fresh));
     Moments restored(fresh, 5.0f);
-    MomentBuffers rb = restored.buffers();
-    const RestoreResult r = restore_param_store(ckpt, fresh, &rb);
+    const RestoreResult r = restore_flat_shards(ckpt, fresh, {restored.whole(fresh)});
     CHECK(r.optimizer_restored);
     CHECK(r.tensors == 3 * static_cast<std::int64_t>(store.slots().size()));
     CHECK(same_slots(store, fresh));
@@ -241,7 +238,7 @@ TEST_CASE("corrupt and truncated checkpoints are detected", "[ckpt][checkpoint]"
   auto restore = [&] {
     LoadedCheckpoint ckpt = open_checkpoint(path);
     model::ParamStore target = make_store(tiny_gpt2(), 0, 1);
-    restore_param_store(ckpt, target);
+    restore_flat_shards(ckpt, target, {whole_store(target)});
   };
   REQUIRE(error_of(restore).empty());
 
@@ -291,10 +288,9 @@ TEST_CASE("a checkpoint written at tp=1 loads into tp=2 and tp=4 ranks", "[ckpt]
     m.padded_vocab = 49;
     model::ParamStore full = make_store(m, 0, 1, 3);
     Moments moments(full);
-    MomentBuffers b = moments.buffers();
     const std::string dir = tmp / config::to_string(m.arch);
     nlohmann::json meta = sample_meta(m);
-    save_checkpoint(dir, 1, meta, {}, param_store_shards(full, &b), 0);
+    save_checkpoint(dir, 1, meta, {}, flat_shard_tensors(full, {moments.whole(full)}), 0);
 
     for (int tp : {2, 4}) {
       config::ModelSpec mt = m;
@@ -303,9 +299,8 @@ TEST_CASE("a checkpoint written at tp=1 loads into tp=2 and tp=4 ranks", "[ckpt]
         INFO(config::to_string(m.arch) << " tp " << tp << " rank " << rank);
         model::ParamStore part = make_store(mt, rank, tp, 1000);
         Moments pm(part, 3.0f);
-        MomentBuffers pb = pm.buffers();
         LoadedCheckpoint ckpt = open_checkpoint(dir);
-        CHECK(restore_param_store(ckpt, part, &pb).optimizer_restored);
+        CHECK(restore_flat_shards(ckpt, part, {pm.whole(part)}).optimizer_restored);
         for (const model::ParamSlot& s : part.slots()) {
           const model::ParamInfo& info = *s.local.info;
           const model::ParamSlot& fs_ = full.slot(info.name);
@@ -340,11 +335,11 @@ TEST_CASE("tp=2 ranks and ZeRO-sharded moments written as separate files load in
   int rank = 0;
   for (auto [store, mom] : {std::pair{&r0, &m0}, std::pair{&r1, &m1}}) {
     const std::int64_t half = store->numel() / 2 + 3;  // splits a slot in the middle
-    MomentBuffers lo{mom->m.data(), mom->v.data(), 0, half};
-    MomentBuffers hi{mom->m.data() + half, mom->v.data() + half, half, -1};
-    infos.push_back(write_rank_file(tmp_dir, rank++, 8, param_store_shards(*store, &lo, true)));
+    const FlatShard lo{{0, half}, store->params(), mom->m.data(), mom->v.data()};
+    const FlatShard hi{{half, store->numel()}, store->params() + half, mom->m.data() + half, mom->v.data() + half};
+    infos.push_back(write_rank_file(tmp_dir, rank++, 8, flat_shard_tensors(*store, {lo})));
     // As a distributed save would send it to rank 0.
-    const RankFileInfo sent = write_rank_file(tmp_dir, rank++, 8, param_store_shards(*store, &hi, false));
+    const RankFileInfo sent = write_rank_file(tmp_dir, rank++, 8, flat_shard_tensors(*store, {hi}));
     infos.push_back(rank_file_info_from_json(nlohmann::json::parse(to_json(sent).dump())));
   }
   const std::string path =
@@ -353,9 +348,8 @@ TEST_CASE("tp=2 ranks and ZeRO-sharded moments written as separate files load in
 
   model::ParamStore full = make_store(m, 0, 1, 77);
   Moments fm(full, 9.0f);
-  MomentBuffers fb = fm.buffers();
   LoadedCheckpoint ckpt(path);
-  restore_param_store(ckpt, full, &fb);
+  restore_flat_shards(ckpt, full, {fm.whole(full)});
   CHECK(same_slots(full, make_store(m, 0, 1, 5)));  // the gathered slices are the full weights
   for (const auto& [store, mom] : {std::pair{&r0, &m0}, std::pair{&r1, &m1}}) {
     const int tp_rank = store->coords().tp_rank;
@@ -378,7 +372,7 @@ TEST_CASE("commit refuses shard lists that leave elements uncovered", "[ckpt][ch
   TempDir tmp;
   model::ParamStore half = make_store(tiny_llama(), 0, 2);
   const std::string tmp_dir = begin_checkpoint(tmp.path(), 1);
-  const RankFileInfo info = write_rank_file(tmp_dir, 0, 1, param_store_shards(half));
+  const RankFileInfo info = write_rank_file(tmp_dir, 0, 1, flat_shard_tensors(half, {whole_store(half)}));
   CHECK_THROWS_WITH(commit_checkpoint(tmp.path(), tmp_dir, 1, {}, {}, {info}, 0),
                     Catch::Contains("held by no rank"));
   CHECK_FALSE(latest_checkpoint(tmp.path()).has_value());
@@ -393,12 +387,12 @@ TEST_CASE("restoring a different model lists what does not fit", "[ckpt][checkpo
   wider.ffn_hidden = 96;
   model::ParamStore other = make_store(wider, 0, 1);
   LoadedCheckpoint ckpt = open_checkpoint(tmp.path());
-  const std::string e = error_of([&] { restore_param_store(ckpt, other); });
+  const std::string e = error_of([&] { restore_flat_shards(ckpt, other, {whole_store(other)}); });
   CHECK_THAT(e, Catch::Contains("shape mismatches (6)") && Catch::Contains("mlp.gate_proj.weight") &&
                     Catch::Contains("[64,32]") && Catch::Contains("[96,32]"));
 
   model::ParamStore gpt = make_store(tiny_gpt2(), 0, 1);
-  CHECK_THAT(error_of([&] { restore_param_store(ckpt, gpt); }),
+  CHECK_THAT(error_of([&] { restore_flat_shards(ckpt, gpt, {whole_store(gpt)}); }),
              Catch::Contains("missing tensors") && Catch::Contains("model/wte.weight"));
 
   CHECK(model_mismatches(ckpt.job_meta(), tiny_llama()).empty());
@@ -413,9 +407,8 @@ TEST_CASE("a checkpoint without optimizer state zero-fills the moments", "[ckpt]
   save_store(tmp.path(), 0, store, nullptr);
   model::ParamStore target = make_store(tiny_llama(), 0, 1, 123);
   Moments mom(target, 1.0f);
-  MomentBuffers b = mom.buffers();
   LoadedCheckpoint ckpt = open_checkpoint(tmp.path());
-  CHECK_FALSE(restore_param_store(ckpt, target, &b).optimizer_restored);
+  CHECK_FALSE(restore_flat_shards(ckpt, target, {mom.whole(target)}).optimizer_restored);
   CHECK(same_slots(store, target));
   CHECK(std::all_of(mom.m.begin(), mom.m.end(), [](float x) { return x == 0.0f; }));
   CHECK(std::all_of(mom.v.begin(), mom.v.end(), [](float x) { return x == 0.0f; }));

@@ -22,6 +22,7 @@
 #include "engine/model/transformer.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/runtime/philox.h"
+#include "engine/dist/comm.h"
 #include "engine/train/trainer.h"
 #include "kernels/ops.h"
 
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
     dump.add_f32("grad." + s.local.info->name, s.local.local_shape, store.grads() + s.offset);
 
   // The real trainer from the same initial weights; the data it read, its lr and losses.
-  train::Trainer(spec, ops).run();
+  train::Trainer(spec, ops, *dist::make_solo_comm()).run();
   const std::vector<double> losses64 = metric_losses(metrics);
   const auto source = data::open_train_source(spec);
   const data::BatchLoader loader = data::make_train_loader(spec, *source, 0);

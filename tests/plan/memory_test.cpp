@@ -58,7 +58,8 @@ TEST_CASE("activations: per-microbatch set x peak in-flight, plus the recomputed
 }
 
 TEST_CASE("communication buffers") {
-  // tp 2 with SP, pp 2, dp 2, zero 3: p2p 2 * sbh/t, gathered sequence sbh, one bucket, 2 layers gathered.
+  // tp 2 with SP, pp 2, dp 2, zero 3: p2p 2 * sbh/t, gathered sequence sbh, 2 unit gradient
+  // windows and 2 units of gathered params (bf16); no gradient bucket (dense grads reduce in place).
   config::LoadResult job = test::load_job(
       test::kSmallLlama,
       {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true", "parallel.zero=3"}, 8);
@@ -66,5 +67,5 @@ TEST_CASE("communication buffers") {
   params.dense = 1'000'000;
   params.largest_unit = 300'000;
   const double sbh = 128.0 * 256 * 2;
-  CHECK(plan::comm_buffer_bytes(job.spec, params) == 2 * sbh / 2 + sbh + 1'000'000 * 2 + 2 * 300'000 * 2);
+  CHECK(plan::comm_buffer_bytes(job.spec, params) == 2 * sbh / 2 + sbh + 2 * 300'000 * 2 + 2 * 300'000 * 2);
 }

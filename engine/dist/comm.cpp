@@ -1,0 +1,236 @@
+#include "engine/dist/comm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace ptrain::dist {
+
+std::size_t elem_size(ElemType type) {
+  switch (type) {
+    case ElemType::F32: return 4;
+    case ElemType::F64:
+    case ElemType::I64: return 8;
+  }
+  return 0;
+}
+
+std::uint64_t CollectiveLog::begin(const char* op, const Group& group, std::size_t bytes, int peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.size() == kCapacity) entries_.pop_front();
+  entries_.push_back({next_seq_, op, group.name, bytes, peer, std::chrono::steady_clock::now(), -1});
+  return next_seq_++;
+}
+
+void CollectiveLog::end(std::uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (it->seq != seq) continue;
+    it->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->start).count();
+    return;
+  }
+}
+
+std::string CollectiveLog::dump() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.empty()) return "  (no collective yet)\n";
+  std::string out;
+  const auto now = std::chrono::steady_clock::now();
+  for (const Entry& e : entries_) {
+    char line[256];
+    const bool in_flight = e.seconds < 0;
+    const double secs = in_flight ? std::chrono::duration<double>(now - e.start).count() : e.seconds;
+    std::snprintf(line, sizeof line, "  #%llu %-14s %-24s %12zu bytes%s  %s %.3f s\n",
+                  static_cast<unsigned long long>(e.seq), e.op, e.group.c_str(), e.bytes,
+                  e.peer >= 0 ? (" peer " + std::to_string(e.peer)).c_str() : "",
+                  in_flight ? "IN FLIGHT for" : "took", secs);
+    out += line;
+  }
+  return out;
+}
+
+Comm::Comm(int rank, int world) : rank_(rank), world_(world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw DistError("Comm: rank " + std::to_string(rank) + " of world " + std::to_string(world));
+  auto g = std::make_unique<Group>();
+  g->id = 0;
+  g->name = "world";
+  for (int r = 0; r < world; ++r) g->ranks.push_back(r);
+  g->index = rank;
+  groups_.push_back(std::move(g));
+}
+
+Comm::~Comm() = default;
+
+const Group& Comm::new_group(const std::string& name, const std::vector<int>& ranks) {
+  if (ranks.empty()) throw DistError("group " + name + " has no ranks");
+  std::set<int> seen;
+  for (int r : ranks)
+    if (r < 0 || r >= world_ || !seen.insert(r).second)
+      throw DistError("group " + name + ": rank " + std::to_string(r) + " is out of range or repeated");
+  auto g = std::make_unique<Group>();
+  g->id = static_cast<int>(groups_.size());
+  g->name = name;
+  g->ranks = ranks;
+  const auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  g->index = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+  // (The world group, made by this constructor, is connected by the backend's constructor.)
+  if (g->has_me() && g->size() > 1) logged("connect", *g, 0, -1, [&] { connect(*g); });
+  groups_.push_back(std::move(g));
+  return *groups_.back();
+}
+
+void Comm::check_member(const Group& g, const char* op) const {
+  if (!g.has_me())
+    throw DistError(std::string(op) + " on group " + g.name + ": rank " + std::to_string(rank_) + " is not a member");
+}
+
+template <typename Fn>
+void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn) {
+  const std::uint64_t seq = log_.begin(op, g, bytes, peer);
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    throw CollectiveError("rank " + std::to_string(rank_) + ": " + op + " #" + std::to_string(seq) + " on group " +
+                              g.name + " (" + std::to_string(bytes) + " bytes) failed: " + e.what(),
+                          log_.dump());
+  }
+  log_.end(seq);
+}
+
+void Comm::all_reduce_any(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) {
+  check_member(g, "all_reduce");
+  if (g.size() == 1 || count == 0) return;
+  logged("all_reduce", g, count * elem_size(type), -1, [&] { do_all_reduce(g, data, count, type, op); });
+}
+
+void Comm::all_reduce(const Group& g, float* data, std::size_t count, ReduceOp op) {
+  all_reduce_any(g, data, count, ElemType::F32, op);
+}
+void Comm::all_reduce(const Group& g, double* data, std::size_t count, ReduceOp op) {
+  all_reduce_any(g, data, count, ElemType::F64, op);
+}
+void Comm::all_reduce(const Group& g, std::int64_t* data, std::size_t count, ReduceOp op) {
+  all_reduce_any(g, data, count, ElemType::I64, op);
+}
+
+void Comm::reduce_scatter(const Group& g, float* data, std::size_t chunk) {
+  check_member(g, "reduce_scatter");
+  if (g.size() == 1 || chunk == 0) return;
+  logged("reduce_scatter", g, chunk * 4 * static_cast<std::size_t>(g.size()), -1,
+         [&] { do_reduce_scatter(g, data, chunk); });
+}
+
+void Comm::all_gather(const Group& g, float* data, std::size_t chunk) {
+  check_member(g, "all_gather");
+  if (g.size() == 1 || chunk == 0) return;
+  logged("all_gather", g, chunk * 4 * static_cast<std::size_t>(g.size()), -1,
+         [&] { do_all_gather(g, data, chunk); });
+}
+
+void Comm::all_to_all(const Group& g, const float* in, float* out, std::size_t chunk) {
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(g.size()), chunk);
+  all_to_allv(g, in, counts, out, counts);
+}
+
+void Comm::all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts, float* out,
+                       const std::vector<std::size_t>& recv_counts) {
+  check_member(g, "all_to_allv");
+  const auto n = static_cast<std::size_t>(g.size());
+  if (send_counts.size() != n || recv_counts.size() != n)
+    throw DistError("all_to_allv on group " + g.name + ": need one count per rank");
+  if (n == 1) {
+    if (send_counts[0] != recv_counts[0]) throw DistError("all_to_allv on a one-rank group: counts differ");
+    std::memmove(out, in, send_counts[0] * sizeof(float));
+    return;
+  }
+  std::size_t bytes = 0;
+  for (std::size_t c : send_counts) bytes += c * sizeof(float);
+  logged("all_to_allv", g, bytes, -1, [&] { do_all_to_allv(g, in, send_counts, out, recv_counts); });
+}
+
+void Comm::broadcast(const Group& g, void* data, std::size_t bytes, int root) {
+  check_member(g, "broadcast");
+  if (root < 0 || root >= g.size()) throw DistError("broadcast on group " + g.name + ": bad root");
+  if (g.size() == 1 || bytes == 0) return;
+  logged("broadcast", g, bytes, root, [&] { do_broadcast(g, data, bytes, root); });
+}
+
+void Comm::send(const Group& g, const void* data, std::size_t bytes, int peer) {
+  check_member(g, "send");
+  if (peer < 0 || peer >= g.size() || peer == g.index) throw DistError("send on group " + g.name + ": bad peer");
+  logged("send", g, bytes, peer, [&] { do_send(g, data, bytes, peer); });
+}
+
+void Comm::recv(const Group& g, void* data, std::size_t bytes, int peer) {
+  check_member(g, "recv");
+  if (peer < 0 || peer >= g.size() || peer == g.index) throw DistError("recv on group " + g.name + ": bad peer");
+  logged("recv", g, bytes, peer, [&] { do_recv(g, data, bytes, peer); });
+}
+
+void Comm::barrier(const Group& g) {
+  check_member(g, "barrier");
+  if (g.size() == 1) return;
+  logged("barrier", g, 0, -1, [&] { do_barrier(g); });
+}
+
+void Comm::broadcast_string(const Group& g, std::string& text, int root) {
+  std::int64_t size = static_cast<std::int64_t>(text.size());
+  broadcast(g, &size, sizeof size, root);
+  text.resize(static_cast<std::size_t>(size));
+  broadcast(g, text.data(), text.size(), root);
+}
+
+std::vector<std::string> Comm::gather_strings(const Group& g, const std::string& mine, int root) {
+  check_member(g, "gather_strings");
+  if (g.index != root) {
+    const auto size = static_cast<std::int64_t>(mine.size());
+    send(g, &size, sizeof size, root);
+    if (size > 0) send(g, mine.data(), mine.size(), root);
+    return {};
+  }
+  std::vector<std::string> all(static_cast<std::size_t>(g.size()));
+  for (int peer = 0; peer < g.size(); ++peer) {
+    std::string& text = all[static_cast<std::size_t>(peer)];
+    if (peer == root) {
+      text = mine;
+      continue;
+    }
+    std::int64_t size = 0;
+    recv(g, &size, sizeof size, peer);
+    if (size < 0 || size > (std::int64_t{1} << 30)) throw DistError("gather_strings: bad size from rank " + std::to_string(peer));
+    text.resize(static_cast<std::size_t>(size));
+    if (size > 0) recv(g, text.data(), text.size(), peer);
+  }
+  return all;
+}
+
+namespace {
+
+class SoloComm final : public Comm {
+ public:
+  SoloComm() : Comm(0, 1) {}
+  const char* backend() const override { return "solo"; }
+
+ protected:
+  // Every group of a one-rank world has one member, which the base class handles.
+  [[noreturn]] static void unreachable() { throw DistError("solo comm: a multi-rank collective"); }
+  void connect(const Group&) override { unreachable(); }
+  void do_all_reduce(const Group&, void*, std::size_t, ElemType, ReduceOp) override { unreachable(); }
+  void do_reduce_scatter(const Group&, float*, std::size_t) override { unreachable(); }
+  void do_all_gather(const Group&, float*, std::size_t) override { unreachable(); }
+  void do_all_to_allv(const Group&, const float*, const std::vector<std::size_t>&, float*,
+                      const std::vector<std::size_t>&) override {
+    unreachable();
+  }
+  void do_broadcast(const Group&, void*, std::size_t, int) override { unreachable(); }
+  void do_send(const Group&, const void*, std::size_t, int) override { unreachable(); }
+  void do_recv(const Group&, void*, std::size_t, int) override { unreachable(); }
+  void do_barrier(const Group&) override { unreachable(); }
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_solo_comm() { return std::make_unique<SoloComm>(); }
+
+}  // namespace ptrain::dist

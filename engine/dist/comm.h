@@ -1,0 +1,144 @@
+// Comm: every collective of the engine goes through this interface (DESIGN.md invariants). The
+// backends (Gloo on CPU; NCCL with the CUDA backend) implement the transport; this base class owns
+// what they share: the groups, the argument checks, trivial one-rank groups, and a ring log of
+// each rank's recent collectives, which is what a timeout reports so that a mismatch (one rank in
+// an all-reduce, another in a barrier, or a rank missing) names the rank and the op.
+//
+// Groups are built from the grid: new_group is collective over the whole world, every rank calls
+// it for every group in the same order (members and non-members alike), like Megatron's
+// parallel_state. Ranks inside a group are addressed by their index in the group's rank list.
+//
+// reduce_scatter and all_gather work in place on a buffer of group.size() equal chunks (NCCL's
+// in-place convention): after reduce_scatter, chunk `index` holds the sum of every rank's chunk
+// `index`; all_gather fills every chunk from the rank that owns it. ZeRO's flat buffers are laid
+// out for exactly this.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/dist/dist_error.h"
+
+namespace ptrain::dist {
+
+enum class ReduceOp { Sum, Max, Min };
+enum class ElemType { F32, F64, I64 };
+std::size_t elem_size(ElemType type);
+
+struct Group {
+  int id = -1;               // creation order, the same on every rank
+  std::string name;          // e.g. "dp-cp[0,2]"
+  std::vector<int> ranks;    // world ranks, in group order
+  int index = -1;            // this rank's position in `ranks`, -1 if not a member
+  int size() const { return static_cast<int>(ranks.size()); }
+  bool has_me() const { return index >= 0; }
+};
+
+// The last collectives of one rank: sequence number, op, group, bytes, peer, how long.
+class CollectiveLog {
+ public:
+  static constexpr std::size_t kCapacity = 64;
+  std::uint64_t begin(const char* op, const Group& group, std::size_t bytes, int peer);
+  void end(std::uint64_t seq);
+  // Oldest first, one line each, the one in flight (if any) marked.
+  std::string dump() const;
+
+ private:
+  struct Entry {
+    std::uint64_t seq = 0;
+    const char* op = "";
+    std::string group;
+    std::size_t bytes = 0;
+    int peer = -1;
+    std::chrono::steady_clock::time_point start;
+    double seconds = -1;  // -1 while in flight
+  };
+  mutable std::mutex mutex_;  // the watchdog thread reads while the trainer writes
+  std::deque<Entry> entries_;
+  std::uint64_t next_seq_ = 1;
+};
+
+// A collective failed or timed out; what() names it, log_dump() is this rank's ring log.
+class CollectiveError : public DistError {
+ public:
+  CollectiveError(const std::string& what, std::string log_dump)
+      : DistError(what), log_dump_(std::move(log_dump)) {}
+  const std::string& log_dump() const { return log_dump_; }
+
+ private:
+  std::string log_dump_;
+};
+
+class Comm {
+ public:
+  Comm(int rank, int world);
+  virtual ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  virtual const char* backend() const = 0;
+
+  const Group& world_group() const { return *groups_.front(); }
+  // Collective over the world (see the file comment). `ranks` must be distinct world ranks.
+  const Group& new_group(const std::string& name, const std::vector<int>& ranks);
+
+  void all_reduce(const Group& g, float* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(const Group& g, double* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(const Group& g, std::int64_t* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
+  void reduce_scatter(const Group& g, float* data, std::size_t chunk);  // in place, see above
+  void all_gather(const Group& g, float* data, std::size_t chunk);      // in place, see above
+  // out[j*chunk ...] receives rank j's in[index*chunk ...].
+  void all_to_all(const Group& g, const float* in, float* out, std::size_t chunk);
+  // Rank i sends send_counts[j] elements (consecutive in `in`) to rank j and receives
+  // recv_counts[j] from it (consecutive in `out`).
+  void all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts, float* out,
+                   const std::vector<std::size_t>& recv_counts);
+  void broadcast(const Group& g, void* data, std::size_t bytes, int root);
+  void send(const Group& g, const void* data, std::size_t bytes, int peer);
+  void recv(const Group& g, void* data, std::size_t bytes, int peer);
+  void barrier(const Group& g);
+
+  // Small control messages (checkpoint paths, manifests): `text` of the root replaces everyone's;
+  // gather_strings returns every member's string at the root (empty elsewhere).
+  void broadcast_string(const Group& g, std::string& text, int root);
+  std::vector<std::string> gather_strings(const Group& g, const std::string& mine, int root);
+
+  const CollectiveLog& log() const { return log_; }
+
+ protected:
+  // Backend hooks; called only for members of groups of two or more ranks, arguments checked.
+  virtual void connect(const Group& g) = 0;
+  virtual void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) = 0;
+  virtual void do_reduce_scatter(const Group& g, float* data, std::size_t chunk) = 0;
+  virtual void do_all_gather(const Group& g, float* data, std::size_t chunk) = 0;
+  virtual void do_all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts,
+                              float* out, const std::vector<std::size_t>& recv_counts) = 0;
+  virtual void do_broadcast(const Group& g, void* data, std::size_t bytes, int root) = 0;
+  virtual void do_send(const Group& g, const void* data, std::size_t bytes, int peer) = 0;
+  virtual void do_recv(const Group& g, void* data, std::size_t bytes, int peer) = 0;
+  virtual void do_barrier(const Group& g) = 0;
+
+ private:
+  void check_member(const Group& g, const char* op) const;
+  // Runs one collective under the log: a backend exception becomes a CollectiveError naming it.
+  template <typename Fn>
+  void logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn);
+  void all_reduce_any(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op);
+
+  int rank_, world_;
+  std::vector<std::unique_ptr<Group>> groups_;
+  CollectiveLog log_;
+};
+
+// The world of one process (no transport): every group has one rank.
+std::unique_ptr<Comm> make_solo_comm();
+
+}  // namespace ptrain::dist

@@ -1,0 +1,203 @@
+#include "engine/dist/gloo_comm.h"
+
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <map>
+#include <tuple>
+
+namespace ptrain::dist {
+namespace {
+
+// Gloo's rendezvous reads and writes through our token-checked store.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(StoreClient& client, std::chrono::milliseconds timeout) : client_(client), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override { client_.set(key, data); }
+  std::vector<char> get(const std::string& key) override { return client_.get(key, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { client_.wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    client_.wait(keys, timeout);
+  }
+
+ private:
+  StoreClient& client_;
+  std::chrono::milliseconds timeout_;
+};
+
+template <typename T>
+gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
+  using Fn = void (*)(void*, const void*, const void*, size_t);
+  switch (op) {
+    case ReduceOp::Sum: return static_cast<Fn>(&gloo::sum<T>);
+    case ReduceOp::Max: return static_cast<Fn>(&gloo::max<T>);
+    case ReduceOp::Min: return static_cast<Fn>(&gloo::min<T>);
+  }
+  return nullptr;
+}
+
+class GlooComm final : public Comm {
+ public:
+  GlooComm(StoreClient& store, int rank, int world, const GlooOptions& options)
+      : Comm(rank, world), store_(store, options.timeout), timeout_(options.timeout) {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.address;
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+    if (world > 1) connect(world_group());
+  }
+
+  const char* backend() const override { return "gloo"; }
+
+ protected:
+  void connect(const Group& g) override {
+    auto context = std::make_shared<gloo::rendezvous::Context>(g.index, g.size());
+    context->setTimeout(timeout_);
+    gloo::rendezvous::PrefixStore prefix("gloo/" + std::to_string(g.id), store_);
+    context->connectFullMesh(prefix, device_);
+    contexts_[g.id] = std::move(context);
+  }
+
+  void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) override {
+    gloo::AllreduceOptions opts(context(g));
+    opts.setTimeout(timeout_);
+    opts.setTag(next_tag(g));
+    switch (type) {
+      case ElemType::F32:
+        opts.setOutput(static_cast<float*>(data), count);
+        opts.setReduceFunction(reduce_function<float>(op));
+        break;
+      case ElemType::F64:
+        opts.setOutput(static_cast<double*>(data), count);
+        opts.setReduceFunction(reduce_function<double>(op));
+        break;
+      case ElemType::I64:
+        opts.setOutput(static_cast<std::int64_t*>(data), count);
+        opts.setReduceFunction(reduce_function<std::int64_t>(op));
+        break;
+    }
+    gloo::allreduce(opts);
+  }
+
+  // Ring: at step s rank i sends chunk (i-s-1) to its right neighbour and adds chunk (i-s-2) from
+  // its left one; after n-1 steps chunk i holds the full sum.
+  void do_reduce_scatter(const Group& g, float* data, std::size_t chunk) override {
+    const auto& ctx = context(g);
+    const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
+    const std::size_t bytes = chunk * sizeof(float);
+    std::vector<float> incoming(chunk);
+    auto out = ctx->createUnboundBuffer(data, bytes * static_cast<std::size_t>(n));
+    auto in = ctx->createUnboundBuffer(incoming.data(), bytes);
+    const std::uint64_t base = next_slot_base(g);
+    for (int s = 0; s < n - 1; ++s) {
+      const auto send_chunk = static_cast<std::size_t>((i - s - 1 + 2 * n) % n);
+      const auto recv_chunk = static_cast<std::size_t>((i - s - 2 + 2 * n) % n);
+      out->send(right, base + static_cast<std::uint64_t>(s), send_chunk * bytes, bytes);
+      in->recv(left, base + static_cast<std::uint64_t>(s), 0, bytes);
+      in->waitRecv(timeout_);
+      float* dst = data + recv_chunk * chunk;
+      for (std::size_t k = 0; k < chunk; ++k) dst[k] += incoming[k];
+      out->waitSend(timeout_);
+    }
+  }
+
+  // Ring: at step s rank i forwards chunk (i-s) to the right and receives chunk (i-s-1).
+  void do_all_gather(const Group& g, float* data, std::size_t chunk) override {
+    const auto& ctx = context(g);
+    const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
+    const std::size_t bytes = chunk * sizeof(float);
+    auto buf = ctx->createUnboundBuffer(data, bytes * static_cast<std::size_t>(n));
+    const std::uint64_t base = next_slot_base(g);
+    for (int s = 0; s < n - 1; ++s) {
+      const auto send_chunk = static_cast<std::size_t>((i - s + 2 * n) % n);
+      const auto recv_chunk = static_cast<std::size_t>((i - s - 1 + 2 * n) % n);
+      buf->send(right, base + static_cast<std::uint64_t>(s), send_chunk * bytes, bytes);
+      buf->recv(left, base + static_cast<std::uint64_t>(s), recv_chunk * bytes, bytes);
+      buf->waitRecv(timeout_);
+      buf->waitSend(timeout_);
+    }
+  }
+
+  void do_all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts, float* out,
+                      const std::vector<std::size_t>& recv_counts) override {
+    gloo::AlltoallvOptions opts(context(g));
+    opts.setTimeout(timeout_);
+    opts.setTag(next_tag(g));
+    opts.setInput(const_cast<float*>(in), std::vector<std::int64_t>(send_counts.begin(), send_counts.end()));
+    opts.setOutput(out, std::vector<std::int64_t>(recv_counts.begin(), recv_counts.end()));
+    gloo::alltoallv(opts);
+  }
+
+  void do_broadcast(const Group& g, void* data, std::size_t bytes, int root) override {
+    gloo::BroadcastOptions opts(context(g));
+    opts.setTimeout(timeout_);
+    opts.setTag(next_tag(g));
+    opts.setOutput(static_cast<char*>(data), bytes);
+    opts.setRoot(root);
+    gloo::broadcast(opts);
+  }
+
+  // Point-to-point messages between two ranks are matched in order: the n-th send from a to b
+  // meets the n-th recv on b from a.
+  void do_send(const Group& g, const void* data, std::size_t bytes, int peer) override {
+    auto buf = context(g)->createUnboundBuffer(const_cast<void*>(data), bytes);
+    buf->send(peer, p2p_slot(g, g.index, peer));
+    buf->waitSend(timeout_);
+  }
+
+  void do_recv(const Group& g, void* data, std::size_t bytes, int peer) override {
+    auto buf = context(g)->createUnboundBuffer(data, bytes);
+    buf->recv(peer, p2p_slot(g, peer, g.index));
+    buf->waitRecv(timeout_);
+  }
+
+  void do_barrier(const Group& g) override {
+    gloo::BarrierOptions opts(context(g));
+    opts.setTimeout(timeout_);
+    opts.setTag(next_tag(g));
+    gloo::barrier(opts);
+  }
+
+ private:
+  const std::shared_ptr<gloo::Context>& context(const Group& g) const { return contexts_.at(g.id); }
+  // Collectives of one group run in the same order on every member, so a per-group counter
+  // names them alike everywhere.
+  std::uint32_t next_tag(const Group& g) { return tags_[g.id]++; }
+  // Our slots live under top bytes Gloo's algorithms do not use (theirs are small prefixes):
+  // 0xF0 for the rings (2^16 steps per operation), 0xF1 for point-to-point messages.
+  std::uint64_t next_slot_base(const Group& g) {
+    return (0xF0ull << 56) | ((ring_ops_[g.id]++ % (1ull << 40)) << 16);
+  }
+  std::uint64_t p2p_slot(const Group& g, int from, int to) {
+    return (0xF1ull << 56) | (p2p_counts_[std::make_tuple(g.id, from, to)]++ % (1ull << 56));
+  }
+
+  StoreAdapter store_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::map<int, std::shared_ptr<gloo::Context>> contexts_;
+  std::map<int, std::uint32_t> tags_;
+  std::map<int, std::uint64_t> ring_ops_;
+  std::map<std::tuple<int, int, int>, std::uint64_t> p2p_counts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_gloo_comm(StoreClient& store, int rank, int world, const GlooOptions& options) {
+  try {
+    return std::make_unique<GlooComm>(store, rank, world, options);
+  } catch (const DistError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistError("rank " + std::to_string(rank) + ": connecting to the other " + std::to_string(world - 1) +
+                    " ranks through Gloo failed: " + e.what());
+  }
+}
+
+}  // namespace ptrain::dist

@@ -1,0 +1,46 @@
+// The local launcher of `ptrain run` (like torchrun, simpler): spawns one worker process per rank
+// on this machine, relays their output line by line, forwards stop signals, and on the first
+// worker failure reports it and takes the others down.
+//
+// Each worker gets PTRAIN_LAUNCHED=1, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT (the port actually bound), PTRAIN_JOB_TOKEN (the launcher's own value if set, else a
+// fresh random one) and, for rank 0 only, PTRAIN_STORE_FD: the store's listening socket, bound by
+// the launcher before any worker starts so that no rank can race for the port and a port of 0
+// resolves to a free one. Workers read stdin from /dev/null.
+//
+// Behaviour:
+// - Output: every line a worker writes to stdout/stderr appears on the launcher's stdout/stderr
+//   as "[rank N] <line>"; lines longer than 64 KiB are split, a final partial line is flushed.
+// - SIGINT/SIGTERM to the launcher are forwarded to every worker as the same signal, SIGHUP as
+//   SIGTERM (workers checkpoint and exit 0); a second one within grace_seconds sends SIGKILL.
+//   A signal the caller ignores (nohup, a background job of a script) stays ignored; workers
+//   start with these signals at their default action either way.
+// - The first worker that exits non-zero or dies by a signal is reported on stderr with its last
+//   tail_lines lines; the others get SIGTERM, then SIGKILL after grace_seconds.
+// - Workers run in their own process groups (a terminal's Ctrl-C reaches them only through the
+//   launcher; signals go to the whole group, so a worker's own children go too) and die with
+//   SIGKILL if the launcher's thread that called launch_local dies (PR_SET_PDEATHSIG).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ptrain::dist {
+
+struct LaunchOptions {
+  int nproc = 1;                  // workers to spawn, ranks 0..nproc-1
+  std::vector<std::string> argv;  // the worker command, e.g. {"/usr/bin/ptrain", "run", "job.yaml"}
+  std::string master_addr = "127.0.0.1";  // IPv4 address or host name the store listens on
+  int master_port = 0;                    // 0: a free port
+  double grace_seconds = 5;               // SIGTERM -> SIGKILL delay after a failure
+  int tail_lines = 10;                    // lines of a failed worker's output repeated in the report
+};
+
+// Runs the workers to completion. Returns 0 when every worker exited 0, 1 when one failed or the
+// workers had to be killed. Throws LaunchConfigError for invalid options and DistError when the
+// store socket cannot be bound or a worker cannot be spawned (workers already started are
+// killed and reaped first). Blocks SIGCHLD/SIGINT/SIGTERM/SIGHUP in the calling thread while it
+// runs; call it from the main thread of a process that has no other threads expecting them.
+int launch_local(const LaunchOptions& options);
+
+}  // namespace ptrain::dist

@@ -1,0 +1,106 @@
+#include "engine/dist/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/dist/gloo_comm.h"
+
+namespace ptrain::dist {
+namespace {
+
+constexpr const char* kAbortKey = "ptrain/abort";
+constexpr auto kWatchPeriod = std::chrono::milliseconds(200);
+
+}  // namespace
+
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr)
+    throw DistError("cannot resolve the store host '" + host + "'");
+  std::string address;
+  // A connected UDP socket sends nothing but tells which local address routes to the host.
+  const int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* raw = local.ss_family == AF_INET6
+                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) address = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  if (address.empty()) throw DistError("no local address routes to the store host '" + host + "'");
+  return address;
+}
+
+std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout) {
+  std::unique_ptr<Session> s(new Session());
+  s->env_ = env;
+  if (env.rank == 0)
+    s->server_ = env.store_fd >= 0 ? std::make_unique<StoreServer>(env.store_fd, env.token)
+                                   : std::make_unique<StoreServer>(env.store_host, env.store_port, env.token);
+  s->client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
+  s->watch_client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
+  GlooOptions options{local_address_towards(env.store_host, env.store_port), timeout};
+  s->comm_ = make_gloo_comm(*s->client_, env.rank, env.world, options);
+  s->watchdog_ = std::thread([session = s.get()] { session->watch(); });
+  return s;
+}
+
+Session::~Session() {
+  stop_watch_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void Session::watch() {
+  while (!stop_watch_) {
+    std::this_thread::sleep_for(kWatchPeriod);
+    if (stop_watch_) return;
+    std::string reason;
+    try {
+      if (!watch_client_->check({kAbortKey})) continue;
+      const std::vector<char> value = watch_client_->get(kAbortKey, std::chrono::seconds(5));
+      reason = std::string(value.begin(), value.end());
+    } catch (const DistError& e) {
+      reason = std::string("the job's store is gone (") + e.what() + ")";
+    }
+    if (stop_watch_) return;
+    std::fprintf(stderr, "error: rank %d stops: %s\nrank %d's last collectives:\n%s", env_.rank, reason.c_str(),
+                 env_.rank, comm_->log().dump().c_str());
+    std::fflush(stderr);
+    // Let the failing rank exit first, so the launcher reports it rather than this echo.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::_Exit(1);
+  }
+}
+
+void Session::report_abort(const std::string& what) {
+  stop_watch_ = true;  // this rank is the one reporting: its own watchdog must not answer
+  if (watchdog_.joinable()) watchdog_.join();
+  try {
+    client_->set(kAbortKey, "rank " + std::to_string(env_.rank) + ": " + what);
+  } catch (const DistError&) {
+    return;  // the store is gone already: the others notice that themselves
+  }
+  // Rank 0 hosts the store: keep it up a moment so every watchdog reads the reason.
+  if (server_) std::this_thread::sleep_for(2 * kWatchPeriod);
+}
+
+void Session::finish() {
+  stop_watch_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+  comm_->barrier(comm_->world_group());
+}
+
+}  // namespace ptrain::dist

@@ -1,0 +1,106 @@
+// Data parallelism with ZeRO (Rajbhandari et al. 2020) over the dp-cp group, on the flat buffers of
+// a ParamStore. Every unit (embedding, layer, final norm + head) is padded to a multiple of
+// 16 * D elements (D = group size) and split into D equal chunks; rank i owns chunk i of every unit.
+// Each stage keeps:
+//
+//   stage  parameters             gradients                        optimizer (m, v)
+//   0      full                   full; all-reduced per unit        full
+//   1      full; chunks gathered   full; reduce-scattered per unit  own chunks
+//   2      full; chunks gathered   own chunks + 2 unit windows      own chunks
+//   3      own chunks + 2 windows  own chunks + 2 unit windows      own chunks
+//
+// Stages 0 and 1 reduce a unit's gradients once its last microbatch's backward is done; stages 2
+// and 3 reduce-scatter each microbatch's unit gradients out of a window into the owned chunks as
+// soon as the unit's backward is done (the window is reused). Stage 3 all-gathers a unit's
+// parameters into a window just before it is used and lets the next unit take the window after.
+// Reductions are issued from the model's unit hooks in backward order, so a device backend can
+// overlap them with the rest of the backward. Gradients are summed over ranks: the loss gradient
+// is already scaled by 1 / (tokens of the global batch).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/ckpt/param_checkpoint.h"
+#include "engine/config/job_spec.h"
+#include "engine/dist/comm.h"
+#include "engine/model/param_store.h"
+#include "engine/model/unit_hooks.h"
+#include "engine/runtime/host_buffer.h"
+#include "kernels/ops.h"
+
+namespace ptrain::optim {
+
+// How the ParamStore of a rank must be built for `stage` over `ranks` data-parallel ranks.
+model::StoreOptions zero_store_options(int stage, int ranks);
+
+// Bytes this rank allocates for model state, by kind (what `validate` predicts per rank).
+struct ZeroBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double windows = 0;  // gather and reduction windows (stages 2 and 3)
+};
+
+class ZeroOptimizer final : public model::UnitHooks {
+ public:
+  // `store` must have been built with zero_store_options(stage, group.size()).
+  ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops, dist::Comm& comm,
+                const dist::Group& group);
+
+  int stage() const { return stage_; }
+  ZeroBytes allocated_bytes() const;
+
+  // Fresh weights from the seed (each rank initialises what it holds).
+  void initialize(std::uint64_t seed, int layers);
+
+  // Starts a step of `microbatches` microbatches: zeroes the gradients.
+  void begin_step(int microbatches);
+  // Call before each microbatch's forward (stages 0 and 1 reduce after the last one's backward).
+  void begin_microbatch(int mb) { microbatch_ = mb; }
+
+  void before_forward(int unit) override;
+  void before_backward(int unit) override;
+  void after_backward(int unit) override;
+
+  // The global L2 norm of the reduced gradients (a collective).
+  double grad_norm();
+  // Scales the gradients so their global norm is at most max_norm (0 = no clipping).
+  void clip(double norm, double max_norm);
+  // AdamW on the owned chunks, then the parameters are made whole again where the stage keeps them
+  // whole (a collective).
+  void step(double lr, std::int64_t step);
+
+  // What this rank writes to a checkpoint: its chunks of parameters and moments.
+  std::vector<ckpt::FlatShard> saved_shards();
+  // What this rank reads on resume (stage 0: everything; else its chunks); call
+  // after_restore() once they are filled.
+  std::vector<ckpt::FlatShard> restored_shards();
+  void after_restore();
+
+ private:
+  model::FlatRange chunk(int unit) const;         // the range of `unit` this rank owns
+  std::int64_t chunk_size(int unit) const;
+  std::int64_t shard_offset(int unit) const { return shard_offsets_[static_cast<size_t>(unit)]; }
+  int window_of(int unit) const;
+  float* owned_params(int unit) const;            // this rank's chunk of the unit's parameters
+  float* owned_grads(int unit) const;
+  float* owned_moment(const runtime::HostBuffer& m, int unit) const;
+  void gather_params(int unit);                   // stage 3: into the unit's window
+  void gather_all_params();                       // stages 1 and 2: every unit, in place
+
+  const config::JobSpec& spec_;
+  model::ParamStore& store_;
+  const kernels::Ops& ops_;
+  dist::Comm& comm_;
+  const dist::Group& group_;
+  int stage_, ranks_, index_;
+  bool tied_ = false;                     // the head reuses the embedding (its unit stays resident)
+  std::vector<std::int64_t> shard_offsets_;  // where each unit's owned chunk starts in the shard buffers
+  std::int64_t shard_numel_ = 0;
+  runtime::HostBuffer shard_params_, shard_grads_, exp_avg_, exp_avg_sq_;
+  runtime::HostBuffer param_windows_[2], grad_windows_[2];
+  int resident_[2] = {-1, -1};            // stage 3: the unit whose parameters each window holds
+  std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
+  int microbatches_ = 1, microbatch_ = 0;
+};
+
+}  // namespace ptrain::optim
