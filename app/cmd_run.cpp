@@ -162,7 +162,11 @@ int run_training(const RunArgs& args) {
   }
   const config::LoadResult job = load_job(args.job, env ? std::optional<int>(env->world) : args.nproc);
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) print_diagnostics(job.diags);  // once per job
-  if (!job.ok()) return kExitBadInput;
+  if (!job.ok()) {
+    // Under mpirun/srun the first rank to exit may bring the job down: let rank 0 print first.
+    if (env && env->rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    return kExitBadInput;
+  }
   if (!env && job.spec.world > 1) {
     try {
       return launch_workers(args, job.spec);

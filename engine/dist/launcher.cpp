@@ -40,11 +40,13 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxLine = 64 * 1024;
 
 // The variables the launcher sets for its workers; inherited copies are dropped first.
-constexpr const char* kWorkerVars[] = {"PTRAIN_LAUNCHED", "RANK",        "WORLD_SIZE",       "LOCAL_RANK",
-                                       "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",      "PTRAIN_JOB_TOKEN",
+constexpr const char* kWorkerVars[] = {"PTRAIN_LAUNCHED",  "RANK",        "WORLD_SIZE",  "LOCAL_RANK",
+                                       "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PTRAIN_JOB_TOKEN",
                                        "PTRAIN_STORE_FD"};
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 // "5", "0.5", "2.25": seconds for messages.
 std::string format_seconds(double seconds) {
@@ -126,8 +128,8 @@ Listener listen_tcp(const std::string& address, int port, int backlog) {
   addrinfo* found = nullptr;
   const int rc = ::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found);
   if (rc != 0) {
-    throw LaunchConfigError("master address \"" + address + "\" does not resolve to an IPv4 address: " +
-                            ::gai_strerror(rc));
+    throw LaunchConfigError("master address \"" + address +
+                            "\" does not resolve to an IPv4 address: " + ::gai_strerror(rc));
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
   int last_error = 0;
@@ -319,8 +321,9 @@ std::pair<UniqueFd, UniqueFd> make_pipe() {
 class Supervisor {
  public:
   explicit Supervisor(const LaunchOptions& options)
-      : options_(options), grace_(std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(std::max(0.0, options.grace_seconds)))) {
+      : options_(options),
+        grace_(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(std::max(0.0, options.grace_seconds)))) {
     char name[256] = {};
     host_ = ::gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
   }
@@ -358,8 +361,9 @@ class Supervisor {
   std::string host_;
   SignalChannel signals_;
   std::vector<Worker> workers_;
-  bool failed_ = false;      // a worker failed: the launcher returns 1
-  bool escalated_ = false;   // the launcher sent SIGKILL on a second stop signal
+  bool failed_ = false;                             // a worker failed: the launcher returns 1
+  bool bad_input_ = false;                          // ... with exit code 2 (bad input): it returns 2
+  bool escalated_ = false;                          // the launcher sent SIGKILL on a second stop signal
   std::optional<Clock::time_point> last_stop_;      // when the last stop signal was forwarded
   std::optional<Clock::time_point> kill_deadline_;  // after a failure: SIGKILL the rest then
 };
@@ -375,10 +379,13 @@ void Supervisor::spawn_all(Listener& listener, const std::string& token) {
   listener.fd.reset();
 }
 
-void Supervisor::spawn_one(int rank, int store_fd, int port, const std::string& token, const UniqueFd& null_fd) {
+void Supervisor::spawn_one(int rank, int store_fd, int port, const std::string& token,
+                           const UniqueFd& null_fd) {
   SpawnPlan plan;
   plan.env_strings = inherited_environment();
-  const auto set = [&](const char* name, const std::string& value) { plan.env_strings.push_back(name + ("=" + value)); };
+  const auto set = [&](const char* name, const std::string& value) {
+    plan.env_strings.push_back(name + ("=" + value));
+  };
   set("PTRAIN_LAUNCHED", "1");
   set("RANK", std::to_string(rank));
   set("WORLD_SIZE", std::to_string(options_.nproc));
@@ -405,7 +412,8 @@ void Supervisor::spawn_one(int rank, int store_fd, int port, const std::string& 
   plan.mask = &signals_.original_mask();
 
   const pid_t pid = ::fork();
-  if (pid < 0) throw DistError("cannot start worker " + std::to_string(rank) + ": fork: " + errno_text(errno));
+  if (pid < 0)
+    throw DistError("cannot start worker " + std::to_string(rank) + ": fork: " + errno_text(errno));
   if (pid == 0) exec_worker(plan);
   // Also from this side, so the group exists before the launcher might signal it.
   ::setpgid(pid, pid);
@@ -422,10 +430,12 @@ bool Supervisor::any_alive() const {
   return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.alive; });
 }
 
-// Signals every worker's process group. Also groups whose leader was already reaped: a worker's
-// leftover children must not outlive the job (a group id is not reused while the group exists).
+// Signals the process group of every live worker. Only live ones: a reaped worker's pid, and so
+// its group id, may belong to an unrelated process by now (its group was killed when it exited).
 void Supervisor::signal_all(int sig) {
-  for (const Worker& w : workers_) ::kill(-w.pid, sig);
+  for (const Worker& w : workers_) {
+    if (w.alive) ::kill(-w.pid, sig);
+  }
 }
 
 void Supervisor::on_signal(int sig) {
@@ -443,8 +453,9 @@ void Supervisor::on_signal(int sig) {
     return;
   }
   const int forward = sig == SIGHUP ? SIGTERM : sig;
-  write_all(2, "ptrain launcher: " + signal_name(sig) + ", asking the workers to stop (" + signal_name(forward) +
-                   "; again within " + format_seconds(options_.grace_seconds) + " s to kill them)\n");
+  write_all(2, "ptrain launcher: " + signal_name(sig) + ", asking the workers to stop (" +
+                   signal_name(forward) + "; again within " + format_seconds(options_.grace_seconds) +
+                   " s to kill them)\n");
   last_stop_ = now;
   for (const Worker& w : workers_) {
     if (w.alive) ::kill(-w.pid, forward);
@@ -454,9 +465,18 @@ void Supervisor::on_signal(int sig) {
 void Supervisor::reap() {
   for (Worker& w : workers_) {
     if (!w.alive) continue;
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(w.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid != w.pid) {
+      continue;
+    }
+    // The worker is a zombie, so its pid (its group id) cannot have been reused yet: take its
+    // leftover children down now, before reaping frees the id. They would hold its pipes open
+    // and outlive the job.
+    ::kill(-w.pid, SIGKILL);
     int status = 0;
-    const pid_t done = ::waitpid(w.pid, &status, WNOHANG);
-    if (done == w.pid) on_exit(w, status);
+    ::waitpid(w.pid, &status, 0);
+    on_exit(w, status);
   }
 }
 
@@ -468,6 +488,7 @@ void Supervisor::on_exit(Worker& w, int status) {
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (ok || failed_) return;
   failed_ = true;
+  bad_input_ = WIFEXITED(status) && WEXITSTATUS(status) == 2;
   if (escalated_) return;  // killed on the user's request: nothing to report
   report(w, status);
   for (const Worker& other : workers_) {
@@ -477,19 +498,21 @@ void Supervisor::on_exit(Worker& w, int status) {
 }
 
 void Supervisor::report(const Worker& w, int status) {
-  std::string text = "error: rank " + std::to_string(w.rank) + " (host " + host_ + ", pid " + std::to_string(w.pid) +
-                     ") ";
+  std::string text =
+      "error: rank " + std::to_string(w.rank) + " (host " + host_ + ", pid " + std::to_string(w.pid) + ") ";
   if (WIFSIGNALED(status)) {
-    text += "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + signal_name(WTERMSIG(status)) + ")\n";
+    text += "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+            signal_name(WTERMSIG(status)) + ")\n";
   } else {
     text += "exited with code " + std::to_string(WEXITSTATUS(status)) + "\n";
   }
   text += "last output of rank " + std::to_string(w.rank) + ":" + (w.tail.empty() ? " (none)\n" : "\n");
   for (const std::string& line : w.tail) text += "  " + line + "\n";
-  const int others = static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](const Worker& o) { return o.alive; }));
+  const int others = static_cast<int>(
+      std::count_if(workers_.begin(), workers_.end(), [](const Worker& o) { return o.alive; }));
   if (others > 0) {
-    text += "ptrain launcher: stopping the other " + std::to_string(others) + " workers (SIGTERM, SIGKILL after " +
-            format_seconds(options_.grace_seconds) + " s)\n";
+    text += "ptrain launcher: stopping the other " + std::to_string(others) +
+            " workers (SIGTERM, SIGKILL after " + format_seconds(options_.grace_seconds) + " s)\n";
   }
   write_all(2, text);
 }
@@ -578,23 +601,24 @@ int Supervisor::run() {
       kill_deadline_.reset();
     }
   }
-  // Every worker is reaped. Their leftover children would keep the pipes open forever: kill the
-  // groups, then take in what the pipes still hold.
-  signal_all(SIGKILL);
+  // Every worker is reaped and its group killed: take in what the pipes still hold.
   for (Worker& w : workers_) {
     read_stream(w, w.out, true);
     read_stream(w, w.err, true);
     flush_and_close(w, w.out);
     flush_and_close(w, w.err);
   }
+  if (bad_input_ && !escalated_) return 2;
   return failed_ || escalated_ ? 1 : 0;
 }
 
 void validate(const LaunchOptions& options) {
-  if (options.nproc < 1) throw LaunchConfigError("--nproc must be at least 1, got " + std::to_string(options.nproc));
+  if (options.nproc < 1)
+    throw LaunchConfigError("--nproc must be at least 1, got " + std::to_string(options.nproc));
   if (options.argv.empty() || options.argv[0].empty()) throw LaunchConfigError("the worker command is empty");
   if (options.master_port < 0 || options.master_port > 65535) {
-    throw LaunchConfigError("master port " + std::to_string(options.master_port) + " is not a TCP port (0..65535)");
+    throw LaunchConfigError("master port " + std::to_string(options.master_port) +
+                            " is not a TCP port (0..65535)");
   }
   if (!(options.grace_seconds >= 0)) throw LaunchConfigError("the grace period must be 0 seconds or more");
 }
@@ -605,7 +629,8 @@ int launch_local(const LaunchOptions& options) {
   validate(options);
   ensure_stdio_open();
   const char* inherited_token = std::getenv("PTRAIN_JOB_TOKEN");
-  const std::string token = inherited_token != nullptr && *inherited_token != '\0' ? inherited_token : new_job_token();
+  const std::string token =
+      inherited_token != nullptr && *inherited_token != '\0' ? inherited_token : new_job_token();
   Listener listener = listen_tcp(options.master_addr, options.master_port, std::max(128, 2 * options.nproc));
   Supervisor supervisor(options);
   supervisor.spawn_all(listener, token);

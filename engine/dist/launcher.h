@@ -18,8 +18,9 @@
 // - The first worker that exits non-zero or dies by a signal is reported on stderr with its last
 //   tail_lines lines; the others get SIGTERM, then SIGKILL after grace_seconds.
 // - Workers run in their own process groups (a terminal's Ctrl-C reaches them only through the
-//   launcher; signals go to the whole group, so a worker's own children go too) and die with
-//   SIGKILL if the launcher's thread that called launch_local dies (PR_SET_PDEATHSIG).
+//   launcher; signals go to the whole group, so a worker's own children get them too; what is
+//   left of a group when its worker exits is killed) and die with SIGKILL if the launcher's
+//   thread that called launch_local dies (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <string>
@@ -28,15 +29,16 @@
 namespace ptrain::dist {
 
 struct LaunchOptions {
-  int nproc = 1;                  // workers to spawn, ranks 0..nproc-1
-  std::vector<std::string> argv;  // the worker command, e.g. {"/usr/bin/ptrain", "run", "job.yaml"}
+  int nproc = 1;                          // workers to spawn, ranks 0..nproc-1
+  std::vector<std::string> argv;          // the worker command, e.g. {"/usr/bin/ptrain", "run", "job.yaml"}
   std::string master_addr = "127.0.0.1";  // IPv4 address or host name the store listens on
   int master_port = 0;                    // 0: a free port
   double grace_seconds = 5;               // SIGTERM -> SIGKILL delay after a failure
   int tail_lines = 10;                    // lines of a failed worker's output repeated in the report
 };
 
-// Runs the workers to completion. Returns 0 when every worker exited 0, 1 when one failed or the
+// Runs the workers to completion. Returns 0 when every worker exited 0, 2 when the first worker
+// to fail exited 2 (bad input: a data file, a checkpoint), 1 when one failed otherwise or the
 // workers had to be killed. Throws LaunchConfigError for invalid options and DistError when the
 // store socket cannot be bound or a worker cannot be spawned (workers already started are
 // killed and reaped first). Blocks SIGCHLD/SIGINT/SIGTERM/SIGHUP in the calling thread while it

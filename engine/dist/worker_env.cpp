@@ -44,7 +44,9 @@ class Env {
   const GetenvFn& getenv_fn_;
 };
 
-std::string quoted(const std::string& name, const std::string& value) { return name + "=\"" + value + "\""; }
+std::string quoted(const std::string& name, const std::string& value) {
+  return name + "=\"" + value + "\"";
+}
 
 // Strict decimal parse: the whole string, optional leading '-', no spaces, no '+', no suffix.
 std::optional<long long> parse_decimal(const std::string& text) {
@@ -85,11 +87,13 @@ struct RankVars {
 };
 
 void check_ranks(const WorkerEnv& w, const RankVars& vars) {
-  const auto name_value = [](const char* name, int value) { return std::string(name) + "=" + std::to_string(value); };
+  const auto name_value = [](const char* name, int value) {
+    return std::string(name) + "=" + std::to_string(value);
+  };
   if (w.world < 1) throw LaunchConfigError(name_value(vars.world, w.world) + " must be at least 1");
   if (w.rank < 0 || w.rank >= w.world) {
-    throw LaunchConfigError(name_value(vars.rank, w.rank) + " is outside [0, " + name_value(vars.world, w.world) +
-                            ")");
+    throw LaunchConfigError(name_value(vars.rank, w.rank) + " is outside [0, " +
+                            name_value(vars.world, w.world) + ")");
   }
   if (w.local_world < 1 || w.local_world > w.world) {
     throw LaunchConfigError(name_value(vars.local_world, w.local_world) + " is outside [1, " +
@@ -156,7 +160,8 @@ WorkerEnv ptrain_ranks(const Env& env) {
   w.local_world = require_int(env, "LOCAL_WORLD_SIZE", context);
   check_ranks(w, {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"});
   if (const std::optional<int> fd = optional_int(env, "PTRAIN_STORE_FD")) {
-    if (*fd < 0) throw LaunchConfigError(quoted("PTRAIN_STORE_FD", std::to_string(*fd)) + " is not a descriptor");
+    if (*fd < 0)
+      throw LaunchConfigError(quoted("PTRAIN_STORE_FD", std::to_string(*fd)) + " is not a descriptor");
     if (w.rank != 0) {
       throw LaunchConfigError("PTRAIN_STORE_FD is only handed to rank 0, but RANK=" + std::to_string(w.rank));
     }
@@ -182,7 +187,8 @@ WorkerEnv openmpi_ranks(const Env& env) {
 }
 
 // The first of several variables that is set, with its name (launchers disagree on names).
-std::optional<std::pair<const char*, int>> first_int(const Env& env, std::initializer_list<const char*> names) {
+std::optional<std::pair<const char*, int>> first_int(const Env& env,
+                                                     std::initializer_list<const char*> names) {
   for (const char* name : names) {
     if (const std::optional<int> value = optional_int(env, name)) return std::make_pair(name, *value);
   }
@@ -212,7 +218,8 @@ WorkerEnv pmi_ranks(const Env& env) {
 
 // The task count of this node: SLURM_NODEID indexes the step's per-node counts.
 int slurm_local_world(const Env& env) {
-  const char* name = env.has("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+  const char* name =
+      env.has("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
   const std::optional<std::string> text = env.get(name);
   if (!text) throw LaunchConfigError("srun step detected, but SLURM_STEP_TASKS_PER_NODE is not set");
   std::vector<int> counts;
@@ -223,7 +230,8 @@ int slurm_local_world(const Env& env) {
   }
   const int node = optional_int(env, "SLURM_NODEID").value_or(0);
   if (node < 0 || static_cast<std::size_t>(node) >= counts.size()) {
-    throw LaunchConfigError("SLURM_NODEID=" + std::to_string(node) + " has no entry in " + quoted(name, *text));
+    throw LaunchConfigError("SLURM_NODEID=" + std::to_string(node) + " has no entry in " +
+                            quoted(name, *text));
   }
   return counts[static_cast<std::size_t>(node)];
 }
@@ -307,7 +315,8 @@ std::string store_host(const Env& env, const WorkerEnv& w) {
   if (const std::optional<std::string> addr = env.get("MASTER_ADDR")) return *addr;
   if (w.launcher == "srun") return slurm_store_host(env);
   if (w.local_world == w.world) return "127.0.0.1";
-  const std::string example = w.launcher == "mpirun" ? " (with Open MPI: mpirun -x MASTER_ADDR=<host of rank 0>)" : "";
+  const std::string example =
+      w.launcher == "mpirun" ? " (with Open MPI: mpirun -x MASTER_ADDR=<host of rank 0>)" : "";
   throw LaunchConfigError("the " + std::to_string(w.world) + " ranks span several machines (" +
                           std::to_string(w.local_world) +
                           " on this one) and MASTER_ADDR is not set: export MASTER_ADDR=<host of rank 0> to "
@@ -349,8 +358,9 @@ int store_port(const Env& env, const WorkerEnv& w) {
     if (const std::optional<int> reserved = slurm_reserved_port(env)) return *reserved;
   }
   if (const std::optional<std::string> key = job_key(env, w)) return derived_port(*key);
-  throw LaunchConfigError("MASTER_PORT is not set and " + w.launcher +
-                          " exports no job id to derive one from: export MASTER_PORT=<free port> to every rank");
+  throw LaunchConfigError(
+      "MASTER_PORT is not set and " + w.launcher +
+      " exports no job id to derive one from: export MASTER_PORT=<free port> to every rank");
 }
 
 void assign_token(const Env& env, WorkerEnv& w) {
@@ -359,12 +369,13 @@ void assign_token(const Env& env, WorkerEnv& w) {
     w.token_from_env = true;
     return;
   }
-  // Open MPI's mpirun hands every rank the same random per-job key (from /dev/urandom); other
-  // users cannot read it, so a token derived from it is as secret as PTRAIN_JOB_TOKEN.
+  // Open MPI's mpirun hands every rank the same random per-job key: harder to guess than a job
+  // id, but how far it is kept from other users is Open MPI's business, so it is not called
+  // secret (token_from_env stays false).
   if (const std::optional<std::string> key = env.get("OMPI_MCA_orte_precondition_transports");
       key && w.launcher == "mpirun") {
     w.token = derived_token("ompi-transports:" + *key);
-    w.token_from_env = true;
+    w.token_from_env = false;
     return;
   }
   const std::optional<std::string> key = job_key(env, w);
@@ -470,7 +481,8 @@ std::vector<int> expand_slurm_tasks_per_node(const std::string& counts) {
       repeat = static_cast<int>(*r);
     }
     const std::optional<long long> count = parse_decimal(count_text);
-    if (!count || *count < 0 || *count > INT_MAX) throw LaunchConfigError("bad task count in \"" + item + "\"");
+    if (!count || *count < 0 || *count > INT_MAX)
+      throw LaunchConfigError("bad task count in \"" + item + "\"");
     out.insert(out.end(), static_cast<std::size_t>(repeat), static_cast<int>(*count));
   }
   return out;
@@ -499,7 +511,8 @@ std::string new_job_token() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
-      throw DistError(std::string("cannot draw a job token from the kernel (getrandom): ") + std::strerror(err));
+      throw DistError(std::string("cannot draw a job token from the kernel (getrandom): ") +
+                      std::strerror(err));
     }
     filled += static_cast<std::size_t>(n);
   }

@@ -1,6 +1,7 @@
 // Who this process is in a job: detected from the variables that a launcher exports (our local
 // launcher, Open MPI's mpirun, a PMI launcher such as MPICH/Intel MPI's mpiexec, Slurm's srun, or
 // torchrun-style RANK/WORLD_SIZE). No variables at all means this process is the launcher itself.
+// A variable set to the empty string counts as unset.
 //
 // Detection order, first match wins (an outer launcher's variables can leak into an inner one's
 // workers, so the most specific launcher is tried first):
@@ -29,9 +30,10 @@
 // SLURM_JOB_ID and SLURM_STEP_ID; mpirun: derived from PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid
 // (or, for an MPI launcher inside a Slurm allocation, the srun step that started it); otherwise a
 // LaunchConfigError asking for MASTER_PORT. Derived ports lie in [20000, 50000).
-// Job token: PTRAIN_JOB_TOKEN when set; Open MPI: from the per-job random
-// OMPI_MCA_orte_precondition_transports; otherwise derived from public job ids (token_from_env =
-// false: the worker warns that the token keeps out mistakes, not attackers).
+// Job token: PTRAIN_JOB_TOKEN when set (token_from_env = true); otherwise derived, with
+// token_from_env = false (the worker warns that the token keeps out mistakes, not attackers):
+// Open MPI from its per-job random OMPI_MCA_orte_precondition_transports, srun/mpirun from the
+// job ids, torchrun-style from MASTER_ADDR:MASTER_PORT.
 #pragma once
 
 #include <functional>
@@ -49,8 +51,8 @@ struct WorkerEnv {
   std::string store_host;
   int store_port = 0;
   std::string token;
-  // True when the token is a secret handed over by the launcher (PTRAIN_JOB_TOKEN, or Open MPI's
-  // per-job random key); false when it was derived from ids anyone on the cluster can read.
+  // True when the token came from PTRAIN_JOB_TOKEN (a secret the launcher chose); false when it
+  // was derived from what the launcher exports, which other users may be able to learn.
   bool token_from_env = false;
   std::string launcher;  // "ptrain", "mpirun", "srun" or "env"
   int store_fd = -1;     // inherited listening socket for rank 0 when spawned by the local launcher

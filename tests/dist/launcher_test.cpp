@@ -1,6 +1,8 @@
 // The local launcher with /bin/sh scripts as workers. Each launch runs in a forked child of the
 // test (its stdout/stderr captured in files, its signal mask changes kept out of the test process),
 // so the tests can also signal or kill the launcher itself.
+#include "engine/dist/launcher.h"
+
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,7 +23,6 @@
 #include <vector>
 
 #include "engine/dist/dist_error.h"
-#include "engine/dist/launcher.h"
 
 using namespace ptrain::dist;
 namespace fs = std::filesystem;
@@ -81,7 +82,9 @@ bool process_gone(pid_t pid) {
   return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
 }
 
-pid_t read_pid(const std::string& path) { return static_cast<pid_t>(std::stol(read_text(path))); }
+pid_t read_pid(const std::string& path) {
+  return static_cast<pid_t>(std::stol(read_text(path)));
+}
 
 struct Launch {
   int status = 0;  // raw waitpid status of the launcher process
@@ -141,7 +144,8 @@ LaunchOptions shell_workers(int nproc, const std::string& script) {
 // Waits (in the worker script) until every file named here exists and is non-empty.
 std::string await_files(const std::vector<std::string>& paths) {
   std::string script;
-  for (const std::string& p : paths) script += "n=0; while [ ! -s " + p + " ] && [ $n -lt 500 ]; do sleep 0.01; n=$((n+1)); done; ";
+  for (const std::string& p : paths)
+    script += "n=0; while [ ! -s " + p + " ] && [ $n -lt 500 ]; do sleep 0.01; n=$((n+1)); done; ";
   return script;
 }
 
@@ -150,8 +154,11 @@ std::string await_files(const std::vector<std::string>& paths) {
 TEST_CASE("workers get their rank, world, address, port and one shared token and their output is prefixed") {
   ScratchDir dir;
   const Launch run = run_launcher(
-      dir, shell_workers(3, "echo \"env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
-                            "$PTRAIN_JOB_TOKEN $PTRAIN_LAUNCHED ${PTRAIN_STORE_FD:-none}\"; echo \"to stderr $RANK\" >&2"));
+      dir,
+      shell_workers(
+          3,
+          "echo \"env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
+          "$PTRAIN_JOB_TOKEN $PTRAIN_LAUNCHED ${PTRAIN_STORE_FD:-none}\"; echo \"to stderr $RANK\" >&2"));
   INFO(run.out << run.err);
   REQUIRE(run.exit_code() == 0);
   std::map<int, std::vector<std::string>> fields;
@@ -181,14 +188,16 @@ TEST_CASE("workers get their rank, world, address, port and one shared token and
     CHECK((v[8] != "none") == (rank == 0));
   }
   for (int rank = 0; rank < 3; ++rank) {
-    CHECK_THAT(run.err, Catch::Contains("[rank " + std::to_string(rank) + "] to stderr " + std::to_string(rank) + "\n"));
+    CHECK_THAT(run.err, Catch::Contains("[rank " + std::to_string(rank) + "] to stderr " +
+                                        std::to_string(rank) + "\n"));
   }
 }
 
 TEST_CASE("an inherited PTRAIN_JOB_TOKEN is passed on, stale rank variables are not") {
   ScratchDir dir;
-  const Launch run = run_launcher(dir, shell_workers(2, "echo \"$RANK $PTRAIN_JOB_TOKEN ${PTRAIN_STORE_FD:-none}\""),
-                                  {{"PTRAIN_JOB_TOKEN", "fromparent"}, {"RANK", "7"}, {"PTRAIN_STORE_FD", "99"}});
+  const Launch run =
+      run_launcher(dir, shell_workers(2, "echo \"$RANK $PTRAIN_JOB_TOKEN ${PTRAIN_STORE_FD:-none}\""),
+                   {{"PTRAIN_JOB_TOKEN", "fromparent"}, {"RANK", "7"}, {"PTRAIN_STORE_FD", "99"}});
   INFO(run.out << run.err);
   REQUIRE(run.exit_code() == 0);
   CHECK_THAT(run.out, Catch::Contains("[rank 1] 1 fromparent none\n"));
@@ -205,7 +214,8 @@ TEST_CASE("rank 0 inherits the store's listening socket and no other process kee
       "/proc/net/tcp && echo listening; ";
   // Rank 1: no socket among its descriptors, and the launcher closes its copy after spawning.
   const std::string count_sockets =
-      "count() { n=0; for f in /proc/$1/fd/*; do case $(readlink $f) in socket:*) n=$((n+1));; esac; done; echo $n; }; ";
+      "count() { n=0; for f in /proc/$1/fd/*; do case $(readlink $f) in socket:*) n=$((n+1));; esac; done; "
+      "echo $n; }; ";
   const std::string rank1 =
       "echo own_sockets=$(count $$); i=0; while [ $(count $PPID) != 0 ] && [ $i -lt 200 ]; do sleep 0.01; "
       "i=$((i+1)); done; echo launcher_sockets=$(count $PPID)";
@@ -224,9 +234,11 @@ TEST_CASE("long lines are split into 64 KiB pieces, never dropped, and a last pa
   // x: written in small pieces, its newline later; y: exactly 64 KiB; z: a long line that arrives
   // with its newline in the same reads; then a line without newline at exit.
   const Launch run = run_launcher(
-      dir, shell_workers(1, "head -c 150000 /dev/zero | tr '\\0' x; echo; head -c 65536 /dev/zero | tr '\\0' y; echo; "
-                            "head -c 70000 /dev/zero | tr '\\0' z > " + z + "; echo >> " + z + "; cat " + z +
-                                "; printf 'no newline'"));
+      dir, shell_workers(
+               1,
+               "head -c 150000 /dev/zero | tr '\\0' x; echo; head -c 65536 /dev/zero | tr '\\0' y; echo; "
+               "head -c 70000 /dev/zero | tr '\\0' z > " +
+                   z + "; echo >> " + z + "; cat " + z + "; printf 'no newline'"));
   REQUIRE(run.exit_code() == 0);
   const std::vector<std::string> lines = lines_of(run.out);
   REQUIRE(lines.size() == 7);
@@ -243,7 +255,8 @@ TEST_CASE("a failing worker is reported with its last lines and the others are t
   ScratchDir dir;
   const std::string d = dir.str();
   // Ranks 0 and 2 wait with a child of their own (it must die too); rank 1 prints, then fails.
-  const std::string waiter = "sleep 30 & echo $! > " + d + "/child.$RANK; echo $$ > " + d + "/pid.$RANK; wait";
+  const std::string waiter =
+      "sleep 30 & echo $! > " + d + "/child.$RANK; echo $$ > " + d + "/pid.$RANK; wait";
   const std::string failer = "i=1; while [ $i -le 12 ]; do echo line $i; i=$((i+1)); done; " +
                              await_files({d + "/pid.0", d + "/pid.2"}) + "exit 3";
   const Launch run =
@@ -264,22 +277,36 @@ TEST_CASE("a failing worker is reported with its last lines and the others are t
   }
 }
 
+TEST_CASE("a worker's leftover children are killed and do not keep the launcher waiting") {
+  ScratchDir dir;
+  const Launch run =
+      run_launcher(dir, shell_workers(1, "sleep 30 & echo $! > " + dir.file("child") + "; echo done"));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code() == 0);
+  CHECK(run.seconds < 3);
+  CHECK_THAT(run.out, Catch::Contains("[rank 0] done\n"));
+  const pid_t child = read_pid(dir.file("child"));
+  CHECK(wait_until([&] { return process_gone(child); }, std::chrono::milliseconds(1000)));
+}
+
 TEST_CASE("a worker killed by a signal is reported with the signal's number and name") {
   ScratchDir dir;
-  const Launch run = run_launcher(dir, shell_workers(2, "if [ $RANK = 0 ]; then echo bye; kill -9 $$; fi; exec sleep 30"));
+  const Launch run =
+      run_launcher(dir, shell_workers(2, "if [ $RANK = 0 ]; then echo bye; kill -9 $$; fi; exec sleep 30"));
   INFO(run.out << run.err);
   CHECK(run.exit_code() == 1);
   CHECK(run.seconds < 3);
-  CHECK_THAT(run.err, Catch::Contains("error: rank 0 (host ") &&
-                          Catch::Contains("was killed by signal 9 (SIGKILL)\nlast output of rank 0:\n  bye\n"));
+  CHECK_THAT(run.err,
+             Catch::Contains("error: rank 0 (host ") &&
+                 Catch::Contains("was killed by signal 9 (SIGKILL)\nlast output of rank 0:\n  bye\n"));
 }
 
 TEST_CASE("workers that ignore SIGTERM after a failure are killed once the grace period ends") {
   ScratchDir dir;
   const std::string d = dir.str();
-  LaunchOptions options = shell_workers(
-      2, "if [ $RANK = 0 ]; then " + await_files({d + "/pid.1"}) +
-             "exit 5; else trap '' TERM; echo $$ > " + d + "/pid.1; sleep 30; fi");
+  LaunchOptions options =
+      shell_workers(2, "if [ $RANK = 0 ]; then " + await_files({d + "/pid.1"}) +
+                           "exit 5; else trap '' TERM; echo $$ > " + d + "/pid.1; sleep 30; fi");
   options.grace_seconds = 0.5;
   const Launch run = run_launcher(dir, options);
   INFO(run.out << run.err);
@@ -299,8 +326,9 @@ TEST_CASE("stop signals are forwarded and workers that exit 0 make the launcher 
   const std::string trapped = sig == SIGINT ? "INT" : "TERM";
   INFO("signal " << sig);
   const Launch run = run_launcher(
-      dir, shell_workers(2, "trap 'echo stopping; exit 0' " + trapped + "; echo x > " + d +
-                                "/ready.$RANK; sleep 30 & wait"),
+      dir,
+      shell_workers(
+          2, "trap 'echo stopping; exit 0' " + trapped + "; echo x > " + d + "/ready.$RANK; sleep 30 & wait"),
       {}, [&](pid_t launcher) {
         REQUIRE(wait_until([&] { return fs::exists(d + "/ready.0") && fs::exists(d + "/ready.1"); },
                            std::chrono::milliseconds(3000)));
@@ -319,8 +347,11 @@ TEST_CASE("signals the caller ignores stay ignored, and workers start with defau
   bool hangup_ignored = false;
   const Launch run = run_launcher(
       dir,
-      shell_workers(1, "echo ignored=$(awk '/^SigIgn/ {print $2}' /proc/$$/status); trap 'echo stopping; exit 0' "
-                       "TERM; echo x > " + d + "/ready; sleep 30 & wait"),
+      shell_workers(
+          1,
+          "echo ignored=$(awk '/^SigIgn/ {print $2}' /proc/$$/status); trap 'echo stopping; exit 0' "
+          "TERM; echo x > " +
+              d + "/ready; sleep 30 & wait"),
       {{"PTRAIN_TEST_IGNORE", "1"}}, [&](pid_t launcher) {
         REQUIRE(wait_until([&] { return fs::exists(d + "/ready"); }, std::chrono::milliseconds(3000)));
         ::kill(launcher, SIGHUP);  // like nohup: must not stop the job
@@ -366,13 +397,12 @@ TEST_CASE("a second stop signal within the grace period kills the workers") {
 TEST_CASE("workers die with the launcher when it is killed outright") {
   ScratchDir dir;
   const std::string d = dir.str();
-  const Launch run = run_launcher(dir, shell_workers(2, "echo $$ > " + d + "/pid.$RANK; exec sleep 30"), {},
-                                  [&](pid_t launcher) {
-                                    REQUIRE(wait_until(
-                                        [&] { return fs::exists(d + "/pid.0") && fs::exists(d + "/pid.1"); },
-                                        std::chrono::milliseconds(3000)));
-                                    ::kill(launcher, SIGKILL);
-                                  });
+  const Launch run = run_launcher(
+      dir, shell_workers(2, "echo $$ > " + d + "/pid.$RANK; exec sleep 30"), {}, [&](pid_t launcher) {
+        REQUIRE(wait_until([&] { return fs::exists(d + "/pid.0") && fs::exists(d + "/pid.1"); },
+                           std::chrono::milliseconds(3000)));
+        ::kill(launcher, SIGKILL);
+      });
   CHECK(WIFSIGNALED(run.status));
   for (const char* name : {"pid.0", "pid.1"}) {
     const pid_t pid = read_pid(dir.file(name));

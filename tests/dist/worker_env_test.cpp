@@ -1,5 +1,7 @@
 // Worker identity from launcher variables: fake environments for every launcher kind, the
 // precedence between them, store address/port/token rules, and every error.
+#include "engine/dist/worker_env.h"
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <optional>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "engine/dist/dist_error.h"
-#include "engine/dist/worker_env.h"
 
 using namespace ptrain::dist;
 using Vars = std::map<std::string, std::string>;
@@ -52,9 +53,11 @@ Vars without(Vars vars, const std::string& name) {
   return vars;
 }
 
-const Vars kPtrain = {{"PTRAIN_LAUNCHED", "1"},  {"RANK", "0"},          {"WORLD_SIZE", "4"},
-                      {"LOCAL_RANK", "0"},       {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"},
-                      {"MASTER_PORT", "29500"},  {"PTRAIN_JOB_TOKEN", "0123abcd"}, {"PTRAIN_STORE_FD", "7"}};
+const Vars kPtrain = {{"PTRAIN_LAUNCHED", "1"},  {"RANK", "0"},
+                      {"WORLD_SIZE", "4"},       {"LOCAL_RANK", "0"},
+                      {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", "29500"},  {"PTRAIN_JOB_TOKEN", "0123abcd"},
+                      {"PTRAIN_STORE_FD", "7"}};
 
 // What Open MPI 4.1's mpirun exports to rank 1 of 2 on one machine (abridged, real names).
 const Vars kOpenMpi = {{"OMPI_COMM_WORLD_RANK", "1"},
@@ -80,13 +83,22 @@ const Vars kSrun = {{"SLURM_JOB_ID", "4242"},
                     {"SLURM_JOB_NODELIST", "gpu[01-08],cpu3"}};
 
 // What an sbatch batch script sees before it calls srun: task-like variables, no step variables.
-const Vars kSbatchScript = {{"SLURM_JOB_ID", "4242"},      {"SLURM_PROCID", "0"},          {"SLURM_LOCALID", "0"},
-                            {"SLURM_NODEID", "0"},         {"SLURM_NTASKS", "8"},          {"SLURM_NPROCS", "8"},
-                            {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[01-02]"},
+const Vars kSbatchScript = {{"SLURM_JOB_ID", "4242"},
+                            {"SLURM_PROCID", "0"},
+                            {"SLURM_LOCALID", "0"},
+                            {"SLURM_NODEID", "0"},
+                            {"SLURM_NTASKS", "8"},
+                            {"SLURM_NPROCS", "8"},
+                            {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                            {"SLURM_JOB_NODELIST", "gpu[01-02]"},
                             {"ENVIRONMENT", "BATCH"}};
 
-const Vars kTorchrun = {{"RANK", "3"},       {"WORLD_SIZE", "8"},           {"LOCAL_RANK", "3"},
-                        {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29400"}};
+const Vars kTorchrun = {{"RANK", "3"},
+                        {"WORLD_SIZE", "8"},
+                        {"LOCAL_RANK", "3"},
+                        {"LOCAL_WORLD_SIZE", "4"},
+                        {"MASTER_ADDR", "node0"},
+                        {"MASTER_PORT", "29400"}};
 
 }  // namespace
 
@@ -110,14 +122,15 @@ TEST_CASE("a worker of the local launcher reads every variable the launcher sets
   CHECK(w.store_fd == 7);
   CHECK_FALSE(w.host.empty());
 
-  const WorkerEnv rank2 = detect_some(with(without(kPtrain, "PTRAIN_STORE_FD"), {{"RANK", "2"}, {"LOCAL_RANK", "2"}}));
+  const WorkerEnv rank2 =
+      detect_some(with(without(kPtrain, "PTRAIN_STORE_FD"), {{"RANK", "2"}, {"LOCAL_RANK", "2"}}));
   CHECK(rank2.rank == 2);
   CHECK(rank2.store_fd == -1);
 }
 
 TEST_CASE("a local-launcher worker with a missing or stray variable is refused") {
-  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                           "PTRAIN_JOB_TOKEN"}) {
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                           "MASTER_PORT", "PTRAIN_JOB_TOKEN"}) {
     INFO(name);
     const std::string message = error_of(without(kPtrain, name));
     CHECK_THAT(message, Catch::Contains(name) && Catch::Contains("not set"));
@@ -125,7 +138,8 @@ TEST_CASE("a local-launcher worker with a missing or stray variable is refused")
   CHECK_THAT(error_of(with(kPtrain, {{"RANK", "1"}, {"LOCAL_RANK", "1"}})),
              Catch::Contains("PTRAIN_STORE_FD is only handed to rank 0"));
   CHECK_THAT(error_of(with(kPtrain, {{"PTRAIN_STORE_FD", "-3"}})), Catch::Contains("PTRAIN_STORE_FD"));
-  CHECK_THAT(error_of(with(kPtrain, {{"PTRAIN_LAUNCHED", "yes"}})), Catch::Contains("PTRAIN_LAUNCHED=\"yes\""));
+  CHECK_THAT(error_of(with(kPtrain, {{"PTRAIN_LAUNCHED", "yes"}})),
+             Catch::Contains("PTRAIN_LAUNCHED=\"yes\""));
 }
 
 TEST_CASE("the most specific launcher wins when several sets of variables are present") {
@@ -137,8 +151,11 @@ TEST_CASE("the most specific launcher wins when several sets of variables are pr
   CHECK(under_slurm.rank == 1);
   CHECK(under_slurm.world == 2);
   // Intel MPI's hydra inside an allocation: one srun task per node, PMI holds the real ranks.
-  const WorkerEnv hydra = detect_some(with(kSrun, {{"PMI_RANK", "9"}, {"PMI_SIZE", "16"}, {"MPI_LOCALRANKID", "1"},
-                                                   {"MPI_LOCALNRANKS", "8"}, {"MASTER_ADDR", "gpu07"}}));
+  const WorkerEnv hydra = detect_some(with(kSrun, {{"PMI_RANK", "9"},
+                                                   {"PMI_SIZE", "16"},
+                                                   {"MPI_LOCALRANKID", "1"},
+                                                   {"MPI_LOCALNRANKS", "8"},
+                                                   {"MASTER_ADDR", "gpu07"}}));
   CHECK(hydra.launcher == "mpirun");
   CHECK(hydra.rank == 9);
   CHECK(hydra.local_world == 8);
@@ -161,7 +178,7 @@ TEST_CASE("Open MPI ranks on one machine need no address, port or token") {
   CHECK(w.store_port >= 20000);
   CHECK(w.store_port < 50000);
   CHECK(is_hex_token(w.token));
-  CHECK(w.token_from_env);  // from the per-job random key, unknown to other users
+  CHECK_FALSE(w.token_from_env);  // derived from Open MPI's per-job random key
   CHECK(w.store_fd == -1);
 
   // Every rank of the job derives the same port and token.
@@ -170,16 +187,18 @@ TEST_CASE("Open MPI ranks on one machine need no address, port or token") {
   CHECK(rank0.store_port == w.store_port);
   CHECK(rank0.token == w.token);
   // Another job, another token.
-  const WorkerEnv other = detect_some(with(kOpenMpi, {{"OMPI_MCA_orte_precondition_transports", "1-2"},
-                                                      {"PMIX_NAMESPACE", "77"}}));
+  const WorkerEnv other = detect_some(
+      with(kOpenMpi, {{"OMPI_MCA_orte_precondition_transports", "1-2"}, {"PMIX_NAMESPACE", "77"}}));
   CHECK(other.token != w.token);
 }
 
-TEST_CASE("Open MPI without its random key derives a non-secret token from the job id") {
+TEST_CASE("Open MPI without its random key derives the token from the job id") {
   const Vars vars = without(kOpenMpi, "OMPI_MCA_orte_precondition_transports");
   const WorkerEnv w = detect_some(vars);
   CHECK(is_hex_token(w.token));
   CHECK_FALSE(w.token_from_env);
+  CHECK(w.token != detect_some(kOpenMpi).token);
+  CHECK(detect_some(with(kOpenMpi, {{"PTRAIN_JOB_TOKEN", "mine"}})).token_from_env);
   // Open MPI 4 exports the job id twice; either one alone gives the port.
   CHECK(detect_some(without(vars, "PMIX_NAMESPACE")).store_port >= 20000);
   CHECK(detect_some(without(vars, "OMPI_MCA_ess_base_jobid")).store_port >= 20000);
@@ -188,8 +207,10 @@ TEST_CASE("Open MPI without its random key derives a non-secret token from the j
 }
 
 TEST_CASE("Open MPI across machines needs MASTER_ADDR") {
-  const Vars two_nodes = with(kOpenMpi, {{"OMPI_COMM_WORLD_SIZE", "16"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}});
-  CHECK_THAT(error_of(two_nodes), Catch::Contains("export MASTER_ADDR") && Catch::Contains("mpirun -x MASTER_ADDR"));
+  const Vars two_nodes =
+      with(kOpenMpi, {{"OMPI_COMM_WORLD_SIZE", "16"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}});
+  CHECK_THAT(error_of(two_nodes),
+             Catch::Contains("export MASTER_ADDR") && Catch::Contains("mpirun -x MASTER_ADDR"));
   const WorkerEnv w = detect_some(with(two_nodes, {{"MASTER_ADDR", "node0"}, {"MASTER_PORT", "31000"}}));
   CHECK(w.store_host == "node0");
   CHECK(w.store_port == 31000);
@@ -215,13 +236,16 @@ TEST_CASE("PMI launchers: local ranks from MPICH or PMI names, else one rank per
   CHECK(pmi.local_rank == 1);
   CHECK(pmi.store_port >= 20000);
 
-  const WorkerEnv bare = detect_some({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "1"}});
+  const WorkerEnv bare =
+      detect_some({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "1"}});
   CHECK(bare.local_rank == 0);
   CHECK(bare.local_world == 1);
-  CHECK_THAT(error_of({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MASTER_PORT", "1"}}), Catch::Contains("MASTER_ADDR"));
+  CHECK_THAT(error_of({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MASTER_PORT", "1"}}),
+             Catch::Contains("MASTER_ADDR"));
   CHECK_THAT(error_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}}), Catch::Contains("export MASTER_PORT"));
-  CHECK_THAT(error_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "2"}}),
-             Catch::Contains("MPI_LOCALRANKID=2"));
+  CHECK_THAT(
+      error_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "2"}}),
+      Catch::Contains("MPI_LOCALRANKID=2"));
 }
 
 TEST_CASE("an srun task finds its node's task count, the store on the step's first node, a job port") {
@@ -237,7 +261,8 @@ TEST_CASE("an srun task finds its node's task count, the store on the step's fir
   CHECK(is_hex_token(w.token));
   CHECK_FALSE(w.token_from_env);
 
-  const WorkerEnv last_node = detect_some(with(kSrun, {{"SLURM_PROCID", "9"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "2"}}));
+  const WorkerEnv last_node =
+      detect_some(with(kSrun, {{"SLURM_PROCID", "9"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "2"}}));
   CHECK(last_node.local_world == 3);
   CHECK(last_node.store_port == w.store_port);
   CHECK(last_node.token == w.token);
@@ -247,8 +272,8 @@ TEST_CASE("an srun task finds its node's task count, the store on the step's fir
   CHECK(step1.token != w.token);
 
   // Explicit settings win; reserved ports beat the derived one.
-  const WorkerEnv set = detect_some(with(kSrun, {{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "12345"},
-                                                 {"PTRAIN_JOB_TOKEN", "secret"}}));
+  const WorkerEnv set = detect_some(
+      with(kSrun, {{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "12345"}, {"PTRAIN_JOB_TOKEN", "secret"}}));
   CHECK(set.store_host == "10.1.2.3");
   CHECK(set.store_port == 12345);
   CHECK(set.token == "secret");
@@ -274,7 +299,8 @@ TEST_CASE("malformed Slurm variables are named in the error") {
   CHECK_THAT(error_of(with(kSrun, {{"SLURM_NODEID", "3"}})), Catch::Contains("SLURM_NODEID=3"));
   CHECK_THAT(error_of(with(kSrun, {{"SLURM_STEP_TASKS_PER_NODE", "4(x"}})),
              Catch::Contains("SLURM_STEP_TASKS_PER_NODE=\"4(x\""));
-  CHECK_THAT(error_of(with(kSrun, {{"SLURM_STEP_NODELIST", "gpu[07-"}})), Catch::Contains("SLURM_STEP_NODELIST"));
+  CHECK_THAT(error_of(with(kSrun, {{"SLURM_STEP_NODELIST", "gpu[07-"}})),
+             Catch::Contains("SLURM_STEP_NODELIST"));
   CHECK_THAT(error_of(with(kSrun, {{"SLURM_STEP_ID", "x"}})), Catch::Contains("SLURM_STEP_ID=\"x\""));
   CHECK_THAT(error_of(with(kSrun, {{"SLURM_STEP_RESV_PORTS", "70000-70001"}})),
              Catch::Contains("SLURM_STEP_RESV_PORTS"));
@@ -314,7 +340,8 @@ TEST_CASE("rank variables must be strict integers in range") {
   CHECK_THAT(error_of(with(kTorchrun, {{"RANK", " 2"}})), Catch::Contains("is not an integer"));
   CHECK_THAT(error_of(with(kTorchrun, {{"RANK", "+2"}})), Catch::Contains("is not an integer"));
   CHECK_THAT(error_of(with(kTorchrun, {{"RANK", "99999999999"}})), Catch::Contains("is not an integer"));
-  CHECK_THAT(error_of(with(kTorchrun, {{"RANK", "8"}})), Catch::Contains("RANK=8 is outside [0, WORLD_SIZE=8)"));
+  CHECK_THAT(error_of(with(kTorchrun, {{"RANK", "8"}})),
+             Catch::Contains("RANK=8 is outside [0, WORLD_SIZE=8)"));
   CHECK_THAT(error_of(with(kTorchrun, {{"RANK", "-1"}})), Catch::Contains("RANK=-1"));
   CHECK_THAT(error_of(with(kTorchrun, {{"WORLD_SIZE", "0"}, {"RANK", "0"}})),
              Catch::Contains("WORLD_SIZE=0 must be at least 1"));

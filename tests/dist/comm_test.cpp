@@ -1,0 +1,179 @@
+// The Gloo Comm with real TCP connections: one thread per rank in this process, a store hosted by
+// "rank 0", every collective checked against the arithmetic done by hand.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "engine/dist/comm.h"
+#include "engine/dist/gloo_comm.h"
+#include "engine/dist/store.h"
+
+namespace {
+
+using namespace ptrain::dist;
+using namespace std::chrono_literals;
+
+// Runs body(comm) on `world` ranks, each in its own thread with its own store client and Comm.
+// Failures inside a thread are collected and reported after all threads end.
+void run_ranks(int world, const std::function<void(Comm&)>& body, std::chrono::milliseconds timeout = 10s) {
+  StoreServer server("127.0.0.1", 0, "test-token");
+  std::vector<std::string> errors(static_cast<std::size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        StoreClient client("127.0.0.1", server.port(), "test-token", 10s);
+        auto comm = make_gloo_comm(client, r, world, {"127.0.0.1", timeout});
+        body(*comm);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+  for (const std::string& e : errors) CHECK(e.empty());
+}
+
+float value(int rank, std::size_t i) { return static_cast<float>(rank + 1) * 0.5f + static_cast<float>(i) * 0.25f; }
+
+}  // namespace
+
+TEST_CASE("all_reduce sums and maxes floats, doubles and integers over the world") {
+  run_ranks(3, [](Comm& comm) {
+    std::vector<float> f(1000);
+    for (std::size_t i = 0; i < f.size(); ++i) f[i] = value(comm.rank(), i);
+    comm.all_reduce(comm.world_group(), f.data(), f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) REQUIRE(f[i] == value(0, i) + value(1, i) + value(2, i));
+    double d[2] = {static_cast<double>(comm.rank()), 1.5};
+    comm.all_reduce(comm.world_group(), d, 2, ReduceOp::Max);
+    REQUIRE(d[0] == 2.0);
+    REQUIRE(d[1] == 1.5);
+    std::int64_t n = comm.rank() + 1;
+    comm.all_reduce(comm.world_group(), &n, 1);
+    REQUIRE(n == 6);
+  });
+}
+
+TEST_CASE("reduce_scatter and all_gather work in place, chunk i on rank i") {
+  for (int world : {2, 3, 4}) {
+    run_ranks(world, [world](Comm& comm) {
+      const std::size_t chunk = 37;  // odd on purpose
+      const auto n = chunk * static_cast<std::size_t>(world);
+      std::vector<float> data(n);
+      for (std::size_t i = 0; i < n; ++i) data[i] = value(comm.rank(), i);
+      comm.reduce_scatter(comm.world_group(), data.data(), chunk);
+      const std::size_t mine = static_cast<std::size_t>(comm.rank()) * chunk;
+      for (std::size_t i = mine; i < mine + chunk; ++i) {
+        float want = 0;
+        for (int r = 0; r < world; ++r) want += value(r, i);
+        REQUIRE(data[i] == Approx(want).epsilon(1e-6));
+      }
+      std::vector<float> gathered(n, -1.0f);
+      for (std::size_t i = mine; i < mine + chunk; ++i) gathered[i] = static_cast<float>(i) + 0.5f;
+      comm.all_gather(comm.world_group(), gathered.data(), chunk);
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(gathered[i] == static_cast<float>(i) + 0.5f);
+    });
+  }
+}
+
+TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {
+  run_ranks(3, [](Comm& comm) {
+    const int me = comm.rank();
+    // Rank i sends j+1 copies of (10*i + j) to rank j.
+    std::vector<std::size_t> send_counts = {1, 2, 3}, recv_counts(3, static_cast<std::size_t>(me + 1));
+    std::vector<float> in, out(static_cast<std::size_t>(3 * (me + 1)), -1.0f);
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k <= j; ++k) in.push_back(static_cast<float>(10 * me + j));
+    comm.all_to_allv(comm.world_group(), in.data(), send_counts, out.data(), recv_counts);
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k <= me; ++k) REQUIRE(out[static_cast<std::size_t>(i * (me + 1) + k)] == 10.0f * i + me);
+
+    char text[16] = {};
+    if (me == 1) std::copy_n("from one", 8, text);
+    comm.broadcast(comm.world_group(), text, sizeof text, 1);
+    REQUIRE(std::string(text) == "from one");
+
+    std::string s = me == 2 ? std::string(5000, 'x') : "";
+    comm.broadcast_string(comm.world_group(), s, 2);
+    REQUIRE(s.size() == 5000);
+    const auto all = comm.gather_strings(comm.world_group(), "rank" + std::to_string(me), 0);
+    if (me == 0) REQUIRE(all == std::vector<std::string>{"rank0", "rank1", "rank2"});
+    else REQUIRE(all.empty());
+
+    // A ring of point-to-point messages, twice (messages between a pair match in order).
+    for (int round = 0; round < 2; ++round) {
+      const int next = (me + 1) % 3, prev = (me + 2) % 3;
+      const std::int64_t sent = 100 * round + me;
+      std::int64_t got = -1;
+      if (me == 0) {
+        comm.send(comm.world_group(), &sent, sizeof sent, next);
+        comm.recv(comm.world_group(), &got, sizeof got, prev);
+      } else {
+        comm.recv(comm.world_group(), &got, sizeof got, prev);
+        comm.send(comm.world_group(), &sent, sizeof sent, next);
+      }
+      REQUIRE(got == 100 * round + prev);
+    }
+    comm.barrier(comm.world_group());
+  });
+}
+
+TEST_CASE("groups: every rank creates every group, collectives stay inside their group") {
+  run_ranks(4, [](Comm& comm) {
+    const Group& even = comm.new_group("even", {0, 2});
+    const Group& odd = comm.new_group("odd", {1, 3});
+    const Group& mine = comm.rank() % 2 == 0 ? even : odd;
+    REQUIRE(mine.index == comm.rank() / 2);
+    REQUIRE_FALSE((comm.rank() % 2 == 0 ? odd : even).has_me());
+    std::int64_t n = comm.rank();
+    comm.all_reduce(mine, &n, 1);
+    REQUIRE(n == (comm.rank() % 2 == 0 ? 0 + 2 : 1 + 3));
+    REQUIRE_THROWS_AS(comm.barrier(comm.rank() % 2 == 0 ? odd : even), DistError);
+  });
+}
+
+TEST_CASE("a rank that never joins makes the others time out with their collective logs") {
+  StoreServer server("127.0.0.1", 0, "t");
+  std::string error, log;
+  std::thread waiting([&] {
+    StoreClient client("127.0.0.1", server.port(), "t", 10s);
+    auto comm = make_gloo_comm(client, 0, 2, {"127.0.0.1", 1500ms});
+    std::int64_t n = 1;
+    comm->all_reduce(comm->world_group(), &n, 1);  // both ranks do this one
+    try {
+      comm->barrier(comm->world_group());  // rank 1 goes elsewhere
+    } catch (const CollectiveError& e) {
+      error = e.what();
+      log = e.log_dump();
+    }
+  });
+  StoreClient client("127.0.0.1", server.port(), "t", 10s);
+  auto comm = make_gloo_comm(client, 1, 2, {"127.0.0.1", 1500ms});
+  std::int64_t n = 1;
+  comm->all_reduce(comm->world_group(), &n, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  waiting.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  CHECK_THAT(error, Catch::Contains("rank 0") && Catch::Contains("barrier #") && Catch::Contains("group world"));
+  CHECK_THAT(log, Catch::Contains("all_reduce") && Catch::Contains("took") && Catch::Contains("IN FLIGHT"));
+  CHECK_THAT(comm->log().dump(), Catch::Contains("all_reduce"));
+}
+
+TEST_CASE("a one-process world needs no transport") {
+  auto comm = make_solo_comm();
+  float x[3] = {1, 2, 3};
+  comm->all_reduce(comm->world_group(), x, 3);
+  comm->reduce_scatter(comm->world_group(), x, 3);
+  comm->all_gather(comm->world_group(), x, 3);
+  CHECK(x[2] == 3.0f);
+  std::string s = "kept";
+  comm->broadcast_string(comm->world_group(), s, 0);
+  CHECK(s == "kept");
+  CHECK(comm->gather_strings(comm->world_group(), "me", 0) == std::vector<std::string>{"me"});
+  CHECK_THROWS_AS(comm->send(comm->world_group(), x, 4, 0), DistError);
+}

@@ -1,0 +1,412 @@
+"""`ptrain run` under every launcher: its own local launcher, Open MPI's mpirun and Slurm's srun.
+
+Every launcher runs the same 4-rank data-parallel job (ZeRO-1) on CPU. Changing dp keeps the
+global batch, so each loss curve must match a 1-rank run of the job within 1e-5 relative; the
+checkpoint must hold 4 shards of a dp=4 layout (each process really was one rank of four), bitwise
+the same as the local launcher's. A bad launch environment must be a clear error with exit 2.
+
+The srun tests start a private one-node Slurm cluster (tests/launch/slurm_cluster.sh, as root) in a
+temporary state directory on free ports, and always stop it, then check that none of its daemons,
+steps or tasks are left. Each launcher run's wall time is printed to stderr.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+PTRAIN = ""
+HERE = os.path.dirname(os.path.abspath(__file__))
+SLURM_CLUSTER = os.path.join(HERE, "slurm_cluster.sh")
+
+STEPS = 12
+RANKS = 4
+RTOL = 1e-5
+
+JOB = """\
+name: launch-test
+backend: cpu
+model: {{arch: gpt2, layers: 2, hidden: 32, heads: 4, vocab: 97, seq_len: 16}}
+train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp32, seed: 3}}
+optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5}}
+data: {{format: synthetic}}
+checkpoint: {{dir: {dir}/ckpt, every: {steps}, keep: 1}}
+cluster: {{nodes: 1, gpus_per_node: {ranks}, gpu: cpu}}
+parallel: {{dp: auto, zero: 1}}
+comm: {{timeout_s: 60}}
+logging: {{every: 1, metrics: {dir}/metrics.jsonl}}
+"""
+
+# Variables through which a launcher tells a process who it is. The tests start from an
+# environment without any of them (ctest may itself run under mpirun, srun or torchrun), then add
+# exactly the ones each case needs.
+LAUNCH_VARS = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+               "PTRAIN_LAUNCHED", "PTRAIN_JOB_TOKEN", "PTRAIN_STORE_FD", "PTRAIN_DEBUG_FAULT",
+               "MPI_LOCALRANKID", "MPI_LOCALNRANKS"}
+LAUNCH_PREFIXES = ("OMPI_", "PMI_", "PMIX_", "SLURM_")
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS and not k.startswith(LAUNCH_PREFIXES)}
+    env["OMP_NUM_THREADS"] = "1"  # 4 ranks on a small machine: one thread each
+    env.update(extra)
+    return env
+
+
+def log(message):
+    sys.stderr.write(f"[launchers] {message}\n")
+    sys.stderr.flush()
+
+
+def make_job(d):
+    path = os.path.join(d, "job.yaml")
+    with open(path, "w") as f:
+        f.write(JOB.format(steps=STEPS, ranks=RANKS, dir=d))
+    return path
+
+
+def run_timed(label, cmd, env, cwd, timeout=300):
+    """Runs cmd in its own process group, prints its wall time; on timeout kills the group."""
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"{label}: no exit after {timeout} s (hung?)\n--- stdout\n{out}\n--- stderr\n{err}")
+    wall = time.monotonic() - start
+    log(f"{label}: exit {p.returncode}, {wall:.2f} s wall")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def metrics(d):
+    with open(os.path.join(d, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def shards(d):
+    """rank -> bytes of the final checkpoint's shards."""
+    step = os.path.join(d, "ckpt", f"step_{STEPS}")
+    out = {}
+    for r in range(RANKS):
+        path = os.path.join(step, f"rank_{r}.safetensors")
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                out[r] = f.read()
+    return out
+
+
+_reference = None  # loss curve of the 1-rank run
+_local = None      # shards of the local launcher's 4-rank run
+
+
+def reference_losses():
+    global _reference
+    if _reference is None:
+        with tempfile.TemporaryDirectory() as d:
+            r = run_timed("reference: ptrain run --nproc 1 --set parallel.dp=1",
+                          [PTRAIN, "run", make_job(d), "--nproc", "1", "--set", "parallel.dp=1"], clean_env(), d)
+            if r.returncode != 0:
+                raise AssertionError(f"the 1-rank reference run failed (exit {r.returncode}):\n{r.stderr}")
+            m = metrics(d)
+            if [x["step"] for x in m] != list(range(1, STEPS + 1)):
+                raise AssertionError(f"the 1-rank reference logged steps {[x['step'] for x in m]}")
+            _reference = [x["loss"] for x in m]
+    return _reference
+
+
+class LauncherCase(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ptrain-launch-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.job = make_job(self.dir)
+
+    def check_training(self, label, r, compare_local=True):
+        """The run exited 0 as 4 ranks and trained exactly like the 1-rank reference."""
+        self.assertEqual(r.returncode, 0, f"{label}: exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
+        m = metrics(self.dir)
+        self.assertEqual([x["step"] for x in m], list(range(1, STEPS + 1)), f"{label}: steps in rank 0's metrics")
+        losses = [x["loss"] for x in m]
+        ref = reference_losses()
+        for step, (got, want) in enumerate(zip(losses, ref), start=1):
+            self.assertLessEqual(abs(got - want), RTOL * abs(want),
+                                 f"{label}: step {step} loss {got!r}, 1-rank reference {want!r}\n"
+                                 f"all: {losses}\nref: {ref}")
+        # Each process was one rank of a 4-rank dp job (not 4 separate 1-rank jobs, nor a launcher
+        # that spawned 4 more workers): one checkpoint, dp=4 in its manifest, a shard per rank.
+        with open(os.path.join(self.dir, "ckpt", f"step_{STEPS}", "manifest.json")) as f:
+            layout = json.load(f)["job"]["layout"]
+        self.assertEqual((layout["world"], layout["dp"]), (RANKS, RANKS), f"{label}: layout {layout}")
+        got = shards(self.dir)
+        self.assertEqual(sorted(got), list(range(RANKS)), f"{label}: checkpoint shards")
+        if compare_local:
+            # The same 4-rank computation under another launcher: the same bits.
+            local = local_shards()
+            for rank in range(RANKS):
+                self.assertTrue(got[rank] == local[rank],
+                                f"{label}: rank {rank}'s shard differs from the local launcher's")
+        return m
+
+
+def local_shards():
+    global _local
+    if _local is None:
+        d = tempfile.mkdtemp(prefix="ptrain-launch-local-")
+        try:
+            r = run_timed("local launcher: ptrain run (4 ranks)", [PTRAIN, "run", make_job(d)], clean_env(), d)
+            if r.returncode != 0:
+                raise AssertionError(f"the local launcher's 4-rank run failed (exit {r.returncode}):\n{r.stderr}")
+            _local = shards(d)
+        finally:
+            shutil.rmtree(d, True)
+    return _local
+
+
+class LocalLauncher(LauncherCase):
+    def test_local_launcher_matches_one_rank(self):
+        r = run_timed("local launcher: ptrain run (4 ranks)", [PTRAIN, "run", self.job], clean_env(), self.dir)
+        self.check_training("local launcher", r, compare_local=False)
+        self.assertIn(f"[rank 0] step     {STEPS}/{STEPS}", r.stderr)
+        global _local
+        if _local is None:
+            _local = shards(self.dir)
+
+
+def mpirun_cmd(np):
+    # --mca plm isolated: every rank on this machine, no ssh/rsh agent and no Slurm even when the
+    # test itself runs inside an allocation; -x: variables exported to the ranks.
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "plm", "isolated",
+            "-x", "OMP_NUM_THREADS", "-np", str(np)]
+
+
+@unittest.skipUnless(shutil.which("mpirun"), "mpirun not found (Debian package openmpi-bin, see scripts/setup.sh)")
+class Mpirun(LauncherCase):
+    def test_mpirun_matches_one_rank(self):
+        r = run_timed(f"mpirun -np {RANKS}", [*mpirun_cmd(RANKS), PTRAIN, "run", self.job], clean_env(), self.dir)
+        self.check_training("mpirun", r)
+        # Only rank 0 reports, once per step.
+        self.assertEqual(r.stderr.count(f"step     {STEPS}/{STEPS}"), 1, r.stderr)
+
+    def test_mpirun_world_that_breaks_the_config_is_bad_input(self):
+        # 3 ranks: global_batch 8 is not divisible by micro_batch*dp = 3. Every rank exits 2, and
+        # the diagnostic is printed once (by rank 0), naming the key.
+        r = run_timed("mpirun -np 3 (bad world)", [*mpirun_cmd(3), PTRAIN, "run", self.job], clean_env(), self.dir,
+                      timeout=120)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr.count("is not divisible by train.micro_batch*dp = 1*3"), 1, r.stderr)
+
+    def test_mpirun_nproc_mismatch_is_bad_input(self):
+        r = run_timed("mpirun -np 2 --nproc 4", [*mpirun_cmd(2), PTRAIN, "run", self.job, "--nproc", "4"],
+                      clean_env(), self.dir, timeout=120)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--nproc 4, but the mpirun launcher started 2 ranks", r.stderr)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def our_processes(state_dir, pids):
+    """Live processes of our cluster: the daemons' recorded pids, and any slurm/munge daemon, step,
+    client or ptrain task whose command line or environment names our state dir."""
+    found = {}
+    for pid in pids:
+        if os.path.exists(f"/proc/{pid}"):
+            found[pid] = "pid file"
+    names = {"munged", "slurmctld", "slurmd", "slurmstepd", "srun", "ptrain"}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as f:
+                comm = f.read().strip()
+            if comm not in names:
+                continue
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue  # a zombie: dead, only waiting for its parent
+            blobs = []
+            for what in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{entry}/{what}", "rb") as f:
+                        blobs.append(f.read())
+                except OSError:
+                    pass
+        except (OSError, IndexError):
+            continue
+        if any(state_dir.encode() in b for b in blobs):
+            found[int(entry)] = comm
+    return found
+
+
+class SlurmCase(LauncherCase):
+    """Starts a private Slurm cluster for the class and always stops it."""
+    RESV_PORTS = None  # e.g. "31000-31999": MpiParams=ports, so steps get SLURM_STEP_RESV_PORTS
+
+    @classmethod
+    def setUpClass(cls):
+        missing = [b for b in ["munged", "slurmctld", "slurmd", "sinfo", "srun", "scancel", "squeue"]
+                   if not shutil.which(b, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")]
+        if missing:
+            raise unittest.SkipTest(f"Slurm/munge not installed ({', '.join(missing)} missing; Debian packages "
+                                    "slurmctld slurmd slurm-client munge, see scripts/setup.sh)")
+        cls.root = tempfile.mkdtemp(prefix="ptrain-launch-slurm-")
+        cls.addClassCleanup(shutil.rmtree, cls.root, True)
+        cls.state_dir = os.path.join(cls.root, "slurm")
+        ctld_port = free_port()
+        slurmd_port = free_port()
+        while slurmd_port == ctld_port:
+            slurmd_port = free_port()
+        # Our own state dir and ports: another cluster of this script (a parallel run) is left alone.
+        cls.script_env = dict(os.environ, PTRAIN_SLURM_DIR=cls.state_dir,
+                              PTRAIN_SLURM_CTLD_PORT=str(ctld_port), PTRAIN_SLURMD_PORT=str(slurmd_port))
+        cls.script_env.pop("SLURM_CONF", None)
+        if cls.RESV_PORTS:
+            cls.script_env["PTRAIN_SLURM_RESV_PORTS"] = cls.RESV_PORTS
+        else:
+            cls.script_env.pop("PTRAIN_SLURM_RESV_PORTS", None)
+        cls.daemon_pids = []
+        # Registered before starting: class cleanups run even when setUpClass fails half-way.
+        cls.addClassCleanup(cls.stop_cluster)
+        start = time.monotonic()
+        r = subprocess.run(["bash", SLURM_CLUSTER, "start"], env=cls.script_env, capture_output=True, text=True,
+                           timeout=120)
+        log(f"slurm_cluster.sh start{' (resv ports ' + cls.RESV_PORTS + ')' if cls.RESV_PORTS else ''}: "
+            f"exit {r.returncode}, {time.monotonic() - start:.2f} s")
+        if r.returncode != 0:
+            raise AssertionError(f"slurm_cluster.sh start failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
+        cls.slurm_conf = os.path.join(cls.state_dir, "slurm.conf")
+        if f"export SLURM_CONF={cls.slurm_conf}" not in r.stdout:
+            raise AssertionError(f"slurm_cluster.sh start did not print the SLURM_CONF line:\n{r.stdout}")
+        for name in ["munged", "slurmctld", "slurmd"]:
+            with open(os.path.join(cls.state_dir, "run", f"{name}.pid")) as f:
+                cls.daemon_pids.append(int(f.read().strip()))
+
+    @classmethod
+    def stop_cluster(cls):
+        start = time.monotonic()
+        r = subprocess.run(["bash", SLURM_CLUSTER, "stop"], env=cls.script_env, capture_output=True, text=True,
+                           timeout=120)
+        log(f"slurm_cluster.sh stop: exit {r.returncode}, {time.monotonic() - start:.2f} s")
+        if r.returncode != 0:
+            raise AssertionError(f"slurm_cluster.sh stop failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
+        left = our_processes(cls.state_dir, cls.daemon_pids)
+        if left:
+            raise AssertionError(f"processes of our Slurm cluster outlived slurm_cluster.sh stop: {left}")
+        if os.path.exists(cls.state_dir):
+            raise AssertionError(f"slurm_cluster.sh stop left {cls.state_dir}")
+
+    def srun_env(self):
+        return clean_env(SLURM_CONF=self.slurm_conf)
+
+
+class Srun(SlurmCase):
+    def test_srun_matches_one_rank(self):
+        r = run_timed(f"srun -n {RANKS}", ["srun", "-n", str(RANKS), PTRAIN, "run", self.job], self.srun_env(),
+                      self.dir)
+        self.check_training("srun", r)
+        self.assertEqual(r.stderr.count(f"step     {STEPS}/{STEPS}"), 1, r.stderr)
+
+    def test_srun_world_that_breaks_the_config_is_bad_input(self):
+        r = run_timed("srun -n 3 (bad world)", ["srun", "-n", "3", PTRAIN, "run", self.job], self.srun_env(),
+                      self.dir, timeout=120)
+        self.assertEqual(r.returncode, 2, r.stderr)  # srun exits with the highest exit code of its tasks
+        self.assertEqual(r.stderr.count("is not divisible by train.micro_batch*dp = 1*3"), 1, r.stderr)
+
+
+class SrunReservedPorts(SlurmCase):
+    # With MpiParams=ports every step exports SLURM_STEP_RESV_PORTS, and the store listens on the
+    # first of them instead of a port derived from the job and step ids.
+    RESV_PORTS = "31000-31999"
+
+    def test_srun_with_reserved_ports(self):
+        probe = subprocess.run(["srun", "-n", "1", "printenv", "SLURM_STEP_RESV_PORTS"], env=self.srun_env(),
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(probe.returncode, 0, probe.stderr)
+        self.assertRegex(probe.stdout.strip(), r"^31\d\d\d", "the cluster hands out no reserved ports")
+        r = run_timed(f"srun -n {RANKS} (reserved ports)", ["srun", "-n", str(RANKS), PTRAIN, "run", self.job],
+                      self.srun_env(), self.dir)
+        self.check_training("srun (reserved ports)", r)
+
+
+class BadLaunchEnv(unittest.TestCase):
+    """Launcher variables that are present but unusable: exit 2 at once, naming the variable."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ptrain-launch-bad-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.job = make_job(self.dir)
+
+    def run_with(self, label, *args, **env):
+        # A worker that got past detection would wait for its peers for comm.timeout_s (60 s):
+        # 30 s is plenty for an immediate error.
+        return run_timed(label, [PTRAIN, "run", self.job, *args], clean_env(**env), self.dir, timeout=30)
+
+    def check_bad(self, r, *words):
+        self.assertEqual(r.returncode, 2, f"exit {r.returncode}\n{r.stderr}")
+        for word in words:
+            self.assertIn(word, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "metrics.jsonl")))
+
+    def test_rank_without_master_port(self):
+        # torchrun-style RANK/WORLD_SIZE, all ranks local (store host 127.0.0.1), but no port and no
+        # job id to derive one from.
+        r = self.run_with("env: RANK=0 WORLD_SIZE=2, no MASTER_*", RANK="0", WORLD_SIZE="2")
+        self.check_bad(r, "MASTER_PORT")
+
+    def test_rank_with_bad_master_port(self):
+        for port in ["notaport", "0", "70000", "29500x"]:
+            with self.subTest(port=port):
+                r = self.run_with(f"env: MASTER_PORT={port}", RANK="0", WORLD_SIZE="2", MASTER_PORT=port)
+                self.check_bad(r, "MASTER_PORT", port)
+
+    def test_local_launcher_with_bad_master_port(self):
+        r = self.run_with("local launcher: MASTER_PORT=notaport", MASTER_PORT="notaport")
+        self.check_bad(r, "MASTER_PORT", "notaport")
+
+    def test_rank_outside_world(self):
+        r = self.run_with("env: RANK=2 WORLD_SIZE=2", RANK="2", WORLD_SIZE="2", MASTER_PORT="29500")
+        self.check_bad(r, "RANK=2")
+
+    def test_malformed_rank(self):
+        r = self.run_with("env: RANK=one", RANK="one", WORLD_SIZE="2", MASTER_PORT="29500")
+        self.check_bad(r, "RANK", "one")
+
+    def test_multi_machine_without_master_addr(self):
+        r = self.run_with("env: 2 of 4 ranks here, no MASTER_ADDR", RANK="0", WORLD_SIZE="4", LOCAL_RANK="0",
+                          LOCAL_WORLD_SIZE="2", MASTER_PORT="29500")
+        self.check_bad(r, "MASTER_ADDR")
+
+    def test_srun_variables_without_tasks_per_node(self):
+        # What a hand-made or broken srun environment looks like: a step id, but no task layout.
+        r = self.run_with("srun vars without SLURM_STEP_TASKS_PER_NODE", SLURM_PROCID="0", SLURM_LOCALID="0",
+                          SLURM_STEP_NUM_TASKS="4", SLURM_STEP_ID="0", SLURM_JOB_ID="1")
+        self.check_bad(r, "SLURM_STEP_TASKS_PER_NODE")
+
+    def test_nproc_disagrees_with_launcher(self):
+        r = self.run_with("env: WORLD_SIZE=2 with --nproc 4", "--nproc", "4", RANK="0", WORLD_SIZE="2",
+                          MASTER_PORT="29500")
+        self.check_bad(r, "--nproc 4", "2 ranks")
+
+
+def main():
+    global PTRAIN
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", required=True)
+    args, rest = parser.parse_known_args()
+    PTRAIN = os.path.abspath(args.ptrain)
+    unittest.main(argv=[sys.argv[0], *rest])
+
+
+if __name__ == "__main__":
+    main()

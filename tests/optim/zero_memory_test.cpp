@@ -1,0 +1,90 @@
+// What ZeRO allocates on a rank equals what `validate` predicts for it (plan::rank_memory), stage
+// by stage: parameters, gradients, optimizer state and the gather/reduction windows. The only
+// difference allowed is the flat layout's alignment padding (under 1% here).
+#include <catch2/catch.hpp>
+
+#include "engine/config/loader.h"
+#include "engine/dist/comm.h"
+#include "engine/model/param_registry.h"
+#include "engine/optim/zero.h"
+#include "engine/plan/memory.h"
+#include "engine/plan/rank_params.h"
+#include "kernels/ops.h"
+
+namespace {
+
+using namespace ptrain;
+
+// Rank 0 of a two-rank world that never communicates: constructing ZeRO must not need to.
+class SilentComm final : public dist::Comm {
+ public:
+  SilentComm() : Comm(0, 2) {}
+  const char* backend() const override { return "silent"; }
+
+ protected:
+  void connect(const dist::Group&) override {}
+  [[noreturn]] static void none() { throw dist::DistError("no communication expected"); }
+  void do_all_reduce(const dist::Group&, void*, std::size_t, dist::ElemType, dist::ReduceOp) override { none(); }
+  void do_reduce_scatter(const dist::Group&, float*, std::size_t) override { none(); }
+  void do_all_gather(const dist::Group&, float*, std::size_t) override { none(); }
+  void do_all_to_allv(const dist::Group&, const float*, const std::vector<std::size_t>&, float*,
+                      const std::vector<std::size_t>&) override {
+    none();
+  }
+  void do_broadcast(const dist::Group&, void*, std::size_t, int) override { none(); }
+  void do_send(const dist::Group&, const void*, std::size_t, int) override { none(); }
+  void do_recv(const dist::Group&, void*, std::size_t, int) override { none(); }
+  void do_barrier(const dist::Group&) override { none(); }
+};
+
+config::LoadResult job(const char* arch, int zero) {
+  config::LoadOptions options;
+  options.overrides = {std::string("model.arch=") + arch, "parallel.zero=" + std::to_string(zero)};
+  options.world = 2;
+  config::LoadResult r = config::load_string(R"(
+name: zero-memory
+backend: cpu
+model: {arch: gpt2, layers: 3, hidden: 64, heads: 4, ffn_hidden: 256, vocab: 1000, seq_len: 32}
+train: {global_batch: 8, micro_batch: 2, precision: fp32}
+cluster: {nodes: 1, gpus_per_node: 2, gpu: cpu}
+)",
+                                             "zero.yaml", options);
+  for (const auto& d : r.diags.errors) UNSCOPED_INFO(d.format());
+  REQUIRE(r.ok());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
+  for (const char* arch : {"gpt2", "llama"}) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      INFO(arch << " zero " << zero);
+      const config::LoadResult loaded = job(arch, zero);
+      const config::JobSpec& spec = loaded.spec;
+      REQUIRE(spec.parallel.dp == 2);
+      const model::ShardCoords coords = model::shard_coords(spec, 0, 0, 0);
+      std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
+      const plan::RankParams counted = plan::count_rank_params(model::local_params(registry, coords), 1);
+      const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, 1.0);
+
+      model::ParamStore store(std::move(registry), coords, optim::zero_store_options(zero, 2));
+      SilentComm comm;
+      const dist::Group& dp = comm.new_group("dp", {0, 1});
+      const optim::ZeroOptimizer engine(spec, store, kernels::cpu_ops(), comm, dp);
+      const optim::ZeroBytes allocated = engine.allocated_bytes();
+
+      CHECK(allocated.params == Approx(predicted.params).epsilon(0.01));
+      CHECK(allocated.grads == Approx(predicted.grads).epsilon(0.01));
+      CHECK(allocated.optimizer == Approx(predicted.optimizer).epsilon(0.01));
+      // One data-parallel axis on CPU: the only communication buffers are ZeRO's windows.
+      CHECK(allocated.windows == Approx(predicted.comm_buffers).epsilon(0.01).margin(1.0));
+      if (zero < 2) CHECK(allocated.windows == 0);
+      // Sharding halves what it shards.
+      const double full = static_cast<double>(store.numel()) * 4;
+      CHECK(allocated.optimizer == Approx(zero >= 1 ? full : 2 * full).epsilon(1e-9));
+      CHECK(allocated.grads == Approx(zero >= 2 ? full / 2 : full).epsilon(1e-9));
+      CHECK(allocated.params == Approx(zero >= 3 ? full / 2 : full).epsilon(1e-9));
+    }
+  }
+}
