@@ -17,6 +17,6 @@ echo "=== ptrain schedule configs/llama3-70b.yaml (32 ranks, 8 microbatches)"
 echo
 
 bash scripts/prepare_tiny_data.sh
-echo "=== ptrain run configs/tiny-cpu.yaml --nproc 1"
+echo "=== ptrain run configs/tiny-cpu.yaml (2 ranks: data parallel 2, ZeRO-1)"
 rm -rf runs/tiny-cpu  # a fresh run each time (checkpoint.resume: auto would continue the last one)
-"$ptrain" run configs/tiny-cpu.yaml --nproc 1
+"$ptrain" run configs/tiny-cpu.yaml

@@ -32,7 +32,10 @@ slurmd_port=${PTRAIN_SLURMD_PORT:-16818}
 cpus=${PTRAIN_SLURM_CPUS:-8}
 timeout=${PTRAIN_SLURM_TIMEOUT:-30}
 resv_ports=${PTRAIN_SLURM_RESV_PORTS:-}
-node=$(hostname -s)
+host=$(hostname -s)
+# The compute node is called "localhost" so that the node list (which ptrain's srun workers take
+# the store host from) resolves on any machine, even one whose own host name does not.
+node=localhost
 conf=$dir/slurm.conf
 munge_sock=$dir/munge/munge.socket
 
@@ -68,7 +71,7 @@ write_conf() {
   cat >"$conf" <<EOF
 # Written by tests/launch/slurm_cluster.sh: a throwaway one-node cluster. Do not edit.
 ClusterName=ptrain-test
-SlurmctldHost=$node(127.0.0.1)
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=$user
 SlurmdUser=$user
 SlurmctldPort=$ctld_port
@@ -107,7 +110,7 @@ KillWait=5
 MinJobAge=60
 SlurmdTimeout=60
 SlurmctldTimeout=60
-NodeName=$node NodeAddr=127.0.0.1 NodeHostname=$node CPUs=$cpus RealMemory=1000 State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 EOF
 }
