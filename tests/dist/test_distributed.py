@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -233,6 +234,41 @@ class Faults(Timed):
             r = run(job(d, dp=2, zero=3, steps=40))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(curve(metrics(d)), curve(metrics(ref)))  # same layout: bitwise
+
+    def test_strangers_on_the_store_port_do_not_disturb_the_job(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=200)], stderr=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, text=True, env=env())
+            deadline = time.time() + 60
+            while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+                time.sleep(0.05)
+            with open(f"/proc/{workers_of(p.pid)[0]}/environ", "rb") as f:
+                variables = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+            port = int(variables[b"MASTER_PORT"])
+            wrong_token = b"PTRS\x01" + (5).to_bytes(4, "big") + b"guess"
+            strangers = []
+            for payload in [b"GET / HTTP/1.0\r\n\r\n", wrong_token, b"PTRS\x01\xff\xff\xff\xff", b""]:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                sock.sendall(payload)
+                strangers.append(sock)
+            _, err = p.communicate(timeout=120)
+            for sock in strangers:
+                sock.close()
+            self.assertEqual(p.returncode, 0, err)
+            self.assertEqual(len(metrics(d)), 200)
+            self.assertIn("dropped connection", err)
+
+    def test_the_local_launcher_honours_master_addr_and_port(self):
+        with tempfile.TemporaryDirectory() as d, socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            r = run(job(d, dp=2), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            self.assertEqual(r.returncode, 1, r.stderr)  # the port is taken: the launcher must not pick another
+            self.assertIn(str(port), r.stderr)
+            taken.close()
+            r = run(job(d, dp=2), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_bad_input_in_a_worker_is_exit_2(self):
         with tempfile.TemporaryDirectory() as d:
