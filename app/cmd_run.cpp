@@ -187,8 +187,13 @@ void add_run_command(CLI::App& cli, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = cli.add_subcommand(
       "run",
-      "Train. Alone on a node it runs one worker per rank; under srun or mpirun each process is one worker.\n"
-      "SIGINT/SIGTERM checkpoint at the next step boundary and exit 0; a NaN loss exits 1.");
+      "Train. Alone on a node it spawns one worker per rank (--nproc) and supervises them; under srun,\n"
+      "mpirun or torchrun-style RANK/WORLD_SIZE each process is one worker. SIGINT/SIGTERM: every rank\n"
+      "checkpoints at the next step boundary, exit 0. A NaN loss exits 1; a failed rank ends the job with 1.\n\n"
+      "Environment: MASTER_ADDR, MASTER_PORT (where rank 0 hosts the rendezvous store; default 127.0.0.1 and\n"
+      "a free port locally), PTRAIN_JOB_TOKEN (shared secret every connection to the store must present;\n"
+      "random per local launch), OMP_NUM_THREADS (threads per rank; default cores / local ranks),\n"
+      "PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")
       ->check(CLI::Range(1, 1 << 20));
