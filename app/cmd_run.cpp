@@ -108,6 +108,9 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     std::fprintf(stderr, "error: backend: cuda is not built into this ptrain yet; use backend: cpu or auto\n");
     return kExitBadInput;
   }
+  if (spec.train.precision == config::Precision::Bf16 && (!env || env->rank == 0))
+    std::fprintf(stderr, "warning: train.precision: bf16 applies to the CUDA backend; the CPU backend computes in "
+                         "fp32 (set train.precision: fp32 to silence this)\n");
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
