@@ -114,6 +114,9 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
+  // A peer that dies mid-collective must surface as a failed collective (with its log), not kill
+  // this rank with SIGPIPE from inside Gloo's socket writes.
+  std::signal(SIGPIPE, SIG_IGN);
 
   std::unique_ptr<dist::Session> session;
   std::unique_ptr<dist::Comm> solo;

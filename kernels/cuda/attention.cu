@@ -1,0 +1,1053 @@
+// Causal GQA flash attention on CUDA, forward and backward (see attention.cuh for the contract).
+//
+// Structure (FlashAttention-2):
+//   forward    one CTA per (query tile, query head, batch). Loops over the key tiles up to the
+//              diagonal (causal skip), online softmax in registers (running max m, running sum l,
+//              unnormalised output rescaled by 2^(m_old - m_new)), then out = acc / l, lse = m + ln l.
+//   backward   three kernels, deterministic (no atomics, no fp32 scratch for d_q):
+//     row_dot  D_i = dot(d_out_i, out_i) per query row, parked in the first 4 bytes of d_q's row i
+//              (d_q is overwritten later anyway; see attention.cuh).
+//     dK/dV    one CTA per (key tile, kv head, batch): for each query head of the group and each
+//              query tile from the diagonal on, recompute P^T = exp(S^T - lse) from K Q^T, then
+//              dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q. d_k and d_v of a kv
+//              head are summed over its group in registers, in a fixed order.
+//     dQ       one CTA per (query tile, query head, batch): over the key tiles up to the diagonal,
+//              recompute P and dP, dS = P (dP - D), dQ += dS K.
+//   The backward therefore computes S and dP twice (7 tile GEMMs instead of FA2's 5 with atomic dQ):
+//   the price of bitwise run-to-run determinism and of needing no workspace.
+//
+// Two element paths share that structure:
+//   BF16  tensor cores through inline PTX mma.sync.m16n8k16 (bf16 in, fp32 accumulate; sm_80+),
+//         ldmatrix fragment loads, cp.async global->shared copies (double-buffered in the backward,
+//         K/V overlap in the forward). Each warp owns 16 rows of the tile it iterates over, so the
+//         S accumulator fragment is reused directly as the A operand of the next GEMM (P V, dS K...).
+//         Tiles: forward 64 queries x 64 keys; dK/dV 64 keys x (64 | 32 for D > 64) queries;
+//         dQ 64 queries x (64 | 32 for D > 64) keys. Shared rows are padded by 8 elements
+//         (16 bytes), which makes every ldmatrix conflict-free.
+//   F32   plain fp32 FMA on 32 x 32 tiles in shared memory: the correctness reference path
+//         (fp32 training, tests), ~1 shared load per FMA.
+// Exponentials are exp2f on scores pre-multiplied by scale * log2(e); lse is stored in natural log.
+// The head dim D runs on tiles padded to kD in {32, 64, 80, 96, 128} (zero-filled, never stored).
+// Shared memory per CTA stays below 75 KB (opt-in above 48 KB via cudaFuncSetAttribute, once per
+// kernel and device).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/args.cuh"
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/check.cuh"
+
+namespace ptrain::kernels::cuda {
+
+using bf16 = __nv_bfloat16;  // as in launch.cuh (a redeclaration of the same alias is fine)
+
+namespace {
+
+constexpr int kThreads = 128;  // every kernel: 4 warps
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ------------------------------------------------------------------------------------------------
+// Shared helpers
+
+__device__ __forceinline__ float to_f(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_f(bf16 x) {
+  return __bfloat162float(x);
+}
+
+// D_i of query row `row` = (b*T + t)*Hq + h lives in the first 4 bytes of d_q's row.
+template <typename T>
+__device__ __forceinline__ float* dvec_slot(T* d_q, long long row, int D) {
+  return reinterpret_cast<float*>(d_q + row * D);
+}
+template <typename T>
+__device__ __forceinline__ const float* dvec_slot(const T* d_q, long long row, int D) {
+  return reinterpret_cast<const float*>(d_q + row * D);
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// D_i = dot(d_out_i, out_i) for every query row (one warp per row), written into d_q's row i.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    row_dot_kernel(const T* __restrict__ d_out, const T* __restrict__ out, T* d_q, long long rows, int D) {
+  const long long row = static_cast<long long>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  if (row >= rows) return;  // warp-uniform
+  const int lane = threadIdx.x & 31;
+  const T* a = d_out + row * D;
+  const T* o = out + row * D;
+  float s = 0.0f;
+  for (int d = lane; d < D; d += 32) s = fmaf(to_f(a[d]), to_f(o[d]), s);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (lane == 0) *dvec_slot(d_q, row, D) = s;
+}
+
+// ------------------------------------------------------------------------------------------------
+// F32 path: 32 x 32 tiles, 128 threads as 32 rows x 4 lanes (a row's 4 lanes are one quad of a
+// warp, so row reductions are two shuffles and row-private shared data needs only __syncwarp).
+// A thread owns columns cg + 4c of its row's scores and columns cg + 4d of its row's accumulator.
+
+constexpr int kF32Tile = 32;
+
+template <int kD>
+struct F32Cfg {
+  static constexpr int kLD = kD + 1;          // odd stride: rows land on distinct banks
+  static constexpr int kPLD = kF32Tile + 1;   // score tiles
+  static constexpr int kTileFloats = kF32Tile * kLD;
+  static constexpr int kPerThread = kD / 4;   // accumulator columns per thread
+};
+
+// Rows [row0, row0 + kRows) of one head (row t at g + t*stride), zero-filled past T and past D.
+template <int kRows, int kD>
+__device__ __forceinline__ void load_tile_f32(float* s, const float* g, long long stride, int row0, int T,
+                                              int D) {
+  constexpr int kLD = F32Cfg<kD>::kLD;
+  for (int idx = threadIdx.x; idx < kRows * kD; idx += kThreads) {
+    const int r = idx / kD;
+    const int d = idx - r * kD;
+    const int t = row0 + r;
+    s[r * kLD + d] = (t < T && d < D) ? g[static_cast<long long>(t) * stride + d] : 0.0f;
+  }
+}
+
+template <int kD>
+constexpr int fwd_f32_smem() {
+  return (3 * F32Cfg<kD>::kTileFloats + kF32Tile * F32Cfg<kD>::kPLD) * 4;
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    fwd_f32_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                   float* __restrict__ out, float* __restrict__ lse, int T, int Hq, int Hkv, int D, int G,
+                   float scale_log2) {
+  using C = F32Cfg<kD>;
+  constexpr int kLD = C::kLD, kPLD = C::kPLD, kN = C::kPerThread;
+  extern __shared__ float4 smem_f4[];
+  float* Qs = reinterpret_cast<float*>(smem_f4);
+  float* Ks = Qs + C::kTileFloats;
+  float* Vs = Ks + C::kTileFloats;
+  float* Ps = Vs + C::kTileFloats;
+
+  const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / G;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kF32Tile;  // latest (longest) tiles launch first
+  const int r = threadIdx.x >> 2, cg = threadIdx.x & 3;
+  const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
+  const float* qg = q + (static_cast<long long>(b) * T * Hq + h) * D;
+  const float* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const float* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const int i = q0 + r;
+  const int rows_end = min(q0 + kF32Tile, T);
+
+  load_tile_f32<kF32Tile, kD>(Qs, qg, qstride, q0, T, D);
+  float m = -INFINITY, l = 0.0f;
+  float o[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) o[n] = 0.0f;
+
+  for (int k0 = 0; k0 < rows_end; k0 += kF32Tile) {
+    __syncthreads();  // the previous tile's K, V (and P) are no longer read
+    load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, T, D);
+    load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, T, D);
+    __syncthreads();
+    float s[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) s[c] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < kD; ++d) {
+      const float qd = Qs[r * kLD + d];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) s[c] = fmaf(qd, Ks[(cg + 4 * c) * kLD + d], s[c]);
+    }
+    float mx = m;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      s[c] = k0 + cg + 4 * c > i ? -INFINITY : s[c] * scale_log2;
+      mx = fmaxf(mx, s[c]);
+    }
+    mx = quad_max(mx);
+    const float mu = mx == -INFINITY ? 0.0f : mx;  // never -inf in practice: key 0 is always visible
+    const float corr = exp2f(m - mu);
+    float ps = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float p = exp2f(s[c] - mu);
+      Ps[r * kPLD + cg + 4 * c] = p;
+      ps += p;
+    }
+    l = l * corr + quad_sum(ps);
+    m = mx;
+#pragma unroll
+    for (int n = 0; n < kN; ++n) o[n] *= corr;
+    __syncwarp();
+#pragma unroll 4
+    for (int c = 0; c < kF32Tile; ++c) {
+      const float p = Ps[r * kPLD + c];
+#pragma unroll
+      for (int n = 0; n < kN; ++n) o[n] = fmaf(p, Vs[c * kLD + cg + 4 * n], o[n]);
+    }
+  }
+  if (i < T) {
+    const float inv = 1.0f / l;
+    float* orow = out + ((static_cast<long long>(b) * T + i) * Hq + h) * D;
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const int d = cg + 4 * n;
+      if (d < D) orow[d] = o[n] * inv;
+    }
+    if (lse != nullptr && cg == 0) lse[(static_cast<long long>(b) * Hq + h) * T + i] = (m + log2f(l)) * kLn2;
+  }
+}
+
+template <int kD>
+constexpr int dq_f32_smem() {
+  return (4 * F32Cfg<kD>::kTileFloats + kF32Tile * F32Cfg<kD>::kPLD) * 4;
+}
+
+// d_q for one (query tile, head, batch); reads D_i from d_q's rows before overwriting them.
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    dq_f32_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                  const float* __restrict__ d_out, const float* __restrict__ lse, float* d_q, int T, int Hq,
+                  int Hkv, int D, int G, float scale_log2, float scale) {
+  using C = F32Cfg<kD>;
+  constexpr int kLD = C::kLD, kPLD = C::kPLD, kN = C::kPerThread;
+  extern __shared__ float4 smem_f4[];
+  float* Qs = reinterpret_cast<float*>(smem_f4);
+  float* dOs = Qs + C::kTileFloats;
+  float* Ks = dOs + C::kTileFloats;
+  float* Vs = Ks + C::kTileFloats;
+  float* dSs = Vs + C::kTileFloats;
+
+  const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / G;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kF32Tile;
+  const int r = threadIdx.x >> 2, cg = threadIdx.x & 3;
+  const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
+  const long long qhead = static_cast<long long>(b) * T * Hq + h;  // row (b, 0, h)
+  const float* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const float* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const int i = q0 + r;
+  const int rows_end = min(q0 + kF32Tile, T);
+
+  load_tile_f32<kF32Tile, kD>(Qs, q + qhead * D, qstride, q0, T, D);
+  load_tile_f32<kF32Tile, kD>(dOs, d_out + qhead * D, qstride, q0, T, D);
+  const float lse2 = i < T ? lse[(static_cast<long long>(b) * Hq + h) * T + i] * kLog2e : 0.0f;
+  const float dvec = i < T ? *dvec_slot(d_q, qhead + static_cast<long long>(i) * Hq, D) : 0.0f;
+  float dq[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) dq[n] = 0.0f;
+
+  for (int k0 = 0; k0 < rows_end; k0 += kF32Tile) {
+    __syncthreads();
+    load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, T, D);
+    load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, T, D);
+    __syncthreads();
+    float s[8], dp[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) s[c] = dp[c] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < kD; ++d) {
+      const float qd = Qs[r * kLD + d];
+      const float od = dOs[r * kLD + d];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        s[c] = fmaf(qd, Ks[(cg + 4 * c) * kLD + d], s[c]);
+        dp[c] = fmaf(od, Vs[(cg + 4 * c) * kLD + d], dp[c]);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float p = k0 + cg + 4 * c > i ? 0.0f : exp2f(fmaf(s[c], scale_log2, -lse2));
+      dSs[r * kPLD + cg + 4 * c] = p * (dp[c] - dvec);
+    }
+    __syncwarp();
+#pragma unroll 4
+    for (int c = 0; c < kF32Tile; ++c) {
+      const float ds = dSs[r * kPLD + c];
+#pragma unroll
+      for (int n = 0; n < kN; ++n) dq[n] = fmaf(ds, Ks[c * kLD + cg + 4 * n], dq[n]);
+    }
+  }
+  if (i < T) {
+    float* row = d_q + (qhead + static_cast<long long>(i) * Hq) * D;
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const int d = cg + 4 * n;
+      if (d < D) row[d] = dq[n] * scale;
+    }
+  }
+}
+
+template <int kD>
+constexpr int dkdv_f32_smem() {
+  return (4 * F32Cfg<kD>::kTileFloats + 2 * kF32Tile * F32Cfg<kD>::kPLD + 2 * kF32Tile) * 4;
+}
+
+// d_k, d_v for one (key tile, kv head, batch), summed over the group's query heads.
+// Threads: 32 key rows x 4 lanes; a lane owns query columns rg + 4r of the transposed scores.
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    dkdv_f32_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                    const float* __restrict__ d_out, const float* __restrict__ lse, const float* d_q,
+                    float* __restrict__ d_k, float* __restrict__ d_v, int T, int Hq, int Hkv, int D, int G,
+                    float scale_log2, float scale) {
+  using C = F32Cfg<kD>;
+  constexpr int kLD = C::kLD, kPLD = C::kPLD, kN = C::kPerThread;
+  extern __shared__ float4 smem_f4[];
+  float* Ks = reinterpret_cast<float*>(smem_f4);
+  float* Vs = Ks + C::kTileFloats;
+  float* Qs = Vs + C::kTileFloats;
+  float* dOs = Qs + C::kTileFloats;
+  float* PTs = dOs + C::kTileFloats;
+  float* dSTs = PTs + kF32Tile * kPLD;
+  float* ls = dSTs + kF32Tile * kPLD;  // lse * log2(e) of the tile's query rows
+  float* ds = ls + kF32Tile;           // D_i of the tile's query rows
+
+  const int b = blockIdx.x / Hkv, hk = blockIdx.x % Hkv;
+  const int j0 = blockIdx.y * kF32Tile;  // earliest (longest) key tiles launch first
+  const int c = threadIdx.x >> 2, rg = threadIdx.x & 3;
+  const int j = j0 + c;
+  const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
+  const long long kvhead = static_cast<long long>(b) * T * Hkv + hk;
+  load_tile_f32<kF32Tile, kD>(Ks, k + kvhead * D, kvstride, j0, T, D);
+  load_tile_f32<kF32Tile, kD>(Vs, v + kvhead * D, kvstride, j0, T, D);
+
+  float dk[kN], dv[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) dk[n] = dv[n] = 0.0f;
+  const int nq = (T - j0 + kF32Tile - 1) / kF32Tile;  // query tiles from the diagonal on
+  const int total = G * nq;
+  for (int it = 0; it < total; ++it) {
+    const int u = it / nq;
+    const int i0 = j0 + (it - u * nq) * kF32Tile;
+    const int h = hk * G + u;
+    const long long qhead = static_cast<long long>(b) * T * Hq + h;
+    __syncthreads();  // the previous tile's Q, dO, P^T, dS^T are no longer read
+    load_tile_f32<kF32Tile, kD>(Qs, q + qhead * D, qstride, i0, T, D);
+    load_tile_f32<kF32Tile, kD>(dOs, d_out + qhead * D, qstride, i0, T, D);
+    if (threadIdx.x < kF32Tile) {
+      const int t = i0 + threadIdx.x;
+      ls[threadIdx.x] = t < T ? lse[(static_cast<long long>(b) * Hq + h) * T + t] * kLog2e : 0.0f;
+      ds[threadIdx.x] = t < T ? *dvec_slot(d_q, qhead + static_cast<long long>(t) * Hq, D) : 0.0f;
+    }
+    __syncthreads();
+    float s[8], dp[8];
+#pragma unroll
+    for (int x = 0; x < 8; ++x) s[x] = dp[x] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < kD; ++d) {
+      const float kd = Ks[c * kLD + d];
+      const float vd = Vs[c * kLD + d];
+#pragma unroll
+      for (int x = 0; x < 8; ++x) {
+        s[x] = fmaf(kd, Qs[(rg + 4 * x) * kLD + d], s[x]);
+        dp[x] = fmaf(vd, dOs[(rg + 4 * x) * kLD + d], dp[x]);
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+      const int rl = rg + 4 * x;
+      const int i = i0 + rl;
+      const float p = (j > i || i >= T) ? 0.0f : exp2f(fmaf(s[x], scale_log2, -ls[rl]));
+      PTs[c * kPLD + rl] = p;
+      dSTs[c * kPLD + rl] = p * (dp[x] - ds[rl]);
+    }
+    __syncwarp();
+#pragma unroll 4
+    for (int rl = 0; rl < kF32Tile; ++rl) {
+      const float p = PTs[c * kPLD + rl];
+      const float dsv = dSTs[c * kPLD + rl];
+#pragma unroll
+      for (int n = 0; n < kN; ++n) {
+        dv[n] = fmaf(p, dOs[rl * kLD + rg + 4 * n], dv[n]);
+        dk[n] = fmaf(dsv, Qs[rl * kLD + rg + 4 * n], dk[n]);
+      }
+    }
+  }
+  if (j < T) {
+    float* dkrow = d_k + (kvhead + static_cast<long long>(j) * Hkv) * D;
+    float* dvrow = d_v + (kvhead + static_cast<long long>(j) * Hkv) * D;
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const int d = rg + 4 * n;
+      if (d < D) {
+        dkrow[d] = dk[n] * scale;
+        dvrow[d] = dv[n];
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// BF16 path: mma.sync.m16n8k16 (row.col, bf16 x bf16 -> f32), ldmatrix, cp.async.
+//
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"), g = lane / 4, t = lane % 4:
+//   A (16x16): reg0 = (row g,   cols 2t, 2t+1), reg1 = (row g+8, cols 2t..), reg2 = (row g, cols 2t+8..),
+//              reg3 = (row g+8, cols 2t+8..); low half = lower column.
+//   B (16x8):  reg0 = (rows k 2t, 2t+1, col n g), reg1 = (rows k 2t+8, 2t+9, col g).
+//   C (16x8):  c0, c1 = (row g, cols 2t, 2t+1), c2, c3 = (row g+8, cols 2t, 2t+1).
+// Hence the C fragments of two adjacent n8 tiles, packed to bf16, are the A fragment of one k16 step.
+// Shared tiles are row-major with a row stride of kD + 8 elements.
+
+__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global->shared copy; `valid` false zero-fills the destination (src-size 0, nothing read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// ldmatrix lane addresses (lane l gives the row address of matrix l / 8).
+// A operand, 16 x 16 at (m0, k0) of a row-major [m][k] tile: matrices (m 0-7, k 0-7), (m 8-15, k 0-7),
+// (m 0-7, k 8-15), (m 8-15, k 8-15) = regs 0..3 of the A fragment.
+// Also: two B operands (n tiles n0, n0+8) of a 16 x 16 block at (k0, n0) of a row-major [k][n] tile,
+// loaded with .trans: matrices (k 0-7, n 0-7), (k 8-15, n 0-7) = B regs 0, 1 of tile n0, then
+// (k 0-7, n 8-15), (k 8-15, n 8-15) = B regs 0, 1 of tile n0 + 8.
+__device__ __forceinline__ const bf16* frag_rowmajor(const bf16* s, int ld, int r0, int c0, int lane) {
+  return s + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + c0 + (lane >> 4) * 8;
+}
+// Two B operands (n tiles n0, n0 + 8, k16 at k0) of a row-major [n][k] tile (i.e. B^T stored, as K is
+// for S = Q K^T), no .trans: matrices (n 0-7, k 0-7), (n 0-7, k 8-15) = tile n0; (n 8-15, k 0-7),
+// (n 8-15, k 8-15) = tile n0 + 8.
+__device__ __forceinline__ const bf16* frag_b_nk(const bf16* s, int ld, int n0, int k0, int lane) {
+  return s + (n0 + (lane & 7) + (lane >> 4) * 8) * ld + k0 + ((lane >> 3) & 1) * 8;
+}
+
+// acc[kNT][4] (rows m x kNT*8 cols) += A (16 x kD, row-major tile at row a_row0) x B^T where B^T is a
+// row-major [n][kD] tile (rows 0 .. kNT*8): S = Q K^T style.
+template <int kD, int kNT>
+__device__ __forceinline__ void gemm_abt(float (&acc)[kNT][4], const bf16* a, int a_row0, const bf16* bt,
+                                         int lane) {
+  constexpr int kLD = kD + 8;
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    std::uint32_t af[4];
+    ldsm_x4(af, frag_rowmajor(a, kLD, a_row0, ks * 16, lane));
+#pragma unroll
+    for (int np = 0; np < kNT / 2; ++np) {
+      std::uint32_t bfr[4];
+      ldsm_x4(bfr, frag_b_nk(bt, kLD, np * 16, ks * 16, lane));
+      mma_bf16(acc[2 * np], af, bfr[0], bfr[1]);
+      mma_bf16(acc[2 * np + 1], af, bfr[2], bfr[3]);
+    }
+  }
+}
+
+// acc[kD/8][4] (16 x kD) += P (16 x kK, the C fragments p[kK/8][4], rounded to bf16) x B, B a row-major
+// [kK][kD] tile: O += P V style.
+template <int kD, int kK>
+__device__ __forceinline__ void gemm_pb(float (&acc)[kD / 8][4], const float (&p)[kK / 8][4], const bf16* b,
+                                        int lane) {
+  constexpr int kLD = kD + 8;
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    const std::uint32_t af[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+                                 pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                                 pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < kD / 16; ++dp) {
+      std::uint32_t bfr[4];
+      ldsm_x4_trans(bfr, frag_rowmajor(b, kLD, kk * 16, dp * 16, lane));
+      mma_bf16(acc[2 * dp], af, bfr[0], bfr[1]);
+      mma_bf16(acc[2 * dp + 1], af, bfr[2], bfr[3]);
+    }
+  }
+}
+
+// Rows [row0, row0 + kRows) of one head (row t at g + t*stride) into a [kRows][kD + 8] tile, 16 bytes per
+// cp.async, zero-filled past T and past D (D is a multiple of 8: a chunk is all in or all out).
+template <int kRows, int kD>
+__device__ __forceinline__ void load_tile_bf16(bf16* s, const bf16* g, long long stride, int row0, int T,
+                                               int D) {
+  constexpr int kChunks = kD / 8, kLD = kD + 8;
+  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kThreads) {
+    const int r = idx / kChunks;
+    const int ch = idx - r * kChunks;
+    const int t = row0 + r;
+    const bool ok = t < T && ch * 8 < D;
+    cp_async16(s + r * kLD + ch * 8, ok ? g + static_cast<long long>(t) * stride + ch * 8 : g, ok);
+  }
+}
+
+__device__ __forceinline__ void store_bf16x2(bf16* p, float lo, float hi) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(lo, hi);
+}
+
+template <int kD>
+__device__ __forceinline__ void zero(float (&a)[kD][4]) {
+#pragma unroll
+  for (int i = 0; i < kD; ++i) a[i][0] = a[i][1] = a[i][2] = a[i][3] = 0.0f;
+}
+
+constexpr int kFwdRows = 64;  // query rows per forward CTA (4 warps x 16)
+constexpr int kFwdCols = 64;  // keys per forward step
+
+template <int kD>
+constexpr int fwd_bf16_smem() {
+  return (kFwdRows + 2 * kFwdCols) * (kD + 8) * 2;
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    fwd_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                    bf16* __restrict__ out, float* __restrict__ lse, int T, int Hq, int Hkv, int D, int G,
+                    float scale_log2) {
+  constexpr int kLD = kD + 8, kKS = kD / 16, kNT = kFwdCols / 8, kDT = kD / 8;
+  extern __shared__ float4 smem_f4[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem_f4);
+  bf16* Ks = Qs + kFwdRows * kLD;
+  bf16* Vs = Ks + kFwdCols * kLD;
+
+  const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / G;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kFwdRows;  // latest (longest) tiles launch first
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+  const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
+  const long long qhead = static_cast<long long>(b) * T * Hq + h;
+  const bf16* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const bf16* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const int rows_end = min(q0 + kFwdRows, T);
+  const int n_kt = (rows_end + kFwdCols - 1) / kFwdCols;  // key tiles up to the diagonal
+  const int warp_row0 = q0 + warp * 16;
+  const int row_a = warp_row0 + g, row_b = row_a + 8;
+
+  load_tile_bf16<kFwdRows, kD>(Qs, q + qhead * D, qstride, q0, T, D);
+  load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, 0, T, D);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  std::uint32_t qf[kKS][4];  // this warp's 16 query rows, kept in registers
+#pragma unroll
+  for (int ks = 0; ks < kKS; ++ks) ldsm_x4(qf[ks], frag_rowmajor(Qs, kLD, warp * 16, ks * 16, lane));
+
+  float o[kDT][4];
+  zero(o);
+  float m_a = -INFINITY, m_b = -INFINITY;  // running max of rows a, b (log2 units)
+  float l_a = 0.0f, l_b = 0.0f;            // this thread's part of the running sums
+
+  for (int kt = 0; kt < n_kt; ++kt) {
+    const int k0 = kt * kFwdCols;
+    // V_kt streams in while S = Q K_kt^T is computed.
+    load_tile_bf16<kFwdCols, kD>(Vs, vg, kvstride, k0, T, D);
+    cp_async_commit();
+
+    float s[kNT][4];
+    zero(s);
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        std::uint32_t bfr[4];
+        ldsm_x4(bfr, frag_b_nk(Ks, kLD, np * 16, ks * 16, lane));
+        mma_bf16(s[2 * np], qf[ks], bfr[0], bfr[1]);
+        mma_bf16(s[2 * np + 1], qf[ks], bfr[2], bfr[3]);
+      }
+    }
+    // Causal mask where some key of the step is later than some row of the warp; keys >= T are
+    // later than every valid row, so this masks them too.
+    const bool masked = k0 + kFwdCols - 1 > warp_row0;
+    float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[nt][e] * scale_log2;
+        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > (e < 2 ? row_a : row_b)) x = -INFINITY;
+        s[nt][e] = x;
+      }
+      mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
+      mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
+    }
+    mx_a = quad_max(mx_a);
+    mx_b = quad_max(mx_b);
+    const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
+    const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
+    const float corr_a = exp2f(m_a - mu_a), corr_b = exp2f(m_b - mu_b);
+    m_a = mx_a;
+    m_b = mx_b;
+    float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      s[nt][0] = exp2f(s[nt][0] - mu_a);
+      s[nt][1] = exp2f(s[nt][1] - mu_a);
+      s[nt][2] = exp2f(s[nt][2] - mu_b);
+      s[nt][3] = exp2f(s[nt][3] - mu_b);
+      sum_a += s[nt][0] + s[nt][1];
+      sum_b += s[nt][2] + s[nt][3];
+    }
+    l_a = l_a * corr_a + sum_a;
+    l_b = l_b * corr_b + sum_b;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      o[dt][0] *= corr_a;
+      o[dt][1] *= corr_a;
+      o[dt][2] *= corr_b;
+      o[dt][3] *= corr_b;
+    }
+    __syncthreads();  // every warp is done with K_kt: K_kt+1 streams in while O += P V_kt
+    if (kt + 1 < n_kt) load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, k0 + kFwdCols, T, D);
+    cp_async_commit();
+    cp_async_wait<1>();  // V_kt has landed (only K_kt+1 may be in flight)
+    __syncthreads();
+    gemm_pb<kD, kFwdCols>(o, s, Vs, lane);
+    cp_async_wait<0>();
+    __syncthreads();  // K_kt+1 has landed, and every warp is done with V_kt
+  }
+
+  l_a = quad_sum(l_a);
+  l_b = quad_sum(l_b);
+  const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+  bf16* og = out + qhead * D;
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) {
+    const int col = dt * 8 + tg * 2;
+    if (col < D) {
+      if (row_a < T) store_bf16x2(og + row_a * qstride + col, o[dt][0] * inv_a, o[dt][1] * inv_a);
+      if (row_b < T) store_bf16x2(og + row_b * qstride + col, o[dt][2] * inv_b, o[dt][3] * inv_b);
+    }
+  }
+  if (lse != nullptr && tg == 0) {
+    float* lrow = lse + (static_cast<long long>(b) * Hq + h) * T;
+    if (row_a < T) lrow[row_a] = (m_a + log2f(l_a)) * kLn2;
+    if (row_b < T) lrow[row_b] = (m_b + log2f(l_b)) * kLn2;
+  }
+}
+
+constexpr int kDkdvCols = 64;  // keys per dK/dV CTA (4 warps x 16)
+template <int kD>
+__host__ __device__ constexpr int dkdv_rows() {  // query rows per dK/dV step
+  return kD <= 64 ? 64 : 32;
+}
+template <int kD>
+constexpr int dkdv_bf16_smem() {
+  return (2 * kDkdvCols + 4 * dkdv_rows<kD>()) * (kD + 8) * 2 + 4 * dkdv_rows<kD>() * 4;
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    dkdv_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                     const bf16* __restrict__ d_out, const float* __restrict__ lse, const bf16* d_q,
+                     bf16* __restrict__ d_k, bf16* __restrict__ d_v, int T, int Hq, int Hkv, int D, int G,
+                     float scale_log2, float scale) {
+  constexpr int kBr = dkdv_rows<kD>(), kLD = kD + 8, kNT = kBr / 8, kDT = kD / 8;
+  extern __shared__ float4 smem_f4[];
+  bf16* Ks = reinterpret_cast<bf16*>(smem_f4);
+  bf16* Vs = Ks + kDkdvCols * kLD;
+  bf16* Qs = Vs + kDkdvCols * kLD;  // [2][kBr][kLD]
+  bf16* dOs = Qs + 2 * kBr * kLD;   // [2][kBr][kLD]
+  float* ls = reinterpret_cast<float*>(dOs + 2 * kBr * kLD);  // [2][kBr] lse (natural log)
+  float* dd = ls + 2 * kBr;                                   // [2][kBr] D_i
+
+  const int b = blockIdx.x / Hkv, hk = blockIdx.x % Hkv;
+  const int j0 = blockIdx.y * kDkdvCols;  // earliest (longest) key tiles launch first
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+  const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
+  const long long kvhead = static_cast<long long>(b) * T * Hkv + hk;
+  const int nq = (T - j0 + kBr - 1) / kBr;  // query tiles from the diagonal on (kBr divides j0)
+  const int total = G * nq;                 // x the group's query heads
+  const int key_a = j0 + warp * 16 + g, key_b = key_a + 8;
+
+  auto issue = [&](int it, int buf) {
+    const int u = it / nq;
+    const int i0 = j0 + (it - u * nq) * kBr;
+    const int h = hk * G + u;
+    const long long qhead = static_cast<long long>(b) * T * Hq + h;
+    load_tile_bf16<kBr, kD>(Qs + buf * kBr * kLD, q + qhead * D, qstride, i0, T, D);
+    load_tile_bf16<kBr, kD>(dOs + buf * kBr * kLD, d_out + qhead * D, qstride, i0, T, D);
+    for (int idx = threadIdx.x; idx < kBr; idx += kThreads) {
+      const int t = i0 + idx;
+      const bool ok = t < T;
+      cp_async4(ls + buf * kBr + idx, ok ? lse + (static_cast<long long>(b) * Hq + h) * T + t : lse, ok);
+      cp_async4(dd + buf * kBr + idx, ok ? d_q + (qhead + static_cast<long long>(t) * Hq) * D : d_q, ok);
+    }
+  };
+
+  load_tile_bf16<kDkdvCols, kD>(Ks, k + kvhead * D, kvstride, j0, T, D);
+  load_tile_bf16<kDkdvCols, kD>(Vs, v + kvhead * D, kvstride, j0, T, D);
+  issue(0, 0);
+  cp_async_commit();
+
+  float dk[kDT][4], dv[kDT][4];
+  zero(dk);
+  zero(dv);
+  for (int it = 0; it < total; ++it) {
+    const int buf = it & 1;
+    if (it + 1 < total) issue(it + 1, buf ^ 1);  // the next step streams in during this one
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const int u = it / nq;
+    const int i0 = j0 + (it - u * nq) * kBr;
+    const bf16* Qb = Qs + buf * kBr * kLD;
+    const bf16* dOb = dOs + buf * kBr * kLD;
+    const float* lb = ls + buf * kBr;
+    const float* db = dd + buf * kBr;
+
+    // S^T = K_w Q^T (16 keys x kBr queries), then P^T = exp(S^T scale - lse), causal + T mask.
+    float st[kNT][4];
+    zero(st);
+    gemm_abt<kD, kNT>(st, Ks, warp * 16, Qb, lane);
+    const bool masked = j0 + warp * 16 + 15 > i0 || i0 + kBr > T;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ci = nt * 8 + tg * 2 + (e & 1);
+        const int i = i0 + ci;
+        float p = exp2f(fmaf(st[nt][e], scale_log2, -lb[ci] * kLog2e));
+        if (masked && ((e < 2 ? key_a : key_b) > i || i >= T)) p = 0.0f;
+        st[nt][e] = p;
+      }
+    }
+    gemm_pb<kD, kBr>(dv, st, dOb, lane);  // dV += P^T dO
+    // dP^T = V_w dO^T, dS^T = P^T (dP^T - D)
+    float dpt[kNT][4];
+    zero(dpt);
+    gemm_abt<kD, kNT>(dpt, Vs, warp * 16, dOb, lane);
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - db[nt * 8 + tg * 2 + (e & 1)]);
+    }
+    gemm_pb<kD, kBr>(dk, dpt, Qb, lane);  // dK += dS^T Q
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+  }
+
+  bf16* dkg = d_k + kvhead * D;
+  bf16* dvg = d_v + kvhead * D;
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) {
+    const int col = dt * 8 + tg * 2;
+    if (col < D) {
+      if (key_a < T) {
+        store_bf16x2(dkg + key_a * kvstride + col, dk[dt][0] * scale, dk[dt][1] * scale);
+        store_bf16x2(dvg + key_a * kvstride + col, dv[dt][0], dv[dt][1]);
+      }
+      if (key_b < T) {
+        store_bf16x2(dkg + key_b * kvstride + col, dk[dt][2] * scale, dk[dt][3] * scale);
+        store_bf16x2(dvg + key_b * kvstride + col, dv[dt][2], dv[dt][3]);
+      }
+    }
+  }
+}
+
+constexpr int kDqRows = 64;  // query rows per dQ CTA (4 warps x 16)
+template <int kD>
+__host__ __device__ constexpr int dq_cols() {  // keys per dQ step
+  return kD <= 64 ? 64 : 32;
+}
+template <int kD>
+constexpr int dq_bf16_smem() {
+  return (2 * kDqRows + 4 * dq_cols<kD>()) * (kD + 8) * 2;
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    dq_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                   const bf16* __restrict__ d_out, const float* __restrict__ lse, bf16* d_q, int T, int Hq,
+                   int Hkv, int D, int G, float scale_log2, float scale) {
+  constexpr int kBc = dq_cols<kD>(), kLD = kD + 8, kNT = kBc / 8, kDT = kD / 8;
+  extern __shared__ float4 smem_f4[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem_f4);
+  bf16* dOs = Qs + kDqRows * kLD;
+  bf16* Ks = dOs + kDqRows * kLD;  // [2][kBc][kLD]
+  bf16* Vs = Ks + 2 * kBc * kLD;   // [2][kBc][kLD]
+
+  const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / G;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kDqRows;  // latest (longest) tiles launch first
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+  const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
+  const long long qhead = static_cast<long long>(b) * T * Hq + h;
+  const bf16* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const bf16* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const int rows_end = min(q0 + kDqRows, T);
+  const int n_kt = (rows_end + kBc - 1) / kBc;
+  const int warp_row0 = q0 + warp * 16;
+  const int row_a = warp_row0 + g, row_b = row_a + 8;
+
+  load_tile_bf16<kDqRows, kD>(Qs, q + qhead * D, qstride, q0, T, D);
+  load_tile_bf16<kDqRows, kD>(dOs, d_out + qhead * D, qstride, q0, T, D);
+  load_tile_bf16<kBc, kD>(Ks, kg, kvstride, 0, T, D);
+  load_tile_bf16<kBc, kD>(Vs, vg, kvstride, 0, T, D);
+  cp_async_commit();
+  // Row statistics; D_i is read from d_q's rows here, before this CTA (their only writer) stores them.
+  const float* lrow = lse + (static_cast<long long>(b) * Hq + h) * T;
+  const float lse_a = row_a < T ? lrow[row_a] * kLog2e : 0.0f;
+  const float lse_b = row_b < T ? lrow[row_b] * kLog2e : 0.0f;
+  const float dd_a = row_a < T ? *dvec_slot(d_q, qhead + static_cast<long long>(row_a) * Hq, D) : 0.0f;
+  const float dd_b = row_b < T ? *dvec_slot(d_q, qhead + static_cast<long long>(row_b) * Hq, D) : 0.0f;
+
+  float dq[kDT][4];
+  zero(dq);
+  for (int kt = 0; kt < n_kt; ++kt) {
+    const int buf = kt & 1;
+    const int k0 = kt * kBc;
+    if (kt + 1 < n_kt) {
+      load_tile_bf16<kBc, kD>(Ks + (buf ^ 1) * kBc * kLD, kg, kvstride, k0 + kBc, T, D);
+      load_tile_bf16<kBc, kD>(Vs + (buf ^ 1) * kBc * kLD, vg, kvstride, k0 + kBc, T, D);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const bf16* Kb = Ks + buf * kBc * kLD;
+    const bf16* Vb = Vs + buf * kBc * kLD;
+
+    float s[kNT][4], dp[kNT][4];
+    zero(s);
+    zero(dp);
+    gemm_abt<kD, kNT>(s, Qs, warp * 16, Kb, lane);   // S = Q_w K^T
+    gemm_abt<kD, kNT>(dp, dOs, warp * 16, Vb, lane);  // dP = dO_w V^T
+    const bool masked = k0 + kBc - 1 > warp_row0;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool ra = e < 2;
+        float p = exp2f(fmaf(s[nt][e], scale_log2, -(ra ? lse_a : lse_b)));
+        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > (ra ? row_a : row_b)) p = 0.0f;
+        s[nt][e] = p * (dp[nt][e] - (ra ? dd_a : dd_b));  // dS
+      }
+    }
+    gemm_pb<kD, kBc>(dq, s, Kb, lane);  // dQ += dS K
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+  }
+
+  bf16* dqg = d_q + qhead * D;
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) {
+    const int col = dt * 8 + tg * 2;
+    if (col < D) {
+      if (row_a < T) store_bf16x2(dqg + row_a * qstride + col, dq[dt][0] * scale, dq[dt][1] * scale);
+      if (row_b < T) store_bf16x2(dqg + row_b * qstride + col, dq[dt][2] * scale, dq[dt][3] * scale);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side
+
+// Every kernel fits the opt-in shared memory of sm_86/sm_89 (99 KB) with room to spare (sm_80: 163 KB,
+// sm_90: 227 KB), so at least two CTAs share an SM on A100/H100.
+static_assert(fwd_f32_smem<128>() <= 75 * 1024 && dq_f32_smem<128>() <= 75 * 1024 &&
+              dkdv_f32_smem<128>() <= 75 * 1024);
+static_assert(fwd_bf16_smem<128>() <= 75 * 1024 && dq_bf16_smem<128>() <= 75 * 1024 &&
+              dkdv_bf16_smem<128>() <= 75 * 1024 && dkdv_bf16_smem<64>() <= 75 * 1024 &&
+              dq_bf16_smem<64>() <= 75 * 1024);
+
+// Dynamic shared memory above 48 KB needs an opt-in per kernel and device (once).
+void allow_smem(const void* kernel, int bytes) {
+  if (bytes <= 48 * 1024) return;
+  int device = 0;
+  PTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> done;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (done.count({kernel, device}) != 0) return;
+  PTRAIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  done.insert({kernel, device});
+}
+
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, Args... args) {
+  allow_smem(reinterpret_cast<const void*>(kernel), smem);
+  kernel<<<grid, kThreads, smem, stream>>>(args...);
+  PTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+// Head dims run on tiles padded to one of these.
+int padded_head_dim(int D) {
+  return D <= 32 ? 32 : D <= 64 ? 64 : D <= 80 ? 80 : D <= 96 ? 96 : 128;
+}
+
+struct Geometry {
+  int B, T, Hq, Hkv, D, G;
+  float scale, scale_log2;
+};
+
+Geometry check_geometry(const char* op, int B, int T, int Hq, int Hkv, int D) {
+  require_sizes(op, {B, T, Hq, Hkv, D});
+  require(Hkv > 0 && D > 0, op, "Hkv and D must be positive");
+  require(Hq % Hkv == 0, op, "Hq must be a multiple of Hkv");
+  if (D % 8 != 0 || D > 128) {
+    fail(op, "head dim D=" + std::to_string(D) + " is not supported (multiples of 8 up to 128)");
+  }
+  // Query tiles go to gridDim.y (at most 65535); the smallest tile is 32 rows.
+  if ((static_cast<long long>(T) + kF32Tile - 1) / kF32Tile > 65535) {
+    fail(op, "T=" + std::to_string(T) + " is too long (at most " + std::to_string(65535 * kF32Tile) + ")");
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  return {B, T, Hq, Hkv, D, Hq / Hkv, static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634)};
+}
+
+void require_aligned(const char* op, const char* name, Buf b) {
+  if (reinterpret_cast<std::uintptr_t>(b.ptr) % 16 != 0) {
+    fail(op, std::string("'") + name + "' must be 16-byte aligned for the bf16 kernels");
+  }
+}
+
+int tiles(int T, int tile) {
+  return (T + tile - 1) / tile;
+}
+
+template <int kD>
+void forward_impl(cudaStream_t stream, const Geometry& g, Buf out, Buf lse, Buf q, Buf k, Buf v) {
+  float* l = lse ? lse.as<float>() : nullptr;
+  if (q.dtype == DType::F32) {
+    launch(fwd_f32_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kF32Tile)), fwd_f32_smem<kD>(), stream,
+           q.as<const float>(), k.as<const float>(), v.as<const float>(), out.as<float>(), l, g.T, g.Hq, g.Hkv,
+           g.D, g.G, g.scale_log2);
+  } else {
+    launch(fwd_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kFwdRows)), fwd_bf16_smem<kD>(), stream,
+           q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), out.as<bf16>(), l, g.T, g.Hq, g.Hkv,
+           g.D, g.G, g.scale_log2);
+  }
+}
+
+template <int kD>
+void backward_impl(cudaStream_t stream, const Geometry& g, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
+                   Buf v, Buf out, Buf lse) {
+  const long long rows = static_cast<long long>(g.B) * g.T * g.Hq;
+  const unsigned dot_blocks = static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32));
+  const float* l = lse.as<const float>();
+  if (q.dtype == DType::F32) {
+    launch(row_dot_kernel<float>, dim3(dot_blocks), 0, stream, d_out.as<const float>(), out.as<const float>(),
+           d_q.as<float>(), rows, g.D);
+    launch(dkdv_f32_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.T, kF32Tile)), dkdv_f32_smem<kD>(), stream,
+           q.as<const float>(), k.as<const float>(), v.as<const float>(), d_out.as<const float>(), l,
+           d_q.as<const float>(), d_k.as<float>(), d_v.as<float>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2,
+           g.scale);
+    launch(dq_f32_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kF32Tile)), dq_f32_smem<kD>(), stream,
+           q.as<const float>(), k.as<const float>(), v.as<const float>(), d_out.as<const float>(), l,
+           d_q.as<float>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
+  } else {
+    launch(row_dot_kernel<bf16>, dim3(dot_blocks), 0, stream, d_out.as<const bf16>(), out.as<const bf16>(),
+           d_q.as<bf16>(), rows, g.D);
+    launch(dkdv_bf16_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.T, kDkdvCols)), dkdv_bf16_smem<kD>(), stream,
+           q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), d_out.as<const bf16>(), l,
+           d_q.as<const bf16>(), d_k.as<bf16>(), d_v.as<bf16>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2,
+           g.scale);
+    launch(dq_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kDqRows)), dq_bf16_smem<kD>(), stream,
+           q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), d_out.as<const bf16>(), l,
+           d_q.as<bf16>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
+  }
+}
+
+}  // namespace
+
+void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
+                       int Hkv, int D) {
+  constexpr const char* op = "attention_forward";
+  const Geometry g = check_geometry(op, B, T, Hq, Hkv, D);
+  const std::int64_t nq = std::int64_t{B} * T * Hq * D;
+  const std::int64_t nkv = std::int64_t{B} * T * Hkv * D;
+  require_float(op, "q", q, nq);
+  require_buf(op, "k", k, q.dtype, nkv);
+  require_buf(op, "v", v, q.dtype, nkv);
+  require_buf(op, "out", out, q.dtype, nq);
+  require_opt(op, "lse", lse, DType::F32);
+  if (nq == 0) return;
+  if (q.dtype == DType::BF16) {
+    require_aligned(op, "q", q);
+    require_aligned(op, "k", k);
+    require_aligned(op, "v", v);
+    require_aligned(op, "out", out);
+  }
+  switch (padded_head_dim(D)) {
+    case 32: return forward_impl<32>(stream, g, out, lse, q, k, v);
+    case 64: return forward_impl<64>(stream, g, out, lse, q, k, v);
+    case 80: return forward_impl<80>(stream, g, out, lse, q, k, v);
+    case 96: return forward_impl<96>(stream, g, out, lse, q, k, v);
+    default: return forward_impl<128>(stream, g, out, lse, q, k, v);
+  }
+}
+
+void attention_backward(cudaStream_t stream, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
+                        Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D) {
+  constexpr const char* op = "attention_backward";
+  const Geometry g = check_geometry(op, B, T, Hq, Hkv, D);
+  const std::int64_t nq = std::int64_t{B} * T * Hq * D;
+  const std::int64_t nkv = std::int64_t{B} * T * Hkv * D;
+  require_float(op, "q", q, nq);
+  require_buf(op, "d_q", d_q, q.dtype, nq);
+  require_buf(op, "d_k", d_k, q.dtype, nkv);
+  require_buf(op, "d_v", d_v, q.dtype, nkv);
+  require_buf(op, "d_out", d_out, q.dtype, nq);
+  require_buf(op, "k", k, q.dtype, nkv);
+  require_buf(op, "v", v, q.dtype, nkv);
+  require_buf(op, "out", out, q.dtype, nq);
+  require_buf(op, "lse", lse, DType::F32, std::int64_t{B} * Hq * T);
+  if (nq == 0) return;  // no query rows: nothing reads d_k / d_v (as on the CPU)
+  if (q.dtype == DType::BF16) {
+    require_aligned(op, "d_q", d_q);
+    require_aligned(op, "d_k", d_k);
+    require_aligned(op, "d_v", d_v);
+    require_aligned(op, "d_out", d_out);
+    require_aligned(op, "q", q);
+    require_aligned(op, "k", k);
+    require_aligned(op, "v", v);
+    require_aligned(op, "out", out);
+  }
+  switch (padded_head_dim(D)) {
+    case 32: return backward_impl<32>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    case 64: return backward_impl<64>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    case 80: return backward_impl<80>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    case 96: return backward_impl<96>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    default: return backward_impl<128>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+  }
+}
+
+}  // namespace ptrain::kernels::cuda

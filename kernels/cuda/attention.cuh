@@ -1,0 +1,34 @@
+// Causal self-attention with grouped-query heads on CUDA: own flash-attention kernels (FlashAttention-2
+// structure), forward and backward, F32 and BF16. The contract is ops.h's attention_forward /
+// attention_backward:
+//   q, out: [B, T, Hq, D]; k, v: [B, T, Hkv, D]  (element (b, t, h, d) at ((b*T + t)*H + h)*D + d)
+//   lse: [B, Hq, T] F32, the natural-log log-sum-exp of each scaled softmax row (optional in forward)
+//   query head h reads kv head h / (Hq / Hkv); scale 1/sqrt(D); no T x T matrix anywhere.
+//   Backward overwrites d_q, d_k, d_v (d_k, d_v sum over the query heads of their group).
+// Dtypes: q, k, v, out, d_out, d_q, d_k, d_v all F32 or all BF16 (math and accumulation in fp32).
+// Head dim: any multiple of 8 up to 128 (tiles are padded to 32, 64, 80, 96 or 128); anything else
+// throws std::invalid_argument. BF16 tensors must be 16-byte aligned (cp.async); T is arbitrary.
+//
+// Scratch: none. The backward's per-row D_i = dot(d_out_i, out_i) is parked in the first 4 bytes of
+// the d_q row (b, i, h) it belongs to (d_q is overwritten anyway; each row is read back before the
+// kernel that owns it writes it), so the op needs no workspace and is safe on any stream / thread.
+// d_q must therefore not alias another argument (ops.h allows no aliasing for attention).
+//
+// All work is enqueued on `stream`; nothing synchronises the host. Argument errors throw
+// std::invalid_argument("cuda attention_forward: ...") before anything is enqueued; CUDA errors
+// throw std::runtime_error (PTRAIN_CUDA_CHECK).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/buffer.h"
+
+namespace ptrain::kernels::cuda {
+
+void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
+                       int Hkv, int D);
+
+void attention_backward(cudaStream_t stream, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
+                        Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D);
+
+}  // namespace ptrain::kernels::cuda

@@ -1,0 +1,140 @@
+// Softmax cross-entropy over logits[N, Vp] fused with its gradient; columns [V, Vp) are padding.
+// One block per row, fp32 math:
+//   pass 1: an online (max, sum of e^{x - max}) over the row's V real columns, each thread over a
+//           strided slice, then combined across the block; loss = log(sum) + max - x_target
+//   pass 2: d_logits_v = e^{x_v - max} * (grad_scale / sum) - grad_scale [v == target], padding 0
+// Nothing but the inputs and outputs is touched: no [N, Vp] fp32 temporary. d_logits may alias logits
+// (every element is read and then written by the same thread, and x_target is read before the first
+// barrier). A target < 0 gives loss 0 and a zero gradient row.
+// A target >= V must throw like the CPU: the kernel records the first such row in a device flag,
+// which is copied back after the kernel, so this op synchronises the stream once per call.
+// Dtypes: logits and d_logits share one element type (F32 or BF16); losses F32; targets I32.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/args.cuh"
+#include "kernels/cuda/cross_entropy.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch.cuh"
+
+namespace ptrain::kernels::cuda {
+namespace {
+
+constexpr int kNoBadRow = 0x7f7f7f7f;  // the flag's initial value: every byte 0x7f (cudaMemsetAsync)
+
+// Merges the running (max, sum of exp(x - max)) pair (m2, s2) into (m, s). Equal maxima (including
+// both -inf, an all -inf slice) scale by exactly 1, so no exp(-inf - -inf) = NaN appears; a NaN sum
+// stays NaN.
+__device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
+  const float mx = fmaxf(m, m2);
+  s = s * (m == mx ? 1.0f : expf(m - mx)) + s2 * (m2 == mx ? 1.0f : expf(m2 - mx));
+  m = mx;
+}
+
+// (max, sum) over the block, returned to every thread; blockDim.x a multiple of 32.
+__device__ void block_max_sum(float& m, float& s) {
+  __shared__ float warp_m[32];
+  __shared__ float warp_s[32];
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    combine(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+  }
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_s[warp] = s;
+  }
+  __syncthreads();
+  const bool real = lane < (blockDim.x >> 5);
+  m = real ? warp_m[lane] : -INFINITY;
+  s = real ? warp_s[lane] : 0.0f;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    combine(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+  }
+}
+
+template <typename E>
+__global__ void cross_entropy_kernel(float* losses, E* d_logits, const E* logits, const std::int32_t* targets,
+                                     int V, int Vp, float grad_scale, int* bad_row) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t target = targets[row];
+  E* dl = d_logits != nullptr ? d_logits + row * Vp : nullptr;
+  if (target < 0 || target >= V) {  // the whole block leaves together: no barrier is skipped
+    if (threadIdx.x == 0) {
+      if (target >= V) atomicMin(bad_row, static_cast<int>(row));
+      losses[row] = target < 0 ? 0.0f : __int_as_float(0x7fc00000);
+    }
+    if (dl != nullptr) {
+      for (int v = threadIdx.x; v < Vp; v += blockDim.x) store_f32(dl + v, 0.0f);
+    }
+    return;
+  }
+  const E* x = logits + row * Vp;
+  const float x_target = to_f32(x[target]);  // before any write to an aliased d_logits
+  float m = -INFINITY;
+  float s = 0.0f;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) {
+    const float xv = to_f32(x[v]);
+    if (xv > m) {
+      s = s * expf(m - xv) + 1.0f;
+      m = xv;
+    } else {
+      s += xv == m ? 1.0f : expf(xv - m);
+    }
+  }
+  block_max_sum(m, s);
+  if (threadIdx.x == 0) losses[row] = logf(s) + m - x_target;
+  if (dl == nullptr) return;
+  const float factor = grad_scale / s;
+  for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
+    float d = 0.0f;
+    if (v < V) {
+      d = expf(to_f32(x[v]) - m) * factor;
+      if (v == target) d -= grad_scale;
+    }
+    store_f32(dl + v, d);
+  }
+}
+
+}  // namespace
+
+void cross_entropy_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_logits, Buf logits,
+                                    Buf targets, int N, int V, int Vp, float grad_scale) {
+  constexpr const char* op = "cross_entropy_forward_backward";
+  require_sizes(op, {N, V, Vp});
+  require(V > 0 || N == 0, op, "V must be positive");
+  require(V <= Vp, op, "V must not exceed Vp");
+  require_buf(op, "losses", losses, DType::F32, N);
+  require_opt_float(op, "d_logits", d_logits);
+  require_float(op, "logits", logits, N);
+  require_same(op, "d_logits", d_logits, "logits", logits);
+  require_buf(op, "targets", targets, DType::I32, N);
+  if (N == 0) return;
+
+  Scratch<int> bad_row(ctx, 1);
+  PTRAIN_CUDA_CHECK(cudaMemsetAsync(bad_row.get(), 0x7f, sizeof(int), ctx.stream));
+  const int block = std::clamp(((Vp + 7) / 8 + 31) / 32 * 32, 32, 512);
+  dispatch_float(logits.dtype, [&](auto* tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    cross_entropy_kernel<E><<<static_cast<unsigned>(N), block, 0, ctx.stream>>>(
+        typed<float>(losses), typed<E>(d_logits), typed<const E>(logits), typed<const std::int32_t>(targets),
+        V, Vp, grad_scale, bad_row.get());
+    PTRAIN_CUDA_CHECK_LAUNCH();
+  });
+
+  int first_bad = kNoBadRow;
+  PTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(&first_bad, bad_row.get(), sizeof(int), cudaMemcpyDeviceToHost, ctx.stream));
+  PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  if (first_bad == kNoBadRow) return;
+  std::int32_t target = 0;
+  PTRAIN_CUDA_CHECK(cudaMemcpyAsync(&target, typed<const std::int32_t>(targets) + first_bad, sizeof(target),
+                                    cudaMemcpyDeviceToHost, ctx.stream));
+  PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  fail(op, "target " + std::to_string(target) + " at row " + std::to_string(first_bad) + " >= V");
+}
+
+}  // namespace ptrain::kernels::cuda

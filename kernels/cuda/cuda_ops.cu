@@ -1,0 +1,192 @@
+// CudaOps: the Ops interface over the CUDA kernels in kernels/cuda/ (one file per op family, each
+// entry checking its arguments), plus the state they share (LaunchContext), created on first use.
+// Attention comes from kernels/cuda/attention.cuh.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/activations.cuh"
+#include "kernels/cuda/adamw.cuh"
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/cross_entropy.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/layernorm.cuh"
+#include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/cuda/rope.cuh"
+
+namespace ptrain::kernels {
+namespace {
+
+using cuda::LaunchContext;
+
+constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
+
+// Releases what a (possibly half-built) context holds; errors are ignored (cleanup after a failure).
+void destroy_context(const LaunchContext& c) noexcept {
+  if (c.scratch_pool != nullptr) static_cast<void>(cudaMemPoolDestroy(c.scratch_pool));
+  if (c.lt_workspace != nullptr) static_cast<void>(cudaFree(c.lt_workspace));
+  if (c.lt != nullptr) static_cast<void>(cublasLtDestroy(c.lt));
+  if (c.stream != nullptr) static_cast<void>(cudaStreamDestroy(c.stream));
+}
+
+LaunchContext create_context(int device) {
+  LaunchContext c;
+  try {
+    PTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    PTRAIN_CUDA_CHECK(cublasLtCreate(&c.lt));
+    PTRAIN_CUDA_CHECK(cudaMalloc(&c.lt_workspace, kLtWorkspaceBytes));
+    c.lt_workspace_bytes = kLtWorkspaceBytes;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    PTRAIN_CUDA_CHECK(cudaMemPoolCreate(&c.scratch_pool, &props));
+    // Keep freed blocks for reuse: temporaries are allocated every step and are small.
+    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+    PTRAIN_CUDA_CHECK(cudaMemPoolSetAttribute(c.scratch_pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  } catch (...) {
+    destroy_context(c);
+    throw;
+  }
+  return c;
+}
+
+class CudaOps final : public Ops {
+ public:
+  Device device() const override { return Device::Cuda; }
+
+  // The shared state, created on first use, for the device current then.
+  const LaunchContext& ctx() const {
+    std::call_once(once_, [this] {
+      int device = 0;
+      PTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+      ctx_ = create_context(device);
+      device_ = device;
+    });
+    int current = -1;
+    PTRAIN_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device_) {
+      throw std::runtime_error("cuda_ops() is bound to device " + std::to_string(device_) +
+                               " (current at its first use) but device " + std::to_string(current) +
+                               " is current now");
+    }
+    return ctx_;
+  }
+
+  void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const override {
+    cuda::linear_forward(ctx(), out, in, weight, bias, M, N, K);
+  }
+  void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N,
+                       int K) const override {
+    cuda::linear_backward(ctx(), d_in, d_weight, d_bias, d_out, in, weight, M, N, K);
+  }
+
+  void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) const override {
+    cuda::embedding_forward(ctx(), out, tokens, table, positions, N, T, C);
+  }
+  void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T,
+                          int C) const override {
+    cuda::embedding_backward(ctx(), d_table, d_positions, d_out, tokens, N, T, C);
+  }
+
+  void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C,
+                         float eps) const override {
+    cuda::layernorm_forward(ctx(), out, mean, rstd, in, weight, bias, N, C, eps);
+  }
+  void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean,
+                          Buf rstd, int N, int C) const override {
+    cuda::layernorm_backward(ctx(), d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, N, C);
+  }
+  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) const override {
+    cuda::rmsnorm_forward(ctx(), out, rstd, in, weight, N, C, eps);
+  }
+  void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N,
+                        int C) const override {
+    cuda::rmsnorm_backward(ctx(), d_in, d_weight, d_out, in, weight, rstd, N, C);
+  }
+
+  void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
+    cuda::rope_forward(ctx(), x, B, T, H, D, theta, pos0);
+  }
+  void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0) const override {
+    cuda::rope_backward(ctx(), d_x, B, T, H, D, theta, pos0);
+  }
+
+  void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv,
+                         int D) const override {
+    cuda::attention_forward(ctx().stream, out, lse, q, k, v, B, T, Hq, Hkv, D);
+  }
+  void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B,
+                          int T, int Hq, int Hkv, int D) const override {
+    cuda::attention_backward(ctx().stream, d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
+  }
+
+  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cuda::gelu_forward(ctx(), out, in, n); }
+  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
+    cuda::gelu_backward(ctx(), d_in, d_out, in, n);
+  }
+  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const override {
+    cuda::swiglu_forward(ctx(), out, gate, up, n);
+  }
+  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const override {
+    cuda::swiglu_backward(ctx(), d_gate, d_up, d_out, gate, up, n);
+  }
+
+  void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cuda::add(ctx(), out, a, b, n); }
+  void accumulate(Buf acc, Buf x, std::int64_t n) const override { cuda::accumulate(ctx(), acc, x, n); }
+  void scale(Buf x, float factor, std::int64_t n) const override { cuda::scale(ctx(), x, factor, n); }
+  void fill(Buf x, float value, std::int64_t n) const override { cuda::fill(ctx(), x, value, n); }
+
+  void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
+                                      float grad_scale) const override {
+    cuda::cross_entropy_forward_backward(ctx(), losses, d_logits, logits, targets, N, V, Vp, grad_scale);
+  }
+
+  void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int step) const override {
+    cuda::adamw_step(ctx(), param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+  }
+  double sum_squares(Buf x, std::int64_t n) const override { return cuda::sum_squares(ctx(), x, n); }
+
+ private:
+  mutable std::once_flag once_;
+  mutable LaunchContext ctx_;
+  mutable int device_ = -1;
+};
+
+}  // namespace
+
+bool cuda_device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // clear the error for later callers
+    return false;
+  }
+  return count > 0;
+}
+
+const Ops& cuda_ops() {
+  // Never destroyed: tearing CUDA objects down during static destruction races the runtime's own
+  // shutdown; the driver reclaims everything at process exit. Constructing it touches no CUDA API.
+  static const CudaOps& ops = *new CudaOps();
+  return ops;
+}
+
+cudaStream_t cuda_compute_stream() {
+  return static_cast<const CudaOps&>(cuda_ops()).ctx().stream;
+}
+
+}  // namespace ptrain::kernels

@@ -1,0 +1,48 @@
+// Device helpers shared by the kernels: F32/BF16 loads and stores (math is always fp32; BF16 stores
+// round to nearest even) and deterministic warp/block sums (a fixed shuffle tree, then the warps'
+// partials in warp order: the same bits on every run for a given block size).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace ptrain::kernels::cuda {
+
+__device__ __forceinline__ float to_f32(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+__device__ __forceinline__ void store_f32(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void store_f32(__nv_bfloat16* p, float v) {
+  *p = __float2bfloat16(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sum of v over the block, returned to every thread. Needs blockDim.x a multiple of 32 (<= 1024),
+// blockDim.y == blockDim.z == 1, and every thread of the block to call it (no early return before).
+// May be called several times in a row: the leading barrier keeps the previous call's readers safe.
+template <typename T>
+__device__ T block_sum(T v) {
+  __shared__ T warp_totals[32];
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned warp = threadIdx.x >> 5;
+  const unsigned warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) warp_totals[warp] = v;
+  __syncthreads();
+  v = lane < warps ? warp_totals[lane] : T(0);
+  return warp_sum(v);
+}
+
+}  // namespace ptrain::kernels::cuda

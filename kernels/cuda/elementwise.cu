@@ -1,0 +1,85 @@
+// Elementwise arithmetic over n values: add, accumulate, scale, fill (grid-stride, fp32 math).
+// Dtypes: add's out, a, b share one element type (F32 or BF16); accumulate's acc and x are each F32
+// or BF16 (F32 acc += BF16 x is the mixed-precision gradient case); scale and fill take either.
+// out may alias a or b element for element.
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/args.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/launch.cuh"
+
+namespace ptrain::kernels::cuda {
+namespace {
+
+template <typename E>
+struct Add {
+  E* out;
+  const E* a;
+  const E* b;
+  __device__ void operator()(std::int64_t i) const { store_f32(out + i, to_f32(a[i]) + to_f32(b[i])); }
+};
+
+template <typename A, typename X>
+struct Accumulate {
+  A* acc;
+  const X* x;
+  __device__ void operator()(std::int64_t i) const { store_f32(acc + i, to_f32(acc[i]) + to_f32(x[i])); }
+};
+
+template <typename E>
+struct Scale {
+  E* x;
+  float factor;
+  __device__ void operator()(std::int64_t i) const { store_f32(x + i, to_f32(x[i]) * factor); }
+};
+
+template <typename E>
+struct Fill {
+  E* x;
+  float value;
+  __device__ void operator()(std::int64_t i) const { store_f32(x + i, value); }
+};
+
+}  // namespace
+
+void add(const LaunchContext& ctx, Buf out, Buf a, Buf b, std::int64_t n) {
+  require_same_floats("add", n, {{"out", out}, {"a", a}, {"b", b}});
+  dispatch_float(out.dtype, [&](auto* tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    launch_map(ctx.stream, n, Add<E>{typed<E>(out), typed<const E>(a), typed<const E>(b)});
+  });
+}
+
+void accumulate(const LaunchContext& ctx, Buf acc, Buf x, std::int64_t n) {
+  constexpr const char* op = "accumulate";
+  require_sizes(op, {n});
+  require_float(op, "acc", acc, n);
+  require_float(op, "x", x, n);
+  dispatch_float(acc.dtype, [&](auto* a_tag) {
+    using A = std::remove_pointer_t<decltype(a_tag)>;
+    dispatch_float(x.dtype, [&](auto* x_tag) {
+      using X = std::remove_pointer_t<decltype(x_tag)>;
+      launch_map(ctx.stream, n, Accumulate<A, X>{typed<A>(acc), typed<const X>(x)});
+    });
+  });
+}
+
+void scale(const LaunchContext& ctx, Buf x, float factor, std::int64_t n) {
+  require_same_floats("scale", n, {{"x", x}});
+  dispatch_float(x.dtype, [&](auto* tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    launch_map(ctx.stream, n, Scale<E>{typed<E>(x), factor});
+  });
+}
+
+void fill(const LaunchContext& ctx, Buf x, float value, std::int64_t n) {
+  require_same_floats("fill", n, {{"x", x}});
+  dispatch_float(x.dtype, [&](auto* tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    launch_map(ctx.stream, n, Fill<E>{typed<E>(x), value});
+  });
+}
+
+}  // namespace ptrain::kernels::cuda

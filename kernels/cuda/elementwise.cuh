@@ -1,0 +1,16 @@
+// Elementwise arithmetic on CUDA (see elementwise.cu). Semantics as ops.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/buffer.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace ptrain::kernels::cuda {
+
+void add(const LaunchContext& ctx, Buf out, Buf a, Buf b, std::int64_t n);
+void accumulate(const LaunchContext& ctx, Buf acc, Buf x, std::int64_t n);
+void scale(const LaunchContext& ctx, Buf x, float factor, std::int64_t n);
+void fill(const LaunchContext& ctx, Buf x, float value, std::int64_t n);
+
+}  // namespace ptrain::kernels::cuda

@@ -1,0 +1,113 @@
+// cuBLASLt matmul wrapper (see gemm.cuh). Descriptors are built per call (host-only, microseconds)
+// and released by RAII; the heuristic is told the real alignment of every pointer, because Buf views
+// into arenas need not be 256-byte aligned (cuBLASLt's default assumption).
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/gemm.cuh"
+
+namespace ptrain::kernels::cuda {
+namespace {
+
+struct DescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* p) const { static_cast<void>(cublasLtMatmulDescDestroy(p)); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* p) const {
+    static_cast<void>(cublasLtMatrixLayoutDestroy(p));
+  }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const {
+    static_cast<void>(cublasLtMatmulPreferenceDestroy(p));
+  }
+};
+using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, DescDeleter>;
+using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, DescDeleter>;
+
+cudaDataType_t data_type(DType t) {
+  return t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// Largest power of two dividing the address, up to 256 (cuBLASLt's preference unit).
+std::uint32_t alignment_of(const void* p) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 1 && addr % align != 0) align /= 2;
+  return align;
+}
+
+Layout make_layout(DType t, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  cublasLtMatrixLayout_t raw = nullptr;
+  PTRAIN_CUDA_CHECK(cublasLtMatrixLayoutCreate(&raw, data_type(t), static_cast<std::uint64_t>(rows),
+                                               static_cast<std::uint64_t>(cols), ld));
+  return Layout(raw);
+}
+
+template <typename V>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const V& value) {
+  PTRAIN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+template <typename V>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const V& value) {
+  PTRAIN_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+}  // namespace
+
+bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
+  cublasLtMatmulDesc_t raw_desc = nullptr;
+  PTRAIN_CUDA_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const MatmulDesc desc(raw_desc);
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  if (g.bias != nullptr) {
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  }
+
+  // Stored shapes (column-major): op(A) is [m, k], so A is [m, k] or, transposed, [k, m].
+  const Layout a =
+      g.trans_a ? make_layout(g.ab_type, g.k, g.m, g.lda) : make_layout(g.ab_type, g.m, g.k, g.lda);
+  const Layout b =
+      g.trans_b ? make_layout(g.ab_type, g.n, g.k, g.ldb) : make_layout(g.ab_type, g.k, g.n, g.ldb);
+  const Layout d = make_layout(g.d_type, g.m, g.n, g.ldd);
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  PTRAIN_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  const Preference pref(raw_pref);
+  set_pref(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t{ctx.lt_workspace_bytes});
+  set_pref(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.a));
+  set_pref(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b));
+  set_pref(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(g.d));
+  set_pref(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(g.d));
+
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc.get(), a.get(), b.get(), d.get(),
+                                                               d.get(), pref.get(), 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  PTRAIN_CUDA_CHECK(status);
+
+  const float alpha = 1.0f;
+  PTRAIN_CUDA_CHECK(cublasLtMatmul(ctx.lt, desc.get(), &alpha, g.a, a.get(), g.b, b.get(), &g.beta, g.d,
+                                   d.get(), g.d, d.get(), &heuristic.algo, ctx.lt_workspace,
+                                   ctx.lt_workspace_bytes, ctx.stream));
+  return true;
+}
+
+void gemm(const LaunchContext& ctx, const GemmArgs& g) {
+  if (!try_gemm(ctx, g)) {
+    throw std::runtime_error("cuBLASLt has no algorithm for the GEMM m=" + std::to_string(g.m) +
+                             " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " (A/B " +
+                             to_string(g.ab_type) + ", D " + to_string(g.d_type) + ")");
+  }
+}
+
+}  // namespace ptrain::kernels::cuda

@@ -1,0 +1,38 @@
+// One cuBLASLt matmul in cuBLAS's column-major terms, for linear.cu:
+//   D[m,n] = op(A)[m,k] op(B)[k,n] + beta * D  (+ bias[m] broadcast over columns, BIAS epilogue)
+// A and B share one element type (F32 or BF16); D is F32, or BF16 when A/B are BF16. Accumulation and
+// scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so F32 GEMMs match the CPU to rounding).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/buffer.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace ptrain::kernels::cuda {
+
+struct GemmArgs {
+  bool trans_a = false;  // op(A) = A^T: A is stored as [k, m] (column-major, leading dim lda)
+  bool trans_b = false;  // op(B) = B^T: B is stored as [n, k]
+  std::int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  std::int64_t lda = 0;
+  const void* b = nullptr;
+  std::int64_t ldb = 0;
+  DType ab_type = DType::F32;
+  void* d = nullptr;  // also C (in place) when beta != 0
+  std::int64_t ldd = 0;
+  DType d_type = DType::F32;
+  float beta = 0.0f;
+  const void* bias = nullptr;  // [m], of d_type; null = no epilogue
+};
+
+// Enqueues the matmul on ctx.stream. Returns false, enqueuing nothing, when cuBLASLt offers no
+// algorithm for it (the caller falls back, e.g. to a bias broadcast plus a plain GEMM); throws on
+// any other failure. m, n, k must be positive.
+bool try_gemm(const LaunchContext& ctx, const GemmArgs& g);
+
+// try_gemm that throws std::runtime_error when no algorithm exists.
+void gemm(const LaunchContext& ctx, const GemmArgs& g);
+
+}  // namespace ptrain::kernels::cuda

@@ -1,0 +1,159 @@
+// LayerNorm over the last dim of [N, C]: out = (x - mean) * rstd * weight + bias, biased variance,
+// rstd = 1/sqrt(var + eps); forward saves mean and rstd [N] (F32, optional). Backward, as the CPU:
+//   xhat = (x - mean) rstd, g = d_out * weight
+//   d_in += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))      (accumulates)
+//   d_weight += sum_n d_out * xhat,  d_bias += sum_n d_out         (accumulate)
+// One block per row, fp32 math, two-pass mean/variance like the CPU; parameter gradients through the
+// deterministic column reduction (column_sums.cuh).
+// Dtypes: in, out, d_out, d_in share one element type X; weight and bias one type W; d_weight and
+// d_bias one type G; each F32 or BF16 independently (e.g. BF16 activations with F32 gradients).
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/args.cuh"
+#include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/layernorm.cuh"
+
+namespace ptrain::kernels::cuda {
+namespace {
+
+template <typename X, typename W>
+__global__ void layernorm_forward_kernel(X* out, float* mean, float* rstd, const X* in, const W* weight,
+                                         const W* bias, int C, float eps) {
+  const std::int64_t row = blockIdx.x;
+  const X* x = in + row * C;
+  X* y = out + row * C;
+  const float inv_c = 1.0f / static_cast<float>(C);
+  float sum = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) sum += to_f32(x[c]);
+  const float mu = block_sum(sum) * inv_c;
+  float sq = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float d = to_f32(x[c]) - mu;
+    sq += d * d;
+  }
+  const float rs = 1.0f / sqrtf(block_sum(sq) * inv_c + eps);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float v = (to_f32(x[c]) - mu) * rs * to_f32(weight[c]);
+    if (bias != nullptr) v += to_f32(bias[c]);
+    store_f32(y + c, v);
+  }
+  if (threadIdx.x == 0) {
+    if (mean != nullptr) mean[row] = mu;
+    if (rstd != nullptr) rstd[row] = rs;
+  }
+}
+
+template <typename X, typename W>
+__global__ void layernorm_backward_kernel(X* d_in, const X* d_out, const X* in, const W* weight,
+                                          const float* mean, const float* rstd, int C) {
+  const std::int64_t row = blockIdx.x;
+  const X* x = in + row * C;
+  const X* dy = d_out + row * C;
+  X* dx = d_in + row * C;
+  const float mu = mean[row];
+  const float rs = rstd[row];
+  const float inv_c = 1.0f / static_cast<float>(C);
+  float sum_g = 0.0f;
+  float sum_gx = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float g = to_f32(dy[c]) * to_f32(weight[c]);
+    sum_g += g;
+    sum_gx += g * (to_f32(x[c]) - mu) * rs;
+  }
+  const float mean_g = block_sum(sum_g) * inv_c;
+  const float mean_gx = block_sum(sum_gx) * inv_c;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float xhat = (to_f32(x[c]) - mu) * rs;
+    const float g = to_f32(dy[c]) * to_f32(weight[c]);
+    store_f32(dx + c, to_f32(dx[c]) + rs * (g - mean_g - xhat * mean_gx));
+  }
+}
+
+// (d_weight, d_bias) terms of row r, column c.
+template <typename X>
+struct LayerNormParamGrad {
+  const X* d_out;
+  const X* in;
+  const float* mean;
+  const float* rstd;
+  int C;
+  __device__ void operator()(int r, int c, float (&v)[2]) const {
+    const std::int64_t i = static_cast<std::int64_t>(r) * C + c;
+    const float dy = to_f32(d_out[i]);
+    v[0] = dy * ((to_f32(in[i]) - mean[r]) * rstd[r]);
+    v[1] = dy;
+  }
+};
+
+}  // namespace
+
+void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias,
+                       int N, int C, float eps) {
+  constexpr const char* op = "layernorm_forward";
+  require_sizes(op, {N, C});
+  require(C > 0 || N == 0, op, "C must be positive");
+  require_float(op, "out", out);
+  require_opt(op, "mean", mean, DType::F32);
+  require_opt(op, "rstd", rstd, DType::F32);
+  require_float(op, "in", in);
+  require_same(op, "in", in, "out", out);
+  require_float(op, "weight", weight);
+  require_opt_float(op, "bias", bias);
+  require_same(op, "bias", bias, "weight", weight);
+  if (N == 0) return;
+  dispatch_float(in.dtype, [&](auto* x_tag) {
+    using X = std::remove_pointer_t<decltype(x_tag)>;
+    dispatch_float(weight.dtype, [&](auto* w_tag) {
+      using W = std::remove_pointer_t<decltype(w_tag)>;
+      layernorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
+          typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(in), typed<const W>(weight),
+          typed<const W>(bias), C, eps);
+      PTRAIN_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void layernorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                        Buf weight, Buf mean, Buf rstd, int N, int C) {
+  constexpr const char* op = "layernorm_backward";
+  require_sizes(op, {N, C});
+  require_opt_float(op, "d_in", d_in);
+  require_opt_float(op, "d_weight", d_weight);
+  require_opt_float(op, "d_bias", d_bias);
+  if (d_weight && d_bias) require_same(op, "d_bias", d_bias, "d_weight", d_weight);
+  require_float(op, "d_out", d_out);
+  require_float(op, "in", in);
+  require_same(op, "d_out", d_out, "in", in);
+  require_same(op, "d_in", d_in, "in", in);
+  require_float(op, "weight", weight);
+  require_buf(op, "mean", mean, DType::F32);
+  require_buf(op, "rstd", rstd, DType::F32);
+  if (N == 0 || C == 0) return;
+  dispatch_float(in.dtype, [&](auto* x_tag) {
+    using X = std::remove_pointer_t<decltype(x_tag)>;
+    if (d_in) {
+      dispatch_float(weight.dtype, [&](auto* w_tag) {
+        using W = std::remove_pointer_t<decltype(w_tag)>;
+        layernorm_backward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
+            typed<X>(d_in), typed<const X>(d_out), typed<const X>(in), typed<const W>(weight),
+            typed<const float>(mean), typed<const float>(rstd), C);
+        PTRAIN_CUDA_CHECK_LAUNCH();
+      });
+    }
+    if (d_weight || d_bias) {
+      dispatch_float(d_weight ? d_weight.dtype : d_bias.dtype, [&](auto* g_tag) {
+        using G = std::remove_pointer_t<decltype(g_tag)>;
+        column_sums_accumulate<2, G>(
+            ctx, ColumnOutputs<2, G>{{typed<G>(d_weight), typed<G>(d_bias)}},
+            LayerNormParamGrad<X>{typed<const X>(d_out), typed<const X>(in), typed<const float>(mean),
+                                  typed<const float>(rstd), C},
+            N, C);
+      });
+    }
+  });
+}
+
+}  // namespace ptrain::kernels::cuda

@@ -1,0 +1,177 @@
+// Linear layer: out[M,N] = in[M,K] @ weight[N,K]^T + bias[N], on cuBLASLt (gemm.cuh).
+// A row-major [r, c] matrix is a column-major [c, r] one, so every GEMM is written for transposes:
+//   forward   out^T[N,M]   = (W stored [K,N], op T) . (in stored [K,M])            + bias (epilogue)
+//   d_in      d_in^T[K,M]  = (W stored [K,N])       . (d_out stored [N,M])          beta 0 (overwrite)
+//   d_weight  dW^T[K,N]   += (in stored [K,M])      . (d_out stored [N,M], op T)    beta 1 (accumulate)
+// d_bias += column sums of d_out runs through the deterministic column reduction (column_sums.cuh):
+// cuBLASLt's BGRADB epilogue would overwrite d_bias, and the contract accumulates.
+// Dtypes: in, weight and d_out share one element type, F32 or BF16. Outputs (out, d_in, d_weight) are
+// F32, or either F32 or BF16 when the inputs are BF16 (fp32 accumulation in both cases); bias has
+// out's dtype; d_bias is F32 or BF16. The BIAS epilogue is used when the bias is 16-byte aligned and
+// cuBLASLt has an algorithm for it; otherwise bias is broadcast into out and the GEMM adds onto it.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/args.cuh"
+#include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/linear.cuh"
+
+namespace ptrain::kernels::cuda {
+namespace {
+
+template <typename T>
+struct BroadcastRows {
+  T* out;
+  const T* bias;
+  std::int64_t n;
+  __device__ void operator()(std::int64_t i) const { out[i] = bias[i % n]; }
+};
+
+template <typename T>
+struct BiasGradValue {
+  const T* d_out;
+  int C;
+  __device__ void operator()(int r, int c, float (&v)[1]) const {
+    v[0] = to_f32(d_out[static_cast<std::int64_t>(r) * C + c]);
+  }
+};
+
+// out[m,:] = bias for every row.
+void broadcast_bias(const LaunchContext& ctx, Buf out, Buf bias, int M, int N) {
+  dispatch_float(out.dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launch_map(ctx.stream, std::int64_t{M} * N, BroadcastRows<T>{typed<T>(out), typed<const T>(bias), N});
+  });
+}
+
+void zero(const LaunchContext& ctx, Buf b, std::int64_t count) {
+  PTRAIN_CUDA_CHECK(
+      cudaMemsetAsync(b.ptr, 0, static_cast<std::size_t>(count) * dtype_size(b.dtype), ctx.stream));
+}
+
+// A GEMM output: F32, or BF16 when the inputs (`compute`) are BF16.
+void require_gemm_output(const char* op, const char* name, Buf out, const char* compute_name, Buf compute) {
+  require_float(op, name, out);
+  if (compute.dtype == DType::F32 && out.dtype != DType::F32) {
+    fail(op, std::string("'") + name + "' must be f32 when '" + compute_name + "' is f32, got " +
+                 to_string(out.dtype));
+  }
+}
+
+}  // namespace
+
+void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
+  constexpr const char* op = "linear_forward";
+  require_sizes(op, {M, N, K});
+  require_float(op, "in", in);
+  require_float(op, "weight", weight);
+  require_same(op, "weight", weight, "in", in);
+  require_gemm_output(op, "out", out, "in", in);
+  require_opt_float(op, "bias", bias);
+  require_same(op, "bias", bias, "out", out);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: out = bias (or 0)
+    if (bias) {
+      broadcast_bias(ctx, out, bias, M, N);
+    } else {
+      zero(ctx, out, std::int64_t{M} * N);
+    }
+    return;
+  }
+  GemmArgs g;
+  g.trans_a = true;
+  g.m = N;
+  g.n = M;
+  g.k = K;
+  g.a = weight.ptr;
+  g.lda = K;
+  g.b = in.ptr;
+  g.ldb = K;
+  g.ab_type = in.dtype;
+  g.d = out.ptr;
+  g.ldd = N;
+  g.d_type = out.dtype;
+  if (bias && reinterpret_cast<std::uintptr_t>(bias.ptr) % 16 == 0) {
+    g.bias = bias.ptr;
+    if (try_gemm(ctx, g)) return;
+    g.bias = nullptr;
+  }
+  if (bias) {
+    broadcast_bias(ctx, out, bias, M, N);
+    g.beta = 1.0f;
+  }
+  gemm(ctx, g);
+}
+
+void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                     Buf weight, int M, int N, int K) {
+  constexpr const char* op = "linear_backward";
+  require_sizes(op, {M, N, K});
+  require_float(op, "d_out", d_out);
+  if (d_in) {
+    require_float(op, "weight", weight);
+    require_same(op, "weight", weight, "d_out", d_out);
+    require_gemm_output(op, "d_in", d_in, "d_out", d_out);
+  }
+  if (d_weight) {
+    require_float(op, "in", in);
+    require_same(op, "in", in, "d_out", d_out);
+    require_gemm_output(op, "d_weight", d_weight, "d_out", d_out);
+  }
+  require_opt_float(op, "d_bias", d_bias);
+
+  // d_in[M,K] = d_out[M,N] @ weight[N,K]   (overwrite)
+  if (d_in && M > 0 && K > 0) {
+    if (N == 0) {
+      zero(ctx, d_in, std::int64_t{M} * K);
+    } else {
+      GemmArgs g;
+      g.m = K;
+      g.n = M;
+      g.k = N;
+      g.a = weight.ptr;
+      g.lda = K;
+      g.b = d_out.ptr;
+      g.ldb = N;
+      g.ab_type = d_out.dtype;
+      g.d = d_in.ptr;
+      g.ldd = K;
+      g.d_type = d_in.dtype;
+      gemm(ctx, g);
+    }
+  }
+  // d_weight[N,K] += d_out^T[N,M] @ in[M,K]   (accumulate)
+  if (d_weight && N > 0 && K > 0 && M > 0) {
+    GemmArgs g;
+    g.trans_b = true;
+    g.m = K;
+    g.n = N;
+    g.k = M;
+    g.a = in.ptr;
+    g.lda = K;
+    g.b = d_out.ptr;
+    g.ldb = N;
+    g.ab_type = d_out.dtype;
+    g.d = d_weight.ptr;
+    g.ldd = K;
+    g.d_type = d_weight.dtype;
+    g.beta = 1.0f;
+    gemm(ctx, g);
+  }
+  // d_bias[N] += column sums of d_out   (accumulate)
+  if (d_bias && N > 0 && M > 0) {
+    dispatch_float(d_out.dtype, [&](auto* t_tag) {
+      using T = std::remove_pointer_t<decltype(t_tag)>;
+      dispatch_float(d_bias.dtype, [&](auto* g_tag) {
+        using G = std::remove_pointer_t<decltype(g_tag)>;
+        column_sums_accumulate<1, G>(ctx, ColumnOutputs<1, G>{{typed<G>(d_bias)}},
+                                     BiasGradValue<T>{typed<const T>(d_out), N}, M, N);
+      });
+    });
+  }
+}
+
+}  // namespace ptrain::kernels::cuda

@@ -1,0 +1,127 @@
+// RMSNorm over the last dim of [N, C] (Llama): out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps);
+// forward saves rstd [N] (F32, optional). Backward, as the CPU:
+//   xhat = x rstd, g = d_out * weight
+//   d_in += rstd * (g - xhat * mean_c(g * xhat)),   d_weight += sum_n d_out * xhat
+// Same structure and dtype rules as layernorm.cu (X for activations, W for weight, G for d_weight).
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/args.cuh"
+#include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rmsnorm.cuh"
+
+namespace ptrain::kernels::cuda {
+namespace {
+
+template <typename X, typename W>
+__global__ void rmsnorm_forward_kernel(X* out, float* rstd, const X* in, const W* weight, int C, float eps) {
+  const std::int64_t row = blockIdx.x;
+  const X* x = in + row * C;
+  X* y = out + row * C;
+  const float inv_c = 1.0f / static_cast<float>(C);
+  float sq = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float v = to_f32(x[c]);
+    sq += v * v;
+  }
+  const float rs = 1.0f / sqrtf(block_sum(sq) * inv_c + eps);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) store_f32(y + c, to_f32(x[c]) * rs * to_f32(weight[c]));
+  if (threadIdx.x == 0 && rstd != nullptr) rstd[row] = rs;
+}
+
+template <typename X, typename W>
+__global__ void rmsnorm_backward_kernel(X* d_in, const X* d_out, const X* in, const W* weight,
+                                        const float* rstd, int C) {
+  const std::int64_t row = blockIdx.x;
+  const X* x = in + row * C;
+  const X* dy = d_out + row * C;
+  X* dx = d_in + row * C;
+  const float rs = rstd[row];
+  const float inv_c = 1.0f / static_cast<float>(C);
+  float sum_gx = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    sum_gx += to_f32(dy[c]) * to_f32(weight[c]) * (to_f32(x[c]) * rs);
+  }
+  const float mean_gx = block_sum(sum_gx) * inv_c;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float g = to_f32(dy[c]) * to_f32(weight[c]);
+    store_f32(dx + c, to_f32(dx[c]) + rs * (g - (to_f32(x[c]) * rs) * mean_gx));
+  }
+}
+
+// d_weight term of row r, column c.
+template <typename X>
+struct RmsNormWeightGrad {
+  const X* d_out;
+  const X* in;
+  const float* rstd;
+  int C;
+  __device__ void operator()(int r, int c, float (&v)[1]) const {
+    const std::int64_t i = static_cast<std::int64_t>(r) * C + c;
+    v[0] = to_f32(d_out[i]) * (to_f32(in[i]) * rstd[r]);
+  }
+};
+
+}  // namespace
+
+void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf weight, int N, int C,
+                     float eps) {
+  constexpr const char* op = "rmsnorm_forward";
+  require_sizes(op, {N, C});
+  require(C > 0 || N == 0, op, "C must be positive");
+  require_float(op, "out", out);
+  require_opt(op, "rstd", rstd, DType::F32);
+  require_float(op, "in", in);
+  require_same(op, "in", in, "out", out);
+  require_float(op, "weight", weight);
+  if (N == 0) return;
+  dispatch_float(in.dtype, [&](auto* x_tag) {
+    using X = std::remove_pointer_t<decltype(x_tag)>;
+    dispatch_float(weight.dtype, [&](auto* w_tag) {
+      using W = std::remove_pointer_t<decltype(w_tag)>;
+      rmsnorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
+          typed<X>(out), typed<float>(rstd), typed<const X>(in), typed<const W>(weight), C, eps);
+      PTRAIN_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void rmsnorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
+                      Buf rstd, int N, int C) {
+  constexpr const char* op = "rmsnorm_backward";
+  require_sizes(op, {N, C});
+  require_opt_float(op, "d_in", d_in);
+  require_opt_float(op, "d_weight", d_weight);
+  require_float(op, "d_out", d_out);
+  require_float(op, "in", in);
+  require_same(op, "d_out", d_out, "in", in);
+  require_same(op, "d_in", d_in, "in", in);
+  require_float(op, "weight", weight);
+  require_buf(op, "rstd", rstd, DType::F32);
+  if (N == 0 || C == 0) return;
+  dispatch_float(in.dtype, [&](auto* x_tag) {
+    using X = std::remove_pointer_t<decltype(x_tag)>;
+    if (d_in) {
+      dispatch_float(weight.dtype, [&](auto* w_tag) {
+        using W = std::remove_pointer_t<decltype(w_tag)>;
+        rmsnorm_backward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
+            typed<X>(d_in), typed<const X>(d_out), typed<const X>(in), typed<const W>(weight),
+            typed<const float>(rstd), C);
+        PTRAIN_CUDA_CHECK_LAUNCH();
+      });
+    }
+    if (d_weight) {
+      dispatch_float(d_weight.dtype, [&](auto* g_tag) {
+        using G = std::remove_pointer_t<decltype(g_tag)>;
+        column_sums_accumulate<1, G>(
+            ctx, ColumnOutputs<1, G>{{typed<G>(d_weight)}},
+            RmsNormWeightGrad<X>{typed<const X>(d_out), typed<const X>(in), typed<const float>(rstd), C}, N,
+            C);
+      });
+    }
+  });
+}
+
+}  // namespace ptrain::kernels::cuda

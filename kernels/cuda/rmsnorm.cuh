@@ -1,0 +1,14 @@
+// RMSNorm over the last dim of [N, C] on CUDA (see rmsnorm.cu). Semantics as ops.h.
+#pragma once
+
+#include "kernels/buffer.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace ptrain::kernels::cuda {
+
+void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf weight, int N, int C,
+                     float eps);
+void rmsnorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
+                      Buf rstd, int N, int C);
+
+}  // namespace ptrain::kernels::cuda

@@ -1,0 +1,581 @@
+// Every CUDA op but attention (attention_test.cpp) against cpu_ops() on the same random inputs, in the
+// style of ggml's test-backend-ops: odd sizes (nothing a multiple of 32), outputs poisoned with NaN,
+// gradients pre-filled with random values to tell accumulate from overwrite, F32 and BF16 storage.
+// With BF16 storage the CPU reference runs on the bf16-rounded inputs, so only the device's own
+// rounding of its outputs (and fp32 summation order) separates the two.
+// Tolerances, abs + rel*|ref|: fp32 outputs ~1e-5 (a little more abs for long reductions), bf16
+// outputs 1e-2; some results are bitwise by construction and checked so (embedding grads, adds).
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "tests/kernels/cuda/device_buffer.h"
+#include "tests/kernels/kernel_test_util.h"
+
+using namespace ptrain::kernels;
+using namespace ptrain::kernels::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr DType F32 = DType::F32;
+constexpr DType BF16 = DType::BF16;
+
+const Ops& gpu() {
+  return cuda_ops();
+}
+const Ops& cpu() {
+  return cpu_ops();
+}
+
+struct Tol {
+  double atol, rtol;
+};
+
+// Tolerance for an output stored as `t`.
+Tol tol(DType t, double fp32_atol = 1e-5) {
+  return t == BF16 ? Tol{1e-2, 1e-2} : Tol{fp32_atol, 1e-5};
+}
+constexpr Tol kExact{0.0, 0.0};
+
+void expect_close(const DeviceBuffer& got, const Vec& ref, Tol t, const std::string& what) {
+  check_close(got.download(), ref, t.atol, t.rtol, what);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ interface
+
+TEST_CASE("cuda_ops is the CUDA device with one compute stream", "[cuda][contract]") {
+  CHECK(gpu().device() == Device::Cuda);
+  CHECK(&gpu() == &cuda_ops());
+  CHECK(cuda_device_available());
+  CHECK(cuda_compute_stream() != nullptr);
+  CHECK(cuda_compute_stream() == cuda_compute_stream());
+}
+
+TEST_CASE("cuda ops reject bad arguments with std::invalid_argument naming the op", "[cuda][contract]") {
+  const DeviceBuffer fa(random_vec(64, 1), F32), fb(random_vec(64, 2), F32), fc(random_vec(64, 3), F32);
+  const DeviceBuffer ba(random_vec(64, 4), BF16);
+  const DeviceBuffer ia(IVec(16, 0));
+  const Buf f = fa.buf(), g = fb.buf(), h = fc.buf(), bf = ba.buf(), i32 = ia.buf();
+  const Buf none_buf{};
+  const Ops& o = gpu();
+  REQUIRE_THROWS_WITH(o.linear_forward(i32, f, g, none_buf, 2, 2, 2), Contains("cuda linear_forward"));
+  REQUIRE_THROWS_WITH(o.linear_forward(f, g, none_buf, none_buf, 2, 2, 2), Contains("'weight' is null"));
+  REQUIRE_THROWS_WITH(o.linear_forward(bf, f, g, none_buf, 2, 2, 2),
+                      Contains("'out' must be f32 when 'in' is f32"));
+  REQUIRE_THROWS_WITH(o.linear_forward(f, bf, g, none_buf, 2, 2, 2), Contains("must have the dtype of 'in'"));
+  REQUIRE_THROWS_WITH(o.linear_forward(f, g, h, bf, 2, 2, 2),
+                      Contains("'bias' must have the dtype of 'out'"));
+  REQUIRE_THROWS_WITH(o.linear_backward(f, g, none_buf, bf, f, g, 2, 2, 2), Contains("linear_backward"));
+  REQUIRE_THROWS_WITH(o.embedding_forward(f, g, h, none_buf, 2, 2, 2), Contains("'tokens' must be i32"));
+  REQUIRE_THROWS_WITH(o.embedding_backward(f, none_buf, g, f, 2, 2, 2), Contains("embedding_backward"));
+  REQUIRE_THROWS_WITH(o.layernorm_forward(f, g, h, i32, f, none_buf, 2, 2, 1e-5f),
+                      Contains("layernorm_forward"));
+  REQUIRE_THROWS_WITH(o.layernorm_backward(f, g, none_buf, bf, f, g, h, f, 2, 2),
+                      Contains("layernorm_backward"));
+  REQUIRE_THROWS_WITH(o.rmsnorm_forward(f, g, i32, f, 2, 2, 1e-5f), Contains("rmsnorm_forward"));
+  REQUIRE_THROWS_WITH(o.rmsnorm_backward(f, g, h, f, g, bf, 2, 2), Contains("'rstd' must be f32"));
+  REQUIRE_THROWS_WITH(o.rope_forward(i32, 1, 2, 1, 2, 1e4f, 0), Contains("rope_forward"));
+  REQUIRE_THROWS_WITH(o.rope_backward(f, 1, 2, 1, 3, 1e4f, 0), Contains("D must be even"));
+  REQUIRE_THROWS_WITH(o.rope_forward(f, 1, 1, 1, 514, 1e4f, 0), Contains("D must be at most 512"));
+  REQUIRE_THROWS_WITH(o.gelu_forward(f, bf, 4), Contains("gelu_forward"));
+  REQUIRE_THROWS_WITH(o.gelu_backward(f, g, i32, 4), Contains("gelu_backward"));
+  REQUIRE_THROWS_WITH(o.swiglu_forward(f, g, bf, 4), Contains("swiglu_forward"));
+  REQUIRE_THROWS_WITH(o.swiglu_backward(f, g, h, f, bf, 4), Contains("swiglu_backward"));
+  REQUIRE_THROWS_WITH(o.add(f, g, bf, 4), Contains("cuda add"));
+  REQUIRE_THROWS_WITH(o.accumulate(i32, f, 4), Contains("accumulate"));
+  REQUIRE_THROWS_WITH(o.scale(i32, 2.0f, 4), Contains("scale"));
+  REQUIRE_THROWS_WITH(o.fill(i32, 2.0f, 4), Contains("fill"));
+  REQUIRE_THROWS_WITH(o.cross_entropy_forward_backward(f, g, h, f, 2, 2, 2, 1.0f),
+                      Contains("'targets' must be i32"));
+  REQUIRE_THROWS_WITH(o.cross_entropy_forward_backward(f, g, h, i32, 2, 3, 2, 1.0f),
+                      Contains("V must not exceed Vp"));
+  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, bf, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1),
+                      Contains("'v' must be f32"));
+  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, f, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 0),
+                      Contains("step must be >= 1"));
+  REQUIRE_THROWS_WITH(o.sum_squares(i32, 4), Contains("sum_squares"));
+  REQUIRE_THROWS_WITH(o.add(f, g, h, -1), Contains("negative size"));
+  REQUIRE_THROWS_AS(o.scale(f, 2.0f, -3), std::invalid_argument);
+}
+
+// ------------------------------------------------------------------ linear
+
+TEST_CASE("cuda linear_forward matches the CPU", "[cuda][linear]") {
+  struct Case {
+    int M, N, K;
+    bool bias;
+    DType in, out;
+    bool misaligned;  // every pointer one element off its allocation (alignment fallbacks)
+  };
+  for (const Case c :
+       {Case{37, 67, 45, true, F32, F32, false}, Case{37, 67, 45, false, F32, F32, false},
+        Case{37, 67, 45, true, F32, F32, true}, Case{1, 1, 1, true, F32, F32, false},
+        Case{130, 33, 257, true, F32, F32, false}, Case{37, 67, 45, true, BF16, BF16, false},
+        Case{37, 67, 45, true, BF16, F32, false}, Case{37, 67, 45, false, BF16, BF16, false},
+        Case{37, 67, 45, true, BF16, BF16, true}, Case{64, 128, 96, true, BF16, BF16, false}}) {
+    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " bias=" << c.bias << " in=" << to_string(c.in)
+              << " out=" << to_string(c.out) << " misaligned=" << c.misaligned);
+    const Vec in = as_dtype(random_vec(c.M * c.K, 1), c.in);
+    const Vec w = as_dtype(random_vec(c.N * c.K, 2), c.in);
+    const Vec b = as_dtype(random_vec(c.N, 3), c.out);
+    Vec ref = nan_vec(c.M * c.N);
+    cpu().linear_forward(buf(ref), buf(in), buf(w), c.bias ? buf(b) : none(), c.M, c.N, c.K);
+
+    const std::size_t off = c.misaligned ? 1 : 0;
+    auto padded = [off](Vec v) {
+      v.insert(v.begin(), off, 0.5f);
+      return v;
+    };
+    const DeviceBuffer d_in(padded(in), c.in), d_w(padded(w), c.in), d_b(padded(b), c.out);
+    const DeviceBuffer d_out(padded(nan_vec(c.M * c.N)), c.out);
+    gpu().linear_forward(d_out.at(off), d_in.at(off), d_w.at(off), c.bias ? d_b.at(off) : none(), c.M, c.N,
+                         c.K);
+    Vec got = d_out.download();
+    got.erase(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(off));
+    const Tol t = tol(c.out, 3e-5);
+    check_close(got, ref, t.atol, t.rtol, "out");
+  }
+}
+
+TEST_CASE("cuda linear_forward with K == 0 writes the bias (or zeros)", "[cuda][linear]") {
+  const int M = 5, N = 7;
+  const Vec b = random_vec(N, 3);
+  const DeviceBuffer d_in(Vec(1, 1.0f), F32), d_w(Vec(1, 1.0f), F32), d_b(b, F32);
+  const DeviceBuffer out(nan_vec(M * N), F32);
+  gpu().linear_forward(out.buf(), d_in.buf(), d_w.buf(), d_b.buf(), M, N, 0);
+  Vec ref(M * N);
+  for (int m = 0; m < M; ++m) {
+    for (int n = 0; n < N; ++n) ref[m * N + n] = b[n];
+  }
+  expect_close(out, ref, kExact, "out = bias");
+  gpu().linear_forward(out.buf(), d_in.buf(), d_w.buf(), none(), M, N, 0);
+  expect_close(out, Vec(M * N, 0.0f), kExact, "out = 0");
+}
+
+TEST_CASE("cuda linear_backward matches the CPU: d_in overwritten, d_weight and d_bias accumulated",
+          "[cuda][linear][grad]") {
+  struct Case {
+    int M, N, K;
+    DType compute, d_in, d_param;
+  };
+  for (const Case c : {Case{37, 67, 45, F32, F32, F32}, Case{130, 33, 257, F32, F32, F32},
+                       Case{37, 67, 45, BF16, BF16, F32}, Case{37, 67, 45, BF16, F32, BF16}}) {
+    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " compute=" << to_string(c.compute)
+              << " d_in=" << to_string(c.d_in) << " d_param=" << to_string(c.d_param));
+    const Vec in = as_dtype(random_vec(c.M * c.K, 11), c.compute);
+    const Vec w = as_dtype(random_vec(c.N * c.K, 12), c.compute);
+    const Vec dy = as_dtype(random_vec(c.M * c.N, 13), c.compute);
+    const Vec dw0 = as_dtype(random_vec(c.N * c.K, 14), c.d_param);
+    const Vec db0 = as_dtype(random_vec(c.N, 15), c.d_param);
+    Vec ref_din = nan_vec(c.M * c.K), ref_dw = dw0, ref_db = db0;
+    cpu().linear_backward(buf(ref_din), buf(ref_dw), buf(ref_db), buf(dy), buf(in), buf(w), c.M, c.N, c.K);
+
+    const DeviceBuffer g_in(in, c.compute), g_w(w, c.compute), g_dy(dy, c.compute);
+    const DeviceBuffer g_din(nan_vec(c.M * c.K), c.d_in), g_dw(dw0, c.d_param), g_db(db0, c.d_param);
+    gpu().linear_backward(g_din.buf(), g_dw.buf(), g_db.buf(), g_dy.buf(), g_in.buf(), g_w.buf(), c.M, c.N,
+                          c.K);
+    expect_close(g_din, ref_din, tol(c.d_in, 3e-5), "d_in");
+    expect_close(g_dw, ref_dw, tol(c.d_param, 1e-4), "d_weight");
+    expect_close(g_db, ref_db, tol(c.d_param, 3e-5), "d_bias");
+
+    // Optional outputs: d_bias alone accumulates once more.
+    Vec ref_db2 = ref_db;
+    cpu().linear_backward(none(), none(), buf(ref_db2), buf(dy), none(), none(), c.M, c.N, c.K);
+    gpu().linear_backward(none(), none(), g_db.buf(), g_dy.buf(), none(), none(), c.M, c.N, c.K);
+    expect_close(g_db, ref_db2, tol(c.d_param, 3e-5), "d_bias alone, accumulated twice");
+  }
+}
+
+TEST_CASE("cuda linear_backward with N == 0 zeroes d_in", "[cuda][linear][grad]") {
+  const int M = 5, K = 9;
+  const DeviceBuffer one(Vec(1, 1.0f), F32);
+  const DeviceBuffer d_in(nan_vec(M * K), F32);
+  gpu().linear_backward(d_in.buf(), none(), none(), one.buf(), one.buf(), one.buf(), M, 0, K);
+  expect_close(d_in, Vec(M * K, 0.0f), kExact, "d_in");
+}
+
+// ------------------------------------------------------------------ embedding
+
+TEST_CASE("cuda embedding_forward matches the CPU", "[cuda][embedding]") {
+  const int B = 5, T = 7, C = 67, V = 11;
+  const int N = B * T;
+  const IVec tokens = random_ints(N, 1, 0, V - 1);
+  const DeviceBuffer g_tokens(tokens);
+  for (const DType t : {F32, BF16}) {
+    for (const bool with_pos : {true, false}) {
+      INFO("dtype=" << to_string(t) << " positions=" << with_pos);
+      const Vec table = as_dtype(random_vec(V * C, 2), t);
+      const Vec pos = as_dtype(random_vec(T * C, 3), t);
+      Vec ref = nan_vec(N * C);
+      cpu().embedding_forward(buf(ref), buf(tokens), buf(table), with_pos ? buf(pos) : none(), N, T, C);
+      const DeviceBuffer g_table(table, t), g_pos(pos, t), g_out(nan_vec(N * C), t);
+      gpu().embedding_forward(g_out.buf(), g_tokens.buf(), g_table.buf(), with_pos ? g_pos.buf() : none(), N,
+                              T, C);
+      expect_close(g_out, ref, t == F32 ? kExact : tol(t), "out");
+    }
+  }
+}
+
+TEST_CASE("cuda embedding_forward gives a NaN row for a negative token id", "[cuda][embedding]") {
+  const int N = 4, T = 4, C = 5;
+  const DeviceBuffer tokens(IVec{0, -1, 1, 0});
+  const DeviceBuffer table(random_vec(2 * C, 1), F32);
+  const DeviceBuffer out(Vec(N * C, 0.0f), F32);
+  gpu().embedding_forward(out.buf(), tokens.buf(), table.buf(), none(), N, T, C);
+  const Vec got = out.download();
+  for (int c = 0; c < C; ++c) {
+    CHECK(std::isnan(got[1 * C + c]));
+    CHECK_FALSE(std::isnan(got[0 * C + c]));
+  }
+}
+
+TEST_CASE("cuda embedding_backward equals the CPU's sums bit for bit (deterministic)",
+          "[cuda][embedding][grad]") {
+  struct Case {
+    int B, T, C, V;
+  };
+  // Many repeats; N = 5000 with 7 ids (long runs, several radix-sort tiles); few repeats, wide rows.
+  for (const Case c : {Case{5, 7, 67, 11}, Case{50, 100, 33, 7}, Case{3, 4, 300, 1000}}) {
+    const int N = c.B * c.T;
+    const IVec tokens = random_ints(N, 4, 0, c.V - 1);
+    const DeviceBuffer g_tokens(tokens);
+    for (const DType dy_type : {F32, BF16}) {
+      INFO("B=" << c.B << " T=" << c.T << " C=" << c.C << " V=" << c.V << " d_out=" << to_string(dy_type));
+      const Vec dy = as_dtype(random_vec(N * c.C, 5), dy_type);
+      const Vec dt0 = random_vec(c.V * c.C, 6), dp0 = random_vec(c.T * c.C, 7);
+      Vec ref_dt = dt0, ref_dp = dp0;
+      cpu().embedding_backward(buf(ref_dt), buf(ref_dp), buf(dy), buf(tokens), N, c.T, c.C);
+      const DeviceBuffer g_dy(dy, dy_type), g_dt(dt0, F32), g_dp(dp0, F32);
+      gpu().embedding_backward(g_dt.buf(), g_dp.buf(), g_dy.buf(), g_tokens.buf(), N, c.T, c.C);
+      expect_close(g_dt, ref_dt, kExact, "d_table");
+      expect_close(g_dp, ref_dp, kExact, "d_positions");
+
+      // Each gradient alone, BF16 storage (one rounding of the fp32 sum).
+      const Vec dt0_b = as_dtype(dt0, BF16), dp0_b = as_dtype(dp0, BF16);
+      Vec ref_dt_b = dt0_b, ref_dp_b = dp0_b;
+      cpu().embedding_backward(buf(ref_dt_b), none(), buf(dy), buf(tokens), N, c.T, c.C);
+      cpu().embedding_backward(none(), buf(ref_dp_b), buf(dy), buf(tokens), N, c.T, c.C);
+      const DeviceBuffer g_dt_b(dt0_b, BF16), g_dp_b(dp0_b, BF16);
+      gpu().embedding_backward(g_dt_b.buf(), none(), g_dy.buf(), g_tokens.buf(), N, c.T, c.C);
+      gpu().embedding_backward(none(), g_dp_b.buf(), g_dy.buf(), g_tokens.buf(), N, c.T, c.C);
+      expect_close(g_dt_b, ref_dt_b, tol(BF16), "bf16 d_table alone");
+      expect_close(g_dp_b, ref_dp_b, tol(BF16), "bf16 d_positions alone");
+    }
+  }
+}
+
+// ------------------------------------------------------------------ norms
+
+namespace {
+
+struct NormTypes {
+  DType x, w, g;  // activations, weight/bias, parameter gradients
+};
+constexpr NormTypes kNormTypes[] = {{F32, F32, F32}, {BF16, BF16, F32}, {BF16, F32, BF16}};
+constexpr std::pair<int, int> kNormShapes[] = {{37, 67}, {37, 1000}, {3, 4099}};
+
+}  // namespace
+
+TEST_CASE("cuda layernorm_forward and layernorm_backward match the CPU", "[cuda][layernorm][grad]") {
+  for (const auto& [N, C] : kNormShapes) {
+    for (const NormTypes nt : kNormTypes) {
+      INFO("N=" << N << " C=" << C << " x=" << to_string(nt.x) << " w=" << to_string(nt.w)
+                << " grads=" << to_string(nt.g));
+      const float eps = 1e-5f;
+      const Vec x = as_dtype(random_vec(N * C, 1, -2.0f, 3.0f), nt.x);
+      const Vec w = as_dtype(random_vec(C, 2, 0.5f, 1.5f), nt.w);
+      const Vec b = as_dtype(random_vec(C, 3), nt.w);
+      Vec ref_out = nan_vec(N * C), mean = nan_vec(N), rstd = nan_vec(N);
+      cpu().layernorm_forward(buf(ref_out), buf(mean), buf(rstd), buf(x), buf(w), buf(b), N, C, eps);
+
+      const DeviceBuffer g_x(x, nt.x), g_w(w, nt.w), g_b(b, nt.w);
+      const DeviceBuffer g_out(nan_vec(N * C), nt.x), g_mean(nan_vec(N), F32), g_rstd(nan_vec(N), F32);
+      gpu().layernorm_forward(g_out.buf(), g_mean.buf(), g_rstd.buf(), g_x.buf(), g_w.buf(), g_b.buf(), N, C,
+                              eps);
+      expect_close(g_out, ref_out, tol(nt.x), "out");
+      expect_close(g_mean, mean, tol(F32), "mean");
+      expect_close(g_rstd, rstd, tol(F32), "rstd");
+
+      // Without bias and stats.
+      Vec ref_nb = nan_vec(N * C);
+      cpu().layernorm_forward(buf(ref_nb), none(), none(), buf(x), buf(w), none(), N, C, eps);
+      gpu().layernorm_forward(g_out.buf(), none(), none(), g_x.buf(), g_w.buf(), none(), N, C, eps);
+      expect_close(g_out, ref_nb, tol(nt.x), "out without bias");
+
+      // Backward from the CPU's stats: d_in, d_weight and d_bias all accumulate.
+      const Vec dy = as_dtype(random_vec(N * C, 4), nt.x);
+      const Vec din0 = as_dtype(random_vec(N * C, 5), nt.x);
+      const Vec dw0 = as_dtype(random_vec(C, 6), nt.g), db0 = as_dtype(random_vec(C, 7), nt.g);
+      Vec ref_din = din0, ref_dw = dw0, ref_db = db0;
+      cpu().layernorm_backward(buf(ref_din), buf(ref_dw), buf(ref_db), buf(dy), buf(x), buf(w), buf(mean),
+                               buf(rstd), N, C);
+      const DeviceBuffer g_dy(dy, nt.x), g_din(din0, nt.x), g_dw(dw0, nt.g), g_db(db0, nt.g);
+      const DeviceBuffer s_mean(mean, F32), s_rstd(rstd, F32);
+      gpu().layernorm_backward(g_din.buf(), g_dw.buf(), g_db.buf(), g_dy.buf(), g_x.buf(), g_w.buf(),
+                               s_mean.buf(), s_rstd.buf(), N, C);
+      expect_close(g_din, ref_din, tol(nt.x, 2e-5), "d_in (accumulated)");
+      expect_close(g_dw, ref_dw, tol(nt.g, 5e-5), "d_weight (accumulated)");
+      expect_close(g_db, ref_db, tol(nt.g, 5e-5), "d_bias (accumulated)");
+
+      // d_bias alone, twice from the same start: bitwise the same (no atomics).
+      const DeviceBuffer r1(db0, nt.g), r2(db0, nt.g);
+      gpu().layernorm_backward(none(), none(), r1.buf(), g_dy.buf(), g_x.buf(), g_w.buf(), s_mean.buf(),
+                               s_rstd.buf(), N, C);
+      gpu().layernorm_backward(none(), none(), r2.buf(), g_dy.buf(), g_x.buf(), g_w.buf(), s_mean.buf(),
+                               s_rstd.buf(), N, C);
+      expect_close(r1, r2.download(), kExact, "d_bias reproducible");
+      expect_close(r1, ref_db, tol(nt.g, 5e-5), "d_bias alone");
+    }
+  }
+}
+
+TEST_CASE("cuda rmsnorm_forward and rmsnorm_backward match the CPU", "[cuda][rmsnorm][grad]") {
+  for (const auto& [N, C] : kNormShapes) {
+    for (const NormTypes nt : kNormTypes) {
+      INFO("N=" << N << " C=" << C << " x=" << to_string(nt.x) << " w=" << to_string(nt.w)
+                << " grads=" << to_string(nt.g));
+      const float eps = 1e-6f;
+      const Vec x = as_dtype(random_vec(N * C, 21, -2.0f, 3.0f), nt.x);
+      const Vec w = as_dtype(random_vec(C, 22, 0.5f, 1.5f), nt.w);
+      Vec ref_out = nan_vec(N * C), rstd = nan_vec(N);
+      cpu().rmsnorm_forward(buf(ref_out), buf(rstd), buf(x), buf(w), N, C, eps);
+
+      const DeviceBuffer g_x(x, nt.x), g_w(w, nt.w);
+      const DeviceBuffer g_out(nan_vec(N * C), nt.x), g_rstd(nan_vec(N), F32);
+      gpu().rmsnorm_forward(g_out.buf(), g_rstd.buf(), g_x.buf(), g_w.buf(), N, C, eps);
+      expect_close(g_out, ref_out, tol(nt.x), "out");
+      expect_close(g_rstd, rstd, tol(F32), "rstd");
+
+      const Vec dy = as_dtype(random_vec(N * C, 24), nt.x);
+      const Vec din0 = as_dtype(random_vec(N * C, 25), nt.x);
+      const Vec dw0 = as_dtype(random_vec(C, 26), nt.g);
+      Vec ref_din = din0, ref_dw = dw0;
+      cpu().rmsnorm_backward(buf(ref_din), buf(ref_dw), buf(dy), buf(x), buf(w), buf(rstd), N, C);
+      const DeviceBuffer g_dy(dy, nt.x), g_din(din0, nt.x), g_dw(dw0, nt.g), s_rstd(rstd, F32);
+      gpu().rmsnorm_backward(g_din.buf(), g_dw.buf(), g_dy.buf(), g_x.buf(), g_w.buf(), s_rstd.buf(), N, C);
+      expect_close(g_din, ref_din, tol(nt.x, 2e-5), "d_in (accumulated)");
+      expect_close(g_dw, ref_dw, tol(nt.g, 5e-5), "d_weight (accumulated)");
+
+      // d_weight alone accumulates once more.
+      Vec ref_dw2 = ref_dw;
+      cpu().rmsnorm_backward(none(), buf(ref_dw2), buf(dy), buf(x), buf(w), buf(rstd), N, C);
+      gpu().rmsnorm_backward(none(), g_dw.buf(), g_dy.buf(), g_x.buf(), g_w.buf(), s_rstd.buf(), N, C);
+      expect_close(g_dw, ref_dw2, tol(nt.g, 1e-4), "d_weight accumulated twice");
+    }
+  }
+}
+
+// ------------------------------------------------------------------ rope
+
+TEST_CASE("cuda rope_forward and rope_backward match the CPU", "[cuda][rope]") {
+  struct Case {
+    int B, T, H, D, pos0;
+    float theta;
+  };
+  for (const Case c : {Case{2, 5, 3, 14, 3, 10000.0f}, Case{1, 37, 2, 128, 1000, 500000.0f},
+                       Case{2, 9, 5, 64, 0, 10000.0f}, Case{1, 3, 1, 2, 7, 10000.0f}}) {
+    for (const DType t : {F32, BF16}) {
+      INFO("B=" << c.B << " T=" << c.T << " H=" << c.H << " D=" << c.D << " pos0=" << c.pos0
+                << " dtype=" << to_string(t));
+      const Vec x = as_dtype(random_vec(c.B * c.T * c.H * c.D, 1), t);
+      Vec ref = x;
+      cpu().rope_forward(buf(ref), c.B, c.T, c.H, c.D, c.theta, c.pos0);
+      const DeviceBuffer g(x, t);
+      gpu().rope_forward(g.buf(), c.B, c.T, c.H, c.D, c.theta, c.pos0);
+      expect_close(g, ref, tol(t, 1e-6), "forward");
+
+      Vec ref_b = x;
+      cpu().rope_backward(buf(ref_b), c.B, c.T, c.H, c.D, c.theta, c.pos0);
+      const DeviceBuffer gb(x, t);
+      gpu().rope_backward(gb.buf(), c.B, c.T, c.H, c.D, c.theta, c.pos0);
+      expect_close(gb, ref_b, tol(t, 1e-6), "backward");
+    }
+  }
+}
+
+// ------------------------------------------------------------------ activations
+
+TEST_CASE("cuda gelu and swiglu match the CPU, in place too", "[cuda][activations]") {
+  const std::int64_t n = 100003;
+  for (const DType t : {F32, BF16}) {
+    INFO("dtype=" << to_string(t));
+    const Vec x = as_dtype(random_vec(n, 1, -6.0f, 6.0f), t);
+    const Vec up = as_dtype(random_vec(n, 2, -2.0f, 2.0f), t);
+    const Vec dy = as_dtype(random_vec(n, 3), t);
+    const DeviceBuffer g_x(x, t), g_up(up, t), g_dy(dy, t);
+
+    Vec ref = nan_vec(n);
+    cpu().gelu_forward(buf(ref), buf(x), n);
+    const DeviceBuffer out(nan_vec(n), t);
+    gpu().gelu_forward(out.buf(), g_x.buf(), n);
+    expect_close(out, ref, tol(t), "gelu_forward");
+    const DeviceBuffer in_place(x, t);
+    gpu().gelu_forward(in_place.buf(), in_place.buf(), n);
+    expect_close(in_place, ref, tol(t), "gelu_forward in place");
+
+    Vec ref_dx = nan_vec(n);
+    cpu().gelu_backward(buf(ref_dx), buf(dy), buf(x), n);
+    const DeviceBuffer dx(nan_vec(n), t);
+    gpu().gelu_backward(dx.buf(), g_dy.buf(), g_x.buf(), n);
+    expect_close(dx, ref_dx, tol(t), "gelu_backward");
+    const DeviceBuffer dx_in_place(dy, t);
+    gpu().gelu_backward(dx_in_place.buf(), dx_in_place.buf(), g_x.buf(), n);
+    expect_close(dx_in_place, ref_dx, tol(t), "gelu_backward, d_in aliasing d_out");
+
+    Vec ref_s = nan_vec(n);
+    cpu().swiglu_forward(buf(ref_s), buf(x), buf(up), n);
+    const DeviceBuffer s(nan_vec(n), t);
+    gpu().swiglu_forward(s.buf(), g_x.buf(), g_up.buf(), n);
+    expect_close(s, ref_s, tol(t), "swiglu_forward");
+
+    Vec ref_dg = nan_vec(n), ref_du = nan_vec(n);
+    cpu().swiglu_backward(buf(ref_dg), buf(ref_du), buf(dy), buf(x), buf(up), n);
+    const DeviceBuffer dg(nan_vec(n), t), du(nan_vec(n), t);
+    gpu().swiglu_backward(dg.buf(), du.buf(), g_dy.buf(), g_x.buf(), g_up.buf(), n);
+    expect_close(dg, ref_dg, tol(t), "swiglu_backward d_gate");
+    expect_close(du, ref_du, tol(t), "swiglu_backward d_up");
+    const DeviceBuffer dg_alias(dy, t), du2(nan_vec(n), t);
+    gpu().swiglu_backward(dg_alias.buf(), du2.buf(), dg_alias.buf(), g_x.buf(), g_up.buf(), n);
+    expect_close(dg_alias, ref_dg, tol(t), "swiglu_backward, d_gate aliasing d_out");
+    expect_close(du2, ref_du, tol(t), "swiglu_backward d_up (aliased call)");
+  }
+}
+
+// ------------------------------------------------------------------ elementwise
+
+TEST_CASE("cuda add, accumulate, scale and fill match the CPU", "[cuda][elementwise]") {
+  const std::int64_t n = 100003;
+  for (const DType t : {F32, BF16}) {
+    INFO("dtype=" << to_string(t));
+    const Tol exact_or_bf16 = t == F32 ? kExact : tol(t);
+    const Vec a = as_dtype(random_vec(n, 1), t), b = as_dtype(random_vec(n, 2), t);
+    Vec ref = nan_vec(n);
+    cpu().add(buf(ref), buf(a), buf(b), n);
+    const DeviceBuffer g_a(a, t), g_b(b, t), out(nan_vec(n), t);
+    gpu().add(out.buf(), g_a.buf(), g_b.buf(), n);
+    expect_close(out, ref, exact_or_bf16, "add");
+    const DeviceBuffer aliased(a, t);
+    gpu().add(aliased.buf(), aliased.buf(), g_b.buf(), n);
+    expect_close(aliased, ref, exact_or_bf16, "add, out aliasing a");
+
+    Vec ref_s = a;
+    cpu().scale(buf(ref_s), 0.37f, n);
+    const DeviceBuffer s(a, t);
+    gpu().scale(s.buf(), 0.37f, n);
+    expect_close(s, ref_s, exact_or_bf16, "scale");
+
+    const DeviceBuffer f(nan_vec(n), t);
+    gpu().fill(f.buf(), 1.25f, n);
+    expect_close(f, Vec(n, 1.25f), kExact, "fill");
+  }
+  for (const DType acc_t : {F32, BF16}) {
+    for (const DType x_t : {F32, BF16}) {
+      INFO("acc=" << to_string(acc_t) << " x=" << to_string(x_t));
+      const Vec acc0 = as_dtype(random_vec(n, 3), acc_t), x = as_dtype(random_vec(n, 4), x_t);
+      Vec ref = acc0;
+      cpu().accumulate(buf(ref), buf(x), n);
+      const DeviceBuffer g_acc(acc0, acc_t), g_x(x, x_t);
+      gpu().accumulate(g_acc.buf(), g_x.buf(), n);
+      expect_close(g_acc, ref, acc_t == F32 ? kExact : tol(acc_t), "accumulate");
+    }
+  }
+}
+
+// ------------------------------------------------------------------ cross-entropy
+
+TEST_CASE("cuda cross_entropy_forward_backward matches the CPU", "[cuda][cross_entropy]") {
+  struct Case {
+    int N, V, Vp;
+    DType t;
+    bool grad, alias;
+  };
+  for (const Case c : {Case{13, 1001, 1024, F32, true, false}, Case{13, 1001, 1024, F32, false, false},
+                       Case{13, 1001, 1024, F32, true, true}, Case{7, 333, 333, F32, true, false},
+                       Case{13, 1001, 1024, BF16, true, false}, Case{13, 1001, 1024, BF16, true, true},
+                       Case{3, 50257, 50304, F32, true, false}, Case{5, 31, 37, BF16, false, false},
+                       Case{4, 1, 3, F32, true, false}}) {
+    INFO("N=" << c.N << " V=" << c.V << " Vp=" << c.Vp << " dtype=" << to_string(c.t) << " grad=" << c.grad
+              << " alias=" << c.alias);
+    const Vec logits = as_dtype(random_vec(static_cast<std::size_t>(c.N) * c.Vp, 1, -4.0f, 4.0f), c.t);
+    IVec targets = random_ints(c.N, 2, 0, c.V - 1);
+    targets[1] = -1;  // ignored row
+    const float grad_scale = 1.0f / static_cast<float>(c.N);
+    Vec ref_loss = nan_vec(c.N), ref_dl = nan_vec(logits.size());
+    cpu().cross_entropy_forward_backward(buf(ref_loss), c.grad ? buf(ref_dl) : none(), buf(logits),
+                                         buf(targets), c.N, c.V, c.Vp, grad_scale);
+
+    const DeviceBuffer g_logits(logits, c.t), g_targets(targets), g_loss(nan_vec(c.N), F32);
+    const DeviceBuffer g_dl(nan_vec(logits.size()), c.t);
+    const Buf dl = !c.grad ? none() : (c.alias ? g_logits.buf() : g_dl.buf());
+    gpu().cross_entropy_forward_backward(g_loss.buf(), dl, g_logits.buf(), g_targets.buf(), c.N, c.V, c.Vp,
+                                         grad_scale);
+    expect_close(g_loss, ref_loss, Tol{1e-4, 1e-5}, "losses");
+    if (c.grad) {
+      const Tol t = c.t == F32 ? Tol{1e-8, 1e-5} : Tol{1e-6, 1e-2};
+      expect_close(c.alias ? g_logits : g_dl, ref_dl, t, "d_logits");
+    }
+  }
+}
+
+TEST_CASE("cuda cross_entropy_forward_backward throws for a target >= V and keeps working",
+          "[cuda][cross_entropy][errors]") {
+  const int N = 5, V = 29, Vp = 32;
+  const Vec logits = random_vec(N * Vp, 1);
+  IVec targets = random_ints(N, 2, 0, V - 1);
+  const DeviceBuffer g_logits(logits, F32), g_loss(nan_vec(N), F32), g_dl(nan_vec(N * Vp), F32);
+  targets[3] = V;
+  const DeviceBuffer bad(targets);
+  REQUIRE_THROWS_AS(gpu().cross_entropy_forward_backward(g_loss.buf(), g_dl.buf(), g_logits.buf(), bad.buf(),
+                                                         N, V, Vp, 1.0f),
+                    std::invalid_argument);
+  REQUIRE_THROWS_WITH(
+      gpu().cross_entropy_forward_backward(g_loss.buf(), none(), g_logits.buf(), bad.buf(), N, V, Vp, 1.0f),
+      Contains("cross_entropy_forward_backward") && Contains("target 29 at row 3 >= V"));
+  targets[3] = 0;
+  const DeviceBuffer good(targets);
+  Vec ref_loss = nan_vec(N);
+  cpu().cross_entropy_forward_backward(buf(ref_loss), none(), buf(logits), buf(targets), N, V, Vp, 1.0f);
+  gpu().cross_entropy_forward_backward(g_loss.buf(), none(), g_logits.buf(), good.buf(), N, V, Vp, 1.0f);
+  expect_close(g_loss, ref_loss, Tol{1e-4, 1e-5}, "losses after the error");
+}
+
+// ------------------------------------------------------------------ optimizer and reductions
+
+TEST_CASE("cuda adamw_step matches the CPU", "[cuda][adamw]") {
+  const std::int64_t n = 100003;
+  const Vec p0 = random_vec(n, 1), g = random_vec(n, 2), m0 = random_vec(n, 3, -0.1f, 0.1f);
+  const Vec v0 = random_vec(n, 4, 0.0f, 0.01f);
+  for (const int step : {1, 7}) {
+    INFO("step=" << step);
+    Vec p = p0, m = m0, v = v0;
+    cpu().adamw_step(buf(p), buf(g), buf(m), buf(v), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    const DeviceBuffer gp(p0, F32), gg(g, F32), gm(m0, F32), gv(v0, F32);
+    gpu().adamw_step(gp.buf(), gg.buf(), gm.buf(), gv.buf(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    expect_close(gp, p, Tol{1e-6, 1e-5}, "param");
+    expect_close(gm, m, Tol{1e-7, 1e-5}, "m");
+    expect_close(gv, v, Tol{1e-9, 1e-5}, "v");
+  }
+}
+
+TEST_CASE("cuda sum_squares matches the CPU in double", "[cuda][reduce]") {
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{1000}, std::int64_t{1000003}}) {
+    for (const DType t : {F32, BF16}) {
+      INFO("n=" << n << " dtype=" << to_string(t));
+      const Vec x = as_dtype(random_vec(static_cast<std::size_t>(n), 1, -2.0f, 2.0f), t);
+      const double ref = cpu().sum_squares(buf(x), n);
+      const DeviceBuffer g(x, t);
+      const double got = gpu().sum_squares(g.buf(), n);
+      CHECK(got == Approx(ref).epsilon(1e-12));
+      CHECK(gpu().sum_squares(g.buf(), n) == got);  // deterministic
+    }
+  }
+  const DeviceBuffer empty(Vec(1, 3.0f), F32);
+  CHECK(gpu().sum_squares(empty.buf(), 0) == 0.0);
+}
