@@ -116,27 +116,49 @@ std::string exp_avg_sq_tensor_name(const std::string& param) {
   return "optim/exp_avg_sq/" + param;
 }
 
-std::vector<TensorShard> flat_shard_tensors(const model::ParamStore& store, const std::vector<FlatShard>& shards) {
-  std::vector<TensorShard> out;
+namespace {
+
+// One parameter's elements inside one shard: where they sit in the parameter (span), which global
+// elements they are (runs) and their offset in the shard's buffers (at).
+struct Piece {
+  const FlatShard& shard;
+  const model::ParamSlot& slot;
+  LocalSpan span;
+  IndexRuns runs;
+  std::int64_t at = 0;
+  const model::ParamInfo& info() const { return *slot.local.info; }
+  bool whole() const { return span.begin == 0 && span.end == slot.numel; }
+};
+
+template <typename Fn>
+void for_each_piece(const model::ParamStore& store, const std::vector<FlatShard>& shards, Fn&& fn) {
   const model::ShardCoords& c = store.coords();
   for (const FlatShard& shard : shards) {
     for (const model::ParamSlot& slot : store.slots()) {
       const LocalSpan span = overlap(slot, shard.range.begin, shard.range.end);
       if (span.empty()) continue;
-      const model::ParamInfo& info = *slot.local.info;
-      const IndexRuns runs = param_runs(info, c.tp_rank, c.tp);
+      const IndexRuns all = param_runs(*slot.local.info, c.tp_rank, c.tp);
       const bool whole = span.begin == 0 && span.end == slot.numel;
-      const IndexRuns part = whole ? runs : slice_runs(runs, span.begin, span.end - span.begin);
-      const std::vector<std::int64_t> stored = whole ? slot.local.local_shape : std::vector<std::int64_t>{};
-      const std::int64_t at = slot.offset + span.begin - shard.range.begin;
-      if (shard.params != nullptr)
-        out.push_back({model_tensor_name(info.name), info.shape, stored, part, shard.params + at});
-      if (shard.exp_avg != nullptr)
-        out.push_back({exp_avg_tensor_name(info.name), info.shape, stored, part, shard.exp_avg + at});
-      if (shard.exp_avg_sq != nullptr)
-        out.push_back({exp_avg_sq_tensor_name(info.name), info.shape, stored, part, shard.exp_avg_sq + at});
+      fn(Piece{shard, slot, span, whole ? all : slice_runs(all, span.begin, span.end - span.begin),
+               slot.offset + span.begin - shard.range.begin});
     }
   }
+}
+
+}  // namespace
+
+std::vector<TensorShard> flat_shard_tensors(const model::ParamStore& store, const std::vector<FlatShard>& shards) {
+  std::vector<TensorShard> out;
+  for_each_piece(store, shards, [&](const Piece& p) {
+    const model::ParamInfo& info = p.info();
+    const std::vector<std::int64_t> stored = p.whole() ? p.slot.local.local_shape : std::vector<std::int64_t>{};
+    auto add = [&](const float* buffer, const std::string& name) {
+      if (buffer != nullptr) out.push_back({name, info.shape, stored, p.runs, buffer + p.at});
+    };
+    add(p.shard.params, model_tensor_name(info.name));
+    add(p.shard.exp_avg, exp_avg_tensor_name(info.name));
+    add(p.shard.exp_avg_sq, exp_avg_sq_tensor_name(info.name));
+  });
   return out;
 }
 
@@ -144,35 +166,25 @@ RestoreResult restore_flat_shards(LoadedCheckpoint& ckpt, const model::ParamStor
                                   const std::vector<FlatShard>& shards) {
   Restorer restorer(ckpt);
   const bool with_optim = has_optimizer_state(ckpt);
-  for (const FlatShard& shard : shards) {
-    for (const model::ParamSlot& slot : store.slots()) {
-      if (overlap(slot, shard.range.begin, shard.range.end).empty()) continue;
-      const model::ParamInfo& info = *slot.local.info;
-      if (shard.params != nullptr) restorer.check(model_tensor_name(info.name), info);
-      if (with_optim && shard.exp_avg != nullptr) restorer.check(exp_avg_tensor_name(info.name), info);
-      if (with_optim && shard.exp_avg_sq != nullptr) restorer.check(exp_avg_sq_tensor_name(info.name), info);
-    }
-  }
+  for_each_piece(store, shards, [&](const Piece& p) {
+    const model::ParamInfo& info = p.info();
+    if (p.shard.params != nullptr) restorer.check(model_tensor_name(info.name), info);
+    if (with_optim && p.shard.exp_avg != nullptr) restorer.check(exp_avg_tensor_name(info.name), info);
+    if (with_optim && p.shard.exp_avg_sq != nullptr) restorer.check(exp_avg_sq_tensor_name(info.name), info);
+  });
   restorer.throw_if_problems();
 
-  const model::ShardCoords& c = store.coords();
-  for (const FlatShard& shard : shards) {
-    for (const model::ParamSlot& slot : store.slots()) {
-      const LocalSpan span = overlap(slot, shard.range.begin, shard.range.end);
-      if (span.empty()) continue;
-      const model::ParamInfo& info = *slot.local.info;
-      const IndexRuns part = slice_runs(param_runs(info, c.tp_rank, c.tp), span.begin, span.end - span.begin);
-      const std::int64_t at = slot.offset + span.begin - shard.range.begin, n = span.end - span.begin;
-      if (shard.params != nullptr) restorer.read(model_tensor_name(info.name), part, shard.params + at);
-      auto moment = [&](float* buffer, const std::string& name) {
-        if (buffer == nullptr) return;
-        if (with_optim) restorer.read(name, part, buffer + at);
-        else std::fill(buffer + at, buffer + at + n, 0.0f);
-      };
-      moment(shard.exp_avg, exp_avg_tensor_name(info.name));
-      moment(shard.exp_avg_sq, exp_avg_sq_tensor_name(info.name));
-    }
-  }
+  for_each_piece(store, shards, [&](const Piece& p) {
+    const model::ParamInfo& info = p.info();
+    if (p.shard.params != nullptr) restorer.read(model_tensor_name(info.name), p.runs, p.shard.params + p.at);
+    auto moment = [&](float* buffer, const std::string& name) {
+      if (buffer == nullptr) return;
+      if (with_optim) restorer.read(name, p.runs, buffer + p.at);
+      else std::fill(buffer + p.at, buffer + p.at + (p.span.end - p.span.begin), 0.0f);
+    };
+    moment(p.shard.exp_avg, exp_avg_tensor_name(info.name));
+    moment(p.shard.exp_avg_sq, exp_avg_sq_tensor_name(info.name));
+  });
   return {restorer.tensors_read(), with_optim};
 }
 

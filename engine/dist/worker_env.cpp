@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -150,15 +151,22 @@ std::string this_hostname() {
 
 // ---------------------------------------------------------------- per-launcher rank variables
 
+// Rank, world, local rank and local world from the four variables a launcher names, all required.
+WorkerEnv named_ranks(const Env& env, const char* launcher, const std::string& context,
+                      const std::array<const char*, 4>& names) {
+  WorkerEnv w;
+  w.launcher = launcher;
+  w.rank = require_int(env, names[0], context);
+  w.world = require_int(env, names[1], context);
+  w.local_rank = require_int(env, names[2], context);
+  w.local_world = require_int(env, names[3], context);
+  check_ranks(w, {names[0], names[1], names[2], names[3]});
+  return w;
+}
+
 WorkerEnv ptrain_ranks(const Env& env) {
   const std::string context = "PTRAIN_LAUNCHED=1 (spawned by `ptrain run`)";
-  WorkerEnv w;
-  w.launcher = "ptrain";
-  w.rank = require_int(env, "RANK", context);
-  w.world = require_int(env, "WORLD_SIZE", context);
-  w.local_rank = require_int(env, "LOCAL_RANK", context);
-  w.local_world = require_int(env, "LOCAL_WORLD_SIZE", context);
-  check_ranks(w, {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"});
+  WorkerEnv w = named_ranks(env, "ptrain", context, {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"});
   if (const std::optional<int> fd = optional_int(env, "PTRAIN_STORE_FD")) {
     if (*fd < 0)
       throw LaunchConfigError(quoted("PTRAIN_STORE_FD", std::to_string(*fd)) + " is not a descriptor");
@@ -174,16 +182,9 @@ WorkerEnv ptrain_ranks(const Env& env) {
 }
 
 WorkerEnv openmpi_ranks(const Env& env) {
-  const std::string context = "OMPI_COMM_WORLD_RANK is set (launched by Open MPI's mpirun)";
-  WorkerEnv w;
-  w.launcher = "mpirun";
-  w.rank = require_int(env, "OMPI_COMM_WORLD_RANK", context);
-  w.world = require_int(env, "OMPI_COMM_WORLD_SIZE", context);
-  w.local_rank = require_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", context);
-  w.local_world = require_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", context);
-  check_ranks(w, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                  "OMPI_COMM_WORLD_LOCAL_SIZE"});
-  return w;
+  return named_ranks(env, "mpirun", "OMPI_COMM_WORLD_RANK is set (launched by Open MPI's mpirun)",
+                     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                      "OMPI_COMM_WORLD_LOCAL_SIZE"});
 }
 
 // The first of several variables that is set, with its name (launchers disagree on names).
