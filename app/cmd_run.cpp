@@ -21,6 +21,9 @@
 #include "engine/train/trainer.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/ops.h"
+#ifdef PTRAIN_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ptrain::app {
 namespace {
@@ -90,6 +93,36 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
   return dist::launch_local(launch);
 }
 
+// The backend this process computes on: `cpu`, `cuda`, or `auto` (CUDA when this ptrain has it,
+// a device is visible and the job has one rank, else the CPU). nullptr with `why_not` filled when
+// the job asks for what cannot run here.
+const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, bool leader, std::string& why_not) {
+  if (spec.backend == config::Backend::Cpu) return &kernels::cpu_ops();
+#ifdef PTRAIN_HAVE_CUDA
+  const bool device = kernels::cuda_device_available();
+  if (device && spec.world == 1) {
+    kernels::cuda_select_device(local_rank);
+    return &kernels::cuda_ops();
+  }
+  if (spec.backend == config::Backend::Cuda) {
+    why_not = device ? "backend: cuda trains one rank for now (the NCCL backend and Gloo host staging are not built "
+                       "yet): run with --nproc 1, or use backend: cpu"
+                     : "backend: cuda, but no CUDA device is visible (use backend: cpu or auto)";
+    return nullptr;
+  }
+  if (device && leader)
+    std::fprintf(stderr, "note: backend auto: several ranks train on the CPU until the NCCL backend is built\n");
+#else
+  (void)local_rank;
+  (void)leader;
+  if (spec.backend == config::Backend::Cuda) {
+    why_not = "backend: cuda, but this ptrain was built without CUDA (configure with -DPTRAIN_CUDA=ON)";
+    return nullptr;
+  }
+#endif
+  return &kernels::cpu_ops();
+}
+
 // Reports a failure of this worker; under a launcher, tells the other ranks to stop too.
 int fail(dist::Session* session, int code, const std::string& message, const std::string& log = {}) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
@@ -104,12 +137,15 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   if (!parse_fault(options)) return kExitBadInput;
   options.stop_requested = &g_stop_requested;
   options.stop_after_steps = args.stop_after_steps;
-  if (spec.backend == config::Backend::Cuda) {
-    std::fprintf(stderr, "error: backend: cuda is not built into this ptrain yet; use backend: cpu or auto\n");
+  const bool leader = !env || env->rank == 0;
+  std::string why_not;
+  const kernels::Ops* ops = select_backend(spec, env ? env->local_rank : 0, leader, why_not);
+  if (ops == nullptr) {
+    std::fprintf(stderr, "error: %s\n", why_not.c_str());
     return kExitBadInput;
   }
-  if (spec.train.precision == config::Precision::Bf16 && (!env || env->rank == 0))
-    std::fprintf(stderr, "warning: train.precision: bf16 applies to the CUDA backend; the CPU backend computes in "
+  if (spec.train.precision == config::Precision::Bf16 && leader)
+    std::fprintf(stderr, "warning: train.precision: bf16 mixed precision is not built yet: this run computes in "
                          "fp32 (set train.precision: fp32 to silence this)\n");
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
@@ -132,7 +168,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       solo = dist::make_solo_comm();
       comm = solo.get();
     }
-    train::Trainer trainer(spec, kernels::cpu_ops(), *comm, options);
+    train::Trainer trainer(spec, *ops, *comm, options);
     const train::RunResult result = trainer.run();
     if (session) session->finish();
     if (result.status == train::RunStatus::NonFinite) {

@@ -15,6 +15,7 @@
 //  - A CPU implementation supports F32 only; CUDA supports F32 and BF16 activations/weights.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/buffer.h"
@@ -97,6 +98,17 @@ class Ops {
                           float eps, float weight_decay, int step) const = 0;
   // Sum of squares of x (n elements), in double, returned to the host.
   virtual double sum_squares(Buf x, std::int64_t n) const = 0;
+
+  // ---- memory of this backend's device: every buffer the engine computes on comes from here.
+  // allocate: zero-filled, at least 256-byte aligned, never null (throws std::bad_alloc or the
+  // backend's error); release(nullptr) does nothing.
+  virtual void* allocate(std::size_t bytes) const = 0;
+  virtual void release(void* ptr) const = 0;
+  // Copies ordered with the ops: copy_to_device may return before the copy is done (the host
+  // memory may be reused at once); copy_to_host returns once the bytes are on the host.
+  virtual void copy_to_device(Buf dst, const void* host, std::size_t bytes) const = 0;
+  virtual void copy_to_host(void* host, Buf src, std::size_t bytes) const = 0;
+  virtual void copy(Buf dst, Buf src, std::size_t bytes) const = 0;  // within the device
 };
 
 // The CPU implementation (OpenBLAS GEMMs, OpenMP elsewhere); stateless, lives for the program.

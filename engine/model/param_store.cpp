@@ -65,7 +65,7 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) { return (n + multi
 }  // namespace
 
 ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coords, StoreOptions options)
-    : registry_(std::move(registry)), coords_(coords) {
+    : registry_(std::move(registry)), coords_(coords), memory_(options.memory ? options.memory : &kernels::cpu_ops()) {
   if (options.unit_multiple < 1 || options.unit_multiple % 16 != 0)
     throw std::invalid_argument("ParamStore: unit_multiple must be a positive multiple of 16");
   std::int64_t offset = 0;
@@ -94,8 +94,8 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
     units_.back().end = offset;
   }
   numel_ = offset;
-  if (options.own_params) params_ = runtime::HostBuffer(numel_, kernels::DType::F32);
-  if (options.own_grads) grads_ = runtime::HostBuffer(numel_, kernels::DType::F32);
+  if (options.own_params) params_ = runtime::Buffer(*memory_, numel_, kernels::DType::F32);
+  if (options.own_grads) grads_ = runtime::Buffer(*memory_, numel_, kernels::DType::F32);
   for (const FlatRange& u : units_) {
     param_base_.push_back(options.own_params ? params() + u.begin : nullptr);
     grad_base_.push_back(options.own_grads ? grads() + u.begin : nullptr);
@@ -130,7 +130,9 @@ kernels::Buf ParamStore::grad(const std::string& name) const {
 
 void ParamStore::initialize(std::uint64_t seed, int layers) {
   if (params() == nullptr) throw std::logic_error("ParamStore::initialize: no owned parameter buffer");
-  initialize_range(seed, layers, {0, numel_}, params());
+  std::vector<float> host(static_cast<std::size_t>(numel_));
+  initialize_range(seed, layers, {0, numel_}, host.data());
+  memory_->copy_to_device(params_.at(), host.data(), host.size() * sizeof(float));
 }
 
 void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const {
@@ -156,7 +158,7 @@ void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange rang
 }
 
 void ParamStore::zero_grads() {
-  if (grads() != nullptr) std::memset(grads(), 0, static_cast<size_t>(numel()) * sizeof(float));
+  if (grads() != nullptr) memory_->fill(grads_.at(), 0.0f, numel_);
 }
 
 }  // namespace ptrain::model

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/model/param_registry.h"
-#include "engine/runtime/host_buffer.h"
+#include "engine/runtime/buffer.h"
 #include "kernels/buffer.h"
 
 namespace ptrain::model {
@@ -37,6 +37,7 @@ struct StoreOptions {
   std::int64_t unit_multiple = 16;  // every unit's padded size is a multiple of this
   bool own_params = true;           // allocate the full parameter buffer
   bool own_grads = true;            // allocate the full gradient buffer
+  const kernels::Ops* memory = nullptr;  // the backend whose memory holds them (nullptr: the CPU's)
 };
 
 class ParamStore {
@@ -60,7 +61,9 @@ class ParamStore {
   kernels::Buf param(const std::string& name) const;
   kernels::Buf grad(const std::string& name) const;
 
-  // The owned full buffers (nullptr when not owned).
+  // The backend whose memory holds the owned buffers.
+  const kernels::Ops& memory() const { return *memory_; }
+  // The owned full buffers (nullptr when not owned), in memory()'s device.
   float* params() const { return static_cast<float*>(params_.data()); }
   float* grads() const { return static_cast<float*>(grads_.data()); }
   // Points unit u's parameters (gradients) at `base`, which holds the unit's range from its start.
@@ -70,7 +73,7 @@ class ParamStore {
   // GPT-2 / Megatron scheme: N(0, 0.02) for weights, 0.02/sqrt(2*layers) for the projections that
   // write into the residual stream, ones for norm weights, zeros for biases. initialize_range
   // writes only the flat elements [range.begin, range.end) into dst (dst[0] = element
-  // range.begin); padding elements are zero.
+  // range.begin; host memory); padding elements are zero.
   void initialize(std::uint64_t seed, int layers);
   void initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const;
   void zero_grads();  // of the owned gradient buffer
@@ -84,7 +87,8 @@ class ParamStore {
   int embedding_unit_ = -1, final_unit_ = -1;
   std::vector<int> layer_units_;
   std::int64_t numel_ = 0;
-  runtime::HostBuffer params_, grads_;
+  const kernels::Ops* memory_;
+  runtime::Buffer params_, grads_;
   std::vector<float*> param_base_, grad_base_;
 };
 

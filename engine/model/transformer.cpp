@@ -58,7 +58,7 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
 
   Measure measure;
   lay_out(measure, slots);
-  arena_ = runtime::Arena(measure.bytes);
+  arena_ = runtime::Arena(ops_, measure.bytes);
   lay_out([this](std::int64_t count, DType dtype) { return arena_.take(count, dtype); }, slots);
 }
 
@@ -120,6 +120,7 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   slots_.assign(static_cast<size_t>(slots), Slot{});
   for (Slot& s : slots_) {
     s.tokens = take(N, DType::I32);
+    s.targets = take(N, DType::I32);
     s.x.resize(static_cast<size_t>(d.layers) + 1);
     for (Buf& x : s.x) x = take(N * C, DType::F32);
     s.layers.resize(static_cast<size_t>(d.layers));
@@ -292,7 +293,9 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in) 
 Transformer::LossSum Transformer::run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets,
                                               bool with_grad, float grad_scale) {
   const auto& d = dims_;
-  std::copy(tokens, tokens + d.N, s.tokens.as<std::int32_t>());
+  const std::size_t id_bytes = static_cast<std::size_t>(d.N) * sizeof(std::int32_t);
+  ops_.copy_to_device(s.tokens, tokens, id_bytes);
+  ops_.copy_to_device(s.targets, targets, id_bytes);
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
   announce_forward(params_.embedding_unit());
   ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), d.gpt2 ? params_.param("wpe.weight") : Buf{}, d.N,
@@ -311,15 +314,15 @@ Transformer::LossSum Transformer::run_forward(Slot& s, const std::int32_t* token
   const Buf head = params_.param(tied ? wte : "lm_head.weight");
   ops_.linear_forward(s.logits, s.normf, head, Buf{}, d.N, d.Vp, d.C);
   // The fused loss only reads the targets; with a gradient it overwrites the logits by it.
-  const Buf target_buf{const_cast<std::int32_t*>(targets), DType::I32};
-  ops_.cross_entropy_forward_backward(s.losses, with_grad ? s.logits : Buf{}, s.logits, target_buf, d.N, d.V, d.Vp,
+  ops_.cross_entropy_forward_backward(s.losses, with_grad ? s.logits : Buf{}, s.logits, s.targets, d.N, d.V, d.Vp,
                                       grad_scale);
 
   LossSum result;
-  const float* losses = s.losses.as<float>();
+  host_losses_.resize(static_cast<std::size_t>(d.N));
+  ops_.copy_to_host(host_losses_.data(), s.losses, host_losses_.size() * sizeof(float));  // the step's one sync
   for (int n = 0; n < d.N; ++n) {
     if (targets[n] < 0) continue;
-    result.sum += losses[n];
+    result.sum += host_losses_[static_cast<std::size_t>(n)];
     result.tokens += 1;
   }
   return result;
@@ -334,7 +337,10 @@ Transformer::LossSum Transformer::evaluate(int slot, const std::int32_t* tokens,
   return run_forward(slots_.at(static_cast<size_t>(slot)), tokens, targets, false, 0.0f);
 }
 
-const float* Transformer::logits(int slot) const { return slots_.at(static_cast<size_t>(slot)).logits.as<float>(); }
+const float* Transformer::logits(int slot) const {
+  if (ops_.device() != kernels::Device::Cpu) throw std::logic_error("Transformer::logits: host-readable on the CPU backend only");
+  return slots_.at(static_cast<size_t>(slot)).logits.as<float>();
+}
 
 void Transformer::backward(int slot_index) {
   const auto& d = dims_;

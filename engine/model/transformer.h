@@ -19,7 +19,7 @@
 #include "engine/config/job_spec.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
-#include "engine/runtime/host_buffer.h"
+#include "engine/runtime/buffer.h"
 #include "kernels/ops.h"
 
 namespace ptrain::model {
@@ -58,7 +58,8 @@ class Transformer {
   void backward(int slot);
   // Loss only (validation): no gradient is written; the slot's logits stay readable.
   LossSum evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets);
-  // The logits [B*T, Vp] of the last evaluate() into `slot`.
+  // The logits [B*T, Vp] of the last evaluate() into `slot` (CPU backend: device memory is not
+  // host-readable; std::logic_error otherwise).
   const float* logits(int slot) const;
 
  private:
@@ -86,6 +87,7 @@ class Transformer {
   };
   struct Slot {
     Buf tokens;                    // [N] I32: the embedding backward scatters by them
+    Buf targets;                   // [N] I32: the loss reads them
     std::vector<Buf> x;            // x[l] = input of layer l; x[layers] = output of the last layer
     std::vector<LayerActs> layers;
     Buf normf, meanf, rstdf;       // final norm output and stats
@@ -129,6 +131,7 @@ class Transformer {
   runtime::Arena arena_;
   std::int64_t layer_bytes_ = 0;
   std::vector<Slot> slots_;
+  std::vector<float> host_losses_;  // the last microbatch's token losses, copied to the host
   Workspace ws_;
 };
 

@@ -14,8 +14,9 @@ kernels::Buf f32(float* p) { return {p, kernels::DType::F32}; }
 
 }  // namespace
 
-model::StoreOptions zero_store_options(int stage, int ranks) {
+model::StoreOptions zero_store_options(int stage, int ranks, const kernels::Ops& ops) {
   model::StoreOptions o;
+  o.memory = &ops;
   o.unit_multiple = kVectorElements * ranks;
   o.own_params = stage < 3;
   o.own_grads = stage < 2;
@@ -42,16 +43,16 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
   }
   for (const model::ParamSlot& s : store.slots()) tied_ = tied_ || s.local.info->tied_head;
   const std::int64_t moments = stage_ == 0 ? store.numel() : shard_numel_;
-  exp_avg_ = runtime::HostBuffer(moments, kernels::DType::F32);
-  exp_avg_sq_ = runtime::HostBuffer(moments, kernels::DType::F32);
+  exp_avg_ = runtime::Buffer(ops, moments, kernels::DType::F32);
+  exp_avg_sq_ = runtime::Buffer(ops, moments, kernels::DType::F32);
   if (stage_ >= 2) {
-    shard_grads_ = runtime::HostBuffer(shard_numel_, kernels::DType::F32);
-    for (auto& w : grad_windows_) w = runtime::HostBuffer(store.largest_unit(), kernels::DType::F32);
+    shard_grads_ = runtime::Buffer(ops, shard_numel_, kernels::DType::F32);
+    for (auto& w : grad_windows_) w = runtime::Buffer(ops, store.largest_unit(), kernels::DType::F32);
     grads_open_.assign(units.size(), false);
   }
   if (stage_ == 3) {
-    shard_params_ = runtime::HostBuffer(shard_numel_, kernels::DType::F32);
-    for (auto& w : param_windows_) w = runtime::HostBuffer(store.largest_unit(), kernels::DType::F32);
+    shard_params_ = runtime::Buffer(ops, shard_numel_, kernels::DType::F32);
+    for (auto& w : param_windows_) w = runtime::Buffer(ops, store.largest_unit(), kernels::DType::F32);
   }
 }
 
@@ -89,14 +90,18 @@ float* ZeroOptimizer::owned_grads(int unit) const {
   return store_.grads() + chunk(unit).begin;
 }
 
-float* ZeroOptimizer::owned_moment(const runtime::HostBuffer& m, int unit) const {
+float* ZeroOptimizer::owned_moment(const runtime::Buffer& m, int unit) const {
   return static_cast<float*>(m.data()) + (stage_ == 0 ? chunk(unit).begin : shard_offset(unit));
 }
 
 void ZeroOptimizer::initialize(std::uint64_t seed, int layers) {
   if (stage_ < 3) return store_.initialize(seed, layers);
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-    store_.initialize_range(seed, layers, chunk(u), owned_params(u));
+  std::vector<float> host;
+  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
+    host.resize(static_cast<std::size_t>(chunk_size(u)));
+    store_.initialize_range(seed, layers, chunk(u), host.data());
+    ops_.copy_to_device(f32(owned_params(u)), host.data(), host.size() * sizeof(float));
+  }
 }
 
 void ZeroOptimizer::begin_step(int microbatches) {
@@ -112,7 +117,7 @@ void ZeroOptimizer::gather_params(int unit) {
   if (resident_[w] >= 0) store_.bind_params(resident_[w], nullptr);
   float* window = static_cast<float*>(param_windows_[w].data());
   const std::int64_t n = chunk_size(unit);
-  std::copy(owned_params(unit), owned_params(unit) + n, window + index_ * n);
+  ops_.copy(f32(window + index_ * n), f32(owned_params(unit)), static_cast<std::size_t>(n) * sizeof(float));
   comm_.all_gather(group_, window, static_cast<std::size_t>(n));
   store_.bind_params(unit, window);
   resident_[w] = unit;

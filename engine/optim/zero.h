@@ -26,13 +26,14 @@
 #include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
-#include "engine/runtime/host_buffer.h"
+#include "engine/runtime/buffer.h"
 #include "kernels/ops.h"
 
 namespace ptrain::optim {
 
-// How the ParamStore of a rank must be built for `stage` over `ranks` data-parallel ranks.
-model::StoreOptions zero_store_options(int stage, int ranks);
+// How the ParamStore of a rank must be built for `stage` over `ranks` data-parallel ranks, its
+// buffers in `ops`' memory.
+model::StoreOptions zero_store_options(int stage, int ranks, const kernels::Ops& ops);
 
 // Bytes this rank allocates for model state, by kind (what `validate` predicts per rank).
 struct ZeroBytes {
@@ -83,7 +84,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   int window_of(int unit) const;
   float* owned_params(int unit) const;            // this rank's chunk of the unit's parameters
   float* owned_grads(int unit) const;
-  float* owned_moment(const runtime::HostBuffer& m, int unit) const;
+  float* owned_moment(const runtime::Buffer& m, int unit) const;
   void gather_params(int unit);                   // stage 3: into the unit's window
   void gather_all_params();                       // stages 1 and 2: every unit, in place
 
@@ -96,8 +97,8 @@ class ZeroOptimizer final : public model::UnitHooks {
   bool tied_ = false;                     // the head reuses the embedding (its unit stays resident)
   std::vector<std::int64_t> shard_offsets_;  // where each unit's owned chunk starts in the shard buffers
   std::int64_t shard_numel_ = 0;
-  runtime::HostBuffer shard_params_, shard_grads_, exp_avg_, exp_avg_sq_;
-  runtime::HostBuffer param_windows_[2], grad_windows_[2];
+  runtime::Buffer shard_params_, shard_grads_, exp_avg_, exp_avg_sq_;
+  runtime::Buffer param_windows_[2], grad_windows_[2];
   int resident_[2] = {-1, -1};            // stage 3: the unit whose parameters each window holds
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   int microbatches_ = 1, microbatch_ = 0;

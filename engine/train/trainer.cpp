@@ -21,6 +21,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
+#include "engine/train/host_staging.h"
 #include "engine/train/metrics.h"
 
 namespace ptrain::train {
@@ -57,6 +58,7 @@ const dist::Group& data_parallel_group(const config::JobSpec& spec, dist::Comm& 
 
 struct Trainer::State {
   const config::JobSpec& spec;
+  const kernels::Ops& ops;
   TrainerOptions options;
   dist::Comm& comm;
   const dist::Group& dp_group;
@@ -74,16 +76,17 @@ struct Trainer::State {
   std::int64_t start_step = 0;
   std::int64_t last_saved_step = -1;
 
-  State(const config::JobSpec& s, const kernels::Ops& ops, dist::Comm& c, TrainerOptions opts)
+  State(const config::JobSpec& s, const kernels::Ops& backend, dist::Comm& c, TrainerOptions opts)
       : spec(s),
+        ops(backend),
         options(std::move(opts)),
         comm(c),
         dp_group(data_parallel_group(s, c)),
         leader(c.rank() == 0),
         params(model::build_registry(s.model), model::shard_coords(s, 0, 0, 0),
-               optim::zero_store_options(s.parallel.zero, dp_group.size())),
-        model(s, params, ops),
-        zero(s, params, ops, c, dp_group),
+               optim::zero_store_options(s.parallel.zero, dp_group.size(), backend)),
+        model(s, params, backend),
+        zero(s, params, backend, c, dp_group),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
         train_loader(data::make_train_loader(s, *train_source, dp_group.index)) {
@@ -121,7 +124,9 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
-        ckpt::restore_flat_shards(loaded, params, zero.restored_shards());
+        HostStaging staged(ops, zero.restored_shards());
+        ckpt::restore_flat_shards(loaded, params, staged.host());
+        staged.upload();
         zero.after_restore();
         const std::int64_t step = loaded.state().at("step").get<std::int64_t>();
         note("resumed from " + loaded.path() + " at step " + std::to_string(step));
@@ -133,10 +138,22 @@ struct Trainer::State {
       if (zero.stage() == 3)
         throw std::invalid_argument("checkpoint.load_hf with parallel.zero 3: convert the weights first "
                                     "(ptrain convert) and resume from the ptrain checkpoint");
-      const auto imported = ckpt::import_hf(c.load_hf, spec.model, params);
+      const auto imported = import_hf_weights(c.load_hf);
       note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
     }
     return 0;
+  }
+
+  // HF weights into the parameters, through host memory when they live on a device.
+  ckpt::HfImportResult import_hf_weights(const std::string& dir) {
+    if (ops.device() == kernels::Device::Cpu) return ckpt::import_hf(dir, spec.model, params);
+    model::StoreOptions host_options = optim::zero_store_options(spec.parallel.zero, dp_group.size(), kernels::cpu_ops());
+    host_options.own_grads = false;
+    model::ParamStore host(params.registry(), params.coords(), host_options);
+    const ckpt::HfImportResult result = ckpt::import_hf(dir, spec.model, host);
+    ops.copy_to_device({params.params(), kernels::DType::F32}, host.params(),
+                       static_cast<std::size_t>(host.numel()) * sizeof(float));
+    return result;
   }
 
   // Writes step `step` (steps done) to checkpoint.dir: every rank its shards, rank 0 the manifest;
@@ -147,8 +164,10 @@ struct Trainer::State {
     const dist::Group& world = comm.world_group();
     std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
     comm.broadcast_string(world, tmp_dir, 0);
+    HostStaging staged(ops, zero.saved_shards());
+    staged.download();
     const ckpt::RankFileInfo info =
-        ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, zero.saved_shards()));
+        ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, staged.host()));
     const std::vector<std::string> infos = comm.gather_strings(world, ckpt::to_json(info).dump(), 0);
     if (leader) {
       std::vector<ckpt::RankFileInfo> ranks;

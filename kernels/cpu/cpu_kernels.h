@@ -58,6 +58,9 @@ void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, flo
 // reduce.cpp
 double sum_squares(Buf x, std::int64_t n);
 
+// memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free)
+void* allocate(std::size_t bytes);
+
 // ---- helpers shared by the kernels (reduce.cpp)
 
 // sums[c] += sum over r of rows[r*C + c], for rows [R, C]. Columns are split into chunks owned by

@@ -7,6 +7,9 @@
 // openblas_set_num_threads(n) and omp_set_num_threads(n), once at start-up. Kernels never set
 // thread counts themselves. With several ranks per node, n = cores / local ranks. Spinning idle
 // threads of one pool slow the other; OMP_WAIT_POLICY=passive helps when the two alternate often.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ops.h"
 
@@ -91,6 +94,18 @@ class CpuOps final : public Ops {
     cpu::adamw_step(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
   }
   double sum_squares(Buf x, std::int64_t n) const override { return cpu::sum_squares(x, n); }
+
+  void* allocate(std::size_t bytes) const override { return cpu::allocate(bytes); }
+  void release(void* ptr) const override { std::free(ptr); }
+  void copy_to_device(Buf dst, const void* host, std::size_t bytes) const override {
+    if (bytes > 0) std::memcpy(dst.ptr, host, bytes);
+  }
+  void copy_to_host(void* host, Buf src, std::size_t bytes) const override {
+    if (bytes > 0) std::memcpy(host, src.ptr, bytes);
+  }
+  void copy(Buf dst, Buf src, std::size_t bytes) const override {
+    if (bytes > 0) std::memmove(dst.ptr, src.ptr, bytes);
+  }
 };
 
 }  // namespace

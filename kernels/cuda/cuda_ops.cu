@@ -17,6 +17,8 @@
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/cuda_ops.h"
+
+#include <algorithm>
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -161,6 +163,35 @@ class CudaOps final : public Ops {
   }
   double sum_squares(Buf x, std::int64_t n) const override { return cuda::sum_squares(ctx(), x, n); }
 
+  // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in
+  // stream order so later ops see zeros.
+  void* allocate(std::size_t bytes) const override {
+    const LaunchContext& c = ctx();
+    void* p = nullptr;
+    PTRAIN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
+    PTRAIN_CUDA_CHECK(cudaMemsetAsync(p, 0, std::max<std::size_t>(bytes, 1), c.stream));
+    return p;
+  }
+  void release(void* ptr) const override {
+    if (ptr == nullptr) return;
+    PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx().stream));  // nothing queued may still use it
+    PTRAIN_CUDA_CHECK(cudaFree(ptr));
+  }
+  void copy_to_device(Buf dst, const void* host, std::size_t bytes) const override {
+    if (bytes == 0) return;
+    // From pageable memory the runtime stages the bytes before returning: the host buffer is free.
+    PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, host, bytes, cudaMemcpyHostToDevice, ctx().stream));
+  }
+  void copy_to_host(void* host, Buf src, std::size_t bytes) const override {
+    if (bytes == 0) return;
+    PTRAIN_CUDA_CHECK(cudaMemcpyAsync(host, src.ptr, bytes, cudaMemcpyDeviceToHost, ctx().stream));
+    PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx().stream));
+  }
+  void copy(Buf dst, Buf src, std::size_t bytes) const override {
+    if (bytes == 0) return;
+    PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, ctx().stream));
+  }
+
  private:
   mutable std::once_flag once_;
   mutable LaunchContext ctx_;
@@ -176,6 +207,15 @@ bool cuda_device_available() {
     return false;
   }
   return count > 0;
+}
+
+int cuda_select_device(int local_rank) {
+  int count = 0;
+  PTRAIN_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (count < 1) throw std::runtime_error("cuda_select_device: no CUDA device is visible");
+  const int device = local_rank % count;
+  PTRAIN_CUDA_CHECK(cudaSetDevice(device));
+  return device;
 }
 
 const Ops& cuda_ops() {

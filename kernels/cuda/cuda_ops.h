@@ -21,6 +21,10 @@ namespace ptrain::kernels {
 // True when the CUDA runtime sees at least one device. Never throws: false without a driver or GPU.
 bool cuda_device_available();
 
+// Makes device (local_rank mod the visible devices) current for this process: call it before
+// cuda_ops() is first used. Returns the device chosen.
+int cuda_select_device(int local_rank);
+
 // The CUDA Ops (device() == Device::Cuda).
 const Ops& cuda_ops();
 

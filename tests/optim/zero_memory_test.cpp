@@ -68,7 +68,7 @@ TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
       const plan::RankParams counted = plan::count_rank_params(model::local_params(registry, coords), 1);
       const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, 1.0);
 
-      model::ParamStore store(std::move(registry), coords, optim::zero_store_options(zero, 2));
+      model::ParamStore store(std::move(registry), coords, optim::zero_store_options(zero, 2, kernels::cpu_ops()));
       SilentComm comm;
       const dist::Group& dp = comm.new_group("dp", {0, 1});
       const optim::ZeroOptimizer engine(spec, store, kernels::cpu_ops(), comm, dp);

@@ -135,11 +135,36 @@ class Failures(unittest.TestCase):
             r = run(job(d), "--set", "data.format=llmc", "--set", f"data.train={d}/nothing_*.bin")
             self.assertEqual(r.returncode, 2, r.stderr)
 
+    def test_cuda_backend_without_a_device_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d), "--set", "backend=cuda")
+            if "visible" not in r.stderr and "without CUDA" not in r.stderr:
+                self.skipTest("a CUDA device is visible here")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertRegex(r.stderr, r"backend: cuda, but (no CUDA device is visible|this ptrain was built without CUDA)")
+
     def test_bad_config_is_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
             r = run(job(d), "--set", "model.layers=0")
             self.assertEqual(r.returncode, 2)
             self.assertIn("model.layers", r.stderr)
+
+
+class CudaBackend(unittest.TestCase):
+    """On a machine with a GPU: the CUDA backend trains the CPU backend's curve (fp32, 1e-4)."""
+
+    def test_fp32_loss_curve_matches_the_cpu_backend(self):
+        for arch in ["gpt2", "llama"]:
+            with self.subTest(arch=arch), tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+                r = run(job(b, arch, steps=20), "--set", "backend=cuda", "--set", "train.precision=fp32")
+                if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
+                    self.skipTest("no CUDA device here")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(run(job(a, arch, steps=20), "--set", "backend=cpu").returncode, 0)
+                for x, y in zip(metrics(a), metrics(b)):
+                    self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-4, f"step {x['step']}")
+                # Resuming on the GPU from its own checkpoint continues the run.
+                self.assertTrue(os.path.isdir(os.path.join(b, "ckpt", "step_20")))
 
 
 def main():

@@ -12,6 +12,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tests/kernels/cuda/device_buffer.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -56,6 +57,25 @@ TEST_CASE("cuda_ops is the CUDA device with one compute stream", "[cuda][contrac
   CHECK(cuda_device_available());
   CHECK(cuda_compute_stream() != nullptr);
   CHECK(cuda_compute_stream() == cuda_compute_stream());
+}
+
+TEST_CASE("cuda memory: zeroed allocations and copies in, within and out of the device", "[cuda][memory]") {
+  const Ops& ops = cuda_ops();
+  const std::size_t bytes = 1001 * sizeof(float);
+  float* a = static_cast<float*>(ops.allocate(bytes));
+  float* b = static_cast<float*>(ops.allocate(bytes));
+  CHECK(reinterpret_cast<std::uintptr_t>(a) % 256 == 0);
+  std::vector<float> host(1001, -1.0f);
+  ops.copy_to_host(host.data(), {a, F32}, bytes);
+  for (float x : host) REQUIRE(x == 0.0f);
+  const Vec in = random_vec(1001, 7);
+  ops.copy_to_device({a, F32}, in.data(), bytes);
+  ops.copy({b, F32}, {a, F32}, bytes);
+  ops.copy_to_host(host.data(), {b, F32}, bytes);
+  for (std::size_t i = 0; i < host.size(); ++i) REQUIRE(host[i] == in[i]);
+  ops.release(a);
+  ops.release(b);
+  ops.release(nullptr);
 }
 
 TEST_CASE("cuda ops reject bad arguments with std::invalid_argument naming the op", "[cuda][contract]") {

@@ -1,4 +1,6 @@
-// Owning, 64-byte aligned host memory for the CPU backend's flat buffers and arenas.
+// Owning buffers in a backend's memory (kernels::Ops::allocate: host memory for the CPU backend,
+// device memory for CUDA): the engine's flat parameter/gradient/optimizer buffers and arenas.
+// Whoever reads or writes one from the host goes through the backend's copies.
 #pragma once
 
 #include <cstddef>
@@ -6,14 +8,21 @@
 #include <memory>
 
 #include "kernels/buffer.h"
+#include "kernels/ops.h"
 
 namespace ptrain::runtime {
 
-class HostBuffer {
+// Gives a Buffer's memory back to the backend that allocated it.
+struct ReleaseTo {
+  const kernels::Ops* memory = nullptr;
+  void operator()(void* p) const;
+};
+
+class Buffer {
  public:
-  HostBuffer() = default;
-  // Zero-filled storage for `count` elements of `dtype`.
-  HostBuffer(std::int64_t count, kernels::DType dtype);
+  Buffer() = default;
+  // Zero-filled storage for `count` elements of `dtype` in `memory`'s device, 256-byte aligned.
+  Buffer(const kernels::Ops& memory, std::int64_t count, kernels::DType dtype);
 
   std::int64_t size() const { return count_; }
   std::size_t bytes() const { return static_cast<std::size_t>(count_) * kernels::dtype_size(dtype_); }
@@ -23,26 +32,23 @@ class HostBuffer {
   kernels::Buf at(std::int64_t offset = 0) const;
 
  private:
-  struct Free {
-    void operator()(void* p) const;
-  };
-  std::unique_ptr<void, Free> data_;
+  std::unique_ptr<void, ReleaseTo> data_;
   std::int64_t count_ = 0;
   kernels::DType dtype_ = kernels::DType::F32;
 };
 
-// Bump allocator over one HostBuffer: hands out aligned views; reset() frees them all at once.
+// Bump allocator over one Buffer: hands out aligned views; reset() frees them all at once.
 class Arena {
  public:
   Arena() = default;
-  explicit Arena(std::int64_t bytes);
+  Arena(const kernels::Ops& memory, std::int64_t bytes);
   kernels::Buf take(std::int64_t count, kernels::DType dtype);
   std::int64_t used_bytes() const { return used_; }
   std::int64_t capacity_bytes() const { return static_cast<std::int64_t>(storage_.bytes()); }
   void reset() { used_ = 0; }
 
  private:
-  HostBuffer storage_;
+  Buffer storage_;
   std::int64_t used_ = 0;
 };
 
