@@ -130,8 +130,40 @@ std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec) {
   ListBuilder out(x);
   add_norm(out, x, "final_norm", spec.model.arch == config::Arch::Gpt2, true);
   out.act("head.logits", x.tokens() * spec.model.padded_vocab / x.t);
-  out.fp32("loss.logsumexp", x.tokens());
+  out.int32("loss.targets", x.tokens());
+  out.fp32("loss.per_token", x.tokens());
   return out.take();
+}
+
+std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
+  const Dims x(spec);
+  std::vector<SavedTensor> out;
+  if (spec.train.recompute == config::Recompute::Full) {
+    // A whole layer rebuilt, but for its input: full recompute keeps that per layer already.
+    out = layer_saved_activations(spec, config::Recompute::None);
+    out.erase(out.begin());
+  } else if (spec.train.recompute == config::Recompute::Selective) {
+    // What selective recompute drops: the two norm outputs and the MLP activation output.
+    const std::vector<SavedTensor> all = layer_saved_activations(spec, config::Recompute::None);
+    const std::vector<SavedTensor> kept = layer_saved_activations(spec, config::Recompute::Selective);
+    for (const SavedTensor& t : all) {
+      const bool is_kept = std::any_of(kept.begin(), kept.end(), [&](const SavedTensor& k) { return k.name == t.name; });
+      if (!is_kept) out.push_back({"recomputed." + t.name, t.elements, t.bytes_per_element});
+    }
+  }
+  ListBuilder temps(x);
+  const std::int64_t q = x.tokens() * x.d * x.local_heads, kv = x.tokens() * x.d * x.local_kv_heads;
+  const std::int64_t ffn = x.tokens() * x.f / x.t;
+  for (const char* name : {"projection_output", "d_residual", "d_norm", "d_scratch"}) temps.act(name, x.sharded_hidden());
+  temps.act("d_attention", q);
+  temps.act("d_q", q);
+  temps.act("d_k", kv);
+  temps.act("d_v", kv);
+  temps.act("d_mlp_activation", ffn);
+  temps.act("d_mlp_up", ffn);
+  if (spec.model.arch != config::Arch::Gpt2) temps.act("d_mlp_gate", ffn);
+  for (SavedTensor& t : temps.take()) out.push_back(std::move(t));
+  return out;
 }
 
 std::int64_t expert_token_slots(const config::JobSpec& spec) {

@@ -42,9 +42,15 @@ std::vector<SavedTensor> layer_saved_activations(const config::JobSpec& spec, co
 // the first layer's input and is counted there.
 std::vector<SavedTensor> embedding_saved_activations(const config::JobSpec& spec);
 // The last virtual stage: final norm, LM head input, vocab-parallel logits (s*b*V/t, overwritten by
-// their gradient in the chunked cross-entropy) and the fp32 logsumexp per token. Independent of the
+// their gradient in the chunked cross-entropy), the targets and the fp32 loss per token. Independent of the
 // recompute mode (recompute applies to transformer layers).
 std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec);
+
+// What backward uses once per rank, shared by every layer and microbatch: the tensors recompute
+// rebuilds (full: one layer's complete set; selective: the norm outputs and the MLP activation)
+// and the backward temporaries (the residual-stream gradient, projection outputs, the attention
+// and MLP input gradients).
+std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 
 // Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each tp rank
 // routes tokens/t (= n) tokens; an expert takes at most capacity = ceil(capacity_factor * top_k *

@@ -102,8 +102,15 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     keep(&LayerActs::act, N * F);
   };
 
-  // The shared workspace first: recomputed tensors and backward temporaries.
-  layer_set(ws_.recomputed, false);
+  // The shared workspace first (model::backward_workspace, which validate counts): what recompute
+  // rebuilds, then the backward temporaries.
+  if (recompute_ == config::Recompute::Full) {
+    layer_set(ws_.recomputed, false);
+  } else if (recompute_ == config::Recompute::Selective) {
+    ws_.recomputed.norm1 = take(N * C, DType::F32);
+    ws_.recomputed.norm2 = take(N * C, DType::F32);
+    ws_.recomputed.act = take(N * F, DType::F32);
+  }
   shared = &ws_.recomputed;
   ws_.proj_out = take(N * C, DType::F32);
   ws_.d_res = take(N * C, DType::F32);

@@ -38,10 +38,8 @@ double activation_bytes_per_microbatch(const config::JobSpec& spec, int pp_rank)
 }
 
 double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_live) {
-  const bool full = spec.train.recompute == config::Recompute::Full;
-  const double recomputed_layer =
-      full ? model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None)) : 0.0;
-  return peak_live * activation_bytes_per_microbatch(spec, pp_rank) + recomputed_layer;
+  return peak_live * activation_bytes_per_microbatch(spec, pp_rank) +
+         model::total_bytes(model::backward_workspace(spec));
 }
 
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) {

@@ -11,8 +11,9 @@
 //   sum over its chunks of  layers * layer_set + token ids (virtual stage 0) + head set (last)
 // and multiplies it by the schedule's peak number of live microbatches on that rank (simulating
 // pipeline::build's lists: forward done, weight grad not yet, i.e. until B, or until W when zb-h1
-// splits it; in units of a whole stage = chunks/vpp, so chunks are weighted equally). Full
-// recompute adds one layer's complete set once (the layer being recomputed).
+// splits it; in units of a whole stage = chunks/vpp, so chunks are weighted equally), plus once
+// per rank the backward workspace (model::backward_workspace: what recompute rebuilds, one layer's
+// complete set under full and the dropped tensors under selective, and the backward temporaries).
 //
 // Communication buffers:
 //   pp > 1        receive buffers for one activation and one gradient: 2 * sbh (/t under SP)

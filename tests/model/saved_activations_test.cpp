@@ -120,6 +120,27 @@ TEST_CASE("moe layer: capacity-bounded expert buffers") {
 TEST_CASE("stage extras") {
   const config::JobSpec spec = small_llama(2, false);
   CHECK(model::total_bytes(model::embedding_saved_activations(spec)) == 16 * 4);  // token ids
-  // final norm: input + output sbh (512 B each) + rstd 64 B; logits sb*V/t = 16*32 bf16; lse 16 fp32
-  CHECK(model::total_bytes(model::head_saved_activations(spec)) == 2 * 512 + 64 + 16 * 32 * 2 + 16 * 4);
+  // final norm: input + output sbh (512 B each) + rstd 64 B; logits sb*V/t = 16*32 bf16; targets 16
+  // int32; per-token loss 16 fp32
+  CHECK(model::total_bytes(model::head_saved_activations(spec)) == 2 * 512 + 64 + 16 * 32 * 2 + 16 * 4 + 16 * 4);
+}
+
+TEST_CASE("backward workspace: recomputed tensors per mode plus the backward temporaries") {
+  config::JobSpec spec = small_llama(1, false);
+  spec.train.recompute = config::Recompute::None;
+  const double temps = model::total_bytes(model::backward_workspace(spec));
+  const std::int64_t n = spec.train.micro_batch * spec.model.seq_len;
+  const std::int64_t h = spec.model.hidden, f = spec.model.ffn_hidden, d = spec.model.head_dim();
+  const int a = spec.train.precision == config::Precision::Bf16 ? 2 : 4;
+  // 4 x [n,h] + d_attention, d_q [n, heads*d] + d_k, d_v [n, kv*d] + 3 x [n,f] (SwiGLU has a gate)
+  CHECK(temps == static_cast<double>(a * (4 * n * h + 2 * n * spec.model.heads * d + 2 * n * spec.model.kv_heads * d +
+                                          3 * n * f)));
+  spec.train.recompute = config::Recompute::Selective;
+  const double dropped = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None)) -
+                         model::total_bytes(model::layer_saved_activations(spec, config::Recompute::Selective));
+  CHECK(model::total_bytes(model::backward_workspace(spec)) == temps + dropped);
+  spec.train.recompute = config::Recompute::Full;
+  const double rebuilt = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None)) -
+                         model::total_bytes(model::layer_saved_activations(spec, config::Recompute::Full));
+  CHECK(model::total_bytes(model::backward_workspace(spec)) == temps + rebuilt);
 }

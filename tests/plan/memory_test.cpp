@@ -42,7 +42,7 @@ TEST_CASE("dense params shard over dp*cp, experts over expert-dp = tp*cp*dp/ep")
   CHECK(s.optimizer == 12 * 800 / 8 + 12 * 400 / 4);
 }
 
-TEST_CASE("activations: per-microbatch set x peak in-flight, plus the recomputed layer under full") {
+TEST_CASE("activations: per-microbatch set x peak in-flight, plus the backward workspace once") {
   config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.pp=2"}, 2);
   const config::JobSpec& spec = job.spec;
   const double layer = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None));
@@ -50,11 +50,13 @@ TEST_CASE("activations: per-microbatch set x peak in-flight, plus the recomputed
   const double head = model::total_bytes(model::head_saved_activations(spec));
   CHECK(plan::activation_bytes_per_microbatch(spec, 0) == 4 * layer + ids);
   CHECK(plan::activation_bytes_per_microbatch(spec, 1) == 4 * layer + head);
-  CHECK(plan::activation_bytes(spec, 0, 2.0) == 2 * (4 * layer + ids));
+  const double workspace = model::total_bytes(model::backward_workspace(spec));
+  CHECK(plan::activation_bytes(spec, 0, 2.0) == 2 * (4 * layer + ids) + workspace);
 
   config::LoadResult full = test::load_job(test::kSmallLlama, {"parallel.pp=2", "train.recompute=full"}, 2);
   const double input = model::total_bytes(model::layer_saved_activations(full.spec, config::Recompute::Full));
-  CHECK(plan::activation_bytes(full.spec, 0, 2.0) == 2 * (4 * input + ids) + layer);
+  CHECK(plan::activation_bytes(full.spec, 0, 2.0) ==
+        2 * (4 * input + ids) + model::total_bytes(model::backward_workspace(full.spec)));
 }
 
 TEST_CASE("communication buffers") {

@@ -1,0 +1,59 @@
+"""What `ptrain run` allocates on a rank (metrics.jsonl `memory_bytes`: parameters, gradients,
+optimizer state, ZeRO windows, activation arena) against `ptrain validate --json`'s prediction for
+the same job, for GPT-2 124M (T 1024, micro-batch 1, fp32, CPU) under each recompute mode and
+ZeRO stage 0 (dp 1). Writes bench/results/<date>-memory-vs-validate.json.
+    python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOB = """\
+name: memory-vs-validate
+backend: cpu
+model: {arch: gpt2, layers: 12, hidden: 768, heads: 12, vocab: 50257, seq_len: 1024}
+train: {steps: 1, global_batch: 1, micro_batch: 1, precision: fp32, recompute: none}
+data: {format: synthetic, eval_every: 0}
+cluster: {nodes: 1, gpus_per_node: 1, gpu: cpu}
+logging: {every: 1, metrics: METRICS}
+"""
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
+    args = parser.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory() as d:
+        job = os.path.join(d, "job.yaml")
+        metrics = os.path.join(d, "metrics.jsonl")
+        with open(job, "w") as f:
+            f.write(JOB.replace("METRICS", metrics))
+        for mode in ["none", "selective", "full"]:
+            flags = ["--set", f"train.recompute={mode}"]
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            subprocess.run([args.ptrain, "run", job, *flags], check=True, capture_output=True)
+            with open(metrics) as f:
+                allocated = json.loads(f.readlines()[-1])["memory_bytes"]
+            report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags], check=True,
+                                               capture_output=True, text=True).stdout)
+            predicted = report["memory_per_rank"][0]["total_bytes"]
+            runs.append({"recompute": mode, "allocated_bytes": allocated, "predicted_bytes": predicted,
+                         "ratio": allocated / predicted})
+            print(f"gpt2-124m recompute {mode:9s}: allocated {allocated / 2**20:8.1f} MiB, "
+                  f"predicted {predicted / 2**20:8.1f} MiB, ratio {allocated / predicted:.5f}")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    out = {"date": datetime.date.today().isoformat(), "commit": commit, "device": "cpu", "runs": runs}
+    path = os.path.join(ROOT, "bench", "results", f"{out['date']}-memory-vs-validate.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)
+        f.write("\n")
+    print("wrote", os.path.relpath(path, ROOT))
+
+
+if __name__ == "__main__":
+    main()
