@@ -93,25 +93,24 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
   return dist::launch_local(launch);
 }
 
-// The backend this process computes on: `cpu`, `cuda`, or `auto` (CUDA when this ptrain has it,
-// a device is visible and the job has one rank, else the CPU). nullptr with `why_not` filled when
-// the job asks for what cannot run here.
+// The backend this process computes on: `cpu`, `cuda`, or `auto` (CUDA when this ptrain has it
+// and a device is visible, else the CPU). Rank r uses device r mod the visible devices; several
+// ranks' collectives go through Gloo with host staging until the NCCL backend exists. nullptr with
+// `why_not` filled when the job asks for what cannot run here.
 const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, bool leader, std::string& why_not) {
   if (spec.backend == config::Backend::Cpu) return &kernels::cpu_ops();
 #ifdef PTRAIN_HAVE_CUDA
-  const bool device = kernels::cuda_device_available();
-  if (device && spec.world == 1) {
+  if (kernels::cuda_device_available()) {
     kernels::cuda_select_device(local_rank);
+    if (spec.world > 1 && leader)
+      std::fprintf(stderr, "note: %d ranks on CUDA exchange gradients through Gloo with host staging (no NCCL "
+                           "backend yet)\n", spec.world);
     return &kernels::cuda_ops();
   }
   if (spec.backend == config::Backend::Cuda) {
-    why_not = device ? "backend: cuda trains one rank for now (the NCCL backend and Gloo host staging are not built "
-                       "yet): run with --nproc 1, or use backend: cpu"
-                     : "backend: cuda, but no CUDA device is visible (use backend: cpu or auto)";
+    why_not = "backend: cuda, but no CUDA device is visible (use backend: cpu or auto)";
     return nullptr;
   }
-  if (device && leader)
-    std::fprintf(stderr, "note: backend auto: several ranks train on the CPU until the NCCL backend is built\n");
 #else
   (void)local_rank;
   (void)leader;

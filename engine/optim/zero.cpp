@@ -111,6 +111,17 @@ void ZeroOptimizer::begin_step(int microbatches) {
   ops_.fill(f32(static_cast<float*>(shard_grads_.data())), 0.0f, shard_numel_);
 }
 
+template <typename Collective>
+void ZeroOptimizer::on_host(float* data, std::int64_t count, Collective&& collective) {
+  if (ops_.device() == kernels::Device::Cpu) return collective(data);
+  // Gloo with host staging (ranks that share a GPU cannot share an NCCL communicator).
+  staging_.resize(static_cast<std::size_t>(count));
+  const std::size_t bytes = staging_.size() * sizeof(float);
+  ops_.copy_to_host(staging_.data(), f32(data), bytes);
+  collective(staging_.data());
+  ops_.copy_to_device(f32(data), staging_.data(), bytes);
+}
+
 void ZeroOptimizer::gather_params(int unit) {
   const int w = window_of(unit);
   if (resident_[w] == unit) return;
@@ -118,15 +129,15 @@ void ZeroOptimizer::gather_params(int unit) {
   float* window = static_cast<float*>(param_windows_[w].data());
   const std::int64_t n = chunk_size(unit);
   ops_.copy(f32(window + index_ * n), f32(owned_params(unit)), static_cast<std::size_t>(n) * sizeof(float));
-  comm_.all_gather(group_, window, static_cast<std::size_t>(n));
+  on_host(window, n * ranks_, [&](float* data) { comm_.all_gather(group_, data, static_cast<std::size_t>(n)); });
   store_.bind_params(unit, window);
   resident_[w] = unit;
 }
 
 void ZeroOptimizer::gather_all_params() {
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-    comm_.all_gather(group_, store_.params() + store_.units()[static_cast<size_t>(u)].begin,
-                     static_cast<std::size_t>(chunk_size(u)));
+    on_host(store_.params() + store_.units()[static_cast<size_t>(u)].begin, chunk_size(u) * ranks_,
+            [&](float* data) { comm_.all_gather(group_, data, static_cast<std::size_t>(chunk_size(u))); });
 }
 
 void ZeroOptimizer::before_forward(int unit) {
@@ -147,12 +158,14 @@ void ZeroOptimizer::after_backward(int unit) {
   const auto n = static_cast<std::size_t>(chunk_size(unit));
   if (stage_ < 2) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
-    if (stage_ == 0) comm_.all_reduce(group_, store_.grads() + u.begin, static_cast<std::size_t>(u.size()));
-    else comm_.reduce_scatter(group_, store_.grads() + u.begin, n);
+    on_host(store_.grads() + u.begin, u.size(), [&](float* data) {
+      if (stage_ == 0) comm_.all_reduce(group_, data, static_cast<std::size_t>(u.size()));
+      else comm_.reduce_scatter(group_, data, n);
+    });
     return;
   }
   float* window = static_cast<float*>(grad_windows_[window_of(unit)].data());
-  comm_.reduce_scatter(group_, window, n);
+  on_host(window, static_cast<std::int64_t>(n) * ranks_, [&](float* data) { comm_.reduce_scatter(group_, data, n); });
   ops_.accumulate(f32(owned_grads(unit)), f32(window + static_cast<std::size_t>(index_) * n),
                   static_cast<std::int64_t>(n));
   store_.bind_grads(unit, nullptr);

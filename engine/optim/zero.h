@@ -85,6 +85,9 @@ class ZeroOptimizer final : public model::UnitHooks {
   float* owned_params(int unit) const;            // this rank's chunk of the unit's parameters
   float* owned_grads(int unit) const;
   float* owned_moment(const runtime::Buffer& m, int unit) const;
+  // Runs `collective` on `count` elements at `data`; on a device backend through a host copy.
+  template <typename Collective>
+  void on_host(float* data, std::int64_t count, Collective&& collective);
   void gather_params(int unit);                   // stage 3: into the unit's window
   void gather_all_params();                       // stages 1 and 2: every unit, in place
 
@@ -102,6 +105,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   int resident_[2] = {-1, -1};            // stage 3: the unit whose parameters each window holds
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   int microbatches_ = 1, microbatch_ = 0;
+  std::vector<float> staging_;            // host copy for collectives on a device backend
 };
 
 }  // namespace ptrain::optim

@@ -163,8 +163,22 @@ class CudaBackend(unittest.TestCase):
                 self.assertEqual(run(job(a, arch, steps=20), "--set", "backend=cpu").returncode, 0)
                 for x, y in zip(metrics(a), metrics(b)):
                     self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-4, f"step {x['step']}")
-                # Resuming on the GPU from its own checkpoint continues the run.
                 self.assertTrue(os.path.isdir(os.path.join(b, "ckpt", "step_20")))
+
+    def test_two_ranks_on_one_gpu_match_one_rank(self):
+        # Gloo with host staging: two ranks share the device; dp 2 x ZeRO 1 and 3 against dp 1.
+        with tempfile.TemporaryDirectory() as one:
+            r = run(job(one, "llama", steps=10), "--set", "backend=cuda", "--set", "train.precision=fp32")
+            if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
+                self.skipTest("no CUDA device here")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for zero in [1, 3]:
+                with self.subTest(zero=zero), tempfile.TemporaryDirectory() as two:
+                    r = run(job(two, "llama", steps=10), "--nproc", "2", "--set", "backend=cuda",
+                            "--set", "train.precision=fp32", "--set", f"parallel.zero={zero}")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    for x, y in zip(metrics(one), metrics(two)):
+                        self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-5, f"step {x['step']}")
 
 
 def main():
