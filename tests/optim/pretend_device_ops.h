@@ -1,0 +1,95 @@
+// The CPU op set under a device's name: device() says Cuda, so the engine takes its device paths
+// (host staging around collectives, copies in and out), while the memory stays host memory that a
+// test can inspect. Counts the copies across the pretend host/device boundary.
+#pragma once
+
+#include <atomic>
+
+#include "kernels/ops.h"
+
+namespace ptrain::test {
+
+class PretendDeviceOps final : public kernels::Ops {
+ public:
+  using Buf = kernels::Buf;
+  mutable std::atomic<int> copies_in{0}, copies_out{0};
+
+  kernels::Device device() const override { return kernels::Device::Cuda; }
+  void linear_forward(Buf out, Buf in, Buf w, Buf b, int M, int N, int K) const override {
+    cpu().linear_forward(out, in, w, b, M, N, K);
+  }
+  void linear_backward(Buf d_in, Buf d_w, Buf d_b, Buf d_out, Buf in, Buf w, int M, int N, int K) const override {
+    cpu().linear_backward(d_in, d_w, d_b, d_out, in, w, M, N, K);
+  }
+  void embedding_forward(Buf out, Buf tokens, Buf table, Buf pos, int N, int T, int C) const override {
+    cpu().embedding_forward(out, tokens, table, pos, N, T, C);
+  }
+  void embedding_backward(Buf d_table, Buf d_pos, Buf d_out, Buf tokens, int N, int T, int C) const override {
+    cpu().embedding_backward(d_table, d_pos, d_out, tokens, N, T, C);
+  }
+  void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf w, Buf b, int N, int C, float eps) const override {
+    cpu().layernorm_forward(out, mean, rstd, in, w, b, N, C, eps);
+  }
+  void layernorm_backward(Buf d_in, Buf d_w, Buf d_b, Buf d_out, Buf in, Buf w, Buf mean, Buf rstd, int N,
+                          int C) const override {
+    cpu().layernorm_backward(d_in, d_w, d_b, d_out, in, w, mean, rstd, N, C);
+  }
+  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf w, int N, int C, float eps) const override {
+    cpu().rmsnorm_forward(out, rstd, in, w, N, C, eps);
+  }
+  void rmsnorm_backward(Buf d_in, Buf d_w, Buf d_out, Buf in, Buf w, Buf rstd, int N, int C) const override {
+    cpu().rmsnorm_backward(d_in, d_w, d_out, in, w, rstd, N, C);
+  }
+  void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
+    cpu().rope_forward(x, B, T, H, D, theta, pos0);
+  }
+  void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0) const override {
+    cpu().rope_backward(d_x, B, T, H, D, theta, pos0);
+  }
+  void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D) const override {
+    cpu().attention_forward(out, lse, q, k, v, B, T, Hq, Hkv, D);
+  }
+  void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B, int T,
+                          int Hq, int Hkv, int D) const override {
+    cpu().attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
+  }
+  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu().gelu_forward(out, in, n); }
+  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
+    cpu().gelu_backward(d_in, d_out, in, n);
+  }
+  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const override {
+    cpu().swiglu_forward(out, gate, up, n);
+  }
+  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const override {
+    cpu().swiglu_backward(d_gate, d_up, d_out, gate, up, n);
+  }
+  void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cpu().add(out, a, b, n); }
+  void accumulate(Buf acc, Buf x, std::int64_t n) const override { cpu().accumulate(acc, x, n); }
+  void scale(Buf x, float factor, std::int64_t n) const override { cpu().scale(x, factor, n); }
+  void fill(Buf x, float value, std::int64_t n) const override { cpu().fill(x, value, n); }
+  void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
+                                      float grad_scale) const override {
+    cpu().cross_entropy_forward_backward(losses, d_logits, logits, targets, N, V, Vp, grad_scale);
+  }
+  void adamw_step(Buf p, Buf g, Buf m, Buf v, std::int64_t n, float lr, float b1, float b2, float eps, float wd,
+                  int step) const override {
+    cpu().adamw_step(p, g, m, v, n, lr, b1, b2, eps, wd, step);
+  }
+  double sum_squares(Buf x, std::int64_t n) const override { return cpu().sum_squares(x, n); }
+  void* allocate(std::size_t bytes) const override { return cpu().allocate(bytes); }
+  void release(void* ptr) const override { cpu().release(ptr); }
+  void copy_to_device(Buf dst, const void* host, std::size_t bytes) const override {
+    ++copies_in;
+    cpu().copy_to_device(dst, host, bytes);
+  }
+  void copy_to_host(void* host, Buf src, std::size_t bytes) const override {
+    ++copies_out;
+    cpu().copy_to_host(host, src, bytes);
+  }
+  void copy(Buf dst, Buf src, std::size_t bytes) const override { cpu().copy(dst, src, bytes); }
+
+ private:
+  static const kernels::Ops& cpu() { return kernels::cpu_ops(); }
+};
+
+}  // namespace ptrain::test
