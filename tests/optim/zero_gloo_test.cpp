@@ -13,7 +13,7 @@
 #include "engine/dist/store.h"
 #include "engine/model/param_registry.h"
 #include "engine/optim/zero.h"
-#include "tests/optim/pretend_device_ops.h"
+#include "tests/pretend_device_ops.h"
 
 namespace {
 

@@ -1,0 +1,33 @@
+// Checkpoints read and write host memory: HostStaging copies a device backend's shards out and
+// back (here the CPU ops under a device's name), and passes host shards through untouched.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "engine/train/host_staging.h"
+#include "tests/pretend_device_ops.h"
+
+using namespace ptrain;
+
+TEST_CASE("host staging copies device shards out and back, and passes host shards through") {
+  std::vector<float> params(10), moments(10, 0.0f);
+  for (int i = 0; i < 10; ++i) params[static_cast<size_t>(i)] = static_cast<float>(i);
+  const ckpt::FlatShard shard{{20, 30}, params.data(), moments.data(), nullptr};
+
+  train::HostStaging host(kernels::cpu_ops(), {shard});
+  CHECK(host.host()[0].params == params.data());  // CPU: the shard itself
+
+  test::PretendDeviceOps device;
+  train::HostStaging staged(device, {shard});
+  const ckpt::FlatShard& h = staged.host()[0];
+  REQUIRE(h.params != params.data());
+  CHECK(h.exp_avg_sq == nullptr);
+  CHECK(h.range.begin == 20);
+  staged.download();
+  CHECK(h.params[7] == 7.0f);
+  h.exp_avg[3] = 5.0f;
+  staged.upload();
+  CHECK(moments[3] == 5.0f);
+  CHECK(device.copies_out == 2);  // params and exp_avg; no exp_avg_sq
+  CHECK(device.copies_in == 2);
+}
