@@ -12,7 +12,11 @@
 //    impossible shape throws std::invalid_argument naming the op; nothing aborts.
 //  - An output may alias an input only where noted (and then element for element, never shifted).
 //  - Stats (mean, rstd, lse, losses) are always F32; tokens/targets are I32.
-//  - A CPU implementation supports F32 only; CUDA supports F32 and BF16 activations/weights.
+//  - Float buffers are F32 or BF16 (stores to BF16 round to nearest even). Which arguments may be
+//    BF16, and which must share a dtype, is the same on every backend: see the "Dtypes:" comment of
+//    each kernels/cuda/*.cu file (the CPU checks the same rules); adamw_step is F32 only (fp32 master
+//    weights). The CPU computes BF16 as fp32 math on the bf16 values with each output rounded once
+//    (kernels/cpu/bf16_staging.h): the reference the CUDA ops are tested against.
 #pragma once
 
 #include <cstddef>
@@ -83,6 +87,10 @@ class Ops {
   virtual void accumulate(Buf acc, Buf x, std::int64_t n) const = 0;          // acc += x
   virtual void scale(Buf x, float factor, std::int64_t n) const = 0;          // x *= factor
   virtual void fill(Buf x, float value, std::int64_t n) const = 0;
+  // dst = src in dst's dtype, F32 or BF16 either way (fp32 master weights to their bf16 working copy,
+  // bf16 gradients to fp32): F32 -> BF16 rounds to nearest even (NaN stays NaN, overflow gives inf),
+  // BF16 -> F32 is exact, equal dtypes copy the bytes. dst and src must not overlap.
+  virtual void convert(Buf dst, Buf src, std::int64_t n) const = 0;
 
   // ---- loss: softmax cross-entropy over logits[N, Vp] (the first V columns are real, the rest
   // vocab padding and ignored). losses[n] = -log softmax(logits[n])[targets[n]]; a target < 0 is

@@ -244,10 +244,6 @@ void SafetensorsFile::read_f32(const StTensorInfo& tensor, std::int64_t first, s
   }
 }
 
-float bf16_to_f32(std::uint16_t bits) {
-  return std::bit_cast<float>(std::uint32_t{bits} << 16);
-}
-
 float f16_to_f32(std::uint16_t bits) {
   const std::uint32_t sign = (std::uint32_t{bits} & 0x8000u) << 16;
   const std::uint32_t exponent = (bits >> 10) & 0x1Fu;
@@ -256,14 +252,6 @@ float f16_to_f32(std::uint16_t bits) {
   if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
   const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // subnormal or zero
   return sign ? -magnitude : magnitude;
-}
-
-std::uint16_t f32_to_bf16(float value) {
-  const auto bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
-    return static_cast<std::uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
-  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
 }
 
 void SafetensorsWriter::add(std::string name, StDtype dtype, std::vector<std::int64_t> shape,

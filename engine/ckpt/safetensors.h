@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/ckpt/file_io.h"
+#include "kernels/bf16.h"
 
 namespace ptrain::ckpt {
 
@@ -90,10 +91,11 @@ class SafetensorsFile {
   StHeader header_;
 };
 
-// Element conversions used by read_f32 (exposed for tests).
-float bf16_to_f32(std::uint16_t bits);
+// Element conversions used by read_f32 (exposed for tests). The bf16 ones are the kernels' (one
+// rounding rule for checkpoints and ops).
+using kernels::bf16_to_f32;
+using kernels::f32_to_bf16;  // round to nearest even; NaN stays NaN
 float f16_to_f32(std::uint16_t bits);
-std::uint16_t f32_to_bf16(float value);  // round to nearest even; NaN stays NaN
 
 // Collects tensors (borrowed: the data must outlive write()) and writes one file. Names must be
 // unique, non-empty, valid UTF-8 and not "__metadata__"; the byte size must equal dtype*shape

@@ -7,8 +7,10 @@
 //   d_gate = d_out * up * sigmoid(g) (1 + g (1 - sigmoid(g))),  d_up = d_out * silu(g)
 // Gradients overwrite. Outputs may alias inputs element for element (out == in, d_in == d_out),
 // never with an offset. Chunks run in parallel; each chunk's loop is multiversioned (isa.h).
+// All buffers of an op share one element type, F32 or BF16 (staged, bf16_staging.h), as on CUDA.
 #include <cstdint>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
@@ -90,53 +92,45 @@ PTRAIN_CPU_MULTIVERSION(swiglu_backward_kernel, swiglu_backward_body,
 
 void gelu_forward(Buf out, Buf in, std::int64_t n) {
   constexpr const char* op = "gelu_forward";
-  require_sizes(op, {n});
-  require_buf(op, "out", out, DType::F32, n);
-  require_buf(op, "in", in, DType::F32, n);
-  float* y = f32(out);
-  const float* x = cf32(in);
+  require_same_floats(op, n, {{"out", out}, {"in", in}});
+  Bf16Staging staging;
+  float* y = f32(staging.output(out, n));
+  const float* x = cf32(staging.input(in, n));
   parallel_chunks(n, [&](std::int64_t i, std::int64_t len) { gelu_forward_kernel(y + i, x + i, len); });
 }
 
 void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) {
   constexpr const char* op = "gelu_backward";
-  require_sizes(op, {n});
-  require_buf(op, "d_in", d_in, DType::F32, n);
-  require_buf(op, "d_out", d_out, DType::F32, n);
-  require_buf(op, "in", in, DType::F32, n);
-  float* dx = f32(d_in);
-  const float* dy = cf32(d_out);
-  const float* x = cf32(in);
+  require_same_floats(op, n, {{"d_in", d_in}, {"d_out", d_out}, {"in", in}});
+  Bf16Staging staging;
+  float* dx = f32(staging.output(d_in, n));
+  const float* dy = cf32(staging.input(d_out, n));
+  const float* x = cf32(staging.input(in, n));
   parallel_chunks(
       n, [&](std::int64_t i, std::int64_t len) { gelu_backward_kernel(dx + i, dy + i, x + i, len); });
 }
 
 void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) {
   constexpr const char* op = "swiglu_forward";
-  require_sizes(op, {n});
-  require_buf(op, "out", out, DType::F32, n);
-  require_buf(op, "gate", gate, DType::F32, n);
-  require_buf(op, "up", up, DType::F32, n);
-  float* y = f32(out);
-  const float* g = cf32(gate);
-  const float* u = cf32(up);
+  require_same_floats(op, n, {{"out", out}, {"gate", gate}, {"up", up}});
+  Bf16Staging staging;
+  float* y = f32(staging.output(out, n));
+  const float* g = cf32(staging.input(gate, n));
+  const float* u = cf32(staging.input(up, n));
   parallel_chunks(n,
                   [&](std::int64_t i, std::int64_t len) { swiglu_forward_kernel(y + i, g + i, u + i, len); });
 }
 
 void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) {
   constexpr const char* op = "swiglu_backward";
-  require_sizes(op, {n});
-  require_buf(op, "d_gate", d_gate, DType::F32, n);
-  require_buf(op, "d_up", d_up, DType::F32, n);
-  require_buf(op, "d_out", d_out, DType::F32, n);
-  require_buf(op, "gate", gate, DType::F32, n);
-  require_buf(op, "up", up, DType::F32, n);
-  float* dg = f32(d_gate);
-  float* du = f32(d_up);
-  const float* dy = cf32(d_out);
-  const float* g = cf32(gate);
-  const float* u = cf32(up);
+  require_same_floats(op, n,
+                      {{"d_gate", d_gate}, {"d_up", d_up}, {"d_out", d_out}, {"gate", gate}, {"up", up}});
+  Bf16Staging staging;
+  float* dg = f32(staging.output(d_gate, n));
+  float* du = f32(staging.output(d_up, n));
+  const float* dy = cf32(staging.input(d_out, n));
+  const float* g = cf32(staging.input(gate, n));
+  const float* u = cf32(staging.input(up, n));
   parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
     swiglu_backward_kernel(dg + i, du + i, dy + i, g + i, u + i, len);
   });

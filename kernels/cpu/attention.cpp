@@ -17,6 +17,8 @@
 // register-tiled small GEMM whose inner loop runs over contiguous floats, K/V are read as rows
 // (no transposes of K or V), and the softmax steps vectorise across the block's query rows.
 // The per-task functions are multiversioned for AVX2/AVX-512 (isa.h).
+// Dtypes as on CUDA (attention.cu): q, k, v, out and the d_ tensors share one element type, F32 or
+// BF16 (staged, bf16_staging.h: the math stays fp32 throughout); lse is F32.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
@@ -38,6 +41,8 @@ constexpr std::int64_t kCols = 64;  // keys per block
 struct Shape {
   std::int64_t B, T, Hq, Hkv, D;
   std::int64_t group() const { return Hq / Hkv; }
+  std::int64_t q_count() const { return B * T * Hq * D; }    // elements of q, out, d_q, d_out
+  std::int64_t kv_count() const { return B * T * Hkv * D; }  // of k, v, d_k, d_v
   // Offsets of row t of head h in [B, T, H, D] tensors.
   std::int64_t q_row(std::int64_t b, std::int64_t t, std::int64_t h) const {
     return ((b * T + t) * Hq + h) * D;
@@ -320,21 +325,22 @@ PTRAIN_CPU_MULTIVERSION(backward_head, backward_head_body,
 void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D) {
   constexpr const char* op = "attention_forward";
   check_shape(op, B, T, Hq, Hkv, D);
-  require_buf(op, "out", out, DType::F32);
-  require_opt(op, "lse", lse, DType::F32);
-  require_buf(op, "q", q, DType::F32);
-  require_buf(op, "k", k, DType::F32);
-  require_buf(op, "v", v, DType::F32);
   const Shape sh{B, T, Hq, Hkv, D};
+  require_float(op, "q", q, sh.q_count());
+  require_buf(op, "k", k, q.dtype, sh.kv_count());
+  require_buf(op, "v", v, q.dtype, sh.kv_count());
+  require_buf(op, "out", out, q.dtype, sh.q_count());
+  require_opt(op, "lse", lse, DType::F32);
   const std::int64_t heads = sh.B * sh.Hq;
   const std::int64_t blocks = (sh.T + kRows - 1) / kRows;
   const std::int64_t tasks = heads * blocks;
-  float* o = f32(out);
-  float* l = lse ? f32(lse) : nullptr;
-  const float* qp = cf32(q);
   if (tasks == 0) return;
-  const float* kp = cf32(k);
-  const float* vp = cf32(v);
+  Bf16Staging staging;
+  float* o = f32(staging.output(out, sh.q_count()));
+  float* l = lse ? f32(lse) : nullptr;
+  const float* qp = cf32(staging.input(q, sh.q_count()));
+  const float* kp = cf32(staging.input(k, sh.kv_count()));
+  const float* vp = cf32(staging.input(v, sh.kv_count()));
 #pragma omp parallel if (heads * sh.T * sh.T * sh.D >= kParallelMinWork)
   {
     ForwardScratch scratch(sh.D);
@@ -353,28 +359,35 @@ void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf 
                         int T, int Hq, int Hkv, int D) {
   constexpr const char* op = "attention_backward";
   check_shape(op, B, T, Hq, Hkv, D);
-  require_buf(op, "d_q", d_q, DType::F32);
-  require_buf(op, "d_k", d_k, DType::F32);
-  require_buf(op, "d_v", d_v, DType::F32);
-  require_buf(op, "d_out", d_out, DType::F32);
-  require_buf(op, "q", q, DType::F32);
-  require_buf(op, "k", k, DType::F32);
-  require_buf(op, "v", v, DType::F32);
-  require_buf(op, "out", out, DType::F32);
-  require_buf(op, "lse", lse, DType::F32);
   const Shape sh{B, T, Hq, Hkv, D};
+  const std::int64_t nq = sh.q_count(), nkv = sh.kv_count();
+  require_float(op, "q", q, nq);
+  require_buf(op, "d_q", d_q, q.dtype, nq);
+  require_buf(op, "d_k", d_k, q.dtype, nkv);
+  require_buf(op, "d_v", d_v, q.dtype, nkv);
+  require_buf(op, "d_out", d_out, q.dtype, nq);
+  require_buf(op, "k", k, q.dtype, nkv);
+  require_buf(op, "v", v, q.dtype, nkv);
+  require_buf(op, "out", out, q.dtype, nq);
+  require_buf(op, "lse", lse, DType::F32, sh.B * sh.Hq * sh.T);
   const std::int64_t heads = sh.B * sh.Hq;
   const std::int64_t group = sh.group();
-  float* dq = f32(d_q);
-  float* dk = f32(d_k);
-  float* dv = f32(d_v);
+  if (heads == 0 || sh.T == 0) return;
+  Bf16Staging staging;
+  float* dq = f32(staging.output(d_q, nq));
+  float* dk = f32(staging.output(d_k, nkv));
+  float* dv = f32(staging.output(d_v, nkv));
+  d_out = staging.input(d_out, nq);
+  q = staging.input(q, nq);
+  k = staging.input(k, nkv);
+  v = staging.input(v, nkv);
+  out = staging.input(out, nq);
   // With groups, per-query-head scratch [B, Hq, T, D] for d_k and d_v, summed afterwards.
   std::unique_ptr<float[]> partial;
   if (group > 1)
     partial = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(2 * heads * sh.T * sh.D));
   float* pk = partial.get();
   float* pv = group > 1 ? pk + heads * sh.T * sh.D : nullptr;
-  if (heads == 0 || sh.T == 0) return;
 #pragma omp parallel if (heads * sh.T * sh.T * sh.D >= kParallelMinWork)
   {
     BackwardScratch scratch(sh.D);

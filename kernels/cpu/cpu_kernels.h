@@ -46,6 +46,7 @@ void add(Buf out, Buf a, Buf b, std::int64_t n);
 void accumulate(Buf acc, Buf x, std::int64_t n);
 void scale(Buf x, float factor, std::int64_t n);
 void fill(Buf x, float value, std::int64_t n);
+void convert(Buf dst, Buf src, std::int64_t n);
 
 // cross_entropy.cpp
 void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,

@@ -5,12 +5,14 @@
 // A target < 0 is ignored: loss 0 and a zero gradient row; a target >= V is an error. d_logits may
 // alias logits (the target's logit is read before the row is overwritten) and may be null (loss
 // only, e.g. evaluation). The sum runs in float over terms <= 1 (relative error ~1e-6 at V = 50K).
-// The row loop is multiversioned (isa.h).
+// The row loop is multiversioned (isa.h). logits and d_logits share one element type, F32 or BF16
+// (staged, bf16_staging.h); losses F32; targets I32; as on CUDA.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
@@ -60,16 +62,19 @@ void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf ta
   require(V > 0 || N == 0, op, "V must be positive");
   require(V <= Vp, op, "V must not exceed Vp");
   require_buf(op, "losses", losses, DType::F32, N);
-  require_opt(op, "d_logits", d_logits, DType::F32);
-  require_buf(op, "logits", logits, DType::F32, N);
+  require_opt_float(op, "d_logits", d_logits);
+  require_float(op, "logits", logits, N);
+  require_same(op, "d_logits", d_logits, "logits", logits);
   require_buf(op, "targets", targets, DType::I32, N);
   const std::int32_t* tgt = ci32(targets);
   for (std::int64_t n = 0; n < N; ++n) {
     if (tgt[n] >= V) fail(op, "target " + std::to_string(tgt[n]) + " at row " + std::to_string(n) + " >= V");
   }
+  const std::int64_t NVp = std::int64_t{N} * Vp;
+  Bf16Staging staging;
   float* loss = f32(losses);
-  float* dl_all = d_logits ? f32(d_logits) : nullptr;
-  const float* x_all = cf32(logits);
+  float* dl_all = d_logits ? f32(staging.output(d_logits, NVp)) : nullptr;
+  const float* x_all = cf32(staging.input(logits, NVp));
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * Vp >= kParallelMinElements)
   for (std::int64_t n = 0; n < N; ++n) {
     float* dl = dl_all ? dl_all + n * Vp : nullptr;

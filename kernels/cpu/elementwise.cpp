@@ -1,21 +1,21 @@
-// Elementwise arithmetic over n floats: add, accumulate, scale, fill. Memory-bound; vectorised and,
-// above kParallelMinElements, split evenly over the OpenMP threads. out may alias a or b exactly.
+// Elementwise arithmetic over n values: add, accumulate, scale, fill, and the dtype conversion.
+// Memory-bound; vectorised and, above kParallelMinElements, split evenly over the OpenMP threads.
+// out may alias a or b exactly. BF16 buffers are staged (bf16_staging.h).
 #include <cstdint>
+#include <cstring>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace ptrain::kernels::cpu {
 
 void add(Buf out, Buf a, Buf b, std::int64_t n) {
-  constexpr const char* op = "add";
-  require_sizes(op, {n});
-  require_buf(op, "out", out, DType::F32, n);
-  require_buf(op, "a", a, DType::F32, n);
-  require_buf(op, "b", b, DType::F32, n);
-  float* o = f32(out);
-  const float* x = cf32(a);
-  const float* y = cf32(b);
+  require_same_floats("add", n, {{"out", out}, {"a", a}, {"b", b}});
+  Bf16Staging staging;
+  float* o = f32(staging.output(out, n));
+  const float* x = cf32(staging.input(a, n));
+  const float* y = cf32(staging.input(b, n));
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
 }
@@ -23,30 +23,43 @@ void add(Buf out, Buf a, Buf b, std::int64_t n) {
 void accumulate(Buf acc, Buf x, std::int64_t n) {
   constexpr const char* op = "accumulate";
   require_sizes(op, {n});
-  require_buf(op, "acc", acc, DType::F32, n);
-  require_buf(op, "x", x, DType::F32, n);
-  float* a = f32(acc);
-  const float* v = cf32(x);
+  require_float(op, "acc", acc, n);
+  require_float(op, "x", x, n);
+  Bf16Staging staging;
+  float* a = f32(staging.output(acc, n));
+  const float* v = cf32(staging.input(x, n));
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t i = 0; i < n; ++i) a[i] += v[i];
 }
 
 void scale(Buf x, float factor, std::int64_t n) {
-  constexpr const char* op = "scale";
-  require_sizes(op, {n});
-  require_buf(op, "x", x, DType::F32, n);
-  float* p = f32(x);
+  require_same_floats("scale", n, {{"x", x}});
+  Bf16Staging staging;
+  float* p = f32(staging.output(x, n));
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t i = 0; i < n; ++i) p[i] *= factor;
 }
 
 void fill(Buf x, float value, std::int64_t n) {
-  constexpr const char* op = "fill";
-  require_sizes(op, {n});
-  require_buf(op, "x", x, DType::F32, n);
-  float* p = f32(x);
+  require_same_floats("fill", n, {{"x", x}});
+  Bf16Staging staging;
+  float* p = f32(staging.output(x, n));
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void convert(Buf dst, Buf src, std::int64_t n) {
+  constexpr const char* op = "convert";
+  require_sizes(op, {n});
+  require_float(op, "dst", dst, n);
+  require_float(op, "src", src, n);
+  if (dst.dtype == src.dtype) {
+    if (n > 0) std::memcpy(dst.ptr, src.ptr, static_cast<std::size_t>(n) * dtype_size(dst.dtype));
+  } else if (dst.dtype == DType::BF16) {
+    round_to_bf16(dst.as<std::uint16_t>(), cf32(src), n);
+  } else {
+    widen_bf16(f32(dst), src.as<const std::uint16_t>(), n);
+  }
 }
 
 }  // namespace ptrain::kernels::cpu

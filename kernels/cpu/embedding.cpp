@@ -3,10 +3,14 @@
 // vocabulary; the op only rejects negative ids, as it is not told the table's row count).
 // Backward scatters into the tables; columns are split across threads so that repeated tokens never
 // race and every row's sum is taken in token order (bitwise reproducible for any thread count).
+// Dtypes as on CUDA (embedding.cu): out, table, positions share one type; in backward d_out is
+// either, d_table and d_positions share one. BF16 buffers are staged (bf16_staging.h); of a BF16
+// table only the rows the tokens pick, since the row count is unknown.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -23,16 +27,20 @@ void require_tokens_nonnegative(const char* op, const std::int32_t* tokens, std:
 void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) {
   constexpr const char* op = "embedding_forward";
   require_sizes(op, {N, T, C});
-  require_buf(op, "out", out, DType::F32);
+  require_float(op, "out", out);
   require_buf(op, "tokens", tokens, DType::I32);
-  require_buf(op, "table", table, DType::F32);
-  require_opt(op, "positions", positions, DType::F32);
+  require_float(op, "table", table);
+  require_same(op, "table", table, "out", out);
+  require_opt_float(op, "positions", positions);
+  require_same(op, "positions", positions, "out", out);
   require(!positions || T > 0, op, "positions given but T == 0");
-  const std::int32_t* tok = ci32(tokens);
-  require_tokens_nonnegative(op, tok, N);
-  float* o = f32(out);
-  const float* tab = cf32(table);
-  const float* pos = positions ? cf32(positions) : nullptr;
+  require_tokens_nonnegative(op, ci32(tokens), N);
+  Bf16Staging staging;
+  const Bf16Staging::Rows rows = staging.input_rows(table, tokens, N, C);
+  const std::int32_t* tok = ci32(rows.ids);
+  float* o = f32(staging.output(out, std::int64_t{N} * C));
+  const float* tab = cf32(rows.table);
+  const float* pos = positions ? cf32(staging.input(positions, std::int64_t{T} * C)) : nullptr;
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
   for (std::int64_t n = 0; n < N; ++n) {
     float* orow = o + n * C;
@@ -50,16 +58,19 @@ void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int
 void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T, int C) {
   constexpr const char* op = "embedding_backward";
   require_sizes(op, {N, T, C});
-  require_opt(op, "d_table", d_table, DType::F32);
-  require_opt(op, "d_positions", d_positions, DType::F32);
-  require_buf(op, "d_out", d_out, DType::F32);
+  require_opt_float(op, "d_table", d_table);
+  require_opt_float(op, "d_positions", d_positions);
+  if (d_table && d_positions) require_same(op, "d_positions", d_positions, "d_table", d_table);
+  require_float(op, "d_out", d_out);
   require_buf(op, "tokens", tokens, DType::I32);
   require(!d_positions || T > 0, op, "d_positions given but T == 0");
-  const std::int32_t* tok = ci32(tokens);
-  require_tokens_nonnegative(op, tok, N);
-  float* dt = d_table ? f32(d_table) : nullptr;
-  float* dp = d_positions ? f32(d_positions) : nullptr;
-  const float* dy = cf32(d_out);
+  require_tokens_nonnegative(op, ci32(tokens), N);
+  Bf16Staging staging;
+  const Bf16Staging::Rows rows = staging.output_rows(d_table, tokens, N, C);
+  const std::int32_t* tok = ci32(rows.ids);
+  float* dt = d_table ? f32(rows.table) : nullptr;
+  float* dp = d_positions ? f32(staging.output(d_positions, std::int64_t{T} * C)) : nullptr;
+  const float* dy = cf32(staging.input(d_out, std::int64_t{N} * C));
   constexpr std::int64_t kChunk = 64;  // columns per task
   const std::int64_t chunks = (std::int64_t{C} + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)

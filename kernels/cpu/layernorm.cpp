@@ -6,11 +6,14 @@
 //   d_weight += sum_n d_out * xhat, d_bias += sum_n d_out
 // Rows are independent (OpenMP over rows). The parameter gradients are summed per fixed block of
 // rows into scratch, then the blocks in order: reproducible for any thread count.
+// Dtypes as on CUDA (layernorm.cu): in, out, d_out, d_in one type X; weight and bias one type W;
+// d_weight and d_bias one type G; each F32 or BF16. BF16 buffers are staged (bf16_staging.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -25,18 +28,21 @@ void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias
   constexpr const char* op = "layernorm_forward";
   require_sizes(op, {N, C});
   require(C > 0 || N == 0, op, "C must be positive");
-  require_buf(op, "out", out, DType::F32);
+  require_float(op, "out", out);
   require_opt(op, "mean", mean, DType::F32);
   require_opt(op, "rstd", rstd, DType::F32);
-  require_buf(op, "in", in, DType::F32);
-  require_buf(op, "weight", weight, DType::F32);
-  require_opt(op, "bias", bias, DType::F32);
-  float* o = f32(out);
+  require_float(op, "in", in);
+  require_same(op, "in", in, "out", out);
+  require_float(op, "weight", weight);
+  require_opt_float(op, "bias", bias);
+  require_same(op, "bias", bias, "weight", weight);
+  Bf16Staging staging;
+  float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* mu_out = mean ? f32(mean) : nullptr;
   float* rs_out = rstd ? f32(rstd) : nullptr;
-  const float* x_all = cf32(in);
-  const float* w = cf32(weight);
-  const float* b = bias ? cf32(bias) : nullptr;
+  const float* x_all = cf32(staging.input(in, std::int64_t{N} * C));
+  const float* w = cf32(staging.input(weight, C));
+  const float* b = bias ? cf32(staging.input(bias, C)) : nullptr;
   const float inv_c = 1.0f / static_cast<float>(C);
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
   for (std::int64_t n = 0; n < N; ++n) {
@@ -69,19 +75,26 @@ void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, B
                         int N, int C) {
   constexpr const char* op = "layernorm_backward";
   require_sizes(op, {N, C});
-  require_opt(op, "d_in", d_in, DType::F32);
-  require_opt(op, "d_weight", d_weight, DType::F32);
-  require_opt(op, "d_bias", d_bias, DType::F32);
-  require_buf(op, "d_out", d_out, DType::F32);
-  require_buf(op, "in", in, DType::F32);
-  require_buf(op, "weight", weight, DType::F32);
+  require_opt_float(op, "d_in", d_in);
+  require_opt_float(op, "d_weight", d_weight);
+  require_opt_float(op, "d_bias", d_bias);
+  if (d_weight && d_bias) require_same(op, "d_bias", d_bias, "d_weight", d_weight);
+  require_float(op, "d_out", d_out);
+  require_float(op, "in", in);
+  require_same(op, "d_out", d_out, "in", in);
+  require_same(op, "d_in", d_in, "in", in);
+  require_float(op, "weight", weight);
   require_buf(op, "mean", mean, DType::F32);
   require_buf(op, "rstd", rstd, DType::F32);
   if (N == 0 || C == 0) return;
-  float* dx_all = d_in ? f32(d_in) : nullptr;
-  const float* dy_all = cf32(d_out);
-  const float* x_all = cf32(in);
-  const float* w = cf32(weight);
+  const std::int64_t NC = std::int64_t{N} * C;
+  Bf16Staging staging;
+  float* dx_all = d_in ? f32(staging.output(d_in, NC)) : nullptr;
+  d_weight = staging.output(d_weight, C);
+  d_bias = staging.output(d_bias, C);
+  const float* dy_all = cf32(staging.input(d_out, NC));
+  const float* x_all = cf32(staging.input(in, NC));
+  const float* w = cf32(staging.input(weight, C));
   const float* mu_all = cf32(mean);
   const float* rs_all = cf32(rstd);
   const bool want_params = d_weight || d_bias;

@@ -2,13 +2,17 @@
 // The three GEMMs go to OpenBLAS (row-major cblas_sgemm), split into one block of output rows or
 // columns per OpenMP thread, each a single-threaded OpenBLAS call: one thread pool for the whole
 // backend (OpenBLAS's own pool spinning beside OpenMP's made 2 threads slower than 1). The bias
-// broadcast and the bias gradient's column sums are OpenMP loops.
+// broadcast and the bias gradient's column sums are OpenMP loops. Dtypes as on CUDA (linear.cu): in,
+// weight and d_out share one type; out, d_in, d_weight are F32, or F32 or BF16 when that type is
+// BF16; bias has out's dtype; d_bias is either. BF16 buffers are staged (bf16_staging.h).
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -52,16 +56,32 @@ void sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N, int K
   }
 }
 
+// A GEMM output: F32, or either F32 or BF16 when the inputs (`compute`) are BF16 (as on CUDA).
+void require_gemm_output(const char* op, const char* name, Buf out, const char* compute_name, Buf compute) {
+  require_float(op, name, out);
+  if (compute.dtype == DType::F32 && out.dtype != DType::F32) {
+    fail(op, std::string("'") + name + "' must be f32 when '" + compute_name + "' is f32, got " +
+                 to_string(out.dtype));
+  }
+}
+
 }  // namespace
 
 void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
   constexpr const char* op = "linear_forward";
   require_sizes(op, {M, N, K});
-  require_buf(op, "out", out, DType::F32);
-  require_buf(op, "in", in, DType::F32);
-  require_buf(op, "weight", weight, DType::F32);
-  require_opt(op, "bias", bias, DType::F32);
+  require_float(op, "in", in);
+  require_float(op, "weight", weight);
+  require_same(op, "weight", weight, "in", in);
+  require_gemm_output(op, "out", out, "in", in);
+  require_opt_float(op, "bias", bias);
+  require_same(op, "bias", bias, "out", out);
   if (M == 0 || N == 0) return;
+  Bf16Staging staging;
+  out = staging.output(out, std::int64_t{M} * N);
+  in = staging.input(in, std::int64_t{M} * K);
+  weight = staging.input(weight, std::int64_t{N} * K);
+  bias = staging.input(bias, N);
   float* o = f32(out);
   float beta = 0.0f;
   if (bias) {
@@ -77,13 +97,25 @@ void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) 
 void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K) {
   constexpr const char* op = "linear_backward";
   require_sizes(op, {M, N, K});
-  require_opt(op, "d_in", d_in, DType::F32);
-  require_opt(op, "d_weight", d_weight, DType::F32);
-  require_opt(op, "d_bias", d_bias, DType::F32);
-  require_buf(op, "d_out", d_out, DType::F32);
-  if (d_in) require_buf(op, "weight", weight, DType::F32);
-  if (d_weight) require_buf(op, "in", in, DType::F32);
-  const float* dy = cf32(d_out);
+  require_float(op, "d_out", d_out);
+  if (d_in) {
+    require_float(op, "weight", weight);
+    require_same(op, "weight", weight, "d_out", d_out);
+    require_gemm_output(op, "d_in", d_in, "d_out", d_out);
+  }
+  if (d_weight) {
+    require_float(op, "in", in);
+    require_same(op, "in", in, "d_out", d_out);
+    require_gemm_output(op, "d_weight", d_weight, "d_out", d_out);
+  }
+  require_opt_float(op, "d_bias", d_bias);
+  Bf16Staging staging;
+  d_in = staging.output(d_in, std::int64_t{M} * K);
+  d_weight = staging.output(d_weight, std::int64_t{N} * K);
+  d_bias = staging.output(d_bias, N);
+  const float* dy = cf32(staging.input(d_out, std::int64_t{M} * N));
+  if (d_in) weight = staging.input(weight, std::int64_t{N} * K);
+  if (d_weight) in = staging.input(in, std::int64_t{M} * K);
 
   // d_in[M,K] = d_out[M,N] @ weight[N,K]   (overwrite)
   if (d_in && M > 0 && K > 0) {

@@ -1,10 +1,11 @@
 // Reductions: sum of squares (gradient-norm clipping) and column sums (bias / norm-weight grads).
 // Both sum in double over fixed chunks combined in a fixed order, so the result does not depend on
-// the number of threads.
+// the number of threads. sum_squares takes F32 or BF16 (staged, bf16_staging.h), as on CUDA.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -30,8 +31,9 @@ void column_sums_accumulate(float* sums, const float* rows, std::int64_t R, std:
 double sum_squares(Buf x, std::int64_t n) {
   constexpr const char* op = "sum_squares";
   require_sizes(op, {n});
-  require_buf(op, "x", x, DType::F32, n);
-  const float* p = cf32(x);
+  require_float(op, "x", x, n);
+  Bf16Staging staging;
+  const float* p = cf32(staging.input(x, n));
   constexpr std::int64_t kChunk = 1 << 14;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(static_cast<std::size_t>(chunks));

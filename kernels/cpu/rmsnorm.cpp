@@ -2,12 +2,14 @@
 // eps). Forward saves rstd [N]. Backward (d_in accumulates, as ops.h documents):
 //   xhat = x rstd, g = d_out * weight
 //   d_in += rstd * (g - xhat * mean_c(g * xhat)),   d_weight += sum_n d_out * xhat
-// Same structure as layernorm.cpp: rows in parallel, weight gradient via per-block partials.
+// Same structure and dtype rules as layernorm.cpp: rows in parallel, weight gradient via per-block
+// partials; activations X, weight W and d_weight G each F32 or BF16 (staged, bf16_staging.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -22,14 +24,16 @@ void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float 
   constexpr const char* op = "rmsnorm_forward";
   require_sizes(op, {N, C});
   require(C > 0 || N == 0, op, "C must be positive");
-  require_buf(op, "out", out, DType::F32);
+  require_float(op, "out", out);
   require_opt(op, "rstd", rstd, DType::F32);
-  require_buf(op, "in", in, DType::F32);
-  require_buf(op, "weight", weight, DType::F32);
-  float* o = f32(out);
+  require_float(op, "in", in);
+  require_same(op, "in", in, "out", out);
+  require_float(op, "weight", weight);
+  Bf16Staging staging;
+  float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* rs_out = rstd ? f32(rstd) : nullptr;
-  const float* x_all = cf32(in);
-  const float* w = cf32(weight);
+  const float* x_all = cf32(staging.input(in, std::int64_t{N} * C));
+  const float* w = cf32(staging.input(weight, C));
   const float inv_c = 1.0f / static_cast<float>(C);
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
   for (std::int64_t n = 0; n < N; ++n) {
@@ -48,17 +52,22 @@ void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float 
 void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C) {
   constexpr const char* op = "rmsnorm_backward";
   require_sizes(op, {N, C});
-  require_opt(op, "d_in", d_in, DType::F32);
-  require_opt(op, "d_weight", d_weight, DType::F32);
-  require_buf(op, "d_out", d_out, DType::F32);
-  require_buf(op, "in", in, DType::F32);
-  require_buf(op, "weight", weight, DType::F32);
+  require_opt_float(op, "d_in", d_in);
+  require_opt_float(op, "d_weight", d_weight);
+  require_float(op, "d_out", d_out);
+  require_float(op, "in", in);
+  require_same(op, "d_out", d_out, "in", in);
+  require_same(op, "d_in", d_in, "in", in);
+  require_float(op, "weight", weight);
   require_buf(op, "rstd", rstd, DType::F32);
   if (N == 0 || C == 0) return;
-  float* dx_all = d_in ? f32(d_in) : nullptr;
-  const float* dy_all = cf32(d_out);
-  const float* x_all = cf32(in);
-  const float* w = cf32(weight);
+  const std::int64_t NC = std::int64_t{N} * C;
+  Bf16Staging staging;
+  float* dx_all = d_in ? f32(staging.output(d_in, NC)) : nullptr;
+  d_weight = staging.output(d_weight, C);
+  const float* dy_all = cf32(staging.input(d_out, NC));
+  const float* x_all = cf32(staging.input(in, NC));
+  const float* w = cf32(staging.input(weight, C));
   const float* rs_all = cf32(rstd);
   const std::int64_t blocks = (std::int64_t{N} + kRowsPerBlock - 1) / kRowsPerBlock;
   std::unique_ptr<float[]> partial;

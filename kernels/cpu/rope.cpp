@@ -5,11 +5,13 @@
 // HF's float32 arithmetic (float exponent, float product of position and inv_freq); cos and sin of
 // that float angle are taken in double and rounded, so any pos0 split (context parallelism, KV
 // offsets) gives the same bits. Backward applies the inverse rotation (angle -> -angle) to the
-// gradient, the transpose of an orthogonal map.
+// gradient, the transpose of an orthogonal map. x is F32 or BF16 (staged, bf16_staging.h), as on
+// CUDA.
 #include <cmath>
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -22,7 +24,7 @@ void rope_apply(const char* op, const char* arg, Buf x_buf, int B, int T, int H,
   require_sizes(op, {B, T, H, D});
   require(D % 2 == 0, op, "D must be even");
   require(theta > 0.0f, op, "theta must be positive");
-  require_buf(op, arg, x_buf, DType::F32);
+  require_float(op, arg, x_buf);
   const std::int64_t half = D / 2;
   const std::int64_t rows = std::int64_t{B} * T;
   if (rows == 0 || H == 0 || half == 0) return;
@@ -43,8 +45,9 @@ void rope_apply(const char* op, const char* arg, Buf x_buf, int B, int T, int H,
       sin_t[t * half + i] = sign * static_cast<float>(std::sin(angle));
     }
   }
-  float* x_all = f32(x_buf);
   const std::int64_t row_len = std::int64_t{H} * D;
+  Bf16Staging staging;
+  float* x_all = f32(staging.output(x_buf, rows * row_len));
 #pragma omp parallel for schedule(static) if (rows * row_len >= kParallelMinElements)
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t t = r % T;

@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -17,8 +18,6 @@
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/cuda_ops.h"
-
-#include <algorithm>
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -151,6 +150,7 @@ class CudaOps final : public Ops {
   void accumulate(Buf acc, Buf x, std::int64_t n) const override { cuda::accumulate(ctx(), acc, x, n); }
   void scale(Buf x, float factor, std::int64_t n) const override { cuda::scale(ctx(), x, factor, n); }
   void fill(Buf x, float value, std::int64_t n) const override { cuda::fill(ctx(), x, value, n); }
+  void convert(Buf dst, Buf src, std::int64_t n) const override { cuda::convert(ctx(), dst, src, n); }
 
   void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
                                       float grad_scale) const override {

@@ -1,7 +1,10 @@
-// Elementwise arithmetic over n values: add, accumulate, scale, fill (grid-stride, fp32 math).
+// Elementwise arithmetic over n values: add, accumulate, scale, fill (grid-stride, fp32 math), and
+// the dtype conversion.
 // Dtypes: add's out, a, b share one element type (F32 or BF16); accumulate's acc and x are each F32
-// or BF16 (F32 acc += BF16 x is the mixed-precision gradient case); scale and fill take either.
+// or BF16 (F32 acc += BF16 x is the mixed-precision gradient case); scale and fill take either;
+// convert's dst and src are each F32 or BF16 (equal dtypes: a device-to-device copy).
 // out may alias a or b element for element.
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -42,6 +45,13 @@ struct Fill {
   __device__ void operator()(std::int64_t i) const { store_f32(x + i, value); }
 };
 
+template <typename D, typename S>
+struct Convert {
+  D* dst;
+  const S* src;
+  __device__ void operator()(std::int64_t i) const { store_f32(dst + i, to_f32(src[i])); }
+};
+
 }  // namespace
 
 void add(const LaunchContext& ctx, Buf out, Buf a, Buf b, std::int64_t n) {
@@ -80,6 +90,22 @@ void fill(const LaunchContext& ctx, Buf x, float value, std::int64_t n) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n, Fill<E>{typed<E>(x), value});
   });
+}
+
+void convert(const LaunchContext& ctx, Buf dst, Buf src, std::int64_t n) {
+  constexpr const char* op = "convert";
+  require_sizes(op, {n});
+  require_float(op, "dst", dst, n);
+  require_float(op, "src", src, n);
+  if (n == 0) return;
+  if (dst.dtype == src.dtype) {
+    PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, static_cast<std::size_t>(n) * dtype_size(dst.dtype),
+                                      cudaMemcpyDeviceToDevice, ctx.stream));
+  } else if (dst.dtype == DType::BF16) {
+    launch_map(ctx.stream, n, Convert<bf16, float>{typed<bf16>(dst), typed<const float>(src)});
+  } else {
+    launch_map(ctx.stream, n, Convert<float, bf16>{typed<float>(dst), typed<const bf16>(src)});
+  }
 }
 
 }  // namespace ptrain::kernels::cuda

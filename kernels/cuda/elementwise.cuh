@@ -1,4 +1,4 @@
-// Elementwise arithmetic on CUDA (see elementwise.cu). Semantics as ops.h.
+// Elementwise arithmetic and dtype conversion on CUDA (see elementwise.cu). Semantics as ops.h.
 #pragma once
 
 #include <cstdint>
@@ -12,5 +12,6 @@ void add(const LaunchContext& ctx, Buf out, Buf a, Buf b, std::int64_t n);
 void accumulate(const LaunchContext& ctx, Buf acc, Buf x, std::int64_t n);
 void scale(const LaunchContext& ctx, Buf x, float factor, std::int64_t n);
 void fill(const LaunchContext& ctx, Buf x, float value, std::int64_t n);
+void convert(const LaunchContext& ctx, Buf dst, Buf src, std::int64_t n);
 
 }  // namespace ptrain::kernels::cuda

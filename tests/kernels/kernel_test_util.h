@@ -1,5 +1,6 @@
 // Helpers for the op tests (ggml test-backend-ops style): deterministic random inputs, NaN poison,
-// Buf views of host vectors, an abs + rel*|ref| comparison, and central finite differences.
+// Buf views of host vectors, bf16 rounding, an abs + rel*|ref| comparison, and central finite
+// differences.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
 
@@ -55,6 +57,19 @@ inline Buf buf(const IVec& v) {
 }
 inline Buf none() {
   return Buf{};
+}
+
+// x as stored in bf16 (rounded to nearest even) and read back.
+inline float round_bf16(float x) {
+  return bf16_to_f32(f32_to_bf16(x));
+}
+
+// The values as an op sees them when stored as `t` (BF16: rounded).
+inline Vec as_dtype(Vec v, DType t) {
+  if (t == DType::BF16) {
+    for (float& x : v) x = round_bf16(x);
+  }
+  return v;
 }
 
 inline DVec to_double(const Vec& v) {

@@ -38,8 +38,8 @@ TEST_CASE("wrong dtypes and missing buffers throw invalid_argument with the op n
                       Contains("layernorm_backward"));
   REQUIRE_THROWS_WITH(o.rmsnorm_forward(f, g, bf16, f, 2, 2, 1e-5f), Contains("rmsnorm_forward"));
   REQUIRE_THROWS_WITH(o.rmsnorm_backward(f, g, bf16, f, g, h, 2, 2), Contains("rmsnorm_backward"));
-  REQUIRE_THROWS_WITH(o.rope_forward(bf16, 1, 2, 1, 2, 1e4f, 0), Contains("rope_forward"));
-  REQUIRE_THROWS_WITH(o.rope_backward(bf16, 1, 2, 1, 2, 1e4f, 0), Contains("rope_backward"));
+  REQUIRE_THROWS_WITH(o.rope_forward(ti, 1, 2, 1, 2, 1e4f, 0), Contains("rope_forward"));
+  REQUIRE_THROWS_WITH(o.rope_backward(ti, 1, 2, 1, 2, 1e4f, 0), Contains("rope_backward"));
   REQUIRE_THROWS_WITH(o.attention_forward(f, g, bf16, f, g, 1, 2, 1, 1, 2), Contains("attention_forward"));
   REQUIRE_THROWS_WITH(o.attention_backward(f, g, h, f, g, h, f, g, bf16, 1, 2, 1, 1, 2),
                       Contains("attention_backward"));
@@ -48,14 +48,15 @@ TEST_CASE("wrong dtypes and missing buffers throw invalid_argument with the op n
   REQUIRE_THROWS_WITH(o.swiglu_forward(f, g, bf16, 4), Contains("swiglu_forward"));
   REQUIRE_THROWS_WITH(o.swiglu_backward(f, g, h, f, bf16, 4), Contains("swiglu_backward"));
   REQUIRE_THROWS_WITH(o.add(f, g, bf16, 4), Contains("add"));
-  REQUIRE_THROWS_WITH(o.accumulate(bf16, f, 4), Contains("accumulate"));
-  REQUIRE_THROWS_WITH(o.scale(bf16, 2.0f, 4), Contains("scale"));
+  REQUIRE_THROWS_WITH(o.accumulate(ti, f, 4), Contains("accumulate"));
+  REQUIRE_THROWS_WITH(o.scale(ti, 2.0f, 4), Contains("scale"));
   REQUIRE_THROWS_WITH(o.fill(ti, 2.0f, 4), Contains("fill"));
   REQUIRE_THROWS_WITH(o.cross_entropy_forward_backward(f, g, h, tf, 2, 2, 2, 1.0f),
                       Contains("cross_entropy_forward_backward"));
   REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, bf16, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1),
                       Contains("adamw_step"));
-  REQUIRE_THROWS_WITH(o.sum_squares(bf16, 4), Contains("sum_squares"));
+  REQUIRE_THROWS_WITH(o.sum_squares(ti, 4), Contains("sum_squares"));
+  REQUIRE_THROWS_WITH(o.convert(ti, f, 4), Contains("convert"));
   REQUIRE_THROWS_WITH(o.add(f, g, h, -1), Contains("negative size"));
 }
 

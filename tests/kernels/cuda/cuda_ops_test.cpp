@@ -7,8 +7,10 @@
 // outputs 1e-2; some results are bitwise by construction and checked so (embedding grads, adds).
 #include "kernels/cuda/cuda_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -506,6 +508,34 @@ TEST_CASE("cuda add, accumulate, scale and fill match the CPU", "[cuda][elementw
       expect_close(g_acc, ref, acc_t == F32 ? kExact : tol(acc_t), "accumulate");
     }
   }
+}
+
+TEST_CASE("cuda convert matches the CPU bit for bit in every direction", "[cuda][elementwise][convert]") {
+  for (const std::int64_t n : {std::int64_t{13}, std::int64_t{100003}}) {
+    Vec x = random_vec(static_cast<std::size_t>(n), 1, -100.0f, 100.0f);
+    // Ties to even (down and up), overflow to inf, infinities, signed zero, a subnormal.
+    const float inf = std::numeric_limits<float>::infinity(), max = std::numeric_limits<float>::max();
+    const Vec specials = {1.00390625f, 1.01171875f, max, inf, -inf, -0.0f, 1e-40f};
+    std::copy(specials.begin(), specials.end(), x.begin());
+    for (const DType src : {F32, BF16}) {
+      for (const DType dst : {F32, BF16}) {
+        INFO("n=" << n << " src=" << to_string(src) << " dst=" << to_string(dst));
+        const Vec values = as_dtype(x, src);
+        const Vec ref = as_dtype(values, dst);  // what the CPU convert gives (convert_test.cpp)
+        const DeviceBuffer g_src(values, src), g_dst(nan_vec(values.size()), dst);
+        gpu().convert(g_dst.buf(), g_src.buf(), n);
+        const Vec got = g_dst.download();
+        CHECK(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)) == 0);  // infinities, -0 too
+      }
+    }
+  }
+  // NaN stays NaN.
+  const DeviceBuffer nan_src(nan_vec(3), F32), nan_dst(Vec(3, 0.0f), BF16);
+  gpu().convert(nan_dst.buf(), nan_src.buf(), 3);
+  for (const float v : nan_dst.download()) CHECK(std::isnan(v));
+  const DeviceBuffer fa(random_vec(4, 1), F32), ia(IVec(4, 0));
+  REQUIRE_THROWS_WITH(gpu().convert(ia.buf(), fa.buf(), 4), Contains("cuda convert") && Contains("'dst'"));
+  REQUIRE_THROWS_WITH(gpu().convert(fa.buf(), ia.buf(), 4), Contains("cuda convert") && Contains("'src'"));
 }
 
 // ------------------------------------------------------------------ cross-entropy

@@ -1,46 +1,22 @@
 // Device memory for the CUDA op tests: an RAII cudaMalloc/cudaFree buffer, filled from and read back
-// to host float (or int) vectors, stored as F32 or BF16 (BF16 rounded to nearest even, as the device
-// rounds). Copies synchronise the whole device first and after, so they are ordered with the ops'
-// non-blocking compute stream without the tests having to think about it.
+// to host float (or int) vectors, stored as F32 or BF16 (BF16 rounded to nearest even as the device
+// rounds, kernels/bf16.h). Copies synchronise the whole device first and after, so they are ordered
+// with the ops' non-blocking compute stream without the tests having to think about it.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/buffer.h"
 #include "kernels/cuda/check.cuh"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace ptrain::kernels::test {
-
-// BF16 bits of x, rounded to nearest even (NaN stays a quiet NaN).
-inline std::uint16_t bf16_bits(float x) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-  const std::uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(rounded >> 16);
-}
-
-inline float bf16_value(std::uint16_t bits) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
-
-inline float round_bf16(float x) {
-  return bf16_value(bf16_bits(x));
-}
-
-// The values as an op sees them when stored as `t` (BF16: rounded).
-inline Vec as_dtype(Vec v, DType t) {
-  if (t == DType::BF16) {
-    for (float& x : v) x = round_bf16(x);
-  }
-  return v;
-}
 
 class DeviceBuffer {
  public:
@@ -74,7 +50,7 @@ class DeviceBuffer {
       copy_in(host.data(), bytes());
     } else {
       std::vector<std::uint16_t> bits(host.size());
-      for (std::size_t i = 0; i < host.size(); ++i) bits[i] = bf16_bits(host[i]);
+      for (std::size_t i = 0; i < host.size(); ++i) bits[i] = f32_to_bf16(host[i]);
       copy_in(bits.data(), bytes());
     }
   }
@@ -87,7 +63,7 @@ class DeviceBuffer {
     } else {
       std::vector<std::uint16_t> bits(count_);
       copy_out(bits.data(), bytes());
-      for (std::size_t i = 0; i < count_; ++i) out[i] = bf16_value(bits[i]);
+      for (std::size_t i = 0; i < count_; ++i) out[i] = bf16_to_f32(bits[i]);
     }
     return out;
   }

@@ -1,0 +1,88 @@
+// BF16 staging of CPU op arguments (see bf16_staging.h) and the bulk bf16 <-> f32 conversions.
+#include "kernels/cpu/bf16_staging.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/bf16.h"
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace ptrain::kernels::cpu {
+
+void widen_bf16(float* dst, const std::uint16_t* src, std::int64_t n) {
+  parallel_chunks(n, [&](std::int64_t begin, std::int64_t len) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < begin + len; ++i) dst[i] = bf16_to_f32(src[i]);
+  });
+}
+
+void round_to_bf16(std::uint16_t* dst, const float* src, std::int64_t n) {
+  parallel_chunks(n, [&](std::int64_t begin, std::int64_t len) {
+#pragma omp simd
+    for (std::int64_t i = begin; i < begin + len; ++i) dst[i] = f32_to_bf16(src[i]);
+  });
+}
+
+Bf16Staging::~Bf16Staging() {
+  for (const WriteBack& w : write_backs_) round_to_bf16(w.target, w.staged, w.count);
+}
+
+Buf Bf16Staging::input(Buf b, std::int64_t count) {
+  return stage(b, count, false);
+}
+
+Buf Bf16Staging::output(Buf b, std::int64_t count) {
+  return stage(b, count, true);
+}
+
+Bf16Staging::Rows Bf16Staging::input_rows(Buf table, Buf ids, std::int64_t n, std::int64_t row_len) {
+  return stage_rows(table, ids, n, row_len, false);
+}
+
+Bf16Staging::Rows Bf16Staging::output_rows(Buf table, Buf ids, std::int64_t n, std::int64_t row_len) {
+  return stage_rows(table, ids, n, row_len, true);
+}
+
+float* Bf16Staging::temporary(std::int64_t count) {
+  return temporaries_.emplace_back(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(count)))
+      .get();
+}
+
+Buf Bf16Staging::stage(Buf b, std::int64_t count, bool written) {
+  if (!b || b.dtype != DType::BF16) return b;
+  float* f = temporary(count);
+  widen_bf16(f, b.as<const std::uint16_t>(), count);
+  if (written) write_backs_.push_back({b.as<std::uint16_t>(), f, count});
+  return Buf{f, DType::F32};
+}
+
+Bf16Staging::Rows Bf16Staging::stage_rows(Buf table, Buf ids, std::int64_t n, std::int64_t row_len,
+                                          bool written) {
+  if (!table || table.dtype != DType::BF16) return {table, ids};
+  const std::int32_t* id = ci32(ids);
+  std::vector<std::int32_t> rows(id, id + n);  // the rows that occur, ascending
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  std::int32_t* renumbered =
+      renumbered_ids_
+          .emplace_back(std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(n)))
+          .get();
+  for (std::int64_t i = 0; i < n; ++i) {
+    renumbered[i] =
+        static_cast<std::int32_t>(std::lower_bound(rows.begin(), rows.end(), id[i]) - rows.begin());
+  }
+  float* staged = temporary(static_cast<std::int64_t>(rows.size()) * row_len);
+  auto* bits = table.as<std::uint16_t>();
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    std::uint16_t* row = bits + std::int64_t{rows[r]} * row_len;
+    float* staged_row = staged + static_cast<std::int64_t>(r) * row_len;
+    widen_bf16(staged_row, row, row_len);
+    if (written) write_backs_.push_back({row, staged_row, row_len});
+  }
+  return {Buf{staged, DType::F32}, Buf{renumbered, DType::I32}};
+}
+
+}  // namespace ptrain::kernels::cpu
