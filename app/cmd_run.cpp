@@ -94,17 +94,31 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
 }
 
 // The backend this process computes on: `cpu`, `cuda`, or `auto` (CUDA when this ptrain has it
-// and a device is visible, else the CPU). Rank r uses device r mod the visible devices; several
-// ranks' collectives go through Gloo with host staging until the NCCL backend exists. nullptr with
-// `why_not` filled when the job asks for what cannot run here.
-const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, bool leader, std::string& why_not) {
+// and a device is visible, else the CPU), and how its ranks communicate. Rank r uses device r mod
+// the visible devices; several ranks on CUDA use NCCL when each rank on this machine has a GPU of
+// its own, else (ranks that share a GPU cannot share an NCCL communicator) Gloo with host staging.
+// nullptr with `why_not` filled when the job asks for what cannot run here.
+const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, int local_world, bool leader,
+                                   std::string& why_not, dist::CommBackend& comm_backend) {
+  comm_backend = dist::CommBackend::Gloo;
   if (spec.backend == config::Backend::Cpu) return &kernels::cpu_ops();
 #ifdef PTRAIN_HAVE_CUDA
   if (kernels::cuda_device_available()) {
     kernels::cuda_select_device(local_rank);
-    if (spec.world > 1 && leader)
-      std::fprintf(stderr, "note: %d ranks on CUDA exchange gradients through Gloo with host staging (no NCCL "
-                           "backend yet)\n", spec.world);
+    if (spec.world > 1) {
+#ifdef PTRAIN_HAVE_NCCL
+      const int devices = dist::visible_cuda_devices();
+      if (local_world <= devices) comm_backend = dist::CommBackend::Nccl;
+      else if (leader)
+        std::fprintf(stderr, "note: %d ranks share %d GPU(s): gradients go through Gloo with host staging\n",
+                     local_world, devices);
+#else
+      (void)local_world;
+      if (leader)
+        std::fprintf(stderr, "note: this ptrain was built without NCCL: gradients go through Gloo with host "
+                             "staging\n");
+#endif
+    }
     return &kernels::cuda_ops();
   }
   if (spec.backend == config::Backend::Cuda) {
@@ -113,6 +127,7 @@ const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, 
   }
 #else
   (void)local_rank;
+  (void)local_world;
   (void)leader;
   if (spec.backend == config::Backend::Cuda) {
     why_not = "backend: cuda, but this ptrain was built without CUDA (configure with -DPTRAIN_CUDA=ON)";
@@ -138,14 +153,13 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   options.stop_after_steps = args.stop_after_steps;
   const bool leader = !env || env->rank == 0;
   std::string why_not;
-  const kernels::Ops* ops = select_backend(spec, env ? env->local_rank : 0, leader, why_not);
+  dist::CommBackend comm_backend = dist::CommBackend::Gloo;
+  const kernels::Ops* ops =
+      select_backend(spec, env ? env->local_rank : 0, env ? env->local_world : 1, leader, why_not, comm_backend);
   if (ops == nullptr) {
     std::fprintf(stderr, "error: %s\n", why_not.c_str());
     return kExitBadInput;
   }
-  if (spec.train.precision == config::Precision::Bf16 && leader)
-    std::fprintf(stderr, "warning: train.precision: bf16 mixed precision is not built yet: this run computes in "
-                         "fp32 (set train.precision: fp32 to silence this)\n");
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
@@ -161,7 +175,22 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       if (env->rank == 0 && !env->token_from_env)
         std::fprintf(stderr, "warning: PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids "
                              "and keeps out mistakes, not attackers\n");
-      session = dist::rendezvous(*env, std::chrono::milliseconds(static_cast<std::int64_t>(spec.comm.timeout_s * 1000)));
+      dist::NcclOptions nccl;
+#ifdef PTRAIN_HAVE_NCCL
+      if (comm_backend == dist::CommBackend::Nccl) {
+        nccl.compute_stream = kernels::cuda_compute_stream();
+        // From NCCL's watchdog thread, once the communicators are aborted: a hung or failed
+        // collective ends this rank, and through the store every other.
+        nccl.on_failure = [&session](const std::string& what, const std::string& log) {
+          std::fprintf(stderr, "error: %s\nlast collectives of this rank:\n%s", what.c_str(), log.c_str());
+          std::fflush(stderr);
+          if (session) session->report_abort(what);
+          std::_Exit(kExitRuntimeFailure);
+        };
+      }
+#endif
+      session = dist::rendezvous(*env, std::chrono::milliseconds(static_cast<std::int64_t>(spec.comm.timeout_s * 1000)),
+                                 comm_backend, std::move(nccl));
       comm = &session->comm();
     } else {
       solo = dist::make_solo_comm();

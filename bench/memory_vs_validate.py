@@ -1,7 +1,7 @@
 """What `ptrain run` allocates on a rank (metrics.jsonl `memory_bytes`: parameters, gradients,
 optimizer state, ZeRO windows, activation arena) against `ptrain validate --json`'s prediction for
-the same job, for GPT-2 124M (T 1024, micro-batch 1, fp32, CPU) under each recompute mode and
-ZeRO stage 0 (dp 1). Writes bench/results/<date>-memory-vs-validate.json.
+the same job, for GPT-2 124M (T 1024, micro-batch 1, CPU) in fp32 and bf16 mixed precision under
+each recompute mode and ZeRO stage 0 (dp 1). Writes bench/results/<date>-memory-vs-validate.json.
     python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
 import argparse
 import datetime
@@ -32,8 +32,8 @@ def main():
         metrics = os.path.join(d, "metrics.jsonl")
         with open(job, "w") as f:
             f.write(JOB.replace("METRICS", metrics))
-        for mode in ["none", "selective", "full"]:
-            flags = ["--set", f"train.recompute={mode}"]
+        for precision, mode in [(p, m) for p in ["fp32", "bf16"] for m in ["none", "selective", "full"]]:
+            flags = ["--set", f"train.recompute={mode}", "--set", f"train.precision={precision}"]
             if os.path.exists(metrics):
                 os.remove(metrics)
             subprocess.run([args.ptrain, "run", job, *flags], check=True, capture_output=True)
@@ -42,9 +42,9 @@ def main():
             report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags], check=True,
                                                capture_output=True, text=True).stdout)
             predicted = report["memory_per_rank"][0]["total_bytes"]
-            runs.append({"recompute": mode, "allocated_bytes": allocated, "predicted_bytes": predicted,
-                         "ratio": allocated / predicted})
-            print(f"gpt2-124m recompute {mode:9s}: allocated {allocated / 2**20:8.1f} MiB, "
+            runs.append({"precision": precision, "recompute": mode, "allocated_bytes": allocated,
+                         "predicted_bytes": predicted, "ratio": allocated / predicted})
+            print(f"gpt2-124m {precision} recompute {mode:9s}: allocated {allocated / 2**20:8.1f} MiB, "
                   f"predicted {predicted / 2**20:8.1f} MiB, ratio {allocated / predicted:.5f}")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     out = {"date": datetime.date.today().isoformat(), "commit": commit, "device": "cpu", "runs": runs}

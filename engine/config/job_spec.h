@@ -83,6 +83,9 @@ struct TrainSpec {
   int global_batch = 8;
   int micro_batch = 1;
   Precision precision = Precision::Bf16;
+  // The dtype data-parallel gradient reductions travel in. Gradients accumulate in fp32 either way
+  // (Megatron's main grads); bf16 halves the reduction traffic. Needs precision: bf16.
+  Precision grad_reduce = Precision::Fp32;
   Recompute recompute = Recompute::None;
   std::uint64_t seed = 1234;  // 0 .. 2^63-1
   double grad_clip = 1.0;     // 0 disables clipping

@@ -69,9 +69,19 @@ void check_checkpoint(LoadContext& ctx) {
   }
 }
 
+void check_precision(LoadContext& ctx) {
+  const TrainSpec& t = ctx.spec().train;
+  if (ctx.any_bad({"train.precision", "train.grad_reduce"})) return;
+  if (t.grad_reduce == Precision::Bf16 && t.precision == Precision::Fp32) {
+    ctx.error("train.grad_reduce", "train.grad_reduce: bf16 needs train.precision: bf16 (an fp32 run reduces in fp32)",
+              "remove train.grad_reduce, or set train.precision: bf16");
+  }
+}
+
 }  // namespace
 
 void check_training(LoadContext& ctx) {
+  check_precision(ctx);
   check_optimizer(ctx);
   check_data(ctx);
   check_checkpoint(ctx);

@@ -84,6 +84,7 @@ constexpr SchemaEntry kTrainEntries[] = {
     {"global_batch", [](ValueReader& r, JobSpec& s) { r.integer(s.train.global_batch, 1); }},
     {"micro_batch", [](ValueReader& r, JobSpec& s) { r.integer(s.train.micro_batch, 1); }},
     {"precision", [](ValueReader& r, JobSpec& s) { r.choice(s.train.precision); }},
+    {"grad_reduce", [](ValueReader& r, JobSpec& s) { r.choice(s.train.grad_reduce); }},
     {"recompute", [](ValueReader& r, JobSpec& s) { r.choice(s.train.recompute); }},
     {"seed", [](ValueReader& r, JobSpec& s) { r.integer(s.train.seed, 0); }},
     {"grad_clip",

@@ -8,6 +8,7 @@ namespace ptrain::dist {
 
 std::size_t elem_size(ElemType type) {
   switch (type) {
+    case ElemType::BF16: return 2;
     case ElemType::F32: return 4;
     case ElemType::F64:
     case ElemType::I64: return 8;
@@ -75,7 +76,7 @@ const Group& Comm::new_group(const std::string& name, const std::vector<int>& ra
   const auto it = std::find(ranks.begin(), ranks.end(), rank_);
   g->index = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
   // (The world group, made by this constructor, is connected by the backend's constructor.)
-  if (g->has_me() && g->size() > 1) logged("connect", *g, 0, -1, [&] { connect(*g); });
+  if (g->size() > 1) logged("connect", *g, 0, -1, [&] { connect(*g); });
   groups_.push_back(std::move(g));
   return *groups_.back();
 }
@@ -85,47 +86,46 @@ void Comm::check_member(const Group& g, const char* op) const {
     throw DistError(std::string(op) + " on group " + g.name + ": rank " + std::to_string(rank_) + " is not a member");
 }
 
+std::string Comm::name(const Running& r) const {
+  return std::string(r.op) + " #" + std::to_string(r.seq) + " on group " + r.group->name + " (" +
+         std::to_string(r.bytes) + " bytes)";
+}
+
 template <typename Fn>
 void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn) {
-  const std::uint64_t seq = log_.begin(op, g, bytes, peer);
+  running_ = {log_.begin(op, g, bytes, peer), op, &g, bytes, false};
   try {
     fn();
   } catch (const std::exception& e) {
-    throw CollectiveError("rank " + std::to_string(rank_) + ": " + op + " #" + std::to_string(seq) + " on group " +
-                              g.name + " (" + std::to_string(bytes) + " bytes) failed: " + e.what(),
+    throw CollectiveError("rank " + std::to_string(rank_) + ": " + name(running_) + " failed: " + e.what(),
                           log_.dump());
   }
-  log_.end(seq);
+  if (!running_.deferred) log_.end(running_.seq);
 }
 
-void Comm::all_reduce_any(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) {
+Comm::Deferred Comm::defer_completion() {
+  running_.deferred = true;
+  return {running_.seq, name(running_)};
+}
+
+void Comm::all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) {
   check_member(g, "all_reduce");
   if (g.size() == 1 || count == 0) return;
   logged("all_reduce", g, count * elem_size(type), -1, [&] { do_all_reduce(g, data, count, type, op); });
 }
 
-void Comm::all_reduce(const Group& g, float* data, std::size_t count, ReduceOp op) {
-  all_reduce_any(g, data, count, ElemType::F32, op);
-}
-void Comm::all_reduce(const Group& g, double* data, std::size_t count, ReduceOp op) {
-  all_reduce_any(g, data, count, ElemType::F64, op);
-}
-void Comm::all_reduce(const Group& g, std::int64_t* data, std::size_t count, ReduceOp op) {
-  all_reduce_any(g, data, count, ElemType::I64, op);
-}
-
-void Comm::reduce_scatter(const Group& g, float* data, std::size_t chunk) {
+void Comm::reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) {
   check_member(g, "reduce_scatter");
   if (g.size() == 1 || chunk == 0) return;
-  logged("reduce_scatter", g, chunk * 4 * static_cast<std::size_t>(g.size()), -1,
-         [&] { do_reduce_scatter(g, data, chunk); });
+  logged("reduce_scatter", g, chunk * elem_size(type) * static_cast<std::size_t>(g.size()), -1,
+         [&] { do_reduce_scatter(g, data, chunk, type); });
 }
 
-void Comm::all_gather(const Group& g, float* data, std::size_t chunk) {
+void Comm::all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) {
   check_member(g, "all_gather");
   if (g.size() == 1 || chunk == 0) return;
-  logged("all_gather", g, chunk * 4 * static_cast<std::size_t>(g.size()), -1,
-         [&] { do_all_gather(g, data, chunk); });
+  logged("all_gather", g, chunk * elem_size(type) * static_cast<std::size_t>(g.size()), -1,
+         [&] { do_all_gather(g, data, chunk, type); });
 }
 
 void Comm::all_to_all(const Group& g, const float* in, float* out, std::size_t chunk) {
@@ -217,8 +217,8 @@ class SoloComm final : public Comm {
   [[noreturn]] static void unreachable() { throw DistError("solo comm: a multi-rank collective"); }
   void connect(const Group&) override { unreachable(); }
   void do_all_reduce(const Group&, void*, std::size_t, ElemType, ReduceOp) override { unreachable(); }
-  void do_reduce_scatter(const Group&, float*, std::size_t) override { unreachable(); }
-  void do_all_gather(const Group&, float*, std::size_t) override { unreachable(); }
+  void do_reduce_scatter(const Group&, void*, std::size_t, ElemType) override { unreachable(); }
+  void do_all_gather(const Group&, void*, std::size_t, ElemType) override { unreachable(); }
   void do_all_to_allv(const Group&, const float*, const std::vector<std::size_t>&, float*,
                       const std::vector<std::size_t>&) override {
     unreachable();

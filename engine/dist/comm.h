@@ -12,6 +12,16 @@
 // in-place convention): after reduce_scatter, chunk `index` holds the sum of every rank's chunk
 // `index`; all_gather fills every chunk from the rank that owns it. ZeRO's flat buffers are laid
 // out for exactly this.
+//
+// Memory: data pointers in host memory are always accepted. When takes_device_memory() is true
+// (NCCL), they may also point to CUDA device memory, and then the collective runs on the device,
+// ordered after the work already enqueued on the compute stream and before the work enqueued after
+// it, without waiting on the host; host data is staged through the device and waited for, since
+// the caller reads it when the call returns. Callers that can skip their own host staging ask.
+//
+// BF16 is bfloat16 stored as std::uint16_t: reductions add in fp32 and round to nearest even once
+// per step of the algorithm (as NCCL does), so results with more than two ranks may depend on the
+// algorithm's order, like any low-precision reduction.
 #pragma once
 
 #include <chrono>
@@ -28,7 +38,7 @@
 namespace ptrain::dist {
 
 enum class ReduceOp { Sum, Max, Min };
-enum class ElemType { F32, F64, I64 };
+enum class ElemType { F32, F64, I64, BF16 };
 std::size_t elem_size(ElemType type);
 
 struct Group {
@@ -90,11 +100,24 @@ class Comm {
   // Collective over the world (see the file comment). `ranks` must be distinct world ranks.
   const Group& new_group(const std::string& name, const std::vector<int>& ranks);
 
-  void all_reduce(const Group& g, float* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
-  void all_reduce(const Group& g, double* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
-  void all_reduce(const Group& g, std::int64_t* data, std::size_t count, ReduceOp op = ReduceOp::Sum);
-  void reduce_scatter(const Group& g, float* data, std::size_t chunk);  // in place, see above
-  void all_gather(const Group& g, float* data, std::size_t chunk);      // in place, see above
+  // True when collectives accept CUDA device pointers too (see the file comment).
+  virtual bool takes_device_memory() const { return false; }
+
+  void all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(const Group& g, float* data, std::size_t count, ReduceOp op = ReduceOp::Sum) {
+    all_reduce(g, data, count, ElemType::F32, op);
+  }
+  void all_reduce(const Group& g, double* data, std::size_t count, ReduceOp op = ReduceOp::Sum) {
+    all_reduce(g, data, count, ElemType::F64, op);
+  }
+  void all_reduce(const Group& g, std::int64_t* data, std::size_t count, ReduceOp op = ReduceOp::Sum) {
+    all_reduce(g, data, count, ElemType::I64, op);
+  }
+  // In place, see above; `chunk` counts elements. reduce_scatter sums, of any type.
+  void reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type);
+  void all_gather(const Group& g, void* data, std::size_t chunk, ElemType type);
+  void reduce_scatter(const Group& g, float* data, std::size_t chunk) { reduce_scatter(g, data, chunk, ElemType::F32); }
+  void all_gather(const Group& g, float* data, std::size_t chunk) { all_gather(g, data, chunk, ElemType::F32); }
   // out[j*chunk ...] receives rank j's in[index*chunk ...].
   void all_to_all(const Group& g, const float* in, float* out, std::size_t chunk);
   // Rank i sends send_counts[j] elements (consecutive in `in`) to rank j and receives
@@ -114,11 +137,13 @@ class Comm {
   const CollectiveLog& log() const { return log_; }
 
  protected:
-  // Backend hooks; called only for members of groups of two or more ranks, arguments checked.
+  // Backend hooks, arguments checked. connect runs on every rank for every group of two or more
+  // ranks, members and non-members alike (NCCL splits communicators collectively over the world;
+  // g.has_me() tells); the collectives run only on members of groups of two or more.
   virtual void connect(const Group& g) = 0;
   virtual void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) = 0;
-  virtual void do_reduce_scatter(const Group& g, float* data, std::size_t chunk) = 0;
-  virtual void do_all_gather(const Group& g, float* data, std::size_t chunk) = 0;
+  virtual void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) = 0;
+  virtual void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) = 0;
   virtual void do_all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts,
                               float* out, const std::vector<std::size_t>& recv_counts) = 0;
   virtual void do_broadcast(const Group& g, void* data, std::size_t bytes, int root) = 0;
@@ -126,16 +151,35 @@ class Comm {
   virtual void do_recv(const Group& g, void* data, std::size_t bytes, int peer) = 0;
   virtual void do_barrier(const Group& g) = 0;
 
+  // For a backend whose collectives complete after the hook returns (NCCL enqueues them on a
+  // stream). Called inside a hook, it keeps the running collective in flight in the log and returns
+  // its sequence number and name ("all_reduce #12 on group dp[0,1] (4096 bytes)"); the backend calls
+  // finished(seq), from any thread, once it is over.
+  struct Deferred {
+    std::uint64_t seq;
+    std::string name;
+  };
+  Deferred defer_completion();
+  void finished(std::uint64_t seq) { log_.end(seq); }
+
  private:
+  struct Running {
+    std::uint64_t seq = 0;
+    const char* op = "";
+    const Group* group = nullptr;
+    std::size_t bytes = 0;
+    bool deferred = false;
+  };
+  std::string name(const Running& r) const;
   void check_member(const Group& g, const char* op) const;
   // Runs one collective under the log: a backend exception becomes a CollectiveError naming it.
   template <typename Fn>
   void logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn);
-  void all_reduce_any(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op);
 
   int rank_, world_;
   std::vector<std::unique_ptr<Group>> groups_;
   CollectiveLog log_;
+  Running running_;  // the collective in logged(), for defer_completion and error messages
 };
 
 // The world of one process (no transport): every group has one rank.

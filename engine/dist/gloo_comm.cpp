@@ -10,8 +10,12 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <tuple>
+
+#include "kernels/bf16.h"
 
 namespace ptrain::dist {
 namespace {
@@ -43,6 +47,50 @@ gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
   return nullptr;
 }
 
+// c = op(a, b) over bfloat16 elements, computed in fp32 and rounded to nearest even once, as NCCL's
+// bf16 reductions do at each step. `c` may alias `a` or `b`.
+template <typename Op>
+void bf16_combine(void* c, const void* a, const void* b, std::size_t n, Op op) {
+  auto* out = static_cast<std::uint16_t*>(c);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = kernels::f32_to_bf16(op(kernels::bf16_to_f32(x[i]), kernels::bf16_to_f32(y[i])));
+}
+
+gloo::AllreduceOptions::Func bf16_reduce_function(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return [](void* c, const void* a, const void* b, size_t n) { bf16_combine(c, a, b, n, std::plus<float>()); };
+    case ReduceOp::Max:
+      return [](void* c, const void* a, const void* b, size_t n) {
+        bf16_combine(c, a, b, n, [](float x, float y) { return std::max(x, y); });
+      };
+    case ReduceOp::Min:
+      return [](void* c, const void* a, const void* b, size_t n) {
+        bf16_combine(c, a, b, n, [](float x, float y) { return std::min(x, y); });
+      };
+  }
+  return nullptr;
+}
+
+template <typename T>
+void add(void* dst, const void* src, std::size_t n) {
+  T* d = static_cast<T*>(dst);
+  const T* s = static_cast<const T*>(src);
+  for (std::size_t k = 0; k < n; ++k) d[k] += s[k];
+}
+
+// dst += src, one step of the ring reduce-scatter.
+void accumulate(ElemType type, void* dst, const void* src, std::size_t n) {
+  switch (type) {
+    case ElemType::F32: return add<float>(dst, src, n);
+    case ElemType::F64: return add<double>(dst, src, n);
+    case ElemType::I64: return add<std::int64_t>(dst, src, n);
+    case ElemType::BF16: return bf16_combine(dst, dst, src, n, std::plus<float>());
+  }
+}
+
 class GlooComm final : public Comm {
  public:
   GlooComm(StoreClient& store, int rank, int world, const GlooOptions& options)
@@ -56,7 +104,9 @@ class GlooComm final : public Comm {
   const char* backend() const override { return "gloo"; }
 
  protected:
+  // Gloo connects the members of a group only: a non-member has nothing to do.
   void connect(const Group& g) override {
+    if (!g.has_me()) return;
     auto context = std::make_shared<gloo::rendezvous::Context>(g.index, g.size());
     context->setTimeout(timeout_);
     gloo::rendezvous::PrefixStore prefix("gloo/" + std::to_string(g.id), store_);
@@ -81,19 +131,23 @@ class GlooComm final : public Comm {
         opts.setOutput(static_cast<std::int64_t*>(data), count);
         opts.setReduceFunction(reduce_function<std::int64_t>(op));
         break;
+      case ElemType::BF16:
+        opts.setOutput(static_cast<std::uint16_t*>(data), count);
+        opts.setReduceFunction(bf16_reduce_function(op));
+        break;
     }
     gloo::allreduce(opts);
   }
 
   // Ring: at step s rank i sends chunk (i-s-1) to its right neighbour and adds chunk (i-s-2) from
   // its left one; after n-1 steps chunk i holds the full sum.
-  void do_reduce_scatter(const Group& g, float* data, std::size_t chunk) override {
+  void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) override {
     const auto& ctx = context(g);
     const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
-    const std::size_t bytes = chunk * sizeof(float);
-    std::vector<float> incoming(chunk);
+    const std::size_t bytes = chunk * elem_size(type);
+    const auto incoming = std::make_unique<char[]>(bytes);
     auto out = ctx->createUnboundBuffer(data, bytes * static_cast<std::size_t>(n));
-    auto in = ctx->createUnboundBuffer(incoming.data(), bytes);
+    auto in = ctx->createUnboundBuffer(incoming.get(), bytes);
     const std::uint64_t base = next_slot_base(g);
     for (int s = 0; s < n - 1; ++s) {
       const auto send_chunk = static_cast<std::size_t>((i - s - 1 + 2 * n) % n);
@@ -101,17 +155,17 @@ class GlooComm final : public Comm {
       out->send(right, base + static_cast<std::uint64_t>(s), send_chunk * bytes, bytes);
       in->recv(left, base + static_cast<std::uint64_t>(s), 0, bytes);
       in->waitRecv(timeout_);
-      float* dst = data + recv_chunk * chunk;
-      for (std::size_t k = 0; k < chunk; ++k) dst[k] += incoming[k];
+      accumulate(type, static_cast<char*>(data) + recv_chunk * bytes, incoming.get(), chunk);
       out->waitSend(timeout_);
     }
   }
 
-  // Ring: at step s rank i forwards chunk (i-s) to the right and receives chunk (i-s-1).
-  void do_all_gather(const Group& g, float* data, std::size_t chunk) override {
+  // Ring: at step s rank i forwards chunk (i-s) to the right and receives chunk (i-s-1). Only bytes
+  // move, so every element type is the same here.
+  void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) override {
     const auto& ctx = context(g);
     const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
-    const std::size_t bytes = chunk * sizeof(float);
+    const std::size_t bytes = chunk * elem_size(type);
     auto buf = ctx->createUnboundBuffer(data, bytes * static_cast<std::size_t>(n));
     const std::uint64_t base = next_slot_base(g);
     for (int s = 0; s < n - 1; ++s) {

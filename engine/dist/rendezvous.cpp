@@ -44,7 +44,8 @@ std::string local_address_towards(const std::string& host, int port) {
   return address;
 }
 
-std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout) {
+std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout, CommBackend backend,
+                                    NcclOptions nccl) {
   std::unique_ptr<Session> s(new Session());
   s->env_ = env;
   if (env.rank == 0)
@@ -52,8 +53,18 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseco
                                    : std::make_unique<StoreServer>(env.store_host, env.store_port, env.token);
   s->client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
   s->watch_client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
-  GlooOptions options{local_address_towards(env.store_host, env.store_port), timeout};
-  s->comm_ = make_gloo_comm(*s->client_, env.rank, env.world, options);
+  if (backend == CommBackend::Nccl) {
+#ifdef PTRAIN_HAVE_NCCL
+    nccl.timeout = timeout;
+    s->comm_ = make_nccl_comm(*s->client_, env.rank, env.world, nccl);
+#else
+    (void)nccl;
+    throw DistError("the NCCL backend was asked for, but this ptrain was built without NCCL");
+#endif
+  } else {
+    GlooOptions options{local_address_towards(env.store_host, env.store_port), timeout};
+    s->comm_ = make_gloo_comm(*s->client_, env.rank, env.world, options);
+  }
   s->watchdog_ = std::thread([session = s.get()] { session->watch(); });
   return s;
 }
@@ -86,15 +97,18 @@ void Session::watch() {
 }
 
 void Session::report_abort(const std::string& what) {
-  stop_watch_ = true;  // this rank is the one reporting: its own watchdog must not answer
-  if (watchdog_.joinable()) watchdog_.join();
-  try {
-    client_->set(kAbortKey, "rank " + std::to_string(env_.rank) + ": " + what);
-  } catch (const DistError&) {
-    return;  // the store is gone already: the others notice that themselves
-  }
-  // Rank 0 hosts the store: keep it up a moment so every watchdog reads the reason.
-  if (server_) std::this_thread::sleep_for(2 * kWatchPeriod);
+  // A second caller waits for the first report to end, then has nothing to add.
+  std::call_once(abort_reported_, [&] {
+    stop_watch_ = true;  // this rank is the one reporting: its own watchdog must not answer
+    if (watchdog_.joinable()) watchdog_.join();
+    try {
+      client_->set(kAbortKey, "rank " + std::to_string(env_.rank) + ": " + what);
+    } catch (const DistError&) {
+      return;  // the store is gone already: the others notice that themselves
+    }
+    // Rank 0 hosts the store: keep it up a moment so every watchdog reads the reason.
+    if (server_) std::this_thread::sleep_for(2 * kWatchPeriod);
+  });
 }
 
 void Session::finish() {

@@ -1,35 +1,41 @@
 // dist::rendezvous: how a worker joins its job (DESIGN.md data flow). Rank 0 hosts the store (on
 // the socket the local launcher inherited to it, or bound to the store address), every rank
-// connects with the job token, and the world Comm (Gloo) is connected through it. A watchdog thread
-// then watches the store's abort flag: when any rank reports a fatal error (a collective timed out,
-// a peer vanished), every other rank prints its collective log and exits 1, so a hang ends with the
-// logs of all ranks, naming which one was where.
+// connects with the job token, and the world Comm (Gloo, or NCCL when every rank has a GPU of its
+// own) is connected through it. A watchdog thread then watches the store's abort flag: when any
+// rank reports a fatal error (a collective timed out, a peer vanished), every other rank prints its
+// collective log and exits 1, so a hang ends with the logs of all ranks, naming which one was where.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "engine/dist/comm.h"
+#include "engine/dist/nccl_comm.h"
 #include "engine/dist/store.h"
 #include "engine/dist/worker_env.h"
 
 namespace ptrain::dist {
 
+enum class CommBackend { Gloo, Nccl };
+
 class Session {
  public:
   ~Session();
   Comm& comm() { return *comm_; }
-  // Tells every rank that this one failed (`what`), so they stop with their logs.
+  // Tells every rank that this one failed (`what`), so they stop with their logs. Thread-safe; the
+  // first report wins (NCCL's watchdog and the trainer may both report one failure).
   void report_abort(const std::string& what);
   // Collective end of a healthy run: stops the watchdog, then waits for every rank, so rank 0's
   // store stays up until nobody needs it.
   void finish();
 
  private:
-  friend std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout);
+  friend std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout,
+                                             CommBackend backend, NcclOptions nccl);
   Session() = default;
   void watch();
 
@@ -39,10 +45,14 @@ class Session {
   std::unique_ptr<Comm> comm_;
   std::thread watchdog_;
   std::atomic<bool> stop_watch_{false};
+  std::once_flag abort_reported_;
 };
 
-// Joins the job described by `env`; `timeout` bounds connecting and every collective.
-std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout);
+// Joins the job described by `env`; `timeout` bounds connecting and every collective. With
+// CommBackend::Nccl (every rank on a GPU of its own; a build with PTRAIN_HAVE_NCCL) the world Comm
+// is NCCL's, made with `nccl` (whose timeout is `timeout`); every rank must choose the same.
+std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout,
+                                    CommBackend backend = CommBackend::Gloo, NcclOptions nccl = {});
 
 // The local address this machine uses to reach host:port (what peers should connect back to).
 std::string local_address_towards(const std::string& host, int port);

@@ -65,7 +65,10 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) { return (n + multi
 }  // namespace
 
 ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coords, StoreOptions options)
-    : registry_(std::move(registry)), coords_(coords), memory_(options.memory ? options.memory : &kernels::cpu_ops()) {
+    : registry_(std::move(registry)),
+      coords_(coords),
+      memory_(options.memory ? options.memory : &kernels::cpu_ops()),
+      param_dtype_(options.param_dtype) {
   if (options.unit_multiple < 1 || options.unit_multiple % 16 != 0)
     throw std::invalid_argument("ParamStore: unit_multiple must be a positive multiple of 16");
   std::int64_t offset = 0;
@@ -94,10 +97,10 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
     units_.back().end = offset;
   }
   numel_ = offset;
-  if (options.own_params) params_ = runtime::Buffer(*memory_, numel_, kernels::DType::F32);
+  if (options.own_params) params_ = runtime::Buffer(*memory_, numel_, param_dtype_);
   if (options.own_grads) grads_ = runtime::Buffer(*memory_, numel_, kernels::DType::F32);
   for (const FlatRange& u : units_) {
-    param_base_.push_back(options.own_params ? params() + u.begin : nullptr);
+    param_base_.push_back(options.own_params ? params_.at(u.begin).ptr : nullptr);
     grad_base_.push_back(options.own_grads ? grads() + u.begin : nullptr);
   }
 }
@@ -114,11 +117,17 @@ std::int64_t ParamStore::largest_unit() const {
   return n;
 }
 
+float* ParamStore::params() const {
+  if (param_dtype_ != kernels::DType::F32)
+    throw std::logic_error(std::string("ParamStore::params: the parameters are ") + kernels::to_string(param_dtype_));
+  return static_cast<float*>(params_.data());
+}
+
 kernels::Buf ParamStore::param(const std::string& name) const {
   const ParamSlot& s = slot(name);
-  float* base = param_base_[static_cast<size_t>(s.unit)];
+  void* base = param_base_[static_cast<size_t>(s.unit)];
   if (base == nullptr) throw std::logic_error("parameters of '" + name + "' are not resident");
-  return {base + (s.offset - units_[static_cast<size_t>(s.unit)].begin), kernels::DType::F32};
+  return runtime::advance({base, param_dtype_}, s.offset - units_[static_cast<size_t>(s.unit)].begin);
 }
 
 kernels::Buf ParamStore::grad(const std::string& name) const {
@@ -129,7 +138,7 @@ kernels::Buf ParamStore::grad(const std::string& name) const {
 }
 
 void ParamStore::initialize(std::uint64_t seed, int layers) {
-  if (params() == nullptr) throw std::logic_error("ParamStore::initialize: no owned parameter buffer");
+  if (params() == nullptr) throw std::logic_error("ParamStore::initialize: no owned parameter buffer");  // F32 only
   std::vector<float> host(static_cast<std::size_t>(numel_));
   initialize_range(seed, layers, {0, numel_}, host.data());
   memory_->copy_to_device(params_.at(), host.data(), host.size() * sizeof(float));

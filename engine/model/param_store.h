@@ -6,6 +6,8 @@
 // Storage: by default the store owns one full buffer for the parameters and one for the gradients.
 // ZeRO may instead keep a unit's parameters or gradients elsewhere (a gathered window, a staging
 // buffer) and bind it: param(name) and grad(name) resolve through the unit's current binding.
+// Parameters are in `param_dtype` (what the model computes with: F32, or BF16 under mixed
+// precision, where the fp32 master weights live with the optimizer); gradients are always F32.
 // Initialisation draws every element from (seed, parameter name, global element index): any
 // layout starts from bitwise the same full weights.
 #pragma once
@@ -38,6 +40,7 @@ struct StoreOptions {
   bool own_params = true;           // allocate the full parameter buffer
   bool own_grads = true;            // allocate the full gradient buffer
   const kernels::Ops* memory = nullptr;  // the backend whose memory holds them (nullptr: the CPU's)
+  kernels::DType param_dtype = kernels::DType::F32;
 };
 
 class ParamStore {
@@ -63,17 +66,21 @@ class ParamStore {
 
   // The backend whose memory holds the owned buffers.
   const kernels::Ops& memory() const { return *memory_; }
-  // The owned full buffers (nullptr when not owned), in memory()'s device.
-  float* params() const { return static_cast<float*>(params_.data()); }
+  kernels::DType param_dtype() const { return param_dtype_; }
+  // The owned full buffers (null when not owned), in memory()'s device.
+  kernels::Buf param_buffer() const { return params_.at(); }
+  // The owned full parameter buffer as fp32 (std::logic_error when param_dtype() is not F32).
+  float* params() const;
   float* grads() const { return static_cast<float*>(grads_.data()); }
-  // Points unit u's parameters (gradients) at `base`, which holds the unit's range from its start.
-  void bind_params(int unit, float* base) { param_base_.at(static_cast<size_t>(unit)) = base; }
+  // Points unit u's parameters (gradients) at `base`, which holds the unit's range from its start
+  // (parameters in param_dtype()); nullptr unbinds.
+  void bind_params(int unit, void* base) { param_base_.at(static_cast<size_t>(unit)) = base; }
   void bind_grads(int unit, float* base) { grad_base_.at(static_cast<size_t>(unit)) = base; }
 
   // GPT-2 / Megatron scheme: N(0, 0.02) for weights, 0.02/sqrt(2*layers) for the projections that
   // write into the residual stream, ones for norm weights, zeros for biases. initialize_range
   // writes only the flat elements [range.begin, range.end) into dst (dst[0] = element
-  // range.begin; host memory); padding elements are zero.
+  // range.begin; host memory); padding elements are zero. initialize() needs an owned F32 buffer.
   void initialize(std::uint64_t seed, int layers);
   void initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const;
   void zero_grads();  // of the owned gradient buffer
@@ -88,8 +95,10 @@ class ParamStore {
   std::vector<int> layer_units_;
   std::int64_t numel_ = 0;
   const kernels::Ops* memory_;
+  kernels::DType param_dtype_;
   runtime::Buffer params_, grads_;
-  std::vector<float*> param_base_, grad_base_;
+  std::vector<void*> param_base_;
+  std::vector<float*> grad_base_;
 };
 
 // The global flat index of every element of a rank's slice, in local storage order. Used for

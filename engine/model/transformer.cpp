@@ -28,7 +28,10 @@ struct Measure {
 }  // namespace
 
 Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots)
-    : params_(params), ops_(ops), recompute_(spec.train.recompute) {
+    : params_(params),
+      ops_(ops),
+      recompute_(spec.train.recompute),
+      act_(spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32) {
   const auto& m = spec.model;
   if (m.arch == config::Arch::Mixtral)
     throw std::invalid_argument("model.arch mixtral: the engine does not train MoE layers yet (gpt2, llama)");
@@ -83,22 +86,22 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   const LayerActs* shared = nullptr;
   auto layer_set = [&](LayerActs& a, bool drop_norms_and_act) {
     auto keep = [&](Buf LayerActs::*field, std::int64_t count) {
-      a.*field = drop_norms_and_act ? shared->*field : take(count, DType::F32);
+      a.*field = drop_norms_and_act ? shared->*field : take(count, act_);
     };
     keep(&LayerActs::norm1, N * C);
     if (d.gpt2) a.mean1 = take(N, DType::F32);
     a.rstd1 = take(N, DType::F32);
-    a.q = take(N * q_cols, DType::F32);
-    a.k = take(N * kv_cols, DType::F32);
-    a.v = take(N * kv_cols, DType::F32);
-    a.att = take(N * q_cols, DType::F32);
+    a.q = take(N * q_cols, act_);
+    a.k = take(N * kv_cols, act_);
+    a.v = take(N * kv_cols, act_);
+    a.att = take(N * q_cols, act_);
     a.lse = take(static_cast<std::int64_t>(d.B) * d.Hq * d.T, DType::F32);
-    a.x_mid = take(N * C, DType::F32);
+    a.x_mid = take(N * C, act_);
     keep(&LayerActs::norm2, N * C);
     if (d.gpt2) a.mean2 = take(N, DType::F32);
     a.rstd2 = take(N, DType::F32);
-    a.up = take(N * F, DType::F32);
-    if (!d.gpt2) a.gate = take(N * F, DType::F32);
+    a.up = take(N * F, act_);
+    if (!d.gpt2) a.gate = take(N * F, act_);
     keep(&LayerActs::act, N * F);
   };
 
@@ -107,43 +110,43 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   if (recompute_ == config::Recompute::Full) {
     layer_set(ws_.recomputed, false);
   } else if (recompute_ == config::Recompute::Selective) {
-    ws_.recomputed.norm1 = take(N * C, DType::F32);
-    ws_.recomputed.norm2 = take(N * C, DType::F32);
-    ws_.recomputed.act = take(N * F, DType::F32);
+    ws_.recomputed.norm1 = take(N * C, act_);
+    ws_.recomputed.norm2 = take(N * C, act_);
+    ws_.recomputed.act = take(N * F, act_);
   }
   shared = &ws_.recomputed;
-  ws_.proj_out = take(N * C, DType::F32);
-  ws_.d_res = take(N * C, DType::F32);
-  ws_.d_norm = take(N * C, DType::F32);
-  ws_.d_tmp = take(N * C, DType::F32);
-  ws_.d_att = take(N * q_cols, DType::F32);
-  ws_.d_q = take(N * q_cols, DType::F32);
-  ws_.d_k = take(N * kv_cols, DType::F32);
-  ws_.d_v = take(N * kv_cols, DType::F32);
-  ws_.d_act = take(N * F, DType::F32);
-  ws_.d_up = take(N * F, DType::F32);
-  if (!d.gpt2) ws_.d_gate = take(N * F, DType::F32);
+  ws_.proj_out = take(N * C, act_);
+  ws_.d_res = take(N * C, act_);
+  ws_.d_norm = take(N * C, act_);
+  ws_.d_tmp = take(N * C, act_);
+  ws_.d_att = take(N * q_cols, act_);
+  ws_.d_q = take(N * q_cols, act_);
+  ws_.d_k = take(N * kv_cols, act_);
+  ws_.d_v = take(N * kv_cols, act_);
+  ws_.d_act = take(N * F, act_);
+  ws_.d_up = take(N * F, act_);
+  if (!d.gpt2) ws_.d_gate = take(N * F, act_);
 
   slots_.assign(static_cast<size_t>(slots), Slot{});
   for (Slot& s : slots_) {
     s.tokens = take(N, DType::I32);
     s.targets = take(N, DType::I32);
     s.x.resize(static_cast<size_t>(d.layers) + 1);
-    for (Buf& x : s.x) x = take(N * C, DType::F32);
+    for (Buf& x : s.x) x = take(N * C, act_);
     s.layers.resize(static_cast<size_t>(d.layers));
     for (LayerActs& a : s.layers) {
       counting = &s == &slots_.front() && &a == &s.layers.front();
-      if (counting) layer_bytes_ += N * C * 4;  // the layer's input, s.x[l]
+      if (counting) layer_bytes_ += N * C * static_cast<std::int64_t>(kernels::dtype_size(act_));  // the layer's input, s.x[l]
       if (recompute_ == config::Recompute::Full)
         a = ws_.recomputed;  // only the layer input is kept
       else
         layer_set(a, recompute_ == config::Recompute::Selective);  // selective: norms and activation recomputed
       counting = false;
     }
-    s.normf = take(N * C, DType::F32);
+    s.normf = take(N * C, act_);
     if (d.gpt2) s.meanf = take(N, DType::F32);
     s.rstdf = take(N, DType::F32);
-    s.logits = take(N * d.Vp, DType::F32);
+    s.logits = take(N * d.Vp, act_);
     s.losses = take(N, DType::F32);
   }
 }
@@ -152,7 +155,7 @@ Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads)
   LayerWeights w;
   const std::int64_t C = dims_.C, q_rows = static_cast<std::int64_t>(dims_.Hq) * dims_.D,
                      kv_rows = static_cast<std::int64_t>(dims_.Hkv) * dims_.D;
-  auto offset = [](Buf b, std::int64_t elements) { return b ? Buf{b.as<float>() + elements, b.dtype} : Buf{}; };
+  const auto offset = runtime::advance;
   // Forward needs no gradients (and under ZeRO 2/3 they have no buffer then).
   auto grad_of = [&](const std::string& name) { return with_grads ? params_.grad(name) : Buf{}; };
   if (dims_.gpt2) {
@@ -345,7 +348,8 @@ Transformer::LossSum Transformer::evaluate(int slot, const std::int32_t* tokens,
 }
 
 const float* Transformer::logits(int slot) const {
-  if (ops_.device() != kernels::Device::Cpu) throw std::logic_error("Transformer::logits: host-readable on the CPU backend only");
+  if (ops_.device() != kernels::Device::Cpu || act_ != DType::F32)
+    throw std::logic_error("Transformer::logits: host-readable on the CPU backend in fp32 only");
   return slots_.at(static_cast<size_t>(slot)).logits.as<float>();
 }
 

@@ -58,8 +58,8 @@ class Transformer {
   void backward(int slot);
   // Loss only (validation): no gradient is written; the slot's logits stay readable.
   LossSum evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets);
-  // The logits [B*T, Vp] of the last evaluate() into `slot` (CPU backend: device memory is not
-  // host-readable; std::logic_error otherwise).
+  // The logits [B*T, Vp] of the last evaluate() into `slot` (CPU backend in fp32: device memory is
+  // not host-readable; std::logic_error otherwise).
   const float* logits(int slot) const;
 
  private:
@@ -123,6 +123,7 @@ class Transformer {
   const kernels::Ops& ops_;
   ModelDims dims_;
   config::Recompute recompute_;
+  kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
   std::vector<int> layer_ids_;  // global index of each local layer
   UnitHooks* hooks_ = nullptr;
   void announce_forward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_forward(unit); }

@@ -10,16 +10,27 @@ namespace {
 
 constexpr std::int64_t kVectorElements = 16;  // every chunk starts 64-byte aligned
 
-kernels::Buf f32(float* p) { return {p, kernels::DType::F32}; }
+using kernels::Buf;
+using kernels::DType;
+
+Buf f32(float* p) { return {p, DType::F32}; }
+
+DType param_dtype(const config::JobSpec& spec) {
+  return spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32;
+}
+
+dist::ElemType elem_type(DType t) { return t == DType::BF16 ? dist::ElemType::BF16 : dist::ElemType::F32; }
 
 }  // namespace
 
-model::StoreOptions zero_store_options(int stage, int ranks, const kernels::Ops& ops) {
+model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, const kernels::Ops& ops) {
+  const int stage = spec.parallel.zero;
   model::StoreOptions o;
   o.memory = &ops;
   o.unit_multiple = kVectorElements * ranks;
   o.own_params = stage < 3;
   o.own_grads = stage < 2;
+  o.param_dtype = param_dtype(spec);
   return o;
 }
 
@@ -41,34 +52,39 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
     shard_offsets_.push_back(shard_numel_);
     shard_numel_ += u.size() / ranks_;
   }
+  if (store.param_dtype() != param_dtype(spec))
+    throw std::logic_error("ZeroOptimizer: the ParamStore's parameter dtype does not follow train.precision");
   for (const model::ParamSlot& s : store.slots()) tied_ = tied_ || s.local.info->tied_head;
+  const bool mixed = store.param_dtype() != DType::F32;
+  if (mixed || stage_ == 3) master_ = runtime::Buffer(ops, stage_ == 0 ? store.numel() : shard_numel_, DType::F32);
   const std::int64_t moments = stage_ == 0 ? store.numel() : shard_numel_;
-  exp_avg_ = runtime::Buffer(ops, moments, kernels::DType::F32);
-  exp_avg_sq_ = runtime::Buffer(ops, moments, kernels::DType::F32);
+  exp_avg_ = runtime::Buffer(ops, moments, DType::F32);
+  exp_avg_sq_ = runtime::Buffer(ops, moments, DType::F32);
   if (stage_ >= 2) {
-    shard_grads_ = runtime::Buffer(ops, shard_numel_, kernels::DType::F32);
-    for (auto& w : grad_windows_) w = runtime::Buffer(ops, store.largest_unit(), kernels::DType::F32);
+    shard_grads_ = runtime::Buffer(ops, shard_numel_, DType::F32);
+    for (auto& w : grad_windows_) w = runtime::Buffer(ops, store.largest_unit(), DType::F32);
     grads_open_.assign(units.size(), false);
   }
-  if (stage_ == 3) {
-    shard_params_ = runtime::Buffer(ops, shard_numel_, kernels::DType::F32);
-    for (auto& w : param_windows_) w = runtime::Buffer(ops, store.largest_unit(), kernels::DType::F32);
-  }
+  if (stage_ == 3)
+    for (auto& w : param_windows_) w = runtime::Buffer(ops, store.largest_unit(), store.param_dtype());
+  if (spec.train.grad_reduce == config::Precision::Bf16 && ranks_ > 1)
+    reduce_staging_ = runtime::Buffer(ops, store.largest_unit(), DType::BF16);
 }
 
 ZeroBytes ZeroOptimizer::allocated_bytes() const {
   ZeroBytes b;
-  b.params = static_cast<double>(stage_ == 3 ? shard_params_.bytes() : static_cast<std::size_t>(store_.numel()) * 4);
-  b.grads = static_cast<double>(stage_ >= 2 ? shard_grads_.bytes() : static_cast<std::size_t>(store_.numel()) * 4);
-  b.optimizer = static_cast<double>(exp_avg_.bytes() + exp_avg_sq_.bytes());
+  const auto full = [&](DType t) { return static_cast<double>(store_.numel()) * static_cast<double>(kernels::dtype_size(t)); };
+  const bool master_is_params = stage_ == 3 && store_.param_dtype() == DType::F32;
+  b.params = stage_ < 3 ? full(store_.param_dtype()) : master_is_params ? static_cast<double>(master_.bytes()) : 0.0;
+  b.grads = static_cast<double>(stage_ >= 2 ? shard_grads_.bytes() : static_cast<std::size_t>(full(DType::F32)));
+  b.optimizer = static_cast<double>(exp_avg_.bytes() + exp_avg_sq_.bytes() + (master_is_params ? 0 : master_.bytes()));
   for (int w = 0; w < 2; ++w)
     b.windows += static_cast<double>(param_windows_[w].bytes() + grad_windows_[w].bytes());
+  b.windows += static_cast<double>(reduce_staging_.bytes());
   return b;
 }
 
-std::int64_t ZeroOptimizer::chunk_size(int unit) const {
-  return store_.units()[static_cast<size_t>(unit)].size() / ranks_;
-}
+std::int64_t ZeroOptimizer::chunk_size(int unit) const { return unit_size(unit) / ranks_; }
 
 model::FlatRange ZeroOptimizer::chunk(int unit) const {
   const std::int64_t n = chunk_size(unit), begin = store_.units()[static_cast<size_t>(unit)].begin + index_ * n;
@@ -80,9 +96,19 @@ int ZeroOptimizer::window_of(int unit) const {
   return unit % 2;
 }
 
+float* ZeroOptimizer::master_params() const {
+  return separate_master() ? static_cast<float*>(master_.data()) : store_.params();
+}
+
+model::FlatRange ZeroOptimizer::master_range(int unit) const {
+  return stage_ == 0 ? store_.units()[static_cast<size_t>(unit)] : chunk(unit);
+}
+
 float* ZeroOptimizer::owned_params(int unit) const {
-  if (stage_ == 3) return static_cast<float*>(shard_params_.data()) + shard_offset(unit);
-  return store_.params() + chunk(unit).begin;
+  // The master holds the whole flat layout (stage 0, or stages 1-2 in fp32 where it is the model's
+  // parameters) or only the owned chunks, packed.
+  const bool packed = separate_master() && stage_ > 0;
+  return master_params() + (packed ? shard_offset(unit) : chunk(unit).begin);
 }
 
 float* ZeroOptimizer::owned_grads(int unit) const {
@@ -95,13 +121,24 @@ float* ZeroOptimizer::owned_moment(const runtime::Buffer& m, int unit) const {
 }
 
 void ZeroOptimizer::initialize(std::uint64_t seed, int layers) {
-  if (stage_ < 3) return store_.initialize(seed, layers);
   std::vector<float> host;
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
-    host.resize(static_cast<std::size_t>(chunk_size(u)));
-    store_.initialize_range(seed, layers, chunk(u), host.data());
-    ops_.copy_to_device(f32(owned_params(u)), host.data(), host.size() * sizeof(float));
+    const model::FlatRange range = master_range(u);
+    host.resize(static_cast<std::size_t>(range.size()));
+    store_.initialize_range(seed, layers, range, host.data());
+    float* dst = stage_ == 0 ? master_params() + range.begin : owned_params(u);
+    ops_.copy_to_device(f32(dst), host.data(), host.size() * sizeof(float));
   }
+  publish();
+}
+
+void ZeroOptimizer::assign_weights(const float* full) {
+  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
+    const model::FlatRange range = master_range(u);
+    float* dst = stage_ == 0 ? master_params() + range.begin : owned_params(u);
+    ops_.copy_to_device(f32(dst), full + range.begin, static_cast<std::size_t>(range.size()) * sizeof(float));
+  }
+  publish();
 }
 
 void ZeroOptimizer::begin_step(int microbatches) {
@@ -112,32 +149,66 @@ void ZeroOptimizer::begin_step(int microbatches) {
 }
 
 template <typename Collective>
-void ZeroOptimizer::on_host(float* data, std::int64_t count, Collective&& collective) {
-  if (ops_.device() == kernels::Device::Cpu) return collective(data);
+void ZeroOptimizer::on_host(void* data, std::size_t bytes, Collective&& collective) {
+  if (ops_.device() == kernels::Device::Cpu || comm_.takes_device_memory()) return collective(data);
   // Gloo with host staging (ranks that share a GPU cannot share an NCCL communicator).
-  staging_.resize(static_cast<std::size_t>(count));
-  const std::size_t bytes = staging_.size() * sizeof(float);
-  ops_.copy_to_host(staging_.data(), f32(data), bytes);
+  staging_.resize(bytes);
+  ops_.copy_to_host(staging_.data(), {data, DType::F32}, bytes);
   collective(staging_.data());
-  ops_.copy_to_device(f32(data), staging_.data(), bytes);
+  ops_.copy_to_device({data, DType::F32}, staging_.data(), bytes);
+}
+
+Buf ZeroOptimizer::reduce(float* grads, int unit) {
+  const std::int64_t size = unit_size(unit);
+  Buf data = f32(grads);
+  if (reduce_staging_.size() > 0) {
+    data = reduce_staging_.at();
+    ops_.convert(data, f32(grads), size);
+  }
+  const dist::ElemType type = elem_type(data.dtype);
+  on_host(data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
+    if (stage_ == 0) comm_.all_reduce(group_, p, static_cast<std::size_t>(size), type);
+    else comm_.reduce_scatter(group_, p, static_cast<std::size_t>(chunk_size(unit)), type);
+  });
+  return data;
 }
 
 void ZeroOptimizer::gather_params(int unit) {
   const int w = window_of(unit);
   if (resident_[w] == unit) return;
   if (resident_[w] >= 0) store_.bind_params(resident_[w], nullptr);
-  float* window = static_cast<float*>(param_windows_[w].data());
+  const Buf window = param_windows_[w].at();
   const std::int64_t n = chunk_size(unit);
-  ops_.copy(f32(window + index_ * n), f32(owned_params(unit)), static_cast<std::size_t>(n) * sizeof(float));
-  on_host(window, n * ranks_, [&](float* data) { comm_.all_gather(group_, data, static_cast<std::size_t>(n)); });
-  store_.bind_params(unit, window);
+  ops_.convert(runtime::advance(window, index_ * n), f32(owned_params(unit)), n);
+  on_host(window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype), [&](void* p) {
+    comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(window.dtype));
+  });
+  store_.bind_params(unit, window.ptr);
   resident_[w] = unit;
 }
 
-void ZeroOptimizer::gather_all_params() {
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-    on_host(store_.params() + store_.units()[static_cast<size_t>(u)].begin, chunk_size(u) * ranks_,
-            [&](float* data) { comm_.all_gather(group_, data, static_cast<std::size_t>(chunk_size(u))); });
+void ZeroOptimizer::publish() {
+  if (stage_ == 3) {  // the windows are stale: gathered again at their next use
+    for (int& unit : resident_) {
+      if (unit >= 0) store_.bind_params(unit, nullptr);
+      unit = -1;
+    }
+    return;
+  }
+  const Buf params = store_.param_buffer();
+  if (stage_ == 0) {
+    if (separate_master()) ops_.convert(params, f32(master_params()), store_.numel());
+    return;
+  }
+  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
+    const model::FlatRange& range = store_.units()[static_cast<size_t>(u)];
+    const std::int64_t n = chunk_size(u);
+    if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), n);
+    const Buf whole = runtime::advance(params, range.begin);
+    on_host(whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype), [&](void* p) {
+      comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(whole.dtype));
+    });
+  }
 }
 
 void ZeroOptimizer::before_forward(int unit) {
@@ -148,26 +219,25 @@ void ZeroOptimizer::before_backward(int unit) {
   if (stage_ == 3) gather_params(unit);
   if (stage_ < 2 || grads_open_[static_cast<size_t>(unit)]) return;
   float* window = static_cast<float*>(grad_windows_[window_of(unit)].data());
-  ops_.fill(f32(window), 0.0f, store_.units()[static_cast<size_t>(unit)].size());
+  ops_.fill(f32(window), 0.0f, unit_size(unit));
   store_.bind_grads(unit, window);
   grads_open_[static_cast<size_t>(unit)] = true;
 }
 
 void ZeroOptimizer::after_backward(int unit) {
-  const model::FlatRange& u = store_.units()[static_cast<size_t>(unit)];
-  const auto n = static_cast<std::size_t>(chunk_size(unit));
+  const std::int64_t n = chunk_size(unit), mine = index_ * n;
   if (stage_ < 2) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
-    on_host(store_.grads() + u.begin, u.size(), [&](float* data) {
-      if (stage_ == 0) comm_.all_reduce(group_, data, static_cast<std::size_t>(u.size()));
-      else comm_.reduce_scatter(group_, data, n);
-    });
+    float* grads = store_.grads() + store_.units()[static_cast<size_t>(unit)].begin;
+    const Buf summed = reduce(grads, unit);
+    if (summed.ptr == grads) return;
+    // Reduced in bf16: back into the fp32 gradients, all of them (stage 0) or the owned chunk.
+    if (stage_ == 0) ops_.convert(f32(grads), summed, unit_size(unit));
+    else ops_.convert(f32(grads + mine), runtime::advance(summed, mine), n);
     return;
   }
-  float* window = static_cast<float*>(grad_windows_[window_of(unit)].data());
-  on_host(window, static_cast<std::int64_t>(n) * ranks_, [&](float* data) { comm_.reduce_scatter(group_, data, n); });
-  ops_.accumulate(f32(owned_grads(unit)), f32(window + static_cast<std::size_t>(index_) * n),
-                  static_cast<std::int64_t>(n));
+  const Buf summed = reduce(static_cast<float*>(grad_windows_[window_of(unit)].data()), unit);
+  ops_.accumulate(f32(owned_grads(unit)), runtime::advance(summed, mine), n);
   store_.bind_grads(unit, nullptr);
   grads_open_[static_cast<size_t>(unit)] = false;
 }
@@ -193,14 +263,14 @@ void ZeroOptimizer::step(double lr, std::int64_t step) {
   if (stage_ == 0) {
     float* m = static_cast<float*>(exp_avg_.data());
     float* v = static_cast<float*>(exp_avg_sq_.data());
-    adamw_update(cfg, store_.slots(), ops_, {{0, store_.numel()}, store_.params(), store_.grads(), m, v}, lr, step);
-    return;
+    adamw_update(cfg, store_.slots(), ops_, {{0, store_.numel()}, master_params(), store_.grads(), m, v}, lr, step);
+  } else {
+    for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
+      adamw_update(cfg, store_.slots(), ops_,
+                   {chunk(u), owned_params(u), owned_grads(u), owned_moment(exp_avg_, u), owned_moment(exp_avg_sq_, u)},
+                   lr, step);
   }
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-    adamw_update(cfg, store_.slots(), ops_,
-                 {chunk(u), owned_params(u), owned_grads(u), owned_moment(exp_avg_, u), owned_moment(exp_avg_sq_, u)},
-                 lr, step);
-  after_restore();  // the parameters changed: make them whole again
+  publish();
 }
 
 std::vector<ckpt::FlatShard> ZeroOptimizer::saved_shards() {
@@ -212,17 +282,10 @@ std::vector<ckpt::FlatShard> ZeroOptimizer::saved_shards() {
 
 std::vector<ckpt::FlatShard> ZeroOptimizer::restored_shards() {
   if (stage_ > 0) return saved_shards();
-  return {ckpt::whole_store(store_, static_cast<float*>(exp_avg_.data()), static_cast<float*>(exp_avg_sq_.data()))};
+  return {{{0, store_.numel()}, master_params(), static_cast<float*>(exp_avg_.data()),
+           static_cast<float*>(exp_avg_sq_.data())}};
 }
 
-void ZeroOptimizer::after_restore() {
-  if (stage_ == 1 || stage_ == 2) return gather_all_params();
-  if (stage_ == 3) {
-    for (int& unit : resident_) {
-      if (unit >= 0) store_.bind_params(unit, nullptr);
-      unit = -1;
-    }
-  }
-}
+void ZeroOptimizer::after_restore() { publish(); }
 
 }  // namespace ptrain::optim

@@ -9,6 +9,12 @@
 //   2      full; chunks gathered   own chunks + 2 unit windows      own chunks
 //   3      own chunks + 2 windows  own chunks + 2 unit windows      own chunks
 //
+// Mixed precision (train.precision: bf16): the model computes with bf16 parameters (the full
+// buffer, or the stage-3 windows) and fp32 gradients; the fp32 master weights the optimizer updates
+// are kept with m and v (full at stage 0, own chunks otherwise) and converted into the bf16
+// parameters after every step, so gathers move bf16. With train.grad_reduce: bf16 each unit's
+// gradients are converted into a bf16 staging buffer, reduced in bf16, and converted back.
+//
 // Stages 0 and 1 reduce a unit's gradients once its last microbatch's backward is done; stages 2
 // and 3 reduce-scatter each microbatch's unit gradients out of a window into the owned chunks as
 // soon as the unit's backward is done (the window is reused). Stage 3 all-gathers a unit's
@@ -18,6 +24,7 @@
 // is already scaled by 1 / (tokens of the global batch).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -31,19 +38,20 @@
 
 namespace ptrain::optim {
 
-// How the ParamStore of a rank must be built for `stage` over `ranks` data-parallel ranks, its
-// buffers in `ops`' memory.
-model::StoreOptions zero_store_options(int stage, int ranks, const kernels::Ops& ops);
+// How the ParamStore of a rank must be built for `spec`'s ZeRO stage and precision over `ranks`
+// data-parallel ranks, its buffers in `ops`' memory.
+model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, const kernels::Ops& ops);
 
 // Bytes this rank allocates for model state, by kind (what `validate` predicts per rank).
 struct ZeroBytes {
-  double params = 0, grads = 0, optimizer = 0;
-  double windows = 0;  // gather and reduction windows (stages 2 and 3)
+  double params = 0, grads = 0;
+  double optimizer = 0;  // m, v and (mixed precision) the fp32 master weights
+  double windows = 0;    // gather and reduction windows (stages 2 and 3), the bf16 reduction staging
 };
 
 class ZeroOptimizer final : public model::UnitHooks {
  public:
-  // `store` must have been built with zero_store_options(stage, group.size()).
+  // `store` must have been built with zero_store_options(spec, group.size(), ops).
   ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops, dist::Comm& comm,
                 const dist::Group& group);
 
@@ -70,26 +78,39 @@ class ZeroOptimizer final : public model::UnitHooks {
   // whole (a collective).
   void step(double lr, std::int64_t step);
 
-  // What this rank writes to a checkpoint: its chunks of parameters and moments.
+  // What this rank writes to a checkpoint: its chunks of (master) parameters and moments.
   std::vector<ckpt::FlatShard> saved_shards();
   // What this rank reads on resume (stage 0: everything; else its chunks); call
   // after_restore() once they are filled.
   std::vector<ckpt::FlatShard> restored_shards();
   void after_restore();
+  // Replaces the weights by `full` (host memory, the whole flat layout in fp32, e.g. imported HF
+  // weights): each rank takes what it keeps.
+  void assign_weights(const float* full);
 
  private:
   model::FlatRange chunk(int unit) const;         // the range of `unit` this rank owns
   std::int64_t chunk_size(int unit) const;
+  std::int64_t unit_size(int unit) const { return store_.units()[static_cast<size_t>(unit)].size(); }
   std::int64_t shard_offset(int unit) const { return shard_offsets_[static_cast<size_t>(unit)]; }
   int window_of(int unit) const;
-  float* owned_params(int unit) const;            // this rank's chunk of the unit's parameters
+  bool separate_master() const { return master_.size() > 0; }
+  // The fp32 weights AdamW updates: this rank's whole flat layout at stage 0, its chunks otherwise.
+  float* master_params() const;
+  model::FlatRange master_range(int unit) const;  // what this rank keeps of `unit` in the master
+  float* owned_params(int unit) const;            // this rank's chunk of the unit's master weights
   float* owned_grads(int unit) const;
   float* owned_moment(const runtime::Buffer& m, int unit) const;
-  // Runs `collective` on `count` elements at `data`; on a device backend through a host copy.
+  // Runs `collective` on `bytes` at `data`; through a host copy when the data is on a device the
+  // Comm cannot reach.
   template <typename Collective>
-  void on_host(float* data, std::int64_t count, Collective&& collective);
+  void on_host(void* data, std::size_t bytes, Collective&& collective);
+  // Sums the unit's fp32 gradients at `grads` over the group (all of them at stage 0, chunk index_
+  // otherwise) in train.grad_reduce's dtype; returns the reduced unit: `grads` itself, or the bf16
+  // staging buffer.
+  kernels::Buf reduce(float* grads, int unit);
   void gather_params(int unit);                   // stage 3: into the unit's window
-  void gather_all_params();                       // stages 1 and 2: every unit, in place
+  void publish();                                 // the master weights into the model's parameters
 
   const config::JobSpec& spec_;
   model::ParamStore& store_;
@@ -100,12 +121,15 @@ class ZeroOptimizer final : public model::UnitHooks {
   bool tied_ = false;                     // the head reuses the embedding (its unit stays resident)
   std::vector<std::int64_t> shard_offsets_;  // where each unit's owned chunk starts in the shard buffers
   std::int64_t shard_numel_ = 0;
-  runtime::Buffer shard_params_, shard_grads_, exp_avg_, exp_avg_sq_;
+  // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
+  // model's fp32 parameters are the master.
+  runtime::Buffer master_, shard_grads_, exp_avg_, exp_avg_sq_;
   runtime::Buffer param_windows_[2], grad_windows_[2];
+  runtime::Buffer reduce_staging_;        // grad_reduce bf16: one unit of gradients in bf16
   int resident_[2] = {-1, -1};            // stage 3: the unit whose parameters each window holds
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   int microbatches_ = 1, microbatch_ = 0;
-  std::vector<float> staging_;            // host copy for collectives on a device backend
+  std::vector<std::byte> staging_;        // host copy for collectives the Comm cannot run on the device
 };
 
 }  // namespace ptrain::optim

@@ -140,7 +140,7 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
     // Stages 2 and 3 keep no full gradient buffer: every microbatch's gradients are reduced.
     const double reductions = zero >= 2 ? buckets * spec.train.microbatches : buckets;
     z.grad_reduction = {{zero == 0 ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter,
-                         bucket * bytes.grad, ranks, reductions}};
+                         bucket * grad_reduce_bytes(spec.train), ranks, reductions}};
     if (zero == 1 || zero == 2)
       z.param_gather_after_step = {{CollectiveKind::AllGather, bucket * bytes.param, ranks, buckets}};
     // Stage 3 gathers every unit for each microbatch's forward and again for its backward.
@@ -168,7 +168,7 @@ StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp
   }
   if (params.tied_embedding > 0) {
     const double grad =
-        static_cast<double>(params.tied_embedding) * bytes_per_element(spec.train.precision).grad;
+        static_cast<double>(params.tied_embedding) * grad_reduce_bytes(spec.train);
     s.pp += bytes_sent(Collective{CollectiveKind::AllReduce, grad, 2});
   }
   const DataParallelComm dp = data_parallel_comm(spec, params);

@@ -11,8 +11,11 @@ namespace ptrain::plan {
 ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, config::Precision precision) {
   const BytesPerElement b = bytes_per_element(precision);
   const double n = shards;
-  return {elements * b.param / (zero_stage >= 3 ? n : 1.0), elements * b.grad / (zero_stage >= 2 ? n : 1.0),
-          elements * b.optimizer / (zero_stage >= 1 ? n : 1.0)};
+  // Under ZeRO-3 a rank's shard of the weights is the master; with a separate fp32 master (bf16)
+  // it is counted in the optimizer state and the bf16 weights exist only in the gather windows.
+  const double params = zero_stage < 3 ? elements * b.param : b.master > 0 ? 0.0 : elements * b.param / n;
+  return {params, elements * b.grad / (zero_stage >= 2 ? n : 1.0),
+          elements * b.optimizer() / (zero_stage >= 1 ? n : 1.0)};
 }
 
 ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params) {
@@ -55,6 +58,9 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) 
     sum += std::min(kGradBucketElements, static_cast<double>(params.expert)) * bytes.grad;
   if (p.zero >= 2) sum += 2.0 * static_cast<double>(params.largest_unit) * bytes.grad;
   if (p.zero == 3) sum += 2.0 * static_cast<double>(params.largest_unit) * bytes.param;
+  // bf16 reductions convert one unit's fp32 gradients into a bf16 staging buffer.
+  if (spec.train.grad_reduce == config::Precision::Bf16 && p.dp * p.cp > 1)
+    sum += static_cast<double>(params.largest_unit) * grad_reduce_bytes(spec.train);
   if (p.ep > 1)
     sum += 2.0 * static_cast<double>(model::expert_token_slots(spec)) * m.hidden * bytes.activation;
   return sum;

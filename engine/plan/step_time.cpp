@@ -72,7 +72,7 @@ double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
   const double expert_shards = sharded ? p.tp * p.cp * p.dp / p.ep : 1;
   const double elements =
       static_cast<double>(params.dense) / dense_shards + static_cast<double>(params.expert) / expert_shards;
-  return 2.0 * (b.param + b.grad + b.optimizer) * elements / hw.hbm_bytes_per_s;
+  return 2.0 * (b.param + b.grad + b.optimizer()) * elements / hw.hbm_bytes_per_s;
 }
 
 }  // namespace ptrain::plan

@@ -20,7 +20,7 @@ Buffer::Buffer(const kernels::Ops& memory, std::int64_t count, kernels::DType dt
 }
 
 kernels::Buf Buffer::at(std::int64_t offset) const {
-  return {static_cast<char*>(data_.get()) + static_cast<std::size_t>(offset) * kernels::dtype_size(dtype_), dtype_};
+  return advance({data_.get(), dtype_}, offset);
 }
 
 Arena::Arena(const kernels::Ops& memory, std::int64_t bytes)

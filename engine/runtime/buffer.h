@@ -12,6 +12,12 @@
 
 namespace ptrain::runtime {
 
+// The view `elements` elements of b's dtype past b (null stays null).
+inline kernels::Buf advance(kernels::Buf b, std::int64_t elements) {
+  if (!b) return b;
+  return {static_cast<char*>(b.ptr) + elements * static_cast<std::int64_t>(kernels::dtype_size(b.dtype)), b.dtype};
+}
+
 // Gives a Buffer's memory back to the backend that allocated it.
 struct ReleaseTo {
   const kernels::Ops* memory = nullptr;

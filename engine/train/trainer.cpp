@@ -84,7 +84,7 @@ struct Trainer::State {
         dp_group(data_parallel_group(s, c)),
         leader(c.rank() == 0),
         params(model::build_registry(s.model), model::shard_coords(s, 0, 0, 0),
-               optim::zero_store_options(s.parallel.zero, dp_group.size(), backend)),
+               optim::zero_store_options(s, dp_group.size(), backend)),
         model(s, params, backend),
         zero(s, params, backend, c, dp_group),
         train_source(data::open_train_source(s)),
@@ -133,26 +133,26 @@ struct Trainer::State {
         return step;
       }
     }
-    zero.initialize(spec.train.seed, spec.model.layers);
-    if (!c.load_hf.empty()) {
-      if (zero.stage() == 3)
-        throw std::invalid_argument("checkpoint.load_hf with parallel.zero 3: convert the weights first "
-                                    "(ptrain convert) and resume from the ptrain checkpoint");
-      const auto imported = import_hf_weights(c.load_hf);
-      note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
+    if (c.load_hf.empty()) {
+      zero.initialize(spec.train.seed, spec.model.layers);
+      return 0;
     }
+    const auto imported = import_hf_weights(c.load_hf);
+    note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
     return 0;
   }
 
-  // HF weights into the parameters, through host memory when they live on a device.
+  // HF weights into the model: read into a full fp32 host copy of the flat layout (initialised from
+  // the seed first, for anything the files do not hold), of which each rank keeps its part.
   ckpt::HfImportResult import_hf_weights(const std::string& dir) {
-    if (ops.device() == kernels::Device::Cpu) return ckpt::import_hf(dir, spec.model, params);
-    model::StoreOptions host_options = optim::zero_store_options(spec.parallel.zero, dp_group.size(), kernels::cpu_ops());
+    model::StoreOptions host_options = optim::zero_store_options(spec, dp_group.size(), kernels::cpu_ops());
+    host_options.own_params = true;
     host_options.own_grads = false;
+    host_options.param_dtype = kernels::DType::F32;
     model::ParamStore host(params.registry(), params.coords(), host_options);
+    host.initialize(spec.train.seed, spec.model.layers);
     const ckpt::HfImportResult result = ckpt::import_hf(dir, spec.model, host);
-    ops.copy_to_device({params.params(), kernels::DType::F32}, host.params(),
-                       static_cast<std::size_t>(host.numel()) * sizeof(float));
+    zero.assign_weights(host.params());
     return result;
   }
 

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <functional>
 #include <numeric>
+#include <sstream>
 #include <thread>
 
 #include "engine/dist/comm.h"
 #include "engine/dist/gloo_comm.h"
 #include "engine/dist/store.h"
+#include "kernels/bf16.h"
 
 namespace {
 
@@ -40,6 +42,51 @@ void run_ranks(int world, const std::function<void(Comm&)>& body, std::chrono::m
 }
 
 float value(int rank, std::size_t i) { return static_cast<float>(rank + 1) * 0.5f + static_cast<float>(i) * 0.25f; }
+
+using ptrain::kernels::bf16_to_f32;
+using ptrain::kernels::f32_to_bf16;
+
+// Small multiples of 1/4: every partial sum of up to three ranks is exact in bf16 (8 significant
+// bits), so the expected values do not depend on the order the algorithm adds in.
+float small_value(int rank, std::size_t i) { return static_cast<float>(rank + 1) + static_cast<float>(i % 20) * 0.25f; }
+
+std::vector<std::uint16_t> bf16_values(int rank, std::size_t n) {
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = f32_to_bf16(small_value(rank, i));
+  return v;
+}
+
+// Whether some line of the collective log names `op` with `bytes` bytes.
+bool logged(const Comm& comm, const std::string& op, std::size_t bytes) {
+  std::istringstream lines(comm.log().dump());
+  const std::string size = " " + std::to_string(bytes) + " bytes";
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(" " + op + " ") != std::string::npos && line.find(size) != std::string::npos) return true;
+  return false;
+}
+
+// A backend without transport that records the groups it is asked to connect.
+class RecordingComm final : public Comm {
+ public:
+  RecordingComm(int rank, int world) : Comm(rank, world) {}
+  const char* backend() const override { return "recording"; }
+  std::vector<std::pair<std::string, bool>> connected;  // group name, member?
+
+ protected:
+  void connect(const Group& g) override { connected.emplace_back(g.name, g.has_me()); }
+  [[noreturn]] static void none() { throw DistError("no communication expected"); }
+  void do_all_reduce(const Group&, void*, std::size_t, ElemType, ReduceOp) override { none(); }
+  void do_reduce_scatter(const Group&, void*, std::size_t, ElemType) override { none(); }
+  void do_all_gather(const Group&, void*, std::size_t, ElemType) override { none(); }
+  void do_all_to_allv(const Group&, const float*, const std::vector<std::size_t>&, float*,
+                      const std::vector<std::size_t>&) override {
+    none();
+  }
+  void do_broadcast(const Group&, void*, std::size_t, int) override { none(); }
+  void do_send(const Group&, const void*, std::size_t, int) override { none(); }
+  void do_recv(const Group&, void*, std::size_t, int) override { none(); }
+  void do_barrier(const Group&) override { none(); }
+};
 
 }  // namespace
 
@@ -79,6 +126,94 @@ TEST_CASE("reduce_scatter and all_gather work in place, chunk i on rank i") {
       for (std::size_t i = 0; i < n; ++i) REQUIRE(gathered[i] == static_cast<float>(i) + 0.5f);
     });
   }
+}
+
+TEST_CASE("bf16 all_reduce adds in fp32 and rounds to nearest even once per step") {
+  run_ranks(3, [](Comm& comm) {
+    const std::size_t n = 1000;
+    std::vector<std::uint16_t> sum = bf16_values(comm.rank(), n), max = sum, min = sum;
+    comm.all_reduce(comm.world_group(), sum.data(), n, ElemType::BF16);
+    comm.all_reduce(comm.world_group(), max.data(), n, ElemType::BF16, ReduceOp::Max);
+    comm.all_reduce(comm.world_group(), min.data(), n, ElemType::BF16, ReduceOp::Min);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(bf16_to_f32(sum[i]) == small_value(0, i) + small_value(1, i) + small_value(2, i));
+      REQUIRE(bf16_to_f32(max[i]) == small_value(2, i));
+      REQUIRE(bf16_to_f32(min[i]) == small_value(0, i));
+    }
+    CHECK(logged(comm, "all_reduce", 2000));
+  });
+  // Two ranks add once: 256 + 1 and 256 + 3 lie halfway between bf16 neighbours (spacing 2 at
+  // 256) and round to the even mantissa, 256 and 260; 256 + 2 is exact.
+  run_ranks(2, [](Comm& comm) {
+    const float mine[3] = {256.0f, 256.0f, 256.0f}, other[3] = {1.0f, 3.0f, 2.0f};
+    std::uint16_t x[3];
+    for (int k = 0; k < 3; ++k) x[k] = f32_to_bf16(comm.rank() == 0 ? mine[k] : other[k]);
+    comm.all_reduce(comm.world_group(), x, 3, ElemType::BF16);
+    CHECK(bf16_to_f32(x[0]) == 256.0f);
+    CHECK(bf16_to_f32(x[1]) == 260.0f);
+    CHECK(bf16_to_f32(x[2]) == 258.0f);
+  });
+}
+
+TEST_CASE("reduce_scatter and all_gather take every element type") {
+  run_ranks(3, [](Comm& comm) {
+    const std::size_t chunk = 37, n = 3 * chunk;
+    const std::size_t mine = static_cast<std::size_t>(comm.rank()) * chunk;
+    std::vector<std::uint16_t> bf = bf16_values(comm.rank(), n);
+    comm.reduce_scatter(comm.world_group(), bf.data(), chunk, ElemType::BF16);
+    std::vector<double> f64(n);
+    std::vector<std::int64_t> i64(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      f64[i] = 0.1 * static_cast<double>(i + 1) * (comm.rank() + 1);
+      i64[i] = (std::int64_t{1} << 40) * (comm.rank() + 1) + static_cast<std::int64_t>(i);
+    }
+    comm.reduce_scatter(comm.world_group(), f64.data(), chunk, ElemType::F64);
+    comm.reduce_scatter(comm.world_group(), i64.data(), chunk, ElemType::I64);
+    for (std::size_t i = mine; i < mine + chunk; ++i) {
+      REQUIRE(bf16_to_f32(bf[i]) == small_value(0, i) + small_value(1, i) + small_value(2, i));
+      REQUIRE(f64[i] == Approx(0.6 * static_cast<double>(i + 1)).epsilon(1e-14));
+      REQUIRE(i64[i] == 6 * (std::int64_t{1} << 40) + 3 * static_cast<std::int64_t>(i));
+    }
+    CHECK(logged(comm, "reduce_scatter", 3 * chunk * 2));
+    CHECK(logged(comm, "reduce_scatter", 3 * chunk * 8));
+
+    // The odd bf16 chunk puts chunk boundaries at 2-byte offsets.
+    std::vector<std::uint16_t> gathered_bf(n, 0xFFFF);
+    std::vector<std::int64_t> gathered_i64(n, -1);
+    for (std::size_t i = mine; i < mine + chunk; ++i) {
+      gathered_bf[i] = static_cast<std::uint16_t>(i * 7);
+      gathered_i64[i] = -(std::int64_t{1} << 50) + static_cast<std::int64_t>(i);
+    }
+    comm.all_gather(comm.world_group(), gathered_bf.data(), chunk, ElemType::BF16);
+    comm.all_gather(comm.world_group(), gathered_i64.data(), chunk, ElemType::I64);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(gathered_bf[i] == static_cast<std::uint16_t>(i * 7));
+      REQUIRE(gathered_i64[i] == -(std::int64_t{1} << 50) + static_cast<std::int64_t>(i));
+    }
+    CHECK(logged(comm, "all_gather", 3 * chunk * 2));
+    CHECK(logged(comm, "all_gather", 3 * chunk * 8));
+  });
+  // Rounding in the ring: each chunk is one fp32 add of two ranks' values, rounded once.
+  run_ranks(2, [](Comm& comm) {
+    const float values[2][4] = {{256.0f, 256.0f, 1.0f, 3.0f}, {1.0f, 3.0f, 256.0f, 256.0f}};
+    std::uint16_t x[4];
+    for (int k = 0; k < 4; ++k) x[k] = f32_to_bf16(values[comm.rank()][k]);
+    comm.reduce_scatter(comm.world_group(), x, 2, ElemType::BF16);
+    const std::uint16_t* mine = x + 2 * comm.rank();
+    CHECK(bf16_to_f32(mine[0]) == 256.0f);
+    CHECK(bf16_to_f32(mine[1]) == 260.0f);
+  });
+}
+
+TEST_CASE("new_group connects every group of two or more on every rank, members or not") {
+  RecordingComm comm(0, 4);
+  comm.new_group("pair01", {0, 1});
+  comm.new_group("pair23", {2, 3});
+  comm.new_group("alone", {0});
+  comm.new_group("others", {1, 2, 3});
+  CHECK(comm.connected == std::vector<std::pair<std::string, bool>>{
+                              {"pair01", true}, {"pair23", false}, {"others", false}});
+  CHECK_FALSE(comm.takes_device_memory());
 }
 
 TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {

@@ -25,8 +25,8 @@ class SilentComm final : public dist::Comm {
   void connect(const dist::Group&) override {}
   [[noreturn]] static void none() { throw dist::DistError("no communication expected"); }
   void do_all_reduce(const dist::Group&, void*, std::size_t, dist::ElemType, dist::ReduceOp) override { none(); }
-  void do_reduce_scatter(const dist::Group&, float*, std::size_t) override { none(); }
-  void do_all_gather(const dist::Group&, float*, std::size_t) override { none(); }
+  void do_reduce_scatter(const dist::Group&, void*, std::size_t, dist::ElemType) override { none(); }
+  void do_all_gather(const dist::Group&, void*, std::size_t, dist::ElemType) override { none(); }
   void do_all_to_allv(const dist::Group&, const float*, const std::vector<std::size_t>&, float*,
                       const std::vector<std::size_t>&) override {
     none();
@@ -37,9 +37,10 @@ class SilentComm final : public dist::Comm {
   void do_barrier(const dist::Group&) override { none(); }
 };
 
-config::LoadResult job(const char* arch, int zero) {
+config::LoadResult job(const char* arch, int zero, const char* precision, const char* grad_reduce) {
   config::LoadOptions options;
-  options.overrides = {std::string("model.arch=") + arch, "parallel.zero=" + std::to_string(zero)};
+  options.overrides = {std::string("model.arch=") + arch, "parallel.zero=" + std::to_string(zero),
+                       std::string("train.precision=") + precision, std::string("train.grad_reduce=") + grad_reduce};
   options.world = 2;
   config::LoadResult r = config::load_string(R"(
 name: zero-memory
@@ -57,34 +58,43 @@ cluster: {nodes: 1, gpus_per_node: 2, gpu: cpu}
 }  // namespace
 
 TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
-  for (const char* arch : {"gpt2", "llama"}) {
-    for (int zero = 0; zero <= 3; ++zero) {
-      INFO(arch << " zero " << zero);
-      const config::LoadResult loaded = job(arch, zero);
-      const config::JobSpec& spec = loaded.spec;
-      REQUIRE(spec.parallel.dp == 2);
-      const model::ShardCoords coords = model::shard_coords(spec, 0, 0, 0);
-      std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
-      const plan::RankParams counted = plan::count_rank_params(model::local_params(registry, coords), 1);
-      const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, 1.0);
+  struct Precision {
+    const char *precision, *grad_reduce;
+    int param_bytes;  // of the weights the model computes with
+  };
+  for (const Precision p : {Precision{"fp32", "fp32", 4}, Precision{"bf16", "fp32", 2}, Precision{"bf16", "bf16", 2}}) {
+    for (const char* arch : {"gpt2", "llama"}) {
+      for (int zero = 0; zero <= 3; ++zero) {
+        INFO(arch << " zero " << zero << " precision " << p.precision << " grad_reduce " << p.grad_reduce);
+        const config::LoadResult loaded = job(arch, zero, p.precision, p.grad_reduce);
+        const config::JobSpec& spec = loaded.spec;
+        REQUIRE(spec.parallel.dp == 2);
+        const model::ShardCoords coords = model::shard_coords(spec, 0, 0, 0);
+        std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
+        const plan::RankParams counted = plan::count_rank_params(model::local_params(registry, coords), 1);
+        const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, 1.0);
 
-      model::ParamStore store(std::move(registry), coords, optim::zero_store_options(zero, 2, kernels::cpu_ops()));
-      SilentComm comm;
-      const dist::Group& dp = comm.new_group("dp", {0, 1});
-      const optim::ZeroOptimizer engine(spec, store, kernels::cpu_ops(), comm, dp);
-      const optim::ZeroBytes allocated = engine.allocated_bytes();
+        model::ParamStore store(std::move(registry), coords, optim::zero_store_options(spec, 2, kernels::cpu_ops()));
+        SilentComm comm;
+        const dist::Group& dp = comm.new_group("dp", {0, 1});
+        const optim::ZeroOptimizer engine(spec, store, kernels::cpu_ops(), comm, dp);
+        const optim::ZeroBytes allocated = engine.allocated_bytes();
 
-      CHECK(allocated.params == Approx(predicted.params).epsilon(0.01));
-      CHECK(allocated.grads == Approx(predicted.grads).epsilon(0.01));
-      CHECK(allocated.optimizer == Approx(predicted.optimizer).epsilon(0.01));
-      // One data-parallel axis on CPU: the only communication buffers are ZeRO's windows.
-      CHECK(allocated.windows == Approx(predicted.comm_buffers).epsilon(0.01).margin(1.0));
-      if (zero < 2) CHECK(allocated.windows == 0);
-      // Sharding halves what it shards.
-      const double full = static_cast<double>(store.numel()) * 4;
-      CHECK(allocated.optimizer == Approx(zero >= 1 ? full : 2 * full).epsilon(1e-9));
-      CHECK(allocated.grads == Approx(zero >= 2 ? full / 2 : full).epsilon(1e-9));
-      CHECK(allocated.params == Approx(zero >= 3 ? full / 2 : full).epsilon(1e-9));
+        CHECK(allocated.params == Approx(predicted.params).epsilon(0.01));
+        CHECK(allocated.grads == Approx(predicted.grads).epsilon(0.01));
+        CHECK(allocated.optimizer == Approx(predicted.optimizer).epsilon(0.01));
+        // One data-parallel axis on CPU: the only communication buffers are ZeRO's windows.
+        CHECK(allocated.windows == Approx(predicted.comm_buffers).epsilon(0.01).margin(1.0));
+        if (zero < 2 && std::string(p.grad_reduce) == "fp32") CHECK(allocated.windows == 0);
+        // Sharding halves what it shards. Mixed precision keeps fp32 masters with the moments.
+        const double n = static_cast<double>(store.numel());
+        const bool mixed = p.param_bytes == 2;
+        const double optimizer = n * (mixed ? 12 : 8);
+        CHECK(allocated.optimizer == Approx(zero >= 1 ? optimizer / 2 : optimizer).epsilon(1e-9));
+        CHECK(allocated.grads == Approx(zero >= 2 ? 2 * n : 4 * n).epsilon(1e-9));
+        const double params = zero < 3 ? n * p.param_bytes : mixed ? 0.0 : 2 * n;
+        CHECK(allocated.params == Approx(params).epsilon(1e-9).margin(0.5));
+      }
     }
   }
 }

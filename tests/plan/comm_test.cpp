@@ -37,8 +37,10 @@ TEST_CASE("small layout by hand: tp 2, pp 2, dp 2, no SP, zero 0") {
   CHECK(c.tp == m * (8 + 1 + 8) * S);
   // pp: one activation forward per microbatch (stage 0 sends no gradient back), full sbh without SP.
   CHECK(c.pp == m * S);
-  // dp: all-reduce of the bf16 grads over 2 ranks: 2(n-1)/n * 2 bytes * Psi.
-  CHECK(c.dp_dense == Approx(2.0 * first.dense));
+  // dp: all-reduce of the fp32 grads over 2 ranks: 2(n-1)/n * 4 bytes * Psi; half that in bf16.
+  CHECK(c.dp_dense == Approx(4.0 * first.dense));
+  job.spec.train.grad_reduce = config::Precision::Bf16;
+  CHECK(plan::step_comm(job.spec, first, 0).dp_dense == Approx(2.0 * first.dense));
   CHECK(c.cp == 0);
   CHECK(c.ep == 0);
 

@@ -9,15 +9,19 @@
 using namespace ptrain;
 using config::Precision;
 
-TEST_CASE("ZeRO paper, figure 1: Psi = 7.5B, Nd = 64, K = 12") {
+TEST_CASE("ZeRO paper, figure 1: Psi = 7.5B, Nd = 64, K = 12, with fp32 gradients") {
+  // The paper counts 2 + 2 + K bytes per parameter (fp16 gradients). ptrain keeps bf16 weights,
+  // fp32 gradients (Megatron's main grads) and K = 12: 2 + 4 + 12. Its totals are the paper's plus
+  // the 2 extra gradient bytes (sharded from stage 2 on); at stage 3 the bf16 weights live only in
+  // the gather windows, so the shard holds 16 bytes per parameter like the paper's.
   const double psi = 7.5e9;
-  CHECK(plan::model_state_bytes(psi, 64, 0, Precision::Bf16).total() == Approx(120e9));
-  CHECK(plan::model_state_bytes(psi, 64, 1, Precision::Bf16).total() == Approx(31.40625e9));   // 31.4 GB
-  CHECK(plan::model_state_bytes(psi, 64, 2, Precision::Bf16).total() == Approx(16.640625e9));  // 16.6 GB
-  CHECK(plan::model_state_bytes(psi, 64, 3, Precision::Bf16).total() == Approx(1.875e9));      // 1.9 GB
+  CHECK(plan::model_state_bytes(psi, 64, 0, Precision::Bf16).total() == Approx(120e9 + 2 * psi));
+  CHECK(plan::model_state_bytes(psi, 64, 1, Precision::Bf16).total() == Approx(31.40625e9 + 2 * psi));
+  CHECK(plan::model_state_bytes(psi, 64, 2, Precision::Bf16).total() == Approx(16.640625e9 + 2 * psi / 64));
+  CHECK(plan::model_state_bytes(psi, 64, 3, Precision::Bf16).total() == Approx(1.875e9));
   const plan::ModelStateBytes z1 = plan::model_state_bytes(psi, 64, 1, Precision::Bf16);
   CHECK(z1.params == 2 * psi);
-  CHECK(z1.grads == 2 * psi);
+  CHECK(z1.grads == 4 * psi);
   CHECK(z1.optimizer == 12 * psi / 64);
 }
 
@@ -37,8 +41,9 @@ TEST_CASE("dense params shard over dp*cp, experts over expert-dp = tp*cp*dp/ep")
   params.dense = 800;
   params.expert = 400;
   const plan::ModelStateBytes s = plan::rank_model_state_bytes(spec, params);
-  // dense over 8, experts over 2*2*4/4 = 4
-  CHECK(s.params == 2 * 800 / 8 + 2 * 400 / 4);
+  // dense over 8, experts over 2*2*4/4 = 4; the bf16 weights of stage 3 are only gathered.
+  CHECK(s.params == 0);
+  CHECK(s.grads == 4 * 800 / 8 + 4 * 400 / 4);
   CHECK(s.optimizer == 12 * 800 / 8 + 12 * 400 / 4);
 }
 
@@ -61,7 +66,8 @@ TEST_CASE("activations: per-microbatch set x peak in-flight, plus the backward w
 
 TEST_CASE("communication buffers") {
   // tp 2 with SP, pp 2, dp 2, zero 3: p2p 2 * sbh/t, gathered sequence sbh, 2 unit gradient
-  // windows and 2 units of gathered params (bf16); no gradient bucket (dense grads reduce in place).
+  // windows (fp32) and 2 units of gathered params (bf16); no gradient bucket (dense grads reduce in
+  // place). Reducing in bf16 adds one unit of bf16 staging.
   config::LoadResult job = test::load_job(
       test::kSmallLlama,
       {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true", "parallel.zero=3"}, 8);
@@ -69,5 +75,8 @@ TEST_CASE("communication buffers") {
   params.dense = 1'000'000;
   params.largest_unit = 300'000;
   const double sbh = 128.0 * 256 * 2;
-  CHECK(plan::comm_buffer_bytes(job.spec, params) == 2 * sbh / 2 + sbh + 2 * 300'000 * 2 + 2 * 300'000 * 2);
+  CHECK(plan::comm_buffer_bytes(job.spec, params) == 2 * sbh / 2 + sbh + 2 * 300'000 * 4 + 2 * 300'000 * 2);
+  job.spec.train.grad_reduce = Precision::Bf16;
+  CHECK(plan::comm_buffer_bytes(job.spec, params) ==
+        2 * sbh / 2 + sbh + 2 * 300'000 * 4 + 2 * 300'000 * 2 + 300'000 * 2);
 }

@@ -59,7 +59,7 @@ TEST_CASE("exposed data-parallel time") {
   params.dense = 100'000'000;  // 4 buckets of 25M
   const plan::LinkTiers intra;
   const plan::DataParallelComm dp = plan::data_parallel_comm(job.spec, params);
-  const double bucket = 0.75 * 25e6 * 2 / 450e9 + 5e-6;  // one reduce-scatter over 4 ranks
+  const double bucket = 0.75 * 25e6 * 4 / 450e9 + 5e-6;  // one fp32 reduce-scatter over 4 ranks
   const double gather = plan::seconds(dp.dense.param_gather_after_step, h100(), false);
   // a long backward hides all but the last bucket; the param all-gather after the step is exposed
   CHECK(plan::data_parallel_exposed_seconds(job.spec, h100(), params, intra, 10.0, 10.0) ==
@@ -78,6 +78,7 @@ TEST_CASE("optimizer step: every state read and written once, over the rank's Ze
   params.dense = 1'000'000'000;
   const config::LoadResult z0 = test::load_job(test::kSmallLlama, {"parallel.zero=0"}, 4);
   const config::LoadResult z1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
-  CHECK(plan::optimizer_seconds(z0.spec, h100(), params) == Approx(2.0 * 16 * 1e9 / 3.35e12));
-  CHECK(plan::optimizer_seconds(z1.spec, h100(), params) == Approx(2.0 * 16 * 1e9 / 4 / 3.35e12));
+  // bf16 weights, fp32 gradients, fp32 master + m + v: 18 bytes per parameter
+  CHECK(plan::optimizer_seconds(z0.spec, h100(), params) == Approx(2.0 * 18 * 1e9 / 3.35e12));
+  CHECK(plan::optimizer_seconds(z1.spec, h100(), params) == Approx(2.0 * 18 * 1e9 / 4 / 3.35e12));
 }

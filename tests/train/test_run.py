@@ -56,21 +56,47 @@ class Training(unittest.TestCase):
                 self.assertTrue(os.path.isdir(os.path.join(d, "ckpt", "step_60")))
 
     def test_resume_is_bitwise_exact(self):
-        # 20 steps straight == 10 steps, stop, resume, 10 more: losses and final weights.
-        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-            self.assertEqual(run(job(a, "llama")).returncode, 0)
-            r = run(job(b, "llama"), "--stop-after-steps", "10")
+        # 20 steps straight == 10 steps, stop, resume, 10 more: losses and final weights. In bf16 the
+        # checkpoint holds the fp32 masters, from which the bf16 weights are rebuilt.
+        for precision in ["fp32", "bf16"]:
+            with self.subTest(precision=precision), tempfile.TemporaryDirectory() as a, \
+                    tempfile.TemporaryDirectory() as b:
+                setting = ["--set", f"train.precision={precision}"]
+                self.assertEqual(run(job(a, "llama"), *setting).returncode, 0)
+                r = run(job(b, "llama"), *setting, "--stop-after-steps", "10")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(len(metrics(b)), 10)
+                r = run(job(b, "llama"), *setting)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("resumed from", r.stderr)
+                la = [(x["step"], x["loss"], x["grad_norm"]) for x in metrics(a)]
+                lb = [(x["step"], x["loss"], x["grad_norm"]) for x in metrics(b)]
+                self.assertEqual(la, lb)
+                with open(os.path.join(a, "ckpt/step_20/rank_0.safetensors"), "rb") as fa, \
+                        open(os.path.join(b, "ckpt/step_20/rank_0.safetensors"), "rb") as fb:
+                    self.assertEqual(fa.read(), fb.read())
+
+    def test_hf_weights_load_under_every_zero_stage_and_precision(self):
+        # Train, export to HF, then start new runs from those weights: each rank takes its part of
+        # the imported weights (its ZeRO chunks; bf16 copies of fp32 masters).
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as hf:
+            self.assertEqual(run(job(a, "llama", steps=10)).returncode, 0)
+            r = subprocess.run([PTRAIN, "convert", job(a, "llama", steps=10), "--from", os.path.join(a, "ckpt"),
+                                "--to-hf", hf], capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(len(metrics(b)), 10)
-            r = run(job(b, "llama"))
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn("resumed from", r.stderr)
-            la = [(x["step"], x["loss"], x["grad_norm"]) for x in metrics(a)]
-            lb = [(x["step"], x["loss"], x["grad_norm"]) for x in metrics(b)]
-            self.assertEqual(la, lb)
-            with open(os.path.join(a, "ckpt/step_20/rank_0.safetensors"), "rb") as fa, \
-                    open(os.path.join(b, "ckpt/step_20/rank_0.safetensors"), "rb") as fb:
-                self.assertEqual(fa.read(), fb.read())
+            first = {}
+            for zero, nproc, precision in [(0, 1, "fp32"), (3, 2, "fp32"), (1, 2, "bf16"), (3, 2, "bf16")]:
+                with self.subTest(zero=zero, nproc=nproc, precision=precision), tempfile.TemporaryDirectory() as d:
+                    r = run(job(d, "llama", steps=2), "--nproc", str(nproc), "--set", f"parallel.zero={zero}",
+                            "--set", f"train.precision={precision}", "--set", f"checkpoint.load_hf={hf}")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertIn("initialised from HF weights", r.stderr)
+                    first[(zero, precision)] = metrics(d)[0]["loss"]
+            trained = metrics(a)[-1]["loss"]
+            self.assertLess(abs(first[(3, "fp32")] - first[(0, "fp32")]) / first[(0, "fp32")], 1e-5)
+            for zero in [1, 3]:
+                self.assertLess(abs(first[(zero, "bf16")] - first[(0, "fp32")]) / first[(0, "fp32")], 0.02)
+            self.assertLess(first[(0, "fp32")], 1.1 * trained)  # the trained weights, not a fresh model
 
     def test_recompute_modes_train_identically(self):
         losses = []
@@ -150,6 +176,42 @@ class Failures(unittest.TestCase):
             self.assertIn("model.layers", r.stderr)
 
 
+def max_relative_gap(a, b):
+    """The largest relative loss difference, step by step, of two runs' metrics (same steps)."""
+    ma, mb = metrics(a), metrics(b)
+    assert [x["step"] for x in ma] == [y["step"] for y in mb]
+    return max(abs(x["loss"] - y["loss"]) / x["loss"] for x, y in zip(ma, mb))
+
+
+class MixedPrecision(unittest.TestCase):
+    """train.precision: bf16 on the CPU backend (bf16 storage, fp32 math, fp32 masters and grads)."""
+
+    def test_bf16_follows_the_fp32_curve(self):
+        for arch in ["gpt2", "llama"]:
+            with self.subTest(arch=arch), tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+                self.assertEqual(run(job(a, arch, steps=30)).returncode, 0)
+                r = run(job(b, arch, steps=30), "--set", "train.precision=bf16")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn("bf16 mixed precision is not built", r.stderr)
+                self.assertLess(max_relative_gap(a, b), 0.02)
+                m = metrics(b)
+                self.assertLess(m[-1]["loss"], 0.8 * m[0]["loss"])
+
+    def test_two_ranks_match_one_in_bf16(self):
+        # dp 2 sums fp32 gradients in another order than one rank's microbatches: the masters differ
+        # by rounding and their bf16 copies by one bf16 step now and then (measured: 1e-4 relative
+        # with fp32 reductions, 3e-4 with bf16 ones, over 20 steps).
+        with tempfile.TemporaryDirectory() as one:
+            bf16 = ["--set", "train.precision=bf16"]
+            self.assertEqual(run(job(one, "gpt2", steps=20), *bf16).returncode, 0)
+            for zero, reduce in [(1, "fp32"), (3, "fp32"), (1, "bf16"), (2, "bf16")]:
+                with self.subTest(zero=zero, grad_reduce=reduce), tempfile.TemporaryDirectory() as two:
+                    r = run(job(two, "gpt2", steps=20), "--nproc", "2", *bf16, "--set", f"parallel.zero={zero}",
+                            "--set", f"train.grad_reduce={reduce}")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertLess(max_relative_gap(one, two), 2e-3)
+
+
 class CudaBackend(unittest.TestCase):
     """On a machine with a GPU: the CUDA backend trains the CPU backend's curve (fp32, 1e-4)."""
 
@@ -164,6 +226,22 @@ class CudaBackend(unittest.TestCase):
                 for x, y in zip(metrics(a), metrics(b)):
                     self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-4, f"step {x['step']}")
                 self.assertTrue(os.path.isdir(os.path.join(b, "ckpt", "step_20")))
+
+    def test_bf16_loss_curve_matches_the_cpu_backend(self):
+        # Mixed precision on the GPU against the CPU's fp32 curve (the issue's 2%) and the CPU's
+        # bf16 curve (the same roundings up to summation order).
+        for arch in ["gpt2", "llama"]:
+            with self.subTest(arch=arch), tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, \
+                    tempfile.TemporaryDirectory() as c:
+                r = run(job(b, arch, steps=20), "--set", "backend=cuda", "--set", "train.precision=bf16")
+                if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
+                    self.skipTest("no CUDA device here")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(run(job(a, arch, steps=20), "--set", "backend=cpu").returncode, 0)
+                self.assertLess(max_relative_gap(a, b), 0.02)
+                self.assertEqual(run(job(c, arch, steps=20), "--set", "backend=cpu",
+                                     "--set", "train.precision=bf16").returncode, 0)
+                self.assertLess(max_relative_gap(c, b), 0.01)
 
     def test_two_ranks_on_one_gpu_match_one_rank(self):
         # Gloo with host staging: two ranks share the device; dp 2 x ZeRO 1 and 3 against dp 1.

@@ -1,0 +1,565 @@
+#include "engine/dist/nccl_comm.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace ptrain::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kWatchPeriod = std::chrono::milliseconds(100);
+constexpr std::size_t kMinStagingBytes = std::size_t{1} << 16;
+constexpr const char* kUniqueIdKey = "nccl/world/unique_id";  // the store serves one job
+
+// Checked calls, formatted as kernels/cuda/check.cuh's PTRAIN_CUDA_CHECK (statement, device,
+// file:line) but thrown as DistError, which the Comm base class turns into a CollectiveError
+// naming the collective. ncclInProgress is not a failure: a non-blocking communicator carries on
+// in the background, and settle() waits for it.
+[[noreturn]] void throw_failure(const char* library, const std::string& error, const char* stmt, const char* file,
+                                int line) {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) device = -1;
+  throw DistError(std::string(library) + " error '" + error + "' in `" + stmt + "` on device " +
+                  std::to_string(device) + " at " + file + ":" + std::to_string(line));
+}
+
+std::string nccl_error(ncclResult_t status) {
+  std::string text = ncclGetErrorString(status);
+  const char* last = ncclGetLastError(nullptr);
+  if (last != nullptr && *last != '\0') text += std::string(": ") + last;
+  return text;
+}
+
+void check_status(cudaError_t status, const char* stmt, const char* file, int line) {
+  if (status != cudaSuccess) throw_failure("CUDA", cudaGetErrorString(status), stmt, file, line);
+}
+
+void check_status(ncclResult_t status, const char* stmt, const char* file, int line) {
+  if (status != ncclSuccess && status != ncclInProgress) throw_failure("NCCL", nccl_error(status), stmt, file, line);
+}
+
+#define PTRAIN_DIST_CHECK(stmt) check_status((stmt), #stmt, __FILE__, __LINE__)
+
+ncclDataType_t nccl_type(ElemType type) {
+  switch (type) {
+    case ElemType::F32: return ncclFloat32;
+    case ElemType::F64: return ncclFloat64;
+    case ElemType::I64: return ncclInt64;
+    case ElemType::BF16: return ncclBfloat16;
+  }
+  throw DistError("NCCL: unknown element type");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+  }
+  throw DistError("NCCL: unknown reduce op");
+}
+
+// Non-blocking, so that creating, splitting and finalizing can be polled against the timeout.
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// Pauses between polls: short at first (issuing a collective takes NCCL's background thread
+// microseconds), then longer, up to a millisecond (creating a communicator takes seconds).
+class Backoff {
+ public:
+  void pause() {
+    std::this_thread::sleep_for(delay_);
+    delay_ = std::min(2 * delay_, std::chrono::microseconds(1000));
+  }
+
+ private:
+  std::chrono::microseconds delay_{1};
+};
+
+std::string seconds(std::chrono::milliseconds t) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(t.count()) / 1000.0);
+  return text;
+}
+
+class NcclComm final : public Comm {
+ public:
+  NcclComm(int rank, int world, const NcclOptions& options)
+      : Comm(rank, world),
+        timeout_(options.timeout),
+        compute_(static_cast<cudaStream_t>(options.compute_stream)),
+        on_failure_(options.on_failure) {}
+
+  ~NcclComm() override {
+    {
+      std::lock_guard<std::mutex> lock(stop_mutex_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    if (watchdog_.joinable()) watchdog_.join();
+    close_communicators();
+    // Stream-ordered and deferred by CUDA until the work already enqueued is done.
+    if (scratch_ != nullptr) cudaFreeAsync(scratch_, comm_stream_);
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+    for (const Pending& p : pending_) cudaEventDestroy(p.done);
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    for (cudaEvent_t e : {ready_, staged_})
+      if (e != nullptr) cudaEventDestroy(e);
+    if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
+  }
+
+  const char* backend() const override { return "nccl"; }
+  bool takes_device_memory() const override { return true; }
+
+  // Creates the streams and the world communicator (rank 0's unique id goes through the store),
+  // then starts the watchdog. Separate from the constructor so that the destructor cleans up
+  // whatever a failure here leaves.
+  void start(StoreClient& store) {
+    PTRAIN_DIST_CHECK(cudaGetDevice(&device_));
+    PTRAIN_DIST_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    PTRAIN_DIST_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    PTRAIN_DIST_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+    if (world() > 1) {
+      ncclUniqueId id;
+      if (rank() == 0) {
+        PTRAIN_DIST_CHECK(ncclGetUniqueId(&id));
+        store.set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof id.internal));
+      } else {
+        const std::vector<char> value = store.get(kUniqueIdKey, timeout_);
+        if (value.size() != sizeof id.internal)
+          throw DistError("the NCCL unique id in the store has " + std::to_string(value.size()) + " bytes, not " +
+                          std::to_string(sizeof id.internal));
+        std::memcpy(id.internal, value.data(), sizeof id.internal);
+      }
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      ncclConfig_t config = nonblocking_config();
+      ncclComm_t comm = nullptr;
+      PTRAIN_DIST_CHECK(ncclCommInitRankConfig(&comm, world(), id, rank(), &config));
+      comms_[world_group().id] = {comm, world_group().name};
+      settle(comm, "creating the world communicator");
+    }
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
+ protected:
+  // A split is collective over the world communicator: non-members take part with no colour.
+  void connect(const Group& g) override {
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    throw_if_aborted();
+    ncclComm_t world_comm = comms_.at(world_group().id).handle;
+    ncclConfig_t config = nonblocking_config();
+    // NCCL writes the new communicator when the split completes in the background, so the slot is
+    // a member: a split abandoned on timeout cannot write into a dead stack frame.
+    split_result_ = nullptr;
+    PTRAIN_DIST_CHECK(
+        ncclCommSplit(world_comm, g.has_me() ? 0 : NCCL_SPLIT_NOCOLOR, std::max(g.index, 0), &split_result_, &config));
+    settle(world_comm, "splitting the world communicator");
+    if (!g.has_me()) return;
+    if (split_result_ == nullptr) throw DistError("ncclCommSplit gave no communicator to a member of the group");
+    comms_[g.id] = {split_result_, g.name};
+    settle(split_result_, "creating the group's communicator");
+  }
+
+  void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) override {
+    const std::size_t bytes = count * elem_size(type);
+    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclAllReduce(buf, buf, count, nccl_type(type), nccl_op(op), comm, s));
+    });
+  }
+
+  // In place, NCCL's convention: rank i's result is chunk i of the buffer it sent.
+  void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) override {
+    const std::size_t bytes = chunk * elem_size(type) * static_cast<std::size_t>(g.size());
+    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      void* mine = static_cast<char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
+      PTRAIN_DIST_CHECK(ncclReduceScatter(buf, mine, chunk, nccl_type(type), ncclSum, comm, s));
+    });
+  }
+
+  void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) override {
+    const std::size_t bytes = chunk * elem_size(type) * static_cast<std::size_t>(g.size());
+    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      const void* mine = static_cast<const char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
+      PTRAIN_DIST_CHECK(ncclAllGather(mine, buf, chunk, nccl_type(type), comm, s));
+    });
+  }
+
+  // Grouped sends and receives. `in` and `out` must be the same kind of memory (a side with nothing
+  // to move may be null); staged, they lie one after the other in the scratch.
+  void do_all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts, float* out,
+                      const std::vector<std::size_t>& recv_counts) override {
+    const std::size_t sent = total(send_counts), received = total(recv_counts);
+    const bool in_device = is_device(in), out_device = is_device(out);
+    if (in != nullptr && out != nullptr && in_device != out_device)
+      throw DistError("all_to_allv: `in` and `out` must both be device memory or both host memory");
+    const bool staged = !in_device && !out_device;
+    run(g, in_device ? static_cast<const void*>(in) : out,
+        {in, sent * sizeof(float), sent * sizeof(float), received * sizeof(float)},
+        [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+          const float* from = staged ? static_cast<const float*>(buf) : in;
+          float* to = staged ? static_cast<float*>(buf) + sent : out;
+          PTRAIN_DIST_CHECK(ncclGroupStart());
+          for (std::size_t peer = 0; peer < send_counts.size(); ++peer) {
+            if (send_counts[peer] > 0)
+              PTRAIN_DIST_CHECK(ncclSend(from, send_counts[peer], ncclFloat32, static_cast<int>(peer), comm, s));
+            if (recv_counts[peer] > 0)
+              PTRAIN_DIST_CHECK(ncclRecv(to, recv_counts[peer], ncclFloat32, static_cast<int>(peer), comm, s));
+            from += send_counts[peer];
+            to += recv_counts[peer];
+          }
+          PTRAIN_DIST_CHECK(ncclGroupEnd());
+        },
+        out);
+  }
+
+  void do_broadcast(const Group& g, void* data, std::size_t bytes, int root) override {
+    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s));
+    });
+  }
+
+  void do_send(const Group& g, const void* data, std::size_t bytes, int peer) override {
+    run(g, data, {data, bytes, 0, 0}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm, s));
+    });
+  }
+
+  void do_recv(const Group& g, void* data, std::size_t bytes, int peer) override {
+    run(g, data, {nullptr, 0, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm, s));
+    });
+  }
+
+  // One element all-reduced on the scratch, waited for on the host.
+  void do_barrier(const Group& g) override {
+    run(g, nullptr, {nullptr, 0, 0, 0}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm, s));
+    });
+  }
+
+ private:
+  struct Communicator {
+    ncclComm_t handle = nullptr;
+    std::string group;
+  };
+  // A collective enqueued on device memory that the device has not finished yet.
+  struct Pending {
+    Deferred op;
+    cudaEvent_t done;
+    Clock::time_point start;
+  };
+  // What host staging copies: `in_bytes` from `in` to the start of the scratch before the
+  // collective, `out_bytes` from scratch offset `out_offset` back to the output after it.
+  struct Staging {
+    const void* in;
+    std::size_t in_bytes;
+    std::size_t out_offset;
+    std::size_t out_bytes;
+  };
+
+  static std::size_t total(const std::vector<std::size_t>& counts) {
+    std::size_t sum = 0;
+    for (std::size_t c : counts) sum += c;
+    return sum;
+  }
+
+  // Device (or managed) memory of this process's device; anything else is host memory.
+  bool is_device(const void* ptr) const {
+    cudaPointerAttributes attributes{};
+    if (ptr == nullptr || cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+      cudaGetLastError();  // older runtimes flag plain host pointers; nothing is wrong
+      return false;
+    }
+    if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) return false;
+    if (attributes.type == cudaMemoryTypeDevice && attributes.device != device_)
+      throw DistError("a collective got memory of device " + std::to_string(attributes.device) +
+                      ", this rank runs on " + std::to_string(device_));
+    return true;
+  }
+
+  // Runs one collective. `enqueue(buffer, comm, stream)` issues it on the comm stream; `buffer` is
+  // the caller's data when `data` is device memory, else the device scratch. `out` is where staged
+  // results go (default: `data`).
+  template <typename Enqueue>
+  void run(const Group& g, const void* data, Staging staging, Enqueue&& enqueue, void* out = nullptr) {
+    reap();
+    if (is_device(data)) return run_on_device(g, const_cast<void*>(data), enqueue);
+    run_staged(g, staging, out != nullptr ? out : const_cast<void*>(data), enqueue);
+  }
+
+  // Ordered after the work already on the compute stream and before the work enqueued after it,
+  // with events only: the host goes on at once and the watchdog follows the collective.
+  template <typename Enqueue>
+  void run_on_device(const Group& g, void* data, Enqueue& enqueue) {
+    PTRAIN_DIST_CHECK(cudaEventRecord(ready_, compute_));
+    PTRAIN_DIST_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
+    issue(g, [&](ncclComm_t comm) { enqueue(data, comm, comm_stream_); });
+    cudaEvent_t done = take_event();
+    PTRAIN_DIST_CHECK(cudaEventRecord(done, comm_stream_));
+    PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.push_back({defer_completion(), done, Clock::now()});
+  }
+
+  // Host memory: through the device scratch, and waited for, since the caller reads the result
+  // when the call returns. Host data depends on nothing on the compute stream, so no event.
+  template <typename Enqueue>
+  void run_staged(const Group& g, Staging staging, void* out, Enqueue& enqueue) {
+    char* scratch = reserve(std::max(staging.in_bytes, staging.out_offset + staging.out_bytes));
+    if (staging.in_bytes > 0) {
+      std::memcpy(pinned_, staging.in, staging.in_bytes);
+      PTRAIN_DIST_CHECK(cudaMemcpyAsync(scratch, pinned_, staging.in_bytes, cudaMemcpyHostToDevice, comm_stream_));
+    }
+    issue(g, [&](ncclComm_t comm) { enqueue(scratch, comm, comm_stream_); });
+    if (staging.out_bytes > 0)
+      PTRAIN_DIST_CHECK(cudaMemcpyAsync(pinned_ + staging.out_offset, scratch + staging.out_offset, staging.out_bytes,
+                                        cudaMemcpyDeviceToHost, comm_stream_));
+    PTRAIN_DIST_CHECK(cudaEventRecord(staged_, comm_stream_));
+    wait(g, staged_);
+    if (staging.out_bytes > 0) std::memcpy(out, pinned_ + staging.out_offset, staging.out_bytes);
+  }
+
+  // The device scratch and its pinned host mirror, grown on demand (rarely: they carry scalars and
+  // small messages; the minimum covers the barrier's element). Only synchronous collectives use
+  // them, so nothing in flight does.
+  char* reserve(std::size_t bytes) {
+    if (scratch_ != nullptr && bytes <= staging_bytes_) return scratch_;
+    const std::size_t size = std::max({bytes, 2 * staging_bytes_, kMinStagingBytes});
+    if (scratch_ != nullptr) PTRAIN_DIST_CHECK(cudaFreeAsync(std::exchange(scratch_, nullptr), comm_stream_));
+    if (pinned_ != nullptr) PTRAIN_DIST_CHECK(cudaFreeHost(std::exchange(pinned_, nullptr)));
+    staging_bytes_ = 0;
+    void* device = nullptr;
+    void* host = nullptr;
+    PTRAIN_DIST_CHECK(cudaMallocAsync(&device, size, comm_stream_));
+    scratch_ = static_cast<char*>(device);
+    PTRAIN_DIST_CHECK(cudaMallocHost(&host, size));
+    pinned_ = static_cast<char*>(host);
+    staging_bytes_ = size;
+    return scratch_;
+  }
+
+  // Issues NCCL calls on g's communicator, then waits until NCCL has put them on the stream: a
+  // non-blocking communicator may return ncclInProgress and go on issuing in the background, and
+  // an event recorded before that is done would not follow the collective.
+  template <typename Fn>
+  void issue(const Group& g, Fn&& fn) {
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    throw_if_aborted();
+    ncclComm_t comm = comms_.at(g.id).handle;
+    fn(comm);
+    settle(comm, "issuing the collective");
+  }
+
+  // Polls `comm` until its background work is done, bounded by the timeout (then every
+  // communicator is aborted). Needs nccl_mutex_.
+  void settle(ncclComm_t comm, const char* what) {
+    const auto deadline = Clock::now() + timeout_;
+    for (Backoff backoff;; backoff.pause()) {
+      ncclResult_t state = ncclSuccess;
+      PTRAIN_DIST_CHECK(ncclCommGetAsyncError(comm, &state));
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) throw DistError("NCCL error '" + nccl_error(state) + "' " + what);
+      if (Clock::now() > deadline) {
+        abort_all("NCCL still " + std::string(what) + " after " + seconds(timeout_));
+        throw DistError(abort_reason_);
+      }
+    }
+  }
+
+  // Waits for `event` on the host, bounded by the timeout, watching g's communicator for errors.
+  void wait(const Group& g, cudaEvent_t event) {
+    const auto deadline = Clock::now() + timeout_;
+    for (Backoff backoff;; backoff.pause()) {
+      const cudaError_t query = cudaEventQuery(event);
+      if (query == cudaSuccess) return;
+      if (query != cudaErrorNotReady) PTRAIN_DIST_CHECK(query);
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      throw_if_aborted();
+      ncclResult_t state = ncclSuccess;
+      PTRAIN_DIST_CHECK(ncclCommGetAsyncError(comms_.at(g.id).handle, &state));
+      if (state != ncclSuccess && state != ncclInProgress) {
+        abort_all("NCCL error '" + nccl_error(state) + "' on group " + g.name);
+        throw DistError(abort_reason_);
+      }
+      if (Clock::now() > deadline) {
+        abort_all("not finished after " + seconds(timeout_) + " (every NCCL communicator of this rank is aborted)");
+        throw DistError(abort_reason_);
+      }
+    }
+  }
+
+  cudaEvent_t take_event() {
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      if (!free_events_.empty()) {
+        cudaEvent_t e = free_events_.back();
+        free_events_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    PTRAIN_DIST_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+
+  // Retires the collectives the device has finished (they complete in order: one comm stream),
+  // marking them done in the log. Returns a failure message if the oldest one failed or is older
+  // than the timeout, else "".
+  std::string reap() {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    while (!pending_.empty()) {
+      Pending& oldest = pending_.front();
+      const cudaError_t query = cudaEventQuery(oldest.done);
+      if (query == cudaErrorNotReady) {
+        if (Clock::now() - oldest.start <= timeout_) return {};
+        return "rank " + std::to_string(rank()) + ": " + oldest.op.name + " did not finish within " + seconds(timeout_);
+      }
+      if (query != cudaSuccess)
+        return "rank " + std::to_string(rank()) + ": " + oldest.op.name + " failed on the device: " +
+               cudaGetErrorString(query);
+      finished(oldest.op.seq);
+      free_events_.push_back(oldest.done);
+      pending_.pop_front();
+    }
+    return {};
+  }
+
+  // NCCL's asynchronous errors (a peer vanished, a network failure), or "".
+  std::string async_error() {
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    if (aborted_) return {};
+    for (const auto& [id, c] : comms_) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t status = ncclCommGetAsyncError(c.handle, &state);
+      if (status != ncclSuccess) state = status;
+      if (state == ncclSuccess || state == ncclInProgress) continue;
+      std::string what =
+          "rank " + std::to_string(rank()) + ": NCCL error '" + nccl_error(state) + "' on group " + c.group;
+      std::lock_guard<std::mutex> pending_lock(pending_mutex_);
+      if (!pending_.empty()) what += " while " + pending_.front().op.name + " was running";
+      return what;
+    }
+    return {};
+  }
+
+  void watch() {
+    cudaSetDevice(device_);  // events and communicators belong to this rank's device
+    std::unique_lock<std::mutex> lock(stop_mutex_);
+    while (!stop_cv_.wait_for(lock, kWatchPeriod, [this] { return stopping_; })) {
+      lock.unlock();
+      std::string failure = reap();
+      if (failure.empty()) failure = async_error();
+      if (!failure.empty()) return fail(failure);
+      lock.lock();
+    }
+  }
+
+  // The watchdog's end: abort, so nothing waits on the dead collective, then let the caller report.
+  void fail(const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      if (aborted_) return;  // a synchronous wait got there first and throws to its caller
+      abort_all(what);
+    }
+    if (on_failure_) on_failure_(what, log().dump());
+  }
+
+  // Needs nccl_mutex_. Children before the world, which they were split from.
+  void abort_all(const std::string& reason) {
+    if (aborted_) return;
+    aborted_ = true;
+    abort_reason_ = reason;
+    for (auto it = comms_.rbegin(); it != comms_.rend(); ++it) ncclCommAbort(it->second.handle);
+    comms_.clear();
+  }
+
+  void throw_if_aborted() const {
+    if (aborted_) throw DistError("the NCCL communicators were aborted: " + abort_reason_);
+  }
+
+  // A healthy end: finalize (flushes what is in flight, polled against the timeout) and destroy,
+  // children first; whatever does not finalize in time is aborted.
+  void close_communicators() {
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    for (auto it = comms_.rbegin(); it != comms_.rend(); ++it) {
+      ncclComm_t comm = it->second.handle;
+      ncclResult_t state = ncclCommFinalize(comm);
+      const auto deadline = Clock::now() + timeout_;
+      for (Backoff backoff; state == ncclInProgress && Clock::now() < deadline;) {
+        backoff.pause();
+        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+      }
+      if (state == ncclSuccess) ncclCommDestroy(comm);
+      else ncclCommAbort(comm);
+    }
+    comms_.clear();
+  }
+
+  std::chrono::milliseconds timeout_;
+  cudaStream_t compute_;
+  NcclFailureFn on_failure_;
+  int device_ = -1;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;   // compute -> comm ordering; reusable at once after the wait is enqueued
+  cudaEvent_t staged_ = nullptr;  // the end of a synchronous collective
+
+  // nccl_mutex_ guards the communicators: the trainer thread issues and polls, the watchdog polls
+  // and may abort them, after which nobody may touch them.
+  std::mutex nccl_mutex_;
+  std::map<int, Communicator> comms_;  // by group id, in creation order (the world first)
+  ncclComm_t split_result_ = nullptr;
+  bool aborted_ = false;
+  std::string abort_reason_;
+
+  std::mutex pending_mutex_;
+  std::deque<Pending> pending_;  // oldest first
+  std::vector<cudaEvent_t> free_events_;
+
+  char* scratch_ = nullptr;  // device
+  char* pinned_ = nullptr;   // host
+  std::size_t staging_bytes_ = 0;
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_nccl_comm(StoreClient& store, int rank, int world, const NcclOptions& options) {
+  auto comm = std::make_unique<NcclComm>(rank, world, options);
+  try {
+    comm->start(store);
+  } catch (const std::exception& e) {
+    throw DistError("rank " + std::to_string(rank) + ": connecting to the other " + std::to_string(world - 1) +
+                    " ranks through NCCL failed: " + e.what());
+  }
+  return comm;
+}
+
+int visible_cuda_devices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace ptrain::dist

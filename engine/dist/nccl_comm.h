@@ -1,0 +1,53 @@
+// The NCCL backend of Comm, for ranks that each own a GPU (DESIGN.md: the CUDA backend runs NCCL;
+// ranks that share a GPU cannot share an NCCL communicator and use Gloo with host staging instead).
+//
+// Communicators: rank 0 creates the world's unique id and publishes it through the rendezvous
+// store; every group of two or more ranks is split from the world communicator, by every rank (a
+// split is collective over its parent). All are non-blocking (config.blocking = 0), so creating
+// and aborting them can be polled against comm.timeout_s instead of hanging.
+//
+// Streams: collectives run on one comm stream of their own. On device memory a collective waits
+// for what is already enqueued on the compute stream, and the compute stream waits for it, through
+// events: the host never blocks, so a step has no host sync, and the collective stays in flight in
+// the log until the device has finished it. Host memory (loss sums, flags, checkpoint manifests) is
+// staged through a device buffer and waited for, bounded by the timeout. all_to_allv takes `in`
+// and `out` of the same kind.
+//
+// Hangs and errors: a watchdog thread polls every communicator's asynchronous error and the oldest
+// collective still running on the device. On an error or a collective older than the timeout it
+// aborts every communicator and calls NcclOptions::on_failure with a message naming the collective
+// (op, group, sequence number, bytes) and this rank's collective log; the caller reports it and
+// exits. Synchronous waits (host staging, barrier) throw CollectiveError instead.
+//
+// Built only with CUDA and NCCL (PTRAIN_HAVE_NCCL); this header keeps CUDA types out.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/dist/comm.h"
+#include "engine/dist/store.h"
+
+namespace ptrain::dist {
+
+// Called once, from the watchdog thread, after the communicators were aborted: `what` names the
+// failed collective, `log` is this rank's collective log. It should not return (report and exit):
+// after it, every collective of this Comm throws.
+using NcclFailureFn = std::function<void(const std::string& what, const std::string& log)>;
+
+struct NcclOptions {
+  std::chrono::milliseconds timeout{0};  // of connecting, and of every collective
+  void* compute_stream = nullptr;        // the cudaStream_t the engine's kernels run on
+  NcclFailureFn on_failure;
+};
+
+// Connects the world communicator on the current CUDA device (collective: every rank calls it).
+// `store` must outlive the Comm.
+std::unique_ptr<Comm> make_nccl_comm(StoreClient& store, int rank, int world, const NcclOptions& options);
+
+// The CUDA devices this process sees; 0 without a driver or device. Never throws.
+int visible_cuda_devices();
+
+}  // namespace ptrain::dist
