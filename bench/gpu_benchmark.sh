@@ -29,9 +29,8 @@
 #   2. run tool: command "bash bench/gpu_benchmark.sh", carry ["device-bundle"], timeout_s 600
 #      (device-bundle/ must be in .gitignore; untracked-but-not-ignored files travel anyway).
 # Without a bundle it tries a CUDA build on the device (fails at configure without the packages)
-# and records ptrain as "unavailable: <reason>"; the baselines still run. While ptrain's CUDA
-# backend is unfinished, `ptrain run` exits 2 ("backend: cuda is not built into this ptrain yet"),
-# which is recorded the same way.
+# and records ptrain as "unavailable: <reason>"; the baselines still run. A ptrain without CUDA
+# (`ptrain run` exits 2: "this ptrain was built without CUDA") is recorded the same way.
 #
 # Exit status: 0 when every PyTorch baseline that was asked for ran (ptrain or llm.c being
 # unavailable is recorded, not an error); 1 when a baseline failed; 2 for bad arguments.
@@ -356,13 +355,16 @@ ptrain="${PTRAIN:-}" ptrain_bin="" ptrain_problem=""
 has_cuda() { LC_ALL=C grep -qa '\.nv_fatbin' "$1" 2>/dev/null; }
 if [[ -z "$ptrain" ]]; then
   if [[ -x device-bundle/run-ptrain.sh ]]; then
-    ptrain="$root/device-bundle/run-ptrain.sh" ptrain_bin="$root/device-bundle/bin/ptrain"
+    ptrain="$root/device-bundle/run-ptrain.sh"
   elif [[ -x build/ptrain ]]; then
     ptrain="$root/build/ptrain" ptrain_bin="$ptrain"
   fi
 else
   ptrain_bin="$ptrain"
-  [[ "$ptrain" == *run-ptrain.sh ]] && ptrain_bin="$(dirname "$ptrain")/bin/ptrain"
+fi
+if [[ "$ptrain" == *run-ptrain.sh ]]; then  # the first start unpacks the bundle's payload
+  "$ptrain" --version >/dev/null 2>&1
+  ptrain_bin="$(dirname "$ptrain")/unpacked/bin/ptrain"
 fi
 if ((dry_run)); then
   notes+=("dry run: CPU, tiny shapes, ptrain with backend=cpu, PyTorch without compile; numbers are not benchmarks")
