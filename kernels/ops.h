@@ -13,10 +13,10 @@
 //  - An output may alias an input only where noted (and then element for element, never shifted).
 //  - Stats (mean, rstd, lse, losses) are always F32; tokens/targets are I32.
 //  - Float buffers are F32 or BF16 (stores to BF16 round to nearest even). Which arguments may be
-//    BF16, and which must share a dtype, is the same on every backend: see the "Dtypes:" comment of
-//    each kernels/cuda/*.cu file (the CPU checks the same rules); adamw_step is F32 only (fp32 master
-//    weights). The CPU computes BF16 as fp32 math on the bf16 values with each output rounded once
-//    (kernels/cpu/bf16_staging.h): the reference the CUDA ops are tested against.
+//    BF16, and which must share a dtype, is the same on every backend: kernels/op_checks.h states the
+//    rules and checks them, one function per op that every backend's entry calls; adamw_step is F32
+//    only (fp32 master weights). The CPU computes BF16 as fp32 math on the bf16 values with each output
+//    rounded once (kernels/cpu/bf16_staging.h): the reference the CUDA ops are tested against.
 #pragma once
 
 #include <cstddef>

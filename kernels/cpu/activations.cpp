@@ -11,10 +11,10 @@
 #include <cstdint>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -91,8 +91,7 @@ PTRAIN_CPU_MULTIVERSION(swiglu_backward_kernel, swiglu_backward_body,
 }  // namespace
 
 void gelu_forward(Buf out, Buf in, std::int64_t n) {
-  constexpr const char* op = "gelu_forward";
-  require_same_floats(op, n, {{"out", out}, {"in", in}});
+  check_gelu_forward("cpu", out, in, n);
   Bf16Staging staging;
   float* y = f32(staging.output(out, n));
   const float* x = cf32(staging.input(in, n));
@@ -100,8 +99,7 @@ void gelu_forward(Buf out, Buf in, std::int64_t n) {
 }
 
 void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) {
-  constexpr const char* op = "gelu_backward";
-  require_same_floats(op, n, {{"d_in", d_in}, {"d_out", d_out}, {"in", in}});
+  check_gelu_backward("cpu", d_in, d_out, in, n);
   Bf16Staging staging;
   float* dx = f32(staging.output(d_in, n));
   const float* dy = cf32(staging.input(d_out, n));
@@ -111,8 +109,7 @@ void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) {
 }
 
 void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) {
-  constexpr const char* op = "swiglu_forward";
-  require_same_floats(op, n, {{"out", out}, {"gate", gate}, {"up", up}});
+  check_swiglu_forward("cpu", out, gate, up, n);
   Bf16Staging staging;
   float* y = f32(staging.output(out, n));
   const float* g = cf32(staging.input(gate, n));
@@ -122,9 +119,7 @@ void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) {
 }
 
 void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) {
-  constexpr const char* op = "swiglu_backward";
-  require_same_floats(op, n,
-                      {{"d_gate", d_gate}, {"d_up", d_up}, {"d_out", d_out}, {"gate", gate}, {"up", up}});
+  check_swiglu_backward("cpu", d_gate, d_up, d_out, gate, up, n);
   Bf16Staging staging;
   float* dg = f32(staging.output(d_gate, n));
   float* du = f32(staging.output(d_up, n));

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -40,13 +40,7 @@ PTRAIN_CPU_MULTIVERSION(adamw_kernel, adamw_body,
 
 void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
                 float eps, float weight_decay, int step) {
-  constexpr const char* op = "adamw_step";
-  require_sizes(op, {n});
-  require(step >= 1, op, "step must be >= 1");
-  require_buf(op, "param", param, DType::F32, n);
-  require_buf(op, "grad", grad, DType::F32, n);
-  require_buf(op, "m", m, DType::F32, n);
-  require_buf(op, "v", v, DType::F32, n);
+  check_adamw_step("cpu", param, grad, m, v, n, step);
   const AdamWConstants k{lr,
                          beta1,
                          beta2,

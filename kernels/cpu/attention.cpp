@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -51,12 +51,6 @@ struct Shape {
     return ((b * T + t) * Hkv + h) * D;
   }
 };
-
-void check_shape(const char* op, int B, int T, int Hq, int Hkv, int D) {
-  require_sizes(op, {B, T, Hq, Hkv, D});
-  require(Hkv > 0 && D > 0, op, "Hkv and D must be positive");
-  require(Hq % Hkv == 0, op, "Hq must be a multiple of Hkv");
-}
 
 // Attention on more work than this (B Hq T^2 D) runs on the OpenMP threads; below, a parallel
 // region costs more than it saves.
@@ -323,14 +317,8 @@ PTRAIN_CPU_MULTIVERSION(backward_head, backward_head_body,
 }  // namespace
 
 void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D) {
-  constexpr const char* op = "attention_forward";
-  check_shape(op, B, T, Hq, Hkv, D);
+  check_attention_forward("cpu", out, lse, q, k, v, B, T, Hq, Hkv, D);
   const Shape sh{B, T, Hq, Hkv, D};
-  require_float(op, "q", q, sh.q_count());
-  require_buf(op, "k", k, q.dtype, sh.kv_count());
-  require_buf(op, "v", v, q.dtype, sh.kv_count());
-  require_buf(op, "out", out, q.dtype, sh.q_count());
-  require_opt(op, "lse", lse, DType::F32);
   const std::int64_t heads = sh.B * sh.Hq;
   const std::int64_t blocks = (sh.T + kRows - 1) / kRows;
   const std::int64_t tasks = heads * blocks;
@@ -357,19 +345,9 @@ void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int 
 
 void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B,
                         int T, int Hq, int Hkv, int D) {
-  constexpr const char* op = "attention_backward";
-  check_shape(op, B, T, Hq, Hkv, D);
+  check_attention_backward("cpu", d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
   const Shape sh{B, T, Hq, Hkv, D};
   const std::int64_t nq = sh.q_count(), nkv = sh.kv_count();
-  require_float(op, "q", q, nq);
-  require_buf(op, "d_q", d_q, q.dtype, nq);
-  require_buf(op, "d_k", d_k, q.dtype, nkv);
-  require_buf(op, "d_v", d_v, q.dtype, nkv);
-  require_buf(op, "d_out", d_out, q.dtype, nq);
-  require_buf(op, "k", k, q.dtype, nkv);
-  require_buf(op, "v", v, q.dtype, nkv);
-  require_buf(op, "out", out, q.dtype, nq);
-  require_buf(op, "lse", lse, DType::F32, sh.B * sh.Hq * sh.T);
   const std::int64_t heads = sh.B * sh.Hq;
   const std::int64_t group = sh.group();
   if (heads == 0 || sh.T == 0) return;

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "kernels/bf16.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace ptrain::kernels::cpu {

@@ -1,5 +1,5 @@
-// Entry points of the CPU kernels, one group per file in kernels/cpu/. Each entry checks dtypes and
-// sizes (throwing std::invalid_argument with the op name) and runs the kernel; CpuOps
+// Entry points of the CPU kernels, one group per file in kernels/cpu/. Each entry checks its arguments
+// (kernels/op_checks.h: std::invalid_argument naming the op) and runs the kernel; CpuOps
 // (cpu_ops.cpp) forwards the Ops interface to them. Semantics are those documented in ops.h.
 #pragma once
 
@@ -62,7 +62,20 @@ double sum_squares(Buf x, std::int64_t n);
 // memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free)
 void* allocate(std::size_t bytes);
 
-// ---- helpers shared by the kernels (reduce.cpp)
+// ---- helpers shared by the kernels
+
+// Typed views of a Buf, once the entry has checked its dtype (kernels/op_checks.h).
+inline float* f32(Buf b) {
+  return b.as<float>();
+}
+inline const float* cf32(Buf b) {
+  return b.as<const float>();
+}
+inline const std::int32_t* ci32(Buf b) {
+  return b.as<const std::int32_t>();
+}
+
+// reduce.cpp
 
 // sums[c] += sum over r of rows[r*C + c], for rows [R, C]. Columns are split into chunks owned by
 // one thread each and every sum runs over r in order with a double accumulator: the result is

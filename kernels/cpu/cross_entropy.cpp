@@ -13,10 +13,10 @@
 #include <string>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -58,17 +58,12 @@ PTRAIN_CPU_MULTIVERSION(ce_row, ce_row_body,
 void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
                                     float grad_scale) {
   constexpr const char* op = "cross_entropy_forward_backward";
-  require_sizes(op, {N, V, Vp});
-  require(V > 0 || N == 0, op, "V must be positive");
-  require(V <= Vp, op, "V must not exceed Vp");
-  require_buf(op, "losses", losses, DType::F32, N);
-  require_opt_float(op, "d_logits", d_logits);
-  require_float(op, "logits", logits, N);
-  require_same(op, "d_logits", d_logits, "logits", logits);
-  require_buf(op, "targets", targets, DType::I32, N);
+  check_cross_entropy_forward_backward("cpu", losses, d_logits, logits, targets, N, V, Vp);
   const std::int32_t* tgt = ci32(targets);
   for (std::int64_t n = 0; n < N; ++n) {
-    if (tgt[n] >= V) fail(op, "target " + std::to_string(tgt[n]) + " at row " + std::to_string(n) + " >= V");
+    if (tgt[n] >= V) {
+      fail("cpu", op, "target " + std::to_string(tgt[n]) + " at row " + std::to_string(n) + " >= V");
+    }
   }
   const std::int64_t NVp = std::int64_t{N} * Vp;
   Bf16Staging staging;

@@ -5,13 +5,13 @@
 #include <cstring>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 
 void add(Buf out, Buf a, Buf b, std::int64_t n) {
-  require_same_floats("add", n, {{"out", out}, {"a", a}, {"b", b}});
+  check_add("cpu", out, a, b, n);
   Bf16Staging staging;
   float* o = f32(staging.output(out, n));
   const float* x = cf32(staging.input(a, n));
@@ -21,10 +21,7 @@ void add(Buf out, Buf a, Buf b, std::int64_t n) {
 }
 
 void accumulate(Buf acc, Buf x, std::int64_t n) {
-  constexpr const char* op = "accumulate";
-  require_sizes(op, {n});
-  require_float(op, "acc", acc, n);
-  require_float(op, "x", x, n);
+  check_accumulate("cpu", acc, x, n);
   Bf16Staging staging;
   float* a = f32(staging.output(acc, n));
   const float* v = cf32(staging.input(x, n));
@@ -33,7 +30,7 @@ void accumulate(Buf acc, Buf x, std::int64_t n) {
 }
 
 void scale(Buf x, float factor, std::int64_t n) {
-  require_same_floats("scale", n, {{"x", x}});
+  check_scale("cpu", x, n);
   Bf16Staging staging;
   float* p = f32(staging.output(x, n));
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
@@ -41,7 +38,7 @@ void scale(Buf x, float factor, std::int64_t n) {
 }
 
 void fill(Buf x, float value, std::int64_t n) {
-  require_same_floats("fill", n, {{"x", x}});
+  check_fill("cpu", x, n);
   Bf16Staging staging;
   float* p = f32(staging.output(x, n));
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
@@ -49,10 +46,7 @@ void fill(Buf x, float value, std::int64_t n) {
 }
 
 void convert(Buf dst, Buf src, std::int64_t n) {
-  constexpr const char* op = "convert";
-  require_sizes(op, {n});
-  require_float(op, "dst", dst, n);
-  require_float(op, "src", src, n);
+  check_convert("cpu", dst, src, n);
   if (dst.dtype == src.dtype) {
     if (n > 0) std::memcpy(dst.ptr, src.ptr, static_cast<std::size_t>(n) * dtype_size(dst.dtype));
   } else if (dst.dtype == DType::BF16) {

@@ -11,29 +11,24 @@
 #include <string>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
 
+// The contract's one check of values (ops.h): done here because the CPU reads the ids where they are;
+// the CUDA op cannot without a host round trip (kernels/cuda/embedding.cu).
 void require_tokens_nonnegative(const char* op, const std::int32_t* tokens, std::int64_t N) {
   const std::int32_t lowest = N > 0 ? *std::min_element(tokens, tokens + N) : 0;
-  if (lowest < 0) fail(op, "negative token id " + std::to_string(lowest));
+  if (lowest < 0) fail("cpu", op, "negative token id " + std::to_string(lowest));
 }
 
 }  // namespace
 
 void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) {
   constexpr const char* op = "embedding_forward";
-  require_sizes(op, {N, T, C});
-  require_float(op, "out", out);
-  require_buf(op, "tokens", tokens, DType::I32);
-  require_float(op, "table", table);
-  require_same(op, "table", table, "out", out);
-  require_opt_float(op, "positions", positions);
-  require_same(op, "positions", positions, "out", out);
-  require(!positions || T > 0, op, "positions given but T == 0");
+  check_embedding_forward("cpu", out, tokens, table, positions, N, T, C);
   require_tokens_nonnegative(op, ci32(tokens), N);
   Bf16Staging staging;
   const Bf16Staging::Rows rows = staging.input_rows(table, tokens, N, C);
@@ -57,13 +52,7 @@ void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int
 
 void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T, int C) {
   constexpr const char* op = "embedding_backward";
-  require_sizes(op, {N, T, C});
-  require_opt_float(op, "d_table", d_table);
-  require_opt_float(op, "d_positions", d_positions);
-  if (d_table && d_positions) require_same(op, "d_positions", d_positions, "d_table", d_table);
-  require_float(op, "d_out", d_out);
-  require_buf(op, "tokens", tokens, DType::I32);
-  require(!d_positions || T > 0, op, "d_positions given but T == 0");
+  check_embedding_backward("cpu", d_table, d_positions, d_out, tokens, N, T, C);
   require_tokens_nonnegative(op, ci32(tokens), N);
   Bf16Staging staging;
   const Bf16Staging::Rows rows = staging.output_rows(d_table, tokens, N, C);

@@ -14,8 +14,8 @@
 #include <memory>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -25,17 +25,7 @@ constexpr std::int64_t kRowsPerBlock = 32;
 }  // namespace
 
 void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps) {
-  constexpr const char* op = "layernorm_forward";
-  require_sizes(op, {N, C});
-  require(C > 0 || N == 0, op, "C must be positive");
-  require_float(op, "out", out);
-  require_opt(op, "mean", mean, DType::F32);
-  require_opt(op, "rstd", rstd, DType::F32);
-  require_float(op, "in", in);
-  require_same(op, "in", in, "out", out);
-  require_float(op, "weight", weight);
-  require_opt_float(op, "bias", bias);
-  require_same(op, "bias", bias, "weight", weight);
+  check_layernorm_forward("cpu", out, mean, rstd, in, weight, bias, N, C);
   Bf16Staging staging;
   float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* mu_out = mean ? f32(mean) : nullptr;
@@ -73,19 +63,7 @@ void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias
 
 void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean, Buf rstd,
                         int N, int C) {
-  constexpr const char* op = "layernorm_backward";
-  require_sizes(op, {N, C});
-  require_opt_float(op, "d_in", d_in);
-  require_opt_float(op, "d_weight", d_weight);
-  require_opt_float(op, "d_bias", d_bias);
-  if (d_weight && d_bias) require_same(op, "d_bias", d_bias, "d_weight", d_weight);
-  require_float(op, "d_out", d_out);
-  require_float(op, "in", in);
-  require_same(op, "d_out", d_out, "in", in);
-  require_same(op, "d_in", d_in, "in", in);
-  require_float(op, "weight", weight);
-  require_buf(op, "mean", mean, DType::F32);
-  require_buf(op, "rstd", rstd, DType::F32);
+  check_layernorm_backward("cpu", d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, N, C);
   if (N == 0 || C == 0) return;
   const std::int64_t NC = std::int64_t{N} * C;
   Bf16Staging staging;

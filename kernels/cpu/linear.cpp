@@ -10,11 +10,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -56,26 +55,10 @@ void sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N, int K
   }
 }
 
-// A GEMM output: F32, or either F32 or BF16 when the inputs (`compute`) are BF16 (as on CUDA).
-void require_gemm_output(const char* op, const char* name, Buf out, const char* compute_name, Buf compute) {
-  require_float(op, name, out);
-  if (compute.dtype == DType::F32 && out.dtype != DType::F32) {
-    fail(op, std::string("'") + name + "' must be f32 when '" + compute_name + "' is f32, got " +
-                 to_string(out.dtype));
-  }
-}
-
 }  // namespace
 
 void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
-  constexpr const char* op = "linear_forward";
-  require_sizes(op, {M, N, K});
-  require_float(op, "in", in);
-  require_float(op, "weight", weight);
-  require_same(op, "weight", weight, "in", in);
-  require_gemm_output(op, "out", out, "in", in);
-  require_opt_float(op, "bias", bias);
-  require_same(op, "bias", bias, "out", out);
+  check_linear_forward("cpu", out, in, weight, bias, M, N, K);
   if (M == 0 || N == 0) return;
   Bf16Staging staging;
   out = staging.output(out, std::int64_t{M} * N);
@@ -95,20 +78,7 @@ void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) 
 }
 
 void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K) {
-  constexpr const char* op = "linear_backward";
-  require_sizes(op, {M, N, K});
-  require_float(op, "d_out", d_out);
-  if (d_in) {
-    require_float(op, "weight", weight);
-    require_same(op, "weight", weight, "d_out", d_out);
-    require_gemm_output(op, "d_in", d_in, "d_out", d_out);
-  }
-  if (d_weight) {
-    require_float(op, "in", in);
-    require_same(op, "in", in, "d_out", d_out);
-    require_gemm_output(op, "d_weight", d_weight, "d_out", d_out);
-  }
-  require_opt_float(op, "d_bias", d_bias);
+  check_linear_backward("cpu", d_in, d_weight, d_bias, d_out, in, weight, M, N, K);
   Bf16Staging staging;
   d_in = staging.output(d_in, std::int64_t{M} * K);
   d_weight = staging.output(d_weight, std::int64_t{N} * K);

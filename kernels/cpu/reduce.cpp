@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 
@@ -29,9 +29,7 @@ void column_sums_accumulate(float* sums, const float* rows, std::int64_t R, std:
 }
 
 double sum_squares(Buf x, std::int64_t n) {
-  constexpr const char* op = "sum_squares";
-  require_sizes(op, {n});
-  require_float(op, "x", x, n);
+  check_sum_squares("cpu", x, n);
   Bf16Staging staging;
   const float* p = cf32(staging.input(x, n));
   constexpr std::int64_t kChunk = 1 << 14;

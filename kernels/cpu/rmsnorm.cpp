@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -21,14 +21,7 @@ constexpr std::int64_t kRowsPerBlock = 32;
 }  // namespace
 
 void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) {
-  constexpr const char* op = "rmsnorm_forward";
-  require_sizes(op, {N, C});
-  require(C > 0 || N == 0, op, "C must be positive");
-  require_float(op, "out", out);
-  require_opt(op, "rstd", rstd, DType::F32);
-  require_float(op, "in", in);
-  require_same(op, "in", in, "out", out);
-  require_float(op, "weight", weight);
+  check_rmsnorm_forward("cpu", out, rstd, in, weight, N, C);
   Bf16Staging staging;
   float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* rs_out = rstd ? f32(rstd) : nullptr;
@@ -50,16 +43,7 @@ void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float 
 }
 
 void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C) {
-  constexpr const char* op = "rmsnorm_backward";
-  require_sizes(op, {N, C});
-  require_opt_float(op, "d_in", d_in);
-  require_opt_float(op, "d_weight", d_weight);
-  require_float(op, "d_out", d_out);
-  require_float(op, "in", in);
-  require_same(op, "d_out", d_out, "in", in);
-  require_same(op, "d_in", d_in, "in", in);
-  require_float(op, "weight", weight);
-  require_buf(op, "rstd", rstd, DType::F32);
+  check_rmsnorm_backward("cpu", d_in, d_weight, d_out, in, weight, rstd, N, C);
   if (N == 0 || C == 0) return;
   const std::int64_t NC = std::int64_t{N} * C;
   Bf16Staging staging;

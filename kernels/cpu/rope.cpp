@@ -12,19 +12,14 @@
 #include <memory>
 
 #include "kernels/cpu/bf16_staging.h"
-#include "kernels/cpu/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
 
 // sign = +1 rotates by +angle (forward), -1 by -angle (backward).
-void rope_apply(const char* op, const char* arg, Buf x_buf, int B, int T, int H, int D, float theta, int pos0,
-                float sign) {
-  require_sizes(op, {B, T, H, D});
-  require(D % 2 == 0, op, "D must be even");
-  require(theta > 0.0f, op, "theta must be positive");
-  require_float(op, arg, x_buf);
+void rope_apply(Buf x_buf, int B, int T, int H, int D, float theta, int pos0, float sign) {
   const std::int64_t half = D / 2;
   const std::int64_t rows = std::int64_t{B} * T;
   if (rows == 0 || H == 0 || half == 0) return;
@@ -70,11 +65,13 @@ void rope_apply(const char* op, const char* arg, Buf x_buf, int B, int T, int H,
 }  // namespace
 
 void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) {
-  rope_apply("rope_forward", "x", x, B, T, H, D, theta, pos0, 1.0f);
+  check_rope_forward("cpu", x, B, T, H, D, theta);
+  rope_apply(x, B, T, H, D, theta, pos0, 1.0f);
 }
 
 void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0) {
-  rope_apply("rope_backward", "d_x", d_x, B, T, H, D, theta, pos0, -1.0f);
+  check_rope_backward("cpu", d_x, B, T, H, D, theta);
+  rope_apply(d_x, B, T, H, D, theta, pos0, -1.0f);
 }
 
 }  // namespace ptrain::kernels::cpu

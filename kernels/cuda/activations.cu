@@ -10,9 +10,9 @@
 #include <type_traits>
 
 #include "kernels/cuda/activations.cuh"
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -91,7 +91,7 @@ struct SwigluBackward {
 }  // namespace
 
 void gelu_forward(const LaunchContext& ctx, Buf out, Buf in, std::int64_t n) {
-  require_same_floats("gelu_forward", n, {{"out", out}, {"in", in}});
+  check_gelu_forward("cuda", out, in, n);
   dispatch_float(out.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n, GeluForward<E>{typed<E>(out), typed<const E>(in)});
@@ -99,7 +99,7 @@ void gelu_forward(const LaunchContext& ctx, Buf out, Buf in, std::int64_t n) {
 }
 
 void gelu_backward(const LaunchContext& ctx, Buf d_in, Buf d_out, Buf in, std::int64_t n) {
-  require_same_floats("gelu_backward", n, {{"d_in", d_in}, {"d_out", d_out}, {"in", in}});
+  check_gelu_backward("cuda", d_in, d_out, in, n);
   dispatch_float(d_in.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n, GeluBackward<E>{typed<E>(d_in), typed<const E>(d_out), typed<const E>(in)});
@@ -107,7 +107,7 @@ void gelu_backward(const LaunchContext& ctx, Buf d_in, Buf d_out, Buf in, std::i
 }
 
 void swiglu_forward(const LaunchContext& ctx, Buf out, Buf gate, Buf up, std::int64_t n) {
-  require_same_floats("swiglu_forward", n, {{"out", out}, {"gate", gate}, {"up", up}});
+  check_swiglu_forward("cuda", out, gate, up, n);
   dispatch_float(out.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n, SwigluForward<E>{typed<E>(out), typed<const E>(gate), typed<const E>(up)});
@@ -116,8 +116,7 @@ void swiglu_forward(const LaunchContext& ctx, Buf out, Buf gate, Buf up, std::in
 
 void swiglu_backward(const LaunchContext& ctx, Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up,
                      std::int64_t n) {
-  require_same_floats("swiglu_backward", n,
-                      {{"d_gate", d_gate}, {"d_up", d_up}, {"d_out", d_out}, {"gate", gate}, {"up", up}});
+  check_swiglu_backward("cuda", d_gate, d_up, d_out, gate, up, n);
   dispatch_float(d_gate.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n,

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/adamw.cuh"
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -35,13 +35,7 @@ struct AdamWUpdate {
 
 void adamw_step(const LaunchContext& ctx, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr,
                 float beta1, float beta2, float eps, float weight_decay, int step) {
-  constexpr const char* op = "adamw_step";
-  require_sizes(op, {n});
-  require(step >= 1, op, "step must be >= 1");
-  require_buf(op, "param", param, DType::F32, n);
-  require_buf(op, "grad", grad, DType::F32, n);
-  require_buf(op, "m", m, DType::F32, n);
-  require_buf(op, "v", v, DType::F32, n);
+  check_adamw_step("cuda", param, grad, m, v, n, step);
   const AdamWUpdate update{typed<float>(param),
                            typed<const float>(grad),
                            typed<float>(m),

@@ -40,9 +40,9 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/check.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 
@@ -918,24 +918,25 @@ struct Geometry {
   float scale, scale_log2;
 };
 
+// The limits of these kernels (not of the contract, which op_checks.h has checked by now): head dims
+// the tiles support and a T whose query tiles fit the grid.
 Geometry check_geometry(const char* op, int B, int T, int Hq, int Hkv, int D) {
-  require_sizes(op, {B, T, Hq, Hkv, D});
-  require(Hkv > 0 && D > 0, op, "Hkv and D must be positive");
-  require(Hq % Hkv == 0, op, "Hq must be a multiple of Hkv");
   if (D % 8 != 0 || D > 128) {
-    fail(op, "head dim D=" + std::to_string(D) + " is not supported (multiples of 8 up to 128)");
+    fail("cuda", op, "head dim D=" + std::to_string(D) + " is not supported (multiples of 8 up to 128)");
   }
   // Query tiles go to gridDim.y (at most 65535); the smallest tile is 32 rows.
   if ((static_cast<long long>(T) + kF32Tile - 1) / kF32Tile > 65535) {
-    fail(op, "T=" + std::to_string(T) + " is too long (at most " + std::to_string(65535 * kF32Tile) + ")");
+    fail("cuda", op,
+         "T=" + std::to_string(T) + " is too long (at most " + std::to_string(65535 * kF32Tile) + ")");
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   return {B, T, Hq, Hkv, D, Hq / Hkv, static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634)};
 }
 
+// The bf16 kernels' vector loads (cp.async, ldmatrix): another limit of this backend.
 void require_aligned(const char* op, const char* name, Buf b) {
   if (reinterpret_cast<std::uintptr_t>(b.ptr) % 16 != 0) {
-    fail(op, std::string("'") + name + "' must be 16-byte aligned for the bf16 kernels");
+    fail("cuda", op, std::string("'") + name + "' must be 16-byte aligned for the bf16 kernels");
   }
 }
 
@@ -991,15 +992,9 @@ void backward_impl(cudaStream_t stream, const Geometry& g, Buf d_q, Buf d_k, Buf
 void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
                        int Hkv, int D) {
   constexpr const char* op = "attention_forward";
+  check_attention_forward("cuda", out, lse, q, k, v, B, T, Hq, Hkv, D);
   const Geometry g = check_geometry(op, B, T, Hq, Hkv, D);
-  const std::int64_t nq = std::int64_t{B} * T * Hq * D;
-  const std::int64_t nkv = std::int64_t{B} * T * Hkv * D;
-  require_float(op, "q", q, nq);
-  require_buf(op, "k", k, q.dtype, nkv);
-  require_buf(op, "v", v, q.dtype, nkv);
-  require_buf(op, "out", out, q.dtype, nq);
-  require_opt(op, "lse", lse, DType::F32);
-  if (nq == 0) return;
+  if (std::int64_t{B} * T * Hq * D == 0) return;
   if (q.dtype == DType::BF16) {
     require_aligned(op, "q", q);
     require_aligned(op, "k", k);
@@ -1018,19 +1013,9 @@ void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf 
 void attention_backward(cudaStream_t stream, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
                         Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D) {
   constexpr const char* op = "attention_backward";
+  check_attention_backward("cuda", d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
   const Geometry g = check_geometry(op, B, T, Hq, Hkv, D);
-  const std::int64_t nq = std::int64_t{B} * T * Hq * D;
-  const std::int64_t nkv = std::int64_t{B} * T * Hkv * D;
-  require_float(op, "q", q, nq);
-  require_buf(op, "d_q", d_q, q.dtype, nq);
-  require_buf(op, "d_k", d_k, q.dtype, nkv);
-  require_buf(op, "d_v", d_v, q.dtype, nkv);
-  require_buf(op, "d_out", d_out, q.dtype, nq);
-  require_buf(op, "k", k, q.dtype, nkv);
-  require_buf(op, "v", v, q.dtype, nkv);
-  require_buf(op, "out", out, q.dtype, nq);
-  require_buf(op, "lse", lse, DType::F32, std::int64_t{B} * Hq * T);
-  if (nq == 0) return;  // no query rows: nothing reads d_k / d_v (as on the CPU)
+  if (std::int64_t{B} * T * Hq * D == 0) return;  // no query rows: nothing reads d_k / d_v (as on the CPU)
   if (q.dtype == DType::BF16) {
     require_aligned(op, "d_q", d_q);
     require_aligned(op, "d_k", d_k);

@@ -15,10 +15,10 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -104,14 +104,7 @@ __global__ void cross_entropy_kernel(float* losses, E* d_logits, const E* logits
 void cross_entropy_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_logits, Buf logits,
                                     Buf targets, int N, int V, int Vp, float grad_scale) {
   constexpr const char* op = "cross_entropy_forward_backward";
-  require_sizes(op, {N, V, Vp});
-  require(V > 0 || N == 0, op, "V must be positive");
-  require(V <= Vp, op, "V must not exceed Vp");
-  require_buf(op, "losses", losses, DType::F32, N);
-  require_opt_float(op, "d_logits", d_logits);
-  require_float(op, "logits", logits, N);
-  require_same(op, "d_logits", d_logits, "logits", logits);
-  require_buf(op, "targets", targets, DType::I32, N);
+  check_cross_entropy_forward_backward("cuda", losses, d_logits, logits, targets, N, V, Vp);
   if (N == 0) return;
 
   Scratch<int> bad_row(ctx, 1);
@@ -134,7 +127,7 @@ void cross_entropy_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_
   PTRAIN_CUDA_CHECK(cudaMemcpyAsync(&target, typed<const std::int32_t>(targets) + first_bad, sizeof(target),
                                     cudaMemcpyDeviceToHost, ctx.stream));
   PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  fail(op, "target " + std::to_string(target) + " at row " + std::to_string(first_bad) + " >= V");
+  fail("cuda", op, "target " + std::to_string(target) + " at row " + std::to_string(first_bad) + " >= V");
 }
 
 }  // namespace ptrain::kernels::cuda

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -55,7 +55,7 @@ struct Convert {
 }  // namespace
 
 void add(const LaunchContext& ctx, Buf out, Buf a, Buf b, std::int64_t n) {
-  require_same_floats("add", n, {{"out", out}, {"a", a}, {"b", b}});
+  check_add("cuda", out, a, b, n);
   dispatch_float(out.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n, Add<E>{typed<E>(out), typed<const E>(a), typed<const E>(b)});
@@ -63,10 +63,7 @@ void add(const LaunchContext& ctx, Buf out, Buf a, Buf b, std::int64_t n) {
 }
 
 void accumulate(const LaunchContext& ctx, Buf acc, Buf x, std::int64_t n) {
-  constexpr const char* op = "accumulate";
-  require_sizes(op, {n});
-  require_float(op, "acc", acc, n);
-  require_float(op, "x", x, n);
+  check_accumulate("cuda", acc, x, n);
   dispatch_float(acc.dtype, [&](auto* a_tag) {
     using A = std::remove_pointer_t<decltype(a_tag)>;
     dispatch_float(x.dtype, [&](auto* x_tag) {
@@ -77,7 +74,7 @@ void accumulate(const LaunchContext& ctx, Buf acc, Buf x, std::int64_t n) {
 }
 
 void scale(const LaunchContext& ctx, Buf x, float factor, std::int64_t n) {
-  require_same_floats("scale", n, {{"x", x}});
+  check_scale("cuda", x, n);
   dispatch_float(x.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n, Scale<E>{typed<E>(x), factor});
@@ -85,7 +82,7 @@ void scale(const LaunchContext& ctx, Buf x, float factor, std::int64_t n) {
 }
 
 void fill(const LaunchContext& ctx, Buf x, float value, std::int64_t n) {
-  require_same_floats("fill", n, {{"x", x}});
+  check_fill("cuda", x, n);
   dispatch_float(x.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     launch_map(ctx.stream, n, Fill<E>{typed<E>(x), value});
@@ -93,10 +90,7 @@ void fill(const LaunchContext& ctx, Buf x, float value, std::int64_t n) {
 }
 
 void convert(const LaunchContext& ctx, Buf dst, Buf src, std::int64_t n) {
-  constexpr const char* op = "convert";
-  require_sizes(op, {n});
-  require_float(op, "dst", dst, n);
-  require_float(op, "src", src, n);
+  check_convert("cuda", dst, src, n);
   if (n == 0) return;
   if (dst.dtype == src.dtype) {
     PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, static_cast<std::size_t>(n) * dtype_size(dst.dtype),

@@ -20,10 +20,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -110,15 +110,7 @@ void table_grad(const LaunchContext& ctx, G* d_table, const Y* d_out, const std:
 
 void embedding_forward(const LaunchContext& ctx, Buf out, Buf tokens, Buf table, Buf positions, int N, int T,
                        int C) {
-  constexpr const char* op = "embedding_forward";
-  require_sizes(op, {N, T, C});
-  require_float(op, "out", out);
-  require_buf(op, "tokens", tokens, DType::I32);
-  require_float(op, "table", table);
-  require_same(op, "table", table, "out", out);
-  require_opt_float(op, "positions", positions);
-  require_same(op, "positions", positions, "out", out);
-  require(!positions || T > 0, op, "positions given but T == 0");
+  check_embedding_forward("cuda", out, tokens, table, positions, N, T, C);
   if (N == 0 || C == 0) return;
   dispatch_float(out.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
@@ -130,14 +122,7 @@ void embedding_forward(const LaunchContext& ctx, Buf out, Buf tokens, Buf table,
 
 void embedding_backward(const LaunchContext& ctx, Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N,
                         int T, int C) {
-  constexpr const char* op = "embedding_backward";
-  require_sizes(op, {N, T, C});
-  require_opt_float(op, "d_table", d_table);
-  require_opt_float(op, "d_positions", d_positions);
-  if (d_table && d_positions) require_same(op, "d_positions", d_positions, "d_table", d_table);
-  require_float(op, "d_out", d_out);
-  require_buf(op, "tokens", tokens, DType::I32);
-  require(!d_positions || T > 0, op, "d_positions given but T == 0");
+  check_embedding_backward("cuda", d_table, d_positions, d_out, tokens, N, T, C);
   if (N == 0 || C == 0) return;
   const DType grad_type = d_table ? d_table.dtype : d_positions.dtype;
   dispatch_float(d_out.dtype, [&](auto* y_tag) {

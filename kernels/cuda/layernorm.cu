@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/layernorm.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -92,17 +92,7 @@ struct LayerNormParamGrad {
 
 void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias,
                        int N, int C, float eps) {
-  constexpr const char* op = "layernorm_forward";
-  require_sizes(op, {N, C});
-  require(C > 0 || N == 0, op, "C must be positive");
-  require_float(op, "out", out);
-  require_opt(op, "mean", mean, DType::F32);
-  require_opt(op, "rstd", rstd, DType::F32);
-  require_float(op, "in", in);
-  require_same(op, "in", in, "out", out);
-  require_float(op, "weight", weight);
-  require_opt_float(op, "bias", bias);
-  require_same(op, "bias", bias, "weight", weight);
+  check_layernorm_forward("cuda", out, mean, rstd, in, weight, bias, N, C);
   if (N == 0) return;
   dispatch_float(in.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;
@@ -118,19 +108,7 @@ void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Bu
 
 void layernorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
                         Buf weight, Buf mean, Buf rstd, int N, int C) {
-  constexpr const char* op = "layernorm_backward";
-  require_sizes(op, {N, C});
-  require_opt_float(op, "d_in", d_in);
-  require_opt_float(op, "d_weight", d_weight);
-  require_opt_float(op, "d_bias", d_bias);
-  if (d_weight && d_bias) require_same(op, "d_bias", d_bias, "d_weight", d_weight);
-  require_float(op, "d_out", d_out);
-  require_float(op, "in", in);
-  require_same(op, "d_out", d_out, "in", in);
-  require_same(op, "d_in", d_in, "in", in);
-  require_float(op, "weight", weight);
-  require_buf(op, "mean", mean, DType::F32);
-  require_buf(op, "rstd", rstd, DType::F32);
+  check_layernorm_backward("cuda", d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, N, C);
   if (N == 0 || C == 0) return;
   dispatch_float(in.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;

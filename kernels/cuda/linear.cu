@@ -10,14 +10,13 @@
 // out's dtype; d_bias is F32 or BF16. The BIAS epilogue is used when the bias is 16-byte aligned and
 // cuBLASLt has an algorithm for it; otherwise bias is broadcast into out and the GEMM adds onto it.
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -52,26 +51,10 @@ void zero(const LaunchContext& ctx, Buf b, std::int64_t count) {
       cudaMemsetAsync(b.ptr, 0, static_cast<std::size_t>(count) * dtype_size(b.dtype), ctx.stream));
 }
 
-// A GEMM output: F32, or BF16 when the inputs (`compute`) are BF16.
-void require_gemm_output(const char* op, const char* name, Buf out, const char* compute_name, Buf compute) {
-  require_float(op, name, out);
-  if (compute.dtype == DType::F32 && out.dtype != DType::F32) {
-    fail(op, std::string("'") + name + "' must be f32 when '" + compute_name + "' is f32, got " +
-                 to_string(out.dtype));
-  }
-}
-
 }  // namespace
 
 void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
-  constexpr const char* op = "linear_forward";
-  require_sizes(op, {M, N, K});
-  require_float(op, "in", in);
-  require_float(op, "weight", weight);
-  require_same(op, "weight", weight, "in", in);
-  require_gemm_output(op, "out", out, "in", in);
-  require_opt_float(op, "bias", bias);
-  require_same(op, "bias", bias, "out", out);
+  check_linear_forward("cuda", out, in, weight, bias, M, N, K);
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: out = bias (or 0)
     if (bias) {
@@ -108,20 +91,7 @@ void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf b
 
 void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
                      Buf weight, int M, int N, int K) {
-  constexpr const char* op = "linear_backward";
-  require_sizes(op, {M, N, K});
-  require_float(op, "d_out", d_out);
-  if (d_in) {
-    require_float(op, "weight", weight);
-    require_same(op, "weight", weight, "d_out", d_out);
-    require_gemm_output(op, "d_in", d_in, "d_out", d_out);
-  }
-  if (d_weight) {
-    require_float(op, "in", in);
-    require_same(op, "in", in, "d_out", d_out);
-    require_gemm_output(op, "d_weight", d_weight, "d_out", d_out);
-  }
-  require_opt_float(op, "d_bias", d_bias);
+  check_linear_backward("cuda", d_in, d_weight, d_bias, d_out, in, weight, M, N, K);
 
   // d_in[M,K] = d_out[M,N] @ weight[N,K]   (overwrite)
   if (d_in && M > 0 && K > 0) {

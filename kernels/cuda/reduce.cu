@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -39,9 +39,7 @@ __global__ void sum_partials_kernel(const double* partial, int count, double* to
 }  // namespace
 
 double sum_squares(const LaunchContext& ctx, Buf x, std::int64_t n) {
-  constexpr const char* op = "sum_squares";
-  require_sizes(op, {n});
-  require_float(op, "x", x, n);
+  check_sum_squares("cuda", x, n);
   if (n == 0) return 0.0;
   const int blocks = static_cast<int>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, kMaxPartials));
   Scratch<double> partial(ctx, static_cast<std::size_t>(blocks) + 1);

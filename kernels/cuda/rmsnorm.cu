@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -68,14 +68,7 @@ struct RmsNormWeightGrad {
 
 void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf weight, int N, int C,
                      float eps) {
-  constexpr const char* op = "rmsnorm_forward";
-  require_sizes(op, {N, C});
-  require(C > 0 || N == 0, op, "C must be positive");
-  require_float(op, "out", out);
-  require_opt(op, "rstd", rstd, DType::F32);
-  require_float(op, "in", in);
-  require_same(op, "in", in, "out", out);
-  require_float(op, "weight", weight);
+  check_rmsnorm_forward("cuda", out, rstd, in, weight, N, C);
   if (N == 0) return;
   dispatch_float(in.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;
@@ -90,16 +83,7 @@ void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf we
 
 void rmsnorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
                       Buf rstd, int N, int C) {
-  constexpr const char* op = "rmsnorm_backward";
-  require_sizes(op, {N, C});
-  require_opt_float(op, "d_in", d_in);
-  require_opt_float(op, "d_weight", d_weight);
-  require_float(op, "d_out", d_out);
-  require_float(op, "in", in);
-  require_same(op, "d_out", d_out, "in", in);
-  require_same(op, "d_in", d_in, "in", in);
-  require_float(op, "weight", weight);
-  require_buf(op, "rstd", rstd, DType::F32);
+  check_rmsnorm_backward("cuda", d_in, d_weight, d_out, in, weight, rstd, N, C);
   if (N == 0 || C == 0) return;
   dispatch_float(in.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;

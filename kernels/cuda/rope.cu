@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/args.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -56,13 +56,10 @@ struct RopeRotate {
   }
 };
 
-void rope_apply(const LaunchContext& ctx, const char* op, const char* arg, Buf x, int B, int T, int H, int D,
-                float theta, int pos0, float sign) {
-  require_sizes(op, {B, T, H, D});
-  require(D % 2 == 0, op, "D must be even");
-  require(theta > 0.0f, op, "theta must be positive");
-  require_float(op, arg, x);
-  require(D / 2 <= kMaxHalf, op, "D must be at most 512");
+void rope_apply(const LaunchContext& ctx, const char* op, Buf x, int B, int T, int H, int D, float theta,
+                int pos0, float sign) {
+  // A limit of this backend, not of the contract: the frequency table travels as a kernel argument.
+  require(D / 2 <= kMaxHalf, "cuda", op, "D must be at most 512");
   const int half = D / 2;
   const std::int64_t rows = std::int64_t{B} * T;
   if (rows == 0 || H == 0 || half == 0) return;
@@ -80,11 +77,13 @@ void rope_apply(const LaunchContext& ctx, const char* op, const char* arg, Buf x
 }  // namespace
 
 void rope_forward(const LaunchContext& ctx, Buf x, int B, int T, int H, int D, float theta, int pos0) {
-  rope_apply(ctx, "rope_forward", "x", x, B, T, H, D, theta, pos0, 1.0f);
+  check_rope_forward("cuda", x, B, T, H, D, theta);
+  rope_apply(ctx, "rope_forward", x, B, T, H, D, theta, pos0, 1.0f);
 }
 
 void rope_backward(const LaunchContext& ctx, Buf d_x, int B, int T, int H, int D, float theta, int pos0) {
-  rope_apply(ctx, "rope_backward", "d_x", d_x, B, T, H, D, theta, pos0, -1.0f);
+  check_rope_backward("cuda", d_x, B, T, H, D, theta);
+  rope_apply(ctx, "rope_backward", d_x, B, T, H, D, theta, pos0, -1.0f);
 }
 
 }  // namespace ptrain::kernels::cuda

@@ -1,0 +1,318 @@
+// The ops' argument checks (see op_checks.h), shared by the CPU and CUDA entries.
+#include "kernels/op_checks.h"
+
+#include <initializer_list>
+#include <stdexcept>
+#include <utility>
+
+namespace ptrain::kernels {
+
+[[noreturn]] void fail(const char* backend, const char* op, const std::string& what) {
+  throw std::invalid_argument(std::string(backend) + " " + op + ": " + what);
+}
+
+namespace {
+
+// The checks of one call, every failure naming the backend and the op.
+struct Checker {
+  const char* backend;
+  const char* op;
+
+  [[noreturn]] void fail(const std::string& what) const { kernels::fail(backend, op, what); }
+  void require(bool ok, const char* what) const { kernels::require(ok, backend, op, what); }
+
+  void require_sizes(std::initializer_list<std::int64_t> sizes) const {
+    for (std::int64_t s : sizes) {
+      if (s < 0) fail("negative size " + std::to_string(s));
+    }
+  }
+
+  // `b` must be non-null unless it is to hold no element (`count` == 0: an empty tensor).
+  void require_nonnull(const char* name, Buf b, std::int64_t count) const {
+    if (!b && count > 0) fail(std::string("'") + name + "' is null");
+  }
+
+  // `b` must be non-null (unless empty) and of dtype `want`.
+  void require_buf(const char* name, Buf b, DType want, std::int64_t count = 1) const {
+    require_nonnull(name, b, count);
+    if (b.dtype != want) {
+      fail(std::string("'") + name + "' must be " + to_string(want) + ", got " + to_string(b.dtype));
+    }
+  }
+
+  // `b` must be non-null (unless empty) and hold floating-point values: F32 or BF16.
+  void require_float(const char* name, Buf b, std::int64_t count = 1) const {
+    require_nonnull(name, b, count);
+    if (b.dtype != DType::F32 && b.dtype != DType::BF16) {
+      fail(std::string("'") + name + "' must be f32 or bf16, got " + to_string(b.dtype));
+    }
+  }
+
+  // Optional arguments (may be null): checked only when given.
+  void require_opt(const char* name, Buf b, DType want) const {
+    if (b) require_buf(name, b, want);
+  }
+  void require_opt_float(const char* name, Buf b) const {
+    if (b) require_float(name, b);
+  }
+
+  // `b` (if given) must have the dtype of `ref`, the argument that fixes the op's element type.
+  void require_same(const char* name, Buf b, const char* ref_name, Buf ref) const {
+    if (b && b.dtype != ref.dtype) {
+      fail(std::string("'") + name + "' must have the dtype of '" + ref_name + "' (" + to_string(ref.dtype) +
+           "), got " + to_string(b.dtype));
+    }
+  }
+
+  // The rule of the ops whose buffers share one element type: every named buffer non-null (unless
+  // n == 0), F32 or BF16, and all of the first one's dtype. Also checks n >= 0.
+  void require_same_floats(std::int64_t n, std::initializer_list<std::pair<const char*, Buf>> bufs) const {
+    require_sizes({n});
+    const auto& first = *bufs.begin();
+    for (const auto& [name, b] : bufs) {
+      require_float(name, b, n);
+      require_same(name, b, first.first, first.second);
+    }
+  }
+
+  // A GEMM output: F32, or either F32 or BF16 when the inputs (`compute`) are BF16.
+  void require_gemm_output(const char* name, Buf out, const char* compute_name, Buf compute) const {
+    require_float(name, out);
+    if (compute.dtype == DType::F32 && out.dtype != DType::F32) {
+      fail(std::string("'") + name + "' must be f32 when '" + compute_name + "' is f32, got " +
+           to_string(out.dtype));
+    }
+  }
+
+  // Returns the element counts of the [B, T, Hq, D] and [B, T, Hkv, D] tensors.
+  std::pair<std::int64_t, std::int64_t> require_attention_shape(int B, int T, int Hq, int Hkv, int D) const {
+    require_sizes({B, T, Hq, Hkv, D});
+    require(Hkv > 0 && D > 0, "Hkv and D must be positive");
+    require(Hq % Hkv == 0, "Hq must be a multiple of Hkv");
+    return {std::int64_t{B} * T * Hq * D, std::int64_t{B} * T * Hkv * D};
+  }
+
+  // The norms' rules, written for layernorm: RMSNorm passes no mean and no bias (d_bias), which are
+  // optional here. Backward's saved stats (mean, rstd) are checked by the caller.
+  void require_norm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C) const {
+    require_sizes({N, C});
+    require(C > 0 || N == 0, "C must be positive");
+    require_float("out", out);
+    require_opt("mean", mean, DType::F32);
+    require_opt("rstd", rstd, DType::F32);
+    require_float("in", in);
+    require_same("in", in, "out", out);
+    require_float("weight", weight);
+    require_opt_float("bias", bias);
+    require_same("bias", bias, "weight", weight);
+  }
+  void require_norm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int N,
+                             int C) const {
+    require_sizes({N, C});
+    require_opt_float("d_in", d_in);
+    require_opt_float("d_weight", d_weight);
+    require_opt_float("d_bias", d_bias);
+    if (d_weight && d_bias) require_same("d_bias", d_bias, "d_weight", d_weight);
+    require_float("d_out", d_out);
+    require_float("in", in);
+    require_same("d_out", d_out, "in", in);
+    require_same("d_in", d_in, "in", in);
+    require_float("weight", weight);
+  }
+
+  void require_rope(const char* name, Buf x, int B, int T, int H, int D, float theta) const {
+    require_sizes({B, T, H, D});
+    require(D % 2 == 0, "D must be even");
+    require(theta > 0.0f, "theta must be positive");
+    require_float(name, x);
+  }
+};
+
+}  // namespace
+
+void check_linear_forward(const char* backend, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
+  const Checker c{backend, "linear_forward"};
+  c.require_sizes({M, N, K});
+  c.require_float("in", in);
+  c.require_float("weight", weight);
+  c.require_same("weight", weight, "in", in);
+  c.require_gemm_output("out", out, "in", in);
+  c.require_opt_float("bias", bias);
+  c.require_same("bias", bias, "out", out);
+}
+
+void check_linear_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                           Buf weight, int M, int N, int K) {
+  const Checker c{backend, "linear_backward"};
+  c.require_sizes({M, N, K});
+  c.require_float("d_out", d_out);
+  if (d_in) {
+    c.require_float("weight", weight);
+    c.require_same("weight", weight, "d_out", d_out);
+    c.require_gemm_output("d_in", d_in, "d_out", d_out);
+  }
+  if (d_weight) {
+    c.require_float("in", in);
+    c.require_same("in", in, "d_out", d_out);
+    c.require_gemm_output("d_weight", d_weight, "d_out", d_out);
+  }
+  c.require_opt_float("d_bias", d_bias);
+}
+
+void check_embedding_forward(const char* backend, Buf out, Buf tokens, Buf table, Buf positions, int N, int T,
+                             int C) {
+  const Checker c{backend, "embedding_forward"};
+  c.require_sizes({N, T, C});
+  c.require_float("out", out);
+  c.require_buf("tokens", tokens, DType::I32);
+  c.require_float("table", table);
+  c.require_same("table", table, "out", out);
+  c.require_opt_float("positions", positions);
+  c.require_same("positions", positions, "out", out);
+  c.require(!positions || T > 0, "positions given but T == 0");
+}
+
+void check_embedding_backward(const char* backend, Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N,
+                              int T, int C) {
+  const Checker c{backend, "embedding_backward"};
+  c.require_sizes({N, T, C});
+  c.require_opt_float("d_table", d_table);
+  c.require_opt_float("d_positions", d_positions);
+  if (d_table && d_positions) c.require_same("d_positions", d_positions, "d_table", d_table);
+  c.require_float("d_out", d_out);
+  c.require_buf("tokens", tokens, DType::I32);
+  c.require(!d_positions || T > 0, "d_positions given but T == 0");
+}
+
+void check_layernorm_forward(const char* backend, Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias,
+                             int N, int C) {
+  Checker{backend, "layernorm_forward"}.require_norm_forward(out, mean, rstd, in, weight, bias, N, C);
+}
+
+void check_layernorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                              Buf weight, Buf mean, Buf rstd, int N, int C) {
+  const Checker c{backend, "layernorm_backward"};
+  c.require_norm_backward(d_in, d_weight, d_bias, d_out, in, weight, N, C);
+  c.require_buf("mean", mean, DType::F32);
+  c.require_buf("rstd", rstd, DType::F32);
+}
+
+void check_rmsnorm_forward(const char* backend, Buf out, Buf rstd, Buf in, Buf weight, int N, int C) {
+  Checker{backend, "rmsnorm_forward"}.require_norm_forward(out, Buf{}, rstd, in, weight, Buf{}, N, C);
+}
+
+void check_rmsnorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
+                            Buf rstd, int N, int C) {
+  const Checker c{backend, "rmsnorm_backward"};
+  c.require_norm_backward(d_in, d_weight, Buf{}, d_out, in, weight, N, C);
+  c.require_buf("rstd", rstd, DType::F32);
+}
+
+void check_rope_forward(const char* backend, Buf x, int B, int T, int H, int D, float theta) {
+  Checker{backend, "rope_forward"}.require_rope("x", x, B, T, H, D, theta);
+}
+
+void check_rope_backward(const char* backend, Buf d_x, int B, int T, int H, int D, float theta) {
+  Checker{backend, "rope_backward"}.require_rope("d_x", d_x, B, T, H, D, theta);
+}
+
+void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
+                             int Hkv, int D) {
+  const Checker c{backend, "attention_forward"};
+  const auto [nq, nkv] = c.require_attention_shape(B, T, Hq, Hkv, D);
+  c.require_float("q", q, nq);
+  c.require_buf("k", k, q.dtype, nkv);
+  c.require_buf("v", v, q.dtype, nkv);
+  c.require_buf("out", out, q.dtype, nq);
+  c.require_opt("lse", lse, DType::F32);
+}
+
+void check_attention_backward(const char* backend, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
+                              Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D) {
+  const Checker c{backend, "attention_backward"};
+  const auto [nq, nkv] = c.require_attention_shape(B, T, Hq, Hkv, D);
+  c.require_float("q", q, nq);
+  c.require_buf("d_q", d_q, q.dtype, nq);
+  c.require_buf("d_k", d_k, q.dtype, nkv);
+  c.require_buf("d_v", d_v, q.dtype, nkv);
+  c.require_buf("d_out", d_out, q.dtype, nq);
+  c.require_buf("k", k, q.dtype, nkv);
+  c.require_buf("v", v, q.dtype, nkv);
+  c.require_buf("out", out, q.dtype, nq);
+  c.require_buf("lse", lse, DType::F32, std::int64_t{B} * Hq * T);
+}
+
+void check_gelu_forward(const char* backend, Buf out, Buf in, std::int64_t n) {
+  Checker{backend, "gelu_forward"}.require_same_floats(n, {{"out", out}, {"in", in}});
+}
+
+void check_gelu_backward(const char* backend, Buf d_in, Buf d_out, Buf in, std::int64_t n) {
+  Checker{backend, "gelu_backward"}.require_same_floats(n, {{"d_in", d_in}, {"d_out", d_out}, {"in", in}});
+}
+
+void check_swiglu_forward(const char* backend, Buf out, Buf gate, Buf up, std::int64_t n) {
+  Checker{backend, "swiglu_forward"}.require_same_floats(n, {{"out", out}, {"gate", gate}, {"up", up}});
+}
+
+void check_swiglu_backward(const char* backend, Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up,
+                           std::int64_t n) {
+  Checker{backend, "swiglu_backward"}.require_same_floats(
+      n, {{"d_gate", d_gate}, {"d_up", d_up}, {"d_out", d_out}, {"gate", gate}, {"up", up}});
+}
+
+void check_add(const char* backend, Buf out, Buf a, Buf b, std::int64_t n) {
+  Checker{backend, "add"}.require_same_floats(n, {{"out", out}, {"a", a}, {"b", b}});
+}
+
+void check_accumulate(const char* backend, Buf acc, Buf x, std::int64_t n) {
+  const Checker c{backend, "accumulate"};
+  c.require_sizes({n});
+  c.require_float("acc", acc, n);
+  c.require_float("x", x, n);
+}
+
+void check_scale(const char* backend, Buf x, std::int64_t n) {
+  Checker{backend, "scale"}.require_same_floats(n, {{"x", x}});
+}
+
+void check_fill(const char* backend, Buf x, std::int64_t n) {
+  Checker{backend, "fill"}.require_same_floats(n, {{"x", x}});
+}
+
+void check_convert(const char* backend, Buf dst, Buf src, std::int64_t n) {
+  const Checker c{backend, "convert"};
+  c.require_sizes({n});
+  c.require_float("dst", dst, n);
+  c.require_float("src", src, n);
+}
+
+void check_cross_entropy_forward_backward(const char* backend, Buf losses, Buf d_logits, Buf logits,
+                                          Buf targets, int N, int V, int Vp) {
+  const Checker c{backend, "cross_entropy_forward_backward"};
+  c.require_sizes({N, V, Vp});
+  c.require(V > 0 || N == 0, "V must be positive");
+  c.require(V <= Vp, "V must not exceed Vp");
+  c.require_buf("losses", losses, DType::F32, N);
+  c.require_opt_float("d_logits", d_logits);
+  c.require_float("logits", logits, N);
+  c.require_same("d_logits", d_logits, "logits", logits);
+  c.require_buf("targets", targets, DType::I32, N);
+}
+
+void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step) {
+  const Checker c{backend, "adamw_step"};
+  c.require_sizes({n});
+  c.require(step >= 1, "step must be >= 1");
+  c.require_buf("param", param, DType::F32, n);
+  c.require_buf("grad", grad, DType::F32, n);
+  c.require_buf("m", m, DType::F32, n);
+  c.require_buf("v", v, DType::F32, n);
+}
+
+void check_sum_squares(const char* backend, Buf x, std::int64_t n) {
+  const Checker c{backend, "sum_squares"};
+  c.require_sizes({n});
+  c.require_float("x", x, n);
+}
+
+}  // namespace ptrain::kernels

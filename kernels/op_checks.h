@@ -1,0 +1,88 @@
+// The argument contract of the ops (ops.h), written once for every backend. Each backend's entry calls
+// its op's check_* with the backend's name ("cpu", "cuda") before any work (no parallel region or
+// kernel launch has started), so a wrong dtype, a missing required buffer, a negative size or an
+// impossible shape throws std::invalid_argument("<backend> <op>: <what>") alike on every backend.
+// Host-only plain C++: the .cu entries include it too.
+//
+// Limits of one backend's implementation (CUDA attention's head dims, say) are not contract: that
+// backend checks them itself, after the contract, with fail()/require().
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/buffer.h"
+
+namespace ptrain::kernels {
+
+// Throws std::invalid_argument("<backend> <op>: <what>").
+[[noreturn]] void fail(const char* backend, const char* op, const std::string& what);
+inline void require(bool ok, const char* backend, const char* op, const char* what) {
+  if (!ok) fail(backend, op, what);
+}
+
+// ---- One check per op, over its whole argument list. Buffers are required unless ops.h calls them
+// optional (a few may be null where they would hold no element). Dtypes, per op family:
+
+// linear: in, weight and d_out share one element type, F32 or BF16. out, d_in, d_weight are F32, or
+// either when that type is BF16 (fp32 accumulation); bias has out's dtype; d_bias is either. Backward
+// reads weight only for d_in and in only for d_weight.
+void check_linear_forward(const char* backend, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K);
+void check_linear_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                           Buf weight, int M, int N, int K);
+
+// embedding: out, table and positions share one type; in backward d_out is either, d_table and
+// d_positions share one. tokens are I32; the ids themselves are not read here (the CPU entry rejects
+// negative ones, see ops.h).
+void check_embedding_forward(const char* backend, Buf out, Buf tokens, Buf table, Buf positions, int N, int T,
+                             int C);
+void check_embedding_backward(const char* backend, Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N,
+                              int T, int C);
+
+// norms: in, out, d_out, d_in share one type X; weight and bias one type W; d_weight and d_bias one
+// type G; each F32 or BF16. mean and rstd are F32.
+void check_layernorm_forward(const char* backend, Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias,
+                             int N, int C);
+void check_layernorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                              Buf weight, Buf mean, Buf rstd, int N, int C);
+void check_rmsnorm_forward(const char* backend, Buf out, Buf rstd, Buf in, Buf weight, int N, int C);
+void check_rmsnorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
+                            Buf rstd, int N, int C);
+
+// rope: x (d_x) is F32 or BF16; D even, theta > 0.
+void check_rope_forward(const char* backend, Buf x, int B, int T, int H, int D, float theta);
+void check_rope_backward(const char* backend, Buf d_x, int B, int T, int H, int D, float theta);
+
+// attention: q, k, v, out and the d_ tensors share one type, F32 or BF16; lse is F32.
+void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
+                             int Hkv, int D);
+void check_attention_backward(const char* backend, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
+                              Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D);
+
+// activations: all buffers of an op share one type, F32 or BF16.
+void check_gelu_forward(const char* backend, Buf out, Buf in, std::int64_t n);
+void check_gelu_backward(const char* backend, Buf d_in, Buf d_out, Buf in, std::int64_t n);
+void check_swiglu_forward(const char* backend, Buf out, Buf gate, Buf up, std::int64_t n);
+void check_swiglu_backward(const char* backend, Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up,
+                           std::int64_t n);
+
+// elementwise: add's out, a, b share one type; accumulate's acc and x, and convert's dst and src, are
+// each F32 or BF16 (F32 acc += BF16 x is the mixed-precision gradient case); scale and fill take either.
+void check_add(const char* backend, Buf out, Buf a, Buf b, std::int64_t n);
+void check_accumulate(const char* backend, Buf acc, Buf x, std::int64_t n);
+void check_scale(const char* backend, Buf x, std::int64_t n);
+void check_fill(const char* backend, Buf x, std::int64_t n);
+void check_convert(const char* backend, Buf dst, Buf src, std::int64_t n);
+
+// cross entropy: logits and d_logits share one type; losses F32; targets I32 (a target >= V is found
+// by the backend, which reads the targets where they are).
+void check_cross_entropy_forward_backward(const char* backend, Buf losses, Buf d_logits, Buf logits,
+                                          Buf targets, int N, int V, int Vp);
+
+// adamw_step: all F32 (fp32 master weights and optimizer state); step >= 1.
+void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step);
+
+// sum_squares: x is F32 or BF16.
+void check_sum_squares(const char* backend, Buf x, std::int64_t n);
+
+}  // namespace ptrain::kernels
