@@ -94,31 +94,13 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
 }
 
 // The backend this process computes on: `cpu`, `cuda`, or `auto` (CUDA when this ptrain has it
-// and a device is visible, else the CPU), and how its ranks communicate. Rank r uses device r mod
-// the visible devices; several ranks on CUDA use NCCL when each rank on this machine has a GPU of
-// its own, else (ranks that share a GPU cannot share an NCCL communicator) Gloo with host staging.
-// nullptr with `why_not` filled when the job asks for what cannot run here.
-const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, int local_world, bool leader,
-                                   std::string& why_not, dist::CommBackend& comm_backend) {
-  comm_backend = dist::CommBackend::Gloo;
+// and a device is visible, else the CPU). Rank r uses device r mod the visible devices. nullptr
+// with `why_not` filled when the job asks for what cannot run here.
+const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, std::string& why_not) {
   if (spec.backend == config::Backend::Cpu) return &kernels::cpu_ops();
 #ifdef PTRAIN_HAVE_CUDA
   if (kernels::cuda_device_available()) {
     kernels::cuda_select_device(local_rank);
-    if (spec.world > 1) {
-#ifdef PTRAIN_HAVE_NCCL
-      const int devices = dist::visible_cuda_devices();
-      if (local_world <= devices) comm_backend = dist::CommBackend::Nccl;
-      else if (leader)
-        std::fprintf(stderr, "note: %d ranks share %d GPU(s): gradients go through Gloo with host staging\n",
-                     local_world, devices);
-#else
-      (void)local_world;
-      if (leader)
-        std::fprintf(stderr, "note: this ptrain was built without NCCL: gradients go through Gloo with host "
-                             "staging\n");
-#endif
-    }
     return &kernels::cuda_ops();
   }
   if (spec.backend == config::Backend::Cuda) {
@@ -127,14 +109,27 @@ const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, 
   }
 #else
   (void)local_rank;
-  (void)local_world;
-  (void)leader;
   if (spec.backend == config::Backend::Cuda) {
     why_not = "backend: cuda, but this ptrain was built without CUDA (configure with -DPTRAIN_CUDA=ON)";
     return nullptr;
   }
 #endif
   return &kernels::cpu_ops();
+}
+
+// What this rank offers the rendezvous for NCCL: its GPU, when it computes on one and this ptrain
+// has NCCL (the job then uses NCCL if every rank has a GPU of its own; see dist::rendezvous).
+dist::NcclOffer nccl_offer(const kernels::Ops& ops) {
+  dist::NcclOffer offer;
+#ifdef PTRAIN_HAVE_NCCL
+  if (ops.device() == kernels::Device::Cuda) {
+    offer.gpu = dist::current_cuda_device_uuid();
+    offer.compute_stream = kernels::cuda_compute_stream();
+  }
+#else
+  (void)ops;
+#endif
+  return offer;
 }
 
 // Reports a failure of this worker; under a launcher, tells the other ranks to stop too.
@@ -151,11 +146,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   if (!parse_fault(options)) return kExitBadInput;
   options.stop_requested = &g_stop_requested;
   options.stop_after_steps = args.stop_after_steps;
-  const bool leader = !env || env->rank == 0;
   std::string why_not;
-  dist::CommBackend comm_backend = dist::CommBackend::Gloo;
-  const kernels::Ops* ops =
-      select_backend(spec, env ? env->local_rank : 0, env ? env->local_world : 1, leader, why_not, comm_backend);
+  const kernels::Ops* ops = select_backend(spec, env ? env->local_rank : 0, why_not);
   if (ops == nullptr) {
     std::fprintf(stderr, "error: %s\n", why_not.c_str());
     return kExitBadInput;
@@ -175,22 +167,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       if (env->rank == 0 && !env->token_from_env)
         std::fprintf(stderr, "warning: PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids "
                              "and keeps out mistakes, not attackers\n");
-      dist::NcclOptions nccl;
-#ifdef PTRAIN_HAVE_NCCL
-      if (comm_backend == dist::CommBackend::Nccl) {
-        nccl.compute_stream = kernels::cuda_compute_stream();
-        // From NCCL's watchdog thread, once the communicators are aborted: a hung or failed
-        // collective ends this rank, and through the store every other.
-        nccl.on_failure = [&session](const std::string& what, const std::string& log) {
-          std::fprintf(stderr, "error: %s\nlast collectives of this rank:\n%s", what.c_str(), log.c_str());
-          std::fflush(stderr);
-          if (session) session->report_abort(what);
-          std::_Exit(kExitRuntimeFailure);
-        };
-      }
-#endif
       session = dist::rendezvous(*env, std::chrono::milliseconds(static_cast<std::int64_t>(spec.comm.timeout_s * 1000)),
-                                 comm_backend, std::move(nccl));
+                                 nccl_offer(*ops));
       comm = &session->comm();
     } else {
       solo = dist::make_solo_comm();

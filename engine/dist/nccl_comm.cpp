@@ -278,13 +278,17 @@ class NcclComm final : public Comm {
     return sum;
   }
 
-  // Device (or managed) memory of this process's device; anything else is host memory.
+  // Device (or managed) memory of this process's device; host memory otherwise. Any other failure
+  // to tell (a sticky CUDA error) is an error: taking a device pointer for host memory would crash.
   bool is_device(const void* ptr) const {
+    if (ptr == nullptr) return false;
     cudaPointerAttributes attributes{};
-    if (ptr == nullptr || cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
-      cudaGetLastError();  // older runtimes flag plain host pointers; nothing is wrong
+    const cudaError_t status = cudaPointerGetAttributes(&attributes, ptr);
+    if (status == cudaErrorInvalidValue) {  // older runtimes' answer for plain host memory
+      cudaGetLastError();
       return false;
     }
+    PTRAIN_DIST_CHECK(status);
     if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) return false;
     if (attributes.type == cudaMemoryTypeDevice && attributes.device != device_)
       throw DistError("a collective got memory of device " + std::to_string(attributes.device) +
@@ -551,6 +555,23 @@ std::unique_ptr<Comm> make_nccl_comm(StoreClient& store, int rank, int world, co
                     " ranks through NCCL failed: " + e.what());
   }
   return comm;
+}
+
+std::string current_cuda_device_uuid() {
+  int device = -1;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text = "GPU-";
+  for (const char byte : prop.uuid.bytes) {
+    const auto b = static_cast<unsigned char>(byte);
+    text += kHex[b >> 4];
+    text += kHex[b & 15];
+  }
+  return text;
 }
 
 int visible_cuda_devices() {

@@ -50,4 +50,8 @@ std::unique_ptr<Comm> make_nccl_comm(StoreClient& store, int rank, int world, co
 // The CUDA devices this process sees; 0 without a driver or device. Never throws.
 int visible_cuda_devices();
 
+// The UUID of the current CUDA device (what tells two ranks' GPUs apart across CUDA_VISIBLE_DEVICES
+// masks and machines); empty when there is none. Never throws.
+std::string current_cuda_device_uuid();
+
 }  // namespace ptrain::dist

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "engine/dist/gloo_comm.h"
 
@@ -14,7 +15,25 @@ namespace ptrain::dist {
 namespace {
 
 constexpr const char* kAbortKey = "ptrain/abort";
+constexpr const char* kBackendKey = "ptrain/comm_backend";
 constexpr auto kWatchPeriod = std::chrono::milliseconds(200);
+
+std::string offer_key(int rank) { return "ptrain/nccl_offer/" + std::to_string(rank); }
+
+// Rank 0 reads every rank's offered GPU and decides: "nccl", or why not (then Gloo).
+std::string decide_backend(StoreClient& store, int world, std::chrono::milliseconds timeout) {
+  std::map<std::string, int> owner;  // GPU UUID -> the first rank that offered it
+  for (int r = 0; r < world; ++r) {
+    const std::vector<char> value = store.get(offer_key(r), timeout);
+    const std::string gpu(value.begin(), value.end());
+    if (gpu.empty()) return "rank " + std::to_string(r) + " computes on the CPU or has no NCCL";
+    const auto [it, fresh] = owner.emplace(gpu, r);
+    if (!fresh)
+      return "ranks " + std::to_string(it->second) + " and " + std::to_string(r) + " share GPU " + gpu +
+             " (an NCCL communicator needs one GPU per rank)";
+  }
+  return "nccl";
+}
 
 }  // namespace
 
@@ -44,8 +63,7 @@ std::string local_address_towards(const std::string& host, int port) {
   return address;
 }
 
-std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout, CommBackend backend,
-                                    NcclOptions nccl) {
+std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout, const NcclOffer& offer) {
   std::unique_ptr<Session> s(new Session());
   s->env_ = env;
   if (env.rank == 0)
@@ -53,15 +71,31 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseco
                                    : std::make_unique<StoreServer>(env.store_host, env.store_port, env.token);
   s->client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
   s->watch_client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
-  if (backend == CommBackend::Nccl) {
+
+  s->client_->set(offer_key(env.rank), offer.gpu);
+  if (env.rank == 0) s->client_->set(kBackendKey, decide_backend(*s->client_, env.world, timeout));
+  const std::vector<char> decided = s->client_->get(kBackendKey, timeout);
+  const std::string backend(decided.begin(), decided.end());
+  if (backend == "nccl") {
 #ifdef PTRAIN_HAVE_NCCL
-    nccl.timeout = timeout;
-    s->comm_ = make_nccl_comm(*s->client_, env.rank, env.world, nccl);
+    NcclOptions options;
+    options.timeout = timeout;
+    options.compute_stream = offer.compute_stream;
+    // From NCCL's watchdog thread, once the communicators are aborted: a hung or failed collective
+    // ends this rank, and through the store every other. The Session outlives its Comm.
+    options.on_failure = [session = s.get()](const std::string& what, const std::string& log) {
+      std::fprintf(stderr, "error: %s\nlast collectives of this rank:\n%s", what.c_str(), log.c_str());
+      std::fflush(stderr);
+      session->report_abort(what);
+      std::_Exit(1);  // a runtime failure
+    };
+    s->comm_ = make_nccl_comm(*s->client_, env.rank, env.world, options);
 #else
-    (void)nccl;
-    throw DistError("the NCCL backend was asked for, but this ptrain was built without NCCL");
+    throw DistError("the job chose NCCL, but this ptrain was built without it");  // every rank offered a GPU
 #endif
   } else {
+    if (env.rank == 0 && !offer.gpu.empty())
+      std::fprintf(stderr, "note: collectives go through Gloo with host staging: %s\n", backend.c_str());
     GlooOptions options{local_address_towards(env.store_host, env.store_port), timeout};
     s->comm_ = make_gloo_comm(*s->client_, env.rank, env.world, options);
   }

@@ -1,9 +1,10 @@
 // dist::rendezvous: how a worker joins its job (DESIGN.md data flow). Rank 0 hosts the store (on
 // the socket the local launcher inherited to it, or bound to the store address), every rank
-// connects with the job token, and the world Comm (Gloo, or NCCL when every rank has a GPU of its
-// own) is connected through it. A watchdog thread then watches the store's abort flag: when any
-// rank reports a fatal error (a collective timed out, a peer vanished), every other rank prints its
-// collective log and exits 1, so a hang ends with the logs of all ranks, naming which one was where.
+// connects with the job token, and the world Comm is connected through it: NCCL when every rank
+// computes on a GPU of its own, else Gloo. A watchdog thread then watches the store's abort flag:
+// when any rank reports a fatal error (a collective timed out, a peer vanished), every other rank
+// prints its collective log and exits 1, so a hang ends with the logs of all ranks, naming which
+// one was where.
 #pragma once
 
 #include <atomic>
@@ -20,7 +21,12 @@
 
 namespace ptrain::dist {
 
-enum class CommBackend { Gloo, Nccl };
+// What this rank offers for NCCL: the UUID of the GPU it computes on, and the stream its kernels
+// run on. An empty `gpu` (the CPU backend, or a ptrain without NCCL) means Gloo for the whole job.
+struct NcclOffer {
+  std::string gpu;
+  void* compute_stream = nullptr;
+};
 
 class Session {
  public:
@@ -35,7 +41,7 @@ class Session {
 
  private:
   friend std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout,
-                                             CommBackend backend, NcclOptions nccl);
+                                             const NcclOffer& offer);
   Session() = default;
   void watch();
 
@@ -48,11 +54,13 @@ class Session {
   std::once_flag abort_reported_;
 };
 
-// Joins the job described by `env`; `timeout` bounds connecting and every collective. With
-// CommBackend::Nccl (every rank on a GPU of its own; a build with PTRAIN_HAVE_NCCL) the world Comm
-// is NCCL's, made with `nccl` (whose timeout is `timeout`); every rank must choose the same.
+// Joins the job described by `env`; `timeout` bounds connecting and every collective. Every rank
+// publishes its offer; rank 0 decides for the whole job (so every rank agrees): NCCL when every
+// rank offers a GPU and no two offer the same one (ranks sharing a GPU cannot share an NCCL
+// communicator), else Gloo, with a note from rank 0 when GPUs were offered. On an NCCL failure the
+// rank prints it with its collective log, reports it to every rank and exits 1.
 std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout,
-                                    CommBackend backend = CommBackend::Gloo, NcclOptions nccl = {});
+                                    const NcclOffer& offer = {});
 
 // The local address this machine uses to reach host:port (what peers should connect back to).
 std::string local_address_towards(const std::string& host, int port);

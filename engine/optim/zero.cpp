@@ -150,6 +150,7 @@ void ZeroOptimizer::begin_step(int microbatches) {
 
 template <typename Collective>
 void ZeroOptimizer::on_host(void* data, std::size_t bytes, Collective&& collective) {
+  if (ranks_ == 1) return;  // a collective over one rank changes nothing: no copies either
   if (ops_.device() == kernels::Device::Cpu || comm_.takes_device_memory()) return collective(data);
   // Gloo with host staging (ranks that share a GPU cannot share an NCCL communicator).
   staging_.resize(bytes);

@@ -101,8 +101,8 @@ class ZeroOptimizer final : public model::UnitHooks {
   float* owned_params(int unit) const;            // this rank's chunk of the unit's master weights
   float* owned_grads(int unit) const;
   float* owned_moment(const runtime::Buffer& m, int unit) const;
-  // Runs `collective` on `bytes` at `data`; through a host copy when the data is on a device the
-  // Comm cannot reach.
+  // Runs `collective` on `bytes` at `data` (nothing with one rank); through a host copy when the
+  // data is on a device the Comm cannot reach.
   template <typename Collective>
   void on_host(void* data, std::size_t bytes, Collective&& collective);
   // Sums the unit's fp32 gradients at `grads` over the group (all of them at stage 0, chunk index_
