@@ -179,8 +179,11 @@ def cmd_ptrain(a):
         run["tokens_per_step"] = a.micro_batch * a.grad_accum * cfg["seq"]
         run["mfu_reported_by_ptrain"] = statistics.median(r.get("mfu", 0) for r in timed)
         run["final_loss"] = rows[-1].get("loss")
-        mem = [r[k] for r in rows for k in ("peak_memory_bytes", "memory_bytes", "mem_bytes") if k in r]
-        source = "metrics JSONL"
+        # The device's own count (CUDA: memory in use beyond the runtime context) when ptrain
+        # measured it, else what the engine allocated.
+        key = next((k for k in ("device_memory_peak_bytes", "memory_bytes") if any(k in r for r in rows)), None)
+        mem = [r[key] for r in rows if key in r] if key else []
+        source = "metrics JSONL: %s" % key
         if not mem:  # the console line: "... | mem 12.34 GiB | ..."
             units = {"GiB": 1073741824, "MiB": 1048576, "KiB": 1024, "B": 1}
             try:

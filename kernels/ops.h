@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/buffer.h"
 
@@ -117,6 +118,11 @@ class Ops {
   virtual void copy_to_device(Buf dst, const void* host, std::size_t bytes) const = 0;
   virtual void copy_to_host(void* host, Buf src, std::size_t bytes) const = 0;
   virtual void copy(Buf dst, Buf src, std::size_t bytes) const = 0;  // within the device
+  // Bytes of the device's memory in use now beyond what was in use when the backend started (its
+  // buffers, pools, library workspaces and communication buffers: what the job really costs on the
+  // device; other processes on the same device count too), for reporting. nullopt where not
+  // measured: on the CPU the engine's own count of its buffers is the answer.
+  virtual std::optional<std::int64_t> device_bytes_in_use() const { return std::nullopt; }
 };
 
 // The CPU implementation (OpenBLAS GEMMs, OpenMP elsewhere); stateless, lives for the program.

@@ -38,6 +38,7 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
     nlohmann::ordered_json j = {{"step", m.step},           {"loss", m.loss}, {"lr", m.lr},
                                 {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s}, {"mfu", m.mfu},
                                 {"step_s", m.step_seconds}, {"memory_bytes", m.memory_bytes}};
+    if (m.device_memory_peak_bytes) j["device_memory_peak_bytes"] = *m.device_memory_peak_bytes;
     if (m.val_loss) j["val_loss"] = *m.val_loss;
     jsonl_ << j.dump() << '\n';
     jsonl_.flush();

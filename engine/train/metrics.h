@@ -19,6 +19,8 @@ struct StepMetrics {
   double mfu = 0;
   double step_seconds = 0;
   double memory_bytes = 0;  // parameters, gradients, optimizer state and activation arena
+  // The most device memory in use after any step so far (Ops::device_bytes_in_use), where measured.
+  std::optional<double> device_memory_peak_bytes;
   std::optional<double> val_loss;
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -256,6 +257,7 @@ RunResult Trainer::run() {
   result.steps_done = s.start_step;
   const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
   double seconds_total = 0;
+  double device_peak = 0;  // the most device memory in use after a step (where the backend measures it)
   std::int64_t timed_steps = 0;
   for (std::int64_t step = s.start_step; step < spec.train.steps; ++step) {
     if (s.stop_agreed(step)) {
@@ -289,6 +291,10 @@ RunResult Trainer::run() {
     m.tokens_per_s = tokens_per_step / seconds;
     m.mfu = s.peak_flops > 0 ? s.flops_per_step / (seconds * s.peak_flops) : 0.0;
     m.memory_bytes = s.memory_bytes();
+    if (const auto in_use = s.ops.device_bytes_in_use()) {
+      device_peak = std::max(device_peak, static_cast<double>(*in_use));
+      m.device_memory_peak_bytes = device_peak;
+    }
     if (s.eval_loader && (m.step % spec.data.eval_every == 0 || m.step == spec.train.steps))
       m.val_loss = s.validation_loss();
     if (s.log) s.log->record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total / static_cast<double>(timed_steps));

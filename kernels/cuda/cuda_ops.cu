@@ -74,6 +74,8 @@ class CudaOps final : public Ops {
     std::call_once(once_, [this] {
       int device = 0;
       PTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+      PTRAIN_CUDA_CHECK(cudaFree(nullptr));  // creates the runtime's context: the baseline includes it
+      baseline_used_ = used_bytes();
       ctx_ = create_context(device);
       device_ = device;
     });
@@ -191,11 +193,22 @@ class CudaOps final : public Ops {
     if (bytes == 0) return;
     PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, ctx().stream));
   }
+  std::optional<std::int64_t> device_bytes_in_use() const override {
+    ctx();
+    return used_bytes() - baseline_used_;
+  }
 
  private:
+  static std::int64_t used_bytes() {
+    std::size_t free = 0, total = 0;
+    PTRAIN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return static_cast<std::int64_t>(total - free);
+  }
+
   mutable std::once_flag once_;
   mutable LaunchContext ctx_;
   mutable int device_ = -1;
+  mutable std::int64_t baseline_used_ = 0;  // device memory in use before the first op (context)
 };
 
 }  // namespace
