@@ -93,18 +93,27 @@ struct Checker {
   }
 
   // The norms' rules, written for layernorm: RMSNorm passes no mean and no bias (d_bias), which are
-  // optional here. Backward's saved stats (mean, rstd) are checked by the caller.
-  void require_norm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C) const {
+  // optional here. Backward's saved stats (mean, rstd) are checked by the caller. The forward's input
+  // is `in_name` (x_out in the fused residual add + norm ops).
+  void require_norm_forward(Buf out, Buf mean, Buf rstd, const char* in_name, Buf in, Buf weight, Buf bias,
+                            int N, int C) const {
     require_sizes({N, C});
     require(C > 0 || N == 0, "C must be positive");
     require_float("out", out);
     require_opt("mean", mean, DType::F32);
     require_opt("rstd", rstd, DType::F32);
-    require_float("in", in);
-    require_same("in", in, "out", out);
+    require_float(in_name, in);
+    require_same(in_name, in, "out", out);
     require_float("weight", weight);
     require_opt_float("bias", bias);
     require_same("bias", bias, "weight", weight);
+  }
+  // The residual add before a fused norm (x_out, the norm's input, is checked as such).
+  void require_residual_add(Buf x_out, Buf a, Buf b) const {
+    require_float("a", a);
+    require_same("a", a, "x_out", x_out);
+    require_float("b", b);
+    require_same("b", b, "x_out", x_out);
   }
   void require_norm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int N,
                              int C) const {
@@ -186,7 +195,7 @@ void check_embedding_backward(const char* backend, Buf d_table, Buf d_positions,
 
 void check_layernorm_forward(const char* backend, Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias,
                              int N, int C) {
-  Checker{backend, "layernorm_forward"}.require_norm_forward(out, mean, rstd, in, weight, bias, N, C);
+  Checker{backend, "layernorm_forward"}.require_norm_forward(out, mean, rstd, "in", in, weight, bias, N, C);
 }
 
 void check_layernorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
@@ -198,7 +207,7 @@ void check_layernorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d
 }
 
 void check_rmsnorm_forward(const char* backend, Buf out, Buf rstd, Buf in, Buf weight, int N, int C) {
-  Checker{backend, "rmsnorm_forward"}.require_norm_forward(out, Buf{}, rstd, in, weight, Buf{}, N, C);
+  Checker{backend, "rmsnorm_forward"}.require_norm_forward(out, Buf{}, rstd, "in", in, weight, Buf{}, N, C);
 }
 
 void check_rmsnorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
@@ -206,6 +215,20 @@ void check_rmsnorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_o
   const Checker c{backend, "rmsnorm_backward"};
   c.require_norm_backward(d_in, d_weight, Buf{}, d_out, in, weight, N, C);
   c.require_buf("rstd", rstd, DType::F32);
+}
+
+void check_add_layernorm_forward(const char* backend, Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b,
+                                 Buf weight, Buf bias, int N, int C) {
+  const Checker c{backend, "add_layernorm_forward"};
+  c.require_norm_forward(out, mean, rstd, "x_out", x_out, weight, bias, N, C);
+  c.require_residual_add(x_out, a, b);
+}
+
+void check_add_rmsnorm_forward(const char* backend, Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight,
+                               int N, int C) {
+  const Checker c{backend, "add_rmsnorm_forward"};
+  c.require_norm_forward(out, Buf{}, rstd, "x_out", x_out, weight, Buf{}, N, C);
+  c.require_residual_add(x_out, a, b);
 }
 
 void check_rope_forward(const char* backend, Buf x, int B, int T, int H, int D, float theta) {

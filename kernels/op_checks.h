@@ -49,6 +49,12 @@ void check_rmsnorm_forward(const char* backend, Buf out, Buf rstd, Buf in, Buf w
 void check_rmsnorm_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
                             Buf rstd, int N, int C);
 
+// residual add + norm: the norm's rules with x_out as its input; a and b of x_out's type.
+void check_add_layernorm_forward(const char* backend, Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b,
+                                 Buf weight, Buf bias, int N, int C);
+void check_add_rmsnorm_forward(const char* backend, Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight,
+                               int N, int C);
+
 // rope: x (d_x) is F32 or BF16; D even, theta > 0.
 void check_rope_forward(const char* backend, Buf x, int B, int T, int H, int D, float theta);
 void check_rope_backward(const char* backend, Buf d_x, int B, int T, int H, int D, float theta);

@@ -59,6 +59,19 @@ class Ops {
   virtual void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N,
                                 int C) const = 0;
 
+  // ---- residual add fused with the norm that follows it (one pass over the rows instead of two):
+  // x_out = a + b (the residual stream, [N, C]), then out = layernorm(x_out) exactly as
+  // layernorm_forward(out, mean, rstd, x_out, weight, bias, N, C, eps) computes it from the stored
+  // x_out (so in BF16 the norm reads the rounded sum): x_out, out, mean and rstd hold bit for bit what
+  // add(x_out, a, b, N*C) then that layernorm_forward leave, on the same backend. x_out may alias a or
+  // b (out may alias nothing); mean, rstd and bias are optional. Dtypes as the norm's: x_out, a and b
+  // have out's type. Backward is the norm's backward with in = x_out.
+  virtual void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight,
+                                     Buf bias, int N, int C, float eps) const = 0;
+  // The same with rmsnorm_forward(out, rstd, x_out, weight, N, C, eps).
+  virtual void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C,
+                                   float eps) const = 0;
+
   // ---- rotary position embedding, HF "rotate half" convention, in place on x[B,T,H,D]:
   // for i < D/2, angle = (pos0 + t) * theta^(-2i/D); (x_i, x_{i+D/2}) rotated by angle.
   virtual void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const = 0;

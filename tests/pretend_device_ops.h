@@ -40,6 +40,13 @@ class PretendDeviceOps final : public kernels::Ops {
   void rmsnorm_backward(Buf d_in, Buf d_w, Buf d_out, Buf in, Buf w, Buf rstd, int N, int C) const override {
     cpu().rmsnorm_backward(d_in, d_w, d_out, in, w, rstd, N, C);
   }
+  void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf w, Buf bias, int N, int C,
+                             float eps) const override {
+    cpu().add_layernorm_forward(x_out, out, mean, rstd, a, b, w, bias, N, C, eps);
+  }
+  void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf w, int N, int C, float eps) const override {
+    cpu().add_rmsnorm_forward(x_out, out, rstd, a, b, w, N, C, eps);
+  }
   void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
     cpu().rope_forward(x, B, T, H, D, theta, pos0);
   }

@@ -212,10 +212,26 @@ void Transformer::norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd,
     ops_.rmsnorm_backward(d_in, params_.grad(w), d_out, in, params_.param(w), rstd, dims_.N, dims_.C);
 }
 
-void Transformer::attention_forward(const LayerWeights& w, LayerActs& a, Buf x_in) {
+void Transformer::add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into) {
+  if (dims_.gpt2)
+    ops_.add_layernorm_forward(x_out, into.out, into.mean, into.rstd, a, b, params_.param(into.weight),
+                               params_.param(into.bias), dims_.N, dims_.C, dims_.eps);
+  else
+    ops_.add_rmsnorm_forward(x_out, into.out, into.rstd, a, b, params_.param(into.weight), dims_.N, dims_.C,
+                             dims_.eps);
+}
+
+Transformer::NormInto Transformer::norm1_of(int slot_layer, Slot& s) const {
+  const LayerActs& a = s.layers[static_cast<size_t>(slot_layer)];
+  const std::string p = layer_prefix(dims_.gpt2, layer_ids_[static_cast<size_t>(slot_layer)]);
+  if (dims_.gpt2) return {a.norm1, a.mean1, a.rstd1, p + "ln_1.weight", p + "ln_1.bias"};
+  return {a.norm1, a.mean1, a.rstd1, p + "input_layernorm.weight", ""};
+}
+
+// From the norm1 output to the attention output projection (in ws_.proj_out).
+void Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
   ops_.linear_forward(a.q, a.norm1, w.wq, w.bq, d.N, q_cols, d.C);
   ops_.linear_forward(a.k, a.norm1, w.wk, w.bk, d.N, kv_cols, d.C);
   ops_.linear_forward(a.v, a.norm1, w.wv, w.bv, d.N, kv_cols, d.C);
@@ -225,13 +241,12 @@ void Transformer::attention_forward(const LayerWeights& w, LayerActs& a, Buf x_i
   }
   ops_.attention_forward(a.att, a.lse, a.q, a.k, a.v, d.B, d.T, d.Hq, d.Hkv, d.D);
   ops_.linear_forward(ws_.proj_out, a.att, w.wo, w.bo, d.N, d.C, q_cols);
-  ops_.add(a.x_mid, x_in, ws_.proj_out, static_cast<std::int64_t>(d.N) * d.C);
 }
 
+// From the norm2 output to the MLP output projection (in ws_.proj_out).
 void Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
-  norm_forward(a.norm2, a.mean2, a.rstd2, a.x_mid, w.norm2_w, w.norm2_b);
   ops_.linear_forward(a.up, a.norm2, w.w_up, w.b_up, d.N, d.F, d.C);
   if (d.gpt2) {
     ops_.gelu_forward(a.act, a.up, nf);
@@ -242,10 +257,15 @@ void Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   ops_.linear_forward(ws_.proj_out, a.act, w.w_down, w.b_down, d.N, d.C, d.F);
 }
 
-void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out) {
-  attention_forward(w, a, x_in);
+void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
+                                int next_unit) {
+  attention_forward(w, a);
+  add_norm_forward(a.x_mid, x_in, ws_.proj_out, {a.norm2, a.mean2, a.rstd2, w.norm2_w, w.norm2_b});
   mlp_forward(w, a);
-  ops_.add(x_out, a.x_mid, ws_.proj_out, static_cast<std::int64_t>(dims_.N) * dims_.C);
+  if (next == nullptr) return ops_.add(x_out, a.x_mid, ws_.proj_out, static_cast<std::int64_t>(dims_.N) * dims_.C);
+  // This layer's weights are no longer read: the next unit may take their place (ZeRO-3 windows).
+  announce_forward(next_unit);
+  add_norm_forward(x_out, a.x_mid, ws_.proj_out, *next);
 }
 
 void Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch) {
@@ -262,7 +282,8 @@ void Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
         ops_.swiglu_forward(a.act, a.gate, a.up, static_cast<std::int64_t>(d.N) * d.F);
       return;
     case config::Recompute::Full:
-      layer_forward(w, a, x_in, x_out_scratch);
+      norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
+      layer_forward(w, a, x_in, x_out_scratch, nullptr, -1);
       return;
   }
 }
@@ -310,17 +331,24 @@ Transformer::LossSum Transformer::run_forward(Slot& s, const std::int32_t* token
   announce_forward(params_.embedding_unit());
   ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), d.gpt2 ? params_.param("wpe.weight") : Buf{}, d.N,
                          d.T, d.C);
+  // Every residual add is fused with the norm that reads its sum: the first norm alone, then each
+  // layer's last add with the next layer's norm1, the last layer's with the final norm.
+  const NormInto final_norm{s.normf, s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
+                            name("ln_f.bias", "")};
+  const NormInto first = d.layers > 0 ? norm1_of(0, s) : final_norm;
+  announce_forward(d.layers > 0 ? params_.layer_unit(0) : params_.final_unit());
+  norm_forward(first.out, first.mean, first.rstd, s.x[0], first.weight, first.bias);
   for (int l = 0; l < d.layers; ++l) {
     announce_forward(params_.layer_unit(l));
+    const bool last = l + 1 == d.layers;
+    const NormInto next = last ? final_norm : norm1_of(l + 1, s);
     layer_forward(layer_weights(layer_ids_[static_cast<size_t>(l)], false), s.layers[static_cast<size_t>(l)],
-                  s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1]);
+                  s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1], &next,
+                  last ? params_.final_unit() : params_.layer_unit(l + 1));
   }
 
-  announce_forward(params_.final_unit());
   const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
   if (tied) announce_forward(params_.embedding_unit());
-  norm_forward(s.normf, s.meanf, s.rstdf, s.x.back(), name("ln_f.weight", "model.norm.weight"),
-               name("ln_f.bias", ""));
   const Buf head = params_.param(tied ? wte : "lm_head.weight");
   ops_.linear_forward(s.logits, s.normf, head, Buf{}, d.N, d.Vp, d.C);
   // The fused loss only reads the targets; with a gradient it overwrites the logits by it.

@@ -104,17 +104,31 @@ class Transformer {
     Buf d_act, d_up, d_gate;               // [N,F]
   };
 
+  // A norm applied to a residual stream: where its output and statistics go, and its parameters'
+  // names (bias empty for RMSNorm).
+  struct NormInto {
+    Buf out, mean, rstd;
+    std::string weight, bias;
+  };
+
   template <typename TakeFromArena>
   void lay_out(TakeFromArena&& take_from_arena, int slots);
   LossSum run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
                       float grad_scale);
   LayerWeights layer_weights(int layer, bool with_grads) const;
-  void attention_forward(const LayerWeights& w, LayerActs& a, Buf x_in);
+  void attention_forward(const LayerWeights& w, LayerActs& a);
   void mlp_forward(const LayerWeights& w, LayerActs& a);
-  void layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out);
+  // The layer from its norm1 output (a.norm1, already computed from x_in) to x_out = its residual
+  // output. With `next`, the final residual add is fused with the norm that reads x_out (the next
+  // layer's norm1, or the final norm), announcing `next_unit` first; without, x_out is only added.
+  void layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
+                     int next_unit);
   void recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch);
   void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in);
   void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b);
+  // x_out = a + b, then the norm `into` of x_out, in one fused op.
+  void add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into);
+  NormInto norm1_of(int slot_layer, Slot& s) const;  // layer `slot_layer`'s norm1 in slot s
   // d_in += d(norm)/d(in) applied to d_out; parameter grads accumulate.
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
   std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;

@@ -21,10 +21,13 @@ void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int
 void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps);
 void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean, Buf rstd,
                         int N, int C);
+void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias, int N,
+                           int C, float eps);
 
 // rmsnorm.cpp
 void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps);
 void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C);
+void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C, float eps);
 
 // rope.cpp
 void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0);

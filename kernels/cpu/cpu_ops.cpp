@@ -51,6 +51,14 @@ class CpuOps final : public Ops {
                         int C) const override {
     cpu::rmsnorm_backward(d_in, d_weight, d_out, in, weight, rstd, N, C);
   }
+  void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias,
+                             int N, int C, float eps) const override {
+    cpu::add_layernorm_forward(x_out, out, mean, rstd, a, b, weight, bias, N, C, eps);
+  }
+  void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C,
+                           float eps) const override {
+    cpu::add_rmsnorm_forward(x_out, out, rstd, a, b, weight, N, C, eps);
+  }
 
   void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
     cpu::rope_forward(x, B, T, H, D, theta, pos0);

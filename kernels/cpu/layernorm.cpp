@@ -6,6 +6,8 @@
 //   d_weight += sum_n d_out * xhat, d_bias += sum_n d_out
 // Rows are independent (OpenMP over rows). The parameter gradients are summed per fixed block of
 // rows into scratch, then the blocks in order: reproducible for any thread count.
+// add_layernorm_forward runs the forward's own row loop with the residual add in front of each row
+// (residual_add.h): the add then the norm, bit for bit, in one pass.
 // Dtypes as on CUDA (layernorm.cu): in, out, d_out, d_in one type X; weight and bias one type W;
 // d_weight and d_bias one type G; each F32 or BF16. BF16 buffers are staged (bf16_staging.h).
 #include <algorithm>
@@ -15,6 +17,7 @@
 
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/residual_add.h"
 #include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
@@ -22,20 +25,20 @@ namespace {
 
 constexpr std::int64_t kRowsPerBlock = 32;
 
-}  // namespace
-
-void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps) {
-  check_layernorm_forward("cpu", out, mean, rstd, in, weight, bias, N, C);
-  Bf16Staging staging;
+// The forward over the rows of x_all (F32: staged by the entry), for layernorm_forward and
+// add_layernorm_forward. With `residual`, row n of x_all is first written as a + b, then normalised by
+// the same code as the plain norm's rows.
+void forward_rows(Bf16Staging& staging, Buf out, Buf mean, Buf rstd, const float* x_all, Buf weight, Buf bias,
+                  int N, int C, float eps, const ResidualAdd* residual) {
   float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* mu_out = mean ? f32(mean) : nullptr;
   float* rs_out = rstd ? f32(rstd) : nullptr;
-  const float* x_all = cf32(staging.input(in, std::int64_t{N} * C));
   const float* w = cf32(staging.input(weight, C));
   const float* b = bias ? cf32(staging.input(bias, C)) : nullptr;
   const float inv_c = 1.0f / static_cast<float>(C);
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
   for (std::int64_t n = 0; n < N; ++n) {
+    if (residual) residual->apply(n * C, C);
     const float* x = x_all + n * C;
     float* y = o + n * C;
     float sum = 0.0f;
@@ -59,6 +62,23 @@ void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias
     if (mu_out) mu_out[n] = mu;
     if (rs_out) rs_out[n] = rs;
   }
+}
+
+}  // namespace
+
+void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps) {
+  check_layernorm_forward("cpu", out, mean, rstd, in, weight, bias, N, C);
+  Bf16Staging staging;
+  const float* x = cf32(staging.input(in, std::int64_t{N} * C));
+  forward_rows(staging, out, mean, rstd, x, weight, bias, N, C, eps, nullptr);
+}
+
+void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias, int N,
+                           int C, float eps) {
+  check_add_layernorm_forward("cpu", x_out, out, mean, rstd, a, b, weight, bias, N, C);
+  Bf16Staging staging;
+  const ResidualAdd residual(staging, x_out, a, b, std::int64_t{N} * C);
+  forward_rows(staging, out, mean, rstd, residual.sums(), weight, bias, N, C, eps, &residual);
 }
 
 void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean, Buf rstd,

@@ -4,6 +4,8 @@
 //   d_in += rstd * (g - xhat * mean_c(g * xhat)),   d_weight += sum_n d_out * xhat
 // Same structure and dtype rules as layernorm.cpp: rows in parallel, weight gradient via per-block
 // partials; activations X, weight W and d_weight G each F32 or BF16 (staged, bf16_staging.h).
+// add_rmsnorm_forward: the forward's row loop with the residual add in front of each row, as
+// add_layernorm_forward.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +13,7 @@
 
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/residual_add.h"
 #include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
@@ -18,18 +21,18 @@ namespace {
 
 constexpr std::int64_t kRowsPerBlock = 32;
 
-}  // namespace
-
-void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) {
-  check_rmsnorm_forward("cpu", out, rstd, in, weight, N, C);
-  Bf16Staging staging;
+// The forward over the rows of x_all (F32: staged by the entry), for rmsnorm_forward and
+// add_rmsnorm_forward. With `residual`, row n of x_all is first written as a + b, then normalised by
+// the same code as the plain norm's rows.
+void forward_rows(Bf16Staging& staging, Buf out, Buf rstd, const float* x_all, Buf weight, int N, int C,
+                  float eps, const ResidualAdd* residual) {
   float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* rs_out = rstd ? f32(rstd) : nullptr;
-  const float* x_all = cf32(staging.input(in, std::int64_t{N} * C));
   const float* w = cf32(staging.input(weight, C));
   const float inv_c = 1.0f / static_cast<float>(C);
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
   for (std::int64_t n = 0; n < N; ++n) {
+    if (residual) residual->apply(n * C, C);
     const float* x = x_all + n * C;
     float* y = o + n * C;
     float sq = 0.0f;
@@ -40,6 +43,22 @@ void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float 
     for (std::int64_t c = 0; c < C; ++c) y[c] = x[c] * rs * w[c];
     if (rs_out) rs_out[n] = rs;
   }
+}
+
+}  // namespace
+
+void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) {
+  check_rmsnorm_forward("cpu", out, rstd, in, weight, N, C);
+  Bf16Staging staging;
+  const float* x = cf32(staging.input(in, std::int64_t{N} * C));
+  forward_rows(staging, out, rstd, x, weight, N, C, eps, nullptr);
+}
+
+void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C, float eps) {
+  check_add_rmsnorm_forward("cpu", x_out, out, rstd, a, b, weight, N, C);
+  Bf16Staging staging;
+  const ResidualAdd residual(staging, x_out, a, b, std::int64_t{N} * C);
+  forward_rows(staging, out, rstd, residual.sums(), weight, N, C, eps, &residual);
 }
 
 void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C) {

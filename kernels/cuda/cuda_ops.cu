@@ -120,6 +120,14 @@ class CudaOps final : public Ops {
                         int C) const override {
     cuda::rmsnorm_backward(ctx(), d_in, d_weight, d_out, in, weight, rstd, N, C);
   }
+  void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias,
+                             int N, int C, float eps) const override {
+    cuda::add_layernorm_forward(ctx(), x_out, out, mean, rstd, a, b, weight, bias, N, C, eps);
+  }
+  void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C,
+                           float eps) const override {
+    cuda::add_rmsnorm_forward(ctx(), x_out, out, rstd, a, b, weight, N, C, eps);
+  }
 
   void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
     cuda::rope_forward(ctx(), x, B, T, H, D, theta, pos0);

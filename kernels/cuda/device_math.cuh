@@ -1,10 +1,12 @@
 // Device helpers shared by the kernels: F32/BF16 loads and stores (math is always fp32; BF16 stores
-// round to nearest even) and deterministic warp/block sums (a fixed shuffle tree, then the warps'
-// partials in warp order: the same bits on every run for a given block size).
+// round to nearest even), deterministic warp/block sums (a fixed shuffle tree, then the warps'
+// partials in warp order: the same bits on every run for a given block size) and a block's row add.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace ptrain::kernels::cuda {
 
@@ -43,6 +45,18 @@ __device__ T block_sum(T v) {
   __syncthreads();
   v = lane < warps ? warp_totals[lane] : T(0);
   return warp_sum(v);
+}
+
+// Row `row` of x_out = a + b ([rows, C], fp32 sums stored as X), by the whole block: the residual add
+// of the fused add + norm kernels. Ends with a barrier, after which every thread of the block reads
+// the stored (rounded) sums, whichever elements it reads. x_out may alias a or b.
+template <typename X>
+__device__ void block_add_row(X* x_out, const X* a, const X* b, int C, std::int64_t row) {
+  const std::int64_t base = row * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    store_f32(x_out + base + c, to_f32(a[base + c]) + to_f32(b[base + c]));
+  }
+  __syncthreads();
 }
 
 }  // namespace ptrain::kernels::cuda

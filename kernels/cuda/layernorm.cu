@@ -4,7 +4,8 @@
 //   d_in += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))      (accumulates)
 //   d_weight += sum_n d_out * xhat,  d_bias += sum_n d_out         (accumulate)
 // One block per row, fp32 math, two-pass mean/variance like the CPU; parameter gradients through the
-// deterministic column reduction (column_sums.cuh).
+// deterministic column reduction (column_sums.cuh). add_layernorm_forward: one kernel whose block adds
+// its row (block_add_row, stored as X) and then runs the plain forward's row code on the stored row.
 // Dtypes: in, out, d_out, d_in share one element type X; weight and bias one type W; d_weight and
 // d_bias one type G; each F32 or BF16 independently (e.g. BF16 activations with F32 gradients).
 #include <cstdint>
@@ -19,10 +20,13 @@
 namespace ptrain::kernels::cuda {
 namespace {
 
+// Row `row` of the forward, by the whole block: the one copy of the forward math. Not inlined, so
+// layernorm_forward_kernel and add_layernorm_forward_kernel run the same machine code and the fused
+// op gives the plain norm's bits.
 template <typename X, typename W>
-__global__ void layernorm_forward_kernel(X* out, float* mean, float* rstd, const X* in, const W* weight,
-                                         const W* bias, int C, float eps) {
-  const std::int64_t row = blockIdx.x;
+__device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* rstd, const X* in,
+                                                   const W* weight, const W* bias, int C, float eps,
+                                                   std::int64_t row) {
   const X* x = in + row * C;
   X* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -44,6 +48,19 @@ __global__ void layernorm_forward_kernel(X* out, float* mean, float* rstd, const
     if (mean != nullptr) mean[row] = mu;
     if (rstd != nullptr) rstd[row] = rs;
   }
+}
+
+template <typename X, typename W>
+__global__ void layernorm_forward_kernel(X* out, float* mean, float* rstd, const X* in, const W* weight,
+                                         const W* bias, int C, float eps) {
+  layernorm_forward_row(out, mean, rstd, in, weight, bias, C, eps, blockIdx.x);
+}
+
+template <typename X, typename W>
+__global__ void add_layernorm_forward_kernel(X* x_out, X* out, float* mean, float* rstd, const X* a,
+                                             const X* b, const W* weight, const W* bias, int C, float eps) {
+  block_add_row(x_out, a, b, C, blockIdx.x);
+  layernorm_forward_row(out, mean, rstd, x_out, weight, bias, C, eps, blockIdx.x);
 }
 
 template <typename X, typename W>
@@ -101,6 +118,22 @@ void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Bu
       layernorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
           typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(in), typed<const W>(weight),
           typed<const W>(bias), C, eps);
+      PTRAIN_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void add_layernorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b,
+                           Buf weight, Buf bias, int N, int C, float eps) {
+  check_add_layernorm_forward("cuda", x_out, out, mean, rstd, a, b, weight, bias, N, C);
+  if (N == 0) return;
+  dispatch_float(x_out.dtype, [&](auto* x_tag) {
+    using X = std::remove_pointer_t<decltype(x_tag)>;
+    dispatch_float(weight.dtype, [&](auto* w_tag) {
+      using W = std::remove_pointer_t<decltype(w_tag)>;
+      add_layernorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
+          typed<X>(x_out), typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(a),
+          typed<const X>(b), typed<const W>(weight), typed<const W>(bias), C, eps);
       PTRAIN_CUDA_CHECK_LAUNCH();
     });
   });

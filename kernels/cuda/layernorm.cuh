@@ -1,4 +1,5 @@
-// LayerNorm over the last dim of [N, C] on CUDA (see layernorm.cu). Semantics as ops.h.
+// LayerNorm over the last dim of [N, C] on CUDA, and the residual add fused with it (see layernorm.cu).
+// Semantics as ops.h.
 #pragma once
 
 #include "kernels/buffer.h"
@@ -10,5 +11,7 @@ void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Bu
                        int N, int C, float eps);
 void layernorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
                         Buf weight, Buf mean, Buf rstd, int N, int C);
+void add_layernorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b,
+                           Buf weight, Buf bias, int N, int C, float eps);
 
 }  // namespace ptrain::kernels::cuda

@@ -2,7 +2,8 @@
 // forward saves rstd [N] (F32, optional). Backward, as the CPU:
 //   xhat = x rstd, g = d_out * weight
 //   d_in += rstd * (g - xhat * mean_c(g * xhat)),   d_weight += sum_n d_out * xhat
-// Same structure and dtype rules as layernorm.cu (X for activations, W for weight, G for d_weight).
+// Same structure and dtype rules as layernorm.cu (X for activations, W for weight, G for d_weight),
+// and the fused add_rmsnorm_forward as add_layernorm_forward.
 #include <cstdint>
 #include <type_traits>
 
@@ -15,9 +16,11 @@
 namespace ptrain::kernels::cuda {
 namespace {
 
+// Row `row` of the forward, by the whole block: the one copy of the forward math, not inlined (as
+// layernorm_forward_row) so the fused op gives the plain norm's bits.
 template <typename X, typename W>
-__global__ void rmsnorm_forward_kernel(X* out, float* rstd, const X* in, const W* weight, int C, float eps) {
-  const std::int64_t row = blockIdx.x;
+__device__ __noinline__ void rmsnorm_forward_row(X* out, float* rstd, const X* in, const W* weight, int C,
+                                                 float eps, std::int64_t row) {
   const X* x = in + row * C;
   X* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -29,6 +32,18 @@ __global__ void rmsnorm_forward_kernel(X* out, float* rstd, const X* in, const W
   const float rs = 1.0f / sqrtf(block_sum(sq) * inv_c + eps);
   for (int c = threadIdx.x; c < C; c += blockDim.x) store_f32(y + c, to_f32(x[c]) * rs * to_f32(weight[c]));
   if (threadIdx.x == 0 && rstd != nullptr) rstd[row] = rs;
+}
+
+template <typename X, typename W>
+__global__ void rmsnorm_forward_kernel(X* out, float* rstd, const X* in, const W* weight, int C, float eps) {
+  rmsnorm_forward_row(out, rstd, in, weight, C, eps, blockIdx.x);
+}
+
+template <typename X, typename W>
+__global__ void add_rmsnorm_forward_kernel(X* x_out, X* out, float* rstd, const X* a, const X* b,
+                                           const W* weight, int C, float eps) {
+  block_add_row(x_out, a, b, C, blockIdx.x);
+  rmsnorm_forward_row(out, rstd, x_out, weight, C, eps, blockIdx.x);
 }
 
 template <typename X, typename W>
@@ -76,6 +91,22 @@ void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf we
       using W = std::remove_pointer_t<decltype(w_tag)>;
       rmsnorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
           typed<X>(out), typed<float>(rstd), typed<const X>(in), typed<const W>(weight), C, eps);
+      PTRAIN_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void add_rmsnorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight,
+                         int N, int C, float eps) {
+  check_add_rmsnorm_forward("cuda", x_out, out, rstd, a, b, weight, N, C);
+  if (N == 0) return;
+  dispatch_float(x_out.dtype, [&](auto* x_tag) {
+    using X = std::remove_pointer_t<decltype(x_tag)>;
+    dispatch_float(weight.dtype, [&](auto* w_tag) {
+      using W = std::remove_pointer_t<decltype(w_tag)>;
+      add_rmsnorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
+          typed<X>(x_out), typed<X>(out), typed<float>(rstd), typed<const X>(a), typed<const X>(b),
+          typed<const W>(weight), C, eps);
       PTRAIN_CUDA_CHECK_LAUNCH();
     });
   });

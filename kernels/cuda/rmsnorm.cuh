@@ -1,4 +1,5 @@
-// RMSNorm over the last dim of [N, C] on CUDA (see rmsnorm.cu). Semantics as ops.h.
+// RMSNorm over the last dim of [N, C] on CUDA, and the residual add fused with it (see rmsnorm.cu).
+// Semantics as ops.h.
 #pragma once
 
 #include "kernels/buffer.h"
@@ -10,5 +11,7 @@ void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf we
                      float eps);
 void rmsnorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight,
                       Buf rstd, int N, int C);
+void add_rmsnorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight,
+                         int N, int C, float eps);
 
 }  // namespace ptrain::kernels::cuda

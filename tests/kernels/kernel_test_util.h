@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -70,6 +71,48 @@ inline Vec as_dtype(Vec v, DType t) {
     for (float& x : v) x = round_bf16(x);
   }
   return v;
+}
+
+// A host tensor stored as F32 or BF16 (the values rounded once), for the CPU ops in either dtype.
+class HostTensor {
+ public:
+  HostTensor(const Vec& values, DType dtype) : dtype_(dtype) {
+    if (dtype == DType::BF16) {
+      for (float x : values) bf16_.push_back(f32_to_bf16(x));
+    } else {
+      f32_ = values;
+    }
+  }
+
+  Buf buf() { return dtype_ == DType::BF16 ? Buf{bf16_.data(), DType::BF16} : Buf{f32_.data(), DType::F32}; }
+
+  // The values, widened to float.
+  Vec values() const {
+    Vec out = f32_;
+    for (std::uint16_t x : bf16_) out.push_back(bf16_to_f32(x));
+    return out;
+  }
+
+  // The stored bit patterns, for bitwise comparisons (-0 and NaN payloads count).
+  std::vector<std::uint32_t> bits() const {
+    std::vector<std::uint32_t> out;
+    for (float x : f32_) out.push_back(std::bit_cast<std::uint32_t>(x));
+    for (std::uint16_t x : bf16_) out.push_back(x);
+    return out;
+  }
+
+ private:
+  DType dtype_;
+  Vec f32_;
+  std::vector<std::uint16_t> bf16_;
+};
+
+// Where the fused residual add + norm ops write the sum x_out: a buffer of its own or, as ops.h
+// allows, over a or over b.
+enum class XOut { Separate, AliasA, AliasB };
+inline constexpr XOut kXOuts[] = {XOut::Separate, XOut::AliasA, XOut::AliasB};
+inline const char* to_string(XOut x) {
+  return x == XOut::Separate ? "separate" : x == XOut::AliasA ? "aliasing a" : "aliasing b";
 }
 
 inline DVec to_double(const Vec& v) {

@@ -4,7 +4,8 @@
 // With BF16 storage the CPU reference runs on the bf16-rounded inputs, so only the device's own
 // rounding of its outputs (and fp32 summation order) separates the two.
 // Tolerances, abs + rel*|ref|: fp32 outputs ~1e-5 (a little more abs for long reductions), bf16
-// outputs 1e-2; some results are bitwise by construction and checked so (embedding grads, adds).
+// outputs 1e-2; some results are bitwise by construction and checked so (embedding grads, adds, the
+// fused residual add + norm against the device's own add then norm).
 #include "kernels/cuda/cuda_ops.h"
 
 #include <algorithm>
@@ -103,6 +104,16 @@ TEST_CASE("cuda ops reject bad arguments with std::invalid_argument naming the o
                       Contains("layernorm_backward"));
   REQUIRE_THROWS_WITH(o.rmsnorm_forward(f, g, i32, f, 2, 2, 1e-5f), Contains("rmsnorm_forward"));
   REQUIRE_THROWS_WITH(o.rmsnorm_backward(f, g, h, f, g, bf, 2, 2), Contains("'rstd' must be f32"));
+  REQUIRE_THROWS_WITH(
+      o.add_layernorm_forward(f, g, none_buf, none_buf, bf, h, f, none_buf, 2, 2, 1e-5f),
+      Contains("cuda add_layernorm_forward") && Contains("'a' must have the dtype of 'x_out'"));
+  REQUIRE_THROWS_WITH(
+      o.add_layernorm_forward(f, g, none_buf, none_buf, h, none_buf, f, none_buf, 2, 2, 1e-5f),
+      Contains("'b' is null"));
+  REQUIRE_THROWS_WITH(
+      o.add_rmsnorm_forward(bf, g, none_buf, bf, bf, f, 2, 2, 1e-5f),
+      Contains("cuda add_rmsnorm_forward") && Contains("'x_out' must have the dtype of 'out'"));
+  REQUIRE_THROWS_WITH(o.add_rmsnorm_forward(f, g, bf, h, f, g, 2, 2, 1e-5f), Contains("'rstd' must be f32"));
   REQUIRE_THROWS_WITH(o.rope_forward(i32, 1, 2, 1, 2, 1e4f, 0), Contains("rope_forward"));
   REQUIRE_THROWS_WITH(o.rope_backward(f, 1, 2, 1, 3, 1e4f, 0), Contains("D must be even"));
   REQUIRE_THROWS_WITH(o.rope_forward(f, 1, 1, 1, 514, 1e4f, 0), Contains("D must be at most 512"));
@@ -390,6 +401,114 @@ TEST_CASE("cuda rmsnorm_forward and rmsnorm_backward match the CPU", "[cuda][rms
       cpu().rmsnorm_backward(none(), buf(ref_dw2), buf(dy), buf(x), buf(w), buf(rstd), N, C);
       gpu().rmsnorm_backward(none(), g_dw.buf(), g_dy.buf(), g_x.buf(), g_w.buf(), s_rstd.buf(), N, C);
       expect_close(g_dw, ref_dw2, tol(nt.g, 1e-4), "d_weight accumulated twice");
+    }
+  }
+}
+
+// ------------------------------------------------------------------ residual add + norm
+
+namespace {
+
+// One fused call's device operands, outputs poisoned; x_out is its own buffer or a's or b's.
+struct DeviceAddNorm {
+  DeviceBuffer a, b, x, out, mean, rstd;
+  XOut x_out;
+  const DeviceBuffer& sum() const { return x_out == XOut::AliasA ? a : x_out == XOut::AliasB ? b : x; }
+};
+
+DeviceAddNorm device_add_norm(const Vec& a, const Vec& b, DType t, int N, XOut x_out) {
+  const auto n = a.size();
+  return {DeviceBuffer(a, t),
+          DeviceBuffer(b, t),
+          DeviceBuffer(nan_vec(n), t),
+          DeviceBuffer(nan_vec(n), t),
+          DeviceBuffer(nan_vec(N), F32),
+          DeviceBuffer(nan_vec(N), F32),
+          x_out};
+}
+
+}  // namespace
+
+// Against the CPU op in the same storage types (host bf16 where the device has BF16: the sum is rounded
+// before the norm on both), and bit for bit against the device's own add then norm.
+TEST_CASE("cuda add_layernorm_forward matches the CPU and the unfused device ops",
+          "[cuda][layernorm][add_norm]") {
+  const float eps = 1e-5f;
+  for (const auto& [N, C] : kNormShapes) {
+    for (const NormTypes nt : kNormTypes) {
+      for (const XOut x_out : kXOuts) {
+        for (const bool optional : {true, false}) {  // mean, rstd and bias given, or all null
+          INFO("N=" << N << " C=" << C << " x=" << to_string(nt.x) << " w=" << to_string(nt.w) << " x_out "
+                    << to_string(x_out) << " mean/rstd/bias=" << optional);
+          const Vec a = random_vec(N * C, 41, -2.0f, 3.0f), b = random_vec(N * C, 42, -1.5f, 1.0f);
+          const Vec w = random_vec(C, 43, 0.5f, 1.5f), bias = random_vec(C, 44);
+          HostTensor ha(a, nt.x), hb(b, nt.x), hx(nan_vec(N * C), nt.x), hout(nan_vec(N * C), nt.x);
+          HostTensor hw(w, nt.w), hbias(bias, nt.w);
+          Vec ref_mean = nan_vec(N), ref_rstd = nan_vec(N);
+          cpu().add_layernorm_forward(hx.buf(), hout.buf(), optional ? buf(ref_mean) : none(),
+                                      optional ? buf(ref_rstd) : none(), ha.buf(), hb.buf(), hw.buf(),
+                                      optional ? hbias.buf() : none(), N, C, eps);
+
+          const DeviceBuffer g_w(w, nt.w), g_bias(bias, nt.w);
+          const Buf g_bias_opt = optional ? g_bias.buf() : none();
+          const DeviceAddNorm f = device_add_norm(a, b, nt.x, N, x_out);
+          gpu().add_layernorm_forward(f.sum().buf(), f.out.buf(), optional ? f.mean.buf() : none(),
+                                      optional ? f.rstd.buf() : none(), f.a.buf(), f.b.buf(), g_w.buf(),
+                                      g_bias_opt, N, C, eps);
+          expect_close(f.sum(), hx.values(), kExact, "x_out");  // one fp32 add, rounded alike
+          expect_close(f.out, hout.values(), tol(nt.x), "out");
+          expect_close(f.mean, ref_mean, tol(F32), "mean");
+          expect_close(f.rstd, ref_rstd, tol(F32), "rstd");
+
+          const DeviceAddNorm u = device_add_norm(a, b, nt.x, N, XOut::Separate);
+          gpu().add(u.x.buf(), u.a.buf(), u.b.buf(), std::int64_t{N} * C);
+          gpu().layernorm_forward(u.out.buf(), optional ? u.mean.buf() : none(),
+                                  optional ? u.rstd.buf() : none(), u.x.buf(), g_w.buf(), g_bias_opt, N, C,
+                                  eps);
+          expect_close(f.out, u.out.download(), kExact, "out, as add then layernorm_forward");
+          if (optional) {
+            expect_close(f.mean, u.mean.download(), kExact, "mean, as add then layernorm_forward");
+            expect_close(f.rstd, u.rstd.download(), kExact, "rstd, as add then layernorm_forward");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda add_rmsnorm_forward matches the CPU and the unfused device ops",
+          "[cuda][rmsnorm][add_norm]") {
+  const float eps = 1e-6f;
+  for (const auto& [N, C] : kNormShapes) {
+    for (const NormTypes nt : kNormTypes) {
+      for (const XOut x_out : kXOuts) {
+        for (const bool with_rstd : {true, false}) {
+          INFO("N=" << N << " C=" << C << " x=" << to_string(nt.x) << " w=" << to_string(nt.w) << " x_out "
+                    << to_string(x_out) << " rstd=" << with_rstd);
+          const Vec a = random_vec(N * C, 51, -2.0f, 3.0f), b = random_vec(N * C, 52, -1.5f, 1.0f);
+          const Vec w = random_vec(C, 53, 0.5f, 1.5f);
+          HostTensor ha(a, nt.x), hb(b, nt.x), hx(nan_vec(N * C), nt.x), hout(nan_vec(N * C), nt.x);
+          HostTensor hw(w, nt.w);
+          Vec ref_rstd = nan_vec(N);
+          cpu().add_rmsnorm_forward(hx.buf(), hout.buf(), with_rstd ? buf(ref_rstd) : none(), ha.buf(),
+                                    hb.buf(), hw.buf(), N, C, eps);
+
+          const DeviceBuffer g_w(w, nt.w);
+          const DeviceAddNorm f = device_add_norm(a, b, nt.x, N, x_out);
+          gpu().add_rmsnorm_forward(f.sum().buf(), f.out.buf(), with_rstd ? f.rstd.buf() : none(), f.a.buf(),
+                                    f.b.buf(), g_w.buf(), N, C, eps);
+          expect_close(f.sum(), hx.values(), kExact, "x_out");
+          expect_close(f.out, hout.values(), tol(nt.x), "out");
+          expect_close(f.rstd, ref_rstd, tol(F32), "rstd");
+
+          const DeviceAddNorm u = device_add_norm(a, b, nt.x, N, XOut::Separate);
+          gpu().add(u.x.buf(), u.a.buf(), u.b.buf(), std::int64_t{N} * C);
+          gpu().rmsnorm_forward(u.out.buf(), with_rstd ? u.rstd.buf() : none(), u.x.buf(), g_w.buf(), N, C,
+                                eps);
+          expect_close(f.out, u.out.download(), kExact, "out, as add then rmsnorm_forward");
+          if (with_rstd) expect_close(f.rstd, u.rstd.download(), kExact, "rstd, as add then rmsnorm_forward");
+        }
+      }
     }
   }
 }
