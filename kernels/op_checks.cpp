@@ -84,6 +84,34 @@ struct Checker {
     }
   }
 
+  // The linear layer's rules, with its output (d_in) named as the calling op names it.
+  void require_linear_forward(const char* out_name, Buf out, Buf in, Buf weight, Buf bias, int M, int N,
+                              int K) const {
+    require_sizes({M, N, K});
+    require_float("in", in);
+    require_float("weight", weight);
+    require_same("weight", weight, "in", in);
+    require_gemm_output(out_name, out, "in", in);
+    require_opt_float("bias", bias);
+    require_same("bias", bias, out_name, out);
+  }
+  void require_linear_backward(const char* d_in_name, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                               Buf weight, int M, int N, int K) const {
+    require_sizes({M, N, K});
+    require_float("d_out", d_out);
+    if (d_in) {
+      require_float("weight", weight);
+      require_same("weight", weight, "d_out", d_out);
+      require_gemm_output(d_in_name, d_in, "d_out", d_out);
+    }
+    if (d_weight) {
+      require_float("in", in);
+      require_same("in", in, "d_out", d_out);
+      require_gemm_output("d_weight", d_weight, "d_out", d_out);
+    }
+    require_opt_float("d_bias", d_bias);
+  }
+
   // Returns the element counts of the [B, T, Hq, D] and [B, T, Hkv, D] tensors.
   std::pair<std::int64_t, std::int64_t> require_attention_shape(int B, int T, int Hq, int Hkv, int D) const {
     require_sizes({B, T, Hq, Hkv, D});
@@ -140,32 +168,27 @@ struct Checker {
 }  // namespace
 
 void check_linear_forward(const char* backend, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
-  const Checker c{backend, "linear_forward"};
-  c.require_sizes({M, N, K});
-  c.require_float("in", in);
-  c.require_float("weight", weight);
-  c.require_same("weight", weight, "in", in);
-  c.require_gemm_output("out", out, "in", in);
-  c.require_opt_float("bias", bias);
-  c.require_same("bias", bias, "out", out);
+  Checker{backend, "linear_forward"}.require_linear_forward("out", out, in, weight, bias, M, N, K);
 }
 
 void check_linear_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
                            Buf weight, int M, int N, int K) {
-  const Checker c{backend, "linear_backward"};
-  c.require_sizes({M, N, K});
-  c.require_float("d_out", d_out);
-  if (d_in) {
-    c.require_float("weight", weight);
-    c.require_same("weight", weight, "d_out", d_out);
-    c.require_gemm_output("d_in", d_in, "d_out", d_out);
-  }
-  if (d_weight) {
-    c.require_float("in", in);
-    c.require_same("in", in, "d_out", d_out);
-    c.require_gemm_output("d_weight", d_weight, "d_out", d_out);
-  }
-  c.require_opt_float("d_bias", d_bias);
+  Checker{backend, "linear_backward"}.require_linear_backward("d_in", d_in, d_weight, d_bias, d_out, in,
+                                                              weight, M, N, K);
+}
+
+void check_linear_gelu_forward(const char* backend, Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M,
+                               int N, int K) {
+  const Checker c{backend, "linear_gelu_forward"};
+  c.require_linear_forward("pre", pre, in, weight, bias, M, N, K);
+  c.require_same_floats(std::int64_t{M} * N, {{"pre", pre}, {"out", out}});  // gelu_forward(out, pre)
+}
+
+void check_linear_backward_gelu(const char* backend, Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                                Buf weight, Buf pre, int M, int N, int K) {
+  const Checker c{backend, "linear_backward_gelu"};
+  c.require_linear_backward("d_pre", d_pre, d_weight, d_bias, d_out, in, weight, M, N, K);
+  c.require_same_floats(std::int64_t{M} * K, {{"d_pre", d_pre}, {"pre", pre}});  // gelu_backward in place
 }
 
 void check_embedding_forward(const char* backend, Buf out, Buf tokens, Buf table, Buf positions, int N, int T,

@@ -30,6 +30,12 @@ inline void require(bool ok, const char* backend, const char* op, const char* wh
 void check_linear_forward(const char* backend, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K);
 void check_linear_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
                            Buf weight, int M, int N, int K);
+// linear + GELU: the linear rules with pre as the linear's output (d_in), and GELU's with it: out has
+// pre's dtype, d_pre and pre share one.
+void check_linear_gelu_forward(const char* backend, Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M,
+                               int N, int K);
+void check_linear_backward_gelu(const char* backend, Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                                Buf weight, Buf pre, int M, int N, int K);
 
 // embedding: out, table and positions share one type; in backward d_out is either, d_table and
 // d_positions share one. tokens are I32; the ids themselves are not read here (the CPU entry rejects

@@ -39,6 +39,24 @@ class Ops {
   virtual void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N,
                                int K) const = 0;
 
+  // ---- linear with the GELU that follows it fused in (an MLP's up projection; GELU as gelu_forward):
+  // pre[M,N] = in @ weight^T (+ bias), out[M,N] = gelu(pre). pre, the GELU input kept for backward, is
+  // an output too. Dtypes as linear_forward with pre as its output; out has pre's dtype. Neither output
+  // may alias any argument. The CPU runs exactly linear_forward then gelu_forward (bit for bit the two
+  // calls); CUDA fuses GELU into the GEMM's epilogue where cuBLASLt can, whose evaluation of the same
+  // tanh formula agrees with gelu_forward to rounding (kernels/cuda/linear.cu).
+  virtual void linear_gelu_forward(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N,
+                                   int K) const = 0;
+  // ---- linear_backward of the layer whose input is in = gelu(pre) (an MLP's down projection), fused
+  // with GELU's backward: d_pre[M,K] = (d_out @ weight) * gelu'(pre) (overwrite); d_weight += d_out^T @
+  // in and d_bias += column sums of d_out, each optional as in linear_backward. d_pre and pre are
+  // required and share one dtype, the one linear_backward allows for d_in. d_pre may alias no argument
+  // (pre and in are read after the product is formed). The CPU runs exactly linear_backward with
+  // d_in = d_pre (so d_out @ weight is rounded to d_pre's dtype) then gelu_backward in place; CUDA
+  // applies gelu' in the d_pre GEMM's epilogue where cuBLASLt can.
+  virtual void linear_backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight,
+                                    Buf pre, int M, int N, int K) const = 0;
+
   // ---- embeddings: out[n,:] = table[tokens[n],:] (+ positions[n % T,:] when positions is given).
   // Token ids must be rows of the table: the op is not told the row count and rejects only ids < 0,
   // so the data loader bounds-checks tokens against the vocabulary.

@@ -21,6 +21,13 @@ class PretendDeviceOps final : public kernels::Ops {
   void linear_backward(Buf d_in, Buf d_w, Buf d_b, Buf d_out, Buf in, Buf w, int M, int N, int K) const override {
     cpu().linear_backward(d_in, d_w, d_b, d_out, in, w, M, N, K);
   }
+  void linear_gelu_forward(Buf out, Buf pre, Buf in, Buf w, Buf b, int M, int N, int K) const override {
+    cpu().linear_gelu_forward(out, pre, in, w, b, M, N, K);
+  }
+  void linear_backward_gelu(Buf d_pre, Buf d_w, Buf d_b, Buf d_out, Buf in, Buf w, Buf pre, int M, int N,
+                            int K) const override {
+    cpu().linear_backward_gelu(d_pre, d_w, d_b, d_out, in, w, pre, M, N, K);
+  }
   void embedding_forward(Buf out, Buf tokens, Buf table, Buf pos, int N, int T, int C) const override {
     cpu().embedding_forward(out, tokens, table, pos, N, T, C);
   }

@@ -159,9 +159,11 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   temps.act("d_q", q);
   temps.act("d_k", kv);
   temps.act("d_v", kv);
-  temps.act("d_mlp_activation", ffn);
+  // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
+  const bool swiglu = spec.model.arch != config::Arch::Gpt2;
+  if (swiglu) temps.act("d_mlp_activation", ffn);
   temps.act("d_mlp_up", ffn);
-  if (spec.model.arch != config::Arch::Gpt2) temps.act("d_mlp_gate", ffn);
+  if (swiglu) temps.act("d_mlp_gate", ffn);
   for (SavedTensor& t : temps.take()) out.push_back(std::move(t));
   return out;
 }

@@ -123,7 +123,7 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   ws_.d_q = take(N * q_cols, act_);
   ws_.d_k = take(N * kv_cols, act_);
   ws_.d_v = take(N * kv_cols, act_);
-  ws_.d_act = take(N * F, act_);
+  if (!d.gpt2) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
   ws_.d_up = take(N * F, act_);
   if (!d.gpt2) ws_.d_gate = take(N * F, act_);
 
@@ -247,10 +247,10 @@ void Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
 void Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
-  ops_.linear_forward(a.up, a.norm2, w.w_up, w.b_up, d.N, d.F, d.C);
   if (d.gpt2) {
-    ops_.gelu_forward(a.act, a.up, nf);
+    ops_.linear_gelu_forward(a.act, a.up, a.norm2, w.w_up, w.b_up, d.N, d.F, d.C);
   } else {
+    ops_.linear_forward(a.up, a.norm2, w.w_up, w.b_up, d.N, d.F, d.C);
     ops_.linear_forward(a.gate, a.norm2, w.w_gate, Buf{}, d.N, d.F, d.C);
     ops_.swiglu_forward(a.act, a.gate, a.up, nf);
   }
@@ -294,11 +294,11 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in) 
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
   // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
   // MLP branch
-  ops_.linear_backward(ws_.d_act, w.g_down, w.g_b_down, ws_.d_res, a.act, w.w_down, d.N, d.C, d.F);
   if (d.gpt2) {
-    ops_.gelu_backward(ws_.d_up, ws_.d_act, a.up, nf);
+    ops_.linear_backward_gelu(ws_.d_up, w.g_down, w.g_b_down, ws_.d_res, a.act, w.w_down, a.up, d.N, d.C, d.F);
     ops_.linear_backward(ws_.d_norm, w.g_up, w.g_b_up, ws_.d_up, a.norm2, w.w_up, d.N, d.F, d.C);
   } else {
+    ops_.linear_backward(ws_.d_act, w.g_down, w.g_b_down, ws_.d_res, a.act, w.w_down, d.N, d.C, d.F);
     ops_.swiglu_backward(ws_.d_gate, ws_.d_up, ws_.d_act, a.gate, a.up, nf);
     ops_.linear_backward(ws_.d_norm, w.g_gate, Buf{}, ws_.d_gate, a.norm2, w.w_gate, d.N, d.F, d.C);
     ops_.linear_backward(ws_.d_tmp, w.g_up, Buf{}, ws_.d_up, a.norm2, w.w_up, d.N, d.F, d.C);

@@ -101,7 +101,7 @@ class Transformer {
     Buf d_res;                             // gradient of the residual stream [N,C]
     Buf d_norm, d_tmp;                     // [N,C]
     Buf d_att, d_q, d_k, d_v;              // [N, Hq*D], [N, Hkv*D]
-    Buf d_act, d_up, d_gate;               // [N,F]
+    Buf d_act, d_up, d_gate;               // [N,F]; d_act and d_gate llama only (SwiGLU)
   };
 
   // A norm applied to a residual stream: where its output and statistics go, and its parameters'

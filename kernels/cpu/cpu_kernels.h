@@ -13,6 +13,11 @@ namespace ptrain::kernels::cpu {
 void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K);
 void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K);
 
+// linear_gelu.cpp
+void linear_gelu_forward(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K);
+void linear_backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre, int M,
+                          int N, int K);
+
 // embedding.cpp
 void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C);
 void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T, int C);

@@ -27,6 +27,14 @@ class CpuOps final : public Ops {
                        int K) const override {
     cpu::linear_backward(d_in, d_weight, d_bias, d_out, in, weight, M, N, K);
   }
+  void linear_gelu_forward(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N,
+                           int K) const override {
+    cpu::linear_gelu_forward(out, pre, in, weight, bias, M, N, K);
+  }
+  void linear_backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre,
+                            int M, int N, int K) const override {
+    cpu::linear_backward_gelu(d_pre, d_weight, d_bias, d_out, in, weight, pre, M, N, K);
+  }
 
   void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) const override {
     cpu::embedding_forward(out, tokens, table, positions, N, T, C);

@@ -52,6 +52,32 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
   PTRAIN_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
 }
 
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// The epilogue's operands as cuBLASLt takes them: the GELU input's leading dimension "must be divisible
+// by 8 and be no less than the number of rows" (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD). For
+// the bias and aux pointers it states no alignment; we ask 16 bytes, the alignment its vectorised
+// epilogues are used with elsewhere (llm.c requires it of every operand), and take the unfused path
+// otherwise.
+bool epilogue_operands_usable(const GemmArgs& g) {
+  if (g.bias != nullptr && !aligned16(g.bias)) return false;
+  return g.gelu == GemmGelu::None || (aligned16(g.aux) && g.ld_aux % 8 == 0 && g.ld_aux >= g.m);
+}
+
+cublasLtEpilogue_t epilogue_of(const GemmArgs& g) {
+  switch (g.gelu) {
+    case GemmGelu::Forward:
+      return g.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case GemmGelu::Backward:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case GemmGelu::None:
+      break;
+  }
+  return g.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 template <typename V>
 void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const V& value) {
   PTRAIN_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
@@ -60,6 +86,7 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 }  // namespace
 
 bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
+  if (!epilogue_operands_usable(g)) return false;
   cublasLtMatmulDesc_t raw_desc = nullptr;
   PTRAIN_CUDA_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const MatmulDesc desc(raw_desc);
@@ -67,9 +94,12 @@ bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, op_a);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, op_b);
-  if (g.bias != nullptr) {
-    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  // The heuristic reads the bias and aux pointers' values for their alignment: set them before it runs.
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue_of(g));
+  if (g.bias != nullptr) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  if (g.gelu != GemmGelu::None) {
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ld_aux);
   }
 
   // Stored shapes (column-major): op(A) is [m, k], so A is [m, k] or, transposed, [k, m].

@@ -1,7 +1,8 @@
 // One cuBLASLt matmul in cuBLAS's column-major terms, for linear.cu:
 //   D[m,n] = op(A)[m,k] op(B)[k,n] + beta * D  (+ bias[m] broadcast over columns, BIAS epilogue)
-// A and B share one element type (F32 or BF16); D is F32, or BF16 when A/B are BF16. Accumulation and
-// scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so F32 GEMMs match the CPU to rounding).
+// optionally with GELU in the epilogue (GemmGelu). A and B share one element type (F32 or BF16); D is
+// F32, or BF16 when A/B are BF16. Accumulation and scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so
+// F32 GEMMs match the CPU to rounding).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,13 @@
 #include "kernels/cuda/launch.cuh"
 
 namespace ptrain::kernels::cuda {
+
+// GELU in the epilogue, cuBLASLt's (the tanh approximation, as PyTorch's _addmm_activation relies on,
+// evaluated by cuBLASLt: it agrees with our GELU kernels to rounding, not bit for bit):
+//   Forward   D = gelu(X), X = the product (+ bias), and X itself stored to aux  (GELU_AUX[_BIAS])
+//   Backward  D = product * gelu'(aux)                                           (DGELU; no bias)
+// aux is an [m, n] matrix of D's type (cuBLASLt's default for it), leading dim ld_aux.
+enum class GemmGelu { None, Forward, Backward };
 
 struct GemmArgs {
   bool trans_a = false;  // op(A) = A^T: A is stored as [k, m] (column-major, leading dim lda)
@@ -24,12 +32,16 @@ struct GemmArgs {
   std::int64_t ldd = 0;
   DType d_type = DType::F32;
   float beta = 0.0f;
-  const void* bias = nullptr;  // [m], of d_type; null = no epilogue
+  const void* bias = nullptr;  // [m], of d_type; null = none
+  GemmGelu gelu = GemmGelu::None;
+  void* aux = nullptr;  // written by GemmGelu::Forward, read by Backward
+  std::int64_t ld_aux = 0;
 };
 
-// Enqueues the matmul on ctx.stream. Returns false, enqueuing nothing, when cuBLASLt offers no
-// algorithm for it (the caller falls back, e.g. to a bias broadcast plus a plain GEMM); throws on
-// any other failure. m, n, k must be positive.
+// Enqueues the matmul on ctx.stream. Returns false, enqueuing nothing, when the epilogue's operands are
+// not as gemm.cu takes them (bias and aux 16-byte aligned; ld_aux a multiple of 8 and >= m, as cuBLASLt
+// documents) or cuBLASLt offers no algorithm for it: the caller falls back (a bias broadcast, our GELU
+// kernels, after a plain GEMM). Throws on any other failure. m, n, k must be positive.
 bool try_gemm(const LaunchContext& ctx, const GemmArgs& g);
 
 // try_gemm that throws std::runtime_error when no algorithm exists.

@@ -9,9 +9,18 @@
 // F32, or either F32 or BF16 when the inputs are BF16 (fp32 accumulation in both cases); bias has
 // out's dtype; d_bias is F32 or BF16. The BIAS epilogue is used when the bias is 16-byte aligned and
 // cuBLASLt has an algorithm for it; otherwise bias is broadcast into out and the GEMM adds onto it.
+//
+// Linear + GELU (ops.h) put GELU in the epilogue of the forward GEMM (GELU_AUX[_BIAS]: out = gelu(pre),
+// pre stored as the aux matrix, [N, M] column-major with leading dim N) or of the d_in GEMM (DGELU:
+// d_pre = product * gelu'(pre), leading dim K). When try_gemm declines (N resp. K not a multiple of 8,
+// pre or bias not 16-byte aligned, an empty dimension, or no algorithm) they run the unfused pair, the
+// linear op then our GELU kernel. The epilogue differs from that pair by cuBLASLt's own evaluation of
+// the tanh formula and, in BF16, by one rounding fewer (GELU and gelu' read the fp32 product; the
+// pair reads it rounded to bf16).
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -51,19 +60,8 @@ void zero(const LaunchContext& ctx, Buf b, std::int64_t count) {
       cudaMemsetAsync(b.ptr, 0, static_cast<std::size_t>(count) * dtype_size(b.dtype), ctx.stream));
 }
 
-}  // namespace
-
-void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
-  check_linear_forward("cuda", out, in, weight, bias, M, N, K);
-  if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: out = bias (or 0)
-    if (bias) {
-      broadcast_bias(ctx, out, bias, M, N);
-    } else {
-      zero(ctx, out, std::int64_t{M} * N);
-    }
-    return;
-  }
+// out^T[N,M] = (W stored [K,N], op T) . (in stored [K,M])
+GemmArgs forward_gemm(Buf out, Buf in, Buf weight, int M, int N, int K) {
   GemmArgs g;
   g.trans_a = true;
   g.m = N;
@@ -77,12 +75,63 @@ void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf b
   g.d = out.ptr;
   g.ldd = N;
   g.d_type = out.dtype;
-  if (bias && reinterpret_cast<std::uintptr_t>(bias.ptr) % 16 == 0) {
+  return g;
+}
+
+// d_in^T[K,M] = (W stored [K,N]) . (d_out stored [N,M])
+GemmArgs input_grad_gemm(Buf d_in, Buf d_out, Buf weight, int M, int N, int K) {
+  GemmArgs g;
+  g.m = K;
+  g.n = M;
+  g.k = N;
+  g.a = weight.ptr;
+  g.lda = K;
+  g.b = d_out.ptr;
+  g.ldb = N;
+  g.ab_type = d_out.dtype;
+  g.d = d_in.ptr;
+  g.ldd = K;
+  g.d_type = d_in.dtype;
+  return g;
+}
+
+// dW^T[K,N] += (in stored [K,M]) . (d_out stored [N,M], op T)
+GemmArgs weight_grad_gemm(Buf d_weight, Buf d_out, Buf in, int M, int N, int K) {
+  GemmArgs g;
+  g.trans_b = true;
+  g.m = K;
+  g.n = N;
+  g.k = M;
+  g.a = in.ptr;
+  g.lda = K;
+  g.b = d_out.ptr;
+  g.ldb = N;
+  g.ab_type = d_out.dtype;
+  g.d = d_weight.ptr;
+  g.ldd = K;
+  g.d_type = d_weight.dtype;
+  g.beta = 1.0f;
+  return g;
+}
+
+}  // namespace
+
+void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
+  check_linear_forward("cuda", out, in, weight, bias, M, N, K);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: out = bias (or 0)
+    if (bias) {
+      broadcast_bias(ctx, out, bias, M, N);
+    } else {
+      zero(ctx, out, std::int64_t{M} * N);
+    }
+    return;
+  }
+  GemmArgs g = forward_gemm(out, in, weight, M, N, K);
+  if (bias) {
     g.bias = bias.ptr;
     if (try_gemm(ctx, g)) return;
     g.bias = nullptr;
-  }
-  if (bias) {
     broadcast_bias(ctx, out, bias, M, N);
     g.beta = 1.0f;
   }
@@ -98,38 +147,12 @@ void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bia
     if (N == 0) {
       zero(ctx, d_in, std::int64_t{M} * K);
     } else {
-      GemmArgs g;
-      g.m = K;
-      g.n = M;
-      g.k = N;
-      g.a = weight.ptr;
-      g.lda = K;
-      g.b = d_out.ptr;
-      g.ldb = N;
-      g.ab_type = d_out.dtype;
-      g.d = d_in.ptr;
-      g.ldd = K;
-      g.d_type = d_in.dtype;
-      gemm(ctx, g);
+      gemm(ctx, input_grad_gemm(d_in, d_out, weight, M, N, K));
     }
   }
   // d_weight[N,K] += d_out^T[N,M] @ in[M,K]   (accumulate)
   if (d_weight && N > 0 && K > 0 && M > 0) {
-    GemmArgs g;
-    g.trans_b = true;
-    g.m = K;
-    g.n = N;
-    g.k = M;
-    g.a = in.ptr;
-    g.lda = K;
-    g.b = d_out.ptr;
-    g.ldb = N;
-    g.ab_type = d_out.dtype;
-    g.d = d_weight.ptr;
-    g.ldd = K;
-    g.d_type = d_weight.dtype;
-    g.beta = 1.0f;
-    gemm(ctx, g);
+    gemm(ctx, weight_grad_gemm(d_weight, d_out, in, M, N, K));
   }
   // d_bias[N] += column sums of d_out   (accumulate)
   if (d_bias && N > 0 && M > 0) {
@@ -142,6 +165,38 @@ void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bia
       });
     });
   }
+}
+
+void linear_gelu_forward(const LaunchContext& ctx, Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M,
+                         int N, int K) {
+  check_linear_gelu_forward("cuda", out, pre, in, weight, bias, M, N, K);
+  if (M == 0 || N == 0) return;
+  if (K > 0) {
+    GemmArgs g = forward_gemm(out, in, weight, M, N, K);
+    g.bias = bias.ptr;  // null without a bias: GELU_AUX
+    g.gelu = GemmGelu::Forward;
+    g.aux = pre.ptr;
+    g.ld_aux = N;
+    if (try_gemm(ctx, g)) return;
+  }
+  linear_forward(ctx, pre, in, weight, bias, M, N, K);
+  gelu_forward(ctx, out, pre, std::int64_t{M} * N);
+}
+
+void linear_backward_gelu(const LaunchContext& ctx, Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
+                          Buf weight, Buf pre, int M, int N, int K) {
+  check_linear_backward_gelu("cuda", d_pre, d_weight, d_bias, d_out, in, weight, pre, M, N, K);
+  bool fused = false;
+  if (M > 0 && N > 0 && K > 0) {
+    GemmArgs g = input_grad_gemm(d_pre, d_out, weight, M, N, K);
+    g.gelu = GemmGelu::Backward;
+    g.aux = pre.ptr;
+    g.ld_aux = K;
+    fused = try_gemm(ctx, g);
+  }
+  // d_weight and d_bias as linear_backward makes them; d_pre too unless the epilogue made it.
+  linear_backward(ctx, fused ? Buf{} : d_pre, d_weight, d_bias, d_out, in, weight, M, N, K);
+  if (!fused) gelu_backward(ctx, d_pre, d_pre, pre, std::int64_t{M} * K);
 }
 
 }  // namespace ptrain::kernels::cuda

@@ -17,9 +17,6 @@ using ptrain::kernels::to_string;
 
 namespace {
 
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
-
 void check_same_bits(const HostTensor& got, const HostTensor& want, const std::string& what) {
   const std::vector<std::uint32_t> g = got.bits(), w = want.bits();
   REQUIRE(g.size() == w.size());

@@ -23,9 +23,6 @@ using ptrain::kernels::to_string;
 
 namespace {
 
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
-
 // One float argument of an op under test, held twice from the same values (rounded to `dtype`):
 // stored as `dtype` for the run under test (buf()), and as F32 for the reference run (ref()), the F32
 // op on the rounded values.

@@ -21,6 +21,9 @@
 
 namespace ptrain::kernels::test {
 
+inline constexpr DType F32 = DType::F32;
+inline constexpr DType BF16 = DType::BF16;
+
 using Vec = std::vector<float>;
 using DVec = std::vector<double>;
 using IVec = std::vector<std::int32_t>;

@@ -5,7 +5,8 @@
 // rounding of its outputs (and fp32 summation order) separates the two.
 // Tolerances, abs + rel*|ref|: fp32 outputs ~1e-5 (a little more abs for long reductions), bf16
 // outputs 1e-2; some results are bitwise by construction and checked so (embedding grads, adds, the
-// fused residual add + norm against the device's own add then norm).
+// fused residual add + norm against the device's own add then norm, linear + GELU's fallback against
+// the device's own linear then GELU). cuBLASLt's GELU epilogue gets bf16's tolerance (see there).
 #include "kernels/cuda/cuda_ops.h"
 
 #include <algorithm>
@@ -25,9 +26,6 @@ using namespace ptrain::kernels::test;
 using Catch::Matchers::Contains;
 
 namespace {
-
-constexpr DType F32 = DType::F32;
-constexpr DType BF16 = DType::BF16;
 
 const Ops& gpu() {
   return cuda_ops();
@@ -96,6 +94,11 @@ TEST_CASE("cuda ops reject bad arguments with std::invalid_argument naming the o
   REQUIRE_THROWS_WITH(o.linear_forward(f, g, h, bf, 2, 2, 2),
                       Contains("'bias' must have the dtype of 'out'"));
   REQUIRE_THROWS_WITH(o.linear_backward(f, g, none_buf, bf, f, g, 2, 2, 2), Contains("linear_backward"));
+  REQUIRE_THROWS_WITH(o.linear_gelu_forward(f, bf, g, h, none_buf, 2, 2, 2),
+                      Contains("cuda linear_gelu_forward") && Contains("'pre' must be f32 when 'in' is f32"));
+  REQUIRE_THROWS_WITH(
+      o.linear_backward_gelu(f, none_buf, none_buf, g, h, f, bf, 2, 2, 2),
+      Contains("cuda linear_backward_gelu") && Contains("'pre' must have the dtype of 'd_pre'"));
   REQUIRE_THROWS_WITH(o.embedding_forward(f, g, h, none_buf, 2, 2, 2), Contains("'tokens' must be i32"));
   REQUIRE_THROWS_WITH(o.embedding_backward(f, none_buf, g, f, 2, 2, 2), Contains("embedding_backward"));
   REQUIRE_THROWS_WITH(o.layernorm_forward(f, g, h, i32, f, none_buf, 2, 2, 1e-5f),
@@ -232,6 +235,128 @@ TEST_CASE("cuda linear_backward with N == 0 zeroes d_in", "[cuda][linear][grad]"
   const DeviceBuffer d_in(nan_vec(M * K), F32);
   gpu().linear_backward(d_in.buf(), none(), none(), one.buf(), one.buf(), one.buf(), M, 0, K);
   expect_close(d_in, Vec(M * K, 0.0f), kExact, "d_in");
+}
+
+// ------------------------------------------------------------------ linear + GELU
+
+namespace {
+
+// Where cuBLASLt's GELU epilogue may run, out and d_pre hold cuBLASLt's evaluation of the tanh formula,
+// not our kernels' (it may use a hardware tanh, good to ~2^-11 relative), so they are held to bf16's
+// tolerance in either dtype. Shapes and views the epilogue must decline are held to the linear and GELU
+// tolerances and, bit for bit, to the device's own unfused pair: the fallback is that pair.
+constexpr Tol kGeluEpilogue{1e-2, 1e-2};
+
+// v behind `off` filler elements: a view `off` elements in is misaligned for off = 1.
+Vec offset_by(Vec v, std::size_t off) {
+  v.insert(v.begin(), off, 0.5f);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cuda linear_gelu_forward matches the CPU, and its fallback the device's unfused pair",
+          "[cuda][linear][linear_gelu]") {
+  struct Case {
+    int M, N, K;
+    bool bias;
+    DType in, out;
+    bool misaligned;  // every pointer one element off its allocation
+  };
+  for (const Case c : {// N a multiple of 8, aligned: GELU_AUX[_BIAS] where cuBLASLt has an algorithm
+                       Case{37, 64, 45, true, F32, F32, false}, Case{37, 64, 45, false, F32, F32, false},
+                       Case{37, 64, 45, true, BF16, BF16, false}, Case{37, 64, 45, true, BF16, F32, false},
+                       Case{64, 128, 96, false, BF16, BF16, false},
+                       // the fallback: pre's leading dim N = 67, misaligned views, an empty sum
+                       Case{37, 67, 45, true, F32, F32, false}, Case{37, 67, 45, true, BF16, BF16, false},
+                       Case{37, 64, 45, true, BF16, BF16, true}, Case{5, 8, 0, true, F32, F32, false}}) {
+    const bool fallback = c.N % 8 != 0 || c.misaligned || c.K == 0;
+    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " bias=" << c.bias << " in=" << to_string(c.in)
+              << " out=" << to_string(c.out) << " misaligned=" << c.misaligned << " fallback=" << fallback);
+    // Weights in [-0.5, 0.5] keep most of pre within [-4, 4], where GELU bends.
+    const Vec in = random_vec(std::max(c.M * c.K, 1), 1);
+    const Vec w = random_vec(std::max(c.N * c.K, 1), 2, -0.5f, 0.5f);
+    const Vec b = random_vec(c.N, 3);
+    const int n = c.M * c.N;
+    HostTensor h_in(in, c.in), h_w(w, c.in), h_b(b, c.out), ref_out(nan_vec(n), c.out),
+        ref_pre(nan_vec(n), c.out);
+    cpu().linear_gelu_forward(ref_out.buf(), ref_pre.buf(), h_in.buf(), h_w.buf(),
+                              c.bias ? h_b.buf() : none(), c.M, c.N, c.K);
+
+    const std::size_t off = c.misaligned ? 1 : 0;
+    const DeviceBuffer g_in(offset_by(in, off), c.in), g_w(offset_by(w, off), c.in),
+        g_b(offset_by(b, off), c.out);
+    const Buf bias = c.bias ? g_b.at(off) : none();
+    const DeviceBuffer g_out(offset_by(nan_vec(n), off), c.out), g_pre(offset_by(nan_vec(n), off), c.out);
+    gpu().linear_gelu_forward(g_out.at(off), g_pre.at(off), g_in.at(off), g_w.at(off), bias, c.M, c.N, c.K);
+    expect_close(g_pre, offset_by(ref_pre.values(), off), tol(c.out, 3e-5), "pre");
+    expect_close(g_out, offset_by(ref_out.values(), off), fallback ? tol(c.out, 5e-5) : kGeluEpilogue, "out");
+
+    if (fallback) {
+      const DeviceBuffer u_out(offset_by(nan_vec(n), off), c.out), u_pre(offset_by(nan_vec(n), off), c.out);
+      gpu().linear_forward(u_pre.at(off), g_in.at(off), g_w.at(off), bias, c.M, c.N, c.K);
+      gpu().gelu_forward(u_out.at(off), u_pre.at(off), n);
+      expect_close(g_pre, u_pre.download(), kExact, "pre, as linear_forward");
+      expect_close(g_out, u_out.download(), kExact, "out, as linear_forward then gelu_forward");
+    }
+  }
+}
+
+TEST_CASE("cuda linear_backward_gelu matches the CPU, and its fallback the device's unfused pair",
+          "[cuda][linear][linear_gelu][grad]") {
+  struct Case {
+    int M, N, K;
+    DType compute, d_pre, d_param;  // compute: d_out, in, weight; pre has d_pre's type
+    bool misaligned;                // pre one element off its allocation
+  };
+  for (const Case c : {// K a multiple of 8, aligned: DGELU where cuBLASLt has an algorithm
+                       Case{37, 67, 48, F32, F32, F32, false}, Case{37, 67, 48, BF16, BF16, F32, false},
+                       Case{37, 67, 48, BF16, F32, BF16, false},
+                       // the fallback: pre's leading dim K = 45, a misaligned pre, N == 0
+                       Case{37, 67, 45, F32, F32, F32, false}, Case{37, 67, 45, BF16, BF16, F32, false},
+                       Case{37, 67, 48, BF16, BF16, F32, true}, Case{5, 0, 16, F32, F32, F32, false}}) {
+    const bool fallback = c.K % 8 != 0 || c.misaligned || c.N == 0;
+    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " compute=" << to_string(c.compute)
+              << " d_pre=" << to_string(c.d_pre) << " d_param=" << to_string(c.d_param)
+              << " misaligned=" << c.misaligned << " fallback=" << fallback);
+    const Vec dy = random_vec(std::max(c.M * c.N, 1), 11), in = random_vec(c.M * c.K, 12);
+    const Vec w = random_vec(std::max(c.N * c.K, 1), 13, -0.5f, 0.5f),
+              pre = random_vec(c.M * c.K, 14, -4.0f, 4.0f);
+    const Vec dw0 = random_vec(std::max(c.N * c.K, 1), 15), db0 = random_vec(std::max(c.N, 1), 16);
+    HostTensor h_dy(dy, c.compute), h_in(in, c.compute), h_w(w, c.compute), h_pre(pre, c.d_pre);
+    HostTensor ref_dpre(nan_vec(c.M * c.K), c.d_pre), ref_dw(dw0, c.d_param), ref_db(db0, c.d_param);
+    cpu().linear_backward_gelu(ref_dpre.buf(), ref_dw.buf(), ref_db.buf(), h_dy.buf(), h_in.buf(), h_w.buf(),
+                               h_pre.buf(), c.M, c.N, c.K);
+
+    const std::size_t off = c.misaligned ? 1 : 0;
+    const DeviceBuffer g_dy(dy, c.compute), g_in(in, c.compute), g_w(w, c.compute);
+    const DeviceBuffer g_pre(offset_by(pre, off), c.d_pre), g_dpre(nan_vec(c.M * c.K), c.d_pre);
+    const DeviceBuffer g_dw(dw0, c.d_param), g_db(db0, c.d_param);
+    gpu().linear_backward_gelu(g_dpre.buf(), g_dw.buf(), g_db.buf(), g_dy.buf(), g_in.buf(), g_w.buf(),
+                               g_pre.at(off), c.M, c.N, c.K);
+    expect_close(g_dpre, ref_dpre.values(), fallback ? tol(c.d_pre, 5e-5) : kGeluEpilogue, "d_pre");
+    expect_close(g_dw, ref_dw.values(), tol(c.d_param, 1e-4), "d_weight (accumulated)");
+    expect_close(g_db, ref_db.values(), tol(c.d_param, 3e-5), "d_bias (accumulated)");
+
+    // d_weight and d_bias are linear_backward's on either path (cuBLAS is reproducible run to run),
+    // and on the fallback d_pre is the device's linear_backward then gelu_backward in place.
+    const DeviceBuffer u_dpre(nan_vec(c.M * c.K), c.d_pre), u_dw(dw0, c.d_param), u_db(db0, c.d_param);
+    gpu().linear_backward(u_dpre.buf(), u_dw.buf(), u_db.buf(), g_dy.buf(), g_in.buf(), g_w.buf(), c.M, c.N,
+                          c.K);
+    gpu().gelu_backward(u_dpre.buf(), u_dpre.buf(), g_pre.at(off), std::int64_t{c.M} * c.K);
+    expect_close(g_dw, u_dw.download(), kExact, "d_weight, as linear_backward");
+    expect_close(g_db, u_db.download(), kExact, "d_bias, as linear_backward");
+    if (fallback)
+      expect_close(g_dpre, u_dpre.download(), kExact, "d_pre, as linear_backward then gelu_backward");
+
+    // Without the optional gradients: d_pre overwritten with the same values, d_weight and d_bias untouched.
+    const Vec d_pre_first = g_dpre.download(), dw_first = g_dw.download(), db_first = g_db.download();
+    gpu().linear_backward_gelu(g_dpre.buf(), none(), none(), g_dy.buf(), g_in.buf(), g_w.buf(), g_pre.at(off),
+                               c.M, c.N, c.K);
+    expect_close(g_dpre, d_pre_first, kExact, "d_pre alone, overwritten");
+    expect_close(g_dw, dw_first, kExact, "d_weight untouched");
+    expect_close(g_db, db_first, kExact, "d_bias untouched");
+  }
 }
 
 // ------------------------------------------------------------------ embedding
