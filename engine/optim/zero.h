@@ -74,8 +74,9 @@ class ZeroOptimizer final : public model::UnitHooks {
   double grad_norm();
   // Scales the gradients so their global norm is at most max_norm (0 = no clipping).
   void clip(double norm, double max_norm);
-  // AdamW on the owned chunks, then the parameters are made whole again where the stage keeps them
-  // whole (a collective).
+  // AdamW on the owned chunks (everything at stage 0), then the model's parameters are rebuilt from
+  // the masters: gathered where the stage keeps them whole, converted to bf16 under mixed precision
+  // (a collective).
   void step(double lr, std::int64_t step);
 
   // What this rank writes to a checkpoint: its chunks of (master) parameters and moments.
@@ -95,7 +96,8 @@ class ZeroOptimizer final : public model::UnitHooks {
   std::int64_t shard_offset(int unit) const { return shard_offsets_[static_cast<size_t>(unit)]; }
   int window_of(int unit) const;
   bool separate_master() const { return master_.size() > 0; }
-  // The fp32 weights AdamW updates: this rank's whole flat layout at stage 0, its chunks otherwise.
+  // The fp32 weights AdamW updates: the model's own parameters (fp32 at stages 0-2), or the separate
+  // master buffer (the whole flat layout at stage 0, the owned chunks packed at stages 1-3).
   float* master_params() const;
   model::FlatRange master_range(int unit) const;  // what this rank keeps of `unit` in the master
   float* owned_params(int unit) const;            // this rank's chunk of the unit's master weights
