@@ -8,7 +8,6 @@ exactly, and an HF directory whose config.json disagrees with the job must be re
 
 Run by ctest with Debian's /usr/bin/python3 (python3-torch, python3-numpy; scripts/setup.sh).
 """
-import argparse
 import json
 import os
 import shutil
@@ -230,14 +229,7 @@ class HfExport(unittest.TestCase):
         self.assertIn("checksum", r.stderr)
 
 
-def main():
-    global PTRAIN
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", required=True)
-    args, rest = parser.parse_known_args()
-    PTRAIN = os.path.abspath(args.ptrain)
-    unittest.main(argv=[sys.argv[0], *rest])
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import test_script_main
+    test_script_main.run(sys.modules[__name__])

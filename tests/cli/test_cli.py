@@ -1,5 +1,4 @@
 """End-to-end tests of the ptrain command line: exit codes, messages, and the JSON report."""
-import argparse
 import json
 import os
 import subprocess
@@ -217,15 +216,7 @@ class Schedule(unittest.TestCase):
         self.assertEqual(ptrain("schedule", path).returncode, 2)
 
 
-def main():
-    global PTRAIN, ROOT
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", required=True)
-    parser.add_argument("--root", required=True)
-    args, rest = parser.parse_known_args()
-    PTRAIN, ROOT = os.path.abspath(args.ptrain), os.path.abspath(args.root)
-    unittest.main(argv=[sys.argv[0], *rest])
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import test_script_main
+    test_script_main.run(sys.modules[__name__], "root")

@@ -1,7 +1,6 @@
 """Multi-process `ptrain run` through the local launcher: data parallelism and ZeRO reproduce the
 single-rank loss curve, distributed checkpoints reshard across layouts, and faults end the job
 cleanly (the launcher names the rank, leaves no process behind, exits 1 within 15 s)."""
-import argparse
 import json
 import os
 import shutil
@@ -286,14 +285,7 @@ class Faults(Timed):
             self.assertIn("PTRAIN_DEBUG_FAULT", r.stderr)
 
 
-def main():
-    global PTRAIN
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", required=True)
-    args, rest = parser.parse_known_args()
-    PTRAIN = os.path.abspath(args.ptrain)
-    unittest.main(argv=[sys.argv[0], *rest])
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import test_script_main
+    test_script_main.run(sys.modules[__name__])

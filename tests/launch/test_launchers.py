@@ -9,7 +9,6 @@ The srun tests start a private one-node Slurm cluster (tests/launch/slurm_cluste
 temporary state directory on free ports, and always stop it, then check that none of its daemons,
 steps or tasks are left. Each launcher run's wall time is printed to stderr.
 """
-import argparse
 import json
 import os
 import shutil
@@ -399,14 +398,7 @@ class BadLaunchEnv(unittest.TestCase):
         self.check_bad(r, "--nproc 4", "2 ranks")
 
 
-def main():
-    global PTRAIN
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", required=True)
-    args, rest = parser.parse_known_args()
-    PTRAIN = os.path.abspath(args.ptrain)
-    unittest.main(argv=[sys.argv[0], *rest])
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import test_script_main
+    test_script_main.run(sys.modules[__name__])

@@ -1,5 +1,4 @@
 """`ptrain run` on CPU, end to end: training works, resumes exactly, stops cleanly, fails loudly."""
-import argparse
 import json
 import os
 import signal
@@ -271,14 +270,7 @@ class CudaBackend(unittest.TestCase):
                         self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-5, f"step {x['step']}")
 
 
-def main():
-    global PTRAIN
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", required=True)
-    args, rest = parser.parse_known_args()
-    PTRAIN = os.path.abspath(args.ptrain)
-    unittest.main(argv=[sys.argv[0], *rest])
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import test_script_main
+    test_script_main.run(sys.modules[__name__])
