@@ -355,9 +355,10 @@ void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, st
   c.require_buf("v", v, DType::F32, n);
 }
 
-void check_sum_squares(const char* backend, Buf x, std::int64_t n) {
-  const Checker c{backend, "sum_squares"};
+void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::int64_t n) {
+  const Checker c{backend, op};
   c.require_sizes({n});
+  c.require_buf("out", out, DType::F32);
   c.require_float("x", x, n);
 }
 

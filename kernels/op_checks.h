@@ -87,14 +87,14 @@ void check_fill(const char* backend, Buf x, std::int64_t n);
 void check_convert(const char* backend, Buf dst, Buf src, std::int64_t n);
 
 // cross entropy: logits and d_logits share one type; losses F32; targets I32 (a target >= V is found
-// by the backend, which reads the targets where they are).
+// by the backend, which reads the targets where they are: ops.h says when it is reported).
 void check_cross_entropy_forward_backward(const char* backend, Buf losses, Buf d_logits, Buf logits,
                                           Buf targets, int N, int V, int Vp);
 
 // adamw_step: all F32 (fp32 master weights and optimizer state); step >= 1.
 void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step);
 
-// sum_squares: x is F32 or BF16.
-void check_sum_squares(const char* backend, Buf x, std::int64_t n);
+// sum and sum_squares (`op` names which): out is F32 (one element), x is F32 or BF16.
+void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::int64_t n);
 
 }  // namespace ptrain::kernels

@@ -126,8 +126,11 @@ class Ops {
 
   // ---- loss: softmax cross-entropy over logits[N, Vp] (the first V columns are real, the rest
   // vocab padding and ignored). losses[n] = -log softmax(logits[n])[targets[n]]; a target < 0 is
-  // ignored (loss 0, a zero gradient row); a target >= V throws. d_logits[N, Vp] = grad_scale *
-  // (softmax - onehot), padding columns 0 (may alias logits; null = loss only, e.g. for evaluation).
+  // ignored (loss 0, a zero gradient row). d_logits[N, Vp] = grad_scale * (softmax - onehot), padding
+  // columns 0 (may alias logits; null = loss only, e.g. for evaluation). A target >= V is misuse (the
+  // data loader bounds-checks tokens) but found only where the targets are: the CPU throws from the
+  // call; a device backend, which would have to wait for its kernel, gives that row a NaN loss and
+  // throws from its next copy_to_host (the step's read-back), naming the op, the row and the target.
   virtual void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V,
                                               int Vp, float grad_scale) const = 0;
 
@@ -136,8 +139,12 @@ class Ops {
   // with step t >= 1 (t < 1 throws).
   virtual void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
                           float eps, float weight_decay, int step) const = 0;
-  // Sum of squares of x (n elements), in double, returned to the host.
-  virtual double sum_squares(Buf x, std::int64_t n) const = 0;
+
+  // ---- reductions of n elements of x (F32 or BF16) to one F32 value left in the device's memory at
+  // out[0], so the host need not wait for it (the engine reads a step's losses and gradient norms
+  // back in one copy): summed in double in an order fixed by n alone (deterministic), rounded once.
+  virtual void sum(Buf out, Buf x, std::int64_t n) const = 0;          // out[0] = sum of x
+  virtual void sum_squares(Buf out, Buf x, std::int64_t n) const = 0;  // out[0] = sum of x^2
 
   // ---- memory of this backend's device: every buffer the engine computes on comes from here.
   // allocate: zero-filled, at least 256-byte aligned, never null (throws std::bad_alloc or the
@@ -145,7 +152,8 @@ class Ops {
   virtual void* allocate(std::size_t bytes) const = 0;
   virtual void release(void* ptr) const = 0;
   // Copies ordered with the ops: copy_to_device may return before the copy is done (the host
-  // memory may be reused at once); copy_to_host returns once the bytes are on the host.
+  // memory may be reused at once) and does not wait for the device; copy_to_host returns once the
+  // bytes are on the host, so it waits for everything enqueued before it.
   virtual void copy_to_device(Buf dst, const void* host, std::size_t bytes) const = 0;
   virtual void copy_to_host(void* host, Buf src, std::size_t bytes) const = 0;
   virtual void copy(Buf dst, Buf src, std::size_t bytes) const = 0;  // within the device

@@ -90,7 +90,8 @@ class PretendDeviceOps final : public kernels::Ops {
                   int step) const override {
     cpu().adamw_step(p, g, m, v, n, lr, b1, b2, eps, wd, step);
   }
-  double sum_squares(Buf x, std::int64_t n) const override { return cpu().sum_squares(x, n); }
+  void sum(Buf out, Buf x, std::int64_t n) const override { cpu().sum(out, x, n); }
+  void sum_squares(Buf out, Buf x, std::int64_t n) const override { cpu().sum_squares(out, x, n); }
   void* allocate(std::size_t bytes) const override { return cpu().allocate(bytes); }
   void release(void* ptr) const override { cpu().release(ptr); }
   void copy_to_device(Buf dst, const void* host, std::size_t bytes) const override {

@@ -108,24 +108,36 @@ Comm::Deferred Comm::defer_completion() {
   return {running_.seq, name(running_)};
 }
 
-void Comm::all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) {
-  check_member(g, "all_reduce");
-  if (g.size() == 1 || count == 0) return;
-  logged("all_reduce", g, count * elem_size(type), -1, [&] { do_all_reduce(g, data, count, type, op); });
+void Comm::hand_out_ticket(Ticket* overlap) const {
+  if (overlap != nullptr) *overlap = running_.deferred ? running_.seq : 0;
 }
 
-void Comm::reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) {
+void Comm::all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op,
+                      Ticket* overlap) {
+  if (overlap != nullptr) *overlap = 0;
+  check_member(g, "all_reduce");
+  if (g.size() == 1 || count == 0) return;
+  logged("all_reduce", g, count * elem_size(type), -1,
+         [&] { do_all_reduce(g, data, count, type, op, overlap != nullptr); });
+  hand_out_ticket(overlap);
+}
+
+void Comm::reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type, Ticket* overlap) {
+  if (overlap != nullptr) *overlap = 0;
   check_member(g, "reduce_scatter");
   if (g.size() == 1 || chunk == 0) return;
   logged("reduce_scatter", g, chunk * elem_size(type) * static_cast<std::size_t>(g.size()), -1,
-         [&] { do_reduce_scatter(g, data, chunk, type); });
+         [&] { do_reduce_scatter(g, data, chunk, type, overlap != nullptr); });
+  hand_out_ticket(overlap);
 }
 
-void Comm::all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) {
+void Comm::all_gather(const Group& g, void* data, std::size_t chunk, ElemType type, Ticket* overlap) {
+  if (overlap != nullptr) *overlap = 0;
   check_member(g, "all_gather");
   if (g.size() == 1 || chunk == 0) return;
   logged("all_gather", g, chunk * elem_size(type) * static_cast<std::size_t>(g.size()), -1,
-         [&] { do_all_gather(g, data, chunk, type); });
+         [&] { do_all_gather(g, data, chunk, type, overlap != nullptr); });
+  hand_out_ticket(overlap);
 }
 
 void Comm::all_to_all(const Group& g, const float* in, float* out, std::size_t chunk) {
@@ -216,9 +228,9 @@ class SoloComm final : public Comm {
   // Every group of a one-rank world has one member, which the base class handles.
   [[noreturn]] static void unreachable() { throw DistError("solo comm: a multi-rank collective"); }
   void connect(const Group&) override { unreachable(); }
-  void do_all_reduce(const Group&, void*, std::size_t, ElemType, ReduceOp) override { unreachable(); }
-  void do_reduce_scatter(const Group&, void*, std::size_t, ElemType) override { unreachable(); }
-  void do_all_gather(const Group&, void*, std::size_t, ElemType) override { unreachable(); }
+  void do_all_reduce(const Group&, void*, std::size_t, ElemType, ReduceOp, bool) override { unreachable(); }
+  void do_reduce_scatter(const Group&, void*, std::size_t, ElemType, bool) override { unreachable(); }
+  void do_all_gather(const Group&, void*, std::size_t, ElemType, bool) override { unreachable(); }
   void do_all_to_allv(const Group&, const float*, const std::vector<std::size_t>&, float*,
                       const std::vector<std::size_t>&) override {
     unreachable();

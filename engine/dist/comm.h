@@ -19,6 +19,13 @@
 // it, without waiting on the host; host data is staged through the device and waited for, since
 // the caller reads it when the call returns. Callers that can skip their own host staging ask.
 //
+// Overlap: all_reduce, reduce_scatter and all_gather on device memory may instead leave the work
+// enqueued after them free to run alongside (ZeRO's gradient reductions overlap the rest of the
+// backward this way): given a Ticket*, they do not order the compute stream after themselves but
+// return a ticket, and the caller calls join(ticket) before the compute stream reads or writes the
+// data again. Collectives that complete on return (host memory, Gloo) give ticket 0, which joins
+// nothing.
+//
 // BF16 is bfloat16 stored as std::uint16_t: reductions add in fp32 and round to nearest even once
 // per step of the algorithm (as NCCL does), so results with more than two ranks may depend on the
 // algorithm's order, like any low-precision reduction.
@@ -103,7 +110,11 @@ class Comm {
   // True when collectives accept CUDA device pointers too (see the file comment).
   virtual bool takes_device_memory() const { return false; }
 
-  void all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op = ReduceOp::Sum);
+  // A device collective left running alongside the compute stream (see Overlap above); 0 is none.
+  using Ticket = std::uint64_t;
+
+  void all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op = ReduceOp::Sum,
+                  Ticket* overlap = nullptr);
   void all_reduce(const Group& g, float* data, std::size_t count, ReduceOp op = ReduceOp::Sum) {
     all_reduce(g, data, count, ElemType::F32, op);
   }
@@ -114,8 +125,12 @@ class Comm {
     all_reduce(g, data, count, ElemType::I64, op);
   }
   // In place, see above; `chunk` counts elements. reduce_scatter sums, of any type.
-  void reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type);
-  void all_gather(const Group& g, void* data, std::size_t chunk, ElemType type);
+  void reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type,
+                      Ticket* overlap = nullptr);
+  void all_gather(const Group& g, void* data, std::size_t chunk, ElemType type, Ticket* overlap = nullptr);
+  // Orders the compute stream's later work after the collective `ticket` names (nothing for 0, or
+  // for one the device has finished).
+  virtual void join(Ticket ticket) { static_cast<void>(ticket); }
   void reduce_scatter(const Group& g, float* data, std::size_t chunk) { reduce_scatter(g, data, chunk, ElemType::F32); }
   void all_gather(const Group& g, float* data, std::size_t chunk) { all_gather(g, data, chunk, ElemType::F32); }
   // out[j*chunk ...] receives rank j's in[index*chunk ...].
@@ -141,9 +156,12 @@ class Comm {
   // ranks, members and non-members alike (NCCL splits communicators collectively over the world;
   // g.has_me() tells); the collectives run only on members of groups of two or more.
   virtual void connect(const Group& g) = 0;
-  virtual void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) = 0;
-  virtual void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) = 0;
-  virtual void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) = 0;
+  // `overlap`: a device collective must not order the compute stream after itself (see Overlap).
+  virtual void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op,
+                             bool overlap) = 0;
+  virtual void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type,
+                                 bool overlap) = 0;
+  virtual void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type, bool overlap) = 0;
   virtual void do_all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts,
                               float* out, const std::vector<std::size_t>& recv_counts) = 0;
   virtual void do_broadcast(const Group& g, void* data, std::size_t bytes, int root) = 0;
@@ -175,6 +193,8 @@ class Comm {
   // Runs one collective under the log: a backend exception becomes a CollectiveError naming it.
   template <typename Fn>
   void logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn);
+  // After logged(): the ticket of the collective that just ran, if it is still running (deferred).
+  void hand_out_ticket(Ticket* overlap) const;
 
   int rank_, world_;
   std::vector<std::unique_ptr<Group>> groups_;

@@ -114,7 +114,9 @@ class GlooComm final : public Comm {
     contexts_[g.id] = std::move(context);
   }
 
-  void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) override {
+  // Host memory, complete on return: nothing to overlap.
+  void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op,
+                     bool) override {
     gloo::AllreduceOptions opts(context(g));
     opts.setTimeout(timeout_);
     opts.setTag(next_tag(g));
@@ -141,7 +143,7 @@ class GlooComm final : public Comm {
 
   // Ring: at step s rank i sends chunk (i-s-1) to its right neighbour and adds chunk (i-s-2) from
   // its left one; after n-1 steps chunk i holds the full sum.
-  void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) override {
+  void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type, bool) override {
     const auto& ctx = context(g);
     const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
     const std::size_t bytes = chunk * elem_size(type);
@@ -162,7 +164,7 @@ class GlooComm final : public Comm {
 
   // Ring: at step s rank i forwards chunk (i-s) to the right and receives chunk (i-s-1). Only bytes
   // move, so every element type is the same here.
-  void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) override {
+  void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type, bool) override {
     const auto& ctx = context(g);
     const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
     const std::size_t bytes = chunk * elem_size(type);

@@ -126,6 +126,19 @@ class NcclComm final : public Comm {
   const char* backend() const override { return "nccl"; }
   bool takes_device_memory() const override { return true; }
 
+  // The compute stream waits for the collective's done event, if the device has not finished it
+  // (finished ones have left pending_; a wait captures the event's state now, so its later reuse
+  // cannot matter).
+  void join(Ticket ticket) override {
+    if (ticket == 0) return;
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    for (const Pending& p : pending_) {
+      if (p.op.seq != ticket) continue;
+      PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, p.done, 0));
+      return;
+    }
+  }
+
   // Creates the streams and the world communicator (rank 0's unique id goes through the store),
   // then starts the watchdog. Separate from the constructor so that the destructor cleans up
   // whatever a failure here leaves.
@@ -175,28 +188,40 @@ class NcclComm final : public Comm {
     settle(split_result_, "creating the group's communicator");
   }
 
-  void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op) override {
+  void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op,
+                     bool overlap) override {
     const std::size_t bytes = count * elem_size(type);
-    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
-      PTRAIN_DIST_CHECK(ncclAllReduce(buf, buf, count, nccl_type(type), nccl_op(op), comm, s));
-    });
+    run(
+        g, data, {data, bytes, 0, bytes},
+        [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+          PTRAIN_DIST_CHECK(ncclAllReduce(buf, buf, count, nccl_type(type), nccl_op(op), comm, s));
+        },
+        nullptr, overlap);
   }
 
   // In place, NCCL's convention: rank i's result is chunk i of the buffer it sent.
-  void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type) override {
+  void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type,
+                         bool overlap) override {
     const std::size_t bytes = chunk * elem_size(type) * static_cast<std::size_t>(g.size());
-    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
-      void* mine = static_cast<char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
-      PTRAIN_DIST_CHECK(ncclReduceScatter(buf, mine, chunk, nccl_type(type), ncclSum, comm, s));
-    });
+    run(
+        g, data, {data, bytes, 0, bytes},
+        [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+          void* mine = static_cast<char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
+          PTRAIN_DIST_CHECK(ncclReduceScatter(buf, mine, chunk, nccl_type(type), ncclSum, comm, s));
+        },
+        nullptr, overlap);
   }
 
-  void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type) override {
+  void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type, bool overlap) override {
     const std::size_t bytes = chunk * elem_size(type) * static_cast<std::size_t>(g.size());
-    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
-      const void* mine = static_cast<const char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
-      PTRAIN_DIST_CHECK(ncclAllGather(mine, buf, chunk, nccl_type(type), comm, s));
-    });
+    run(
+        g, data, {data, bytes, 0, bytes},
+        [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+          const void* mine =
+              static_cast<const char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
+          PTRAIN_DIST_CHECK(ncclAllGather(mine, buf, chunk, nccl_type(type), comm, s));
+        },
+        nullptr, overlap);
   }
 
   // Grouped sends and receives. `in` and `out` must be the same kind of memory (a side with nothing
@@ -298,24 +323,26 @@ class NcclComm final : public Comm {
 
   // Runs one collective. `enqueue(buffer, comm, stream)` issues it on the comm stream; `buffer` is
   // the caller's data when `data` is device memory, else the device scratch. `out` is where staged
-  // results go (default: `data`).
+  // results go (default: `data`). `overlap`: see run_on_device (staged collectives are waited for).
   template <typename Enqueue>
-  void run(const Group& g, const void* data, Staging staging, Enqueue&& enqueue, void* out = nullptr) {
+  void run(const Group& g, const void* data, Staging staging, Enqueue&& enqueue, void* out = nullptr,
+           bool overlap = false) {
     reap();
-    if (is_device(data)) return run_on_device(g, const_cast<void*>(data), enqueue);
+    if (is_device(data)) return run_on_device(g, const_cast<void*>(data), enqueue, overlap);
     run_staged(g, staging, out != nullptr ? out : const_cast<void*>(data), enqueue);
   }
 
-  // Ordered after the work already on the compute stream and before the work enqueued after it,
-  // with events only: the host goes on at once and the watchdog follows the collective.
+  // Ordered after the work already on the compute stream and, unless `overlap` (then the caller
+  // joins its ticket), before the work enqueued after it, with events only: the host goes on at once
+  // and the watchdog follows the collective.
   template <typename Enqueue>
-  void run_on_device(const Group& g, void* data, Enqueue& enqueue) {
+  void run_on_device(const Group& g, void* data, Enqueue& enqueue, bool overlap) {
     PTRAIN_DIST_CHECK(cudaEventRecord(ready_, compute_));
     PTRAIN_DIST_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
     issue(g, [&](ncclComm_t comm) { enqueue(data, comm, comm_stream_); });
     cudaEvent_t done = take_event();
     PTRAIN_DIST_CHECK(cudaEventRecord(done, comm_stream_));
-    PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
+    if (!overlap) PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending_.push_back({defer_completion(), done, Clock::now()});
   }

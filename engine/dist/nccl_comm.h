@@ -7,11 +7,11 @@
 // and aborting them can be polled against comm.timeout_s instead of hanging.
 //
 // Streams: collectives run on one comm stream of their own. On device memory a collective waits
-// for what is already enqueued on the compute stream, and the compute stream waits for it, through
-// events: the host never blocks, so a step has no host sync, and the collective stays in flight in
-// the log until the device has finished it. Host memory (loss sums, flags, checkpoint manifests) is
-// staged through a device buffer and waited for, bounded by the timeout. all_to_allv takes `in`
-// and `out` of the same kind.
+// for what is already enqueued on the compute stream, and the compute stream waits for it (or, for
+// an overlapped one, only at join(ticket)), through events: the host never blocks, so a step has no
+// host sync, and the collective stays in flight in the log until the device has finished it. Host
+// memory (loss sums, flags, checkpoint manifests) is staged through a device buffer and waited for,
+// bounded by the timeout. all_to_allv takes `in` and `out` of the same kind.
 //
 // Hangs and errors: a watchdog thread polls every communicator's asynchronous error and the oldest
 // collective still running on the device. On an error or a collective older than the timeout it

@@ -321,8 +321,8 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in) 
   norm_backward(ws_.d_res, ws_.d_norm, x_in, a.mean1, a.rstd1, w.norm1_w, w.norm1_b);
 }
 
-Transformer::LossSum Transformer::run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets,
-                                              bool with_grad, float grad_scale) {
+std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets,
+                                      bool with_grad, float grad_scale, Buf loss_sum) {
   const auto& d = dims_;
   const std::size_t id_bytes = static_cast<std::size_t>(d.N) * sizeof(std::int32_t);
   ops_.copy_to_device(s.tokens, tokens, id_bytes);
@@ -355,24 +355,18 @@ Transformer::LossSum Transformer::run_forward(Slot& s, const std::int32_t* token
   ops_.cross_entropy_forward_backward(s.losses, with_grad ? s.logits : Buf{}, s.logits, s.targets, d.N, d.V, d.Vp,
                                       grad_scale);
 
-  LossSum result;
-  host_losses_.resize(static_cast<std::size_t>(d.N));
-  ops_.copy_to_host(host_losses_.data(), s.losses, host_losses_.size() * sizeof(float));  // the step's one sync
-  for (int n = 0; n < d.N; ++n) {
-    if (targets[n] < 0) continue;
-    result.sum += host_losses_[static_cast<std::size_t>(n)];
-    result.tokens += 1;
-  }
-  return result;
+  ops_.sum(loss_sum, s.losses, d.N);  // ignored targets have loss 0
+  return std::count_if(targets, targets + d.N, [](std::int32_t t) { return t >= 0; });
 }
 
-Transformer::LossSum Transformer::forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,
-                                          float grad_scale) {
-  return run_forward(slots_.at(static_cast<size_t>(slot)), tokens, targets, true, grad_scale);
+std::int64_t Transformer::forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,
+                                  float grad_scale, Buf loss_sum) {
+  return run_forward(slots_.at(static_cast<size_t>(slot)), tokens, targets, true, grad_scale, loss_sum);
 }
 
-Transformer::LossSum Transformer::evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets) {
-  return run_forward(slots_.at(static_cast<size_t>(slot)), tokens, targets, false, 0.0f);
+std::int64_t Transformer::evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets,
+                                   Buf loss_sum) {
+  return run_forward(slots_.at(static_cast<size_t>(slot)), tokens, targets, false, 0.0f, loss_sum);
 }
 
 const float* Transformer::logits(int slot) const {

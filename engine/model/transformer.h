@@ -47,17 +47,16 @@ class Transformer {
   std::int64_t layer_activation_bytes() const { return layer_bytes_; }
 
   // Forward of one microbatch (tokens, targets: [B*T]) into `slot`. The loss gradient is computed
-  // here too (fused cross-entropy), scaled by grad_scale; returns the sum of token losses and the
-  // number of counted (target >= 0) tokens.
-  struct LossSum {
-    double sum = 0;
-    std::int64_t tokens = 0;
-  };
-  LossSum forward(int slot, const std::int32_t* tokens, const std::int32_t* targets, float grad_scale);
+  // here too (fused cross-entropy), scaled by grad_scale. The sum of the token losses is written to
+  // `loss_sum` (one F32 in the backend's memory) without waiting for the device, so a step reads
+  // all its microbatches' losses back at once; returns the number of counted (target >= 0) tokens.
+  std::int64_t forward(int slot, const std::int32_t* tokens, const std::int32_t* targets, float grad_scale,
+                       kernels::Buf loss_sum);
   // Backward of the microbatch in `slot`: accumulates into the parameter gradients.
   void backward(int slot);
-  // Loss only (validation): no gradient is written; the slot's logits stay readable.
-  LossSum evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets);
+  // Loss only (validation), as forward: no gradient is written; the slot's logits stay readable.
+  std::int64_t evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets,
+                        kernels::Buf loss_sum);
   // The logits [B*T, Vp] of the last evaluate() into `slot` (CPU backend in fp32: device memory is
   // not host-readable; std::logic_error otherwise).
   const float* logits(int slot) const;
@@ -113,8 +112,8 @@ class Transformer {
 
   template <typename TakeFromArena>
   void lay_out(TakeFromArena&& take_from_arena, int slots);
-  LossSum run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
-                      float grad_scale);
+  std::int64_t run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
+                           float grad_scale, Buf loss_sum);
   LayerWeights layer_weights(int layer, bool with_grads) const;
   void attention_forward(const LayerWeights& w, LayerActs& a);
   void mlp_forward(const LayerWeights& w, LayerActs& a);
@@ -146,7 +145,6 @@ class Transformer {
   runtime::Arena arena_;
   std::int64_t layer_bytes_ = 0;
   std::vector<Slot> slots_;
-  std::vector<float> host_losses_;  // the last microbatch's token losses, copied to the host
   Workspace ws_;
 };
 

@@ -43,7 +43,8 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
       group_(group),
       stage_(spec.parallel.zero),
       ranks_(group.size()),
-      index_(group.index) {
+      index_(group.index),
+      unit_norms_(ops, static_cast<int>(store.units().size())) {
   if (!group.has_me()) throw std::logic_error("ZeroOptimizer: this rank is not in its data-parallel group");
   const auto& units = store.units();
   for (const model::FlatRange& u : units) {
@@ -142,6 +143,7 @@ void ZeroOptimizer::assign_weights(const float* full) {
 }
 
 void ZeroOptimizer::begin_step(int microbatches) {
+  settle();
   microbatches_ = microbatches;
   microbatch_ = 0;
   if (stage_ < 2) return store_.zero_grads();
@@ -159,19 +161,46 @@ void ZeroOptimizer::on_host(void* data, std::size_t bytes, Collective&& collecti
   ops_.copy_to_device({data, DType::F32}, staging_.data(), bytes);
 }
 
-Buf ZeroOptimizer::reduce(float* grads, int unit) {
+void ZeroOptimizer::reduce(float* grads, int unit) {
   const std::int64_t size = unit_size(unit);
   Buf data = f32(grads);
   if (reduce_staging_.size() > 0) {
     data = reduce_staging_.at();
+    settle(data.ptr);
     ops_.convert(data, f32(grads), size);
   }
   const dist::ElemType type = elem_type(data.dtype);
+  dist::Comm::Ticket ticket = 0;
   on_host(data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
-    if (stage_ == 0) comm_.all_reduce(group_, p, static_cast<std::size_t>(size), type);
-    else comm_.reduce_scatter(group_, p, static_cast<std::size_t>(chunk_size(unit)), type);
+    if (stage_ == 0)
+      comm_.all_reduce(group_, p, static_cast<std::size_t>(size), type, dist::ReduceOp::Sum, &ticket);
+    else
+      comm_.reduce_scatter(group_, p, static_cast<std::size_t>(chunk_size(unit)), type, &ticket);
   });
-  return data;
+  pending_.push_back({ticket, unit, data, grads});
+}
+
+void ZeroOptimizer::finish(const PendingReduction& p) {
+  comm_.join(p.ticket);
+  const std::int64_t n = chunk_size(p.unit), mine = index_ * n;
+  if (stage_ >= 2) return ops_.accumulate(f32(owned_grads(p.unit)), runtime::advance(p.reduced, mine), n);
+  if (p.reduced.ptr == p.grads) return;  // reduced in place
+  // Reduced in bf16: back into the fp32 gradients, all of them (stage 0) or the owned chunk.
+  if (stage_ == 0)
+    ops_.convert(f32(p.grads), p.reduced, unit_size(p.unit));
+  else
+    ops_.convert(f32(p.grads + mine), runtime::advance(p.reduced, mine), n);
+}
+
+void ZeroOptimizer::settle(const void* buffer) {
+  std::size_t kept = 0;
+  for (const PendingReduction& p : pending_) {
+    if (buffer == nullptr || p.reduced.ptr == buffer)
+      finish(p);
+    else
+      pending_[kept++] = p;
+  }
+  pending_.resize(kept);
 }
 
 void ZeroOptimizer::gather_params(int unit) {
@@ -220,38 +249,33 @@ void ZeroOptimizer::before_backward(int unit) {
   if (stage_ == 3) gather_params(unit);
   if (stage_ < 2 || grads_open_[static_cast<size_t>(unit)]) return;
   float* window = static_cast<float*>(grad_windows_[window_of(unit)].data());
+  settle(window);
   ops_.fill(f32(window), 0.0f, unit_size(unit));
   store_.bind_grads(unit, window);
   grads_open_[static_cast<size_t>(unit)] = true;
 }
 
 void ZeroOptimizer::after_backward(int unit) {
-  const std::int64_t n = chunk_size(unit), mine = index_ * n;
   if (stage_ < 2) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
-    float* grads = store_.grads() + store_.units()[static_cast<size_t>(unit)].begin;
-    const Buf summed = reduce(grads, unit);
-    if (summed.ptr == grads) return;
-    // Reduced in bf16: back into the fp32 gradients, all of them (stage 0) or the owned chunk.
-    if (stage_ == 0) ops_.convert(f32(grads), summed, unit_size(unit));
-    else ops_.convert(f32(grads + mine), runtime::advance(summed, mine), n);
-    return;
+    return reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
   }
-  const Buf summed = reduce(static_cast<float*>(grad_windows_[window_of(unit)].data()), unit);
-  ops_.accumulate(f32(owned_grads(unit)), runtime::advance(summed, mine), n);
+  reduce(static_cast<float*>(grad_windows_[window_of(unit)].data()), unit);
   store_.bind_grads(unit, nullptr);
   grads_open_[static_cast<size_t>(unit)] = false;
 }
 
 double ZeroOptimizer::grad_norm() {
-  double sum = 0;
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-    sum += ops_.sum_squares(f32(owned_grads(u)), chunk_size(u));
+  settle();
+  for (int u = 0; u < unit_norms_.size(); ++u)
+    ops_.sum_squares(unit_norms_.at(u), f32(owned_grads(u)), chunk_size(u));
+  double sum = unit_norms_.read_sum(unit_norms_.size());
   comm_.all_reduce(group_, &sum, 1);
   return std::sqrt(sum);
 }
 
 void ZeroOptimizer::clip(double norm, double max_norm) {
+  settle();
   if (max_norm <= 0 || norm <= max_norm) return;
   const auto factor = static_cast<float>(max_norm / (norm + 1e-6));
   if (stage_ == 0) return ops_.scale(f32(store_.grads()), factor, store_.numel());
@@ -260,6 +284,7 @@ void ZeroOptimizer::clip(double norm, double max_norm) {
 }
 
 void ZeroOptimizer::step(double lr, std::int64_t step) {
+  settle();
   const auto& cfg = spec_.optimizer;
   if (stage_ == 0) {
     float* m = static_cast<float*>(exp_avg_.data());

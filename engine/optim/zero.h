@@ -19,9 +19,15 @@
 // and 3 reduce-scatter each microbatch's unit gradients out of a window into the owned chunks as
 // soon as the unit's backward is done (the window is reused). Stage 3 all-gathers a unit's
 // parameters into a window just before it is used and lets the next unit take the window after.
-// Reductions are issued from the model's unit hooks in backward order, so a device backend can
-// overlap them with the rest of the backward. Gradients are summed over ranks: the loss gradient
-// is already scaled by 1 / (tokens of the global batch).
+// Gradients are summed over ranks: the loss gradient is already scaled by 1 / (tokens of the
+// global batch).
+//
+// Overlap: reductions are issued from the model's unit hooks in backward order as overlapped
+// collectives (dist::Comm's tickets), so on a device backend the rest of the backward runs while
+// they do. What must follow a reduction (bf16 results converted back, stage 2/3 chunks added into
+// the owned gradients) waits in pending_ with the buffer the collective works on, and is done, after
+// joining its ticket, only when that buffer is about to be written again (the next unit's bf16
+// staging, a grad window's next unit) or when the gradients are read (grad_norm, clip, step).
 #pragma once
 
 #include <cstddef>
@@ -34,6 +40,7 @@
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
 #include "engine/runtime/buffer.h"
+#include "engine/runtime/device_scalars.h"
 #include "kernels/ops.h"
 
 namespace ptrain::optim {
@@ -70,7 +77,8 @@ class ZeroOptimizer final : public model::UnitHooks {
   void before_backward(int unit) override;
   void after_backward(int unit) override;
 
-  // The global L2 norm of the reduced gradients (a collective).
+  // The global L2 norm of the reduced gradients (a collective). Waits for the device: the step's
+  // one read back (the trainer reads its losses right after, at no further wait).
   double grad_norm();
   // Scales the gradients so their global norm is at most max_norm (0 = no clipping).
   void clip(double norm, double max_norm);
@@ -107,10 +115,21 @@ class ZeroOptimizer final : public model::UnitHooks {
   // data is on a device the Comm cannot reach.
   template <typename Collective>
   void on_host(void* data, std::size_t bytes, Collective&& collective);
-  // Sums the unit's fp32 gradients at `grads` over the group (all of them at stage 0, chunk index_
-  // otherwise) in train.grad_reduce's dtype; returns the reduced unit: `grads` itself, or the bf16
-  // staging buffer.
-  kernels::Buf reduce(float* grads, int unit);
+  // Starts summing the unit's fp32 gradients at `grads` over the group (all of them at stage 0,
+  // chunk index_ otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
+  // buffer, and queues what must follow it in pending_.
+  void reduce(float* grads, int unit);
+  // A reduction in flight: its ticket, its unit, where the collective works and where the gradients
+  // it reduced live (`grads`: the unit's own or a window).
+  struct PendingReduction {
+    dist::Comm::Ticket ticket;
+    int unit;
+    kernels::Buf reduced;
+    float* grads;
+  };
+  void finish(const PendingReduction& p);  // joins and completes the reduction
+  // Completes the pending reductions working on `buffer` (all of them for nullptr).
+  void settle(const void* buffer = nullptr);
   void gather_params(int unit);                   // stage 3: into the unit's window
   void publish();                                 // the master weights into the model's parameters
 
@@ -129,7 +148,9 @@ class ZeroOptimizer final : public model::UnitHooks {
   runtime::Buffer param_windows_[2], grad_windows_[2];
   runtime::Buffer reduce_staging_;        // grad_reduce bf16: one unit of gradients in bf16
   int resident_[2] = {-1, -1};            // stage 3: the unit whose parameters each window holds
+  runtime::DeviceScalars unit_norms_;     // each unit's owned gradients' sum of squares
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
+  std::vector<PendingReduction> pending_;
   int microbatches_ = 1, microbatch_ = 0;
   std::vector<std::byte> staging_;        // host copy for collectives the Comm cannot run on the device
 };

@@ -3,8 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -15,13 +15,14 @@
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
+#include "engine/grid/rank_grid.h"
 #include "engine/model/param_store.h"
 #include "engine/model/transformer.h"
-#include "engine/grid/rank_grid.h"
-#include "engine/optim/zero.h"
 #include "engine/optim/lr_schedule.h"
+#include "engine/optim/zero.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
+#include "engine/runtime/device_scalars.h"
 #include "engine/train/host_staging.h"
 #include "engine/train/metrics.h"
 
@@ -72,6 +73,7 @@ struct Trainer::State {
   std::unique_ptr<data::EvalLoader> eval_loader;
   std::unique_ptr<MetricsLog> log;  // rank 0 only
   std::vector<std::int32_t> inputs, targets;
+  runtime::DeviceScalars loss_sums;  // one per microbatch of a step or an evaluation
   double flops_per_step = 0;  // model FLOPs of the whole job's step
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
@@ -90,7 +92,8 @@ struct Trainer::State {
         zero(s, params, backend, c, dp_group),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
-        train_loader(data::make_train_loader(s, *train_source, dp_group.index)) {
+        train_loader(data::make_train_loader(s, *train_source, dp_group.index)),
+        loss_sums(backend, kEvalBatches * train_loader.microbatches()) {  // evaluation batches slice alike
     if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.train.steps, s.logging.every);
     model.set_hooks(&zero);
     start_step = restore();
@@ -195,15 +198,15 @@ struct Trainer::State {
     zero.begin_step(micro);
     const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
     const float grad_scale = static_cast<float>(1.0 / tokens_per_step);
-    double loss_sum = 0;
     for (int mb = 0; mb < micro; ++mb) {
       zero.begin_microbatch(mb);
       train_loader.load_microbatch(step, mb, inputs.data(), targets.data());
-      loss_sum += model.forward(0, inputs.data(), targets.data(), grad_scale).sum;
+      model.forward(0, inputs.data(), targets.data(), grad_scale, loss_sums.at(mb));
       model.backward(0);
     }
+    grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
+    double loss_sum = loss_sums.read_sum(micro);
     comm.all_reduce(dp_group, &loss_sum, 1);
-    grad_norm = zero.grad_norm();
     if (std::isfinite(grad_norm)) {
       zero.clip(grad_norm, spec.train.grad_clip);
       zero.step(lr, step + 1);
@@ -213,14 +216,15 @@ struct Trainer::State {
 
   double validation_loss() {
     double sums[2] = {0, 0};  // loss sum, counted tokens
+    int slot = 0;
     for (int b = 0; b < eval_loader->num_batches(); ++b) {
       for (int mb = 0; mb < eval_loader->microbatches(); ++mb) {
         eval_loader->load_microbatch(b, mb, inputs.data(), targets.data());
-        const auto r = model.evaluate(0, inputs.data(), targets.data());
-        sums[0] += r.sum;
-        sums[1] += static_cast<double>(r.tokens);
+        sums[1] +=
+            static_cast<double>(model.evaluate(0, inputs.data(), targets.data(), loss_sums.at(slot++)));
       }
     }
+    sums[0] = loss_sums.read_sum(slot);
     comm.all_reduce(dp_group, sums, 2);
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }

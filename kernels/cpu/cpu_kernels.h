@@ -65,7 +65,8 @@ void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, flo
                 float eps, float weight_decay, int step);
 
 // reduce.cpp
-double sum_squares(Buf x, std::int64_t n);
+void sum(Buf out, Buf x, std::int64_t n);
+void sum_squares(Buf out, Buf x, std::int64_t n);
 
 // memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free)
 void* allocate(std::size_t bytes);

@@ -110,7 +110,8 @@ class CpuOps final : public Ops {
                   float eps, float weight_decay, int step) const override {
     cpu::adamw_step(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
   }
-  double sum_squares(Buf x, std::int64_t n) const override { return cpu::sum_squares(x, n); }
+  void sum(Buf out, Buf x, std::int64_t n) const override { cpu::sum(out, x, n); }
+  void sum_squares(Buf out, Buf x, std::int64_t n) const override { cpu::sum_squares(out, x, n); }
 
   void* allocate(std::size_t bytes) const override { return cpu::allocate(bytes); }
   void release(void* ptr) const override { std::free(ptr); }

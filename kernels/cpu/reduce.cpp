@@ -1,6 +1,7 @@
-// Reductions: sum of squares (gradient-norm clipping) and column sums (bias / norm-weight grads).
-// Both sum in double over fixed chunks combined in a fixed order, so the result does not depend on
-// the number of threads. sum_squares takes F32 or BF16 (staged, bf16_staging.h), as on CUDA.
+// Reductions: sum and sum of squares (token losses, gradient-norm clipping) and column sums (bias /
+// norm-weight grads). All sum in double over fixed chunks combined in a fixed order, so the result
+// does not depend on the number of threads. sum and sum_squares take F32 or BF16 (staged,
+// bf16_staging.h), as on CUDA.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -28,8 +29,12 @@ void column_sums_accumulate(float* sums, const float* rows, std::int64_t R, std:
   }
 }
 
-double sum_squares(Buf x, std::int64_t n) {
-  check_sum_squares("cpu", x, n);
+namespace {
+
+// out[0] = the sum of term(x[i]) over n elements: chunks summed in double, combined in order.
+template <typename Term>
+void reduce(const char* op, Buf out, Buf x, std::int64_t n, Term term) {
+  check_reduction("cpu", op, out, x, n);
   Bf16Staging staging;
   const float* p = cf32(staging.input(x, n));
   constexpr std::int64_t kChunk = 1 << 14;
@@ -41,15 +46,22 @@ double sum_squares(Buf x, std::int64_t n) {
     const std::int64_t end = std::min(n, begin + kChunk);
     double s = 0.0;
 #pragma omp simd reduction(+ : s)
-    for (std::int64_t i = begin; i < end; ++i) {
-      const double v = p[i];
-      s += v * v;
-    }
+    for (std::int64_t i = begin; i < end; ++i) s += term(static_cast<double>(p[i]));
     partial[static_cast<std::size_t>(chunk)] = s;
   }
   double total = 0.0;
   for (double s : partial) total += s;
-  return total;
+  *f32(out) = static_cast<float>(total);
+}
+
+}  // namespace
+
+void sum(Buf out, Buf x, std::int64_t n) {
+  reduce("sum", out, x, n, [](double v) { return v; });
+}
+
+void sum_squares(Buf out, Buf x, std::int64_t n) {
+  reduce("sum_squares", out, x, n, [](double v) { return v * v; });
 }
 
 }  // namespace ptrain::kernels::cpu

@@ -6,8 +6,9 @@
 // Nothing but the inputs and outputs is touched: no [N, Vp] fp32 temporary. d_logits may alias logits
 // (every element is read and then written by the same thread, and x_target is read before the first
 // barrier). A target < 0 gives loss 0 and a zero gradient row.
-// A target >= V must throw like the CPU: the kernel records the first such row in a device flag,
-// which is copied back after the kernel, so this op synchronises the stream once per call.
+// A target >= V must throw like the CPU, but finding it on the host would cost a synchronisation
+// per call: the kernel records the first such row (and its target) in ctx.bad_target, which the
+// next copy_to_host reads back with its data and reports (ops.h).
 // Dtypes: logits and d_logits share one element type (F32 or BF16); losses F32; targets I32.
 #include <algorithm>
 #include <cmath>
@@ -23,7 +24,9 @@
 namespace ptrain::kernels::cuda {
 namespace {
 
-constexpr int kNoBadRow = 0x7f7f7f7f;  // the flag's initial value: every byte 0x7f (cudaMemsetAsync)
+// ctx.bad_target packs (row << 32 | target) so that atomicMin keeps the lowest row with its target;
+// every bit set means none.
+constexpr unsigned long long kNoBadTarget = ~0ull;
 
 // Merges the running (max, sum of exp(x - max)) pair (m2, s2) into (m, s). Equal maxima (including
 // both -inf, an all -inf slice) scale by exactly 1, so no exp(-inf - -inf) = NaN appears; a NaN sum
@@ -58,13 +61,16 @@ __device__ void block_max_sum(float& m, float& s) {
 
 template <typename E>
 __global__ void cross_entropy_kernel(float* losses, E* d_logits, const E* logits, const std::int32_t* targets,
-                                     int V, int Vp, float grad_scale, int* bad_row) {
+                                     int V, int Vp, float grad_scale, unsigned long long* bad_target) {
   const std::int64_t row = blockIdx.x;
   const std::int32_t target = targets[row];
   E* dl = d_logits != nullptr ? d_logits + row * Vp : nullptr;
   if (target < 0 || target >= V) {  // the whole block leaves together: no barrier is skipped
     if (threadIdx.x == 0) {
-      if (target >= V) atomicMin(bad_row, static_cast<int>(row));
+      if (target >= V) {
+        atomicMin(bad_target,
+                  static_cast<unsigned long long>(row) << 32 | static_cast<std::uint32_t>(target));
+      }
       losses[row] = target < 0 ? 0.0f : __int_as_float(0x7fc00000);
     }
     if (dl != nullptr) {
@@ -103,31 +109,34 @@ __global__ void cross_entropy_kernel(float* losses, E* d_logits, const E* logits
 
 void cross_entropy_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_logits, Buf logits,
                                     Buf targets, int N, int V, int Vp, float grad_scale) {
-  constexpr const char* op = "cross_entropy_forward_backward";
   check_cross_entropy_forward_backward("cuda", losses, d_logits, logits, targets, N, V, Vp);
   if (N == 0) return;
 
-  Scratch<int> bad_row(ctx, 1);
-  PTRAIN_CUDA_CHECK(cudaMemsetAsync(bad_row.get(), 0x7f, sizeof(int), ctx.stream));
   const int block = std::clamp(((Vp + 7) / 8 + 31) / 32 * 32, 32, 512);
   dispatch_float(logits.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     cross_entropy_kernel<E><<<static_cast<unsigned>(N), block, 0, ctx.stream>>>(
         typed<float>(losses), typed<E>(d_logits), typed<const E>(logits), typed<const std::int32_t>(targets),
-        V, Vp, grad_scale, bad_row.get());
+        V, Vp, grad_scale, ctx.bad_target);
     PTRAIN_CUDA_CHECK_LAUNCH();
   });
+}
 
-  int first_bad = kNoBadRow;
-  PTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(&first_bad, bad_row.get(), sizeof(int), cudaMemcpyDeviceToHost, ctx.stream));
-  PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  if (first_bad == kNoBadRow) return;
-  std::int32_t target = 0;
-  PTRAIN_CUDA_CHECK(cudaMemcpyAsync(&target, typed<const std::int32_t>(targets) + first_bad, sizeof(target),
+void queue_bad_target_readback(const LaunchContext& ctx) {
+  PTRAIN_CUDA_CHECK(cudaMemcpyAsync(ctx.bad_target_host, ctx.bad_target, sizeof(unsigned long long),
                                     cudaMemcpyDeviceToHost, ctx.stream));
-  PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  fail("cuda", op, "target " + std::to_string(target) + " at row " + std::to_string(first_bad) + " >= V");
+}
+
+void throw_if_bad_target(const LaunchContext& ctx) {
+  const unsigned long long found = *ctx.bad_target_host;
+  if (found == kNoBadTarget) return;
+  *ctx.bad_target_host = kNoBadTarget;
+  PTRAIN_CUDA_CHECK(cudaMemsetAsync(ctx.bad_target, 0xff, sizeof(unsigned long long), ctx.stream));
+  const auto row = static_cast<std::int64_t>(found >> 32);
+  const auto target = static_cast<std::int32_t>(static_cast<std::uint32_t>(found & 0xffffffffull));
+  fail("cuda", "cross_entropy_forward_backward",
+       "target " + std::to_string(target) + " at row " + std::to_string(row) +
+           " >= V (found by the kernel, reported at the next read back)");
 }
 
 }  // namespace ptrain::kernels::cuda

@@ -23,6 +23,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/pinned_uploads.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -36,6 +37,8 @@ constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
 
 // Releases what a (possibly half-built) context holds; errors are ignored (cleanup after a failure).
 void destroy_context(const LaunchContext& c) noexcept {
+  if (c.bad_target_host != nullptr) static_cast<void>(cudaFreeHost(c.bad_target_host));
+  if (c.bad_target != nullptr) static_cast<void>(cudaFree(c.bad_target));
   if (c.scratch_pool != nullptr) static_cast<void>(cudaMemPoolDestroy(c.scratch_pool));
   if (c.lt_workspace != nullptr) static_cast<void>(cudaFree(c.lt_workspace));
   if (c.lt != nullptr) static_cast<void>(cublasLtDestroy(c.lt));
@@ -58,6 +61,10 @@ LaunchContext create_context(int device) {
     // Keep freed blocks for reuse: temporaries are allocated every step and are small.
     std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
     PTRAIN_CUDA_CHECK(cudaMemPoolSetAttribute(c.scratch_pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    PTRAIN_CUDA_CHECK(cudaMalloc(&c.bad_target, sizeof(unsigned long long)));
+    PTRAIN_CUDA_CHECK(cudaMemset(c.bad_target, 0xff, sizeof(unsigned long long)));  // none
+    PTRAIN_CUDA_CHECK(cudaMallocHost(&c.bad_target_host, sizeof(unsigned long long)));
+    *c.bad_target_host = ~0ull;
   } catch (...) {
     destroy_context(c);
     throw;
@@ -179,7 +186,8 @@ class CudaOps final : public Ops {
                   float eps, float weight_decay, int step) const override {
     cuda::adamw_step(ctx(), param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
   }
-  double sum_squares(Buf x, std::int64_t n) const override { return cuda::sum_squares(ctx(), x, n); }
+  void sum(Buf out, Buf x, std::int64_t n) const override { cuda::sum(ctx(), out, x, n); }
+  void sum_squares(Buf out, Buf x, std::int64_t n) const override { cuda::sum_squares(ctx(), out, x, n); }
 
   // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in
   // stream order so later ops see zeros.
@@ -197,13 +205,15 @@ class CudaOps final : public Ops {
   }
   void copy_to_device(Buf dst, const void* host, std::size_t bytes) const override {
     if (bytes == 0) return;
-    // From pageable memory the runtime stages the bytes before returning: the host buffer is free.
-    PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, host, bytes, cudaMemcpyHostToDevice, ctx().stream));
+    uploads_.copy(ctx().stream, dst.ptr, host, bytes);
   }
+  // The one place the host waits for the compute stream, so kernels' deferred errors surface here.
   void copy_to_host(void* host, Buf src, std::size_t bytes) const override {
-    if (bytes == 0) return;
-    PTRAIN_CUDA_CHECK(cudaMemcpyAsync(host, src.ptr, bytes, cudaMemcpyDeviceToHost, ctx().stream));
-    PTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx().stream));
+    const LaunchContext& c = ctx();
+    if (bytes > 0) PTRAIN_CUDA_CHECK(cudaMemcpyAsync(host, src.ptr, bytes, cudaMemcpyDeviceToHost, c.stream));
+    cuda::queue_bad_target_readback(c);
+    PTRAIN_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+    cuda::throw_if_bad_target(c);
   }
   void copy(Buf dst, Buf src, std::size_t bytes) const override {
     if (bytes == 0) return;
@@ -221,6 +231,7 @@ class CudaOps final : public Ops {
     return static_cast<std::int64_t>(total - free);
   }
 
+  mutable cuda::PinnedUploads uploads_;
   mutable std::once_flag once_;
   mutable LaunchContext ctx_;
   mutable int device_ = -1;

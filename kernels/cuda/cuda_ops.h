@@ -5,11 +5,12 @@
 // engine calls cudaSetDevice first); using it while another device is current throws. Its state is
 // created on that first use: ONE compute stream (non-blocking: it does not synchronise with the
 // legacy default stream, so order other streams and copies against it with events), a cuBLASLt handle
-// with a 32 MiB workspace, and a stream-ordered memory pool for small temporaries (column-reduction
-// partials, sort buffers, flags). Every op is enqueued on the compute stream; only
-// cross_entropy_forward_backward (to check targets) and sum_squares (to return its value)
-// synchronise the host. Argument errors throw std::invalid_argument("cuda <op>: ..."), CUDA library
-// errors std::runtime_error (kernels/cuda/check.cuh).
+// with a 32 MiB workspace, a stream-ordered memory pool for small temporaries (column-reduction
+// partials, sort buffers) and pinned blocks for host-to-device copies. Every op and copy_to_device
+// is enqueued on the compute stream without waiting for it; copy_to_host is the one call that
+// waits (apart from release, outside steps), and it reports what kernels found meanwhile (a
+// cross-entropy target >= V). Argument errors throw std::invalid_argument("cuda <op>: ..."), CUDA
+// library errors std::runtime_error (kernels/cuda/check.cuh).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -26,6 +26,10 @@ struct LaunchContext {
   void* lt_workspace = nullptr;   // cuBLASLt workspace
   std::size_t lt_workspace_bytes = 0;
   cudaMemPool_t scratch_pool = nullptr;  // stream-ordered temporaries (keeps its memory)
+  // The first target >= V cross entropy met since the last read back (cross_entropy.cuh), in device
+  // memory, and the pinned host word it is read back into.
+  unsigned long long* bad_target = nullptr;
+  unsigned long long* bad_target_host = nullptr;
 };
 
 // Temporary device memory for `count` T's, allocated and freed in stream order on the compute stream

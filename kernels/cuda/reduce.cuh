@@ -1,4 +1,4 @@
-// Reductions returned to the host on CUDA (see reduce.cu). Semantics as ops.h.
+// Reductions to one F32 value in device memory on CUDA (see reduce.cu). Semantics as ops.h.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace ptrain::kernels::cuda {
 
-// Synchronises the stream to hand the result to the host (ops.h: the value is returned).
-double sum_squares(const LaunchContext& ctx, Buf x, std::int64_t n);
+void sum(const LaunchContext& ctx, Buf out, Buf x, std::int64_t n);
+void sum_squares(const LaunchContext& ctx, Buf out, Buf x, std::int64_t n);
 
 }  // namespace ptrain::kernels::cuda

@@ -75,9 +75,9 @@ class RecordingComm final : public Comm {
  protected:
   void connect(const Group& g) override { connected.emplace_back(g.name, g.has_me()); }
   [[noreturn]] static void none() { throw DistError("no communication expected"); }
-  void do_all_reduce(const Group&, void*, std::size_t, ElemType, ReduceOp) override { none(); }
-  void do_reduce_scatter(const Group&, void*, std::size_t, ElemType) override { none(); }
-  void do_all_gather(const Group&, void*, std::size_t, ElemType) override { none(); }
+  void do_all_reduce(const Group&, void*, std::size_t, ElemType, ReduceOp, bool) override { none(); }
+  void do_reduce_scatter(const Group&, void*, std::size_t, ElemType, bool) override { none(); }
+  void do_all_gather(const Group&, void*, std::size_t, ElemType, bool) override { none(); }
   void do_all_to_allv(const Group&, const float*, const std::vector<std::size_t>&, float*,
                       const std::vector<std::size_t>&) override {
     none();

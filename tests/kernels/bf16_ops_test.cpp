@@ -322,7 +322,7 @@ TEST_CASE("bf16 gelu and swiglu, with the aliasing ops.h allows", "[bf16][activa
   }
 }
 
-TEST_CASE("bf16 add, accumulate, scale, fill and sum_squares", "[bf16][elementwise]") {
+TEST_CASE("bf16 add, accumulate, scale, fill, sum and sum_squares", "[bf16][elementwise]") {
   for (const int n : {13, 100003}) {
     INFO("n=" << n);
     Arg a(random_vec(n, 1), BF16), b(random_vec(n, 2), BF16), out(nan_vec(n), BF16);
@@ -348,7 +348,13 @@ TEST_CASE("bf16 add, accumulate, scale, fill and sum_squares", "[bf16][elementwi
       }
     }
     Arg s(random_vec(n, 5, -3.0f, 3.0f), BF16);
-    CHECK(ops().sum_squares(s.buf(), n) == ops().sum_squares(s.ref(), n));
+    float got[2], want[2];
+    ops().sum(scalar(got[0]), s.buf(), n);
+    ops().sum(scalar(want[0]), s.ref(), n);
+    ops().sum_squares(scalar(got[1]), s.buf(), n);
+    ops().sum_squares(scalar(want[1]), s.ref(), n);
+    CHECK(got[0] == want[0]);
+    CHECK(got[1] == want[1]);
   }
 }
 
@@ -451,5 +457,6 @@ TEST_CASE("dtype combinations the CUDA ops reject throw on the CPU too", "[bf16]
           "'param' must be f32");
   rejects([&] { o.adamw_step(f, h, g, s, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1); }, "adamw_step",
           "'grad' must be f32");
-  rejects([&] { o.sum_squares(i32, 4); }, "sum_squares", "'x' must be f32 or bf16");
+  rejects([&] { o.sum_squares(f, i32, 4); }, "sum_squares", "'x' must be f32 or bf16");
+  rejects([&] { o.sum(i32, f, 4); }, "sum", "'out' must be f32");
 }

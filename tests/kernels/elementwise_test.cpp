@@ -1,4 +1,4 @@
-// add / accumulate / scale / fill on the serial and the parallel path, and sum_squares in double.
+// add / accumulate / scale / fill on the serial and the parallel path, and sum / sum_squares in double.
 #include "tests/kernels/kernel_test_util.h"
 
 using namespace ptrain::kernels::test;
@@ -30,20 +30,32 @@ TEST_CASE("elementwise ops", "[elementwise]") {
   }
 }
 
-TEST_CASE("sum_squares accumulates in double", "[reduce]") {
+TEST_CASE("sum and sum_squares add in double and round once", "[reduce]") {
   for (const std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{1000003}}) {
     INFO("n=" << n);
     const Vec x = random_vec(n, 3, -3.0f, 3.0f);
-    double ref = 0.0;
-    for (float v : x) ref += double(v) * v;
-    const double got = ops().sum_squares(buf(x), static_cast<std::int64_t>(n));
-    CHECK(std::fabs(got - ref) <= 1e-12 * std::max(1.0, ref));
+    double ref_sum = 0.0, ref_squares = 0.0;
+    for (float v : x) {
+      ref_sum += v;
+      ref_squares += double(v) * v;
+    }
+    float sum = -1, squares = -1;
+    ops().sum(scalar(sum), buf(x), static_cast<std::int64_t>(n));
+    ops().sum_squares(scalar(squares), buf(x), static_cast<std::int64_t>(n));
+    // Within the one rounding to float (2^-24 relative), whatever the order of the double sums.
+    CHECK(std::fabs(sum - ref_sum) <= 6e-8 * std::max(1.0, std::fabs(ref_sum)));
+    CHECK(std::fabs(squares - ref_squares) <= 6e-8 * std::max(1.0, ref_squares));
   }
-  // Small squares next to a large one: in float 1e8 + 1e-8 == 1e8 and they vanish; in double they
-  // add up to ~1e-5 (each add still rounds to the 1.5e-8 grid of 1e8, hence a band).
-  Vec x(1001, 1e-4f);
-  x[0] = 1e4f;
-  const double got = ops().sum_squares(buf(x), 1001);
-  CHECK(got - 1e8 > 0.5e-5);
-  CHECK(got - 1e8 < 2e-5);
+  // Small terms next to a large one: in float 1 + 1e-8 == 1 and they would vanish; in double the
+  // million of them add up to 0.01.
+  Vec x(1000001, 1e-4f);
+  x[0] = 1.0f;
+  float squares = 0;
+  ops().sum_squares(scalar(squares), buf(x), static_cast<std::int64_t>(x.size()));
+  CHECK(squares == Approx(1.01).epsilon(1e-6));
+  Vec y(1000001, 1e-8f);
+  y[0] = 1.0f;
+  float sum = 0;
+  ops().sum(scalar(sum), buf(y), static_cast<std::int64_t>(y.size()));
+  CHECK(sum == Approx(1.01).epsilon(1e-6));
 }

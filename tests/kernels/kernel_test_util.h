@@ -59,6 +59,10 @@ inline Buf buf(const Vec& v) {
 inline Buf buf(const IVec& v) {
   return Buf{const_cast<std::int32_t*>(v.data()), DType::I32};
 }
+// One F32 value on the host (the output of sum and sum_squares on the CPU backend).
+inline Buf scalar(float& v) {
+  return Buf{&v, DType::F32};
+}
 inline Buf none() {
   return Buf{};
 }

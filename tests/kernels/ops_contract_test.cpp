@@ -55,7 +55,8 @@ TEST_CASE("wrong dtypes and missing buffers throw invalid_argument with the op n
                       Contains("cross_entropy_forward_backward"));
   REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, bf16, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1),
                       Contains("adamw_step"));
-  REQUIRE_THROWS_WITH(o.sum_squares(ti, 4), Contains("sum_squares"));
+  REQUIRE_THROWS_WITH(o.sum_squares(f, ti, 4), Contains("sum_squares"));
+  REQUIRE_THROWS_WITH(o.sum(ti, f, 4), Contains("sum"));
   REQUIRE_THROWS_WITH(o.convert(ti, f, 4), Contains("convert"));
   REQUIRE_THROWS_WITH(o.add(f, g, h, -1), Contains("negative size"));
 }
@@ -75,7 +76,8 @@ TEST_CASE("results do not depend on the thread count", "[contract]") {
     ops().attention_forward(buf(att), buf(lse), buf(x), buf(out), buf(out), 2, N / 2, 4, 2, 24);
     ops().attention_backward(buf(dq), buf(dk), buf(dv), buf(r), buf(x), buf(out), buf(out), buf(att),
                              buf(lse), 2, N / 2, 4, 2, 24);
-    const double ss = ops().sum_squares(buf(x), N * C);
+    float ss = 0;
+    ops().sum_squares(scalar(ss), buf(x), N * C);
     return std::tuple{dx, dw, db, att, dq, dk, dv, ss};
   };
   const auto one = run(1);

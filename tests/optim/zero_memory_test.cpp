@@ -24,9 +24,11 @@ class SilentComm final : public dist::Comm {
  protected:
   void connect(const dist::Group&) override {}
   [[noreturn]] static void none() { throw dist::DistError("no communication expected"); }
-  void do_all_reduce(const dist::Group&, void*, std::size_t, dist::ElemType, dist::ReduceOp) override { none(); }
-  void do_reduce_scatter(const dist::Group&, void*, std::size_t, dist::ElemType) override { none(); }
-  void do_all_gather(const dist::Group&, void*, std::size_t, dist::ElemType) override { none(); }
+  void do_all_reduce(const dist::Group&, void*, std::size_t, dist::ElemType, dist::ReduceOp, bool) override {
+    none();
+  }
+  void do_reduce_scatter(const dist::Group&, void*, std::size_t, dist::ElemType, bool) override { none(); }
+  void do_all_gather(const dist::Group&, void*, std::size_t, dist::ElemType, bool) override { none(); }
   void do_all_to_allv(const dist::Group&, const float*, const std::vector<std::size_t>&, float*,
                       const std::vector<std::size_t>&) override {
     none();
