@@ -419,6 +419,7 @@ class NcclComm final : public Comm {
       const cudaError_t query = cudaEventQuery(event);
       if (query == cudaSuccess) return;
       if (query != cudaErrorNotReady) PTRAIN_DIST_CHECK(query);
+      static_cast<void>(cudaGetLastError());  // "not ready" is no error: keep it from later launch checks
       std::lock_guard<std::mutex> lock(nccl_mutex_);
       throw_if_aborted();
       ncclResult_t state = ncclSuccess;
@@ -457,6 +458,7 @@ class NcclComm final : public Comm {
       Pending& oldest = pending_.front();
       const cudaError_t query = cudaEventQuery(oldest.done);
       if (query == cudaErrorNotReady) {
+        static_cast<void>(cudaGetLastError());  // no error: keep it from later launch checks
         if (Clock::now() - oldest.start <= timeout_) return {};
         return "rank " + std::to_string(rank()) + ": " + oldest.op.name + " did not finish within " + seconds(timeout_);
       }

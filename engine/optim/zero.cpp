@@ -1,5 +1,6 @@
 #include "engine/optim/zero.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -20,6 +21,15 @@ DType param_dtype(const config::JobSpec& spec) {
 }
 
 dist::ElemType elem_type(DType t) { return t == DType::BF16 ? dist::ElemType::BF16 : dist::ElemType::F32; }
+
+// Elements of each ZeRO 2/3 window (see zero.h's windows): a tied head's embedding unit gets its own.
+std::vector<std::int64_t> window_elements(const model::ParamStore& store, bool tied) {
+  if (!tied) return {store.largest_unit(), store.largest_unit()};
+  std::int64_t others = 0;
+  for (int u = 0; u < static_cast<int>(store.units().size()); ++u)
+    if (u != store.embedding_unit()) others = std::max(others, store.units()[static_cast<size_t>(u)].size());
+  return {store.units()[static_cast<size_t>(store.embedding_unit())].size(), others, others};
+}
 
 }  // namespace
 
@@ -63,11 +73,14 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
   exp_avg_sq_ = runtime::Buffer(ops, moments, DType::F32);
   if (stage_ >= 2) {
     shard_grads_ = runtime::Buffer(ops, shard_numel_, DType::F32);
-    for (auto& w : grad_windows_) w = runtime::Buffer(ops, store.largest_unit(), DType::F32);
+    for (std::int64_t n : window_elements(store, tied_)) grad_windows_.emplace_back(ops, n, DType::F32);
     grads_open_.assign(units.size(), false);
   }
-  if (stage_ == 3)
-    for (auto& w : param_windows_) w = runtime::Buffer(ops, store.largest_unit(), store.param_dtype());
+  if (stage_ == 3) {
+    for (std::int64_t n : window_elements(store, tied_))
+      param_windows_.emplace_back(ops, n, store.param_dtype());
+    resident_.assign(param_windows_.size(), -1);
+  }
   if (spec.train.grad_reduce == config::Precision::Bf16 && ranks_ > 1)
     reduce_staging_ = runtime::Buffer(ops, store.largest_unit(), DType::BF16);
 }
@@ -79,8 +92,8 @@ ZeroBytes ZeroOptimizer::allocated_bytes() const {
   b.params = stage_ < 3 ? full(store_.param_dtype()) : master_is_params ? static_cast<double>(master_.bytes()) : 0.0;
   b.grads = static_cast<double>(stage_ >= 2 ? shard_grads_.bytes() : static_cast<std::size_t>(full(DType::F32)));
   b.optimizer = static_cast<double>(exp_avg_.bytes() + exp_avg_sq_.bytes() + (master_is_params ? 0 : master_.bytes()));
-  for (int w = 0; w < 2; ++w)
-    b.windows += static_cast<double>(param_windows_[w].bytes() + grad_windows_[w].bytes());
+  for (const runtime::Buffer& w : param_windows_) b.windows += static_cast<double>(w.bytes());
+  for (const runtime::Buffer& w : grad_windows_) b.windows += static_cast<double>(w.bytes());
   b.windows += static_cast<double>(reduce_staging_.bytes());
   return b;
 }
@@ -93,7 +106,7 @@ model::FlatRange ZeroOptimizer::chunk(int unit) const {
 }
 
 int ZeroOptimizer::window_of(int unit) const {
-  if (tied_) return unit == store_.embedding_unit() ? 0 : 1;
+  if (tied_) return unit == store_.embedding_unit() ? 0 : 1 + unit % 2;
   return unit % 2;
 }
 
@@ -204,7 +217,7 @@ void ZeroOptimizer::settle(const void* buffer) {
 }
 
 void ZeroOptimizer::gather_params(int unit) {
-  const int w = window_of(unit);
+  const auto w = static_cast<std::size_t>(window_of(unit));
   if (resident_[w] == unit) return;
   if (resident_[w] >= 0) store_.bind_params(resident_[w], nullptr);
   const Buf window = param_windows_[w].at();
@@ -248,7 +261,7 @@ void ZeroOptimizer::before_forward(int unit) {
 void ZeroOptimizer::before_backward(int unit) {
   if (stage_ == 3) gather_params(unit);
   if (stage_ < 2 || grads_open_[static_cast<size_t>(unit)]) return;
-  float* window = static_cast<float*>(grad_windows_[window_of(unit)].data());
+  float* window = static_cast<float*>(grad_windows_[static_cast<std::size_t>(window_of(unit))].data());
   settle(window);
   ops_.fill(f32(window), 0.0f, unit_size(unit));
   store_.bind_grads(unit, window);
@@ -260,7 +273,7 @@ void ZeroOptimizer::after_backward(int unit) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
     return reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
   }
-  reduce(static_cast<float*>(grad_windows_[window_of(unit)].data()), unit);
+  reduce(static_cast<float*>(grad_windows_[static_cast<std::size_t>(window_of(unit))].data()), unit);
   store_.bind_grads(unit, nullptr);
   grads_open_[static_cast<size_t>(unit)] = false;
 }

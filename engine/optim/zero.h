@@ -6,8 +6,11 @@
 //   stage  parameters             gradients                        optimizer (m, v)
 //   0      full                   full; all-reduced per unit        full
 //   1      full; chunks gathered   full; reduce-scattered per unit  own chunks
-//   2      full; chunks gathered   own chunks + 2 unit windows      own chunks
-//   3      own chunks + 2 windows  own chunks + 2 unit windows      own chunks
+//   2      full; chunks gathered   own chunks + unit windows        own chunks
+//   3      own chunks + windows    own chunks + unit windows        own chunks
+//
+// (windows: two that consecutive units alternate between, plus, with a tied head, one for the
+// embedding's unit; see grad_windows_)
 //
 // Mixed precision (train.precision: bf16): the model computes with bf16 parameters (the full
 // buffer, or the stage-3 windows) and fp32 gradients; the fp32 master weights the optimizer updates
@@ -18,7 +21,7 @@
 // Stages 0 and 1 reduce a unit's gradients once its last microbatch's backward is done; stages 2
 // and 3 reduce-scatter each microbatch's unit gradients out of a window into the owned chunks as
 // soon as the unit's backward is done (the window is reused). Stage 3 all-gathers a unit's
-// parameters into a window just before it is used and lets the next unit take the window after.
+// parameters into a window just before it is used; the unit two later takes the window after.
 // Gradients are summed over ranks: the loss gradient is already scaled by 1 / (tokens of the
 // global batch).
 //
@@ -145,9 +148,13 @@ class ZeroOptimizer final : public model::UnitHooks {
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
   // model's fp32 parameters are the master.
   runtime::Buffer master_, shard_grads_, exp_avg_, exp_avg_sq_;
-  runtime::Buffer param_windows_[2], grad_windows_[2];
+  // Stages 2, 3: the windows units pass through (window_of). Consecutive units alternate between two,
+  // each as big as the biggest unit; with a tied head the embedding's unit, open from the head to
+  // the end of the backward, has a third of its own (window 0), and the other two fit the biggest
+  // of the other units.
+  std::vector<runtime::Buffer> param_windows_, grad_windows_;
   runtime::Buffer reduce_staging_;        // grad_reduce bf16: one unit of gradients in bf16
-  int resident_[2] = {-1, -1};            // stage 3: the unit whose parameters each window holds
+  std::vector<int> resident_;             // stage 3: the unit whose parameters each window holds (-1: none)
   runtime::DeviceScalars unit_norms_;     // each unit's owned gradients' sum of squares
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   std::vector<PendingReduction> pending_;

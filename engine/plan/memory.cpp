@@ -56,8 +56,8 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) 
   if (p.tp > 1 && p.sequence_parallel) sum += hidden;
   if (p.tp * p.cp * p.dp / p.ep > 1 && params.expert > 0)
     sum += std::min(kGradBucketElements, static_cast<double>(params.expert)) * bytes.grad;
-  if (p.zero >= 2) sum += 2.0 * static_cast<double>(params.largest_unit) * bytes.grad;
-  if (p.zero == 3) sum += 2.0 * static_cast<double>(params.largest_unit) * bytes.param;
+  if (p.zero >= 2) sum += static_cast<double>(params.window_elements()) * bytes.grad;
+  if (p.zero == 3) sum += static_cast<double>(params.window_elements()) * bytes.param;
   // bf16 reductions convert one unit's fp32 gradients into a bf16 staging buffer.
   if (spec.train.grad_reduce == config::Precision::Bf16 && p.dp * p.cp > 1)
     sum += static_cast<double>(params.largest_unit) * grad_reduce_bytes(spec.train);

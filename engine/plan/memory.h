@@ -19,10 +19,12 @@
 //   pp > 1        receive buffers for one activation and one gradient: 2 * sbh (/t under SP)
 //   tp > 1, SP    the all-gathered sequence: sbh
 //   dense gradients are reduced in place, unit by unit (zero 0, 1: no buffer)
-//   zero >= 2     two reduction windows of a unit's gradients (the unit in backward and the tied
-//                 embedding, or the next unit): 2 * largest unit * grad bytes
-//   zero 3        the gathered params of the unit computing and of the one prefetched (or the tied
-//                 embedding): 2 * largest unit * param bytes
+//   zero >= 2     reduction windows of a unit's gradients, two alternating (the unit in backward
+//                 and the one before it, still reducing): 2 * largest unit * grad bytes; with a
+//                 tied head a third for the embedding, open through the backward:
+//                 (embedding unit + 2 * largest other unit) * grad bytes (RankParams::window_elements)
+//   zero 3        the gathered params, in windows laid out as the gradients' ones: window elements
+//                 * param bytes
 //                 (units as ParamStore cuts them: embedding, one layer, final norm + head)
 //   expert-dp > 1 one expert gradient bucket: min(kGradBucketElements, expert Psi) * grad bytes
 //   ep > 1        all-to-all send and receive buffers: 2 * expert_token_slots * h

@@ -13,7 +13,15 @@ struct RankParams {
   std::int64_t expert = 0;        // expert elements (ZeRO shards them over expert-dp = tp*cp*dp/ep)
   std::int64_t largest_unit = 0;  // the biggest layer, embedding or head here (ZeRO-3 gathers one at a time)
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
+  // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
+  // of the other units: ZeRO 2/3 give it a window of its own (optim/zero.h).
+  std::int64_t tied_unit = 0, largest_other_unit = 0;
   std::int64_t total() const { return dense + expert; }
+  // Elements of ZeRO 2/3's windows: two alternating ones of the biggest unit, or the tied unit's own
+  // plus two of the biggest other one.
+  std::int64_t window_elements() const {
+    return tied_unit > 0 ? tied_unit + 2 * largest_other_unit : 2 * largest_unit;
+  }
 };
 
 // Precondition: `local` is local_params(...) of one rank with pipeline size `pp`.

@@ -62,7 +62,7 @@ LaunchContext create_context(int device) {
     std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
     PTRAIN_CUDA_CHECK(cudaMemPoolSetAttribute(c.scratch_pool, cudaMemPoolAttrReleaseThreshold, &keep));
     PTRAIN_CUDA_CHECK(cudaMalloc(&c.bad_target, sizeof(unsigned long long)));
-    PTRAIN_CUDA_CHECK(cudaMemset(c.bad_target, 0xff, sizeof(unsigned long long)));  // none
+    PTRAIN_CUDA_CHECK(cudaMemsetAsync(c.bad_target, 0xff, sizeof(unsigned long long), c.stream));  // none
     PTRAIN_CUDA_CHECK(cudaMallocHost(&c.bad_target_host, sizeof(unsigned long long)));
     *c.bad_target_host = ~0ull;
   } catch (...) {

@@ -8,7 +8,7 @@
 namespace ptrain::kernels::cuda {
 namespace {
 
-constexpr std::size_t kMinBlockBytes = std::size_t{1} << 20;
+constexpr std::size_t kBlockGranule = std::size_t{64} << 10;  // blocks are multiples of 64 KiB
 
 }  // namespace
 
@@ -20,15 +20,17 @@ PinnedUploads::~PinnedUploads() {
   }
 }
 
-PinnedUploads::Block& PinnedUploads::free_block(std::size_t bytes) {
-  for (Block& b : blocks_) {
-    if (b.bytes < bytes) continue;
-    const cudaError_t state = cudaEventQuery(b.done);
-    if (state == cudaSuccess) return b;
-    if (state != cudaErrorNotReady) PTRAIN_CUDA_CHECK(state);
-  }
+bool PinnedUploads::finished(const Block& b) {
+  const cudaError_t state = cudaEventQuery(b.done);
+  if (state == cudaSuccess) return true;
+  if (state != cudaErrorNotReady) PTRAIN_CUDA_CHECK(state);
+  static_cast<void>(cudaGetLastError());  // "not ready" is no error: keep it from the next launch check
+  return false;
+}
+
+PinnedUploads::Block& PinnedUploads::new_block(std::size_t bytes) {
   Block b;
-  b.bytes = std::max(kMinBlockBytes, bytes);
+  b.bytes = (bytes + kBlockGranule - 1) / kBlockGranule * kBlockGranule;
   PTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming));
   try {
     PTRAIN_CUDA_CHECK(cudaMallocHost(&b.host, b.bytes));
@@ -36,8 +38,34 @@ PinnedUploads::Block& PinnedUploads::free_block(std::size_t bytes) {
     static_cast<void>(cudaEventDestroy(b.done));
     throw;
   }
+  pinned_bytes_ += b.bytes;
   blocks_.push_back(b);  // a new event counts as completed until recorded
   return blocks_.back();
+}
+
+PinnedUploads::Block& PinnedUploads::free_block(std::size_t bytes) {
+  for (Block& b : blocks_) {
+    if (b.bytes >= bytes && finished(b)) return b;
+  }
+  if (pinned_bytes_ + bytes <= kMaxPinnedBytes) return new_block(bytes);
+  // At the cap: wait for the least recently used block that is big enough.
+  Block* oldest = nullptr;
+  for (Block& b : blocks_) {
+    if (b.bytes >= bytes && (oldest == nullptr || b.used < oldest->used)) oldest = &b;
+  }
+  if (oldest != nullptr) {
+    PTRAIN_CUDA_CHECK(cudaEventSynchronize(oldest->done));
+    return *oldest;
+  }
+  // Every block is too small for this one: drain them all and start over.
+  for (Block& b : blocks_) {
+    PTRAIN_CUDA_CHECK(cudaEventSynchronize(b.done));
+    PTRAIN_CUDA_CHECK(cudaEventDestroy(b.done));
+    PTRAIN_CUDA_CHECK(cudaFreeHost(b.host));
+  }
+  blocks_.clear();
+  pinned_bytes_ = 0;
+  return new_block(bytes);
 }
 
 void PinnedUploads::copy(cudaStream_t stream, void* dst, const void* host, std::size_t bytes) {
@@ -50,6 +78,7 @@ void PinnedUploads::copy(cudaStream_t stream, void* dst, const void* host, std::
   std::memcpy(b.host, host, bytes);
   PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, b.host, bytes, cudaMemcpyHostToDevice, stream));
   PTRAIN_CUDA_CHECK(cudaEventRecord(b.done, stream));
+  b.used = ++uploads_;
 }
 
 }  // namespace ptrain::kernels::cuda

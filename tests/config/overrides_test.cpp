@@ -21,7 +21,7 @@ TEST_CASE("a valid override replaces the file's value and records where it came 
   CHECK(where.origin == "--set parallel.tp=2");
 }
 
-TEST_CASE("overrides apply in order; the last one wins", "[config][set]") {
+TEST_CASE("overrides apply in order: the last one wins", "[config][set]") {
   LoadResult result = load(kFourRanks, {"parallel.tp=4", "parallel.tp=2"});
   REQUIRE(result.ok());
   CHECK(result.spec.parallel.tp == 2);

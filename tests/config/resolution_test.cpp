@@ -202,7 +202,7 @@ TEST_CASE("interleaved even split has pp*virtual_stages entries", "[config][reso
   CHECK(result.spec.schedule.resolved_layers_per_stage == std::vector<int>{2, 2, 2, 2, 2, 2});
 }
 
-TEST_CASE("not-given kv_heads and ffn_hidden resolve; vocab pads to tp", "[config][resolve]") {
+TEST_CASE("not-given kv_heads and ffn_hidden resolve, and vocab pads to tp", "[config][resolve]") {
   for (const std::string given :
        {"", "  kv_heads: null\n  ffn_hidden: ~\n", "  kv_heads: 0\n  ffn_hidden: 0\n"}) {
     CAPTURE(given);

@@ -55,9 +55,9 @@ float grad_value(int rank, std::int64_t element) {
   return 0.001f * static_cast<float>((element * 7 + rank * 13) % 23 - 11);
 }
 
-// One step on `rank` of `world`: every unit's gradients written as grad_value(rank, ...) (summed
-// over `sum_of_ranks` ranks when world is 1), reduced, clipped and applied. Returns this rank's
-// owned parameter chunks, flattened.
+// One step of two microbatches on `rank` of `world`: every unit's gradients written as
+// grad_value(rank, ...) (summed over `sum_of_ranks` ranks when world is 1), reduced, clipped and
+// applied. Returns the parameters as the model sees them, flattened.
 std::vector<float> one_step(const kernels::Ops& ops, dist::Comm& comm, int zero, Precision precision,
                             int sum_of_ranks) {
   const config::JobSpec spec = tiny_job(zero, comm.world(), precision);
@@ -70,22 +70,28 @@ std::vector<float> one_step(const kernels::Ops& ops, dist::Comm& comm, int zero,
                           optim::zero_store_options(spec, dp.size(), ops));
   optim::ZeroOptimizer opt(spec, store, ops, comm, dp);
   opt.initialize(spec.train.seed, spec.model.layers);
-  opt.begin_step(1);
-  opt.begin_microbatch(0);
-  for (int u = static_cast<int>(store.units().size()) - 1; u >= 0; --u) {
-    opt.before_backward(u);
-    for (const model::ParamSlot& s : store.slots()) {
-      if (s.unit != u) continue;
-      float* g = store.grad(s.local.info->name).as<float>();
-      for (std::int64_t i = 0; i < s.numel; ++i) {
-        // The element's index in the model, not in this layout (padding differs across dp).
-        const std::int64_t element = s.offset - store.units()[static_cast<size_t>(u)].begin + i + 100000 * u;
-        float sum = 0;
-        for (int r = 0; r < sum_of_ranks; ++r) sum += grad_value(comm.world() == 1 ? r : comm.rank(), element);
-        g[i] += sum;
+  // Two microbatches, each adding half of every gradient (exact in binary floating point).
+  constexpr int kMicrobatches = 2;
+  opt.begin_step(kMicrobatches);
+  for (int mb = 0; mb < kMicrobatches; ++mb) {
+    opt.begin_microbatch(mb);
+    for (int u = static_cast<int>(store.units().size()) - 1; u >= 0; --u) {
+      opt.before_backward(u);
+      for (const model::ParamSlot& s : store.slots()) {
+        if (s.unit != u) continue;
+        float* g = store.grad(s.local.info->name).as<float>();
+        for (std::int64_t i = 0; i < s.numel; ++i) {
+          // The element's index in the model, not in this layout (padding differs across dp).
+          const std::int64_t element =
+              s.offset - store.units()[static_cast<size_t>(u)].begin + i + 100000 * u;
+          float sum = 0;
+          for (int r = 0; r < sum_of_ranks; ++r)
+            sum += grad_value(comm.world() == 1 ? r : comm.rank(), element);
+          g[i] += 0.5f * sum;
+        }
       }
+      opt.after_backward(u);
     }
-    opt.after_backward(u);
   }
   const double norm = opt.grad_norm();
   opt.clip(norm, 0.05);
@@ -102,10 +108,10 @@ std::vector<float> one_step(const kernels::Ops& ops, dist::Comm& comm, int zero,
 }
 
 // A Comm that completes overlapped collectives late, as a device's comm stream may: at issue it keeps
-// a copy of the data and fills the caller's buffer with NaN; at join(ticket), or before any later
-// collective (a stream runs them in order), it checks that the buffer was left alone, runs the
-// collective on the copy through the real Comm and writes the result back. So ZeRO passes with it
-// only if it never reads or writes what a reduction works on before joining the reduction.
+// a copy of the data and fills the caller's buffer with NaN; at join(ticket), or before a later
+// collective that is waited for (a stream runs them in order), it checks that the buffer was left
+// alone, runs the collective on the copy through the real Comm and writes the result back. So ZeRO passes
+// with it only if it never reads or writes what a reduction works on before joining the reduction.
 class LateComm final : public dist::Comm {
  public:
   explicit LateComm(std::unique_ptr<dist::Comm> inner)
@@ -185,10 +191,14 @@ class LateComm final : public dist::Comm {
     return p;
   }
 
+  // An overlapped collective leaves the ones before it in flight: only join, or a collective that
+  // is waited for, completes them.
   void run(void* data, std::size_t bytes, dist::ElemType type, bool overlap,
            std::function<void(void*)> collective) {
-    complete_all();
-    if (!overlap) return collective(data);
+    if (!overlap) {
+      complete_all();
+      return collective(data);
+    }
     overlapped += 1;
     Late late{defer_completion().seq, data, std::vector<std::byte>(bytes), poison_for(bytes, type),
               std::move(collective)};

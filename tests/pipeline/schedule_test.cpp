@@ -68,7 +68,7 @@ TEST_CASE("interleaved-1f1b with m == pp warms up completely on the first rank")
         "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 B0.1 B1.1 B2.1 B3.1 B0.0 B1.0 B2.0 B3.0");
 }
 
-TEST_CASE("zb-h1: split W; rank 0 runs B W F, the last rank lets W lag") {
+TEST_CASE("zb-h1: split W, rank 0 runs B W F, the last rank lets W lag") {
   const Schedule s = build(ScheduleKind::ZbH1, 4, 1, 8);
   CHECK(s.split_weight_grad);
   CHECK(compute_order(s.ranks[0]) ==

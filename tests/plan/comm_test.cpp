@@ -67,7 +67,7 @@ TEST_CASE("full recompute repeats the forward collectives in backward") {
   CHECK(plan::bytes_sent(c.tp_backward) == 2 * plan::bytes_sent(c.tp_forward));
 }
 
-TEST_CASE("ZeRO 1: reduce-scatter grads + all-gather params; ZeRO 3 gathers params twice more") {
+TEST_CASE("ZeRO 1 reduce-scatters grads and all-gathers params, ZeRO 3 gathers params for every forward and backward") {
   plan::RankParams params;
   params.dense = 100'000'000;  // 4 buckets of 25M
   config::LoadResult z1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
@@ -75,7 +75,8 @@ TEST_CASE("ZeRO 1: reduce-scatter grads + all-gather params; ZeRO 3 gathers para
   REQUIRE(c1.dense.grad_reduction.size() == 1);
   CHECK(c1.dense.grad_reduction[0].kind == CollectiveKind::ReduceScatter);
   CHECK(c1.dense.grad_reduction[0].count == 4);
-  CHECK(plan::bytes_sent(c1.dense.grad_reduction) == Approx(0.75 * 2e8));
+  // bf16 weights, fp32 gradient reductions (train.grad_reduce's default): 0.75 of 4e8 and 2e8 bytes.
+  CHECK(plan::bytes_sent(c1.dense.grad_reduction) == Approx(0.75 * 4e8));
   CHECK(plan::bytes_sent(c1.dense.param_gather_after_step) == Approx(0.75 * 2e8));
   CHECK(c1.dense.param_gather_zero3.empty());
   CHECK(c1.expert.grad_reduction.empty());
@@ -83,7 +84,9 @@ TEST_CASE("ZeRO 1: reduce-scatter grads + all-gather params; ZeRO 3 gathers para
   config::LoadResult z3 = test::load_job(test::kSmallLlama, {"parallel.zero=3"}, 4);
   const plan::DataParallelComm c3 = plan::data_parallel_comm(z3.spec, params);
   CHECK(c3.dense.param_gather_after_step.empty());
-  CHECK(plan::bytes_sent(c3.dense.param_gather_zero3) == Approx(2 * 0.75 * 2e8));
+  // Every microbatch (16 / (1 * 4) = 4 per step) gathers the bf16 weights for forward and backward.
+  REQUIRE(z3.spec.train.microbatches == 4);
+  CHECK(plan::bytes_sent(c3.dense.param_gather_zero3) == Approx(4 * 2 * 0.75 * 2e8));
 }
 
 TEST_CASE("context and expert parallelism by hand") {

@@ -24,7 +24,7 @@ TEST_CASE("matmul params: GPT-2 124M and Mixtral's active share") {
   CHECK(x.total() == 12'748'587'008);
 }
 
-TEST_CASE("model FLOPs = tokens * (6 N + 6 L s a d); full recompute adds one forward of the layers") {
+TEST_CASE("model FLOPs = tokens * (6 N + 6 L s a d), and full recompute adds one forward of the layers") {
   config::LoadResult job = test::load_job(R"(
 model: {arch: gpt2, layers: 12, hidden: 768, heads: 12, vocab: 50257, seq_len: 1024}
 train: {global_batch: 512, micro_batch: 32, recompute: none}

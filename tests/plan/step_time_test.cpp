@@ -42,7 +42,7 @@ TEST_CASE("stage costs: one entry per virtual stage, backward = 2x forward compu
   CHECK(one.forward[0] == Approx(128 * (2 * n + 8 * 2.0 * 128 * 256) / (989e12 * plan::kGemmEfficiency)));
 }
 
-TEST_CASE("full recompute lengthens backward; tp collectives add to both directions") {
+TEST_CASE("full recompute lengthens backward, and tp collectives add to both directions") {
   const config::LoadResult plain = test::load_job(test::kSmallLlama, {"parallel.tp=2"}, 2);
   const config::LoadResult full =
       test::load_job(test::kSmallLlama, {"parallel.tp=2", "train.recompute=full"}, 2);
