@@ -44,16 +44,15 @@ PinnedUploads::Block& PinnedUploads::new_block(std::size_t bytes) {
 }
 
 PinnedUploads::Block& PinnedUploads::free_block(std::size_t bytes) {
-  for (Block& b : blocks_) {
-    if (b.bytes >= bytes && finished(b)) return b;
-  }
-  if (pinned_bytes_ + bytes <= kMaxPinnedBytes) return new_block(bytes);
-  // At the cap: wait for the least recently used block that is big enough.
+  // Uploads run in order on one stream, so the least recently used block that fits is the first of
+  // them to be free again: only it needs asking.
   Block* oldest = nullptr;
   for (Block& b : blocks_) {
     if (b.bytes >= bytes && (oldest == nullptr || b.used < oldest->used)) oldest = &b;
   }
-  if (oldest != nullptr) {
+  if (oldest != nullptr && finished(*oldest)) return *oldest;
+  if (pinned_bytes_ + bytes <= kMaxPinnedBytes) return new_block(bytes);
+  if (oldest != nullptr) {  // at the cap: wait for it
     PTRAIN_CUDA_CHECK(cudaEventSynchronize(oldest->done));
     return *oldest;
   }
