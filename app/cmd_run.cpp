@@ -34,7 +34,7 @@ struct RunArgs {
   std::int64_t stop_after_steps = 0;
 };
 
-std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled at step boundaries
+std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled once per step
 
 extern "C" void request_stop(int) { g_stop_requested.store(true); }
 

@@ -80,7 +80,9 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
     for (std::int64_t n : window_elements(store, tied_))
       param_windows_.emplace_back(ops, n, store.param_dtype());
     resident_.assign(param_windows_.size(), -1);
+    window_gathers_.assign(param_windows_.size(), 0);
   }
+  unit_gathers_.assign(units.size(), 0);
   if (spec.train.grad_reduce == config::Precision::Bf16 && ranks_ > 1)
     reduce_staging_ = runtime::Buffer(ops, store.largest_unit(), DType::BF16);
 }
@@ -135,6 +137,7 @@ float* ZeroOptimizer::owned_moment(const runtime::Buffer& m, int unit) const {
 }
 
 void ZeroOptimizer::initialize(std::uint64_t seed, int layers) {
+  await_gathers();
   std::vector<float> host;
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     const model::FlatRange range = master_range(u);
@@ -147,6 +150,7 @@ void ZeroOptimizer::initialize(std::uint64_t seed, int layers) {
 }
 
 void ZeroOptimizer::assign_weights(const float* full) {
+  await_gathers();
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     const model::FlatRange range = master_range(u);
     float* dst = stage_ == 0 ? master_params() + range.begin : owned_params(u);
@@ -216,18 +220,34 @@ void ZeroOptimizer::settle(const void* buffer) {
   pending_.resize(kept);
 }
 
-void ZeroOptimizer::gather_params(int unit) {
+void ZeroOptimizer::join_gather(dist::Comm::Ticket& ticket) {
+  comm_.join(ticket);
+  ticket = 0;
+}
+
+void ZeroOptimizer::await_gathers() {
+  for (dist::Comm::Ticket& t : unit_gathers_) join_gather(t);
+  for (dist::Comm::Ticket& t : window_gathers_) join_gather(t);
+}
+
+void ZeroOptimizer::gather_params(int unit, bool wait) {
   const auto w = static_cast<std::size_t>(window_of(unit));
-  if (resident_[w] == unit) return;
-  if (resident_[w] >= 0) store_.bind_params(resident_[w], nullptr);
-  const Buf window = param_windows_[w].at();
-  const std::int64_t n = chunk_size(unit);
-  ops_.convert(runtime::advance(window, index_ * n), f32(owned_params(unit)), n);
-  on_host(window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype), [&](void* p) {
-    comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(window.dtype));
-  });
-  store_.bind_params(unit, window.ptr);
-  resident_[w] = unit;
+  if (resident_[w] != unit) {
+    // The window's previous gather may still be in flight (a prefetch its unit never used).
+    join_gather(window_gathers_[w]);
+    if (resident_[w] >= 0) store_.bind_params(resident_[w], nullptr);
+    const Buf window = param_windows_[w].at();
+    const std::int64_t n = chunk_size(unit);
+    ops_.convert(runtime::advance(window, index_ * n), f32(owned_params(unit)), n);
+    on_host(window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype),
+            [&](void* p) {
+              comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(window.dtype),
+                               &window_gathers_[w]);
+            });
+    store_.bind_params(unit, window.ptr);
+    resident_[w] = unit;
+  }
+  if (wait) join_gather(window_gathers_[w]);
 }
 
 void ZeroOptimizer::publish() {
@@ -243,23 +263,37 @@ void ZeroOptimizer::publish() {
     if (separate_master()) ops_.convert(params, f32(master_params()), store_.numel());
     return;
   }
+  // Joined unit by unit as the next forward reaches them (before_forward).
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     const model::FlatRange& range = store_.units()[static_cast<size_t>(u)];
     const std::int64_t n = chunk_size(u);
     if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), n);
     const Buf whole = runtime::advance(params, range.begin);
-    on_host(whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype), [&](void* p) {
-      comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(whole.dtype));
-    });
+    on_host(whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
+            [&](void* p) {
+              comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(whole.dtype),
+                               &unit_gathers_[static_cast<size_t>(u)]);
+            });
   }
 }
 
 void ZeroOptimizer::before_forward(int unit) {
-  if (stage_ == 3) gather_params(unit);
+  if (stage_ < 3) return join_gather(unit_gathers_[static_cast<size_t>(unit)]);
+  gather_params(unit, true);
+  // The next unit in forward order, while this one computes. Not after the embedding: at the start
+  // of a forward its lookup is too short to hide a gather (the first layer gathers on its own
+  // announcement), and a tied head announces it again at the end, where nothing follows.
+  if (unit != store_.embedding_unit() && unit + 1 < static_cast<int>(store_.units().size()))
+    gather_params(unit + 1, false);
 }
 
 void ZeroOptimizer::before_backward(int unit) {
-  if (stage_ == 3) gather_params(unit);
+  if (stage_ < 3) {
+    join_gather(unit_gathers_[static_cast<size_t>(unit)]);
+  } else {
+    gather_params(unit, true);
+    if (unit > 0) gather_params(unit - 1, false);  // the next unit in backward order
+  }
   if (stage_ < 2 || grads_open_[static_cast<size_t>(unit)]) return;
   float* window = static_cast<float*>(grad_windows_[static_cast<std::size_t>(window_of(unit))].data());
   settle(window);
@@ -298,6 +332,7 @@ void ZeroOptimizer::clip(double norm, double max_norm) {
 
 void ZeroOptimizer::step(double lr, std::int64_t step) {
   settle();
+  await_gathers();  // AdamW writes the owned chunks (the model's own parameters in fp32 at stages 1-2)
   const auto& cfg = spec_.optimizer;
   if (stage_ == 0) {
     float* m = static_cast<float*>(exp_avg_.data());
@@ -313,6 +348,7 @@ void ZeroOptimizer::step(double lr, std::int64_t step) {
 }
 
 std::vector<ckpt::FlatShard> ZeroOptimizer::saved_shards() {
+  await_gathers();
   std::vector<ckpt::FlatShard> out;
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
     out.push_back({chunk(u), owned_params(u), owned_moment(exp_avg_, u), owned_moment(exp_avg_sq_, u)});

@@ -21,7 +21,8 @@
 // Stages 0 and 1 reduce a unit's gradients once its last microbatch's backward is done; stages 2
 // and 3 reduce-scatter each microbatch's unit gradients out of a window into the owned chunks as
 // soon as the unit's backward is done (the window is reused). Stage 3 all-gathers a unit's
-// parameters into a window just before it is used; the unit two later takes the window after.
+// parameters into a window when the unit before it (in forward or backward order) is announced, so
+// the gather runs while that unit computes; the unit two later takes the window after.
 // Gradients are summed over ranks: the loss gradient is already scaled by 1 / (tokens of the
 // global batch).
 //
@@ -31,6 +32,10 @@
 // the owned gradients) waits in pending_ with the buffer the collective works on, and is done, after
 // joining its ticket, only when that buffer is about to be written again (the next unit's bf16
 // staging, a grad window's next unit) or when the gradients are read (grad_norm, clip, step).
+// Parameter gathers are overlapped too: at stages 1 and 2 each unit's gather after the step is
+// joined before the unit's first use in the next forward, so the forward starts while later units
+// are still gathered; at stage 3 a window's gather is joined before its unit is used or the window
+// is written again.
 #pragma once
 
 #include <cstddef>
@@ -133,7 +138,11 @@ class ZeroOptimizer final : public model::UnitHooks {
   void finish(const PendingReduction& p);  // joins and completes the reduction
   // Completes the pending reductions working on `buffer` (all of them for nullptr).
   void settle(const void* buffer = nullptr);
-  void gather_params(int unit);                   // stage 3: into the unit's window
+  // Stage 3: starts gathering the unit's parameters into its window unless they are there; with
+  // `wait`, they are ready for the compute stream when this returns.
+  void gather_params(int unit, bool wait);
+  void join_gather(dist::Comm::Ticket& ticket);   // joins a parameter gather in flight, if any
+  void await_gathers();                           // joins every parameter gather in flight
   void publish();                                 // the master weights into the model's parameters
 
   const config::JobSpec& spec_;
@@ -155,6 +164,9 @@ class ZeroOptimizer final : public model::UnitHooks {
   std::vector<runtime::Buffer> param_windows_, grad_windows_;
   runtime::Buffer reduce_staging_;        // grad_reduce bf16: one unit of gradients in bf16
   std::vector<int> resident_;             // stage 3: the unit whose parameters each window holds (-1: none)
+  // Parameter all-gathers in flight (0: none or done): stages 1-2 per unit (publish's), stage 3 per
+  // window.
+  std::vector<dist::Comm::Ticket> unit_gathers_, window_gathers_;
   runtime::DeviceScalars unit_norms_;     // each unit's owned gradients' sum of squares
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   std::vector<PendingReduction> pending_;

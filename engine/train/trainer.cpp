@@ -192,8 +192,15 @@ struct Trainer::State {
     return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(model.activation_bytes());
   }
 
-  // One optimizer step; returns the mean loss over the global batch's tokens.
-  double train_step(std::int64_t step, double lr, double& grad_norm) {
+  struct StepOutcome {
+    double loss = 0;  // the mean over the global batch's tokens
+    double grad_norm = 0;
+    bool stop = false;  // every rank agreed to stop after this step
+  };
+
+  // One optimizer step (`step` steps done before it).
+  StepOutcome train_step(std::int64_t step, double lr) {
+    StepOutcome out;
     const int micro = train_loader.microbatches();
     zero.begin_step(micro);
     const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
@@ -204,14 +211,18 @@ struct Trainer::State {
       model.forward(0, inputs.data(), targets.data(), grad_scale, loss_sums.at(mb));
       model.backward(0);
     }
-    grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
+    out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
     double loss_sum = loss_sums.read_sum(micro);
     comm.all_reduce(dp_group, &loss_sum, 1);
-    if (std::isfinite(grad_norm)) {
-      zero.clip(grad_norm, spec.train.grad_clip);
+    out.loss = loss_sum / tokens_per_step;
+    // Agreed while the host waits anyway: after the update a host collective would wait (on NCCL)
+    // behind the parameter gathers that the next forward overlaps.
+    out.stop = stop_agreed(step + 1);
+    if (std::isfinite(out.grad_norm)) {
+      zero.clip(out.grad_norm, spec.train.grad_clip);
       zero.step(lr, step + 1);
     }
-    return loss_sum / tokens_per_step;
+    return out;
   }
 
   double validation_loss() {
@@ -229,9 +240,10 @@ struct Trainer::State {
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }
 
-  // Whether any rank wants to stop here (all ranks must stop at the same step boundary).
-  bool stop_agreed(std::int64_t step) {
-    const bool after = options.stop_after_steps > 0 && step - start_step >= options.stop_after_steps;
+  // Whether any rank wants to stop once `steps_done` steps are done (all ranks must stop at the
+  // same step boundary).
+  bool stop_agreed(std::int64_t steps_done) {
+    const bool after = options.stop_after_steps > 0 && steps_done - start_step >= options.stop_after_steps;
     std::int64_t stop = after || (options.stop_requested != nullptr && options.stop_requested->load()) ? 1 : 0;
     comm.all_reduce(comm.world_group(), &stop, 1, dist::ReduceOp::Max);
     return stop != 0;
@@ -264,17 +276,11 @@ RunResult Trainer::run() {
   double device_peak = 0;  // the most device memory in use after a step (where the backend measures it)
   std::int64_t timed_steps = 0;
   for (std::int64_t step = s.start_step; step < spec.train.steps; ++step) {
-    if (s.stop_agreed(step)) {
-      result.status = RunStatus::Interrupted;
-      s.note("stop requested: checkpointing after step " + std::to_string(step));
-      s.save(step);
-      return result;
-    }
     s.inject_fault(step + 1);
     const auto t0 = Clock::now();
     const double lr = optim::learning_rate(spec.optimizer, spec.train.steps, step);
-    double grad_norm = 0;
-    const double loss = s.train_step(step, lr, grad_norm);
+    const State::StepOutcome outcome = s.train_step(step, lr);
+    const double loss = outcome.loss, grad_norm = outcome.grad_norm;
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       result.status = RunStatus::NonFinite;
       result.failed_step = step + 1;
@@ -305,6 +311,12 @@ RunResult Trainer::run() {
     result.steps_done = m.step;
     result.final_loss = loss;
     if (spec.checkpoint.every > 0 && m.step % spec.checkpoint.every == 0 && m.step != spec.train.steps) s.save(m.step);
+    if (outcome.stop && m.step != spec.train.steps) {
+      result.status = RunStatus::Interrupted;
+      s.note("stop requested: checkpointing after step " + std::to_string(m.step));
+      s.save(m.step);
+      return result;
+    }
   }
   if (result.status == RunStatus::Completed && result.steps_done > s.start_step) s.save(result.steps_done);
   return result;

@@ -1,7 +1,9 @@
 // The training loop of one rank: per step, this data-parallel rank's microbatches forward and
 // backward (gradients accumulate and are reduced by ZeRO as units finish), clip by global norm,
 // AdamW, metrics (rank 0), periodic validation and checkpoints (every rank writes its shards).
-// Every decision that must agree across ranks (stop, NaN) is taken collectively at step boundaries.
+// Every decision that must agree across ranks (stop, NaN) is taken collectively once per step,
+// after its backward and before its update (when the host waits for the device anyway); a stop
+// takes effect at the end of that step.
 #pragma once
 
 #include <atomic>
@@ -29,7 +31,7 @@ struct RunResult {
 };
 
 struct TrainerOptions {
-  const std::atomic<bool>* stop_requested = nullptr;  // polled at step boundaries
+  const std::atomic<bool>* stop_requested = nullptr;  // polled once per step
   std::int64_t stop_after_steps = 0;  // > 0: stop (checkpointing) after this many steps of this run
   // Debug fault injection (PTRAIN_DEBUG_FAULT): before step fault_step (1-based) rank fault_rank
   // runs fault_action: "kill" (SIGKILL itself), "exit" (exit code 3), "stall" (sleeps forever).

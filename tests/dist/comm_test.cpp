@@ -1,45 +1,25 @@
 // The Gloo Comm with real TCP connections: one thread per rank in this process, a store hosted by
 // "rank 0", every collective checked against the arithmetic done by hand.
-#include <catch2/catch.hpp>
+#include "engine/dist/comm.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
 #include <numeric>
 #include <sstream>
 #include <thread>
 
-#include "engine/dist/comm.h"
 #include "engine/dist/gloo_comm.h"
 #include "engine/dist/store.h"
 #include "kernels/bf16.h"
+#include "tests/gloo_ranks.h"
 
 namespace {
 
 using namespace ptrain::dist;
 using namespace std::chrono_literals;
-
-// Runs body(comm) on `world` ranks, each in its own thread with its own store client and Comm.
-// Failures inside a thread are collected and reported after all threads end.
-void run_ranks(int world, const std::function<void(Comm&)>& body, std::chrono::milliseconds timeout = 10s) {
-  StoreServer server("127.0.0.1", 0, "test-token");
-  std::vector<std::string> errors(static_cast<std::size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        StoreClient client("127.0.0.1", server.port(), "test-token", 10s);
-        auto comm = make_gloo_comm(client, r, world, {"127.0.0.1", timeout});
-        body(*comm);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
-  for (const std::string& e : errors) CHECK(e.empty());
-}
+using ptrain::test::run_gloo_ranks;
 
 float value(int rank, std::size_t i) { return static_cast<float>(rank + 1) * 0.5f + static_cast<float>(i) * 0.25f; }
 
@@ -91,7 +71,7 @@ class RecordingComm final : public Comm {
 }  // namespace
 
 TEST_CASE("all_reduce sums and maxes floats, doubles and integers over the world") {
-  run_ranks(3, [](Comm& comm) {
+  run_gloo_ranks(3, [](Comm& comm) {
     std::vector<float> f(1000);
     for (std::size_t i = 0; i < f.size(); ++i) f[i] = value(comm.rank(), i);
     comm.all_reduce(comm.world_group(), f.data(), f.size());
@@ -108,7 +88,7 @@ TEST_CASE("all_reduce sums and maxes floats, doubles and integers over the world
 
 TEST_CASE("reduce_scatter and all_gather work in place, chunk i on rank i") {
   for (int world : {2, 3, 4}) {
-    run_ranks(world, [world](Comm& comm) {
+    run_gloo_ranks(world, [world](Comm& comm) {
       const std::size_t chunk = 37;  // odd on purpose
       const auto n = chunk * static_cast<std::size_t>(world);
       std::vector<float> data(n);
@@ -129,7 +109,7 @@ TEST_CASE("reduce_scatter and all_gather work in place, chunk i on rank i") {
 }
 
 TEST_CASE("bf16 all_reduce adds in fp32 and rounds to nearest even once per step") {
-  run_ranks(3, [](Comm& comm) {
+  run_gloo_ranks(3, [](Comm& comm) {
     const std::size_t n = 1000;
     std::vector<std::uint16_t> sum = bf16_values(comm.rank(), n), max = sum, min = sum;
     comm.all_reduce(comm.world_group(), sum.data(), n, ElemType::BF16);
@@ -144,7 +124,7 @@ TEST_CASE("bf16 all_reduce adds in fp32 and rounds to nearest even once per step
   });
   // Two ranks add once: 256 + 1 and 256 + 3 lie halfway between bf16 neighbours (spacing 2 at
   // 256) and round to the even mantissa, 256 and 260; 256 + 2 is exact.
-  run_ranks(2, [](Comm& comm) {
+  run_gloo_ranks(2, [](Comm& comm) {
     const float mine[3] = {256.0f, 256.0f, 256.0f}, other[3] = {1.0f, 3.0f, 2.0f};
     std::uint16_t x[3];
     for (int k = 0; k < 3; ++k) x[k] = f32_to_bf16(comm.rank() == 0 ? mine[k] : other[k]);
@@ -156,7 +136,7 @@ TEST_CASE("bf16 all_reduce adds in fp32 and rounds to nearest even once per step
 }
 
 TEST_CASE("reduce_scatter and all_gather take every element type") {
-  run_ranks(3, [](Comm& comm) {
+  run_gloo_ranks(3, [](Comm& comm) {
     const std::size_t chunk = 37, n = 3 * chunk;
     const std::size_t mine = static_cast<std::size_t>(comm.rank()) * chunk;
     std::vector<std::uint16_t> bf = bf16_values(comm.rank(), n);
@@ -194,7 +174,7 @@ TEST_CASE("reduce_scatter and all_gather take every element type") {
     CHECK(logged(comm, "all_gather", 3 * chunk * 8));
   });
   // Rounding in the ring: each chunk is one fp32 add of two ranks' values, rounded once.
-  run_ranks(2, [](Comm& comm) {
+  run_gloo_ranks(2, [](Comm& comm) {
     const float values[2][4] = {{256.0f, 256.0f, 1.0f, 3.0f}, {1.0f, 3.0f, 256.0f, 256.0f}};
     std::uint16_t x[4];
     for (int k = 0; k < 4; ++k) x[k] = f32_to_bf16(values[comm.rank()][k]);
@@ -217,7 +197,7 @@ TEST_CASE("new_group connects every group of two or more on every rank, members 
 }
 
 TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {
-  run_ranks(3, [](Comm& comm) {
+  run_gloo_ranks(3, [](Comm& comm) {
     const int me = comm.rank();
     // Rank i sends j+1 copies of (10*i + j) to rank j.
     std::vector<std::size_t> send_counts = {1, 2, 3}, recv_counts(3, static_cast<std::size_t>(me + 1));
@@ -226,7 +206,8 @@ TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {
       for (int k = 0; k <= j; ++k) in.push_back(static_cast<float>(10 * me + j));
     comm.all_to_allv(comm.world_group(), in.data(), send_counts, out.data(), recv_counts);
     for (int i = 0; i < 3; ++i)
-      for (int k = 0; k <= me; ++k) REQUIRE(out[static_cast<std::size_t>(i * (me + 1) + k)] == 10.0f * i + me);
+      for (int k = 0; k <= me; ++k)
+        REQUIRE(out[static_cast<std::size_t>(i * (me + 1) + k)] == 10.0f * i + me);
 
     char text[16] = {};
     if (me == 1) std::copy_n("from one", 8, text);
@@ -237,8 +218,10 @@ TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {
     comm.broadcast_string(comm.world_group(), s, 2);
     REQUIRE(s.size() == 5000);
     const auto all = comm.gather_strings(comm.world_group(), "rank" + std::to_string(me), 0);
-    if (me == 0) REQUIRE(all == std::vector<std::string>{"rank0", "rank1", "rank2"});
-    else REQUIRE(all.empty());
+    if (me == 0)
+      REQUIRE(all == std::vector<std::string>{"rank0", "rank1", "rank2"});
+    else
+      REQUIRE(all.empty());
 
     // A ring of point-to-point messages, twice (messages between a pair match in order).
     for (int round = 0; round < 2; ++round) {
@@ -259,7 +242,7 @@ TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {
 }
 
 TEST_CASE("groups: every rank creates every group, collectives stay inside their group") {
-  run_ranks(4, [](Comm& comm) {
+  run_gloo_ranks(4, [](Comm& comm) {
     const Group& even = comm.new_group("even", {0, 2});
     const Group& odd = comm.new_group("odd", {1, 3});
     const Group& mine = comm.rank() % 2 == 0 ? even : odd;

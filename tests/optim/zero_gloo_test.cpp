@@ -4,27 +4,20 @@
 // CPU ops under a device's name) gets bitwise the same result through host staging, and so does a
 // Comm that completes the overlapped reductions late (as NCCL's comm stream may).
 #include <catch2/catch.hpp>
-#include <cstring>
-#include <deque>
-#include <functional>
-#include <limits>
-#include <map>
-#include <thread>
 #include <vector>
 
-#include "engine/config/loader.h"
 #include "engine/dist/comm.h"
-#include "engine/dist/gloo_comm.h"
-#include "engine/dist/store.h"
 #include "engine/model/param_registry.h"
 #include "engine/optim/zero.h"
 #include "kernels/bf16.h"
+#include "tests/gloo_ranks.h"
+#include "tests/late_comm.h"
+#include "tests/load_job.h"
 #include "tests/pretend_device_ops.h"
 
 namespace {
 
 using namespace ptrain;
-using namespace std::chrono_literals;
 
 // precision: fp32, or bf16 with gradients reduced in `grad_reduce`.
 struct Precision {
@@ -33,11 +26,8 @@ struct Precision {
 };
 
 config::JobSpec tiny_job(int zero, int world, Precision p) {
-  config::LoadOptions options;
-  options.overrides = {"parallel.zero=" + std::to_string(zero), std::string("train.precision=") + p.precision,
-                       std::string("train.grad_reduce=") + p.grad_reduce};
-  options.world = world;
-  config::LoadResult r = config::load_string(R"(
+  return test::load_job(
+             R"(
 name: zero-gloo
 backend: cpu
 model: {arch: gpt2, layers: 2, hidden: 32, heads: 4, vocab: 97, seq_len: 16}
@@ -45,9 +35,10 @@ train: {global_batch: 4, micro_batch: 1, precision: fp32}
 optimizer: {lr: 1.0e-2, weight_decay: 0.1}
 cluster: {nodes: 1, gpus_per_node: 1, gpu: cpu}
 )",
-                                             "zero.yaml", options);
-  REQUIRE(r.ok());
-  return r.spec;
+             {"parallel.zero=" + std::to_string(zero), std::string("train.precision=") + p.precision,
+              std::string("train.grad_reduce=") + p.grad_reduce},
+             world)
+      .spec;
 }
 
 // A gradient element both layouts can compute: depends on the rank and the flat element.
@@ -107,151 +98,20 @@ std::vector<float> one_step(const kernels::Ops& ops, dist::Comm& comm, int zero,
   return out;
 }
 
-// A Comm that completes overlapped collectives late, as a device's comm stream may: at issue it keeps
-// a copy of the data and fills the caller's buffer with NaN; at join(ticket), or before a later
-// collective that is waited for (a stream runs them in order), it checks that the buffer was left
-// alone, runs the collective on the copy through the real Comm and writes the result back. So ZeRO passes
-// with it only if it never reads or writes what a reduction works on before joining the reduction.
-class LateComm final : public dist::Comm {
- public:
-  explicit LateComm(std::unique_ptr<dist::Comm> inner)
-      : Comm(inner->rank(), inner->world()), inner_(std::move(inner)) {}
-
-  const char* backend() const override { return "late"; }
-  bool takes_device_memory() const override { return true; }
-  void join(Ticket ticket) override { complete(ticket); }
-  std::size_t in_flight() const { return late_.size(); }
-  int overlapped = 0;  // collectives issued to overlap
-
- protected:
-  void connect(const dist::Group& g) override { inner_groups_[g.id] = &inner_->new_group(g.name, g.ranks); }
-  void do_all_reduce(const dist::Group& g, void* data, std::size_t count, dist::ElemType type,
-                     dist::ReduceOp op, bool overlap) override {
-    run(data, count * dist::elem_size(type), type, overlap,
-        [=, this](void* p) { inner_->all_reduce(inner(g), p, count, type, op); });
-  }
-  void do_reduce_scatter(const dist::Group& g, void* data, std::size_t chunk, dist::ElemType type,
-                         bool overlap) override {
-    run(data, chunk * dist::elem_size(type) * static_cast<std::size_t>(g.size()), type, overlap,
-        [=, this](void* p) { inner_->reduce_scatter(inner(g), p, chunk, type); });
-  }
-  void do_all_gather(const dist::Group& g, void* data, std::size_t chunk, dist::ElemType type,
-                     bool overlap) override {
-    run(data, chunk * dist::elem_size(type) * static_cast<std::size_t>(g.size()), type, overlap,
-        [=, this](void* p) { inner_->all_gather(inner(g), p, chunk, type); });
-  }
-  void do_all_to_allv(const dist::Group& g, const float* in, const std::vector<std::size_t>& send_counts,
-                      float* out, const std::vector<std::size_t>& recv_counts) override {
-    complete_all();
-    inner_->all_to_allv(inner(g), in, send_counts, out, recv_counts);
-  }
-  void do_broadcast(const dist::Group& g, void* data, std::size_t bytes, int root) override {
-    complete_all();
-    inner_->broadcast(inner(g), data, bytes, root);
-  }
-  void do_send(const dist::Group& g, const void* data, std::size_t bytes, int peer) override {
-    complete_all();
-    inner_->send(inner(g), data, bytes, peer);
-  }
-  void do_recv(const dist::Group& g, void* data, std::size_t bytes, int peer) override {
-    complete_all();
-    inner_->recv(inner(g), data, bytes, peer);
-  }
-  void do_barrier(const dist::Group& g) override {
-    complete_all();
-    inner_->barrier(inner(g));
-  }
-
- private:
-  struct Late {
-    std::uint64_t seq;
-    void* data;
-    std::vector<std::byte> copy, poison;
-    std::function<void(void*)> collective;
-  };
-
-  const dist::Group& inner(const dist::Group& g) const {
-    return g.id == 0 ? inner_->world_group() : *inner_groups_.at(g.id);
-  }
-
-  static std::vector<std::byte> poison_for(std::size_t bytes, dist::ElemType type) {
-    std::vector<std::byte> p(bytes, std::byte{0xff});
-    if (type == dist::ElemType::F32) {
-      for (std::size_t i = 0; i + 4 <= bytes; i += 4) {
-        const float nan = std::numeric_limits<float>::quiet_NaN();
-        std::memcpy(p.data() + i, &nan, 4);
-      }
-    }
-    if (type == dist::ElemType::BF16) {
-      for (std::size_t i = 0; i + 2 <= bytes; i += 2) {
-        const std::uint16_t nan = 0x7fc0;
-        std::memcpy(p.data() + i, &nan, 2);
-      }
-    }
-    return p;
-  }
-
-  // An overlapped collective leaves the ones before it in flight: only join, or a collective that
-  // is waited for, completes them.
-  void run(void* data, std::size_t bytes, dist::ElemType type, bool overlap,
-           std::function<void(void*)> collective) {
-    if (!overlap) {
-      complete_all();
-      return collective(data);
-    }
-    overlapped += 1;
-    Late late{defer_completion().seq, data, std::vector<std::byte>(bytes), poison_for(bytes, type),
-              std::move(collective)};
-    std::memcpy(late.copy.data(), data, bytes);
-    std::memcpy(data, late.poison.data(), bytes);
-    late_.push_back(std::move(late));
-  }
-
-  void complete(Ticket upto) {
-    while (!late_.empty() && late_.front().seq <= upto) {
-      Late late = std::move(late_.front());
-      late_.pop_front();
-      if (std::memcmp(late.data, late.poison.data(), late.poison.size()) != 0)
-        throw dist::DistError("collective #" + std::to_string(late.seq) +
-                              ": its buffer was written before join");
-      late.collective(late.copy.data());
-      std::memcpy(late.data, late.copy.data(), late.copy.size());
-      finished(late.seq);
-    }
-  }
-  void complete_all() { complete(std::numeric_limits<Ticket>::max()); }
-
-  std::unique_ptr<dist::Comm> inner_;
-  std::map<int, const dist::Group*> inner_groups_;
-  std::deque<Late> late_;
-};
-
 std::vector<std::vector<float>> run_two_ranks(const kernels::Ops& ops, int zero, Precision precision,
                                               bool late = false) {
-  dist::StoreServer server("127.0.0.1", 0, "t");
   std::vector<std::vector<float>> params(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        dist::StoreClient client("127.0.0.1", server.port(), "t", 10s);
-        auto comm = dist::make_gloo_comm(client, r, 2, {"127.0.0.1", 10s});
-        if (!late) {
-          params[static_cast<size_t>(r)] = one_step(ops, *comm, zero, precision, 1);
-          return;
-        }
-        LateComm late_comm(std::move(comm));
-        params[static_cast<size_t>(r)] = one_step(ops, late_comm, zero, precision, 1);
-        if (late_comm.overlapped == 0) throw std::runtime_error("no reduction was overlapped");
-        if (late_comm.in_flight() != 0) throw std::runtime_error("a reduction was never joined");
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const std::string& e : errors) REQUIRE(e.empty());
+  test::run_gloo_ranks(2, [&](dist::Comm& comm) {
+    auto& mine = params[static_cast<size_t>(comm.rank())];
+    if (!late) {
+      mine = one_step(ops, comm, zero, precision, 1);
+      return;
+    }
+    test::LateComm late_comm(comm);
+    mine = one_step(ops, late_comm, zero, precision, 1);
+    if (late_comm.overlapped == 0) throw std::runtime_error("no reduction was overlapped");
+    if (late_comm.in_flight() != 0) throw std::runtime_error("a reduction was never joined");
+  });
   return params;
 }
 

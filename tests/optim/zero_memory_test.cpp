@@ -3,13 +3,13 @@
 // difference allowed is the flat layout's alignment padding (under 1% here).
 #include <catch2/catch.hpp>
 
-#include "engine/config/loader.h"
 #include "engine/dist/comm.h"
 #include "engine/model/param_registry.h"
 #include "engine/optim/zero.h"
 #include "engine/plan/memory.h"
 #include "engine/plan/rank_params.h"
 #include "kernels/ops.h"
+#include "tests/load_job.h"
 
 namespace {
 
@@ -40,21 +40,17 @@ class SilentComm final : public dist::Comm {
 };
 
 config::LoadResult job(const char* arch, int zero, const char* precision, const char* grad_reduce) {
-  config::LoadOptions options;
-  options.overrides = {std::string("model.arch=") + arch, "parallel.zero=" + std::to_string(zero),
-                       std::string("train.precision=") + precision, std::string("train.grad_reduce=") + grad_reduce};
-  options.world = 2;
-  config::LoadResult r = config::load_string(R"(
+  return test::load_job(
+      R"(
 name: zero-memory
 backend: cpu
 model: {arch: gpt2, layers: 3, hidden: 64, heads: 4, ffn_hidden: 256, vocab: 1000, seq_len: 32}
 train: {global_batch: 8, micro_batch: 2, precision: fp32}
 cluster: {nodes: 1, gpus_per_node: 2, gpu: cpu}
 )",
-                                             "zero.yaml", options);
-  for (const auto& d : r.diags.errors) UNSCOPED_INFO(d.format());
-  REQUIRE(r.ok());
-  return r;
+      {std::string("model.arch=") + arch, "parallel.zero=" + std::to_string(zero),
+       std::string("train.precision=") + precision, std::string("train.grad_reduce=") + grad_reduce},
+      2);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/config/loader.h"
+#include "tests/load_job.h"
 
 namespace ptrain::test {
 
@@ -54,16 +55,5 @@ schedule: {kind: 1f1b}
 train: {global_batch: 512, micro_batch: 1, precision: bf16, recompute: selective}
 cluster: {nodes: 8, gpus_per_node: 8, gpu: h100-sxm}
 )";
-
-inline config::LoadResult load_job(const std::string& yaml, std::vector<std::string> overrides = {},
-                                   std::optional<int> world = std::nullopt) {
-  config::LoadOptions options;
-  options.overrides = std::move(overrides);
-  options.world = world;
-  config::LoadResult job = config::load_string(yaml, "test.yaml", options);
-  for (const config::Diagnostic& d : job.diags.errors) UNSCOPED_INFO(d.format());
-  REQUIRE(job.ok());
-  return job;
-}
 
 }  // namespace ptrain::test
