@@ -6,8 +6,9 @@
 // Not part of the CMake build; build and run by hand on a machine with a GPU, from the repo root:
 //   nvcc -std=c++20 -O3 -arch=sm_90 -I. bench/attention_bench.cu kernels/cuda/attention.cu \
 //        kernels/buffer.cpp -lcublasLt -o /tmp/attention_bench && /tmp/attention_bench
-// (-arch=sm_80 for A100.) With no arguments it runs the two reference shapes
-//   B=8 T=1024 H=12 D=64            (GPT-2 124M-like)
+// (-arch=sm_80 for A100.) With no arguments it runs the reference shapes
+//   B=8 T=1024 H=12 D=64            (GPT-2 124M, as bench/jobs: per 8 sequences)
+//   B=2 T=4096 Hq=32 Hkv=8 D=64     (the 1.25B Llama of bench/jobs, one microbatch)
 //   B=1 T=4096 Hq=32 Hkv=8 D=128    (Llama-3-8B-like GQA)
 // or one shape given as: attention_bench B T Hq Hkv D [f32]
 #include <cuda_bf16.h>
@@ -149,6 +150,7 @@ int main(int argc, char** argv) {
           stream);
     } else {
       run(8, 1024, 12, 12, 64, DType::BF16, stream);
+      run(2, 4096, 32, 8, 64, DType::BF16, stream);
       run(1, 4096, 32, 8, 128, DType::BF16, stream);
     }
     cudaStreamDestroy(stream);

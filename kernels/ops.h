@@ -43,8 +43,9 @@ class Ops {
   // pre[M,N] = in @ weight^T (+ bias), out[M,N] = gelu(pre). pre, the GELU input kept for backward, is
   // an output too. Dtypes as linear_forward with pre as its output; out has pre's dtype. Neither output
   // may alias any argument. The CPU runs exactly linear_forward then gelu_forward (bit for bit the two
-  // calls); CUDA fuses GELU into the GEMM's epilogue where cuBLASLt can, whose evaluation of the same
-  // tanh formula agrees with gelu_forward to rounding (kernels/cuda/linear.cu).
+  // calls); CUDA fuses GELU into the GEMM's epilogue for BF16 outputs where cuBLASLt can, whose
+  // evaluation of the same tanh formula agrees with gelu_forward to bf16's rounding; F32 outputs run
+  // the two ops (kernels/cuda/linear.cu).
   virtual void linear_gelu_forward(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N,
                                    int K) const = 0;
   // ---- linear_backward of the layer whose input is in = gelu(pre) (an MLP's down projection), fused

@@ -6,6 +6,27 @@
 namespace ptrain::config {
 namespace {
 
+// The head dims the CUDA attention kernels take (kernels/cuda/attention.cuh): an error for
+// backend: cuda, a warning for auto (which picks CUDA where there is a GPU).
+void check_cuda_head_dim(LoadContext& ctx) {
+  const ModelSpec& m = ctx.spec().model;
+  const Backend backend = ctx.spec().backend;
+  if (backend == Backend::Cpu || ctx.any_bad({"model.hidden", "model.heads", "backend"})) return;
+  if (m.heads <= 0 || m.hidden % m.heads != 0) return;
+  const int d = m.hidden / m.heads;
+  if (d % 8 == 0 && d <= 128) return;
+  std::vector<std::int64_t> fitting;
+  for (const std::int64_t h : divisors(m.hidden))
+    if (m.hidden / h % 8 == 0 && m.hidden / h <= 128) fitting.push_back(h);
+  const std::string problem =
+      cat("head dim hidden/heads = ", d, ": the CUDA backend's attention takes multiples of 8 up to 128");
+  const std::string fix = fitting.empty() ? cat("use a hidden size that is a multiple of 8")
+                                          : cat("use heads in ", list_numbers(fitting));
+  if (backend == Backend::Cuda) return ctx.error("model.heads", problem, fix);
+  ctx.warning("model.heads", problem + " (backend auto picks CUDA where there is a GPU)",
+              fix + ", or set backend: cpu");
+}
+
 void check_heads(LoadContext& ctx) {
   ModelSpec& m = ctx.spec().model;
   const int tp = ctx.spec().parallel.tp;
@@ -16,6 +37,7 @@ void check_heads(LoadContext& ctx) {
               cat("use hidden ", nearby_multiples(m.hidden, m.heads), ", or heads dividing ", m.hidden, ": ",
                   list_numbers(divisors(m.hidden))));
   }
+  check_cuda_head_dim(ctx);
   if (!ctx.any_bad({"model.heads", "parallel.tp"}) && m.heads % tp != 0) {
     ctx.error("model.heads",
               cat("model.heads = ", m.heads, " is not divisible by parallel.tp = ", tp,

@@ -122,8 +122,13 @@ bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc.get(), a.get(), b.get(), d.get(),
                                                                d.get(), pref.get(), 1, &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  // No algorithm: declined. With an epilogue (the unfused path always exists) any heuristic failure
+  // declines too, since cuBLASLt may report an unsupported combination as other than NOT_SUPPORTED.
+  // A result counts only if its own state is success (cublasLt.h, cublasLtMatmulAlgoGetHeuristic).
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  if (status != CUBLAS_STATUS_SUCCESS && epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT) return false;
   PTRAIN_CUDA_CHECK(status);
+  if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS) return false;
 
   const float alpha = 1.0f;
   PTRAIN_CUDA_CHECK(cublasLtMatmul(ctx.lt, desc.get(), &alpha, g.a, a.get(), g.b, b.get(), &g.beta, g.d,

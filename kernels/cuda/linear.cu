@@ -10,13 +10,14 @@
 // out's dtype; d_bias is F32 or BF16. The BIAS epilogue is used when the bias is 16-byte aligned and
 // cuBLASLt has an algorithm for it; otherwise bias is broadcast into out and the GEMM adds onto it.
 //
-// Linear + GELU (ops.h) put GELU in the epilogue of the forward GEMM (GELU_AUX[_BIAS]: out = gelu(pre),
-// pre stored as the aux matrix, [N, M] column-major with leading dim N) or of the d_in GEMM (DGELU:
-// d_pre = product * gelu'(pre), leading dim K). When try_gemm declines (N resp. K not a multiple of 8,
-// pre or bias not 16-byte aligned, an empty dimension, or no algorithm) they run the unfused pair, the
-// linear op then our GELU kernel. The epilogue differs from that pair by cuBLASLt's own evaluation of
-// the tanh formula and, in BF16, by one rounding fewer (GELU and gelu' read the fp32 product; the
-// pair reads it rounded to bf16).
+// Linear + GELU (ops.h) with BF16 outputs put GELU in the epilogue of the forward GEMM (GELU_AUX[_BIAS]:
+// out = gelu(pre), pre stored as the aux matrix, [N, M] column-major with leading dim N) or of the d_in
+// GEMM (DGELU: d_pre = product * gelu'(pre), leading dim K). When try_gemm declines (N resp. K not a
+// multiple of 8, pre or bias not 16-byte aligned, an empty dimension, or no algorithm), and always for
+// F32 outputs, they run the unfused pair, the linear op then our GELU kernel. The epilogue differs from
+// that pair by cuBLASLt's own evaluation of the tanh formula (possibly a hardware tanh, ~2^-11
+// relative: below bf16's rounding, far above fp32's, which is why F32 never takes it) and by one
+// rounding fewer (GELU and gelu' read the fp32 product; the pair reads it rounded to bf16).
 #include <cstdint>
 #include <type_traits>
 
@@ -171,7 +172,7 @@ void linear_gelu_forward(const LaunchContext& ctx, Buf out, Buf pre, Buf in, Buf
                          int N, int K) {
   check_linear_gelu_forward("cuda", out, pre, in, weight, bias, M, N, K);
   if (M == 0 || N == 0) return;
-  if (K > 0) {
+  if (K > 0 && out.dtype == DType::BF16) {
     GemmArgs g = forward_gemm(out, in, weight, M, N, K);
     g.bias = bias.ptr;  // null without a bias: GELU_AUX
     g.gelu = GemmGelu::Forward;
@@ -187,7 +188,7 @@ void linear_backward_gelu(const LaunchContext& ctx, Buf d_pre, Buf d_weight, Buf
                           Buf weight, Buf pre, int M, int N, int K) {
   check_linear_backward_gelu("cuda", d_pre, d_weight, d_bias, d_out, in, weight, pre, M, N, K);
   bool fused = false;
-  if (M > 0 && N > 0 && K > 0) {
+  if (M > 0 && N > 0 && K > 0 && d_pre.dtype == DType::BF16) {
     GemmArgs g = input_grad_gemm(d_pre, d_out, weight, M, N, K);
     g.gelu = GemmGelu::Backward;
     g.aux = pre.ptr;

@@ -76,7 +76,11 @@ void PinnedUploads::copy(cudaStream_t stream, void* dst, const void* host, std::
   Block& b = free_block(bytes);
   std::memcpy(b.host, host, bytes);
   PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, b.host, bytes, cudaMemcpyHostToDevice, stream));
-  PTRAIN_CUDA_CHECK(cudaEventRecord(b.done, stream));
+  if (const cudaError_t e = cudaEventRecord(b.done, stream); e != cudaSuccess) {
+    // Unrecorded, the event would call the block free under its copy: wait for the copy first.
+    static_cast<void>(cudaStreamSynchronize(stream));
+    check_status(e, "cudaEventRecord(b.done, stream)", __FILE__, __LINE__);
+  }
   b.used = ++uploads_;
 }
 
