@@ -8,6 +8,7 @@ namespace ptrain::app {
 
 void add_validate_command(CLI::App& cli, int& exit_code);
 void add_schedule_command(CLI::App& cli, int& exit_code);
+void add_plan_command(CLI::App& cli, int& exit_code);
 void add_run_command(CLI::App& cli, int& exit_code);
 void add_convert_command(CLI::App& cli, int& exit_code);
 

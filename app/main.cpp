@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   int exit_code = ptrain::app::kExitOk;
   ptrain::app::add_run_command(cli, exit_code);
   ptrain::app::add_validate_command(cli, exit_code);
+  ptrain::app::add_plan_command(cli, exit_code);
   ptrain::app::add_schedule_command(cli, exit_code);
   ptrain::app::add_convert_command(cli, exit_code);
 

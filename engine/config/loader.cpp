@@ -20,18 +20,20 @@ std::string enclosing_key(const std::string& key) {
   return cut == std::string::npos ? std::string() : key.substr(0, cut);
 }
 
+void apply_rules(LoadContext& ctx, std::optional<int> world) {
+  resolve_parallel(ctx, world);
+  resolve_model(ctx);
+  resolve_experts(ctx);
+  resolve_schedule(ctx);
+  check_training(ctx);
+}
+
 void load_into(LoadResult& result, const std::string& yaml_text, const LoadOptions& opts) {
   LoadContext ctx(result);
   bool document_read = read_document(ctx, yaml_text, Source{result.origin, true});
   apply_overrides(ctx, opts.overrides);
   // Rules on a document that could not be read would only restate that it could not be read.
-  if (document_read) {
-    resolve_parallel(ctx, opts.world);
-    resolve_model(ctx);
-    resolve_experts(ctx);
-    resolve_schedule(ctx);
-    check_training(ctx);
-  }
+  if (document_read && opts.derive) apply_rules(ctx, opts.world);
   ctx.finish();
 }
 
@@ -71,44 +73,54 @@ LoadResult load_string(const std::string& yaml_text, const std::string& origin, 
   return result;
 }
 
-LoadResult load_file(const std::string& path, const LoadOptions& opts) {
-  LoadResult failed;
-  failed.origin = path;
+LoadResult rederive(const LoadResult& job, JobSpec changed) {
+  LoadResult result;
+  result.origin = job.origin;
+  result.locations = job.locations;
+  const int world = changed.world;
+  result.spec = std::move(changed);
+  LoadContext ctx(result);
+  apply_rules(ctx, world);
+  ctx.finish();
+  return result;
+}
+
+std::optional<std::string> read_job_file(const std::string& path, Diagnostics& diags) {
+  auto fail = [&](std::string message, std::string fix) {
+    diags.errors.push_back(file_problem(path, std::move(message), std::move(fix)));
+    return std::nullopt;
+  };
   try {
     std::error_code error;
-    if (std::filesystem::is_directory(path, error)) {
-      failed.diags.errors.push_back(
-          file_problem(path, "is a directory, not a job file", "pass the YAML file"));
-      return failed;
-    }
+    if (std::filesystem::is_directory(path, error))
+      return fail("is a directory, not a job file", "pass the YAML file");
     std::ifstream file(path, std::ios::binary);
     if (!file) {
       std::string reason =
           std::filesystem::exists(path, error) ? "cannot be read (check its permissions)" : "does not exist";
-      failed.diags.errors.push_back(file_problem(path, cat("the job file ", reason), "check the path"));
-      return failed;
+      return fail(cat("the job file ", reason), "check the path");
     }
     // One byte more than the limit tells "too large" apart from "exactly at the limit".
     std::string text(kMaxJobBytes + 1, '\0');
     file.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (file.bad()) {
-      failed.diags.errors.push_back(file_problem(path, "reading the job file failed", "check the file"));
-      return failed;
-    }
+    if (file.bad()) return fail("reading the job file failed", "check the file");
     text.resize(static_cast<std::size_t>(file.gcount()));
-    if (text.size() > kMaxJobBytes) {
-      failed.diags.errors.push_back(
-          file_problem(path, cat("the job file is larger than ", kMaxJobBytes, " bytes (4 MiB)"),
-                       "is this the right file?"));
-      return failed;
-    }
-    return load_string(text, path, opts);
+    if (text.size() > kMaxJobBytes)
+      return fail(cat("the job file is larger than ", kMaxJobBytes, " bytes (4 MiB)"),
+                  "is this the right file?");
+    return text;
   } catch (const std::exception& e) {
-    failed.diags.errors.push_back(file_problem(path, cat("reading the job file failed: ", e.what()), ""));
+    return fail(cat("reading the job file failed: ", e.what()), "");
   } catch (...) {
-    failed.diags.errors.push_back(file_problem(path, "reading the job file failed", ""));
+    return fail("reading the job file failed", "");
   }
-  return failed;
+}
+
+LoadResult load_file(const std::string& path, const LoadOptions& opts) {
+  LoadResult failed;
+  failed.origin = path;
+  std::optional<std::string> text = read_job_file(path, failed.diags);
+  return text ? load_string(*text, path, opts) : failed;
 }
 
 }  // namespace ptrain::config

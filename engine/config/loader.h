@@ -18,6 +18,9 @@ inline constexpr std::size_t kMaxJobBytes = 4u << 20;
 struct LoadOptions {
   std::vector<std::string> overrides;  // "a.b=value", applied on top of the YAML, same checks
   std::optional<int> world;            // --world / --nproc / launcher; default nodes*gpus_per_node
+  // false: read the document and the overrides only, without the cross-field rules, so derived
+  // fields stay unset (`ptrain plan` reads a job this way and derives each layout with rederive).
+  bool derive = true;
 };
 
 struct Location {
@@ -48,5 +51,14 @@ LoadResult load_string(const std::string& yaml_text, const std::string& origin, 
 // Reads at most kMaxJobBytes (+1 to detect larger files); a missing or unreadable file is a
 // diagnostic with key "" and the path as origin.
 LoadResult load_file(const std::string& path, const LoadOptions& opts = {});
+// The text load_file reads, or nothing with the reason in `diags`.
+std::optional<std::string> read_job_file(const std::string& path, Diagnostics& diags);
+
+// The cross-field rules and derived values of a load, run again on `changed`: a copy of job.spec
+// (job loaded, or read with derive = false, without errors) with some fields set anew, e.g. another layout
+// for `ptrain plan`. The result is what loading the YAML with those values would give, without reading it
+// again: every derived field is recomputed from the changed ones, diagnostics keep job's locations. The world
+// is changed.world.
+LoadResult rederive(const LoadResult& job, JobSpec changed);
 
 }  // namespace ptrain::config

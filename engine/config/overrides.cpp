@@ -17,18 +17,6 @@ std::string trimmed(std::string_view text) {
   return std::string(text.substr(begin, end - begin + 1));
 }
 
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  std::size_t begin = 0;
-  while (true) {
-    std::size_t dot = path.find('.', begin);
-    parts.emplace_back(
-        path.substr(begin, dot == std::string_view::npos ? std::string_view::npos : dot - begin));
-    if (dot == std::string_view::npos) return parts;
-    begin = dot + 1;
-  }
-}
-
 struct ResolvedPath {
   const SchemaEntry* entry = nullptr;
   std::vector<const Section*> sections;  // the sections walked through, below the root
@@ -36,8 +24,8 @@ struct ResolvedPath {
 };
 
 // Looks the dotted path up in the schema without touching the spec; reports what does not match.
-std::optional<ResolvedPath> resolve_path(LoadContext& ctx, const std::string& path, const Location& where) {
-  std::vector<std::string> parts = split_path(path);
+std::optional<ResolvedPath> resolve_path(LoadContext& ctx, const std::string& path,
+                                         const std::vector<std::string>& parts, const Location& where) {
   ResolvedPath resolved;
   const Section* section = &root_section();
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -72,21 +60,19 @@ std::optional<ResolvedPath> resolve_path(LoadContext& ctx, const std::string& pa
 void apply_override(LoadContext& ctx, const std::string& text) {
   Source source{cat("--set ", printable(text, kShownOverrideChars)), false};
   Location where{0, 0, source.origin};
-  std::size_t equals = text.find('=');
-  if (equals == std::string::npos) {
+  std::optional<Assignment> assignment = split_assignment(text);
+  if (!assignment) {
     ctx.report_error({"", 0, 0, "expected key=value", "write e.g. --set parallel.tp=2", source.origin});
     return;
   }
-  std::string path = trimmed(std::string_view(text).substr(0, equals));
-  if (path.empty()) {
+  if (assignment->path.empty()) {
     ctx.report_error(
         {"", 0, 0, "the key before '=' is empty", "write e.g. --set parallel.tp=2", source.origin});
     return;
   }
-  std::optional<ResolvedPath> resolved = resolve_path(ctx, path, where);
+  std::optional<ResolvedPath> resolved = resolve_path(ctx, assignment->path, assignment->keys, where);
   if (!resolved) return;
-  std::optional<ParsedYaml> parsed =
-      parse_yaml(ctx, std::string_view(text).substr(equals + 1), source, resolved->path);
+  std::optional<ParsedYaml> parsed = parse_yaml(ctx, assignment->value, source, resolved->path);
   if (!parsed) return;
   if (parsed->documents > 1) {
     ctx.report_error({resolved->path, 0, 0, "the value holds several YAML documents", "give a single value",
@@ -103,6 +89,21 @@ void apply_override(LoadContext& ctx, const std::string& text) {
 }
 
 }  // namespace
+
+std::optional<Assignment> split_assignment(std::string_view text) {
+  std::size_t equals = text.find('=');
+  if (equals == std::string_view::npos) return std::nullopt;
+  Assignment a;
+  a.path = trimmed(text.substr(0, equals));
+  a.value = std::string(text.substr(equals + 1));
+  std::size_t begin = 0;
+  while (true) {
+    std::size_t dot = a.path.find('.', begin);
+    a.keys.push_back(a.path.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) return a;
+    begin = dot + 1;
+  }
+}
 
 void apply_overrides(LoadContext& ctx, const std::vector<std::string>& overrides) {
   for (const std::string& text : overrides) apply_override(ctx, text);

@@ -105,15 +105,10 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
     if (volume.total() >= most.total()) most = volume;
   }
 
-  double backward_window = 0;  // the last microbatch's backward on this rank's chunks
-  for (size_t v = pp_rank; v < in.costs.backward.size(); v += static_cast<size_t>(spec.parallel.pp))
-    backward_window += in.costs.backward[v] + in.costs.weight_grad[v];
-  const double dp_exposed =
-      data_parallel_exposed_seconds(spec, in.hw, params, tiers, backward_window, in.sim.busy[pp_rank]);
-  const double optimizer = optimizer_seconds(spec, in.hw, params);
-  if (dp_exposed + optimizer > est.dp_exposed_s + est.optimizer_s) {
-    est.dp_exposed_s = dp_exposed;
-    est.optimizer_s = optimizer;
+  const StepTail tail = step_tail(spec, in.hw, params, tiers, pos.pp_rank, in.costs, in.sim);
+  if (tail.total() > est.dp_exposed_s + est.optimizer_s) {
+    est.dp_exposed_s = tail.dp_exposed;
+    est.optimizer_s = tail.optimizer;
   }
 }
 
@@ -152,11 +147,9 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   est.flops_per_step = flops.model;
   est.hardware_flops_per_step = flops.hardware;
 
-  std::vector<LinkTiers> stage_tiers;
-  for (int r = 0; r < par.pp; ++r)
-    stage_tiers.push_back(link_tiers(grid, grid.rank_of({0, 0, 0, 0, r}), spec.cluster.gpus_per_node,
-                                     spec.model.moe.has_value()));
-  const pipeline::OpCosts costs = stage_op_costs(spec, hw, stage_flops(spec, matmul), stage_tiers);
+  const pipeline::OpCosts costs =
+      stage_op_costs(spec, hw, stage_flops(spec, matmul),
+                     stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()));
   const pipeline::SimResult sim = simulate_schedule(spec, costs);
   est.bubble_fraction = sim.bubble_fraction_max;
   est.peak_inflight = sim.peak_live_max;

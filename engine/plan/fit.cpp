@@ -109,11 +109,24 @@ PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::Par
   // In-flight counts follow from each rank's instruction order, so unit costs are enough here.
   const pipeline::SimResult sim =
       pipeline::simulate(schedule, pipeline::OpCosts::uniform(schedule, 1.0, 1.0, 1.0));
+  return peak_memory(spec, stage_params(spec, registry), sim.peak_live);
+}
+
+std::vector<RankParams> stage_params(const config::JobSpec& spec,
+                                     const std::vector<model::ParamInfo>& registry) {
+  std::vector<RankParams> params;
+  for (int r = 0; r < spec.parallel.pp; ++r)
+    params.push_back(count_rank_params(model::local_params(registry, model::shard_coords(spec, r, 0, 0)),
+                                       spec.parallel.pp));
+  return params;
+}
+
+PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,
+                       const std::vector<double>& peak_live) {
   PeakMemory peak;
   for (int r = 0; r < spec.parallel.pp; ++r) {
-    const RankParams params = count_rank_params(
-        model::local_params(registry, model::shard_coords(spec, r, 0, 0)), spec.parallel.pp);
-    const MemoryBreakdown m = rank_memory(spec, params, r, sim.peak_live[static_cast<size_t>(r)]);
+    const auto i = static_cast<size_t>(r);
+    const MemoryBreakdown m = rank_memory(spec, stage_params[i], r, peak_live[i]);
     if (r == 0 || m.total() > peak.memory.total()) peak = {m, r};
   }
   return peak;

@@ -14,6 +14,7 @@
 #include "engine/model/param_registry.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/memory.h"
+#include "engine/plan/rank_params.h"
 
 namespace ptrain::plan {
 
@@ -25,6 +26,13 @@ struct PeakMemory {
 // Peak over the pipeline stages of a loaded (or derived) job; `registry` is build_registry(spec.model).
 // Simulates the schedule for the in-flight microbatches.
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry);
+// The elements a rank of each pipeline stage holds (tp and ep rank 0), which the ZeRO stage and
+// recompute do not change.
+std::vector<RankParams> stage_params(const config::JobSpec& spec,
+                                     const std::vector<model::ParamInfo>& registry);
+// The same peak from those and the schedule's peak live microbatches per pp rank (SimResult::peak_live).
+PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,
+                       const std::vector<double>& peak_live);
 
 struct FittingLayout {
   std::vector<std::pair<std::string, std::string>>

@@ -39,11 +39,8 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
   const config::ParallelSpec& p = spec.parallel;
   std::vector<std::string> problems;
   const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
-  std::vector<LinkTiers> tiers;
-  for (int r = 0; r < p.pp; ++r)
-    tiers.push_back(link_tiers(grid, grid.rank_of({0, 0, 0, 0, r}), spec.cluster.gpus_per_node,
-                               spec.model.moe.has_value()));
-  return stage_op_costs(spec, hw, stage_flops(spec, matmul_params(registry, spec.model)), tiers);
+  return stage_op_costs(spec, hw, stage_flops(spec, matmul_params(registry, spec.model)),
+                        stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()));
 }
 
 double data_parallel_exposed_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
@@ -73,6 +70,17 @@ double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
   const double elements =
       static_cast<double>(params.dense) / dense_shards + static_cast<double>(params.expert) / expert_shards;
   return 2.0 * (b.param + b.grad + b.optimizer()) * elements / hw.hbm_bytes_per_s;
+}
+
+StepTail step_tail(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params,
+                   const LinkTiers& tiers, int pp_rank, const pipeline::OpCosts& costs,
+                   const pipeline::SimResult& sim) {
+  const auto r = static_cast<size_t>(pp_rank);
+  double backward_window = 0;
+  for (size_t v = r; v < costs.backward.size(); v += static_cast<size_t>(spec.parallel.pp))
+    backward_window += costs.backward[v] + costs.weight_grad[v];
+  return {data_parallel_exposed_seconds(spec, hw, params, tiers, backward_window, sim.busy[r]),
+          optimizer_seconds(spec, hw, params)};
 }
 
 }  // namespace ptrain::plan

@@ -46,4 +46,15 @@ double data_parallel_exposed_seconds(const config::JobSpec& spec, const Hardware
                                      double backward_window_s, double busy_s);
 double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params);
 
+// What a rank adds to the pipeline's makespan at the end of the step.
+struct StepTail {
+  double dp_exposed = 0, optimizer = 0;
+  double total() const { return dp_exposed + optimizer; }
+};
+// For a rank of pipeline stage `pp_rank` holding `params`, given the schedule's costs and its
+// simulation: the backward window is the last microbatch's B + W over the rank's chunks.
+StepTail step_tail(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params,
+                   const LinkTiers& tiers, int pp_rank, const pipeline::OpCosts& costs,
+                   const pipeline::SimResult& sim);
+
 }  // namespace ptrain::plan

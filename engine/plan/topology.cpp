@@ -49,4 +49,11 @@ LinkTiers link_tiers(const grid::RankGrid& grid, int rank, int gpus_per_node, bo
   return {dense("tp"), dense("cp"), expert("ep"), dense("pp"), dense("dp-cp"), expert("dp")};
 }
 
+std::vector<LinkTiers> stage_link_tiers(const grid::RankGrid& grid, int gpus_per_node, bool experts) {
+  std::vector<LinkTiers> tiers;
+  for (int r = 0; r < grid.degrees().pp; ++r)
+    tiers.push_back(link_tiers(grid, grid.rank_of({0, 0, 0, 0, r}), gpus_per_node, experts));
+  return tiers;
+}
+
 }  // namespace ptrain::plan

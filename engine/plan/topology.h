@@ -27,5 +27,7 @@ struct LinkTiers {  // per axis of one rank: true = its group crosses nodes
 // `experts`: whether the model has experts (else ep and expert_dp are left false, saving the
 // expert-dp group, which has tp*cp*dp/ep members).
 LinkTiers link_tiers(const grid::RankGrid& grid, int rank, int gpus_per_node, bool experts);
+// link_tiers of the first rank of each pipeline stage (its other coordinates 0), by pp rank.
+std::vector<LinkTiers> stage_link_tiers(const grid::RankGrid& grid, int gpus_per_node, bool experts);
 
 }  // namespace ptrain::plan

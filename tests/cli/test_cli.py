@@ -46,7 +46,7 @@ class Help(unittest.TestCase):
     def test_help_lists_commands(self):
         r = ptrain("--help")
         self.assertEqual(r.returncode, 0)
-        for cmd in ["validate", "schedule"]:
+        for cmd in ["validate", "plan", "schedule"]:
             self.assertIn(cmd, r.stdout)
 
     def test_no_command_is_bad_input(self):
@@ -214,6 +214,84 @@ class Schedule(unittest.TestCase):
     def test_bad_job(self):
         path = write_temp(TINY.replace("layers: 4", "layers: 5"))
         self.assertEqual(ptrain("schedule", path).returncode, 2)
+
+
+class Plan(unittest.TestCase):
+    def plan(self, job, *args):
+        out = os.path.join(tempfile.mkdtemp(dir=SCRATCH.name), "best.yaml")
+        return ptrain("plan", job, "--out", out, *args), out
+
+    def test_writes_the_best_layout_that_validate_reproduces(self):
+        for name, gpus in [("llama3-8b", "64"), ("mixtral-8x7b", "32"), ("tiny-cpu", "4")]:
+            r, out = self.plan(config(name), "--gpus", gpus, "--json", "--top", "5")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            report = json.loads(r.stdout)
+            ranked = report["ranked"]
+            self.assertEqual(len(ranked), 5)
+            times = [row["step_time_s"] for row in ranked]
+            self.assertEqual(times, sorted(times))
+            self.assertEqual(report["written"], out)
+            with open(out) as f:
+                self.assertTrue(f.readline().startswith("# Written by `ptrain plan`"))
+            v = ptrain("validate", out, "--json")
+            self.assertEqual(v.returncode, 0, v.stderr)
+            validated = json.loads(v.stdout)
+            best = ranked[0]
+            self.assertEqual(validated["world"], int(gpus))
+            self.assertEqual(validated["step_time_s"], best["step_time_s"])
+            self.assertEqual(validated["degrees"]["tp"], best["tp"])
+            self.assertEqual(validated["degrees"]["pp"], best["pp"])
+            self.assertEqual(validated["degrees"]["dp"], best["dp"])
+            self.assertLessEqual(max(rank["total_bytes"] for rank in validated["memory_per_rank"]),
+                                 validated["memory"]["device_bytes"])
+
+    def test_human_table(self):
+        r, out = self.plan(config("gpt2-124m"), "--gpus", "8", "--top", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertIn("8 x h100-sxm", lines[0])
+        self.assertIn("MFU", lines[1])
+        self.assertEqual([line.split()[0] for line in lines[2:5]], ["1", "2", "3"])
+        self.assertIn("wrote " + out, lines[5])
+
+    def test_the_jobs_own_layout_is_not_needed(self):
+        # tp 3 fits no 4-GPU layout and pp 2 no batch here; plan chooses its own
+        path = write_temp(TINY.replace("tp: 1", "tp: 3"))
+        r, out = self.plan(path, "--gpus", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(ptrain("validate", out).returncode, 0)
+
+    def test_other_gpu_and_fewer_gpus_than_a_node(self):
+        r, out = self.plan(config("llama3-8b"), "--gpus", "4", "--gpu", "h200", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        v = json.loads(ptrain("validate", out, "--json").stdout)
+        self.assertEqual((v["world"], v["hardware"]), (4, "h200"))
+
+    def test_replaces_only_its_own_files(self):
+        out = write_temp("keep: me\n")
+        r = ptrain("plan", config("tiny-cpu"), "--gpus", "4", "--out", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not written by ptrain plan", r.stderr)
+        with open(out) as f:
+            self.assertEqual(f.read(), "keep: me\n")
+        self.assertEqual(ptrain("plan", config("tiny-cpu"), "--gpus", "4", "--out", out, "--force").returncode, 0)
+        self.assertEqual(ptrain("plan", config("tiny-cpu"), "--gpus", "4", "--out", out).returncode, 0)
+
+    def test_bad_input(self):
+        cases = [
+            (config("llama3-8b"), ["--gpus", "12"], "not a whole number of nodes"),
+            (config("llama3-8b"), ["--gpus", "8", "--gpu", "tpu-v5"], "unknown GPU"),
+            (config("llama3-405b"), ["--gpus", "8"], "no layout"),
+            (write_temp(TINY.replace("heads: 4", "heads: 3")), ["--gpus", "4"], "model.hidden"),
+            (write_temp("model: [unclosed\n"), ["--gpus", "4"], "error"),
+            (config("tiny-cpu"), ["--gpus", "0"], ""),
+            (config("tiny-cpu"), [], "--gpus"),
+        ]
+        for job, args, message in cases:
+            r, out = self.plan(job, *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(message, r.stderr)
+            self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":

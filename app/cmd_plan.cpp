@@ -1,0 +1,269 @@
+// `ptrain plan job.yaml --gpus N [--gpu NAME]`: searches the job's layouts for N GPUs with the
+// model `validate` uses (engine/plan/search.h), prints the fastest ranked, and writes the best as a
+// ready job file: the user's YAML with the layout and cluster keys set.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "app/exit_codes.h"
+#include "app/job_loading.h"
+#include "app/json_writer.h"
+#include "engine/ckpt/file_io.h"
+#include "engine/config/yaml_edit.h"
+#include "engine/plan/estimate.h"
+#include "engine/plan/hardware.h"
+#include "engine/plan/search.h"
+
+namespace ptrain::app {
+namespace {
+
+// The first line of every file plan writes; plan replaces such a file, never another one.
+constexpr const char* kWrittenByPlan = "# Written by `ptrain plan`";
+
+struct PlanArgs {
+  JobArgs job;
+  int gpus = 0;
+  std::string gpu;
+  int top = 10;
+  std::string out;
+  bool force = false;
+  bool json = false;
+};
+
+int bad_input(const std::string& message, const std::string& fix) {
+  std::fprintf(stderr, "error: %s%s\n", message.c_str(), fix.empty() ? "" : (" (fix: " + fix + ")").c_str());
+  return kExitBadInput;
+}
+
+int bad_job(const config::Diagnostics& diags) {
+  print_diagnostics(diags);
+  std::fprintf(stderr, "invalid: %zu problem%s\n", diags.errors.size(), diags.errors.size() == 1 ? "" : "s");
+  return kExitBadInput;
+}
+
+// cluster.* keys for N GPUs: whole nodes of cluster.gpus_per_node, or one smaller node.
+std::optional<std::vector<std::string>> cluster_assignments(const PlanArgs& args, int gpus_per_node) {
+  std::vector<std::string> keys;
+  if (args.gpus >= gpus_per_node) {
+    if (args.gpus % gpus_per_node != 0) return std::nullopt;
+    keys.push_back("cluster.nodes=" + std::to_string(args.gpus / gpus_per_node));
+  } else {
+    keys.push_back("cluster.nodes=1");
+    keys.push_back("cluster.gpus_per_node=" + std::to_string(args.gpus));
+  }
+  if (!args.gpu.empty()) keys.push_back("cluster.gpu=" + args.gpu);
+  return keys;
+}
+
+std::string default_out_path(const std::string& job_path) {
+  return std::filesystem::path(job_path).stem().string() + ".plan.yaml";
+}
+
+bool written_by_plan(const std::string& path) {
+  std::ifstream file(path);
+  std::string first;
+  std::getline(file, first);
+  return first.rfind(kWrittenByPlan, 0) == 0;
+}
+
+double peak_bytes(const plan::Estimate& est) {
+  return est.ranks[static_cast<std::size_t>(est.max_memory_rank)].memory.total();
+}
+
+std::string schedule_text(const plan::Layout& l) {
+  std::string text = config::to_string(l.schedule);
+  if (l.virtual_stages > 1) text += " x" + std::to_string(l.virtual_stages);
+  return text;
+}
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+std::string human_table(const plan::SearchResult& r, const std::string& job_path,
+                        const plan::HardwareProfile& hw, int gpus, bool experts) {
+  std::string out = "plan for " + job_path + " on " + std::to_string(gpus) + " x " + hw.name + ": " +
+                    std::to_string(r.layouts) + " layouts, " + std::to_string(r.invalid) + " break a rule, " +
+                    std::to_string(r.over_memory) + " exceed memory, " + std::to_string(r.fitting) +
+                    " fit; " + std::to_string(r.estimated) + " estimated in full\n";
+  out += std::string("  #  tp  cp  pp     dp") + (experts ? "  ep" : "") +
+         "  schedule             mb  recompute  zero     memory  bubble     step   tok/s/GPU    MFU\n";
+  int row = 0;
+  for (const plan::RankedLayout& ranked : r.best) {
+    const plan::Layout& l = ranked.layout;
+    const plan::Estimate& e = ranked.estimate;
+    char line[256];
+    std::snprintf(line, sizeof line, "%3d %3d %3d %3d %6d", ++row, l.tp, l.cp, l.pp,
+                  ranked.job.spec.parallel.dp);
+    out += line;
+    if (experts) out += fmt("%4.0f", static_cast<double>(l.ep));
+    std::snprintf(line, sizeof line, "  %-19s %4d  %-9s  %4d  %5.1f GiB  %5.1f%%  %6.3f s  %10.0f  %5.1f%%\n",
+                  schedule_text(l).c_str(), l.micro_batch, config::to_string(l.recompute), l.zero,
+                  peak_bytes(e) / (1024.0 * 1024.0 * 1024.0), 100 * e.bubble_fraction, e.step_time_s,
+                  e.tokens_per_step / e.step_time_s / gpus, 100 * e.mfu);
+    out += line;
+  }
+  return out;
+}
+
+std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile& hw, int gpus,
+                       const std::string& written) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("gpus").value(gpus).key("gpu").value(hw.name);
+  w.key("layouts").value(r.layouts).key("invalid").value(r.invalid).key("over_memory").value(r.over_memory);
+  w.key("fitting").value(r.fitting).key("estimated").value(r.estimated);
+  w.key("written").value(written);
+  w.key("ranked").begin_array();
+  for (const plan::RankedLayout& ranked : r.best) {
+    const plan::Layout& l = ranked.layout;
+    const plan::Estimate& e = ranked.estimate;
+    w.begin_object();
+    w.key("tp").value(l.tp).key("cp").value(l.cp).key("pp").value(l.pp).key("dp").value(
+        ranked.job.spec.parallel.dp);
+    w.key("ep").value(l.ep).key("schedule").value(config::to_string(l.schedule));
+    w.key("virtual_stages").value(l.virtual_stages).key("layers_per_stage").value(l.layers_per_stage);
+    w.key("micro_batch").value(l.micro_batch).key("recompute").value(config::to_string(l.recompute));
+    w.key("zero").value(l.zero);
+    w.key("peak_memory_bytes").value(peak_bytes(e)).key("bubble_fraction").value(e.bubble_fraction);
+    w.key("step_time_s").value(e.step_time_s).key("tokens_per_s").value(e.tokens_per_step / e.step_time_s);
+    w.key("mfu").value(e.mfu);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+std::string file_header(const std::string& job_path, const plan::HardwareProfile& hw, int gpus,
+                        const plan::RankedLayout& best) {
+  return std::string(kWrittenByPlan) + " from " + job_path + " for " + std::to_string(gpus) + " x " +
+         hw.name + ": the fastest layout found,\n# predicted step " +
+         fmt("%.3f s", best.estimate.step_time_s) + ", MFU " + fmt("%.1f%%", 100 * best.estimate.mfu) +
+         ", peak memory " + fmt("%.1f GiB", peak_bytes(best.estimate) / (1024.0 * 1024.0 * 1024.0)) +
+         " per GPU. `ptrain validate` on this file gives the full report.\n";
+}
+
+int run_plan(const PlanArgs& args) {
+  const std::string& path = args.job.job_path;
+  config::Diagnostics read_problems;
+  const std::optional<std::string> text = config::read_job_file(path, read_problems);
+  if (!text) return bad_job(read_problems);
+
+  config::LoadOptions read;
+  read.overrides = args.job.overrides;
+  read.derive = false;  // the layout keys are the plan's to choose; search_layouts derives each
+  const config::LoadResult as_written = config::load_string(*text, path, read);
+  if (!as_written.ok()) return bad_job(as_written.diags);
+  const int per_node = as_written.spec.cluster.gpus_per_node;
+  const std::optional<std::vector<std::string>> cluster = cluster_assignments(args, per_node);
+  if (!cluster) {
+    return bad_input(
+        "--gpus " + std::to_string(args.gpus) + " is not a whole number of nodes of " +
+            std::to_string(per_node) + " GPUs (cluster.gpus_per_node)",
+        "use a multiple of " + std::to_string(per_node) + ", or --set cluster.gpus_per_node=...");
+  }
+  read.overrides.insert(read.overrides.end(), cluster->begin(), cluster->end());
+  config::LoadResult job = config::load_string(*text, path, read);
+  if (!job.ok()) return bad_job(job.diags);
+
+  const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
+  if (hw == nullptr) {
+    std::string known;
+    for (const auto& name : plan::hardware_names()) known += (known.empty() ? "" : ", ") + name;
+    return bad_input("unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known);
+  }
+  // The rules that do not depend on the layout, checked once on a layout that breaks none of the
+  // others (one rank, one microbatch), so a bad job is reported as such rather than as "no layout".
+  plan::Layout one_microbatch;
+  one_microbatch.micro_batch = job.spec.train.global_batch;
+  config::JobSpec single = plan::with_layout(job.spec, one_microbatch);
+  single.world = 1;
+  if (const config::LoadResult checked = config::rederive(job, single); !checked.ok())
+    return bad_job(checked.diags);
+
+  job.spec.world = args.gpus;
+  const plan::SearchResult result = plan::search_layouts(job, *hw, args.top);
+  const bool experts = job.spec.model.arch == config::Arch::Mixtral;
+  if (result.best.empty()) {
+    std::string least;
+    if (result.least_memory) {
+      for (const std::string& key : plan::layout_assignments(*result.least_memory, experts))
+        least += " " + key;
+      least = "; the least memory is " +
+              fmt("%.1f GiB", result.least_memory_bytes / (1024.0 * 1024.0 * 1024.0)) + " (" +
+              fmt("%.1f GiB", hw->memory_bytes / (1024.0 * 1024.0 * 1024.0)) + " available), with" + least;
+    }
+    return bad_input("no layout of " + path + " fits on " + std::to_string(args.gpus) + " x " + hw->name +
+                         " (" + std::to_string(result.layouts) + " layouts, " +
+                         std::to_string(result.invalid) + " break a rule, " +
+                         std::to_string(result.over_memory) + " exceed memory" + least + ")",
+                     "use more GPUs, a larger device (--gpu), or a smaller train.global_batch or model");
+  }
+
+  const plan::RankedLayout& best = result.best.front();
+  std::vector<std::string> keys = read.overrides;
+  for (const std::string& key : plan::layout_assignments(best.layout, experts)) keys.push_back(key);
+  const std::string out_path = args.out.empty() ? default_out_path(path) : args.out;
+  const std::string yaml = file_header(path, *hw, args.gpus, best) + config::yaml_with_values(*text, keys);
+
+  // The file must be what the table says: loaded and estimated as `validate` would.
+  const config::LoadResult reloaded = config::load_string(yaml, out_path);
+  if (!reloaded.ok() || plan::estimate(reloaded, *hw).step_time_s != best.estimate.step_time_s) {
+    print_diagnostics(reloaded.diags);
+    std::fprintf(stderr,
+                 "internal error: the written layout does not reproduce the plan; please report this\n");
+    return kExitRuntimeFailure;
+  }
+  std::error_code error;
+  if (std::filesystem::exists(out_path, error) && !args.force && !written_by_plan(out_path)) {
+    return bad_input(out_path + " exists and was not written by ptrain plan; not replacing it",
+                     "pass --out with another path, or --force");
+  }
+  try {
+    ckpt::write_file_atomically(out_path, yaml);
+  } catch (const std::exception& e) {
+    return bad_input("cannot write " + out_path + ": " + e.what(), "pass --out with a writable path");
+  }
+
+  if (args.json) {
+    std::printf("%s\n", json_table(result, *hw, args.gpus, out_path).c_str());
+  } else {
+    std::printf("%s", human_table(result, path, *hw, args.gpus, experts).c_str());
+    std::printf("wrote %s (row 1); `ptrain validate %s` shows its full report\n", out_path.c_str(),
+                out_path.c_str());
+  }
+  std::fflush(stdout);
+  print_diagnostics({{}, best.job.diags.warnings});
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& cli, int& exit_code) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "plan",
+      "Search TP x CP x PP x schedule x EP x micro-batch x ZeRO x recompute for N GPUs with validate's "
+      "model\n"
+      "(memory, communication, simulated pipeline); print the fastest layouts that fit and write the best\n"
+      "as a ready job file. Exit 0 = written, 2 = bad job or flags, or no layout fits.");
+  add_job_args(*cmd, args->job);
+  cmd->add_option("--gpus", args->gpus, "GPUs to plan for (whole nodes of cluster.gpus_per_node, or fewer)")
+      ->required()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--gpu", args->gpu, "Device kind (default: cluster.gpu): h100-sxm, h200, a100-80g, cpu");
+  cmd->add_option("--top", args->top, "Rows in the ranking")->check(CLI::Range(1, 1000));
+  cmd->add_option("--out", args->out, "Where to write the best layout (default: <job name>.plan.yaml here)");
+  cmd->add_flag("--force", args->force, "Replace --out even if ptrain plan did not write it");
+  cmd->add_flag("--json", args->json, "Print the ranking as one JSON object");
+  cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });
+}
+
+}  // namespace ptrain::app

@@ -1,0 +1,265 @@
+#include "engine/plan/search.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "engine/grid/rank_grid.h"
+#include "engine/model/param_registry.h"
+#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/simulator.h"
+#include "engine/plan/fit.h"
+#include "engine/plan/step_time.h"
+
+namespace ptrain::plan {
+namespace {
+
+constexpr int kMaxContextParallel = 16;
+constexpr std::array<int, 2> kInterleavedStages = {2, 4};
+constexpr std::array<config::Recompute, 3> kRecomputeLeastFirst = {
+    config::Recompute::None, config::Recompute::Selective, config::Recompute::Full};
+
+std::vector<int> powers_of_two_up_to(int limit) {
+  std::vector<int> values;
+  for (int v = 1; v <= limit; v *= 2) values.push_back(v);
+  return values;
+}
+
+std::vector<int> divisors_of(int n) {
+  std::vector<int> values;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) values.push_back(d);
+  return values;
+}
+
+// Empty when the layers split evenly; else the extra layers go to the inner stages first, since
+// the first and last stages also hold the embedding and the head.
+std::vector<int> spread_layers(int layers, int stages) {
+  if (layers % stages == 0) return {};
+  std::vector<int> sizes(static_cast<std::size_t>(stages), layers / stages);
+  int extra = layers % stages;
+  for (int s = 1; s + 1 < stages && extra > 0; ++s, --extra) ++sizes[static_cast<std::size_t>(s)];
+  sizes.front() += extra;  // extra < stages, so at most one is left here
+  return sizes;
+}
+
+struct Schedule {
+  config::ScheduleKind kind;
+  int virtual_stages;
+};
+
+std::vector<Schedule> schedules_for(int pp, int layers) {
+  std::vector<Schedule> kinds = {{config::ScheduleKind::OneFOneB, 1}};
+  if (pp == 1) return kinds;
+  kinds.push_back({config::ScheduleKind::ZbH1, 1});
+  for (int v : kInterleavedStages)
+    if (pp * v <= layers) kinds.push_back({config::ScheduleKind::Interleaved1F1B, v});
+  return kinds;
+}
+
+double peak_bytes(const Estimate& est) {
+  return est.ranks[static_cast<std::size_t>(est.max_memory_rank)].memory.total();
+}
+
+double comm_bytes(const Estimate& est) {
+  double bytes = 0;
+  for (const auto& [axis, volume] : est.comm_bytes_per_step) bytes += volume.total();
+  return bytes;
+}
+
+// Faster first; among equally fast layouts, the one that communicates less (fewer collectives to
+// wait on or fail), then the one with more memory to spare.
+bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
+  if (a.estimate.step_time_s != b.estimate.step_time_s)
+    return a.estimate.step_time_s < b.estimate.step_time_s;
+  if (comm_bytes(a.estimate) != comm_bytes(b.estimate))
+    return comm_bytes(a.estimate) < comm_bytes(b.estimate);
+  return peak_bytes(a.estimate) < peak_bytes(b.estimate);
+}
+
+// A schedule's instruction lists and its peak live microbatches per rank (which follow from the
+// instruction order alone, so unit costs give them), shared by the layouts that run it.
+struct ScheduleRun {
+  ScheduleRun() = default;
+  explicit ScheduleRun(const config::JobSpec& spec)
+      : schedule(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages,
+                                 spec.train.microbatches)),
+        peak_live(
+            pipeline::simulate(schedule, pipeline::OpCosts::uniform(schedule, 1.0, 1.0, 1.0)).peak_live) {}
+  pipeline::Schedule schedule;
+  std::vector<double> peak_live;
+};
+
+struct ModelCounts {
+  ModelCounts() = default;
+  explicit ModelCounts(const config::ModelSpec& model)
+      : registry(model::build_registry(model)), matmul(matmul_params(registry, model)) {}
+  std::vector<model::ParamInfo> registry;
+  MatmulParams matmul;
+};
+
+struct Timed {
+  pipeline::OpCosts costs;
+  pipeline::SimResult sim;
+};
+
+struct Candidate {
+  Layout layout;
+  // Step time of the first rank of every stage (the makespan plus the largest tail): the full
+  // estimate's step time, a maximum over all ranks, is at least this.
+  double bound = 0;
+};
+
+}  // namespace
+
+config::JobSpec with_layout(config::JobSpec spec, const Layout& layout) {
+  config::ParallelSpec& p = spec.parallel;
+  p.tp = layout.tp;
+  p.cp = layout.cp;
+  p.pp = layout.pp;
+  p.ep = layout.ep;
+  p.dp_auto = true;
+  p.sequence_parallel = layout.sequence_parallel;
+  p.zero = layout.zero;
+  spec.schedule.kind = layout.schedule;
+  spec.schedule.virtual_stages = layout.virtual_stages;
+  spec.schedule.layers_per_stage = layout.layers_per_stage;
+  spec.train.micro_batch = layout.micro_batch;
+  spec.train.recompute = layout.recompute;
+  return spec;
+}
+
+std::vector<std::string> layout_assignments(const Layout& layout, bool experts) {
+  std::string layers = "null";
+  if (!layout.layers_per_stage.empty()) {
+    layers = "[";
+    for (std::size_t i = 0; i < layout.layers_per_stage.size(); ++i)
+      layers += (i > 0 ? ", " : "") + std::to_string(layout.layers_per_stage[i]);
+    layers += "]";
+  }
+  std::vector<std::string> keys = {
+      "parallel.tp=" + std::to_string(layout.tp),
+      "parallel.cp=" + std::to_string(layout.cp),
+      "parallel.pp=" + std::to_string(layout.pp),
+      "parallel.dp=auto",
+      std::string("parallel.sequence_parallel=") + (layout.sequence_parallel ? "true" : "false"),
+      "parallel.zero=" + std::to_string(layout.zero),
+      std::string("schedule.kind=") + config::to_string(layout.schedule),
+      "schedule.virtual_stages=" + std::to_string(layout.virtual_stages),
+      "schedule.layers_per_stage=" + layers,
+      "train.micro_batch=" + std::to_string(layout.micro_batch),
+      std::string("train.recompute=") + config::to_string(layout.recompute)};
+  if (experts) keys.insert(keys.begin() + 3, "parallel.ep=" + std::to_string(layout.ep));
+  return keys;
+}
+
+SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile& hw, int top) {
+  const config::JobSpec& base = job.spec;
+  const int world = base.world;
+  const int layers = base.model.layers;
+  const bool experts = base.model.arch == config::Arch::Mixtral;
+  const std::vector<int> eps =
+      experts ? divisors_of(base.model.moe.value_or(config::MoeSpec{}).experts) : std::vector<int>{1};
+
+  SearchResult result;
+  std::vector<Candidate> candidates;
+  std::map<int, ModelCounts> models;  // by padded vocab, the only model field a layout changes
+  std::map<std::tuple<config::ScheduleKind, int, int, int>, ScheduleRun> schedules;  // kind, pp, vpp, m
+  for (int tp : powers_of_two_up_to(std::min(world, base.cluster.gpus_per_node))) {
+    for (int cp : powers_of_two_up_to(std::min(world / tp, kMaxContextParallel))) {
+      for (int pp : powers_of_two_up_to(std::min(world / (tp * cp), layers))) {
+        if (world % (tp * cp * pp) != 0) continue;
+        const int dp = world / (tp * cp * pp);
+        for (const Schedule& schedule : schedules_for(pp, layers)) {
+          for (int ep : eps) {
+            for (int mb = 1; mb * dp <= base.train.global_batch; mb *= 2) {
+              Layout layout{tp,
+                            cp,
+                            pp,
+                            ep,
+                            schedule.kind,
+                            schedule.virtual_stages,
+                            spread_layers(layers, pp * schedule.virtual_stages),
+                            mb};
+              layout.sequence_parallel = base.parallel.sequence_parallel && tp > 1;
+              ++result.layouts;
+              const config::LoadResult derived = config::rederive(job, with_layout(base, layout));
+              if (!derived.ok()) {
+                ++result.invalid;
+                continue;
+              }
+              auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
+              if (new_model) model->second = ModelCounts(derived.spec.model);
+              const config::ParallelSpec& p = derived.spec.parallel;
+              auto [run, new_run] = schedules.try_emplace(
+                  {schedule.kind, pp, schedule.virtual_stages, derived.spec.train.microbatches});
+              if (new_run) run->second = ScheduleRun(derived.spec);
+              const std::vector<RankParams> params = stage_params(derived.spec, model->second.registry);
+              std::vector<std::string> problems;  // none: the order passed the rules
+              const std::vector<LinkTiers> tiers =
+                  stage_link_tiers(grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems),
+                                   derived.spec.cluster.gpus_per_node, experts);
+
+              const bool sharded = p.dp * p.cp > 1 || (experts && p.tp * p.cp * p.dp / p.ep > 1);
+              // The pipeline's costs depend on the recompute, not on the ZeRO stage.
+              std::array<std::optional<Timed>, kRecomputeLeastFirst.size()> timed;
+              bool fits = false;
+              for (int zero = 0; zero <= (sharded ? 3 : 0); ++zero) {
+                for (std::size_t r = 0; r < kRecomputeLeastFirst.size(); ++r) {
+                  layout.zero = zero;
+                  layout.recompute = kRecomputeLeastFirst[r];
+                  const config::JobSpec spec = with_layout(derived.spec, layout);
+                  const double bytes = peak_memory(spec, params, run->second.peak_live).memory.total();
+                  if (!result.least_memory || bytes < result.least_memory_bytes) {
+                    result.least_memory = layout;
+                    result.least_memory_bytes = bytes;
+                  }
+                  if (bytes > hw.memory_bytes) continue;
+                  if (!timed[r]) {
+                    const pipeline::OpCosts costs =
+                        stage_op_costs(spec, hw, stage_flops(spec, model->second.matmul), tiers);
+                    timed[r] = Timed{costs, pipeline::simulate(run->second.schedule, costs)};
+                  }
+                  // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
+                  // Summed in the order the estimate sums, so an exact bound is bitwise equal.
+                  StepTail tail;
+                  for (int q = 0; q < pp; ++q) {
+                    const auto i = static_cast<std::size_t>(q);
+                    const StepTail t =
+                        step_tail(spec, hw, params[i], tiers[i], q, timed[r]->costs, timed[r]->sim);
+                    if (t.total() > tail.total()) tail = t;
+                  }
+                  candidates.push_back({layout, timed[r]->sim.makespan + tail.dp_exposed + tail.optimizer});
+                  fits = true;
+                  break;
+                }
+              }
+              ++(fits ? result.fitting : result.over_memory);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
+  for (const Candidate& candidate : candidates) {
+    if (static_cast<int>(result.best.size()) == top &&
+        candidate.bound > result.best.back().estimate.step_time_s)
+      break;
+    config::LoadResult derived = config::rederive(job, with_layout(base, candidate.layout));
+    Estimate est = estimate(derived, hw);
+    ++result.estimated;
+    if (!est.diags.ok()) continue;
+    RankedLayout ranked{candidate.layout, std::move(derived), std::move(est), candidate.bound};
+    auto at = std::upper_bound(result.best.begin(), result.best.end(), ranked, ranks_before);
+    result.best.insert(at, std::move(ranked));
+    if (static_cast<int>(result.best.size()) > top) result.best.pop_back();
+  }
+  return result;
+}
+
+}  // namespace ptrain::plan

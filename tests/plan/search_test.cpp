@@ -1,0 +1,143 @@
+// `ptrain plan`'s search: the bounded search ranks exactly as estimating every layout would, and
+// every layout it ranks is what `validate` says of the job with that layout's keys.
+#include "engine/plan/search.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+
+#include "tests/plan/jobs.h"
+
+using namespace ptrain;
+
+namespace {
+
+const plan::HardwareProfile& h100() {
+  return *plan::find_hardware("h100-sxm");
+}
+
+// As `ptrain plan` reads a job: overrides applied, nothing derived, the world set to the GPUs.
+config::LoadResult read_for_plan(const std::string& yaml, int gpus, std::vector<std::string> overrides = {}) {
+  config::LoadOptions options;
+  options.overrides = std::move(overrides);
+  options.derive = false;
+  config::LoadResult job = config::load_string(yaml, "test.yaml", options);
+  for (const config::Diagnostic& d : job.diags.errors) UNSCOPED_INFO(d.format());
+  REQUIRE(job.ok());
+  job.spec.world = gpus;
+  return job;
+}
+
+double peak_bytes(const plan::Estimate& est) {
+  return est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total();
+}
+
+bool same_layout(const plan::Layout& a, const plan::Layout& b) {
+  return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.ep == b.ep && a.schedule == b.schedule &&
+         a.virtual_stages == b.virtual_stages && a.layers_per_stage == b.layers_per_stage &&
+         a.micro_batch == b.micro_batch && a.sequence_parallel == b.sequence_parallel &&
+         a.recompute == b.recompute && a.zero == b.zero;
+}
+
+constexpr int kEverything = 1 << 20;  // a `top` no search reaches: nothing is bounded out
+
+}  // namespace
+
+TEST_CASE("the bounded search ranks exactly as estimating every fitting layout") {
+  // Mixtral with a smaller batch (fewer micro-batch sizes) keeps the exhaustive run short.
+  for (const auto& [yaml, batch] : {std::pair{test::kSmallLlama, "16"}, std::pair{test::kMixtral, "64"}}) {
+    const config::LoadResult job = read_for_plan(yaml, 16, {std::string("train.global_batch=") + batch});
+    const plan::SearchResult all = plan::search_layouts(job, h100(), kEverything);
+    INFO(job.spec.name << ": " << all.best.size() << " fitting layouts");
+    REQUIRE(all.best.size() > 20);
+    CHECK(all.estimated == static_cast<int>(all.best.size()));
+    CHECK(std::is_sorted(all.best.begin(), all.best.end(), [](const auto& a, const auto& b) {
+      return a.estimate.step_time_s < b.estimate.step_time_s;
+    }));
+    // The bound is one: never above the step time. Where every rank of a stage holds the same
+    // (dense models) it is the step time itself, which is what makes the pruning effective.
+    for (const plan::RankedLayout& ranked : all.best) {
+      CHECK(ranked.bound_s <= ranked.estimate.step_time_s);
+      if (job.spec.model.arch == config::Arch::Llama) CHECK(ranked.bound_s == ranked.estimate.step_time_s);
+    }
+    for (int k : {1, 3, 5, 10}) {
+      const plan::SearchResult top = plan::search_layouts(job, h100(), k);
+      INFO("top " << k << ": " << top.estimated << " estimated");
+      CHECK(top.estimated < all.estimated / 2);  // the bound prunes
+      REQUIRE(top.best.size() == static_cast<size_t>(k));
+      for (size_t i = 0; i < top.best.size(); ++i) {
+        CHECK(same_layout(top.best[i].layout, all.best[i].layout));
+        CHECK(top.best[i].estimate.step_time_s == all.best[i].estimate.step_time_s);
+      }
+      CHECK(top.layouts == all.layouts);
+      CHECK(top.layouts == top.invalid + top.over_memory + top.fitting);
+      CHECK(top.invalid > 0);
+    }
+  }
+}
+
+TEST_CASE("every ranked layout is what validate reports for the job with its keys") {
+  const config::LoadResult job = read_for_plan(test::kMixtral, 16);
+  const plan::SearchResult result = plan::search_layouts(job, h100(), 8);
+  REQUIRE(result.best.size() == 8);
+  for (const plan::RankedLayout& ranked : result.best) {
+    const std::vector<std::string> keys = plan::layout_assignments(ranked.layout, true);
+    CHECK(std::count(keys.begin(), keys.end(), "parallel.ep=" + std::to_string(ranked.layout.ep)) == 1);
+    const config::LoadResult loaded = test::load_job(test::kMixtral, keys, 16);
+    const plan::Estimate est = plan::estimate(loaded, h100());
+    CHECK(est.diags.ok());
+    CHECK(est.step_time_s == ranked.estimate.step_time_s);
+    CHECK(peak_bytes(est) == peak_bytes(ranked.estimate));
+    CHECK(peak_bytes(est) <= h100().memory_bytes);
+    CHECK(loaded.spec.parallel.dp * loaded.spec.parallel.tp * loaded.spec.parallel.cp *
+              loaded.spec.parallel.pp ==
+          16);
+  }
+}
+
+TEST_CASE("the least recompute that fits, and ZeRO stages only where ranks shard") {
+  const config::LoadResult job = read_for_plan(test::kLlama3_70b, 64);
+  const plan::SearchResult result = plan::search_layouts(job, h100(), 40);
+  REQUIRE(!result.best.empty());
+  for (const plan::RankedLayout& ranked : result.best) {
+    const config::ParallelSpec& p = ranked.job.spec.parallel;
+    if (p.dp * p.cp == 1) CHECK(ranked.layout.zero == 0);
+    if (ranked.layout.recompute == config::Recompute::None) continue;
+    // One step less recompute would not have fit.
+    plan::Layout less = ranked.layout;
+    less.recompute = static_cast<config::Recompute>(static_cast<int>(less.recompute) - 1);
+    const config::LoadResult loaded = config::rederive(job, plan::with_layout(job.spec, less));
+    REQUIRE(loaded.ok());
+    CHECK(peak_bytes(plan::estimate(loaded, h100())) > h100().memory_bytes);
+  }
+}
+
+TEST_CASE("layers that do not split evenly go to the inner stages, and sequence parallel needs tp") {
+  const config::LoadResult job =
+      read_for_plan(test::kSmallLlama, 8, {"model.layers=10", "parallel.sequence_parallel=true"});
+  const plan::SearchResult result = plan::search_layouts(job, h100(), kEverything);
+  bool seen_uneven = false;
+  for (const plan::RankedLayout& ranked : result.best) {
+    const plan::Layout& l = ranked.layout;
+    CHECK(l.sequence_parallel == (l.tp > 1));
+    if (l.pp * l.virtual_stages == 4) {
+      CHECK(l.layers_per_stage == std::vector<int>{2, 3, 3, 2});
+      seen_uneven = true;
+    }
+    if (l.pp * l.virtual_stages == 8) CHECK(l.layers_per_stage == std::vector<int>{1, 2, 2, 1, 1, 1, 1, 1});
+    if (l.pp * l.virtual_stages == 2) CHECK(l.layers_per_stage.empty());
+  }
+  CHECK(seen_uneven);
+}
+
+TEST_CASE("nothing fits on a device too small: the layout with the least memory is reported") {
+  const config::LoadResult job = read_for_plan(test::kSmallLlama, 8);
+  plan::HardwareProfile tiny = h100();
+  tiny.memory_bytes = 1e6;
+  const plan::SearchResult result = plan::search_layouts(job, tiny, 10);
+  CHECK(result.best.empty());
+  CHECK(result.fitting == 0);
+  CHECK(result.over_memory == result.layouts - result.invalid);
+  REQUIRE(result.least_memory);
+  CHECK(result.least_memory_bytes > tiny.memory_bytes);
+  CHECK(result.least_memory->recompute == config::Recompute::Full);
+}
