@@ -86,6 +86,10 @@ std::string fmt(const char* format, double value) {
   return buf;
 }
 
+std::string gib(double bytes) {
+  return fmt("%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
 std::string human_table(const plan::SearchResult& r, const std::string& job_path,
                         const plan::HardwareProfile& hw, int gpus, bool experts) {
   std::string out = "plan for " + job_path + " on " + std::to_string(gpus) + " x " + hw.name + ": " +
@@ -146,8 +150,30 @@ std::string file_header(const std::string& job_path, const plan::HardwareProfile
   return std::string(kWrittenByPlan) + " from " + job_path + " for " + std::to_string(gpus) + " x " +
          hw.name + ": the fastest layout found,\n# predicted step " +
          fmt("%.3f s", best.estimate.step_time_s) + ", MFU " + fmt("%.1f%%", 100 * best.estimate.mfu) +
-         ", peak memory " + fmt("%.1f GiB", peak_bytes(best.estimate) / (1024.0 * 1024.0 * 1024.0)) +
+         ", peak memory " + gib(peak_bytes(best.estimate)) +
          " per GPU. `ptrain validate` on this file gives the full report.\n";
+}
+
+// Why nothing fits: memory (with the leanest layout found) or, when no layout got that far, a rule.
+int no_layout(const plan::SearchResult& r, const std::string& path, const plan::HardwareProfile& hw, int gpus,
+              bool experts) {
+  const std::string where =
+      "no layout of " + path + " fits on " + std::to_string(gpus) + " x " + hw.name + ": ";
+  const std::string counted = std::to_string(r.layouts) + " layout" + (r.layouts == 1 ? "" : "s") + ", " +
+                              std::to_string(r.invalid) + " break a rule, " + std::to_string(r.over_memory) +
+                              " exceed memory";
+  if (r.least_memory) {
+    std::string keys;
+    for (const std::string& key : plan::layout_assignments(*r.least_memory, experts)) keys += " " + key;
+    return bad_input(where + counted + "; the least memory is " + gib(r.least_memory_bytes) + " (" +
+                         gib(hw.memory_bytes) + " available), with" + keys,
+                     "use more GPUs, a larger device (--gpu), or a smaller model or train.global_batch");
+  }
+  if (r.first_rule_broken) {
+    return bad_input(where + counted + "; e.g. " + r.first_rule_broken->message, r.first_rule_broken->fix);
+  }
+  return bad_input(where + "train.global_batch is smaller than the data-parallel degree of every layout",
+                   "use fewer GPUs or a larger train.global_batch");
 }
 
 int run_plan(const PlanArgs& args) {
@@ -191,21 +217,7 @@ int run_plan(const PlanArgs& args) {
   job.spec.world = args.gpus;
   const plan::SearchResult result = plan::search_layouts(job, *hw, args.top);
   const bool experts = job.spec.model.arch == config::Arch::Mixtral;
-  if (result.best.empty()) {
-    std::string least;
-    if (result.least_memory) {
-      for (const std::string& key : plan::layout_assignments(*result.least_memory, experts))
-        least += " " + key;
-      least = "; the least memory is " +
-              fmt("%.1f GiB", result.least_memory_bytes / (1024.0 * 1024.0 * 1024.0)) + " (" +
-              fmt("%.1f GiB", hw->memory_bytes / (1024.0 * 1024.0 * 1024.0)) + " available), with" + least;
-    }
-    return bad_input("no layout of " + path + " fits on " + std::to_string(args.gpus) + " x " + hw->name +
-                         " (" + std::to_string(result.layouts) + " layouts, " +
-                         std::to_string(result.invalid) + " break a rule, " +
-                         std::to_string(result.over_memory) + " exceed memory" + least + ")",
-                     "use more GPUs, a larger device (--gpu), or a smaller train.global_batch or model");
-  }
+  if (result.best.empty()) return no_layout(result, path, *hw, args.gpus, experts);
 
   const plan::RankedLayout& best = result.best.front();
   std::vector<std::string> keys = read.overrides;
@@ -259,7 +271,9 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
       ->required()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gpu", args->gpu, "Device kind (default: cluster.gpu): h100-sxm, h200, a100-80g, cpu");
-  cmd->add_option("--top", args->top, "Rows in the ranking")->check(CLI::Range(1, 1000));
+  cmd->add_option("--top", args->top, "Rows in the ranking")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_option("--out", args->out, "Where to write the best layout (default: <job name>.plan.yaml here)");
   cmd->add_flag("--force", args->force, "Replace --out even if ptrain plan did not write it");
   cmd->add_flag("--json", args->json, "Print the ranking as one JSON object");

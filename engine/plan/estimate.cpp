@@ -169,7 +169,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
   if (est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total() > hw.memory_bytes) {
-    const std::optional<FittingLayout> fit = nearest_fitting_layout(spec, hw);
+    const std::optional<FittingLayout> fit = nearest_fitting_layout(job, hw);
     if (fit) est.nearest_fit = fit->set_line();
     est.diags.errors.push_back(over_memory(job, hw, est, fit));
   }

@@ -36,39 +36,18 @@ Options neighbour_options(const config::JobSpec& spec) {
   return o;
 }
 
-bool divides(int a, int b) {
-  return a > 0 && b % a == 0;
-}
-
-// The job with a neighbour's values and its derived fields, or nothing if the loader would reject it.
-std::optional<config::JobSpec> derive(const config::JobSpec& base, const Options& o, const Choice& c) {
-  config::JobSpec s = base;
-  config::ParallelSpec& p = s.parallel;
-  config::ModelSpec& m = s.model;
-  p.zero = o.values[kZero][c[kZero]];
+// The job with a neighbour's values, derived by the loader's rules; nothing if they reject it.
+std::optional<config::JobSpec> derive(const config::LoadResult& job, const Options& o, const Choice& c) {
+  config::JobSpec s = job.spec;
+  s.parallel.zero = o.values[kZero][c[kZero]];
   s.train.recompute = static_cast<config::Recompute>(o.values[kRecompute][c[kRecompute]]);
-  p.tp = o.values[kTp][c[kTp]];
-  p.pp = o.values[kPp][c[kPp]];
+  s.parallel.tp = o.values[kTp][c[kTp]];
+  s.parallel.pp = o.values[kPp][c[kPp]];
   s.train.micro_batch = o.values[kMicroBatch][c[kMicroBatch]];
-
-  if (!divides(p.tp * p.pp * p.cp, s.world)) return std::nullopt;
-  p.dp = s.world / (p.tp * p.pp * p.cp);
-  if (m.heads % p.tp != 0 || m.ffn_hidden % p.tp != 0) return std::nullopt;
-  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) return std::nullopt;
-  if (p.sequence_parallel && m.seq_len % p.tp != 0) return std::nullopt;
-  if (!divides(p.ep, p.tp * p.cp * p.dp)) return std::nullopt;
-  if (!divides(s.train.micro_batch * p.dp, s.train.global_batch)) return std::nullopt;
-  s.train.microbatches = s.train.global_batch / (s.train.micro_batch * p.dp);
-  if (p.tp != base.parallel.tp) m.padded_vocab = (m.vocab + p.tp - 1) / p.tp * p.tp;
-  if (p.pp != base.parallel.pp) {
-    const int stages = p.pp * s.schedule.virtual_stages;
-    if (!s.schedule.layers_per_stage.empty() || m.layers % stages != 0) return std::nullopt;
-    s.schedule.resolved_layers_per_stage.assign(static_cast<size_t>(stages), m.layers / stages);
-  }
-  if (!pipeline::build_problems(s.schedule.kind, p.pp, s.schedule.virtual_stages, s.train.microbatches)
-           .empty())
-    return std::nullopt;
-  return s;
+  s.parallel.dp_auto = true;  // dp follows from the world size
+  config::LoadResult derived = config::rederive(job, std::move(s));
+  if (!derived.ok()) return std::nullopt;
+  return std::move(derived.spec);
 }
 
 std::vector<Choice> choices_nearest_first(const Options& o) {
@@ -139,11 +118,13 @@ std::string FittingLayout::set_line() const {
   return line;
 }
 
-std::optional<FittingLayout> nearest_fitting_layout(const config::JobSpec& spec, const HardwareProfile& hw) {
+std::optional<FittingLayout> nearest_fitting_layout(const config::LoadResult& job,
+                                                    const HardwareProfile& hw) {
+  const config::JobSpec& spec = job.spec;
   const Options options = neighbour_options(spec);
   std::map<int, std::vector<model::ParamInfo>> registries;  // by padded vocab, the only field tp changes
   for (const Choice& c : choices_nearest_first(options)) {
-    const std::optional<config::JobSpec> candidate = derive(spec, options, c);
+    const std::optional<config::JobSpec> candidate = derive(job, options, c);
     if (!candidate) continue;
     auto [it, inserted] = registries.try_emplace(candidate->model.padded_vocab);
     if (inserted) it->second = model::build_registry(candidate->model);

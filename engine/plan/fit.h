@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/config/loader.h"
 #include "engine/model/param_registry.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/memory.h"
@@ -41,6 +42,7 @@ struct FittingLayout {
   std::string set_line() const;  // "--set parallel.zero=3 --set train.recompute=full"
 };
 
-std::optional<FittingLayout> nearest_fitting_layout(const config::JobSpec& spec, const HardwareProfile& hw);
+// `job`: loaded without errors. Each neighbour is derived from it by config::rederive.
+std::optional<FittingLayout> nearest_fitting_layout(const config::LoadResult& job, const HardwareProfile& hw);
 
 }  // namespace ptrain::plan

@@ -188,6 +188,7 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
               const config::LoadResult derived = config::rederive(job, with_layout(base, layout));
               if (!derived.ok()) {
                 ++result.invalid;
+                if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
                 continue;
               }
               auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);

@@ -69,6 +69,8 @@ struct SearchResult {
   // The layout with the least peak memory when nothing fits (for the error), and that memory.
   std::optional<Layout> least_memory;
   double least_memory_bytes = 0;
+  // The first problem of the first layout that broke a rule, for the error when none fits.
+  std::optional<config::Diagnostic> first_rule_broken;
 };
 
 // `job`: read with LoadOptions::derive = false and no errors, with spec.world set to the number

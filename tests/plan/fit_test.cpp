@@ -60,7 +60,7 @@ TEST_CASE("one change is preferred over two, and zero before recompute") {
   plan::HardwareProfile tiny = h100();
   const plan::MemoryBreakdown& m = peak.memory;
   tiny.memory_bytes = m.total() - (m.params + m.grads + m.optimizer) * 0.5;  // needs zero >= 2's savings
-  const auto fit = plan::nearest_fitting_layout(job.spec, tiny);
+  const auto fit = plan::nearest_fitting_layout(job, tiny);
   REQUIRE(fit);
   REQUIRE(fit->changes.size() == 1);
   CHECK(fit->changes[0].first == "parallel.zero");
