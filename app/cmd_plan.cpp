@@ -70,10 +70,6 @@ bool written_by_plan(const std::string& path) {
   return first.rfind(kWrittenByPlan, 0) == 0;
 }
 
-double peak_bytes(const plan::Estimate& est) {
-  return est.ranks[static_cast<std::size_t>(est.max_memory_rank)].memory.total();
-}
-
 std::string schedule_text(const plan::Layout& l) {
   std::string text = config::to_string(l.schedule);
   if (l.virtual_stages > 1) text += " x" + std::to_string(l.virtual_stages);
@@ -90,12 +86,17 @@ std::string gib(double bytes) {
   return fmt("%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
+// "N layouts, I break a rule, M exceed memory"
+std::string counts(const plan::SearchResult& r) {
+  return std::to_string(r.layouts) + " layout" + (r.layouts == 1 ? "" : "s") + ", " +
+         std::to_string(r.invalid) + " break a rule, " + std::to_string(r.over_memory) + " exceed memory";
+}
+
 std::string human_table(const plan::SearchResult& r, const std::string& job_path,
                         const plan::HardwareProfile& hw, int gpus, bool experts) {
   std::string out = "plan for " + job_path + " on " + std::to_string(gpus) + " x " + hw.name + ": " +
-                    std::to_string(r.layouts) + " layouts, " + std::to_string(r.invalid) + " break a rule, " +
-                    std::to_string(r.over_memory) + " exceed memory, " + std::to_string(r.fitting) +
-                    " fit; " + std::to_string(r.estimated) + " estimated in full\n";
+                    counts(r) + ", " + std::to_string(r.fitting) + " fit; " + std::to_string(r.estimated) +
+                    " estimated in full\n";
   out += std::string("  #  tp  cp  pp     dp") + (experts ? "  ep" : "") +
          "  schedule             mb  recompute  zero     memory  bubble     step   tok/s/GPU    MFU\n";
   int row = 0;
@@ -106,10 +107,13 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
     std::snprintf(line, sizeof line, "%3d %3d %3d %3d %6d", ++row, l.tp, l.cp, l.pp,
                   ranked.job.spec.parallel.dp);
     out += line;
-    if (experts) out += fmt("%4.0f", static_cast<double>(l.ep));
+    if (experts) {
+      std::snprintf(line, sizeof line, "%4d", l.ep);
+      out += line;
+    }
     std::snprintf(line, sizeof line, "  %-19s %4d  %-9s  %4d  %5.1f GiB  %5.1f%%  %6.3f s  %10.0f  %5.1f%%\n",
                   schedule_text(l).c_str(), l.micro_batch, config::to_string(l.recompute), l.zero,
-                  peak_bytes(e) / (1024.0 * 1024.0 * 1024.0), 100 * e.bubble_fraction, e.step_time_s,
+                  e.peak_memory_bytes() / (1024.0 * 1024.0 * 1024.0), 100 * e.bubble_fraction, e.step_time_s,
                   e.tokens_per_step / e.step_time_s / gpus, 100 * e.mfu);
     out += line;
   }
@@ -135,7 +139,7 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
     w.key("virtual_stages").value(l.virtual_stages).key("layers_per_stage").value(l.layers_per_stage);
     w.key("micro_batch").value(l.micro_batch).key("recompute").value(config::to_string(l.recompute));
     w.key("zero").value(l.zero);
-    w.key("peak_memory_bytes").value(peak_bytes(e)).key("bubble_fraction").value(e.bubble_fraction);
+    w.key("peak_memory_bytes").value(e.peak_memory_bytes()).key("bubble_fraction").value(e.bubble_fraction);
     w.key("step_time_s").value(e.step_time_s).key("tokens_per_s").value(e.tokens_per_step / e.step_time_s);
     w.key("mfu").value(e.mfu);
     w.end_object();
@@ -150,7 +154,7 @@ std::string file_header(const std::string& job_path, const plan::HardwareProfile
   return std::string(kWrittenByPlan) + " from " + job_path + " for " + std::to_string(gpus) + " x " +
          hw.name + ": the fastest layout found,\n# predicted step " +
          fmt("%.3f s", best.estimate.step_time_s) + ", MFU " + fmt("%.1f%%", 100 * best.estimate.mfu) +
-         ", peak memory " + gib(peak_bytes(best.estimate)) +
+         ", peak memory " + gib(best.estimate.peak_memory_bytes()) +
          " per GPU. `ptrain validate` on this file gives the full report.\n";
 }
 
@@ -159,18 +163,15 @@ int no_layout(const plan::SearchResult& r, const std::string& path, const plan::
               bool experts) {
   const std::string where =
       "no layout of " + path + " fits on " + std::to_string(gpus) + " x " + hw.name + ": ";
-  const std::string counted = std::to_string(r.layouts) + " layout" + (r.layouts == 1 ? "" : "s") + ", " +
-                              std::to_string(r.invalid) + " break a rule, " + std::to_string(r.over_memory) +
-                              " exceed memory";
   if (r.least_memory) {
     std::string keys;
     for (const std::string& key : plan::layout_assignments(*r.least_memory, experts)) keys += " " + key;
-    return bad_input(where + counted + "; the least memory is " + gib(r.least_memory_bytes) + " (" +
+    return bad_input(where + counts(r) + "; the least memory is " + gib(r.least_memory_bytes) + " (" +
                          gib(hw.memory_bytes) + " available), with" + keys,
                      "use more GPUs, a larger device (--gpu), or a smaller model or train.global_batch");
   }
   if (r.first_rule_broken) {
-    return bad_input(where + counted + "; e.g. " + r.first_rule_broken->message, r.first_rule_broken->fix);
+    return bad_input(where + counts(r) + "; e.g. " + r.first_rule_broken->message, r.first_rule_broken->fix);
   }
   return bad_input(where + "train.global_batch is smaller than the data-parallel degree of every layout",
                    "use fewer GPUs or a larger train.global_batch");
@@ -199,12 +200,8 @@ int run_plan(const PlanArgs& args) {
   config::LoadResult job = config::load_string(*text, path, read);
   if (!job.ok()) return bad_job(job.diags);
 
-  const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
-  if (hw == nullptr) {
-    std::string known;
-    for (const auto& name : plan::hardware_names()) known += (known.empty() ? "" : ", ") + name;
-    return bad_input("unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known);
-  }
+  const plan::HardwareProfile* hw = find_job_hardware(job);
+  if (hw == nullptr) return bad_job(job.diags);
   // The rules that do not depend on the layout, checked once on a layout that breaks none of the
   // others (one rank, one microbatch), so a bad job is reported as such rather than as "no layout".
   plan::Layout one_microbatch;

@@ -32,14 +32,8 @@ int run_validate(const ValidateArgs& args) {
   config::LoadResult job = load_job(args.job, args.world);
   if (!job.ok()) return emit_problems(job.diags, args.json);
 
-  const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
-  if (hw == nullptr) {
-    std::string known;
-    for (const auto& name : plan::hardware_names()) known += (known.empty() ? "" : ", ") + name;
-    job.diags.errors.push_back(job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'",
-                                      "use one of: " + known));
-    return emit_problems(job.diags, args.json);
-  }
+  const plan::HardwareProfile* hw = find_job_hardware(job);
+  if (hw == nullptr) return emit_problems(job.diags, args.json);
 
   plan::Estimate est = plan::estimate(job, *hw);
   est.diags.warnings.insert(est.diags.warnings.begin(), job.diags.warnings.begin(), job.diags.warnings.end());

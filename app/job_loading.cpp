@@ -18,6 +18,16 @@ config::LoadResult load_job(const JobArgs& args, std::optional<int> world) {
   return config::load_file(args.job_path, opts);
 }
 
+const plan::HardwareProfile* find_job_hardware(config::LoadResult& job) {
+  const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
+  if (hw != nullptr) return hw;
+  std::string known;
+  for (const auto& name : plan::hardware_names()) known += (known.empty() ? "" : ", ") + name;
+  job.diags.errors.push_back(
+      job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known));
+  return nullptr;
+}
+
 void print_diagnostics(const config::Diagnostics& diags) {
   for (const auto& d : diags.errors) std::fprintf(stderr, "error: %s\n", d.format().c_str());
   for (const auto& d : diags.warnings) std::fprintf(stderr, "warning: %s\n", d.format().c_str());

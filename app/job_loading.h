@@ -2,13 +2,13 @@
 // printed the same way everywhere.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "engine/config/loader.h"
+#include "engine/plan/hardware.h"
 
 namespace ptrain::app {
 
@@ -20,6 +20,10 @@ struct JobArgs {
 void add_job_args(CLI::App& command, JobArgs& args);
 
 config::LoadResult load_job(const JobArgs& args, std::optional<int> world);
+
+// The profile of the job's cluster.gpu, or nullptr after adding an "unknown GPU" error (located
+// at cluster.gpu, listing the known names) to job.diags.
+const plan::HardwareProfile* find_job_hardware(config::LoadResult& job);
 
 // Problems and warnings to stderr, one per line, errors first.
 void print_diagnostics(const config::Diagnostics& diags);

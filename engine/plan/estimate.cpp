@@ -58,7 +58,7 @@ std::map<std::string, CommVolume> axis_volumes(const StepComm& s, const LinkTier
 
 config::Diagnostic over_memory(const config::LoadResult& job, const HardwareProfile& hw, const Estimate& est,
                                const std::optional<FittingLayout>& fit) {
-  const RankEstimate& r = est.ranks[static_cast<size_t>(est.max_memory_rank)];
+  const RankEstimate& r = est.heaviest();
   const MemoryBreakdown& m = r.memory;
   char inflight[32];
   std::snprintf(inflight, sizeof inflight, "%.2f", r.peak_inflight);
@@ -95,7 +95,7 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
   const double live = in.sim.peak_live[pp_rank];
   est.ranks.push_back({pos.rank, pos.pp_rank, pos.tp_rank, pos.ep_rank, params.total(),
                        rank_memory(spec, params, pos.pp_rank, live), live});
-  if (est.ranks.back().memory.total() > est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total())
+  if (est.ranks.back().memory.total() > est.peak_memory_bytes())
     est.max_memory_rank = static_cast<int>(est.ranks.size()) - 1;
 
   const LinkTiers tiers =
@@ -168,7 +168,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   est.step_time_s = est.pipeline_s + est.dp_exposed_s + est.optimizer_s;
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
-  if (est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total() > hw.memory_bytes) {
+  if (est.peak_memory_bytes() > hw.memory_bytes) {
     const std::optional<FittingLayout> fit = nearest_fitting_layout(job, hw);
     if (fit) est.nearest_fit = fit->set_line();
     est.diags.errors.push_back(over_memory(job, hw, est, fit));

@@ -65,6 +65,9 @@ struct Estimate {
   std::string nearest_fit;  // over memory: "--set ..." of the nearest layout that fits ("" if none)
   config::Diagnostics
       diags;  // over-memory error (with the breakdown and the nearest layout that fits), warnings
+
+  const RankEstimate& heaviest() const { return ranks[static_cast<size_t>(max_memory_rank)]; }
+  double peak_memory_bytes() const { return heaviest().memory.total(); }
 };
 
 // Precondition: job.ok() (every derived field of job.spec filled). Diagnostics are located in the

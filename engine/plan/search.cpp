@@ -59,10 +59,6 @@ std::vector<Schedule> schedules_for(int pp, int layers) {
   return kinds;
 }
 
-double peak_bytes(const Estimate& est) {
-  return est.ranks[static_cast<std::size_t>(est.max_memory_rank)].memory.total();
-}
-
 double comm_bytes(const Estimate& est) {
   double bytes = 0;
   for (const auto& [axis, volume] : est.comm_bytes_per_step) bytes += volume.total();
@@ -76,7 +72,7 @@ bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
     return a.estimate.step_time_s < b.estimate.step_time_s;
   if (comm_bytes(a.estimate) != comm_bytes(b.estimate))
     return comm_bytes(a.estimate) < comm_bytes(b.estimate);
-  return peak_bytes(a.estimate) < peak_bytes(b.estimate);
+  return a.estimate.peak_memory_bytes() < b.estimate.peak_memory_bytes();
 }
 
 // A schedule's instruction lists and its peak live microbatches per rank (which follow from the
@@ -111,6 +107,54 @@ struct Candidate {
   // estimate's step time, a maximum over all ranks, is at least this.
   double bound = 0;
 };
+
+// For each ZeRO stage where ranks shard, the least recompute with which `derived` (a layout
+// that passed the rules) fits, as a candidate with its bound. False if none fits.
+bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCounts& model,
+                 const ScheduleRun& run, const HardwareProfile& hw, SearchResult& result,
+                 std::vector<Candidate>& candidates) {
+  const config::ParallelSpec& p = derived.parallel;
+  const bool experts = derived.model.moe.has_value();
+  const std::vector<RankParams> params = stage_params(derived, model.registry);
+  std::vector<std::string> problems;  // none: the order passed the rules
+  const std::vector<LinkTiers> tiers =
+      stage_link_tiers(grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems),
+                       derived.cluster.gpus_per_node, experts);
+
+  const bool sharded = p.dp * p.cp > 1 || (experts && p.tp * p.cp * p.dp / p.ep > 1);
+  config::JobSpec spec = derived;  // only the ZeRO stage and the recompute change below
+  // The pipeline's costs depend on the recompute, not on the ZeRO stage.
+  std::array<std::optional<Timed>, kRecomputeLeastFirst.size()> timed;
+  bool fits = false;
+  for (int zero = 0; zero <= (sharded ? 3 : 0); ++zero) {
+    for (std::size_t r = 0; r < kRecomputeLeastFirst.size(); ++r) {
+      layout.zero = spec.parallel.zero = zero;
+      layout.recompute = spec.train.recompute = kRecomputeLeastFirst[r];
+      const double bytes = peak_memory(spec, params, run.peak_live).memory.total();
+      if (!result.least_memory || bytes < result.least_memory_bytes) {
+        result.least_memory = layout;
+        result.least_memory_bytes = bytes;
+      }
+      if (bytes > hw.memory_bytes) continue;
+      if (!timed[r]) {
+        const pipeline::OpCosts costs = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
+        timed[r] = Timed{costs, pipeline::simulate(run.schedule, costs)};
+      }
+      // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
+      // Summed in the order the estimate sums, so an exact bound is bitwise equal.
+      StepTail tail;
+      for (int q = 0; q < p.pp; ++q) {
+        const auto i = static_cast<std::size_t>(q);
+        const StepTail t = step_tail(spec, hw, params[i], tiers[i], q, timed[r]->costs, timed[r]->sim);
+        if (t.total() > tail.total()) tail = t;
+      }
+      candidates.push_back({layout, timed[r]->sim.makespan + tail.dp_exposed + tail.optimizer});
+      fits = true;
+      break;
+    }
+  }
+  return fits;
+}
 
 }  // namespace
 
@@ -193,50 +237,11 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
               }
               auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
               if (new_model) model->second = ModelCounts(derived.spec.model);
-              const config::ParallelSpec& p = derived.spec.parallel;
               auto [run, new_run] = schedules.try_emplace(
                   {schedule.kind, pp, schedule.virtual_stages, derived.spec.train.microbatches});
               if (new_run) run->second = ScheduleRun(derived.spec);
-              const std::vector<RankParams> params = stage_params(derived.spec, model->second.registry);
-              std::vector<std::string> problems;  // none: the order passed the rules
-              const std::vector<LinkTiers> tiers =
-                  stage_link_tiers(grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems),
-                                   derived.spec.cluster.gpus_per_node, experts);
-
-              const bool sharded = p.dp * p.cp > 1 || (experts && p.tp * p.cp * p.dp / p.ep > 1);
-              // The pipeline's costs depend on the recompute, not on the ZeRO stage.
-              std::array<std::optional<Timed>, kRecomputeLeastFirst.size()> timed;
-              bool fits = false;
-              for (int zero = 0; zero <= (sharded ? 3 : 0); ++zero) {
-                for (std::size_t r = 0; r < kRecomputeLeastFirst.size(); ++r) {
-                  layout.zero = zero;
-                  layout.recompute = kRecomputeLeastFirst[r];
-                  const config::JobSpec spec = with_layout(derived.spec, layout);
-                  const double bytes = peak_memory(spec, params, run->second.peak_live).memory.total();
-                  if (!result.least_memory || bytes < result.least_memory_bytes) {
-                    result.least_memory = layout;
-                    result.least_memory_bytes = bytes;
-                  }
-                  if (bytes > hw.memory_bytes) continue;
-                  if (!timed[r]) {
-                    const pipeline::OpCosts costs =
-                        stage_op_costs(spec, hw, stage_flops(spec, model->second.matmul), tiers);
-                    timed[r] = Timed{costs, pipeline::simulate(run->second.schedule, costs)};
-                  }
-                  // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
-                  // Summed in the order the estimate sums, so an exact bound is bitwise equal.
-                  StepTail tail;
-                  for (int q = 0; q < pp; ++q) {
-                    const auto i = static_cast<std::size_t>(q);
-                    const StepTail t =
-                        step_tail(spec, hw, params[i], tiers[i], q, timed[r]->costs, timed[r]->sim);
-                    if (t.total() > tail.total()) tail = t;
-                  }
-                  candidates.push_back({layout, timed[r]->sim.makespan + tail.dp_exposed + tail.optimizer});
-                  fits = true;
-                  break;
-                }
-              }
+              const bool fits =
+                  add_fitting(derived.spec, layout, model->second, run->second, hw, result, candidates);
               ++(fits ? result.fitting : result.over_memory);
             }
           }

@@ -49,8 +49,8 @@ TEST_CASE("peak_memory agrees with the estimate") {
   const config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.pp=4", "parallel.tp=2"}, 8);
   const plan::Estimate est = plan::estimate(job, h100());
   const plan::PeakMemory peak = plan::peak_memory(job.spec, model::build_registry(job.spec.model));
-  CHECK(peak.memory.total() == est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total());
-  CHECK(peak.pp_rank == est.ranks[static_cast<size_t>(est.max_memory_rank)].pp_rank);
+  CHECK(peak.memory.total() == est.peak_memory_bytes());
+  CHECK(peak.pp_rank == est.heaviest().pp_rank);
 }
 
 TEST_CASE("one change is preferred over two, and zero before recompute") {

@@ -27,10 +27,6 @@ config::LoadResult read_for_plan(const std::string& yaml, int gpus, std::vector<
   return job;
 }
 
-double peak_bytes(const plan::Estimate& est) {
-  return est.ranks[static_cast<size_t>(est.max_memory_rank)].memory.total();
-}
-
 bool same_layout(const plan::Layout& a, const plan::Layout& b) {
   return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.ep == b.ep && a.schedule == b.schedule &&
          a.virtual_stages == b.virtual_stages && a.layers_per_stage == b.layers_per_stage &&
@@ -86,8 +82,8 @@ TEST_CASE("every ranked layout is what validate reports for the job with its key
     const plan::Estimate est = plan::estimate(loaded, h100());
     CHECK(est.diags.ok());
     CHECK(est.step_time_s == ranked.estimate.step_time_s);
-    CHECK(peak_bytes(est) == peak_bytes(ranked.estimate));
-    CHECK(peak_bytes(est) <= h100().memory_bytes);
+    CHECK(est.peak_memory_bytes() == ranked.estimate.peak_memory_bytes());
+    CHECK(est.peak_memory_bytes() <= h100().memory_bytes);
     CHECK(loaded.spec.parallel.dp * loaded.spec.parallel.tp * loaded.spec.parallel.cp *
               loaded.spec.parallel.pp ==
           16);
@@ -107,7 +103,7 @@ TEST_CASE("the least recompute that fits, and ZeRO stages only where ranks shard
     less.recompute = static_cast<config::Recompute>(static_cast<int>(less.recompute) - 1);
     const config::LoadResult loaded = config::rederive(job, plan::with_layout(job.spec, less));
     REQUIRE(loaded.ok());
-    CHECK(peak_bytes(plan::estimate(loaded, h100())) > h100().memory_bytes);
+    CHECK(plan::estimate(loaded, h100()).peak_memory_bytes() > h100().memory_bytes);
   }
 }
 
