@@ -60,13 +60,13 @@ class LateComm final : public dist::Comm {
     complete_all();
     inner_->broadcast(inner(g), data, bytes, root);
   }
-  void do_send(const dist::Group& g, const void* data, std::size_t bytes, int peer) override {
+  void do_send(const dist::Group& g, const void* data, std::size_t bytes, int peer, int channel) override {
     complete_all();
-    inner_->send(inner(g), data, bytes, peer);
+    inner_->send(inner(g), data, bytes, peer, channel);
   }
-  void do_recv(const dist::Group& g, void* data, std::size_t bytes, int peer) override {
+  void do_recv(const dist::Group& g, void* data, std::size_t bytes, int peer, int channel) override {
     complete_all();
-    inner_->recv(inner(g), data, bytes, peer);
+    inner_->recv(inner(g), data, bytes, peer, channel);
   }
   void do_barrier(const dist::Group& g) override {
     complete_all();

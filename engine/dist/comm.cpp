@@ -168,16 +168,75 @@ void Comm::broadcast(const Group& g, void* data, std::size_t bytes, int root) {
   logged("broadcast", g, bytes, root, [&] { do_broadcast(g, data, bytes, root); });
 }
 
-void Comm::send(const Group& g, const void* data, std::size_t bytes, int peer) {
-  check_member(g, "send");
-  if (peer < 0 || peer >= g.size() || peer == g.index) throw DistError("send on group " + g.name + ": bad peer");
-  logged("send", g, bytes, peer, [&] { do_send(g, data, bytes, peer); });
+void Comm::check_peer(const Group& g, const char* op, int peer, int channel) const {
+  check_member(g, op);
+  if (peer < 0 || peer >= g.size() || peer == g.index || channel < 0 || channel > 255)
+    throw DistError(std::string(op) + " on group " + g.name + ": bad peer or channel");
 }
 
-void Comm::recv(const Group& g, void* data, std::size_t bytes, int peer) {
-  check_member(g, "recv");
-  if (peer < 0 || peer >= g.size() || peer == g.index) throw DistError("recv on group " + g.name + ": bad peer");
-  logged("recv", g, bytes, peer, [&] { do_recv(g, data, bytes, peer); });
+void Comm::send(const Group& g, const void* data, std::size_t bytes, int peer, int channel) {
+  check_peer(g, "send", peer, channel);
+  logged("send", g, bytes, peer, [&] { do_send(g, data, bytes, peer, channel); });
+}
+
+void Comm::recv(const Group& g, void* data, std::size_t bytes, int peer, int channel) {
+  check_peer(g, "recv", peer, channel);
+  logged("recv", g, bytes, peer, [&] { do_recv(g, data, bytes, peer, channel); });
+}
+
+std::function<void()> Comm::do_isend(const Group& g, const void* data, std::size_t bytes, int peer, int channel) {
+  do_send(g, data, bytes, peer, channel);
+  return {};
+}
+
+Comm::SendHandle Comm::isend(const Group& g, const void* data, std::size_t bytes, int peer, int channel) {
+  check_peer(g, "isend", peer, channel);
+  SendHandle handle;
+  logged("isend", g, bytes, peer, [&] {
+    handle.wait_ = do_isend(g, data, bytes, peer, channel);
+    if (!handle.wait_) return;
+    const Deferred d = defer_completion();
+    handle.comm_ = this;
+    handle.seq_ = d.seq;
+    handle.name_ = d.name;
+  });
+  return handle;
+}
+
+void Comm::SendHandle::wait() {
+  if (!wait_) return;
+  const std::function<void()> wait = std::move(wait_);
+  wait_ = nullptr;
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    comm_->finished(seq_);
+    throw CollectiveError("rank " + std::to_string(comm_->rank()) + ": " + name_ + " failed: " + e.what(),
+                          comm_->log().dump());
+  }
+  comm_->finished(seq_);
+}
+
+Comm::SendHandle& Comm::SendHandle::operator=(SendHandle&& other) noexcept {
+  if (this != &other) {
+    try {
+      wait();
+    } catch (const std::exception&) {  // the documented contract: call wait() to see errors
+    }
+    comm_ = other.comm_;
+    seq_ = other.seq_;
+    name_ = std::move(other.name_);
+    wait_ = std::move(other.wait_);
+    other.wait_ = nullptr;
+  }
+  return *this;
+}
+
+Comm::SendHandle::~SendHandle() {
+  try {
+    wait();
+  } catch (const std::exception&) {  // see operator=
+  }
 }
 
 void Comm::barrier(const Group& g) {
@@ -236,8 +295,8 @@ class SoloComm final : public Comm {
     unreachable();
   }
   void do_broadcast(const Group&, void*, std::size_t, int) override { unreachable(); }
-  void do_send(const Group&, const void*, std::size_t, int) override { unreachable(); }
-  void do_recv(const Group&, void*, std::size_t, int) override { unreachable(); }
+  void do_send(const Group&, const void*, std::size_t, int, int) override { unreachable(); }
+  void do_recv(const Group&, void*, std::size_t, int, int) override { unreachable(); }
   void do_barrier(const Group&) override { unreachable(); }
 };
 

@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -140,8 +141,32 @@ class Comm {
   void all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts, float* out,
                    const std::vector<std::size_t>& recv_counts);
   void broadcast(const Group& g, void* data, std::size_t bytes, int root);
-  void send(const Group& g, const void* data, std::size_t bytes, int peer);
-  void recv(const Group& g, void* data, std::size_t bytes, int peer);
+  // Point to point. Messages from one rank to another on one `channel` are matched in order (the
+  // n-th send meets the n-th recv); channels are independent of each other (the pipeline keeps
+  // activations and gradients apart this way). send returns once `data` may be changed again.
+  void send(const Group& g, const void* data, std::size_t bytes, int peer, int channel = 0);
+  void recv(const Group& g, void* data, std::size_t bytes, int peer, int channel = 0);
+  // A send left in flight: `data` must stay unchanged until wait() returns, which throws a
+  // CollectiveError naming the send if it failed. Destroying a handle that was not waited for waits
+  // (errors then go unreported: call wait()).
+  class SendHandle {
+   public:
+    SendHandle() = default;
+    SendHandle(SendHandle&&) noexcept = default;
+    SendHandle& operator=(SendHandle&& other) noexcept;
+    ~SendHandle();
+    void wait();
+
+   private:
+    friend class Comm;
+    Comm* comm_ = nullptr;
+    std::uint64_t seq_ = 0;
+    std::string name_;
+    std::function<void()> wait_;  // empty: nothing in flight
+  };
+  // Starts a send and returns without waiting for the receiver (backends whose sends cannot be left
+  // in flight send at once).
+  SendHandle isend(const Group& g, const void* data, std::size_t bytes, int peer, int channel = 0);
   void barrier(const Group& g);
 
   // Small control messages (checkpoint paths, manifests): `text` of the root replaces everyone's;
@@ -165,8 +190,11 @@ class Comm {
   virtual void do_all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts,
                               float* out, const std::vector<std::size_t>& recv_counts) = 0;
   virtual void do_broadcast(const Group& g, void* data, std::size_t bytes, int root) = 0;
-  virtual void do_send(const Group& g, const void* data, std::size_t bytes, int peer) = 0;
-  virtual void do_recv(const Group& g, void* data, std::size_t bytes, int peer) = 0;
+  virtual void do_send(const Group& g, const void* data, std::size_t bytes, int peer, int channel) = 0;
+  virtual void do_recv(const Group& g, void* data, std::size_t bytes, int peer, int channel) = 0;
+  // Starts a send and returns what waits for it; the default sends at once and returns nothing.
+  virtual std::function<void()> do_isend(const Group& g, const void* data, std::size_t bytes, int peer,
+                                         int channel);
   virtual void do_barrier(const Group& g) = 0;
 
   // For a backend whose collectives complete after the hook returns (NCCL enqueues them on a
@@ -190,6 +218,7 @@ class Comm {
   };
   std::string name(const Running& r) const;
   void check_member(const Group& g, const char* op) const;
+  void check_peer(const Group& g, const char* op, int peer, int channel) const;
   // Runs one collective under the log: a backend exception becomes a CollectiveError naming it.
   template <typename Fn>
   void logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn);

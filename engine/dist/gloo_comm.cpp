@@ -201,15 +201,23 @@ class GlooComm final : public Comm {
 
   // Point-to-point messages between two ranks are matched in order: the n-th send from a to b
   // meets the n-th recv on b from a.
-  void do_send(const Group& g, const void* data, std::size_t bytes, int peer) override {
-    auto buf = context(g)->createUnboundBuffer(const_cast<void*>(data), bytes);
-    buf->send(peer, p2p_slot(g, g.index, peer));
-    buf->waitSend(timeout_);
+  void do_send(const Group& g, const void* data, std::size_t bytes, int peer, int channel) override {
+    do_isend(g, data, bytes, peer, channel)();
   }
 
-  void do_recv(const Group& g, void* data, std::size_t bytes, int peer) override {
+  // Gloo's TCP transport sends once the receiver has posted the matching recv, so a send must be
+  // left in flight for two ranks that send to each other before they receive (the pipeline).
+  std::function<void()> do_isend(const Group& g, const void* data, std::size_t bytes, int peer,
+                                 int channel) override {
+    std::shared_ptr<gloo::transport::UnboundBuffer> buf =
+        context(g)->createUnboundBuffer(const_cast<void*>(data), bytes);
+    buf->send(peer, p2p_slot(g, g.index, peer, channel));
+    return [buf, timeout = timeout_] { buf->waitSend(timeout); };
+  }
+
+  void do_recv(const Group& g, void* data, std::size_t bytes, int peer, int channel) override {
     auto buf = context(g)->createUnboundBuffer(data, bytes);
-    buf->recv(peer, p2p_slot(g, peer, g.index));
+    buf->recv(peer, p2p_slot(g, peer, g.index, channel));
     buf->waitRecv(timeout_);
   }
 
@@ -226,12 +234,14 @@ class GlooComm final : public Comm {
   // names them alike everywhere.
   std::uint32_t next_tag(const Group& g) { return tags_[g.id]++; }
   // Our slots live under top bytes Gloo's algorithms do not use (theirs are small prefixes):
-  // 0xF0 for the rings (2^16 steps per operation), 0xF1 for point-to-point messages.
+  // 0xF0 for the rings (2^16 steps per operation), 0xF1 for point-to-point messages (the channel in
+  // the next byte).
   std::uint64_t next_slot_base(const Group& g) {
     return (0xF0ull << 56) | ((ring_ops_[g.id]++ % (1ull << 40)) << 16);
   }
-  std::uint64_t p2p_slot(const Group& g, int from, int to) {
-    return (0xF1ull << 56) | (p2p_counts_[std::make_tuple(g.id, from, to)]++ % (1ull << 56));
+  std::uint64_t p2p_slot(const Group& g, int from, int to, int channel) {
+    return (0xF1ull << 56) | (static_cast<std::uint64_t>(channel) << 48) |
+           (p2p_counts_[std::make_tuple(g.id, from, to, channel)]++ % (1ull << 48));
   }
 
   StoreAdapter store_;
@@ -240,7 +250,7 @@ class GlooComm final : public Comm {
   std::map<int, std::shared_ptr<gloo::Context>> contexts_;
   std::map<int, std::uint32_t> tags_;
   std::map<int, std::uint64_t> ring_ops_;
-  std::map<std::tuple<int, int, int>, std::uint64_t> p2p_counts_;
+  std::map<std::tuple<int, int, int, int>, std::uint64_t> p2p_counts_;
 };
 
 }  // namespace

@@ -258,13 +258,20 @@ class NcclComm final : public Comm {
     });
   }
 
-  void do_send(const Group& g, const void* data, std::size_t bytes, int peer) override {
+  // One communicator orders all messages between two ranks: only channel 0 exists.
+  static void check_channel(int channel) {
+    if (channel != 0) throw DistError("NCCL point-to-point messages have one channel per pair of ranks");
+  }
+
+  void do_send(const Group& g, const void* data, std::size_t bytes, int peer, int channel) override {
+    check_channel(channel);
     run(g, data, {data, bytes, 0, 0}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
       PTRAIN_DIST_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm, s));
     });
   }
 
-  void do_recv(const Group& g, void* data, std::size_t bytes, int peer) override {
+  void do_recv(const Group& g, void* data, std::size_t bytes, int peer, int channel) override {
+    check_channel(channel);
     run(g, data, {nullptr, 0, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
       PTRAIN_DIST_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm, s));
     });

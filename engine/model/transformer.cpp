@@ -1,7 +1,7 @@
 #include "engine/model/transformer.h"
 
 #include <algorithm>
-#include <set>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -27,7 +27,8 @@ struct Measure {
 
 }  // namespace
 
-Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots)
+Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots,
+                         int chunk)
     : params_(params),
       ops_(ops),
       recompute_(spec.train.recompute),
@@ -49,15 +50,19 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   dims_.eps = static_cast<float>(m.norm_eps);
   dims_.rope_theta = static_cast<float>(m.rope_theta);
 
-  std::set<int> layers;
+  if (spec.parallel.tp != 1) throw std::invalid_argument("the engine runs tp = 1 for now");
+  const ShardCoords& at = params_.coords();
+  if (chunk < 0 || chunk >= at.vpp) throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk));
+  first_ = at.pp_rank == 0 && chunk == 0;
+  last_ = at.pp_rank == at.pp - 1 && chunk == at.vpp - 1;
+  std::map<int, int> unit_of_layer;  // this chunk's layers (global index) and their units
   for (const ParamSlot& s : params_.slots())
-    if (s.local.info->layer >= 0) layers.insert(s.local.info->layer);
-  const bool whole_model = params_.contains(name("wte.weight", "model.embed_tokens.weight")) &&
-                           params_.contains(name("ln_f.weight", "model.norm.weight"));
-  if (!whole_model || spec.parallel.tp != 1)
-    throw std::invalid_argument("the engine runs the whole model on each rank for now (tp = pp = 1)");
-  dims_.layers = static_cast<int>(layers.size());
-  layer_ids_.assign(layers.begin(), layers.end());
+    if (s.local.info->layer >= 0 && s.local.chunk == chunk) unit_of_layer[s.local.info->layer] = s.unit;
+  dims_.layers = static_cast<int>(unit_of_layer.size());
+  for (const auto& [layer, unit] : unit_of_layer) {
+    layer_ids_.push_back(layer);
+    layer_units_.push_back(unit);
+  }
 
   Measure measure;
   lay_out(measure, slots);
@@ -129,8 +134,8 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
 
   slots_.assign(static_cast<size_t>(slots), Slot{});
   for (Slot& s : slots_) {
-    s.tokens = take(N, DType::I32);
-    s.targets = take(N, DType::I32);
+    if (first_) s.tokens = take(N, DType::I32);
+    if (last_) s.targets = take(N, DType::I32);
     s.x.resize(static_cast<size_t>(d.layers) + 1);
     for (Buf& x : s.x) x = take(N * C, act_);
     s.layers.resize(static_cast<size_t>(d.layers));
@@ -143,11 +148,15 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
         layer_set(a, recompute_ == config::Recompute::Selective);  // selective: norms and activation recomputed
       counting = false;
     }
-    s.normf = take(N * C, act_);
-    if (d.gpt2) s.meanf = take(N, DType::F32);
-    s.rstdf = take(N, DType::F32);
-    s.logits = take(N * d.Vp, act_);
-    s.losses = take(N, DType::F32);
+    if (last_) {
+      s.normf = take(N * C, act_);
+      if (d.gpt2) s.meanf = take(N, DType::F32);
+      s.rstdf = take(N, DType::F32);
+      s.logits = take(N * d.Vp, act_);
+      s.losses = take(N, DType::F32);
+    } else {
+      s.d_out = take(N * C, act_);
+    }
   }
 }
 
@@ -325,27 +334,33 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
                                       bool with_grad, float grad_scale, Buf loss_sum) {
   const auto& d = dims_;
   const std::size_t id_bytes = static_cast<std::size_t>(d.N) * sizeof(std::int32_t);
-  ops_.copy_to_device(s.tokens, tokens, id_bytes);
-  ops_.copy_to_device(s.targets, targets, id_bytes);
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
-  announce_forward(params_.embedding_unit());
-  ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), d.gpt2 ? params_.param("wpe.weight") : Buf{}, d.N,
-                         d.T, d.C);
+  if (first_) {
+    ops_.copy_to_device(s.tokens, tokens, id_bytes);
+    announce_forward(params_.embedding_unit());
+    ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), d.gpt2 ? params_.param("wpe.weight") : Buf{}, d.N,
+                           d.T, d.C);
+  }  // else s.x[0] holds what the previous stage sent
+  if (last_) ops_.copy_to_device(s.targets, targets, id_bytes);
   // Every residual add is fused with the norm that reads its sum: the first norm alone, then each
-  // layer's last add with the next layer's norm1, the last layer's with the final norm.
+  // layer's last add with the next layer's norm1, the last layer's with the final norm (on the last
+  // stage; elsewhere the last add is alone, the next stage's first norm reads what it sends).
   const NormInto final_norm{s.normf, s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
                             name("ln_f.bias", "")};
-  const NormInto first = d.layers > 0 ? norm1_of(0, s) : final_norm;
-  announce_forward(d.layers > 0 ? params_.layer_unit(0) : params_.final_unit());
-  norm_forward(first.out, first.mean, first.rstd, s.x[0], first.weight, first.bias);
+  if (d.layers > 0 || last_) {
+    const NormInto first = d.layers > 0 ? norm1_of(0, s) : final_norm;
+    announce_forward(d.layers > 0 ? layer_unit(0) : params_.final_unit());
+    norm_forward(first.out, first.mean, first.rstd, s.x[0], first.weight, first.bias);
+  }
   for (int l = 0; l < d.layers; ++l) {
-    announce_forward(params_.layer_unit(l));
+    announce_forward(layer_unit(l));
     const bool last = l + 1 == d.layers;
     const NormInto next = last ? final_norm : norm1_of(l + 1, s);
     layer_forward(layer_weights(layer_ids_[static_cast<size_t>(l)], false), s.layers[static_cast<size_t>(l)],
-                  s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1], &next,
-                  last ? params_.final_unit() : params_.layer_unit(l + 1));
+                  s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1], last && !last_ ? nullptr : &next,
+                  last ? params_.final_unit() : layer_unit(l + 1));
   }
+  if (!last_) return 0;
 
   const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
   if (tied) announce_forward(params_.embedding_unit());
@@ -379,28 +394,54 @@ void Transformer::backward(int slot_index) {
   const auto& d = dims_;
   Slot& s = slots_.at(static_cast<size_t>(slot_index));
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
-  const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
-  const std::string head = tied ? wte : "lm_head.weight";
-  announce_backward(params_.final_unit());
-  if (tied) announce_backward(params_.embedding_unit());
-  // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
-  ops_.linear_backward(ws_.d_norm, params_.grad(head), Buf{}, s.logits, s.normf, params_.param(head), d.N, d.Vp, d.C);
-  ops_.fill(ws_.d_res, 0.0f, static_cast<std::int64_t>(d.N) * d.C);
-  norm_backward(ws_.d_res, ws_.d_norm, s.x.back(), s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
-                name("ln_f.bias", ""));
-  announce_done(params_.final_unit());
+  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C;
+  if (last_) {
+    const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
+    const std::string head = tied ? wte : "lm_head.weight";
+    announce_backward(params_.final_unit());
+    if (tied) announce_backward(params_.embedding_unit());
+    // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
+    ops_.linear_backward(ws_.d_norm, params_.grad(head), Buf{}, s.logits, s.normf, params_.param(head), d.N, d.Vp,
+                         d.C);
+    ops_.fill(ws_.d_res, 0.0f, nc);
+    norm_backward(ws_.d_res, ws_.d_norm, s.x.back(), s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
+                  name("ln_f.bias", ""));
+    announce_done(params_.final_unit());
+    // A copy of the tied embedding on the last of several stages is done with here.
+    if (tied && !first_) announce_done(params_.embedding_unit());
+  } else {
+    ops_.convert(ws_.d_res, s.d_out, nc);
+  }
   for (int l = d.layers - 1; l >= 0; --l) {
-    announce_backward(params_.layer_unit(l));
+    announce_backward(layer_unit(l));
     const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
     recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
     layer_backward(w, a, s.x[static_cast<size_t>(l)]);
-    announce_done(params_.layer_unit(l));
+    announce_done(layer_unit(l));
   }
+  if (!first_) return;  // ws_.d_res is the input's gradient (input_grad())
   announce_backward(params_.embedding_unit());
   ops_.embedding_backward(params_.grad(wte), d.gpt2 ? params_.grad("wpe.weight") : Buf{}, ws_.d_res, s.tokens, d.N,
                           d.T, d.C);
   announce_done(params_.embedding_unit());
+}
+
+std::size_t Transformer::boundary_bytes() const {
+  return static_cast<std::size_t>(boundary_elements()) * kernels::dtype_size(act_);
+}
+
+Buf Transformer::input(int slot) const { return slots_.at(static_cast<size_t>(slot)).x.front(); }
+Buf Transformer::output(int slot) const { return slots_.at(static_cast<size_t>(slot)).x.back(); }
+
+Buf Transformer::output_grad(int slot) const {
+  if (last_) throw std::logic_error("Transformer::output_grad: the last stage starts its backward from the loss");
+  return slots_.at(static_cast<size_t>(slot)).d_out;
+}
+
+Buf Transformer::input_grad() const {
+  if (first_) throw std::logic_error("Transformer::input_grad: the first stage has no input to send a gradient to");
+  return ws_.d_res;
 }
 
 }  // namespace ptrain::model

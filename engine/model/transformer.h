@@ -1,10 +1,15 @@
-// The transformer of one pipeline stage (on a single rank: the whole model), forward and backward
-// by hand over the kernels' op set. GPT-2 (LayerNorm, GELU, learned positions, tied head, biases)
+// The transformer of one model chunk (a virtual pipeline stage; on a single rank: the whole model),
+// forward and backward by hand over the kernels' op set. GPT-2 (LayerNorm, GELU, learned positions, tied head, biases)
 // and Llama (RMSNorm, RoPE, SwiGLU, GQA, untied, no biases) share the structure:
 //
 //   x = embed(tokens)                           (first stage)
 //   for each layer:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))
 //   loss = cross_entropy(head(norm_f(x)))       (last stage)
+//
+// A chunk that is not the first starts from the activations an earlier stage sent (input(slot)); one
+// that is not the last ends at its last layer's residual output (output(slot)), and its backward
+// starts from the gradient a later stage sent (output_grad(slot)) and ends at the gradient of its
+// input (input_grad(), to send back).
 //
 // Activations live in slots, one per microbatch in flight; what a layer keeps for backward depends
 // on train.recompute (see saved_activations.h, the list validate counts):
@@ -35,9 +40,26 @@ struct ModelDims {
 
 class Transformer {
  public:
-  Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots = 1);
+  // The chunk `chunk` of the virtual stages `params` holds (its coords() say which), with `slots`
+  // microbatches in flight.
+  Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots = 1,
+              int chunk = 0);
 
   const ModelDims& dims() const { return dims_; }
+  bool first_stage() const { return first_; }  // embeds tokens
+  bool last_stage() const { return last_; }    // computes the loss
+  // Activations (and their gradients) crossing a stage boundary: [B*T, C] in activation_dtype().
+  kernels::DType activation_dtype() const { return act_; }
+  std::int64_t boundary_elements() const { return static_cast<std::int64_t>(dims_.N) * dims_.C; }
+  std::size_t boundary_bytes() const;
+  // Where a later chunk receives its input before forward(slot).
+  kernels::Buf input(int slot) const;
+  // What an earlier chunk sends after forward(slot), valid until backward(slot).
+  kernels::Buf output(int slot) const;
+  // Where an earlier chunk receives dLoss/d(output) before backward(slot).
+  kernels::Buf output_grad(int slot) const;
+  // dLoss/d(input) of the last backward (a later chunk), valid until the next backward.
+  kernels::Buf input_grad() const;
   // Announces units to `hooks` (ZeRO) from now on; nullptr: the parameters are always resident.
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // Bytes of the activation arena (all slots and the shared backward workspace).
@@ -46,10 +68,12 @@ class Transformer {
   // model::layer_saved_activations predicts for validate.
   std::int64_t layer_activation_bytes() const { return layer_bytes_; }
 
-  // Forward of one microbatch (tokens, targets: [B*T]) into `slot`. The loss gradient is computed
-  // here too (fused cross-entropy), scaled by grad_scale. The sum of the token losses is written to
-  // `loss_sum` (one F32 in the backend's memory) without waiting for the device, so a step reads
-  // all its microbatches' losses back at once; returns the number of counted (target >= 0) tokens.
+  // Forward of one microbatch (tokens, targets: [B*T]; the first stage reads the tokens, the last the
+  // targets, either may be null elsewhere) into `slot`. On the last stage the loss gradient is
+  // computed here too (fused cross-entropy), scaled by grad_scale, and the sum of the token losses is
+  // written to `loss_sum` (one F32 in the backend's memory) without waiting for the device, so a step
+  // reads all its microbatches' losses back at once; returns the number of counted (target >= 0)
+  // tokens there (0 elsewhere).
   std::int64_t forward(int slot, const std::int32_t* tokens, const std::int32_t* targets, float grad_scale,
                        kernels::Buf loss_sum);
   // Backward of the microbatch in `slot`: accumulates into the parameter gradients.
@@ -92,6 +116,7 @@ class Transformer {
     Buf normf, meanf, rstdf;       // final norm output and stats
     Buf logits;                    // [N, Vp], overwritten by its gradient in the fused loss
     Buf losses;                    // [N] F32
+    Buf d_out;                     // [N,C] dLoss/d(output) received from a later stage (not last)
   };
   // Buffers shared by all layers and slots: recomputed tensors and backward temporaries.
   struct Workspace {
@@ -137,7 +162,10 @@ class Transformer {
   ModelDims dims_;
   config::Recompute recompute_;
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
-  std::vector<int> layer_ids_;  // global index of each local layer
+  std::vector<int> layer_ids_;    // global index of each layer of the chunk
+  std::vector<int> layer_units_;  // its ParamStore unit
+  int layer_unit(int local_layer) const { return layer_units_[static_cast<size_t>(local_layer)]; }
+  bool first_ = true, last_ = true;
   UnitHooks* hooks_ = nullptr;
   void announce_forward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_forward(unit); }
   void announce_backward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_backward(unit); }

@@ -45,7 +45,7 @@ model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, c
 }
 
 ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops,
-                             dist::Comm& comm, const dist::Group& group)
+                             dist::Comm& comm, const dist::Group& group, PipelineGroups pipeline)
     : spec_(spec),
       store_(store),
       ops_(ops),
@@ -54,8 +54,13 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
       stage_(spec.parallel.zero),
       ranks_(group.size()),
       index_(group.index),
+      pipeline_(pipeline),
+      embedding_copy_(pipeline.embedding != nullptr && store.coords().pp_rank != 0),
       unit_norms_(ops, static_cast<int>(store.units().size())) {
   if (!group.has_me()) throw std::logic_error("ZeroOptimizer: this rank is not in its data-parallel group");
+  if (pipeline.embedding != nullptr && stage_ >= 2)
+    throw std::invalid_argument("parallel.zero " + std::to_string(stage_) +
+                                " with a tied head across pipeline stages: use zero 0 or 1");
   const auto& units = store.units();
   for (const model::FlatRange& u : units) {
     if (u.size() % (kVectorElements * ranks_) != 0)
@@ -168,8 +173,8 @@ void ZeroOptimizer::begin_step(int microbatches) {
 }
 
 template <typename Collective>
-void ZeroOptimizer::on_host(void* data, std::size_t bytes, Collective&& collective) {
-  if (ranks_ == 1) return;  // a collective over one rank changes nothing: no copies either
+void ZeroOptimizer::on_host(const dist::Group& g, void* data, std::size_t bytes, Collective&& collective) {
+  if (g.size() == 1) return;  // a collective over one rank changes nothing: no copies either
   if (ops_.device() == kernels::Device::Cpu || comm_.takes_device_memory()) return collective(data);
   // Gloo with host staging (ranks that share a GPU cannot share an NCCL communicator).
   staging_.resize(bytes);
@@ -188,7 +193,7 @@ void ZeroOptimizer::reduce(float* grads, int unit) {
   }
   const dist::ElemType type = elem_type(data.dtype);
   dist::Comm::Ticket ticket = 0;
-  on_host(data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
+  on_host(group_, data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
     if (stage_ == 0)
       comm_.all_reduce(group_, p, static_cast<std::size_t>(size), type, dist::ReduceOp::Sum, &ticket);
     else
@@ -239,7 +244,7 @@ void ZeroOptimizer::gather_params(int unit, bool wait) {
     const Buf window = param_windows_[w].at();
     const std::int64_t n = chunk_size(unit);
     ops_.convert(runtime::advance(window, index_ * n), f32(owned_params(unit)), n);
-    on_host(window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype),
+    on_host(group_, window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype),
             [&](void* p) {
               comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(window.dtype),
                                &window_gathers_[w]);
@@ -269,7 +274,7 @@ void ZeroOptimizer::publish() {
     const std::int64_t n = chunk_size(u);
     if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), n);
     const Buf whole = runtime::advance(params, range.begin);
-    on_host(whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
+    on_host(group_, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
             [&](void* p) {
               comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(whole.dtype),
                                &unit_gathers_[static_cast<size_t>(u)]);
@@ -305,6 +310,7 @@ void ZeroOptimizer::before_backward(int unit) {
 void ZeroOptimizer::after_backward(int unit) {
   if (stage_ < 2) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
+    if (pipeline_.embedding != nullptr && unit == store_.embedding_unit()) return;  // grad_norm reduces it
     return reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
   }
   reduce(static_cast<float*>(grad_windows_[static_cast<std::size_t>(window_of(unit))].data()), unit);
@@ -312,12 +318,29 @@ void ZeroOptimizer::after_backward(int unit) {
   grads_open_[static_cast<size_t>(unit)] = false;
 }
 
+void ZeroOptimizer::reduce_tied_embedding() {
+  const int unit = store_.embedding_unit();
+  for (const model::ParamSlot& slot : store_.slots()) {
+    if (!slot.local.info->tied_head) continue;
+    float* grads = store_.grads() + slot.offset;
+    on_host(*pipeline_.embedding, grads, static_cast<std::size_t>(slot.numel) * sizeof(float),
+            [&](void* p) { comm_.all_reduce(*pipeline_.embedding, static_cast<float*>(p), static_cast<std::size_t>(slot.numel)); });
+  }
+  reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
+}
+
 double ZeroOptimizer::grad_norm() {
+  if (pipeline_.embedding != nullptr) reduce_tied_embedding();
   settle();
-  for (int u = 0; u < unit_norms_.size(); ++u)
-    ops_.sum_squares(unit_norms_.at(u), f32(owned_grads(u)), chunk_size(u));
+  for (int u = 0; u < unit_norms_.size(); ++u) {
+    if (embedding_copy_ && u == store_.embedding_unit())  // counted once, on the first stage
+      ops_.fill(unit_norms_.at(u), 0.0f, 1);
+    else
+      ops_.sum_squares(unit_norms_.at(u), f32(owned_grads(u)), chunk_size(u));
+  }
   double sum = unit_norms_.read_sum(unit_norms_.size());
   comm_.all_reduce(group_, &sum, 1);
+  if (pipeline_.stages != nullptr) comm_.all_reduce(*pipeline_.stages, &sum, 1);
   return std::sqrt(sum);
 }
 

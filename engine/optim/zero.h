@@ -64,11 +64,21 @@ struct ZeroBytes {
   double windows = 0;    // gather and reduction windows (stages 2 and 3), the bf16 reduction staging
 };
 
+// The pipeline around one stage's data-parallel group (pp > 1): the stage's pp group, over which the
+// gradient norm is summed; with a tied head, the embedding group (this rank's first and last stage),
+// over which the two copies of the word embedding sum their gradients before the data-parallel
+// reduction, once the step's backward is done (Megatron), so that both copies stay equal.
+struct PipelineGroups {
+  const dist::Group* stages = nullptr;
+  const dist::Group* embedding = nullptr;  // on the first and the last stage only
+};
+
 class ZeroOptimizer final : public model::UnitHooks {
  public:
-  // `store` must have been built with zero_store_options(spec, group.size(), ops).
+  // `store` must have been built with zero_store_options(spec, group.size(), ops). ZeRO stages 2 and 3
+  // reduce per microbatch, so they take no embedding group (std::invalid_argument).
   ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops, dist::Comm& comm,
-                const dist::Group& group);
+                const dist::Group& group, PipelineGroups pipeline = {});
 
   int stage() const { return stage_; }
   ZeroBytes allocated_bytes() const;
@@ -119,10 +129,12 @@ class ZeroOptimizer final : public model::UnitHooks {
   float* owned_params(int unit) const;            // this rank's chunk of the unit's master weights
   float* owned_grads(int unit) const;
   float* owned_moment(const runtime::Buffer& m, int unit) const;
-  // Runs `collective` on `bytes` at `data` (nothing with one rank); through a host copy when the
-  // data is on a device the Comm cannot reach.
+  // Runs `collective` on `bytes` at `data` (nothing for a group of one rank); through a host copy
+  // when the data is on a device the Comm cannot reach.
   template <typename Collective>
-  void on_host(void* data, std::size_t bytes, Collective&& collective);
+  void on_host(const dist::Group& g, void* data, std::size_t bytes, Collective&& collective);
+  // The embedding group sums the tied word embedding's gradients, then its unit is reduced.
+  void reduce_tied_embedding();
   // Starts summing the unit's fp32 gradients at `grads` over the group (all of them at stage 0,
   // chunk index_ otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
   // buffer, and queues what must follow it in pending_.
@@ -152,6 +164,8 @@ class ZeroOptimizer final : public model::UnitHooks {
   const dist::Group& group_;
   int stage_, ranks_, index_;
   bool tied_ = false;                     // the head reuses the embedding (its unit stays resident)
+  PipelineGroups pipeline_;
+  bool embedding_copy_ = false;           // the last stage's copy of the tied embedding (not in the norm)
   std::vector<std::int64_t> shard_offsets_;  // where each unit's owned chunk starts in the shard buffers
   std::int64_t shard_numel_ = 0;
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the

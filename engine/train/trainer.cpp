@@ -17,7 +17,6 @@
 #include "engine/data/datasets.h"
 #include "engine/grid/rank_grid.h"
 #include "engine/model/param_store.h"
-#include "engine/model/transformer.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/zero.h"
 #include "engine/plan/flops.h"
@@ -25,6 +24,7 @@
 #include "engine/runtime/device_scalars.h"
 #include "engine/train/host_staging.h"
 #include "engine/train/metrics.h"
+#include "engine/train/pipeline_stage.h"
 
 namespace ptrain::train {
 namespace {
@@ -33,27 +33,49 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Builds the job's dp-cp groups (every rank builds every one, in grid order) and returns this
-// rank's. The engine executes data-parallel layouts; the other axes are planned by validate only.
-const dist::Group& data_parallel_group(const config::JobSpec& spec, dist::Comm& comm) {
+// This rank's groups of the step. Every rank builds every group, in grid order: the dp-cp groups
+// (ZeRO), and with pp > 1 the pp groups (the pipeline's messages, the gradient norm) and, with a
+// tied head, the embedding groups (first and last stage).
+struct StepGroups {
+  const dist::Group* dp = nullptr;
+  const dist::Group* pp = nullptr;
+  const dist::Group* embedding = nullptr;
+  int pp_rank = 0;
+};
+
+StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kernels::Ops& ops) {
   const config::ParallelSpec& p = spec.parallel;
-  if (p.tp * p.pp * p.cp * p.ep != 1)
-    throw std::invalid_argument("the engine trains data-parallel layouts (tp = pp = cp = ep = 1) for now; "
+  if (p.tp * p.cp * p.ep != 1)
+    throw std::invalid_argument("the engine trains data- and pipeline-parallel layouts (tp = cp = ep = 1) for now; "
                                 "`ptrain validate` plans the others");
+  if (p.pp > 1 && ops.device() != kernels::Device::Cpu)
+    throw std::invalid_argument("parallel.pp " + std::to_string(p.pp) +
+                                ": pipeline parallelism runs on the CPU backend for now (backend: cpu)");
   if (comm.world() != spec.world)
     throw std::invalid_argument("the job has " + std::to_string(spec.world) + " ranks but " +
                                 std::to_string(comm.world()) + " processes were started");
   std::vector<std::string> problems;
   const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
   if (!problems.empty()) throw std::invalid_argument(problems.front());
-  const dist::Group* mine = nullptr;
-  for (const std::vector<int>& ranks : grid.groups("dp-cp")) {
-    std::string name = "dp-cp[";
-    for (std::size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
-    const dist::Group& g = comm.new_group(name + "]", ranks);
-    if (g.has_me()) mine = &g;
-  }
-  return *mine;
+  auto make = [&](const char* kind, const grid::GroupList& groups) {
+    const dist::Group* mine = nullptr;
+    for (const std::vector<int>& ranks : groups) {
+      std::string name = std::string(kind) + "[";
+      for (std::size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
+      const dist::Group& g = comm.new_group(name + "]", ranks);
+      if (g.has_me()) mine = &g;
+    }
+    return mine;
+  };
+  StepGroups out;
+  out.dp = make("dp-cp", grid.groups("dp-cp"));
+  out.pp_rank = grid.coord(comm.rank(), grid::Axis::Pp);
+  if (p.pp == 1) return out;
+  out.pp = make("pp", grid.groups("pp"));
+  const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
+  const bool tied = std::any_of(registry.begin(), registry.end(), [](const model::ParamInfo& i) { return i.tied_head; });
+  if (tied) out.embedding = make("embedding", grid.embedding_groups());
+  return out;
 }
 
 }  // namespace
@@ -63,10 +85,11 @@ struct Trainer::State {
   const kernels::Ops& ops;
   TrainerOptions options;
   dist::Comm& comm;
+  StepGroups groups;
   const dist::Group& dp_group;
   bool leader;  // world rank 0: logs, commits checkpoints
   model::ParamStore params;
-  model::Transformer model;
+  PipelineStage pipeline;
   optim::ZeroOptimizer zero;
   std::unique_ptr<data::TokenSource> train_source, valid_source;
   data::BatchLoader train_loader;
@@ -84,23 +107,26 @@ struct Trainer::State {
         ops(backend),
         options(std::move(opts)),
         comm(c),
-        dp_group(data_parallel_group(s, c)),
+        groups(step_groups(s, c, backend)),
+        dp_group(*groups.dp),
         leader(c.rank() == 0),
-        params(model::build_registry(s.model), model::shard_coords(s, 0, 0, 0),
+        params(model::build_registry(s.model), model::shard_coords(s, groups.pp_rank, 0, 0),
                optim::zero_store_options(s, dp_group.size(), backend)),
-        model(s, params, backend),
-        zero(s, params, backend, c, dp_group),
+        pipeline(s, params, backend, c, groups.pp, s.train.microbatches),
+        zero(s, params, backend, c, dp_group, {groups.pp, groups.embedding}),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
         train_loader(data::make_train_loader(s, *train_source, dp_group.index)),
         loss_sums(backend, kEvalBatches * train_loader.microbatches()) {  // evaluation batches slice alike
     if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.train.steps, s.logging.every);
-    model.set_hooks(&zero);
+    pipeline.set_hooks(&zero);
     start_step = restore();
     last_saved_step = start_step;
     const std::size_t tokens = static_cast<std::size_t>(s.train.micro_batch) * static_cast<std::size_t>(s.model.seq_len);
     inputs.resize(tokens);
     targets.resize(tokens);
+    if (train_loader.microbatches() != s.train.microbatches)
+      throw std::logic_error("the data loader's microbatches differ from the job's");
     if (valid_source && s.data.eval_every > 0)
       eval_loader = std::make_unique<data::EvalLoader>(
           data::make_eval_loader(s, *valid_source, dp_group.index, kEvalBatches));
@@ -189,7 +215,7 @@ struct Trainer::State {
 
   double memory_bytes() const {
     const optim::ZeroBytes z = zero.allocated_bytes();
-    return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(model.activation_bytes());
+    return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(pipeline.activation_bytes());
   }
 
   struct StepOutcome {
@@ -205,15 +231,14 @@ struct Trainer::State {
     zero.begin_step(micro);
     const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
     const float grad_scale = static_cast<float>(1.0 / tokens_per_step);
-    for (int mb = 0; mb < micro; ++mb) {
-      zero.begin_microbatch(mb);
-      train_loader.load_microbatch(step, mb, inputs.data(), targets.data());
-      model.forward(0, inputs.data(), targets.data(), grad_scale, loss_sums.at(mb));
-      model.backward(0);
-    }
+    pipeline.train([&](int mb, std::int32_t* tokens, std::int32_t* labels) {
+                     train_loader.load_microbatch(step, mb, tokens, labels);
+                   },
+                   grad_scale, loss_sums, zero);
     out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
-    double loss_sum = loss_sums.read_sum(micro);
-    comm.all_reduce(dp_group, &loss_sum, 1);
+    // The last stage's ranks hold the losses.
+    double loss_sum = pipeline.computes_loss() ? loss_sums.read_sum(micro) : 0.0;
+    comm.all_reduce(comm.world_group(), &loss_sum, 1);
     out.loss = loss_sum / tokens_per_step;
     // Agreed while the host waits anyway: after the update a host collective would wait (on NCCL)
     // behind the parameter gathers that the next forward overlaps.
@@ -231,12 +256,11 @@ struct Trainer::State {
     for (int b = 0; b < eval_loader->num_batches(); ++b) {
       for (int mb = 0; mb < eval_loader->microbatches(); ++mb) {
         eval_loader->load_microbatch(b, mb, inputs.data(), targets.data());
-        sums[1] +=
-            static_cast<double>(model.evaluate(0, inputs.data(), targets.data(), loss_sums.at(slot++)));
+        sums[1] += static_cast<double>(pipeline.evaluate(inputs.data(), targets.data(), loss_sums.at(slot++)));
       }
     }
-    sums[0] = loss_sums.read_sum(slot);
-    comm.all_reduce(dp_group, sums, 2);
+    sums[0] = pipeline.computes_loss() ? loss_sums.read_sum(slot) : 0.0;
+    comm.all_reduce(comm.world_group(), sums, 2);  // the last stage's ranks hold the losses
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }
 

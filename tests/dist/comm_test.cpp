@@ -63,8 +63,8 @@ class RecordingComm final : public Comm {
     none();
   }
   void do_broadcast(const Group&, void*, std::size_t, int) override { none(); }
-  void do_send(const Group&, const void*, std::size_t, int) override { none(); }
-  void do_recv(const Group&, void*, std::size_t, int) override { none(); }
+  void do_send(const Group&, const void*, std::size_t, int, int) override { none(); }
+  void do_recv(const Group&, void*, std::size_t, int, int) override { none(); }
   void do_barrier(const Group&) override { none(); }
 };
 
@@ -238,6 +238,38 @@ TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {
       REQUIRE(got == 100 * round + prev);
     }
     comm.barrier(comm.world_group());
+  });
+}
+
+TEST_CASE("gloo: sends left in flight, on independent channels") {
+  run_gloo_ranks(2, [](Comm& comm) {
+    const Group& world = comm.world_group();
+    const int me = comm.rank(), peer = 1 - me;
+    // Both ranks send before either receives: blocking sends would wait for each other forever.
+    const std::vector<float> out(1000, static_cast<float>(me + 1));
+    Comm::SendHandle pending = comm.isend(world, out.data(), out.size() * sizeof(float), peer);
+    std::vector<float> in(1000, 0.0f);
+    comm.recv(world, in.data(), in.size() * sizeof(float), peer);
+    pending.wait();
+    REQUIRE(in == std::vector<float>(1000, static_cast<float>(peer + 1)));
+
+    // Rank 0 sends on channel 1 first, rank 1 receives channel 0 first: each channel keeps its
+    // own order, whatever the order across channels.
+    std::int64_t a = 0, b = 0;
+    if (me == 0) {
+      const std::int64_t first = 11, second = 22;
+      Comm::SendHandle h1 = comm.isend(world, &first, sizeof first, 1, /*channel=*/1);
+      Comm::SendHandle h0 = comm.isend(world, &second, sizeof second, 1, /*channel=*/0);
+      h0.wait();
+      h1.wait();
+    } else {
+      comm.recv(world, &a, sizeof a, 0, /*channel=*/0);
+      comm.recv(world, &b, sizeof b, 0, /*channel=*/1);
+      REQUIRE(a == 22);
+      REQUIRE(b == 11);
+    }
+    REQUIRE_THROWS_AS(comm.isend(world, &a, sizeof a, peer, 256), DistError);
+    comm.barrier(world);
   });
 }
 

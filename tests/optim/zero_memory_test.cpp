@@ -34,8 +34,8 @@ class SilentComm final : public dist::Comm {
     none();
   }
   void do_broadcast(const dist::Group&, void*, std::size_t, int) override { none(); }
-  void do_send(const dist::Group&, const void*, std::size_t, int) override { none(); }
-  void do_recv(const dist::Group&, void*, std::size_t, int) override { none(); }
+  void do_send(const dist::Group&, const void*, std::size_t, int, int) override { none(); }
+  void do_recv(const dist::Group&, void*, std::size_t, int, int) override { none(); }
   void do_barrier(const dist::Group&) override { none(); }
 };
 

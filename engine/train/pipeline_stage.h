@@ -1,0 +1,74 @@
+// The pipeline part of one rank: its model chunks (virtual stages) and the instruction list that
+// pipeline::build gives its pp rank, executed for each step's microbatches (DESIGN.md: the
+// simulator, the drawing and the executor run the same lists), and the forward-only chain of
+// validation. With pp = 1 there is one chunk, the whole model, and the list is F and B per
+// microbatch.
+//
+// Messages go over the pp group, activations on channel 0 and gradients on channel 1 (the execution
+// contract of pipeline/schedule.h), and sends are left in flight. An activation is sent from its
+// slot's output, which nothing writes before that microbatch's backward, and by then the send is
+// over (its gradient has come back). A gradient is sent from its own buffer (one per microbatch
+// and chunk), since the chunk's backward workspace is reused by the next backward at once.
+// A chunk keeps as many activation slots as its list ever has microbatches between F and B.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/config/job_spec.h"
+#include "engine/dist/comm.h"
+#include "engine/model/param_store.h"
+#include "engine/model/transformer.h"
+#include "engine/model/unit_hooks.h"
+#include "engine/optim/zero.h"
+#include "engine/pipeline/schedule.h"
+#include "engine/runtime/buffer.h"
+#include "engine/runtime/device_scalars.h"
+#include "kernels/ops.h"
+
+namespace ptrain::train {
+
+// Fills microbatch `mb`'s tokens and targets (host memory, micro_batch * seq_len each).
+using MicrobatchLoader = std::function<void(int mb, std::int32_t* tokens, std::int32_t* targets)>;
+
+class PipelineStage {
+ public:
+  // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1). Throws
+  // std::invalid_argument for what the engine cannot execute yet (split weight gradients, zb-h1).
+  PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops, dist::Comm& comm,
+                const dist::Group* pp_group, int microbatches);
+  ~PipelineStage();
+
+  // The rank that holds the first virtual stage reads tokens; the last one computes the loss.
+  bool embeds() const { return chunks_.front()->first_stage(); }
+  bool computes_loss() const { return chunks_.back()->last_stage(); }
+  void set_hooks(model::UnitHooks* hooks);
+  std::int64_t activation_bytes() const;  // all chunks' arenas and the gradient message buffers
+
+  // One step's forward and backward of every microbatch; on the last stage microbatch mb's loss sum
+  // goes to loss_sums.at(mb). `zero` learns which microbatch each backward belongs to.
+  void train(const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
+             optim::ZeroOptimizer& zero);
+  // Forward only of one microbatch through every stage (validation): the counted tokens and the loss
+  // sum in `loss_sum` on the last stage, 0 elsewhere.
+  std::int64_t evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum);
+
+ private:
+  int prev_rank() const;  // pp rank of the previous (next) virtual stage's holder
+  int next_rank() const;
+
+  dist::Comm& comm_;
+  const dist::Group* pp_group_;
+  int pp_rank_, pp_;
+  const kernels::Ops& ops_;
+  pipeline::Schedule schedule_;
+  std::vector<std::unique_ptr<model::Transformer>> chunks_;
+  std::vector<std::vector<int>> slot_of_;         // [chunk][microbatch]: its activation slot, -1 if none
+  std::vector<std::vector<int>> free_slots_;      // [chunk]
+  std::vector<runtime::Buffer> grad_messages_;    // [chunk]: one boundary gradient per microbatch
+  std::vector<std::int32_t> tokens_, targets_;
+};
+
+}  // namespace ptrain::train
