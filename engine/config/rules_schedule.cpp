@@ -137,12 +137,30 @@ void resolve_microbatches(LoadContext& ctx) {
   }
 }
 
+// With pp > 1 a tied word embedding has a copy on the first and on the last stage, which sum their
+// gradients once the step's backward is done; ZeRO 2 and 3 reduce each microbatch's gradients as it
+// makes them (DeepSpeed does not combine them with pipeline parallelism at all).
+void check_zero_with_tied_stages(LoadContext& ctx) {
+  const JobSpec& spec = ctx.spec();
+  if (ctx.any_bad({"parallel.pp", "parallel.zero", "model.arch", "model.tie_embeddings"})) return;
+  const ParallelSpec& p = spec.parallel;
+  if (p.pp == 1 || p.zero < 2 || !spec.model.tie_embeddings) return;
+  ctx.error(
+      "parallel.zero",
+      cat("zero ", p.zero, " with pp = ", p.pp, " and a tied word embedding (",
+          spec.model.arch == Arch::Gpt2 ? "gpt2 ties it" : "model.tie_embeddings: true",
+          "): its copies on the first and the last stage sum their gradients after the backward, but "
+          "ZeRO 2 and 3 reduce gradients per microbatch"),
+      "use parallel.zero: 1 (shards the optimizer state, like Megatron's distributed optimizer), or pp: 1");
+}
+
 }  // namespace
 
 void resolve_schedule(LoadContext& ctx) {
   check_virtual_stages(ctx);
   resolve_layers(ctx);
   resolve_microbatches(ctx);
+  check_zero_with_tied_stages(ctx);
 }
 
 }  // namespace ptrain::config

@@ -28,10 +28,11 @@ struct Measure {
 }  // namespace
 
 Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots,
-                         int chunk)
+                         int chunk, const Transformer* workspace_from)
     : params_(params),
       ops_(ops),
       recompute_(spec.train.recompute),
+      workspace_from_(workspace_from),
       act_(spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32) {
   const auto& m = spec.model;
   if (m.arch == config::Arch::Mixtral)
@@ -111,8 +112,11 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   };
 
   // The shared workspace first (model::backward_workspace, which validate counts): what recompute
-  // rebuilds, then the backward temporaries.
-  if (recompute_ == config::Recompute::Full) {
+  // rebuilds, then the backward temporaries; the chunks of one rank share it (they never run at
+  // once).
+  if (workspace_from_ != nullptr) {
+    ws_ = workspace_from_->ws_;
+  } else if (recompute_ == config::Recompute::Full) {
     layer_set(ws_.recomputed, false);
   } else if (recompute_ == config::Recompute::Selective) {
     ws_.recomputed.norm1 = take(N * C, act_);
@@ -120,24 +124,28 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     ws_.recomputed.act = take(N * F, act_);
   }
   shared = &ws_.recomputed;
-  ws_.proj_out = take(N * C, act_);
-  ws_.d_res = take(N * C, act_);
-  ws_.d_norm = take(N * C, act_);
-  ws_.d_tmp = take(N * C, act_);
-  ws_.d_att = take(N * q_cols, act_);
-  ws_.d_q = take(N * q_cols, act_);
-  ws_.d_k = take(N * kv_cols, act_);
-  ws_.d_v = take(N * kv_cols, act_);
-  if (!d.gpt2) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
-  ws_.d_up = take(N * F, act_);
-  if (!d.gpt2) ws_.d_gate = take(N * F, act_);
+  if (workspace_from_ == nullptr) {
+    ws_.proj_out = take(N * C, act_);
+    ws_.d_res = take(N * C, act_);
+    ws_.d_norm = take(N * C, act_);
+    ws_.d_tmp = take(N * C, act_);
+    ws_.d_att = take(N * q_cols, act_);
+    ws_.d_q = take(N * q_cols, act_);
+    ws_.d_k = take(N * kv_cols, act_);
+    ws_.d_v = take(N * kv_cols, act_);
+    if (!d.gpt2) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
+    ws_.d_up = take(N * F, act_);
+    if (!d.gpt2) ws_.d_gate = take(N * F, act_);
+    const ShardCoords& at = params_.coords();
+    if (at.pp > 1 && !(at.pp_rank == at.pp - 1 && at.vpp == 1)) ws_.stage_out = take(N * C, act_);
+  }
 
   slots_.assign(static_cast<size_t>(slots), Slot{});
   for (Slot& s : slots_) {
     if (first_) s.tokens = take(N, DType::I32);
     if (last_) s.targets = take(N, DType::I32);
     s.x.resize(static_cast<size_t>(d.layers) + 1);
-    for (Buf& x : s.x) x = take(N * C, act_);
+    for (Buf& x : s.x) x = &x == &s.x.back() && !last_ ? ws_.stage_out : take(N * C, act_);
     s.layers.resize(static_cast<size_t>(d.layers));
     for (LayerActs& a : s.layers) {
       counting = &s == &slots_.front() && &a == &s.layers.front();
@@ -154,8 +162,6 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
       s.rstdf = take(N, DType::F32);
       s.logits = take(N * d.Vp, act_);
       s.losses = take(N, DType::F32);
-    } else {
-      s.d_out = take(N * C, act_);
     }
   }
 }
@@ -409,9 +415,7 @@ void Transformer::backward(int slot_index) {
     announce_done(params_.final_unit());
     // A copy of the tied embedding on the last of several stages is done with here.
     if (tied && !first_) announce_done(params_.embedding_unit());
-  } else {
-    ops_.convert(ws_.d_res, s.d_out, nc);
-  }
+  }  // else ws_.d_res holds what the next stage sent (output_grad())
   for (int l = d.layers - 1; l >= 0; --l) {
     announce_backward(layer_unit(l));
     const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
@@ -434,9 +438,9 @@ std::size_t Transformer::boundary_bytes() const {
 Buf Transformer::input(int slot) const { return slots_.at(static_cast<size_t>(slot)).x.front(); }
 Buf Transformer::output(int slot) const { return slots_.at(static_cast<size_t>(slot)).x.back(); }
 
-Buf Transformer::output_grad(int slot) const {
+Buf Transformer::output_grad() const {
   if (last_) throw std::logic_error("Transformer::output_grad: the last stage starts its backward from the loss");
-  return slots_.at(static_cast<size_t>(slot)).d_out;
+  return ws_.d_res;
 }
 
 Buf Transformer::input_grad() const {

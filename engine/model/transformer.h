@@ -1,15 +1,16 @@
 // The transformer of one model chunk (a virtual pipeline stage; on a single rank: the whole model),
-// forward and backward by hand over the kernels' op set. GPT-2 (LayerNorm, GELU, learned positions, tied head, biases)
-// and Llama (RMSNorm, RoPE, SwiGLU, GQA, untied, no biases) share the structure:
+// forward and backward by hand over the kernels' op set. GPT-2 (LayerNorm, GELU, learned positions, tied
+// head, biases) and Llama (RMSNorm, RoPE, SwiGLU, GQA, untied, no biases) share the structure:
 //
 //   x = embed(tokens)                           (first stage)
 //   for each layer:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))
 //   loss = cross_entropy(head(norm_f(x)))       (last stage)
 //
 // A chunk that is not the first starts from the activations an earlier stage sent (input(slot)); one
-// that is not the last ends at its last layer's residual output (output(slot)), and its backward
-// starts from the gradient a later stage sent (output_grad(slot)) and ends at the gradient of its
-// input (input_grad(), to send back).
+// that is not the last ends at its last layer's residual output (output(), to send at once), and its
+// backward starts from the gradient a later stage sent (output_grad(), received right before it)
+// and ends at the gradient of its input (input_grad(), to send at once). The chunks of one rank
+// share one backward workspace, where those three live.
 //
 // Activations live in slots, one per microbatch in flight; what a layer keeps for backward depends
 // on train.recompute (see saved_activations.h, the list validate counts):
@@ -41,9 +42,10 @@ struct ModelDims {
 class Transformer {
  public:
   // The chunk `chunk` of the virtual stages `params` holds (its coords() say which), with `slots`
-  // microbatches in flight.
+  // microbatches in flight; with `workspace_from` (another chunk of the rank, which must outlive
+  // this one) it uses that one's backward workspace.
   Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots = 1,
-              int chunk = 0);
+              int chunk = 0, const Transformer* workspace_from = nullptr);
 
   const ModelDims& dims() const { return dims_; }
   bool first_stage() const { return first_; }  // embeds tokens
@@ -54,11 +56,11 @@ class Transformer {
   std::size_t boundary_bytes() const;
   // Where a later chunk receives its input before forward(slot).
   kernels::Buf input(int slot) const;
-  // What an earlier chunk sends after forward(slot), valid until backward(slot).
+  // What an earlier chunk sends after forward(slot), valid until the rank's next forward.
   kernels::Buf output(int slot) const;
-  // Where an earlier chunk receives dLoss/d(output) before backward(slot).
-  kernels::Buf output_grad(int slot) const;
-  // dLoss/d(input) of the last backward (a later chunk), valid until the next backward.
+  // Where an earlier chunk receives dLoss/d(output) right before its backward.
+  kernels::Buf output_grad() const;
+  // dLoss/d(input) of a later chunk's backward, valid until the rank's next backward.
   kernels::Buf input_grad() const;
   // Announces units to `hooks` (ZeRO) from now on; nullptr: the parameters are always resident.
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
@@ -116,7 +118,6 @@ class Transformer {
     Buf normf, meanf, rstdf;       // final norm output and stats
     Buf logits;                    // [N, Vp], overwritten by its gradient in the fused loss
     Buf losses;                    // [N] F32
-    Buf d_out;                     // [N,C] dLoss/d(output) received from a later stage (not last)
   };
   // Buffers shared by all layers and slots: recomputed tensors and backward temporaries.
   struct Workspace {
@@ -126,6 +127,7 @@ class Transformer {
     Buf d_norm, d_tmp;                     // [N,C]
     Buf d_att, d_q, d_k, d_v;              // [N, Hq*D], [N, Hkv*D]
     Buf d_act, d_up, d_gate;               // [N,F]; d_act and d_gate llama only (SwiGLU)
+    Buf stage_out;                         // [N,C] a chunk that is not the last: its output, until sent
   };
 
   // A norm applied to a residual stream: where its output and statistics go, and its parameters'
@@ -161,6 +163,7 @@ class Transformer {
   const kernels::Ops& ops_;
   ModelDims dims_;
   config::Recompute recompute_;
+  const Transformer* workspace_from_;
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
   std::vector<int> layer_ids_;    // global index of each layer of the chunk
   std::vector<int> layer_units_;  // its ParamStore unit

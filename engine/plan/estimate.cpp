@@ -85,6 +85,7 @@ struct EstimateInputs {
   const grid::RankGrid& grid;
   const pipeline::OpCosts& costs;
   const pipeline::SimResult& sim;
+  const std::vector<pipeline::RankBuffers>& held;  // what each pp rank's executor holds
 };
 
 // Memory, communication and the step's tail (exposed dp comm + optimizer) of one position.
@@ -94,7 +95,7 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
   const auto pp_rank = static_cast<size_t>(pos.pp_rank);
   const double live = in.sim.peak_live[pp_rank];
   est.ranks.push_back({pos.rank, pos.pp_rank, pos.tp_rank, pos.ep_rank, params.total(),
-                       rank_memory(spec, params, pos.pp_rank, live), live});
+                       rank_memory(spec, params, pos.pp_rank, in.held[pp_rank]), live});
   if (est.ranks.back().memory.total() > est.peak_memory_bytes())
     est.max_memory_rank = static_cast<int>(est.ranks.size()) - 1;
 
@@ -110,12 +111,6 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
     est.dp_exposed_s = tail.dp_exposed;
     est.optimizer_s = tail.optimizer;
   }
-}
-
-pipeline::SimResult simulate_schedule(const config::JobSpec& spec, const pipeline::OpCosts& costs) {
-  return pipeline::simulate(pipeline::build(spec.schedule.kind, spec.parallel.pp,
-                                            spec.schedule.virtual_stages, spec.train.microbatches),
-                            costs);
 }
 
 }  // namespace
@@ -150,12 +145,15 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   const pipeline::OpCosts costs =
       stage_op_costs(spec, hw, stage_flops(spec, matmul),
                      stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()));
-  const pipeline::SimResult sim = simulate_schedule(spec, costs);
+  const pipeline::Schedule schedule =
+      pipeline::build(spec.schedule.kind, par.pp, spec.schedule.virtual_stages, spec.train.microbatches);
+  const pipeline::SimResult sim = pipeline::simulate(schedule, costs);
+  const std::vector<pipeline::RankBuffers> held = pipeline::rank_buffers(schedule);
   est.bubble_fraction = sim.bubble_fraction_max;
   est.peak_inflight = sim.peak_live_max;
   est.pipeline_s = sim.makespan;
 
-  const EstimateInputs inputs{spec, hw, grid, costs, sim};
+  const EstimateInputs inputs{spec, hw, grid, costs, sim, held};
   std::map<std::pair<int, int>, RankParams> params_at;  // (pp rank, ep rank) -> elements
   for (const Position& pos : distinct_positions(grid)) {
     auto [it, inserted] = params_at.try_emplace({pos.pp_rank, pos.ep_rank});

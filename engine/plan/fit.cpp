@@ -85,10 +85,7 @@ std::vector<Choice> choices_nearest_first(const Options& o) {
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry) {
   const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, spec.parallel.pp,
                                                       spec.schedule.virtual_stages, spec.train.microbatches);
-  // In-flight counts follow from each rank's instruction order, so unit costs are enough here.
-  const pipeline::SimResult sim =
-      pipeline::simulate(schedule, pipeline::OpCosts::uniform(schedule, 1.0, 1.0, 1.0));
-  return peak_memory(spec, stage_params(spec, registry), sim.peak_live);
+  return peak_memory(spec, stage_params(spec, registry), pipeline::rank_buffers(schedule));
 }
 
 std::vector<RankParams> stage_params(const config::JobSpec& spec,
@@ -101,11 +98,11 @@ std::vector<RankParams> stage_params(const config::JobSpec& spec,
 }
 
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,
-                       const std::vector<double>& peak_live) {
+                       const std::vector<pipeline::RankBuffers>& held) {
   PeakMemory peak;
   for (int r = 0; r < spec.parallel.pp; ++r) {
     const auto i = static_cast<size_t>(r);
-    const MemoryBreakdown m = rank_memory(spec, stage_params[i], r, peak_live[i]);
+    const MemoryBreakdown m = rank_memory(spec, stage_params[i], r, held[i]);
     if (r == 0 || m.total() > peak.memory.total()) peak = {m, r};
   }
   return peak;

@@ -25,15 +25,15 @@ struct PeakMemory {
 };
 
 // Peak over the pipeline stages of a loaded (or derived) job; `registry` is build_registry(spec.model).
-// Simulates the schedule for the in-flight microbatches.
+// Builds the schedule for what each rank holds (pipeline::rank_buffers).
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry);
 // The elements a rank of each pipeline stage holds (tp and ep rank 0), which the ZeRO stage and
 // recompute do not change.
 std::vector<RankParams> stage_params(const config::JobSpec& spec,
                                      const std::vector<model::ParamInfo>& registry);
-// The same peak from those and the schedule's peak live microbatches per pp rank (SimResult::peak_live).
+// The same peak from those and what each pp rank holds (pipeline::rank_buffers of the schedule).
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,
-                       const std::vector<double>& peak_live);
+                       const std::vector<pipeline::RankBuffers>& held);
 
 struct FittingLayout {
   std::vector<std::pair<std::string, std::string>>

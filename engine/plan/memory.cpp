@@ -28,31 +28,34 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
   return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer};
 }
 
-double activation_bytes_per_microbatch(const config::JobSpec& spec, int pp_rank) {
+double stage_activation_bytes(const config::JobSpec& spec, int stage) {
   const double layer = model::total_bytes(model::layer_saved_activations(spec, spec.train.recompute));
-  const int pp = spec.parallel.pp, stages = pp * spec.schedule.virtual_stages;
-  double sum = 0;
-  for (int v = pp_rank; v < stages; v += pp) {
-    sum += spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)] * layer;
-    if (v == 0) sum += model::total_bytes(model::embedding_saved_activations(spec));
-    if (v == stages - 1) sum += model::total_bytes(model::head_saved_activations(spec));
-  }
+  const int stages = spec.parallel.pp * spec.schedule.virtual_stages;
+  double sum = spec.schedule.resolved_layers_per_stage[static_cast<size_t>(stage)] * layer;
+  if (stage == 0) sum += model::total_bytes(model::embedding_saved_activations(spec));
+  if (stage == stages - 1) sum += model::total_bytes(model::head_saved_activations(spec));
   return sum;
 }
 
-double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_live) {
-  return peak_live * activation_bytes_per_microbatch(spec, pp_rank) +
-         model::total_bytes(model::backward_workspace(spec));
+double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
+  const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
+  double sum = model::total_bytes(model::backward_workspace(spec));
+  for (int c = 0; c < vpp; ++c)
+    sum += held.activation_slots[static_cast<size_t>(c)] * stage_activation_bytes(spec, c * pp + pp_rank);
+  const bool holds_a_stage_output = pp > 1 && !(pp_rank == pp - 1 && vpp == 1);
+  if (holds_a_stage_output) sum += bytes_sent(pipeline_message(spec));
+  return sum;
 }
 
-double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) {
+double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
+                         const pipeline::RankBuffers& held) {
   const config::ParallelSpec& p = spec.parallel;
   const config::ModelSpec& m = spec.model;
   const BytesPerElement bytes = bytes_per_element(spec.train.precision);
   const double tokens = static_cast<double>(spec.train.micro_batch) * m.seq_len / p.cp;
   const double hidden = tokens * m.hidden * bytes.activation;
   double sum = 0;
-  if (p.pp > 1) sum += 2.0 * bytes_sent(pipeline_message(spec));
+  if (p.pp > 1) sum += held.send_buffers * bytes_sent(pipeline_message(spec));
   if (p.tp > 1 && p.sequence_parallel) sum += hidden;
   if (p.tp * p.cp * p.dp / p.ep > 1 && params.expert > 0)
     sum += std::min(kGradBucketElements, static_cast<double>(params.expert)) * bytes.grad;
@@ -67,10 +70,10 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params) 
 }
 
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
-                            double peak_live) {
+                            const pipeline::RankBuffers& held) {
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
-  return {states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, peak_live),
-          comm_buffer_bytes(spec, params)};
+  return {states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, held),
+          comm_buffer_bytes(spec, params, held)};
 }
 
 }  // namespace ptrain::plan

@@ -31,6 +31,7 @@
 #pragma once
 
 #include "engine/config/job_spec.h"
+#include "engine/pipeline/buffers.h"
 #include "engine/plan/rank_params.h"
 
 namespace ptrain::plan {
@@ -51,12 +52,19 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
 // Dense params over dp*cp plus experts over expert-dp.
 ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params);
 
-// Activations of one microbatch on every chunk of `pp_rank`.
-double activation_bytes_per_microbatch(const config::JobSpec& spec, int pp_rank);
-double activation_bytes(const config::JobSpec& spec, int pp_rank, double peak_live);
-double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params);
+// Activations of one microbatch on virtual stage `stage` (its layers; the embedding's token ids on
+// the first, the final norm, logits and loss on the last).
+double stage_activation_bytes(const config::JobSpec& spec, int stage);
+// What `pp_rank` holds (`held`: pipeline::rank_buffers of the job's schedule, as the engine
+// allocates): each chunk's slots times its microbatch's activations, the backward workspace its
+// chunks share, and with pp > 1 the output of a chunk that is not the last, kept until it is sent.
+double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held);
+// The pipeline's send buffers (held.send_buffers messages), sequence parallelism's gather, expert
+// dispatch, ZeRO windows and bf16 reduction staging.
+double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
+                         const pipeline::RankBuffers& held);
 
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
-                            double peak_live);
+                            const pipeline::RankBuffers& held);
 
 }  // namespace ptrain::plan

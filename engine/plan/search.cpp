@@ -75,17 +75,16 @@ bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
   return a.estimate.peak_memory_bytes() < b.estimate.peak_memory_bytes();
 }
 
-// A schedule's instruction lists and its peak live microbatches per rank (which follow from the
-// instruction order alone, so unit costs give them), shared by the layouts that run it.
+// A schedule's instruction lists and what each rank's executor holds, shared by the layouts that
+// run it.
 struct ScheduleRun {
   ScheduleRun() = default;
   explicit ScheduleRun(const config::JobSpec& spec)
       : schedule(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages,
                                  spec.train.microbatches)),
-        peak_live(
-            pipeline::simulate(schedule, pipeline::OpCosts::uniform(schedule, 1.0, 1.0, 1.0)).peak_live) {}
+        held(pipeline::rank_buffers(schedule)) {}
   pipeline::Schedule schedule;
-  std::vector<double> peak_live;
+  std::vector<pipeline::RankBuffers> held;
 };
 
 struct ModelCounts {
@@ -130,7 +129,7 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
     for (std::size_t r = 0; r < kRecomputeLeastFirst.size(); ++r) {
       layout.zero = spec.parallel.zero = zero;
       layout.recompute = spec.train.recompute = kRecomputeLeastFirst[r];
-      const double bytes = peak_memory(spec, params, run.peak_live).memory.total();
+      const double bytes = peak_memory(spec, params, run.held).memory.total();
       if (!result.least_memory || bytes < result.least_memory_bytes) {
         result.least_memory = layout;
         result.least_memory_bytes = bytes;

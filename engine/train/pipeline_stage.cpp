@@ -1,6 +1,5 @@
 #include "engine/train/pipeline_stage.h"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -11,27 +10,37 @@ constexpr int kActivations = 0, kGradients = 1;  // channels (pipeline/schedule.
 
 std::size_t index(int i) { return static_cast<std::size_t>(i); }
 
-// The most microbatches chunk `chunk` holds between their F and B in `list` (list order is
-// execution order).
-int slots_needed(const std::vector<pipeline::Instr>& list, int chunk) {
-  int open = 0, most = 1;
-  for (const pipeline::Instr& in : list) {
-    if (in.chunk != chunk) continue;
-    if (in.op == pipeline::Op::Forward) most = std::max(most, ++open);
-    if (in.op == pipeline::Op::Backward) --open;
+// The executor receives into and sends from buffers that live only between a message and its
+// compute op: every RecvAct must come right before its F, SendAct right after it, RecvGrad right
+// before its B and SendGrad right after it (what pipeline::build produces).
+void check_messages_beside_compute(const std::vector<pipeline::Instr>& list) {
+  using pipeline::Op;
+  auto is = [&](std::size_t i, Op op, const pipeline::Instr& like) {
+    return i < list.size() && list[i].op == op && list[i].microbatch == like.microbatch &&
+           list[i].chunk == like.chunk;
+  };
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const pipeline::Instr& in = list[i];
+    const bool ok = (in.op == Op::RecvAct && is(i + 1, Op::Forward, in)) ||
+                    (in.op == Op::SendAct && i > 0 && is(i - 1, Op::Forward, in)) ||
+                    (in.op == Op::RecvGrad && is(i + 1, Op::Backward, in)) ||
+                    (in.op == Op::SendGrad && i > 0 && is(i - 1, Op::Backward, in)) ||
+                    pipeline::is_compute(in.op);
+    if (!ok)
+      throw std::logic_error("pipeline executor: " + pipeline::to_string(in) +
+                             " is not beside its compute op");
   }
-  return most;
 }
 
 // ZeRO stages 0 and 1 reduce a unit after its last microbatch's backward: every chunk's last B must
 // be that of the last microbatch.
-void check_backward_order(const pipeline::Schedule& s, int pp_rank) {
+void check_backward_order(const pipeline::Schedule& s, const std::vector<pipeline::Instr>& list) {
   std::vector<int> last(index(s.vpp), -1);
-  for (const pipeline::Instr& in : s.ranks[index(pp_rank)])
+  for (const pipeline::Instr& in : list)
     if (in.op == pipeline::Op::Backward) last[index(in.chunk)] = in.microbatch;
   for (int mb : last)
     if (mb != s.microbatches - 1)
-      throw std::logic_error("pipeline schedule: a chunk's last backward is not the last microbatch's");
+      throw std::logic_error("pipeline executor: a chunk's last backward is not the last microbatch's");
 }
 
 }  // namespace
@@ -50,19 +59,21 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
                                 "use 1f1b, interleaved-1f1b or gpipe");
   if ((pp_group == nullptr ? 1 : pp_group->size()) != pp_)
     throw std::logic_error("PipelineStage: the pp group does not have parallel.pp ranks");
-  check_backward_order(schedule_, pp_rank_);
   const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
+  check_messages_beside_compute(list);
+  check_backward_order(schedule_, list);
+  buffers_ = std::move(pipeline::rank_buffers(schedule_)[index(pp_rank_)]);
   for (int c = 0; c < schedule_.vpp; ++c) {
-    const int slots = slots_needed(list, c);
-    chunks_.push_back(std::make_unique<model::Transformer>(spec, params, ops, slots, c));
+    const int slots = buffers_.activation_slots[index(c)];
+    chunks_.push_back(std::make_unique<model::Transformer>(spec, params, ops, slots, c,
+                                                           c > 0 ? chunks_.front().get() : nullptr));
     slot_of_.emplace_back(index(microbatches), -1);
     free_slots_.emplace_back();
     for (int s = slots - 1; s >= 0; --s) free_slots_.back().push_back(s);
-    const model::Transformer& chunk = *chunks_.back();
-    grad_messages_.emplace_back();
-    if (!chunk.first_stage())
-      grad_messages_.back() = runtime::Buffer(ops, chunk.boundary_elements() * microbatches, chunk.activation_dtype());
   }
+  const model::Transformer& first = *chunks_.front();
+  send_buffers_ =
+      runtime::Buffer(ops, first.boundary_elements() * buffers_.send_buffers, first.activation_dtype());
   const std::size_t tokens = static_cast<std::size_t>(spec.train.micro_batch) * static_cast<std::size_t>(spec.model.seq_len);
   tokens_.resize(tokens);
   targets_.resize(tokens);
@@ -75,9 +86,8 @@ void PipelineStage::set_hooks(model::UnitHooks* hooks) {
 }
 
 std::int64_t PipelineStage::activation_bytes() const {
-  std::int64_t bytes = 0;
+  std::int64_t bytes = static_cast<std::int64_t>(send_buffers_.bytes());
   for (const auto& chunk : chunks_) bytes += chunk->activation_bytes();
-  for (const runtime::Buffer& b : grad_messages_) bytes += static_cast<std::int64_t>(b.bytes());
   return bytes;
 }
 
@@ -87,61 +97,81 @@ int PipelineStage::next_rank() const { return (pp_rank_ + 1) % pp_; }
 void PipelineStage::train(const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
                           optim::ZeroOptimizer& zero) {
   using pipeline::Op;
-  const int micro = schedule_.microbatches;
-  std::vector<std::vector<dist::Comm::SendHandle>> act_sends(index(schedule_.vpp)), grad_sends(index(schedule_.vpp));
-  for (auto& v : act_sends) v.resize(index(micro));
-  for (auto& v : grad_sends) v.resize(index(micro));
-  auto acquire = [&](int c, int mb) {
-    std::vector<int>& free = free_slots_[index(c)];
-    if (free.empty()) throw std::logic_error("pipeline: no free activation slot (slots_needed is wrong)");
-    slot_of_[index(c)][index(mb)] = free.back();
-    free.pop_back();
-    return slot_of_[index(c)][index(mb)];
+  struct InFlight {
+    int released_after;  // list index (pipeline::RankBuffers)
+    int buffer;
+    dist::Comm::SendHandle handle;
   };
-  for (const pipeline::Instr& in : schedule_.ranks[index(pp_rank_)]) {
+  std::vector<InFlight> in_flight;
+  std::vector<int> free_buffers;
+  for (int b = buffers_.send_buffers - 1; b >= 0; --b) free_buffers.push_back(b);
+  const std::int64_t elements = chunks_.front()->boundary_elements();
+  const std::size_t bytes = chunks_.front()->boundary_bytes();
+  auto send = [&](int i, kernels::Buf what, int peer, int channel) {
+    if (free_buffers.empty())
+      throw std::logic_error("pipeline executor: no free send buffer (rank_buffers is wrong)");
+    const int b = free_buffers.back();
+    free_buffers.pop_back();
+    const kernels::Buf buffer = send_buffers_.at(elements * b);
+    ops_.convert(buffer, what, elements);
+    in_flight.push_back({buffers_.send_released_after[index(i)], b,
+                         comm_.isend(*pp_group_, buffer.ptr, bytes, peer, channel)});
+  };
+  auto release_until = [&](int i) {  // frees the sends known to be over before instruction i
+    std::size_t kept = 0;
+    for (InFlight& f : in_flight) {
+      if (f.released_after < i) {
+        f.handle.wait();
+        free_buffers.push_back(f.buffer);
+      } else {
+        in_flight[kept++] = std::move(f);
+      }
+    }
+    in_flight.resize(kept);
+  };
+
+  const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    release_until(i);
+    const pipeline::Instr& in = list[index(i)];
     model::Transformer& chunk = *chunks_[index(in.chunk)];
     int& slot = slot_of_[index(in.chunk)][index(in.microbatch)];
-    const std::size_t bytes = chunk.boundary_bytes();
+    if (in.op == Op::RecvAct || (in.op == Op::Forward && chunk.first_stage())) {
+      std::vector<int>& free = free_slots_[index(in.chunk)];
+      if (free.empty())
+        throw std::logic_error("pipeline executor: no free activation slot (rank_buffers is wrong)");
+      slot = free.back();
+      free.pop_back();
+    }
     switch (in.op) {
       case Op::RecvAct:
-        comm_.recv(*pp_group_, chunk.input(acquire(in.chunk, in.microbatch)).ptr, bytes, in.peer, kActivations);
+        comm_.recv(*pp_group_, chunk.input(slot).ptr, bytes, in.peer, kActivations);
         break;
       case Op::Forward:
-        if (chunk.first_stage()) acquire(in.chunk, in.microbatch);
         if (chunk.first_stage() || chunk.last_stage()) load(in.microbatch, tokens_.data(), targets_.data());
         chunk.forward(slot, tokens_.data(), targets_.data(), grad_scale,
                       chunk.last_stage() ? loss_sums.at(in.microbatch) : kernels::Buf{});
         break;
       case Op::SendAct:
-        act_sends[index(in.chunk)][index(in.microbatch)] =
-            comm_.isend(*pp_group_, chunk.output(slot).ptr, bytes, in.peer, kActivations);
+        send(i, chunk.output(slot), in.peer, kActivations);
         break;
       case Op::RecvGrad:
-        comm_.recv(*pp_group_, chunk.output_grad(slot).ptr, bytes, in.peer, kGradients);
+        comm_.recv(*pp_group_, chunk.output_grad().ptr, bytes, in.peer, kGradients);
         break;
-      case Op::Backward: {
+      case Op::Backward:
         zero.begin_microbatch(in.microbatch);
         chunk.backward(slot);
-        act_sends[index(in.chunk)][index(in.microbatch)].wait();  // the slot's output is free again
         free_slots_[index(in.chunk)].push_back(slot);
         slot = -1;
         break;
-      }
-      case Op::SendGrad: {  // right after its B: input_grad() is this microbatch's
-        const kernels::Buf message = grad_messages_[index(in.chunk)].at(chunk.boundary_elements() * in.microbatch);
-        ops_.convert(message, chunk.input_grad(), chunk.boundary_elements());
-        grad_sends[index(in.chunk)][index(in.microbatch)] =
-            comm_.isend(*pp_group_, message.ptr, bytes, in.peer, kGradients);
+      case Op::SendGrad:
+        send(i, chunk.input_grad(), in.peer, kGradients);
         break;
-      }
       case Op::WeightGrad:
-        throw std::logic_error("pipeline: W instructions are refused in the constructor");
+        throw std::logic_error("pipeline executor: W instructions are refused in the constructor");
     }
   }
-  for (auto& v : grad_sends)
-    for (dist::Comm::SendHandle& h : v) h.wait();
-  for (auto& v : act_sends)
-    for (dist::Comm::SendHandle& h : v) h.wait();
+  release_until(static_cast<int>(list.size()) + 1);
 }
 
 std::int64_t PipelineStage::evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum) {

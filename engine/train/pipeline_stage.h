@@ -5,11 +5,11 @@
 // microbatch.
 //
 // Messages go over the pp group, activations on channel 0 and gradients on channel 1 (the execution
-// contract of pipeline/schedule.h), and sends are left in flight. An activation is sent from its
-// slot's output, which nothing writes before that microbatch's backward, and by then the send is
-// over (its gradient has come back). A gradient is sent from its own buffer (one per microbatch
-// and chunk), since the chunk's backward workspace is reused by the next backward at once.
-// A chunk keeps as many activation slots as its list ever has microbatches between F and B.
+// contract of pipeline/schedule.h). Each message sits right next to its compute op in the list
+// (RecvAct F SendAct, RecvGrad B SendGrad): a received activation goes straight into its slot's
+// input, a received gradient into the backward workspace, and what is sent is copied into a send
+// buffer, left in flight and freed where pipeline::rank_buffers proves the send over. Slots and
+// send buffers are counted by pipeline::rank_buffers, which validate counts too.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,7 @@
 #include "engine/model/transformer.h"
 #include "engine/model/unit_hooks.h"
 #include "engine/optim/zero.h"
+#include "engine/pipeline/buffers.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/device_scalars.h"
@@ -45,7 +46,7 @@ class PipelineStage {
   bool embeds() const { return chunks_.front()->first_stage(); }
   bool computes_loss() const { return chunks_.back()->last_stage(); }
   void set_hooks(model::UnitHooks* hooks);
-  std::int64_t activation_bytes() const;  // all chunks' arenas and the gradient message buffers
+  std::int64_t activation_bytes() const;  // all chunks' arenas and the send buffers
 
   // One step's forward and backward of every microbatch; on the last stage microbatch mb's loss sum
   // goes to loss_sums.at(mb). `zero` learns which microbatch each backward belongs to.
@@ -64,10 +65,11 @@ class PipelineStage {
   int pp_rank_, pp_;
   const kernels::Ops& ops_;
   pipeline::Schedule schedule_;
+  pipeline::RankBuffers buffers_;
   std::vector<std::unique_ptr<model::Transformer>> chunks_;
-  std::vector<std::vector<int>> slot_of_;         // [chunk][microbatch]: its activation slot, -1 if none
-  std::vector<std::vector<int>> free_slots_;      // [chunk]
-  std::vector<runtime::Buffer> grad_messages_;    // [chunk]: one boundary gradient per microbatch
+  std::vector<std::vector<int>> slot_of_;     // [chunk][microbatch]: its activation slot, -1 if none
+  std::vector<std::vector<int>> free_slots_;  // [chunk]
+  runtime::Buffer send_buffers_;              // buffers_.send_buffers messages
   std::vector<std::int32_t> tokens_, targets_;
 };
 

@@ -10,34 +10,11 @@
 #include "engine/plan/rank_params.h"
 #include "kernels/ops.h"
 #include "tests/load_job.h"
+#include "tests/silent_comm.h"
 
 namespace {
 
 using namespace ptrain;
-
-// Rank 0 of a two-rank world that never communicates: constructing ZeRO must not need to.
-class SilentComm final : public dist::Comm {
- public:
-  SilentComm() : Comm(0, 2) {}
-  const char* backend() const override { return "silent"; }
-
- protected:
-  void connect(const dist::Group&) override {}
-  [[noreturn]] static void none() { throw dist::DistError("no communication expected"); }
-  void do_all_reduce(const dist::Group&, void*, std::size_t, dist::ElemType, dist::ReduceOp, bool) override {
-    none();
-  }
-  void do_reduce_scatter(const dist::Group&, void*, std::size_t, dist::ElemType, bool) override { none(); }
-  void do_all_gather(const dist::Group&, void*, std::size_t, dist::ElemType, bool) override { none(); }
-  void do_all_to_allv(const dist::Group&, const float*, const std::vector<std::size_t>&, float*,
-                      const std::vector<std::size_t>&) override {
-    none();
-  }
-  void do_broadcast(const dist::Group&, void*, std::size_t, int) override { none(); }
-  void do_send(const dist::Group&, const void*, std::size_t, int, int) override { none(); }
-  void do_recv(const dist::Group&, void*, std::size_t, int, int) override { none(); }
-  void do_barrier(const dist::Group&) override { none(); }
-};
 
 config::LoadResult job(const char* arch, int zero, const char* precision, const char* grad_reduce) {
   return test::load_job(
@@ -70,10 +47,10 @@ TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
         const model::ShardCoords coords = model::shard_coords(spec, 0, 0, 0);
         std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
         const plan::RankParams counted = plan::count_rank_params(model::local_params(registry, coords), 1);
-        const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, 1.0);
+        const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, {{1}, {}, 0});
 
         model::ParamStore store(std::move(registry), coords, optim::zero_store_options(spec, 2, kernels::cpu_ops()));
-        SilentComm comm;
+        test::SilentComm comm(0, 2);
         const dist::Group& dp = comm.new_group("dp", {0, 1});
         const optim::ZeroOptimizer engine(spec, store, kernels::cpu_ops(), comm, dp);
         const optim::ZeroBytes allocated = engine.allocated_bytes();

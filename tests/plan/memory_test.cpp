@@ -47,25 +47,39 @@ TEST_CASE("dense params shard over dp*cp, experts over expert-dp = tp*cp*dp/ep")
   CHECK(s.optimizer == 12 * 800 / 8 + 12 * 400 / 4);
 }
 
-TEST_CASE("activations: per-microbatch set x peak in-flight, plus the backward workspace once") {
+TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspace once, a stage's output") {
   config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.pp=2"}, 2);
   const config::JobSpec& spec = job.spec;
   const double layer = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None));
   const double ids = model::total_bytes(model::embedding_saved_activations(spec));
   const double head = model::total_bytes(model::head_saved_activations(spec));
-  CHECK(plan::activation_bytes_per_microbatch(spec, 0) == 4 * layer + ids);
-  CHECK(plan::activation_bytes_per_microbatch(spec, 1) == 4 * layer + head);
+  CHECK(plan::stage_activation_bytes(spec, 0) == 4 * layer + ids);
+  CHECK(plan::stage_activation_bytes(spec, 1) == 4 * layer + head);
   const double workspace = model::total_bytes(model::backward_workspace(spec));
-  CHECK(plan::activation_bytes(spec, 0, 2.0) == 2 * (4 * layer + ids) + workspace);
+  const double output = 128.0 * 256 * 2;  // [micro_batch*seq_len, hidden] bf16, kept until sent
+  CHECK(plan::activation_bytes(spec, 0, {{2}, {}, 0}) == 2 * (4 * layer + ids) + workspace + output);
+  CHECK(plan::activation_bytes(spec, 1, {{1}, {}, 0}) ==
+        4 * layer + head + workspace);  // the last stage sends none
 
   config::LoadResult full = test::load_job(test::kSmallLlama, {"parallel.pp=2", "train.recompute=full"}, 2);
   const double input = model::total_bytes(model::layer_saved_activations(full.spec, config::Recompute::Full));
-  CHECK(plan::activation_bytes(full.spec, 0, 2.0) ==
-        2 * (4 * input + ids) + model::total_bytes(model::backward_workspace(full.spec)));
+  CHECK(plan::activation_bytes(full.spec, 0, {{2}, {}, 0}) ==
+        2 * (4 * input + ids) + model::total_bytes(model::backward_workspace(full.spec)) + output);
+
+  // Interleaved: every chunk of the rank with its own slots; only the last chunk of the last rank
+  // keeps no output.
+  config::LoadResult interleaved = test::load_job(
+      test::kSmallLlama, {"parallel.pp=2", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2"}, 2);
+  const config::JobSpec& il = interleaved.spec;
+  const double il_layer = model::total_bytes(model::layer_saved_activations(il, il.train.recompute));
+  const double il_workspace = model::total_bytes(model::backward_workspace(il));
+  CHECK(plan::activation_bytes(il, 1, {{3, 2}, {}, 0}) ==
+        3 * 2 * il_layer + 2 * (2 * il_layer + model::total_bytes(model::head_saved_activations(il))) +
+            il_workspace + output);
 }
 
 TEST_CASE("communication buffers") {
-  // tp 2 with SP, pp 2, dp 2, zero 3: p2p 2 * sbh/t, gathered sequence sbh, 2 unit gradient
+  // tp 2 with SP, pp 2, dp 2, zero 3: 2 sends in flight of sbh/t, gathered sequence sbh, 2 unit gradient
   // windows (fp32) and 2 units of gathered params (bf16); no gradient bucket (dense grads reduce in
   // place). Reducing in bf16 adds one unit of bf16 staging.
   config::LoadResult job = test::load_job(
@@ -75,8 +89,10 @@ TEST_CASE("communication buffers") {
   params.dense = 1'000'000;
   params.largest_unit = 300'000;
   const double sbh = 128.0 * 256 * 2;
-  CHECK(plan::comm_buffer_bytes(job.spec, params) == 2 * sbh / 2 + sbh + 2 * 300'000 * 4 + 2 * 300'000 * 2);
+  const pipeline::RankBuffers held{{1}, {}, 2};  // two sends in flight
+  CHECK(plan::comm_buffer_bytes(job.spec, params, held) ==
+        2 * sbh / 2 + sbh + 2 * 300'000 * 4 + 2 * 300'000 * 2);
   job.spec.train.grad_reduce = Precision::Bf16;
-  CHECK(plan::comm_buffer_bytes(job.spec, params) ==
+  CHECK(plan::comm_buffer_bytes(job.spec, params, held) ==
         2 * sbh / 2 + sbh + 2 * 300'000 * 4 + 2 * 300'000 * 2 + 300'000 * 2);
 }

@@ -1,0 +1,34 @@
+// What one rank's executor holds while it runs its list: activation slots per model chunk, and
+// buffers for the messages it sends.
+//
+// A chunk keeps a microbatch's activations from its F until its B (until its W when the schedule
+// splits weight gradients), so it needs as many slots as its list ever has microbatches between the
+// two.
+//
+// Sends are left in flight (schedule.h's contract), so a send buffer can be reused only once its
+// send is known to be over: a send from rank r to rank p is over once r has received a message
+// that p sent after receiving that one (p's receive blocks, and p runs its list in order). Where no
+// such receive follows, the send is waited for at the end of the step.
+//
+// Pure, like the rest of pipeline/: the executor allocates and frees by these numbers, and validate
+// counts the same buffers.
+#pragma once
+
+#include <vector>
+
+#include "engine/pipeline/schedule.h"
+
+namespace ptrain::pipeline {
+
+struct RankBuffers {
+  std::vector<int> activation_slots;  // per chunk
+  // For the send at index i of the rank's list: the index of the receive after which the send is
+  // over, or the list's size (the end of the step); -1 for other instructions.
+  std::vector<int> send_released_after;
+  int send_buffers = 0;  // the most sends not known to be over at any one time
+};
+
+// Per pp rank. Precondition: check(schedule) is empty.
+std::vector<RankBuffers> rank_buffers(const Schedule& schedule);
+
+}  // namespace ptrain::pipeline
