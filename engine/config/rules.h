@@ -19,7 +19,7 @@ void resolve_parallel(LoadContext& ctx, std::optional<int> world);
 void resolve_model(LoadContext& ctx);
 // model.moe and parallel.ep.
 void resolve_experts(LoadContext& ctx);
-// virtual_stages vs kind, resolved_layers_per_stage, microbatches, ZeRO with tied stages.
+// virtual_stages vs kind, resolved_layers_per_stage, microbatches, ZeRO stages the pipeline allows.
 void resolve_schedule(LoadContext& ctx);
 // Optimizer, data, checkpoint consistency.
 void check_training(LoadContext& ctx);

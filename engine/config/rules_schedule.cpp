@@ -137,14 +137,26 @@ void resolve_microbatches(LoadContext& ctx) {
   }
 }
 
-// With pp > 1 a tied word embedding has a copy on the first and on the last stage, which sum their
-// gradients once the step's backward is done; ZeRO 2 and 3 reduce each microbatch's gradients as it
-// makes them (DeepSpeed does not combine them with pipeline parallelism at all).
-void check_zero_with_tied_stages(LoadContext& ctx) {
+// ZeRO 2 and 3 reduce each microbatch's gradients of a unit as soon as its backward has written them
+// (DeepSpeed does not combine them with pipeline parallelism at all). Two pipelines write them later:
+// with pp > 1 a tied word embedding's copies on the first and the last stage sum their gradients
+// once the step's backward is done, and zb-h1 writes weight gradients in W, between other
+// microbatches' backwards.
+void check_zero_with_pipeline(LoadContext& ctx) {
   const JobSpec& spec = ctx.spec();
-  if (ctx.any_bad({"parallel.pp", "parallel.zero", "model.arch", "model.tie_embeddings"})) return;
   const ParallelSpec& p = spec.parallel;
-  if (p.pp == 1 || p.zero < 2 || !spec.model.tie_embeddings) return;
+  if (ctx.any_bad({"parallel.zero"}) || p.zero < 2) return;
+  if (!ctx.any_bad({"schedule.kind"}) && spec.schedule.kind == ScheduleKind::ZbH1) {
+    ctx.error(
+        "parallel.zero",
+        cat("zero ", p.zero,
+            " with schedule.kind zb-h1: ZeRO 2 and 3 reduce a microbatch's gradients when its backward has "
+            "written them, but zb-h1 writes the weight gradients later, in W"),
+        "use parallel.zero: 1 (shards the optimizer state), or schedule.kind: 1f1b");
+    return;
+  }
+  if (ctx.any_bad({"parallel.pp", "model.arch", "model.tie_embeddings"})) return;
+  if (p.pp == 1 || !spec.model.tie_embeddings) return;
   ctx.error(
       "parallel.zero",
       cat("zero ", p.zero, " with pp = ", p.pp, " and a tied word embedding (",
@@ -160,7 +172,7 @@ void resolve_schedule(LoadContext& ctx) {
   check_virtual_stages(ctx);
   resolve_layers(ctx);
   resolve_microbatches(ctx);
-  check_zero_with_tied_stages(ctx);
+  check_zero_with_pipeline(ctx);
 }
 
 }  // namespace ptrain::config

@@ -135,6 +135,24 @@ std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec) {
   return out.take();
 }
 
+std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec) {
+  const Dims x(spec);
+  ListBuilder out(x);
+  const std::int64_t q = x.tokens() * x.d * x.local_heads, kv = x.tokens() * x.d * x.local_kv_heads;
+  out.act("d_q", q);
+  out.act("d_k", kv);
+  out.act("d_v", kv);
+  out.act("d_attention_output", x.sharded_hidden());
+  out.act("d_mlp_output", x.sharded_hidden());
+  const bool gated = spec.model.arch != config::Arch::Gpt2;
+  const std::int64_t ffn_tokens = spec.model.moe ? expert_token_slots(spec) : x.tokens();
+  const std::int64_t ffn = ffn_tokens * x.f / (spec.model.moe ? 1 : x.t);
+  out.act("d_mlp_up", ffn);
+  if (gated) out.act("d_mlp_gate", ffn);
+  if (spec.model.moe) out.fp32("d_router_logits", x.tokens() * spec.model.moe->experts);
+  return out.take();
+}
+
 std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   const Dims x(spec);
   std::vector<SavedTensor> out;

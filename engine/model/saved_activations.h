@@ -46,6 +46,12 @@ std::vector<SavedTensor> embedding_saved_activations(const config::JobSpec& spec
 // recompute mode (recompute applies to transformer layers).
 std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec);
 
+// What a layer's backward keeps until its W when the schedule splits weight gradients (zb-h1): the
+// gradient at each linear layer's output (q, k, v, the attention and MLP output projections, the MLP
+// up and gate projections; MoE layers: the router's and the dispatched experts'). The inputs are
+// the layer's activations, rebuilt in W where the recompute mode dropped them.
+std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec);
+
 // What backward uses once per rank, shared by every layer and microbatch: the tensors recompute
 // rebuilds (full: one layer's complete set; selective: the norm outputs and the MLP activation)
 // and the backward temporaries (the residual-stream gradient, projection outputs, the attention

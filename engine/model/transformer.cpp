@@ -27,12 +27,13 @@ struct Measure {
 
 }  // namespace
 
-Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots,
-                         int chunk, const Transformer* workspace_from)
+Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops,
+                         ChunkOptions chunk)
     : params_(params),
       ops_(ops),
       recompute_(spec.train.recompute),
-      workspace_from_(workspace_from),
+      workspace_from_(chunk.workspace_from),
+      split_weight_grad_(chunk.split_weight_grad),
       act_(spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32) {
   const auto& m = spec.model;
   if (m.arch == config::Arch::Mixtral)
@@ -53,12 +54,13 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
 
   if (spec.parallel.tp != 1) throw std::invalid_argument("the engine runs tp = 1 for now");
   const ShardCoords& at = params_.coords();
-  if (chunk < 0 || chunk >= at.vpp) throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk));
-  first_ = at.pp_rank == 0 && chunk == 0;
-  last_ = at.pp_rank == at.pp - 1 && chunk == at.vpp - 1;
+  if (chunk.index < 0 || chunk.index >= at.vpp)
+    throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk.index));
+  first_ = at.pp_rank == 0 && chunk.index == 0;
+  last_ = at.pp_rank == at.pp - 1 && chunk.index == at.vpp - 1;
   std::map<int, int> unit_of_layer;  // this chunk's layers (global index) and their units
   for (const ParamSlot& s : params_.slots())
-    if (s.local.info->layer >= 0 && s.local.chunk == chunk) unit_of_layer[s.local.info->layer] = s.unit;
+    if (s.local.info->layer >= 0 && s.local.chunk == chunk.index) unit_of_layer[s.local.info->layer] = s.unit;
   dims_.layers = static_cast<int>(unit_of_layer.size());
   for (const auto& [layer, unit] : unit_of_layer) {
     layer_ids_.push_back(layer);
@@ -66,9 +68,9 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   }
 
   Measure measure;
-  lay_out(measure, slots);
+  lay_out(measure, chunk.slots);
   arena_ = runtime::Arena(ops_, measure.bytes);
-  lay_out([this](std::int64_t count, DType dtype) { return arena_.take(count, dtype); }, slots);
+  lay_out([this](std::int64_t count, DType dtype) { return arena_.take(count, dtype); }, chunk.slots);
 }
 
 std::string Transformer::name(const char* gpt2_name, const char* llama_name, int layer) const {
@@ -155,6 +157,18 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
       else
         layer_set(a, recompute_ == config::Recompute::Selective);  // selective: norms and activation recomputed
       counting = false;
+    }
+    if (split_weight_grad_) {
+      s.output_grads.resize(static_cast<size_t>(d.layers));
+      for (LayerOutputGrads& g : s.output_grads) {
+        g.d_q = take(N * q_cols, act_);
+        g.d_k = take(N * kv_cols, act_);
+        g.d_v = take(N * kv_cols, act_);
+        g.d_attention = take(N * C, act_);
+        g.d_mlp = take(N * C, act_);
+        g.d_up = take(N * F, act_);
+        if (!d.gpt2) g.d_gate = take(N * F, act_);
+      }
     }
     if (last_) {
       s.normf = take(N * C, act_);
@@ -303,37 +317,62 @@ void Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
   }
 }
 
-void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in) {
+void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
+                                 const LayerOutputGrads* keep) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
+  // A linear layer's weight gradient now, or (keep) its output gradient for weight_grad.
+  auto now = [&](Buf grad) { return keep == nullptr ? grad : Buf{}; };
+  auto kept = [&](Buf LayerOutputGrads::*field, Buf workspace) {
+    return keep == nullptr ? workspace : keep->*field;
+  };
   // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
   // MLP branch
+  if (keep != nullptr) ops_.convert(keep->d_mlp, ws_.d_res, nc);
+  const Buf d_up = kept(&LayerOutputGrads::d_up, ws_.d_up);
   if (d.gpt2) {
-    ops_.linear_backward_gelu(ws_.d_up, w.g_down, w.g_b_down, ws_.d_res, a.act, w.w_down, a.up, d.N, d.C, d.F);
-    ops_.linear_backward(ws_.d_norm, w.g_up, w.g_b_up, ws_.d_up, a.norm2, w.w_up, d.N, d.F, d.C);
+    ops_.linear_backward_gelu(d_up, now(w.g_down), now(w.g_b_down), ws_.d_res, a.act, w.w_down, a.up, d.N,
+                              d.C, d.F);
+    ops_.linear_backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, a.norm2, w.w_up, d.N, d.F, d.C);
   } else {
-    ops_.linear_backward(ws_.d_act, w.g_down, w.g_b_down, ws_.d_res, a.act, w.w_down, d.N, d.C, d.F);
-    ops_.swiglu_backward(ws_.d_gate, ws_.d_up, ws_.d_act, a.gate, a.up, nf);
-    ops_.linear_backward(ws_.d_norm, w.g_gate, Buf{}, ws_.d_gate, a.norm2, w.w_gate, d.N, d.F, d.C);
-    ops_.linear_backward(ws_.d_tmp, w.g_up, Buf{}, ws_.d_up, a.norm2, w.w_up, d.N, d.F, d.C);
+    const Buf d_gate = kept(&LayerOutputGrads::d_gate, ws_.d_gate);
+    ops_.linear_backward(ws_.d_act, now(w.g_down), now(w.g_b_down), ws_.d_res, a.act, w.w_down, d.N, d.C,
+                         d.F);
+    ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
+    ops_.linear_backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, a.norm2, w.w_gate, d.N, d.F, d.C);
+    ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, a.norm2, w.w_up, d.N, d.F, d.C);
     ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
   }
   norm_backward(ws_.d_res, ws_.d_norm, a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
   // Attention branch
-  ops_.linear_backward(ws_.d_att, w.g_wo, w.g_bo, ws_.d_res, a.att, w.wo, d.N, d.C, q_cols);
-  ops_.attention_backward(ws_.d_q, ws_.d_k, ws_.d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse, d.B, d.T, d.Hq, d.Hkv,
-                          d.D);
+  if (keep != nullptr) ops_.convert(keep->d_attention, ws_.d_res, nc);
+  const Buf d_q = kept(&LayerOutputGrads::d_q, ws_.d_q), d_k = kept(&LayerOutputGrads::d_k, ws_.d_k),
+            d_v = kept(&LayerOutputGrads::d_v, ws_.d_v);
+  ops_.linear_backward(ws_.d_att, now(w.g_wo), now(w.g_bo), ws_.d_res, a.att, w.wo, d.N, d.C, q_cols);
+  ops_.attention_backward(d_q, d_k, d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse, d.B, d.T, d.Hq, d.Hkv, d.D);
   if (!d.gpt2) {
-    ops_.rope_backward(ws_.d_q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
-    ops_.rope_backward(ws_.d_k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
+    ops_.rope_backward(d_q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
+    ops_.rope_backward(d_k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
   }
-  ops_.linear_backward(ws_.d_norm, w.g_wq, w.g_bq, ws_.d_q, a.norm1, w.wq, d.N, q_cols, d.C);
-  ops_.linear_backward(ws_.d_tmp, w.g_wk, w.g_bk, ws_.d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
+  ops_.linear_backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, a.norm1, w.wq, d.N, q_cols, d.C);
+  ops_.linear_backward(ws_.d_tmp, now(w.g_wk), now(w.g_bk), d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
   ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
-  ops_.linear_backward(ws_.d_tmp, w.g_wv, w.g_bv, ws_.d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
+  ops_.linear_backward(ws_.d_tmp, now(w.g_wv), now(w.g_bv), d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
   ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
   norm_backward(ws_.d_res, ws_.d_norm, x_in, a.mean1, a.rstd1, w.norm1_w, w.norm1_b);
+}
+
+void Transformer::layer_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g) {
+  const auto& d = dims_;
+  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
+  ops_.linear_backward(Buf{}, w.g_down, w.g_b_down, g.d_mlp, a.act, w.w_down, d.N, d.C, d.F);
+  if (!d.gpt2) ops_.linear_backward(Buf{}, w.g_gate, Buf{}, g.d_gate, a.norm2, w.w_gate, d.N, d.F, d.C);
+  ops_.linear_backward(Buf{}, w.g_up, w.g_b_up, g.d_up, a.norm2, w.w_up, d.N, d.F, d.C);
+  ops_.linear_backward(Buf{}, w.g_wo, w.g_bo, g.d_attention, a.att, w.wo, d.N, d.C, q_cols);
+  ops_.linear_backward(Buf{}, w.g_wq, w.g_bq, g.d_q, a.norm1, w.wq, d.N, q_cols, d.C);
+  ops_.linear_backward(Buf{}, w.g_wk, w.g_bk, g.d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
+  ops_.linear_backward(Buf{}, w.g_wv, w.g_bv, g.d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
 }
 
 std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets,
@@ -396,38 +435,78 @@ const float* Transformer::logits(int slot) const {
   return slots_.at(static_cast<size_t>(slot)).logits.as<float>();
 }
 
+std::string Transformer::head_name() const {
+  const bool tied = dims_.gpt2 || !params_.contains("lm_head.weight");
+  return tied ? name("wte.weight", "model.embed_tokens.weight") : "lm_head.weight";
+}
+
 void Transformer::backward(int slot_index) {
   const auto& d = dims_;
   Slot& s = slots_.at(static_cast<size_t>(slot_index));
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C;
+  // With split weight gradients the units stay open until weight_grad().
+  auto done = [&](int unit) {
+    if (!split_weight_grad_) announce_done(unit);
+  };
   if (last_) {
-    const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
-    const std::string head = tied ? wte : "lm_head.weight";
+    const std::string head = head_name();
+    const bool tied = head == wte;
     announce_backward(params_.final_unit());
     if (tied) announce_backward(params_.embedding_unit());
     // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
-    ops_.linear_backward(ws_.d_norm, params_.grad(head), Buf{}, s.logits, s.normf, params_.param(head), d.N, d.Vp,
-                         d.C);
+    ops_.linear_backward(ws_.d_norm, split_weight_grad_ ? Buf{} : params_.grad(head), Buf{}, s.logits,
+                         s.normf, params_.param(head), d.N, d.Vp, d.C);
     ops_.fill(ws_.d_res, 0.0f, nc);
     norm_backward(ws_.d_res, ws_.d_norm, s.x.back(), s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
                   name("ln_f.bias", ""));
-    announce_done(params_.final_unit());
+    done(params_.final_unit());
     // A copy of the tied embedding on the last of several stages is done with here.
-    if (tied && !first_) announce_done(params_.embedding_unit());
+    if (tied && !first_) done(params_.embedding_unit());
   }  // else ws_.d_res holds what the next stage sent (output_grad())
   for (int l = d.layers - 1; l >= 0; --l) {
     announce_backward(layer_unit(l));
     const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
     recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
-    layer_backward(w, a, s.x[static_cast<size_t>(l)]);
-    announce_done(layer_unit(l));
+    layer_backward(w, a, s.x[static_cast<size_t>(l)],
+                   split_weight_grad_ ? &s.output_grads[static_cast<size_t>(l)] : nullptr);
+    done(layer_unit(l));
   }
   if (!first_) return;  // ws_.d_res is the input's gradient (input_grad())
   announce_backward(params_.embedding_unit());
   ops_.embedding_backward(params_.grad(wte), d.gpt2 ? params_.grad("wpe.weight") : Buf{}, ws_.d_res, s.tokens, d.N,
                           d.T, d.C);
+  done(params_.embedding_unit());
+}
+
+void Transformer::weight_grad(int slot_index) {
+  if (!split_weight_grad_)
+    throw std::logic_error("Transformer::weight_grad: backward() computed them already");
+  const auto& d = dims_;
+  Slot& s = slots_.at(static_cast<size_t>(slot_index));
+  const std::string wte = name("wte.weight", "model.embed_tokens.weight");
+  if (last_) {
+    const std::string head = head_name();
+    const bool tied = head == wte;
+    announce_backward(params_.final_unit());
+    if (tied) announce_backward(params_.embedding_unit());
+    ops_.linear_backward(Buf{}, params_.grad(head), Buf{}, s.logits, s.normf, params_.param(head), d.N, d.Vp,
+                         d.C);
+    announce_done(params_.final_unit());
+    if (tied && !first_) announce_done(params_.embedding_unit());
+  }
+  for (int l = d.layers - 1; l >= 0; --l) {
+    announce_backward(layer_unit(l));
+    const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
+    LayerActs& a = s.layers[static_cast<size_t>(l)];
+    // What the recompute policy dropped was rebuilt in the workspace for backward, and overwritten since.
+    recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
+    layer_weight_grad(w, a, s.output_grads[static_cast<size_t>(l)]);
+    announce_done(layer_unit(l));
+  }
+  if (!first_) return;
+  announce_backward(params_.embedding_unit());  // its gradient was all written in backward()
   announce_done(params_.embedding_unit());
 }
 

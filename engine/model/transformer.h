@@ -39,13 +39,22 @@ struct ModelDims {
   float eps = 1e-5f, rope_theta = 10000.0f;
 };
 
+class Transformer;
+
+// Which part of the model a Transformer runs, and how.
+struct ChunkOptions {
+  int index = 0;  // of the model chunks the ParamStore holds (its coords() say which virtual stages)
+  int slots = 1;  // microbatches in flight
+  // Another chunk of the rank (which must outlive this one) whose backward workspace this one uses.
+  const Transformer* workspace_from = nullptr;
+  // backward() computes input gradients only, weight_grad() the weight gradients later (zb-h1).
+  bool split_weight_grad = false;
+};
+
 class Transformer {
  public:
-  // The chunk `chunk` of the virtual stages `params` holds (its coords() say which), with `slots`
-  // microbatches in flight; with `workspace_from` (another chunk of the rank, which must outlive
-  // this one) it uses that one's backward workspace.
-  Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops, int slots = 1,
-              int chunk = 0, const Transformer* workspace_from = nullptr);
+  Transformer(const config::JobSpec& spec, ParamStore& params, const kernels::Ops& ops,
+              ChunkOptions chunk = {});
 
   const ModelDims& dims() const { return dims_; }
   bool first_stage() const { return first_; }  // embeds tokens
@@ -78,8 +87,12 @@ class Transformer {
   // tokens there (0 elsewhere).
   std::int64_t forward(int slot, const std::int32_t* tokens, const std::int32_t* targets, float grad_scale,
                        kernels::Buf loss_sum);
-  // Backward of the microbatch in `slot`: accumulates into the parameter gradients.
+  // Backward of the microbatch in `slot`: accumulates into the parameter gradients (with
+  // split_weight_grad, only the norms' and the embedding's; the rest waits for weight_grad(slot)).
   void backward(int slot);
+  // split_weight_grad: the weight gradients of the linear layers and the head of the microbatch in
+  // `slot`, from the output gradients its backward kept (recomputing what train.recompute dropped).
+  void weight_grad(int slot);
   // Loss only (validation), as forward: no gradient is written; the slot's logits stay readable.
   std::int64_t evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets,
                         kernels::Buf loss_sum);
@@ -110,11 +123,20 @@ class Transformer {
     Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
     Buf act;                  // GELU / SwiGLU output [N,F]
   };
+  // What a layer's backward keeps for its weight gradients under split_weight_grad: the gradient
+  // at each linear layer's output (the inputs are the layer's activations).
+  struct LayerOutputGrads {
+    Buf d_q, d_k, d_v;  // q/k/v projections (after RoPE's backward)
+    Buf d_attention;    // the attention output projection's
+    Buf d_mlp;          // the MLP down projection's
+    Buf d_up, d_gate;   // gpt2: d_up is c_fc's (before GELU); llama: gate and up
+  };
   struct Slot {
     Buf tokens;                    // [N] I32: the embedding backward scatters by them
     Buf targets;                   // [N] I32: the loss reads them
     std::vector<Buf> x;            // x[l] = input of layer l; x[layers] = output of the last layer
     std::vector<LayerActs> layers;
+    std::vector<LayerOutputGrads> output_grads;  // split_weight_grad only
     Buf normf, meanf, rstdf;       // final norm output and stats
     Buf logits;                    // [N, Vp], overwritten by its gradient in the fused loss
     Buf losses;                    // [N] F32
@@ -150,7 +172,11 @@ class Transformer {
   void layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
                      int next_unit);
   void recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch);
-  void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in);
+  // Input gradients, and the weight gradients unless `keep` (split_weight_grad) takes their output
+  // gradients for weight_grad.
+  void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep);
+  void layer_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g);
+  std::string head_name() const;  // the LM head's weight (the word embedding when tied)
   void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b);
   // x_out = a + b, then the norm `into` of x_out, in one fused op.
   void add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into);
@@ -164,6 +190,7 @@ class Transformer {
   ModelDims dims_;
   config::Recompute recompute_;
   const Transformer* workspace_from_;
+  bool split_weight_grad_;
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
   std::vector<int> layer_ids_;    // global index of each layer of the chunk
   std::vector<int> layer_units_;  // its ParamStore unit

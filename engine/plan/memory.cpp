@@ -29,7 +29,10 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
 }
 
 double stage_activation_bytes(const config::JobSpec& spec, int stage) {
-  const double layer = model::total_bytes(model::layer_saved_activations(spec, spec.train.recompute));
+  const bool split =
+      spec.schedule.kind == config::ScheduleKind::ZbH1;  // pipeline::Schedule::split_weight_grad
+  const double layer = model::total_bytes(model::layer_saved_activations(spec, spec.train.recompute)) +
+                       (split ? model::total_bytes(model::layer_weight_grad_inputs(spec)) : 0.0);
   const int stages = spec.parallel.pp * spec.schedule.virtual_stages;
   double sum = spec.schedule.resolved_layers_per_stage[static_cast<size_t>(stage)] * layer;
   if (stage == 0) sum += model::total_bytes(model::embedding_saved_activations(spec));

@@ -52,8 +52,9 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
 // Dense params over dp*cp plus experts over expert-dp.
 ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params);
 
-// Activations of one microbatch on virtual stage `stage` (its layers; the embedding's token ids on
-// the first, the final norm, logits and loss on the last).
+// Activations of one microbatch on virtual stage `stage` (its layers, with what they keep for W when
+// the schedule splits weight gradients; the embedding's token ids on the first, the final norm,
+// logits and loss on the last).
 double stage_activation_bytes(const config::JobSpec& spec, int stage);
 // What `pp_rank` holds (`held`: pipeline::rank_buffers of the job's schedule, as the engine
 // allocates): each chunk's slots times its microbatch's activations, the backward workspace its

@@ -32,15 +32,20 @@ void check_messages_beside_compute(const std::vector<pipeline::Instr>& list) {
   }
 }
 
-// ZeRO stages 0 and 1 reduce a unit after its last microbatch's backward: every chunk's last B must
-// be that of the last microbatch.
+// The op after which a microbatch's gradients are all written.
+pipeline::Op gradients_done(const pipeline::Schedule& s) {
+  return s.split_weight_grad ? pipeline::Op::WeightGrad : pipeline::Op::Backward;
+}
+
+// ZeRO stages 0 and 1 reduce a unit once the last microbatch's gradients are written: in every
+// chunk that must be the last microbatch to finish.
 void check_backward_order(const pipeline::Schedule& s, const std::vector<pipeline::Instr>& list) {
   std::vector<int> last(index(s.vpp), -1);
   for (const pipeline::Instr& in : list)
-    if (in.op == pipeline::Op::Backward) last[index(in.chunk)] = in.microbatch;
+    if (in.op == gradients_done(s)) last[index(in.chunk)] = in.microbatch;
   for (int mb : last)
     if (mb != s.microbatches - 1)
-      throw std::logic_error("pipeline executor: a chunk's last backward is not the last microbatch's");
+      throw std::logic_error("pipeline executor: a chunk's last gradients are not the last microbatch's");
 }
 
 }  // namespace
@@ -53,10 +58,8 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
       pp_(spec.parallel.pp),
       ops_(ops),
       schedule_(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches)) {
-  if (schedule_.split_weight_grad)
-    throw std::invalid_argument("schedule.kind " + std::string(config::to_string(spec.schedule.kind)) +
-                                ": the engine does not split weight gradients from input gradients yet; "
-                                "use 1f1b, interleaved-1f1b or gpipe");
+  if (schedule_.split_weight_grad && spec.parallel.zero >= 2)  // config::load refuses it (rules_schedule.cpp)
+    throw std::invalid_argument("parallel.zero >= 2 with a schedule that splits weight gradients");
   if ((pp_group == nullptr ? 1 : pp_group->size()) != pp_)
     throw std::logic_error("PipelineStage: the pp group does not have parallel.pp ranks");
   const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
@@ -65,8 +68,9 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   buffers_ = std::move(pipeline::rank_buffers(schedule_)[index(pp_rank_)]);
   for (int c = 0; c < schedule_.vpp; ++c) {
     const int slots = buffers_.activation_slots[index(c)];
-    chunks_.push_back(std::make_unique<model::Transformer>(spec, params, ops, slots, c,
-                                                           c > 0 ? chunks_.front().get() : nullptr));
+    chunks_.push_back(std::make_unique<model::Transformer>(
+        spec, params, ops,
+        model::ChunkOptions{c, slots, c > 0 ? chunks_.front().get() : nullptr, schedule_.split_weight_grad}));
     slot_of_.emplace_back(index(microbatches), -1);
     free_slots_.emplace_back();
     for (int s = slots - 1; s >= 0; --s) free_slots_.back().push_back(s);
@@ -159,16 +163,20 @@ void PipelineStage::train(const MicrobatchLoader& load, float grad_scale, const 
         comm_.recv(*pp_group_, chunk.output_grad().ptr, bytes, in.peer, kGradients);
         break;
       case Op::Backward:
+      case Op::WeightGrad:
         zero.begin_microbatch(in.microbatch);
-        chunk.backward(slot);
-        free_slots_[index(in.chunk)].push_back(slot);
-        slot = -1;
+        if (in.op == Op::Backward)
+          chunk.backward(slot);
+        else
+          chunk.weight_grad(slot);
+        if (in.op == gradients_done(schedule_)) {
+          free_slots_[index(in.chunk)].push_back(slot);
+          slot = -1;
+        }
         break;
       case Op::SendGrad:
         send(i, chunk.input_grad(), in.peer, kGradients);
         break;
-      case Op::WeightGrad:
-        throw std::logic_error("pipeline executor: W instructions are refused in the constructor");
     }
   }
   release_until(static_cast<int>(list.size()) + 1);

@@ -2,7 +2,7 @@
 // pipeline::build gives its pp rank, executed for each step's microbatches (DESIGN.md: the
 // simulator, the drawing and the executor run the same lists), and the forward-only chain of
 // validation. With pp = 1 there is one chunk, the whole model, and the list is F and B per
-// microbatch.
+// microbatch. Schedules that split weight gradients (zb-h1) run W as Transformer::weight_grad.
 //
 // Messages go over the pp group, activations on channel 0 and gradients on channel 1 (the execution
 // contract of pipeline/schedule.h). Each message sits right next to its compute op in the list
@@ -36,8 +36,7 @@ using MicrobatchLoader = std::function<void(int mb, std::int32_t* tokens, std::i
 
 class PipelineStage {
  public:
-  // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1). Throws
-  // std::invalid_argument for what the engine cannot execute yet (split weight gradients, zb-h1).
+  // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1).
   PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops, dist::Comm& comm,
                 const dist::Group* pp_group, int microbatches);
   ~PipelineStage();

@@ -35,6 +35,8 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       {"parallel.pp=4", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2",
        "train.recompute=selective"},
       {"parallel.pp=2", "schedule.layers_per_stage=[3, 5]", "train.precision=bf16", "model.arch=llama"},
+      {"parallel.pp=4", "schedule.kind=zb-h1", "train.recompute=selective", "model.arch=llama"},
+      {"parallel.pp=2", "schedule.kind=zb-h1"},
   };
   for (const auto& sets : layouts) {
     const config::LoadResult job = test::load_job(kJob, sets, std::stoi(sets[0].substr(12)));
