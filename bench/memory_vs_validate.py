@@ -1,7 +1,9 @@
-"""What `ptrain run` allocates on a rank (metrics.jsonl `memory_bytes`: parameters, gradients,
-optimizer state, ZeRO windows, activation arena) against `ptrain validate --json`'s prediction for
-the same job, for GPT-2 124M (T 1024, micro-batch 1, CPU) in fp32 and bf16 mixed precision under
-each recompute mode and ZeRO stage 0 (dp 1). Writes bench/results/<date>-memory-vs-validate.json.
+"""What `ptrain run` allocates on rank 0 (metrics.jsonl `memory_bytes`: parameters, gradients,
+optimizer state, ZeRO windows, activation arena, pipeline send buffers) against `ptrain validate
+--json`'s prediction for the same rank of the same job, for GPT-2 124M (T 1024, micro-batch 1, CPU)
+in fp32 and bf16 mixed precision under each recompute mode and ZeRO stage 0 (dp 1), then on two
+pipeline stages (4 microbatches) under 1f1b, interleaved-1f1b and zb-h1. Writes
+bench/results/<date>-memory-vs-validate.json.
     python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
 import argparse
 import datetime
@@ -32,8 +34,15 @@ def main():
         metrics = os.path.join(d, "metrics.jsonl")
         with open(job, "w") as f:
             f.write(JOB.replace("METRICS", metrics))
-        for precision, mode in [(p, m) for p in ["fp32", "bf16"] for m in ["none", "selective", "full"]]:
+        cases = [(p, m, "") for p in ["fp32", "bf16"] for m in ["none", "selective", "full"]]
+        cases += [("fp32", "none", "1f1b"), ("fp32", "selective", "interleaved-1f1b"), ("fp32", "none", "zb-h1")]
+        for precision, mode, pipeline in cases:
             flags = ["--set", f"train.recompute={mode}", "--set", f"train.precision={precision}"]
+            if pipeline:
+                flags += ["--set", "parallel.pp=2", "--set", f"schedule.kind={pipeline}", "--set",
+                          "train.global_batch=4", "--set", "cluster.gpus_per_node=2"]
+                if pipeline == "interleaved-1f1b":
+                    flags += ["--set", "schedule.virtual_stages=2"]
             if os.path.exists(metrics):
                 os.remove(metrics)
             subprocess.run([args.ptrain, "run", job, *flags], check=True, capture_output=True)
@@ -41,11 +50,12 @@ def main():
                 allocated = json.loads(f.readlines()[-1])["memory_bytes"]
             report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags], check=True,
                                                capture_output=True, text=True).stdout)
-            predicted = report["memory_per_rank"][0]["total_bytes"]
-            runs.append({"precision": precision, "recompute": mode, "allocated_bytes": allocated,
-                         "predicted_bytes": predicted, "ratio": allocated / predicted})
-            print(f"gpt2-124m {precision} recompute {mode:9s}: allocated {allocated / 2**20:8.1f} MiB, "
-                  f"predicted {predicted / 2**20:8.1f} MiB, ratio {allocated / predicted:.5f}")
+            predicted = next(r for r in report["memory_per_rank"] if r["rank"] == 0)["total_bytes"]
+            runs.append({"precision": precision, "recompute": mode, "pipeline": pipeline or "pp 1",
+                         "allocated_bytes": allocated, "predicted_bytes": predicted, "ratio": allocated / predicted})
+            print(f"gpt2-124m {precision} recompute {mode:9s} {pipeline or 'pp 1':16s}: allocated "
+                  f"{allocated / 2**20:8.1f} MiB, predicted {predicted / 2**20:8.1f} MiB, "
+                  f"ratio {allocated / predicted:.5f}")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     out = {"date": datetime.date.today().isoformat(), "commit": commit, "device": "cpu", "runs": runs}
     path = os.path.join(ROOT, "bench", "results", f"{out['date']}-memory-vs-validate.json")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <set>
 
 namespace ptrain::dist {
@@ -233,6 +234,7 @@ Comm::SendHandle& Comm::SendHandle::operator=(SendHandle&& other) noexcept {
 }
 
 Comm::SendHandle::~SendHandle() {
+  if (std::uncaught_exceptions() > 0) return;
   try {
     wait();
   } catch (const std::exception&) {  // see operator=

@@ -148,7 +148,8 @@ class Comm {
   void recv(const Group& g, void* data, std::size_t bytes, int peer, int channel = 0);
   // A send left in flight: `data` must stay unchanged until wait() returns, which throws a
   // CollectiveError naming the send if it failed. Destroying a handle that was not waited for waits
-  // (errors then go unreported: call wait()).
+  // (errors then go unreported: call wait()), except while an exception unwinds the stack (a
+  // collective failed; the rank is ending, and a send to a hung peer would wait out its timeout).
   class SendHandle {
    public:
     SendHandle() = default;

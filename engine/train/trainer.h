@@ -1,6 +1,7 @@
-// The training loop of one rank: per step, this data-parallel rank's microbatches forward and
-// backward (gradients accumulate and are reduced by ZeRO as units finish), clip by global norm,
-// AdamW, metrics (rank 0), periodic validation and checkpoints (every rank writes its shards).
+// The training loop of one rank: per step, its pipeline stage's forward and backward of this
+// data-parallel rank's microbatches in the schedule's order (PipelineStage; gradients accumulate
+// and are reduced by ZeRO as units finish), clip by global norm, AdamW, metrics (rank 0), periodic
+// validation and checkpoints (every rank writes its shards).
 // Every decision that must agree across ranks (stop, NaN) is taken collectively once per step,
 // after its backward and before its update (when the host waits for the device anyway); a stop
 // takes effect at the end of that step.

@@ -294,6 +294,16 @@ class Faults(Timed):
             self.assertIn("[rank 1] error: rank 1 stops: rank 0:", r.stderr)
             self.assertIn("error: rank 0 (host", r.stderr)
 
+    def test_a_pipeline_stage_that_dies_or_hangs_ends_the_job(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d, layers=4, pp=2, steps=1000), PTRAIN_DEBUG_FAULT="1:3:kill")
+            self.assert_clean_failure(r, 1, r"was killed by signal 9 \(SIGKILL\)")
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d, layers=4, pp=4, steps=1000, timeout=3), PTRAIN_DEBUG_FAULT="2:3:stall")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertLess(r.seconds, 3 + 15 + 5)
+            self.assertRegex(r.stderr, r"\[rank [013]\] error: rank [013]: \w+ #\d+ on group pp\S+ \(\d+ bytes\) failed")
+
     def test_sigterm_checkpoints_every_rank_and_resume_continues_exactly(self):
         with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as d:
             self.assertEqual(run(job(ref, dp=2, zero=3, steps=40)).returncode, 0)
