@@ -40,6 +40,7 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
                                 {"step_s", m.step_seconds}, {"memory_bytes", m.memory_bytes}};
     if (m.device_memory_peak_bytes) j["device_memory_peak_bytes"] = *m.device_memory_peak_bytes;
     if (m.val_loss) j["val_loss"] = *m.val_loss;
+    if (m.pipeline_idle) j["pipeline_idle"] = *m.pipeline_idle;
     jsonl_ << j.dump() << '\n';
     jsonl_.flush();
   }
@@ -50,6 +51,7 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
     std::fprintf(stderr, "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | mem %.2f %s",
                  static_cast<long long>(m.step), static_cast<long long>(total_steps_), m.loss, m.lr, m.grad_norm,
                  m.tokens_per_s, 100.0 * m.mfu, m.memory_bytes / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB");
+    if (m.pipeline_idle) std::fprintf(stderr, " | pipeline idle %.1f%%", 100.0 * *m.pipeline_idle);
     if (m.val_loss) std::fprintf(stderr, " | val loss %.4f", *m.val_loss);
     std::fprintf(stderr, " | ETA %s\n", duration_text(eta_seconds).c_str());
     bar_visible_ = false;

@@ -22,6 +22,9 @@ struct StepMetrics {
   // The most device memory in use after any step so far (Ops::device_bytes_in_use), where measured.
   std::optional<double> device_memory_peak_bytes;
   std::optional<double> val_loss;
+  // pp > 1: the largest fraction of the step's pipeline a rank spent waiting for messages (what
+  // validate predicts as the bubble of the worst rank).
+  std::optional<double> pipeline_idle;
 };
 
 class MetricsLog {

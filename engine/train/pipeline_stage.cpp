@@ -1,5 +1,6 @@
 #include "engine/train/pipeline_stage.h"
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -98,9 +99,15 @@ std::int64_t PipelineStage::activation_bytes() const {
 int PipelineStage::prev_rank() const { return (pp_rank_ + pp_ - 1) % pp_; }
 int PipelineStage::next_rank() const { return (pp_rank_ + 1) % pp_; }
 
-void PipelineStage::train(const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
-                          optim::ZeroOptimizer& zero) {
+double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
+                            const runtime::DeviceScalars& loss_sums, optim::ZeroOptimizer& zero) {
   using pipeline::Op;
+  double waited = 0;
+  auto timed = [&](auto&& wait) {
+    const auto t0 = std::chrono::steady_clock::now();
+    wait();
+    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   struct InFlight {
     int released_after;  // list index (pipeline::RankBuffers)
     int buffer;
@@ -125,7 +132,7 @@ void PipelineStage::train(const MicrobatchLoader& load, float grad_scale, const 
     std::size_t kept = 0;
     for (InFlight& f : in_flight) {
       if (f.released_after < i) {
-        f.handle.wait();
+        timed([&] { f.handle.wait(); });
         free_buffers.push_back(f.buffer);
       } else {
         in_flight[kept++] = std::move(f);
@@ -149,7 +156,7 @@ void PipelineStage::train(const MicrobatchLoader& load, float grad_scale, const 
     }
     switch (in.op) {
       case Op::RecvAct:
-        comm_.recv(*pp_group_, chunk.input(slot).ptr, bytes, in.peer, kActivations);
+        timed([&] { comm_.recv(*pp_group_, chunk.input(slot).ptr, bytes, in.peer, kActivations); });
         break;
       case Op::Forward:
         if (chunk.first_stage() || chunk.last_stage()) load(in.microbatch, tokens_.data(), targets_.data());
@@ -160,7 +167,7 @@ void PipelineStage::train(const MicrobatchLoader& load, float grad_scale, const 
         send(i, chunk.output(slot), in.peer, kActivations);
         break;
       case Op::RecvGrad:
-        comm_.recv(*pp_group_, chunk.output_grad().ptr, bytes, in.peer, kGradients);
+        timed([&] { comm_.recv(*pp_group_, chunk.output_grad().ptr, bytes, in.peer, kGradients); });
         break;
       case Op::Backward:
       case Op::WeightGrad:
@@ -180,6 +187,7 @@ void PipelineStage::train(const MicrobatchLoader& load, float grad_scale, const 
     }
   }
   release_until(static_cast<int>(list.size()) + 1);
+  return waited;
 }
 
 std::int64_t PipelineStage::evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum) {

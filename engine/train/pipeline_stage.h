@@ -48,9 +48,10 @@ class PipelineStage {
   std::int64_t activation_bytes() const;  // all chunks' arenas and the send buffers
 
   // One step's forward and backward of every microbatch; on the last stage microbatch mb's loss sum
-  // goes to loss_sums.at(mb). `zero` learns which microbatch each backward belongs to.
-  void train(const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
-             optim::ZeroOptimizer& zero);
+  // goes to loss_sums.at(mb). `zero` learns which microbatch each backward belongs to. Returns the
+  // seconds this rank waited for messages (receives, and sends it needed done).
+  double train(const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
+               optim::ZeroOptimizer& zero);
   // Forward only of one microbatch through every stage (validation): the counted tokens and the loss
   // sum in `loss_sum` on the last stage, 0 elsewhere.
   std::int64_t evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -221,6 +222,7 @@ struct Trainer::State {
   struct StepOutcome {
     double loss = 0;  // the mean over the global batch's tokens
     double grad_norm = 0;
+    std::optional<double> pipeline_idle;  // pp > 1: the largest share of the pipeline a rank waited
     bool stop = false;  // every rank agreed to stop after this step
   };
 
@@ -231,11 +233,18 @@ struct Trainer::State {
     zero.begin_step(micro);
     const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
     const float grad_scale = static_cast<float>(1.0 / tokens_per_step);
-    pipeline.train([&](int mb, std::int32_t* tokens, std::int32_t* labels) {
-                     train_loader.load_microbatch(step, mb, tokens, labels);
-                   },
-                   grad_scale, loss_sums, zero);
+    const auto t0 = Clock::now();
+    const double waited =
+        pipeline.train([&](int mb, std::int32_t* tokens,
+                           std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
+                       grad_scale, loss_sums, zero);
+    const double pipeline_seconds = seconds_since(t0);
     out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
+    if (groups.pp != nullptr) {
+      double idle = pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0;
+      comm.all_reduce(comm.world_group(), &idle, 1, dist::ReduceOp::Max);
+      out.pipeline_idle = idle;
+    }
     // The last stage's ranks hold the losses.
     double loss_sum = pipeline.computes_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
@@ -325,6 +334,7 @@ RunResult Trainer::run() {
     m.tokens_per_s = tokens_per_step / seconds;
     m.mfu = s.peak_flops > 0 ? s.flops_per_step / (seconds * s.peak_flops) : 0.0;
     m.memory_bytes = s.memory_bytes();
+    m.pipeline_idle = outcome.pipeline_idle;
     if (const auto in_use = s.ops.device_bytes_in_use()) {
       device_peak = std::max(device_peak, static_cast<double>(*in_use));
       m.device_memory_peak_bytes = device_peak;
