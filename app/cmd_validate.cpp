@@ -1,6 +1,7 @@
 // `ptrain validate job.yaml [--world N] [--json]`: the dry run. No allocation, no communication.
 #include <cstdio>
 #include <optional>
+#include <vector>
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
@@ -8,6 +9,7 @@
 #include "app/validate_report.h"
 #include "engine/plan/estimate.h"
 #include "engine/plan/hardware.h"
+#include "engine/train/engine_limits.h"
 
 namespace ptrain::app {
 namespace {
@@ -37,11 +39,15 @@ int run_validate(const ValidateArgs& args) {
 
   plan::Estimate est = plan::estimate(job, *hw);
   est.diags.warnings.insert(est.diags.warnings.begin(), job.diags.warnings.begin(), job.diags.warnings.end());
+  const std::vector<train::EngineLimit> limits =
+      train::engine_limits(job.spec, job.spec.backend != config::Backend::Cpu);
+  for (const train::EngineLimit& limit : limits)
+    est.diags.warnings.push_back(job.at(limit.key, limit.message, limit.fix));
   const bool valid = est.diags.ok();
   if (args.json) {
     std::printf("%s\n", json_report(job.spec, est).c_str());
   } else {
-    std::printf("%s", human_report(job.spec, est).c_str());
+    std::printf("%s", human_report(job.spec, est, limits.empty()).c_str());
     std::fflush(stdout);  // the report first, then its problems
     print_diagnostics(est.diags);
   }

@@ -98,13 +98,17 @@ std::vector<TensorKind> tensor_kinds(const std::vector<plan::TensorCount>& tenso
 
 }  // namespace
 
-std::string human_report(const config::JobSpec& spec, const plan::Estimate& est) {
+std::string human_report(const config::JobSpec& spec, const plan::Estimate& est, bool engine_runs_it) {
   std::string out;
   auto line = [&out](const std::string& s) { out += s + "\n"; };
   const auto& d = est.degrees;
   const auto& m = spec.model;
 
-  line("ptrain validate: " + spec.name + (est.diags.ok() ? "  -> valid, would run" : "  -> INVALID"));
+  const char* verdict = !est.diags.ok() ? "  -> INVALID"
+                        : engine_runs_it
+                            ? "  -> valid, would run"
+                            : "  -> valid; `ptrain run` does not execute this layout yet (see the warnings)";
+  line("ptrain validate: " + spec.name + verdict);
   line("");
   line("Layout     world " + std::to_string(est.world) + " = tp " + std::to_string(d.tp) + " x pp " +
        std::to_string(d.pp) + " x dp " + std::to_string(d.dp) + " x cp " + std::to_string(d.cp) + "  (ep " +

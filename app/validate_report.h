@@ -10,7 +10,8 @@
 
 namespace ptrain::app {
 
-std::string human_report(const config::JobSpec& spec, const plan::Estimate& est);
+// `engine_runs_it`: `ptrain run` executes the layout today (train::engine_limits is empty).
+std::string human_report(const config::JobSpec& spec, const plan::Estimate& est, bool engine_runs_it);
 std::string json_report(const config::JobSpec& spec, const plan::Estimate& est);
 // For a job that did not load: only the problems.
 std::string json_diagnostics(const config::Diagnostics& diags);

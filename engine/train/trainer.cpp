@@ -23,6 +23,7 @@
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
 #include "engine/runtime/device_scalars.h"
+#include "engine/train/engine_limits.h"
 #include "engine/train/host_staging.h"
 #include "engine/train/metrics.h"
 #include "engine/train/pipeline_stage.h"
@@ -46,12 +47,10 @@ struct StepGroups {
 
 StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kernels::Ops& ops) {
   const config::ParallelSpec& p = spec.parallel;
-  if (p.tp * p.cp * p.ep != 1)
-    throw std::invalid_argument("the engine trains data- and pipeline-parallel layouts (tp = cp = ep = 1) for now; "
-                                "`ptrain validate` plans the others");
-  if (p.pp > 1 && ops.device() != kernels::Device::Cpu)
-    throw std::invalid_argument("parallel.pp " + std::to_string(p.pp) +
-                                ": pipeline parallelism runs on the CPU backend for now (backend: cpu)");
+  const std::vector<EngineLimit> limits = engine_limits(spec, ops.device() != kernels::Device::Cpu);
+  if (!limits.empty())
+    throw std::invalid_argument(limits.front().key + ": " + limits.front().message +
+                                " (fix: " + limits.front().fix + ")");
   if (comm.world() != spec.world)
     throw std::invalid_argument("the job has " + std::to_string(spec.world) + " ranks but " +
                                 std::to_string(comm.world()) + " processes were started");

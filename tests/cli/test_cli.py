@@ -124,6 +124,25 @@ class ValidateShippedConfigs(unittest.TestCase):
         self.assertEqual(j["degrees"]["dp"], 32)
 
 
+    def test_layouts_the_engine_does_not_run_yet_are_named(self):
+        # validate accepts them (it plans GPU jobs), says `run` refuses them, and `run` does, with
+        # the same sentence and exit 2.
+        tiny = write_temp(TINY)
+        r = ptrain("validate", tiny)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("valid, would run", r.stdout)
+        r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.pp=1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
+        sentence = "parallel.tp: tensor parallelism is not executed yet: `ptrain run` refuses parallel.tp = 2"
+        self.assertIn(sentence, r.stderr)
+        r = ptrain("run", tiny, "--set", "parallel.tp=2", "--set", "parallel.pp=1", "--nproc", "2")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(sentence, r.stderr)
+        r = ptrain("validate", tiny, "--set", "backend=cuda")
+        self.assertIn("parallel.pp: pipeline parallelism runs on the CPU backend only for now", r.stderr)
+
+
 class ValidateBadInput(unittest.TestCase):
     def check_invalid(self, text, key, *fragments, args=()):
         path = write_temp(text)

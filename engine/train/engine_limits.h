@@ -1,0 +1,22 @@
+// What `ptrain run` cannot execute yet in a job that the config rules accept (validate and plan
+// model every layout): the trainer refuses such a job with the first limit (exit 2), and validate
+// lists them all as warnings, so "valid" never hides a job that `run` would refuse.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/config/job_spec.h"
+
+namespace ptrain::train {
+
+struct EngineLimit {
+  std::string key;      // the YAML key that asks for it
+  std::string message;  // what is not executed
+  std::string fix;
+};
+
+// `on_gpu`: the job runs on the CUDA backend (validate: backend is not cpu).
+std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu);
+
+}  // namespace ptrain::train
