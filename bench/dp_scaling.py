@@ -3,7 +3,6 @@ ZeRO stage at dp 2, median over the timed steps (the first steps are warm-up). W
 bench/results/<date>-dp-scaling.json with the commit.
     python3 bench/dp_scaling.py [--steps 30] [--ptrain build/ptrain]"""
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -11,7 +10,7 @@ import statistics
 import subprocess
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from results import ROOT, write_result
 
 
 def measure(ptrain, steps, nproc, zero, threads):
@@ -44,14 +43,8 @@ def main():
     for r in runs:
         print(f"dp {r['nproc']} zero {r['zero']} ({r['threads_per_rank']} threads/rank): "
               f"{r['tokens_per_s']:8.0f} tok/s, {r['step_seconds'] * 1000:6.1f} ms/step, loss {r['final_loss']:.4f}")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out = {"date": datetime.date.today().isoformat(), "commit": commit, "machine": platform.processor() or
-           platform.machine(), "cores": cores, "job": "configs/tiny-cpu.yaml", "steps": args.steps, "runs": runs}
-    path = os.path.join(ROOT, "bench", "results", f"{out['date']}-dp-scaling.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
-    print("wrote", os.path.relpath(path, ROOT))
+    write_result("dp-scaling", {"machine": platform.processor() or platform.machine(), "cores": cores,
+                                "job": "configs/tiny-cpu.yaml", "steps": args.steps, "runs": runs})
 
 
 if __name__ == "__main__":

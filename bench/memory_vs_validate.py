@@ -6,13 +6,12 @@ pipeline stages (4 microbatches) under 1f1b, interleaved-1f1b and zb-h1. Writes
 bench/results/<date>-memory-vs-validate.json.
     python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
 import argparse
-import datetime
 import json
 import os
 import subprocess
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from results import ROOT, write_result
 JOB = """\
 name: memory-vs-validate
 backend: cpu
@@ -56,13 +55,7 @@ def main():
             print(f"gpt2-124m {precision} recompute {mode:9s} {pipeline or 'pp 1':16s}: allocated "
                   f"{allocated / 2**20:8.1f} MiB, predicted {predicted / 2**20:8.1f} MiB, "
                   f"ratio {allocated / predicted:.5f}")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out = {"date": datetime.date.today().isoformat(), "commit": commit, "device": "cpu", "runs": runs}
-    path = os.path.join(ROOT, "bench", "results", f"{out['date']}-memory-vs-validate.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
-    print("wrote", os.path.relpath(path, ROOT))
+    write_result("memory-vs-validate", {"device": "cpu", "runs": runs})
 
 
 if __name__ == "__main__":

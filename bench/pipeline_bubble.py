@@ -8,14 +8,13 @@ rank spent waiting for messages, median over the steps after the first two) next
 Writes bench/results/<date>-pipeline-bubble.json.
     python3 bench/pipeline_bubble.py [--ptrain build/ptrain] [--steps 8]"""
 import argparse
-import datetime
 import json
 import os
 import statistics
 import subprocess
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from results import ROOT, write_result
 JOB = """\
 name: pipeline-bubble
 backend: cpu
@@ -58,14 +57,7 @@ def main():
                              "predicted_bubble": predicted, "step_s": step_s})
                 print(f"{kind:6s} m={microbatches}: measured idle {100 * measured:5.1f}%, "
                       f"validate's bubble {100 * predicted:5.1f}%, step {step_s * 1000:6.1f} ms")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out = {"date": datetime.date.today().isoformat(), "commit": commit, "device": "cpu (2 ranks, 1 thread each)",
-           "runs": runs}
-    path = os.path.join(ROOT, "bench", "results", f"{out['date']}-pipeline-bubble.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
-    print("wrote", os.path.relpath(path, ROOT))
+    write_result("pipeline-bubble", {"device": "cpu (2 ranks, 1 thread each)", "runs": runs})
 
 
 if __name__ == "__main__":

@@ -113,6 +113,20 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     keep(&LayerActs::act, N * F);
   };
 
+  // Output gradients of a layer's linear layers; d_attention and d_mlp only where they must outlive
+  // the residual-stream gradient they copy (kept for W).
+  auto take_output_grads = [&](LayerOutputGrads& g, bool residual_copies) {
+    g.d_q = take(N * q_cols, act_);
+    g.d_k = take(N * kv_cols, act_);
+    g.d_v = take(N * kv_cols, act_);
+    if (residual_copies) {
+      g.d_attention = take(N * C, act_);
+      g.d_mlp = take(N * C, act_);
+    }
+    g.d_up = take(N * F, act_);
+    if (!d.gpt2) g.d_gate = take(N * F, act_);
+  };
+
   // The shared workspace first (model::backward_workspace, which validate counts): what recompute
   // rebuilds, then the backward temporaries; the chunks of one rank share it (they never run at
   // once).
@@ -132,12 +146,8 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     ws_.d_norm = take(N * C, act_);
     ws_.d_tmp = take(N * C, act_);
     ws_.d_att = take(N * q_cols, act_);
-    ws_.d_q = take(N * q_cols, act_);
-    ws_.d_k = take(N * kv_cols, act_);
-    ws_.d_v = take(N * kv_cols, act_);
     if (!d.gpt2) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
-    ws_.d_up = take(N * F, act_);
-    if (!d.gpt2) ws_.d_gate = take(N * F, act_);
+    take_output_grads(ws_.outputs, false);
     const ShardCoords& at = params_.coords();
     if (at.pp > 1 && !(at.pp_rank == at.pp - 1 && at.vpp == 1)) ws_.stage_out = take(N * C, act_);
   }
@@ -160,15 +170,7 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     }
     if (split_weight_grad_) {
       s.output_grads.resize(static_cast<size_t>(d.layers));
-      for (LayerOutputGrads& g : s.output_grads) {
-        g.d_q = take(N * q_cols, act_);
-        g.d_k = take(N * kv_cols, act_);
-        g.d_v = take(N * kv_cols, act_);
-        g.d_attention = take(N * C, act_);
-        g.d_mlp = take(N * C, act_);
-        g.d_up = take(N * F, act_);
-        if (!d.gpt2) g.d_gate = take(N * F, act_);
-      }
+      for (LayerOutputGrads& g : s.output_grads) take_output_grads(g, true);
     }
     if (last_) {
       s.normf = take(N * C, act_);
@@ -324,19 +326,17 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
   // A linear layer's weight gradient now, or (keep) its output gradient for weight_grad.
   auto now = [&](Buf grad) { return keep == nullptr ? grad : Buf{}; };
-  auto kept = [&](Buf LayerOutputGrads::*field, Buf workspace) {
-    return keep == nullptr ? workspace : keep->*field;
-  };
+  const LayerOutputGrads& g = keep == nullptr ? ws_.outputs : *keep;
   // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
   // MLP branch
   if (keep != nullptr) ops_.convert(keep->d_mlp, ws_.d_res, nc);
-  const Buf d_up = kept(&LayerOutputGrads::d_up, ws_.d_up);
+  const Buf d_up = g.d_up;
   if (d.gpt2) {
     ops_.linear_backward_gelu(d_up, now(w.g_down), now(w.g_b_down), ws_.d_res, a.act, w.w_down, a.up, d.N,
                               d.C, d.F);
     ops_.linear_backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, a.norm2, w.w_up, d.N, d.F, d.C);
   } else {
-    const Buf d_gate = kept(&LayerOutputGrads::d_gate, ws_.d_gate);
+    const Buf d_gate = g.d_gate;
     ops_.linear_backward(ws_.d_act, now(w.g_down), now(w.g_b_down), ws_.d_res, a.act, w.w_down, d.N, d.C,
                          d.F);
     ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
@@ -347,8 +347,7 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
   norm_backward(ws_.d_res, ws_.d_norm, a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
   // Attention branch
   if (keep != nullptr) ops_.convert(keep->d_attention, ws_.d_res, nc);
-  const Buf d_q = kept(&LayerOutputGrads::d_q, ws_.d_q), d_k = kept(&LayerOutputGrads::d_k, ws_.d_k),
-            d_v = kept(&LayerOutputGrads::d_v, ws_.d_v);
+  const Buf d_q = g.d_q, d_k = g.d_k, d_v = g.d_v;
   ops_.linear_backward(ws_.d_att, now(w.g_wo), now(w.g_bo), ws_.d_res, a.att, w.wo, d.N, d.C, q_cols);
   ops_.attention_backward(d_q, d_k, d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse, d.B, d.T, d.Hq, d.Hkv, d.D);
   if (!d.gpt2) {

@@ -147,8 +147,9 @@ class Transformer {
     Buf proj_out;                          // attention / MLP output projection before the residual add [N,C]
     Buf d_res;                             // gradient of the residual stream [N,C]
     Buf d_norm, d_tmp;                     // [N,C]
-    Buf d_att, d_q, d_k, d_v;              // [N, Hq*D], [N, Hkv*D]
-    Buf d_act, d_up, d_gate;               // [N,F]; d_act and d_gate llama only (SwiGLU)
+    Buf d_att;                             // [N, Hq*D]
+    Buf d_act;                             // [N,F] llama only (SwiGLU)
+    LayerOutputGrads outputs;  // the layer's d_q, d_k, d_v, d_up, d_gate (d_attention, d_mlp: d_res)
     Buf stage_out;                         // [N,C] a chunk that is not the last: its output, until sent
   };
 

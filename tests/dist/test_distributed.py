@@ -93,6 +93,21 @@ def alive(pid):
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def assert_resumes(test, saved, make_job, want):
+    """The checkpoints and metrics in `saved`, copied to a fresh directory, resume the job that
+    make_job(directory) writes there to the end of the curve `want` (steps 1..20)."""
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copytree(os.path.join(saved, "ckpt"), os.path.join(d, "ckpt"))
+        shutil.copy(os.path.join(saved, "metrics.jsonl"), os.path.join(d, "metrics.jsonl"))
+        r = run(make_job(d))
+        test.assertEqual(r.returncode, 0, r.stderr)
+        test.assertIn("resumed from", r.stderr)
+        got = curve(metrics(d))
+        test.assertEqual([s for s, _, _ in got], list(range(1, 21)))
+        for (step, loss, _), (_, loss0, _) in zip(got, want):
+            test.assertLess(abs(loss - loss0) / abs(loss0), TOLERANCE, f"step {step}")
+
+
 class Timed(unittest.TestCase):
     def setUp(self):
         self.t0 = time.time()
@@ -192,16 +207,8 @@ class PipelineLayouts(Timed):
             r = run(job(a, layers=4, pp=2, dp=2, zero=1), "--stop-after-steps", "10")
             self.assertEqual(r.returncode, 0, r.stderr)
             for layout in [dict(), dict(pp=4, schedule="gpipe")]:
-                with self.subTest(**layout), tempfile.TemporaryDirectory() as b:
-                    shutil.copytree(os.path.join(a, "ckpt"), os.path.join(b, "ckpt"))
-                    shutil.copy(os.path.join(a, "metrics.jsonl"), os.path.join(b, "metrics.jsonl"))
-                    r = run(job(b, layers=4, **layout))
-                    self.assertEqual(r.returncode, 0, r.stderr)
-                    self.assertIn("resumed from", r.stderr)
-                    got = curve(metrics(b))
-                    self.assertEqual([s for s, _, _ in got], list(range(1, 21)))
-                    for (step, loss, _), (_, loss0, _) in zip(got, want):
-                        self.assertLess(abs(loss - loss0) / abs(loss0), TOLERANCE, f"step {step}")
+                with self.subTest(**layout):
+                    assert_resumes(self, a, lambda b: job(b, layers=4, **layout), want)
 
     def test_zero_stages_that_reduce_too_early_are_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
@@ -224,16 +231,8 @@ class DistributedCheckpoints(Timed):
             with open(os.path.join(step_dir, "manifest.json")) as f:
                 self.assertEqual(len(json.load(f)["files"]), 4)  # every rank wrote its shards
             for target_dp, target_zero in [(2, 1), (1, 0)]:
-                with self.subTest(dp=target_dp, zero=target_zero), tempfile.TemporaryDirectory() as b:
-                    shutil.copytree(os.path.join(a, "ckpt"), os.path.join(b, "ckpt"))
-                    shutil.copy(os.path.join(a, "metrics.jsonl"), os.path.join(b, "metrics.jsonl"))
-                    r = run(job(b, dp=target_dp, zero=target_zero))
-                    self.assertEqual(r.returncode, 0, r.stderr)
-                    self.assertIn("resumed from", r.stderr)
-                    got = curve(metrics(b))
-                    self.assertEqual([s for s, _, _ in got], list(range(1, 21)))
-                    for (step, loss, _), (_, loss0, _) in zip(got, want):
-                        self.assertLess(abs(loss - loss0) / abs(loss0), TOLERANCE, f"step {step}")
+                with self.subTest(dp=target_dp, zero=target_zero):
+                    assert_resumes(self, a, lambda b: job(b, dp=target_dp, zero=target_zero), want)
 
     def test_a_failed_step_leaves_the_previous_checkpoint_current(self):
         with tempfile.TemporaryDirectory() as d:
