@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <set>
+#include <utility>
 
 namespace ptrain::dist {
 
@@ -218,6 +219,12 @@ void Comm::SendHandle::wait() {
   comm_->finished(seq_);
 }
 
+Comm::SendHandle::SendHandle(SendHandle&& other) noexcept
+    : comm_(other.comm_),
+      seq_(other.seq_),
+      name_(std::move(other.name_)),
+      wait_(std::exchange(other.wait_, nullptr)) {}
+
 Comm::SendHandle& Comm::SendHandle::operator=(SendHandle&& other) noexcept {
   if (this != &other) {
     try {
@@ -227,8 +234,7 @@ Comm::SendHandle& Comm::SendHandle::operator=(SendHandle&& other) noexcept {
     comm_ = other.comm_;
     seq_ = other.seq_;
     name_ = std::move(other.name_);
-    wait_ = std::move(other.wait_);
-    other.wait_ = nullptr;
+    wait_ = std::exchange(other.wait_, nullptr);
   }
   return *this;
 }

@@ -147,13 +147,14 @@ class Comm {
   void send(const Group& g, const void* data, std::size_t bytes, int peer, int channel = 0);
   void recv(const Group& g, void* data, std::size_t bytes, int peer, int channel = 0);
   // A send left in flight: `data` must stay unchanged until wait() returns, which throws a
-  // CollectiveError naming the send if it failed. Destroying a handle that was not waited for waits
-  // (errors then go unreported: call wait()), except while an exception unwinds the stack (a
-  // collective failed; the rank is ending, and a send to a hung peer would wait out its timeout).
+  // CollectiveError naming the send if it failed. Destroying (or assigning over) a handle that was
+  // not waited for waits, errors unreported: call wait(). Except while an exception unwinds the
+  // stack: then the send is abandoned (a send to a hung peer would wait out its timeout), and the
+  // point-to-point order with that peer is broken, so the Comm must not be used for it again.
   class SendHandle {
    public:
     SendHandle() = default;
-    SendHandle(SendHandle&&) noexcept = default;
+    SendHandle(SendHandle&& other) noexcept;
     SendHandle& operator=(SendHandle&& other) noexcept;
     ~SendHandle();
     void wait();
@@ -165,9 +166,12 @@ class Comm {
     std::string name_;
     std::function<void()> wait_;  // empty: nothing in flight
   };
-  // Starts a send and returns without waiting for the receiver (backends whose sends cannot be left
-  // in flight send at once).
+  // Starts a send and returns without waiting for the receiver where sends_in_flight(); other
+  // backends send at once.
   SendHandle isend(const Group& g, const void* data, std::size_t bytes, int peer, int channel = 0);
+  // True when isend returns before the receiver has received (what pipeline schedules need: two
+  // ranks may send to each other before either receives).
+  virtual bool sends_in_flight() const { return false; }
   void barrier(const Group& g);
 
   // Small control messages (checkpoint paths, manifests): `text` of the root replaces everyone's;

@@ -205,6 +205,8 @@ class GlooComm final : public Comm {
     do_isend(g, data, bytes, peer, channel)();
   }
 
+  bool sends_in_flight() const override { return true; }
+
   // Gloo's TCP transport sends once the receiver has posted the matching recv, so a send must be
   // left in flight for two ranks that send to each other before they receive (the pipeline).
   std::function<void()> do_isend(const Group& g, const void* data, std::size_t bytes, int peer,

@@ -213,6 +213,10 @@ ShardCoords shard_coords(const config::JobSpec& spec, int pp_rank, int tp_rank, 
   return c;
 }
 
+bool sends_stage_output(const ShardCoords& c) {
+  return c.pp > 1 && !(c.pp_rank == c.pp - 1 && c.vpp == 1);
+}
+
 std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, const ShardCoords& coords) {
   const int stages = coords.pp * coords.vpp;
   assert(coords.layers_per_stage.empty() ? stages == 1

@@ -67,6 +67,9 @@ struct ShardCoords {
 
 // The coordinates of a rank at (pp_rank, tp_rank, ep_rank) in a loaded job.
 ShardCoords shard_coords(const config::JobSpec& spec, int pp_rank, int tp_rank, int ep_rank);
+// Whether the rank holds a chunk that is not the last virtual stage, whose output it sends on (and
+// keeps until it is sent).
+bool sends_stage_output(const ShardCoords& coords);
 
 struct LocalParam {
   const ParamInfo* info;

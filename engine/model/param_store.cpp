@@ -84,8 +84,8 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
       current_key = key;
       const int u = static_cast<int>(units_.size()) - 1;
       if (lp.info->placement == Placement::Embedding) embedding_unit_ = u;
-      else if (lp.info->placement == Placement::Layer) layer_units_.push_back(u);
-      else final_unit_ = u;
+      else if (lp.info->placement != Placement::Layer)
+        final_unit_ = u;
     }
     const std::int64_t n = lp.numel();
     index_.emplace(lp.info->name, slots_.size());

@@ -55,7 +55,6 @@ class ParamStore {
   // Units in layout order; unit u covers units()[u] (padded). -1 where this rank has no such unit.
   const std::vector<FlatRange>& units() const { return units_; }
   int embedding_unit() const { return embedding_unit_; }
-  int layer_unit(int local_layer) const { return layer_units_.at(static_cast<size_t>(local_layer)); }
   int final_unit() const { return final_unit_; }
   std::int64_t largest_unit() const;
 
@@ -92,7 +91,6 @@ class ParamStore {
   std::unordered_map<std::string, std::size_t> index_;
   std::vector<FlatRange> units_;
   int embedding_unit_ = -1, final_unit_ = -1;
-  std::vector<int> layer_units_;
   std::int64_t numel_ = 0;
   const kernels::Ops* memory_;
   kernels::DType param_dtype_;

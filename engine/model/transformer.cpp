@@ -148,8 +148,7 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     ws_.d_att = take(N * q_cols, act_);
     if (!d.gpt2) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
     take_output_grads(ws_.outputs, false);
-    const ShardCoords& at = params_.coords();
-    if (at.pp > 1 && !(at.pp_rank == at.pp - 1 && at.vpp == 1)) ws_.stage_out = take(N * C, act_);
+    if (sends_stage_output(params_.coords())) ws_.stage_out = take(N * C, act_);
   }
 
   slots_.assign(static_cast<size_t>(slots), Slot{});
@@ -406,9 +405,9 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   }
   if (!last_) return 0;
 
-  const bool tied = d.gpt2 || !params_.contains("lm_head.weight");
-  if (tied) announce_forward(params_.embedding_unit());
-  const Buf head = params_.param(tied ? wte : "lm_head.weight");
+  const std::string head_weight = head_name();
+  if (head_weight == wte) announce_forward(params_.embedding_unit());
+  const Buf head = params_.param(head_weight);
   ops_.linear_forward(s.logits, s.normf, head, Buf{}, d.N, d.Vp, d.C);
   // The fused loss only reads the targets; with a gradient it overwrites the logits by it.
   ops_.cross_entropy_forward_backward(s.losses, with_grad ? s.logits : Buf{}, s.logits, s.targets, d.N, d.V, d.Vp,

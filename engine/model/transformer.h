@@ -73,7 +73,8 @@ class Transformer {
   kernels::Buf input_grad() const;
   // Announces units to `hooks` (ZeRO) from now on; nullptr: the parameters are always resident.
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
-  // Bytes of the activation arena (all slots and the shared backward workspace).
+  // Bytes of the activation arena: its slots, and the backward workspace where this chunk owns it
+  // (no workspace_from).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
   // Bytes one transformer layer keeps for its backward per microbatch (its input included): what
   // model::layer_saved_activations predicts for validate.

@@ -58,9 +58,9 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
       embedding_copy_(pipeline.embedding != nullptr && store.coords().pp_rank != 0),
       unit_norms_(ops, static_cast<int>(store.units().size())) {
   if (!group.has_me()) throw std::logic_error("ZeroOptimizer: this rank is not in its data-parallel group");
-  if (pipeline.embedding != nullptr && stage_ >= 2)
-    throw std::invalid_argument("parallel.zero " + std::to_string(stage_) +
-                                " with a tied head across pipeline stages: use zero 0 or 1");
+  if (pipeline.embedding != nullptr && stage_ >= 2)  // config::load refuses it (rules_schedule.cpp)
+    throw std::logic_error(
+        "ZeroOptimizer: ZeRO 2/3 would reduce the tied embedding before its copies are summed");
   const auto& units = store.units();
   for (const model::FlatRange& u : units) {
     if (u.size() % (kVectorElements * ranks_) != 0)
@@ -168,6 +168,7 @@ void ZeroOptimizer::begin_step(int microbatches) {
   settle();
   microbatches_ = microbatches;
   microbatch_ = 0;
+  backward_ended_ = false;
   if (stage_ < 2) return store_.zero_grads();
   ops_.fill(f32(static_cast<float*>(shard_grads_.data())), 0.0f, shard_numel_);
 }
@@ -310,7 +311,7 @@ void ZeroOptimizer::before_backward(int unit) {
 void ZeroOptimizer::after_backward(int unit) {
   if (stage_ < 2) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
-    if (pipeline_.embedding != nullptr && unit == store_.embedding_unit()) return;  // grad_norm reduces it
+    if (pipeline_.embedding != nullptr && unit == store_.embedding_unit()) return;  // end_backward reduces it
     return reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
   }
   reduce(static_cast<float*>(grad_windows_[static_cast<std::size_t>(window_of(unit))].data()), unit);
@@ -318,19 +319,23 @@ void ZeroOptimizer::after_backward(int unit) {
   grads_open_[static_cast<size_t>(unit)] = false;
 }
 
-void ZeroOptimizer::reduce_tied_embedding() {
+void ZeroOptimizer::end_backward() {
+  if (backward_ended_) return;
+  backward_ended_ = true;
+  if (pipeline_.embedding == nullptr) return;
   const int unit = store_.embedding_unit();
   for (const model::ParamSlot& slot : store_.slots()) {
     if (!slot.local.info->tied_head) continue;
     float* grads = store_.grads() + slot.offset;
-    on_host(*pipeline_.embedding, grads, static_cast<std::size_t>(slot.numel) * sizeof(float),
-            [&](void* p) { comm_.all_reduce(*pipeline_.embedding, static_cast<float*>(p), static_cast<std::size_t>(slot.numel)); });
+    const auto n = static_cast<std::size_t>(slot.numel);
+    on_host(*pipeline_.embedding, grads, n * sizeof(float),
+            [&](void* p) { comm_.all_reduce(*pipeline_.embedding, static_cast<float*>(p), n); });
   }
   reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
 }
 
 double ZeroOptimizer::grad_norm() {
-  if (pipeline_.embedding != nullptr) reduce_tied_embedding();
+  end_backward();
   settle();
   for (int u = 0; u < unit_norms_.size(); ++u) {
     if (embedding_copy_ && u == store_.embedding_unit())  // counted once, on the first stage
@@ -345,6 +350,7 @@ double ZeroOptimizer::grad_norm() {
 }
 
 void ZeroOptimizer::clip(double norm, double max_norm) {
+  end_backward();
   settle();
   if (max_norm <= 0 || norm <= max_norm) return;
   const auto factor = static_cast<float>(max_norm / (norm + 1e-6));
@@ -354,6 +360,7 @@ void ZeroOptimizer::clip(double norm, double max_norm) {
 }
 
 void ZeroOptimizer::step(double lr, std::int64_t step) {
+  end_backward();
   settle();
   await_gathers();  // AdamW writes the owned chunks (the model's own parameters in fp32 at stages 1-2)
   const auto& cfg = spec_.optimizer;

@@ -76,7 +76,7 @@ struct PipelineGroups {
 class ZeroOptimizer final : public model::UnitHooks {
  public:
   // `store` must have been built with zero_store_options(spec, group.size(), ops). ZeRO stages 2 and 3
-  // reduce per microbatch, so they take no embedding group (std::invalid_argument).
+  // reduce per microbatch, so they take no embedding group (std::logic_error; config::load refuses).
   ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops, dist::Comm& comm,
                 const dist::Group& group, PipelineGroups pipeline = {});
 
@@ -95,6 +95,10 @@ class ZeroOptimizer final : public model::UnitHooks {
   void before_backward(int unit) override;
   void after_backward(int unit) override;
 
+  // After the step's last backward: sums the tied embedding's copies over the embedding group and
+  // reduces its unit (what after_backward deferred). Once per step; grad_norm, clip and step call it
+  // if the caller did not.
+  void end_backward();
   // The global L2 norm of the reduced gradients (a collective). Waits for the device: the step's
   // one read back (the trainer reads its losses right after, at no further wait).
   double grad_norm();
@@ -133,8 +137,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   // when the data is on a device the Comm cannot reach.
   template <typename Collective>
   void on_host(const dist::Group& g, void* data, std::size_t bytes, Collective&& collective);
-  // The embedding group sums the tied word embedding's gradients, then its unit is reduced.
-  void reduce_tied_embedding();
+
   // Starts summing the unit's fp32 gradients at `grads` over the group (all of them at stage 0,
   // chunk index_ otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
   // buffer, and queues what must follow it in pending_.
@@ -185,6 +188,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   std::vector<PendingReduction> pending_;
   int microbatches_ = 1, microbatch_ = 0;
+  bool backward_ended_ = false;           // end_backward ran this step
   std::vector<std::byte> staging_;        // host copy for collectives the Comm cannot run on the device
 };
 

@@ -52,31 +52,69 @@ std::vector<RankBuffers> rank_buffers(const Schedule& s) {
     }
   }
 
+  // Run the lists in an order the contract allows (a receive once its send has run) with vector
+  // clocks: known[r][q] is the last index of q's list that rank r knows q has run, learnt through
+  // the chain of messages that reached r. A send from r to p is over once known[r][p] reaches p's
+  // matching receive.
   std::vector<RankBuffers> out(at(pp));
+  std::vector<std::vector<int>> known(at(pp), std::vector<int>(at(pp), -1));
+  std::vector<std::vector<std::vector<int>>> known_at_send(
+      at(pp));                                    // [rank][index]: known[rank] when it sent
+  std::vector<std::vector<int>> pending(at(pp));  // sends not yet known over
+  std::vector<int> next(at(pp), 0);
   for (int r = 0; r < pp; ++r) {
     const std::vector<Instr>& list = s.ranks[at(r)];
-    const int size = static_cast<int>(list.size());
     out[at(r)].activation_slots = activation_slots(s, list);
-    std::vector<int>& released = out[at(r)].send_released_after;
-    released.assign(list.size(), -1);
-    for (int i = 0; i < size; ++i) {
-      if (!is_send(list[at(i)].op)) continue;
-      const int peer = list[at(i)].peer, received_at = partner[at(r)][at(i)];
-      released[at(i)] = size;
-      for (int j = i + 1; j < size; ++j) {
-        if (is_recv(list[at(j)].op) && list[at(j)].peer == peer && partner[at(r)][at(j)] > received_at) {
-          released[at(i)] = j;
-          break;
+    out[at(r)].split_weight_grad = s.split_weight_grad;
+    out[at(r)].send_released_after.assign(list.size(), -1);
+    known_at_send[at(r)].resize(list.size());
+  }
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < pp; ++r) {
+      const std::vector<Instr>& list = s.ranks[at(r)];
+      std::vector<int>& released = out[at(r)].send_released_after;
+      for (int& i = next[at(r)]; i < static_cast<int>(list.size()); ++i) {
+        const Instr& in = list[at(i)];
+        if (is_recv(in.op)) {
+          const int sent_at = partner[at(r)][at(i)];
+          if (next[at(in.peer)] <= sent_at) break;  // its send has not run yet
+          const std::vector<int>& theirs = known_at_send[at(in.peer)][at(sent_at)];
+          for (int q = 0; q < pp; ++q) known[at(r)][at(q)] = std::max(known[at(r)][at(q)], theirs[at(q)]);
         }
+        known[at(r)][at(r)] = i;
+        if (is_send(in.op)) {
+          known_at_send[at(r)][at(i)] = known[at(r)];
+          pending[at(r)].push_back(i);
+        }
+        if (is_recv(in.op)) {
+          std::vector<int>& mine = pending[at(r)];
+          mine.erase(std::remove_if(mine.begin(), mine.end(),
+                                    [&](int send) {
+                                      const int peer = list[at(send)].peer;
+                                      if (known[at(r)][at(peer)] < partner[at(r)][at(send)]) return false;
+                                      released[at(send)] = i;
+                                      return true;
+                                    }),
+                     mine.end());
+        }
+        progress = true;
       }
     }
+  }
+  for (int r = 0; r < pp; ++r) {
+    const int size = static_cast<int>(s.ranks[at(r)].size());
+    std::vector<int>& released = out[at(r)].send_released_after;
+    for (int send : pending[at(r)]) released[at(send)] = size;  // waited for at the end of the step
     // Live when send i is issued: the sends up to i not released before i.
-    for (int i = 0; i < size; ++i) {
-      if (!is_send(list[at(i)].op)) continue;
-      int live = 0;
-      for (int j = 0; j <= i; ++j)
-        if (released[at(j)] >= i) ++live;
-      out[at(r)].send_buffers = std::max(out[at(r)].send_buffers, live);
+    std::vector<int> released_after_index(at(size) + 1, 0);
+    for (int k = 0; k < size; ++k)
+      if (released[at(k)] >= 0) ++released_after_index[at(released[at(k)])];
+    int live = 0;
+    for (int k = 0; k < size; ++k) {
+      if (k > 0) live -= released_after_index[at(k - 1)];
+      if (is_send(s.ranks[at(r)][at(k)].op))
+        out[at(r)].send_buffers = std::max(out[at(r)].send_buffers, ++live);
     }
   }
   return out;

@@ -7,8 +7,11 @@
 //
 // Sends are left in flight (schedule.h's contract), so a send buffer can be reused only once its
 // send is known to be over: a send from rank r to rank p is over once r has received a message
-// that p sent after receiving that one (p's receive blocks, and p runs its list in order). Where no
-// such receive follows, the send is waited for at the end of the step.
+// sent after p's receive of it, by p or by any rank that learnt of it through a chain of messages
+// (vector clocks; p's receive returns only once the data is there, and every rank runs its list in
+// order). Where no such receive follows, the send is waited for at the end of the step. This
+// holds for transports whose receive completes the transfer (Gloo); a device transport that only
+// enqueues the receive would need its stream order instead.
 //
 // Pure, like the rest of pipeline/: the executor allocates and frees by these numbers, and validate
 // counts the same buffers.
@@ -26,6 +29,7 @@ struct RankBuffers {
   // over, or the list's size (the end of the step); -1 for other instructions.
   std::vector<int> send_released_after;
   int send_buffers = 0;  // the most sends not known to be over at any one time
+  bool split_weight_grad = false;  // the slots also hold what B keeps for W (Schedule::split_weight_grad)
 };
 
 // Per pp rank. Precondition: check(schedule) is empty.

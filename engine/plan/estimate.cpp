@@ -1,7 +1,9 @@
 #include "engine/plan/estimate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -93,9 +95,13 @@ struct EstimateInputs {
 void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& params, Estimate& est) {
   const config::JobSpec& spec = in.spec;
   const auto pp_rank = static_cast<size_t>(pos.pp_rank);
-  const double live = in.sim.peak_live[pp_rank];
+  // Microbatches of a full stage the rank keeps (its chunks' slots / vpp): what its memory holds.
+  const std::vector<int>& slots = in.held[pp_rank].activation_slots;
+  const double live =
+      static_cast<double>(std::accumulate(slots.begin(), slots.end(), 0)) / static_cast<double>(slots.size());
   est.ranks.push_back({pos.rank, pos.pp_rank, pos.tp_rank, pos.ep_rank, params.total(),
                        rank_memory(spec, params, pos.pp_rank, in.held[pp_rank]), live});
+  est.peak_inflight = std::max(est.peak_inflight, live);
   if (est.ranks.back().memory.total() > est.peak_memory_bytes())
     est.max_memory_rank = static_cast<int>(est.ranks.size()) - 1;
 
@@ -150,7 +156,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   const pipeline::SimResult sim = pipeline::simulate(schedule, costs);
   const std::vector<pipeline::RankBuffers> held = pipeline::rank_buffers(schedule);
   est.bubble_fraction = sim.bubble_fraction_max;
-  est.peak_inflight = sim.peak_live_max;
+
   est.pipeline_s = sim.makespan;
 
   const EstimateInputs inputs{spec, hw, grid, costs, sim, held};

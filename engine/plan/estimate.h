@@ -29,7 +29,7 @@ struct RankEstimate {
   int pp_rank = 0, tp_rank = 0, ep_rank = 0;
   std::int64_t params = 0;  // elements held by this rank (before ZeRO sharding)
   MemoryBreakdown memory;
-  double peak_inflight = 0;  // microbatches whose activations are alive at the peak
+  double peak_inflight = 0;  // microbatches of a full stage whose activations the rank keeps at most
 };
 
 struct CommVolume {  // bytes one rank sends per step on one axis, by link tier

@@ -28,11 +28,9 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
   return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer};
 }
 
-double stage_activation_bytes(const config::JobSpec& spec, int stage) {
-  const bool split =
-      spec.schedule.kind == config::ScheduleKind::ZbH1;  // pipeline::Schedule::split_weight_grad
+double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad) {
   const double layer = model::total_bytes(model::layer_saved_activations(spec, spec.train.recompute)) +
-                       (split ? model::total_bytes(model::layer_weight_grad_inputs(spec)) : 0.0);
+                       (split_weight_grad ? model::total_bytes(model::layer_weight_grad_inputs(spec)) : 0.0);
   const int stages = spec.parallel.pp * spec.schedule.virtual_stages;
   double sum = spec.schedule.resolved_layers_per_stage[static_cast<size_t>(stage)] * layer;
   if (stage == 0) sum += model::total_bytes(model::embedding_saved_activations(spec));
@@ -44,9 +42,10 @@ double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline
   const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
   double sum = model::total_bytes(model::backward_workspace(spec));
   for (int c = 0; c < vpp; ++c)
-    sum += held.activation_slots[static_cast<size_t>(c)] * stage_activation_bytes(spec, c * pp + pp_rank);
-  const bool holds_a_stage_output = pp > 1 && !(pp_rank == pp - 1 && vpp == 1);
-  if (holds_a_stage_output) sum += bytes_sent(pipeline_message(spec));
+    sum += held.activation_slots[static_cast<size_t>(c)] *
+           stage_activation_bytes(spec, c * pp + pp_rank, held.split_weight_grad);
+  if (model::sends_stage_output(model::shard_coords(spec, pp_rank, 0, 0)))
+    sum += bytes_sent(pipeline_message(spec));
   return sum;
 }
 

@@ -53,9 +53,9 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
 ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params);
 
 // Activations of one microbatch on virtual stage `stage` (its layers, with what they keep for W when
-// the schedule splits weight gradients; the embedding's token ids on the first, the final norm,
-// logits and loss on the last).
-double stage_activation_bytes(const config::JobSpec& spec, int stage);
+// the schedule splits weight gradients (pipeline::Schedule::split_weight_grad); the embedding's token ids on
+// the first, the final norm, logits and loss on the last).
+double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad);
 // What `pp_rank` holds (`held`: pipeline::rank_buffers of the job's schedule, as the engine
 // allocates): each chunk's slots times its microbatch's activations, the backward workspace its
 // chunks share, and with pp > 1 the output of a chunk that is not the last, kept until it is sent.

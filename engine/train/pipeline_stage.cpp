@@ -60,9 +60,12 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
       ops_(ops),
       schedule_(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches)) {
   if (schedule_.split_weight_grad && spec.parallel.zero >= 2)  // config::load refuses it (rules_schedule.cpp)
-    throw std::invalid_argument("parallel.zero >= 2 with a schedule that splits weight gradients");
+    throw std::logic_error("PipelineStage: ZeRO 2/3 would reduce before W");
   if ((pp_group == nullptr ? 1 : pp_group->size()) != pp_)
     throw std::logic_error("PipelineStage: the pp group does not have parallel.pp ranks");
+  if (pp_ > 1 && !comm.sends_in_flight())
+    throw std::invalid_argument(std::string("parallel.pp: the ") + comm.backend() +
+                                " transport cannot leave sends in flight, which pipeline schedules need");
   const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
   check_messages_beside_compute(list);
   check_backward_order(schedule_, list);
@@ -84,7 +87,9 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   targets_.resize(tokens);
 }
 
-PipelineStage::~PipelineStage() = default;
+PipelineStage::~PipelineStage() {
+  while (!chunks_.empty()) chunks_.pop_back();  // chunk 0 owns the workspace the others use
+}
 
 void PipelineStage::set_hooks(model::UnitHooks* hooks) {
   for (auto& chunk : chunks_) chunk->set_hooks(hooks);

@@ -41,8 +41,7 @@ class PipelineStage {
                 const dist::Group* pp_group, int microbatches);
   ~PipelineStage();
 
-  // The rank that holds the first virtual stage reads tokens; the last one computes the loss.
-  bool embeds() const { return chunks_.front()->first_stage(); }
+  // The rank that holds the last virtual stage computes the loss.
   bool computes_loss() const { return chunks_.back()->last_stage(); }
   void set_hooks(model::UnitHooks* hooks);
   std::int64_t activation_bytes() const;  // all chunks' arenas and the send buffers

@@ -238,6 +238,7 @@ struct Trainer::State {
                            std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
                        grad_scale, loss_sums, zero);
     const double pipeline_seconds = seconds_since(t0);
+    zero.end_backward();
     out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
     if (groups.pp != nullptr) {
       double idle = pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0;

@@ -161,13 +161,16 @@ class PipelineLayouts(Timed):
     dp = 2 alone moves the norm by 5e-5 relative, while the loss stays within 1e-5)."""
     reference = {}
 
-    def reference_curve(self, arch, dp=1):
+    def reference_rows(self, arch, dp=1):
         if (arch, dp) not in self.reference:
             with tempfile.TemporaryDirectory() as d:
                 r = run(job(d, arch=arch, layers=4, dp=dp))
                 assert r.returncode == 0, r.stderr
-                self.reference[arch, dp] = curve(metrics(d))
+                self.reference[arch, dp] = metrics(d)
         return self.reference[arch, dp]
+
+    def reference_curve(self, arch, dp=1):
+        return curve(self.reference_rows(arch, dp))
 
     def check_layouts(self, arch, layouts):
         for layout in layouts:
@@ -175,9 +178,16 @@ class PipelineLayouts(Timed):
             with self.subTest(**layout), tempfile.TemporaryDirectory() as d:
                 r = run(job(d, arch=arch, layers=4, **layout))
                 self.assertEqual(r.returncode, 0, r.stderr)
-                got = curve(metrics(d))
+                rows = metrics(d)
+                got = curve(rows)
                 print(f"    {arch} {layout}: {r.seconds:.2f} s", file=sys.stderr)
                 self.assertEqual([s for s, _, _ in got], list(range(1, 21)))
+                # Validation runs forward only, through every stage (and chunk) in turn.
+                evaluated = [(row["step"], row["val_loss"]) for row in rows if "val_loss" in row]
+                want = [(row["step"], row["val_loss"]) for row in self.reference_rows(arch) if "val_loss" in row]
+                self.assertEqual([s for s, _ in evaluated], [10, 20])
+                for (step, v), (_, v0) in zip(evaluated, want):
+                    self.assertLess(abs(v - v0) / abs(v0), TOLERANCE, f"validation loss at step {step}")
                 for (step, loss, norm), (_, loss1, _), (_, loss0, norm0) in zip(got, one_rank, same_dp):
                     self.assertLess(abs(loss - loss1) / abs(loss1), TOLERANCE, f"loss at step {step} (one rank)")
                     self.assertLess(abs(loss - loss0) / abs(loss0), TOLERANCE, f"loss at step {step}")

@@ -53,8 +53,8 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   const double layer = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None));
   const double ids = model::total_bytes(model::embedding_saved_activations(spec));
   const double head = model::total_bytes(model::head_saved_activations(spec));
-  CHECK(plan::stage_activation_bytes(spec, 0) == 4 * layer + ids);
-  CHECK(plan::stage_activation_bytes(spec, 1) == 4 * layer + head);
+  CHECK(plan::stage_activation_bytes(spec, 0, false) == 4 * layer + ids);
+  CHECK(plan::stage_activation_bytes(spec, 1, false) == 4 * layer + head);
   const double workspace = model::total_bytes(model::backward_workspace(spec));
   const double output = 128.0 * 256 * 2;  // [micro_batch*seq_len, hidden] bf16, kept until sent
   CHECK(plan::activation_bytes(spec, 0, {{2}, {}, 0}) == 2 * (4 * layer + ids) + workspace + output);
