@@ -249,7 +249,9 @@ int run_plan(const PlanArgs& args) {
                 out_path.c_str());
   }
   std::fflush(stdout);
-  print_diagnostics({{}, best.job.diags.warnings});
+  std::vector<config::Diagnostic> warnings = best.job.diags.warnings;
+  for (config::Diagnostic& limit : engine_limit_warnings(reloaded)) warnings.push_back(std::move(limit));
+  print_diagnostics({{}, warnings});
   return kExitOk;
 }
 

@@ -9,7 +9,6 @@
 #include "app/validate_report.h"
 #include "engine/plan/estimate.h"
 #include "engine/plan/hardware.h"
-#include "engine/train/engine_limits.h"
 
 namespace ptrain::app {
 namespace {
@@ -39,10 +38,8 @@ int run_validate(const ValidateArgs& args) {
 
   plan::Estimate est = plan::estimate(job, *hw);
   est.diags.warnings.insert(est.diags.warnings.begin(), job.diags.warnings.begin(), job.diags.warnings.end());
-  const std::vector<train::EngineLimit> limits =
-      train::engine_limits(job.spec, job.spec.backend != config::Backend::Cpu);
-  for (const train::EngineLimit& limit : limits)
-    est.diags.warnings.push_back(job.at(limit.key, limit.message, limit.fix));
+  const std::vector<config::Diagnostic> limits = engine_limit_warnings(job);
+  est.diags.warnings.insert(est.diags.warnings.end(), limits.begin(), limits.end());
   const bool valid = est.diags.ok();
   if (args.json) {
     std::printf("%s\n", json_report(job.spec, est).c_str());

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "engine/train/engine_limits.h"
+
 namespace ptrain::app {
 
 void add_job_args(CLI::App& command, JobArgs& args) {
@@ -26,6 +28,14 @@ const plan::HardwareProfile* find_job_hardware(config::LoadResult& job) {
   job.diags.errors.push_back(
       job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known));
   return nullptr;
+}
+
+std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job) {
+  std::vector<config::Diagnostic> out;
+  for (const train::EngineLimit& limit :
+       train::engine_limits(job.spec, job.spec.backend != config::Backend::Cpu))
+    out.push_back(job.at(limit.key, limit.message, limit.fix));
+  return out;
 }
 
 void print_diagnostics(const config::Diagnostics& diags) {

@@ -25,6 +25,10 @@ config::LoadResult load_job(const JobArgs& args, std::optional<int> world);
 // at cluster.gpu, listing the known names) to job.diags.
 const plan::HardwareProfile* find_job_hardware(config::LoadResult& job);
 
+// A warning at each key that asks for what this build's `ptrain run` does not execute yet
+// (train::engine_limits; the CUDA backend unless the job says cpu): what validate and plan add.
+std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job);
+
 // Problems and warnings to stderr, one per line, errors first.
 void print_diagnostics(const config::Diagnostics& diags);
 

@@ -263,6 +263,10 @@ class Plan(unittest.TestCase):
             self.assertEqual(validated["degrees"]["dp"], best["dp"])
             self.assertLessEqual(max(rank["total_bytes"] for rank in validated["memory_per_rank"]),
                                  validated["memory"]["device_bytes"])
+            # Like validate, plan says what this build's `run` would refuse in the layout it wrote.
+            limited = best["tp"] > 1
+            self.assertEqual("parallel.tp: tensor parallelism is not executed yet" in r.stderr, limited, r.stderr)
+            self.assertEqual(any(w["key"] == "parallel.tp" for w in validated["warnings"]), limited)
 
     def test_human_table(self):
         r, out = self.plan(config("gpt2-124m"), "--gpus", "8", "--top", "3")
