@@ -118,7 +118,8 @@ TEST_CASE("get and wait block until another client sets the keys") {
   CHECK(text(waiter->get("late", 5s)) == "value");
   const double got_at = seconds_since(start);
   CHECK(got_at >= 0.29);
-  CHECK(got_at - set_at.load() < 0.5);
+  // Woken by the set, not by the 5 s timeout (a loaded 2-core CI machine took 0.56 s once).
+  CHECK(got_at - set_at.load() < 2.0);
   waiter->wait({"late", "second"}, 5s);
   CHECK(seconds_since(start) >= 0.39);
   writer.join();
