@@ -345,6 +345,32 @@ void check_cross_entropy_forward_backward(const char* backend, Buf losses, Buf d
   c.require_buf("targets", targets, DType::I32, N);
 }
 
+void check_cross_entropy_shard_stats(const char* backend, Buf stats, Buf logits, Buf targets, int N, int V,
+                                     int Vs, int shard) {
+  const Checker c{backend, "cross_entropy_shard_stats"};
+  c.require_sizes({N, V, Vs, shard});
+  c.require(V > 0 || N == 0, "V must be positive");
+  c.require_buf("stats", stats, DType::F32, N);
+  c.require_float("logits", logits, N);
+  c.require_buf("targets", targets, DType::I32, N);
+}
+
+void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses, Buf d_logits, Buf logits,
+                                                Buf all_stats, Buf targets, int N, int V, int Vs, int shard,
+                                                int shards) {
+  const Checker c{backend, "cross_entropy_shard_forward_backward"};
+  c.require_sizes({N, V, Vs, shard});
+  c.require(V > 0 || N == 0, "V must be positive");
+  c.require(shard < shards, "shard must be below shards");
+  c.require(static_cast<std::int64_t>(Vs) * shards >= V, "the shards must cover V");
+  c.require_buf("losses", losses, DType::F32, N);
+  c.require_opt_float("d_logits", d_logits);
+  c.require_float("logits", logits, N);
+  c.require_same("d_logits", d_logits, "logits", logits);
+  c.require_buf("all_stats", all_stats, DType::F32, N);
+  c.require_buf("targets", targets, DType::I32, N);
+}
+
 void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step) {
   const Checker c{backend, "adamw_step"};
   c.require_sizes({n});

@@ -27,6 +27,9 @@
 
 namespace ptrain::kernels {
 
+// The token id of a row another tensor-parallel rank holds (embedding_forward/backward).
+inline constexpr std::int32_t kRowElsewhere = INT32_MIN;
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -60,7 +63,9 @@ class Ops {
 
   // ---- embeddings: out[n,:] = table[tokens[n],:] (+ positions[n % T,:] when positions is given).
   // Token ids must be rows of the table: the op is not told the row count and rejects only ids < 0,
-  // so the data loader bounds-checks tokens against the vocabulary.
+  // so the data loader bounds-checks tokens against the vocabulary. The one negative id it takes is
+  // kRowElsewhere, a token whose row another tensor-parallel rank holds (vocab-parallel embedding):
+  // its output row is the position row alone (zeros without positions), and backward skips it.
   virtual void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int T, int C) const = 0;
   // d_table[tokens[n],:] += d_out[n,:] (if given); d_positions[n % T,:] += d_out[n,:] (if given)
   virtual void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T,
@@ -134,6 +139,22 @@ class Ops {
   // throws from its next copy_to_host (the step's read-back), naming the op, the row and the target.
   virtual void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V,
                                               int Vp, float grad_scale) const = 0;
+
+  // ---- vocab-parallel cross-entropy (Megatron): each of `shards` tensor-parallel ranks holds the
+  // logits of Vs consecutive columns of the padded vocabulary, shard r columns [r*Vs, (r+1)*Vs) (the
+  // real ones are those < V). Two passes, with an all-gather of the stats between them:
+  // cross_entropy_shard_stats writes stats[n] = {max, sum of e^{x - max}, x_target} over the shard's
+  // real columns ([N, 3] F32; a shard of padding only: {-inf, 0}; x_target 0 unless the shard holds
+  // the target). cross_entropy_shard_forward_backward reads every shard's stats (all_stats:
+  // [shards, N, 3], shard order) and writes the row's loss, the same on every shard and as
+  // cross_entropy_forward_backward's up to summation order, and this shard's d_logits = grad_scale *
+  // (softmax - onehot) over its columns, padding 0 (may alias logits; null = loss only). Targets as
+  // there: < 0 ignored, >= V misuse (reported as there).
+  virtual void cross_entropy_shard_stats(Buf stats, Buf logits, Buf targets, int N, int V, int Vs,
+                                         int shard) const = 0;
+  virtual void cross_entropy_shard_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf all_stats,
+                                                    Buf targets, int N, int V, int Vs, int shard, int shards,
+                                                    float grad_scale) const = 0;
 
   // ---- optimizer over a flat F32 range: decoupled weight decay (Loshchilov & Hutter):
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd p)

@@ -51,6 +51,16 @@ void resolve_kv_heads(LoadContext& ctx) {
   const int tp = ctx.spec().parallel.tp;
   if (ctx.any_bad({"model.kv_heads", "model.heads"})) return;
   if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.arch == Arch::Gpt2 && m.kv_heads != m.heads) {
+    ctx.error("model.kv_heads",
+              cat("model.kv_heads = ", m.kv_heads,
+                  " with arch gpt2, whose attention has a k and a v head per "
+                  "query head (model.heads = ",
+                  m.heads, ")"),
+              "leave kv_heads out for gpt2 (grouped-query attention needs arch llama)");
+    ctx.mark_bad("model.kv_heads");
+    return;
+  }
   if (m.heads % m.kv_heads != 0) {
     ctx.error("model.kv_heads",
               cat("model.heads = ", m.heads, " is not a multiple of model.kv_heads = ", m.kv_heads,

@@ -200,6 +200,12 @@ std::vector<RowRange> tp_row_ranges(const ParamInfo& info, int tp_rank, int tp) 
   return ranges;
 }
 
+bool first_tp_copy(const ParamInfo& info, int tp_rank, int tp) {
+  if (info.tp_dim < 0) return tp_rank == 0;
+  const std::int64_t units = info.shape[info.tp_dim] / info.tp_fused_parts / info.tp_unit;
+  return units >= tp || tp_rank % (tp / units) == 0;
+}
+
 ShardCoords shard_coords(const config::JobSpec& spec, int pp_rank, int tp_rank, int ep_rank) {
   ShardCoords c;
   c.tp_rank = tp_rank;

@@ -56,6 +56,11 @@ struct RowRange {  // rows [begin, begin + length) of the global tensor along tp
 // (one range per fused part). Replicated tensors: the whole dimension 0.
 std::vector<RowRange> tp_row_ranges(const ParamInfo& info, int tp_rank, int tp);
 
+// Whether tp rank `tp_rank`'s slice of `info` is the first copy of its elements: every rank's of a
+// split tensor, tp rank 0's of a replicated one, the lowest sharer's of a kv head shared by several
+// ranks. A sum over the tp group counts each element once by adding first copies only.
+bool first_tp_copy(const ParamInfo& info, int tp_rank, int tp);
+
 // Where a rank sits, as far as parameter placement is concerned.
 struct ShardCoords {
   int tp_rank = 0, tp = 1;

@@ -132,6 +132,7 @@ std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec) {
   out.act("head.logits", x.tokens() * spec.model.padded_vocab / x.t);
   out.int32("loss.targets", x.tokens());
   out.fp32("loss.per_token", x.tokens());
+  if (x.t > 1) out.fp32("loss.shard_stats", x.t * x.tokens() * 3);  // vocab-parallel: every shard's
   return out.take();
 }
 

@@ -34,6 +34,7 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
       recompute_(spec.train.recompute),
       workspace_from_(chunk.workspace_from),
       split_weight_grad_(chunk.split_weight_grad),
+      tp_(chunk.tensor_parallel),
       act_(spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32) {
   const auto& m = spec.model;
   if (m.arch == config::Arch::Mixtral)
@@ -52,7 +53,10 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   dims_.eps = static_cast<float>(m.norm_eps);
   dims_.rope_theta = static_cast<float>(m.rope_theta);
 
-  if (spec.parallel.tp != 1) throw std::invalid_argument("the engine runs tp = 1 for now");
+  if (spec.parallel.tp > 1 && (tp_ == nullptr || tp_->size() != spec.parallel.tp))
+    throw std::invalid_argument("Transformer: parallel.tp = " + std::to_string(spec.parallel.tp) +
+                                " needs a tensor-parallel group of that size");
+  if (spec.parallel.tp == 1) tp_ = nullptr;
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)
     throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk.index));
@@ -177,6 +181,7 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
       s.rstdf = take(N, DType::F32);
       s.logits = take(N * d.Vp, act_);
       s.losses = take(N, DType::F32);
+      if (tp_ != nullptr) s.loss_stats = take(static_cast<std::int64_t>(tp_->size()) * N * 3, DType::F32);
     }
   }
 }
@@ -270,7 +275,8 @@ void Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
     ops_.rope_forward(a.k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
   }
   ops_.attention_forward(a.att, a.lse, a.q, a.k, a.v, d.B, d.T, d.Hq, d.Hkv, d.D);
-  ops_.linear_forward(ws_.proj_out, a.att, w.wo, w.bo, d.N, d.C, q_cols);
+  ops_.linear_forward(ws_.proj_out, a.att, w.wo, row_parallel_bias(w.bo), d.N, d.C, q_cols);
+  sum_over_tp(ws_.proj_out, static_cast<std::int64_t>(d.N) * d.C);
 }
 
 // From the norm2 output to the MLP output projection (in ws_.proj_out).
@@ -284,7 +290,8 @@ void Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
     ops_.linear_forward(a.gate, a.norm2, w.w_gate, Buf{}, d.N, d.F, d.C);
     ops_.swiglu_forward(a.act, a.gate, a.up, nf);
   }
-  ops_.linear_forward(ws_.proj_out, a.act, w.w_down, w.b_down, d.N, d.C, d.F);
+  ops_.linear_forward(ws_.proj_out, a.act, w.w_down, row_parallel_bias(w.b_down), d.N, d.C, d.F);
+  sum_over_tp(ws_.proj_out, static_cast<std::int64_t>(d.N) * d.C);
 }
 
 void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
@@ -343,6 +350,7 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
     ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, a.norm2, w.w_up, d.N, d.F, d.C);
     ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
   }
+  sum_over_tp(ws_.d_norm, nc);
   norm_backward(ws_.d_res, ws_.d_norm, a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
   // Attention branch
   if (keep != nullptr) ops_.convert(keep->d_attention, ws_.d_res, nc);
@@ -353,11 +361,21 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
     ops_.rope_backward(d_q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
     ops_.rope_backward(d_k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
   }
+  // kv heads shared by several tp ranks: each copy's weight gradient takes every sharer's output
+  // gradient, and one copy passes the input gradient on.
+  const std::int64_t kv_elements = static_cast<std::int64_t>(d.N) * kv_cols;
+  const bool passes_kv = tp_ == nullptr || tp_->first_kv_copy();
+  if (tp_ != nullptr) {
+    tp_->sum_kv_copies(d_k, kv_elements);
+    tp_->sum_kv_copies(d_v, kv_elements);
+  }
+  const Buf d_in_kv = passes_kv ? ws_.d_tmp : Buf{};
   ops_.linear_backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, a.norm1, w.wq, d.N, q_cols, d.C);
-  ops_.linear_backward(ws_.d_tmp, now(w.g_wk), now(w.g_bk), d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
-  ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
-  ops_.linear_backward(ws_.d_tmp, now(w.g_wv), now(w.g_bv), d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
-  ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  ops_.linear_backward(d_in_kv, now(w.g_wk), now(w.g_bk), d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
+  if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  ops_.linear_backward(d_in_kv, now(w.g_wv), now(w.g_bv), d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
+  if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  sum_over_tp(ws_.d_norm, nc);
   norm_backward(ws_.d_res, ws_.d_norm, x_in, a.mean1, a.rstd1, w.norm1_w, w.norm1_b);
 }
 
@@ -379,10 +397,12 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   const std::size_t id_bytes = static_cast<std::size_t>(d.N) * sizeof(std::int32_t);
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
   if (first_) {
-    ops_.copy_to_device(s.tokens, tokens, id_bytes);
+    ops_.copy_to_device(s.tokens, tp_ == nullptr ? tokens : shard_token_ids(tokens), id_bytes);
     announce_forward(params_.embedding_unit());
-    ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), d.gpt2 ? params_.param("wpe.weight") : Buf{}, d.N,
-                           d.T, d.C);
+    // Vocab-parallel: each rank adds its rows, tp rank 0 the positions too, and the sum is the embedding.
+    const Buf positions = d.gpt2 ? row_parallel_bias(params_.param("wpe.weight")) : Buf{};
+    ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), positions, d.N, d.T, d.C);
+    sum_over_tp(s.x[0], static_cast<std::int64_t>(d.N) * d.C);
   }  // else s.x[0] holds what the previous stage sent
   if (last_) ops_.copy_to_device(s.targets, targets, id_bytes);
   // Every residual add is fused with the norm that reads its sum: the first norm alone, then each
@@ -409,12 +429,40 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   if (head_weight == wte) announce_forward(params_.embedding_unit());
   const Buf head = params_.param(head_weight);
   ops_.linear_forward(s.logits, s.normf, head, Buf{}, d.N, d.Vp, d.C);
-  // The fused loss only reads the targets; with a gradient it overwrites the logits by it.
-  ops_.cross_entropy_forward_backward(s.losses, with_grad ? s.logits : Buf{}, s.logits, s.targets, d.N, d.V, d.Vp,
-                                      grad_scale);
+  cross_entropy(s, with_grad, grad_scale);
 
   ops_.sum(loss_sum, s.losses, d.N);  // ignored targets have loss 0
   return std::count_if(targets, targets + d.N, [](std::int32_t t) { return t >= 0; });
+}
+
+// The fused loss only reads the targets; with a gradient it overwrites the logits by it.
+void Transformer::cross_entropy(Slot& s, bool with_grad, float grad_scale) {
+  const auto& d = dims_;
+  const Buf d_logits = with_grad ? s.logits : Buf{};
+  if (tp_ == nullptr)
+    return ops_.cross_entropy_forward_backward(s.losses, d_logits, s.logits, s.targets, d.N, d.V, d.Vp,
+                                               grad_scale);
+  // Vocab-parallel: this shard's (max, sum, target logit) per row, every shard's gathered, then the
+  // loss and this shard's gradient.
+  const std::int64_t stats = static_cast<std::int64_t>(d.N) * 3;
+  ops_.cross_entropy_shard_stats(runtime::advance(s.loss_stats, tp_rank() * stats), s.logits, s.targets, d.N,
+                                 d.V, d.Vp, tp_rank());
+  tp_->gather_chunks(s.loss_stats, stats);
+  ops_.cross_entropy_shard_forward_backward(s.losses, d_logits, s.logits, s.loss_stats, s.targets, d.N, d.V,
+                                            d.Vp, tp_rank(), tp_->size(), grad_scale);
+}
+
+void Transformer::sum_over_tp(Buf x, std::int64_t n) const {
+  if (tp_ != nullptr) tp_->sum_partials(x, n);
+}
+
+const std::int32_t* Transformer::shard_token_ids(const std::int32_t* tokens) {
+  const std::int64_t begin = static_cast<std::int64_t>(tp_rank()) * dims_.Vp, end = begin + dims_.Vp;
+  shard_ids_.resize(static_cast<std::size_t>(dims_.N));
+  for (std::size_t n = 0; n < shard_ids_.size(); ++n)
+    shard_ids_[n] = tokens[n] >= begin && tokens[n] < end ? static_cast<std::int32_t>(tokens[n] - begin)
+                                                          : kernels::kRowElsewhere;
+  return shard_ids_.data();
 }
 
 std::int64_t Transformer::forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,
@@ -455,6 +503,7 @@ void Transformer::backward(int slot_index) {
     // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
     ops_.linear_backward(ws_.d_norm, split_weight_grad_ ? Buf{} : params_.grad(head), Buf{}, s.logits,
                          s.normf, params_.param(head), d.N, d.Vp, d.C);
+    sum_over_tp(ws_.d_norm, nc);
     ops_.fill(ws_.d_res, 0.0f, nc);
     norm_backward(ws_.d_res, ws_.d_norm, s.x.back(), s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
                   name("ln_f.bias", ""));

@@ -6,6 +6,12 @@
 //   for each layer:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))
 //   loss = cross_entropy(head(norm_f(x)))       (last stage)
 //
+// Tensor parallelism (Megatron-LM; parallel/tensor_parallel.h says where the ranks' partial results
+// meet): q/k/v and MLP up/gate are column-parallel (this rank's heads, its slice of the MLP), the
+// output projections row-parallel (their replicated biases added by tp rank 0 only), the embedding
+// and the LM head vocab-parallel (this rank's rows of the padded vocabulary; the loss is the
+// vocab-parallel cross-entropy). Everything between them runs replicated on the tp ranks.
+//
 // A chunk that is not the first starts from the activations an earlier stage sent (input(slot)); one
 // that is not the last ends at its last layer's residual output (output(), to send at once), and its
 // backward starts from the gradient a later stage sent (output_grad(), received right before it)
@@ -25,6 +31,7 @@
 #include "engine/config/job_spec.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
+#include "engine/parallel/tensor_parallel.h"
 #include "engine/runtime/buffer.h"
 #include "kernels/ops.h"
 
@@ -49,6 +56,8 @@ struct ChunkOptions {
   const Transformer* workspace_from = nullptr;
   // backward() computes input gradients only, weight_grad() the weight gradients later (zb-h1).
   bool split_weight_grad = false;
+  // This rank's tensor-parallel group (required when parallel.tp > 1, which must be its size).
+  const parallel::TensorParallel* tensor_parallel = nullptr;
 };
 
 class Transformer {
@@ -141,6 +150,7 @@ class Transformer {
     Buf normf, meanf, rstdf;       // final norm output and stats
     Buf logits;                    // [N, Vp], overwritten by its gradient in the fused loss
     Buf losses;                    // [N] F32
+    Buf loss_stats;                // tp > 1: [tp, N, 3] F32, every vocab shard's cross-entropy stats
   };
   // Buffers shared by all layers and slots: recomputed tensors and backward temporaries.
   struct Workspace {
@@ -186,6 +196,14 @@ class Transformer {
   // d_in += d(norm)/d(in) applied to d_out; parameter grads accumulate.
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
   std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;
+  int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
+  // Partial sums of a row-parallel product (or of a column-parallel input gradient) summed over tp.
+  void sum_over_tp(Buf x, std::int64_t n) const;
+  // A row-parallel layer's replicated bias: added by tp rank 0 only, before the sum over tp.
+  Buf row_parallel_bias(Buf bias) const { return tp_rank() == 0 ? bias : Buf{}; }
+  // The token ids as rows of this rank's vocabulary shard (kernels::kRowElsewhere if another's).
+  const std::int32_t* shard_token_ids(const std::int32_t* tokens);
+  void cross_entropy(Slot& s, bool with_grad, float grad_scale);
 
   ParamStore& params_;
   const kernels::Ops& ops_;
@@ -193,6 +211,8 @@ class Transformer {
   config::Recompute recompute_;
   const Transformer* workspace_from_;
   bool split_weight_grad_;
+  const parallel::TensorParallel* tp_;
+  std::vector<std::int32_t> shard_ids_;  // host: shard_token_ids' result
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
   std::vector<int> layer_ids_;    // global index of each layer of the chunk
   std::vector<int> layer_units_;  // its ParamStore unit

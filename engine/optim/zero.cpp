@@ -45,7 +45,7 @@ model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, c
 }
 
 ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops,
-                             dist::Comm& comm, const dist::Group& group, PipelineGroups pipeline)
+                             dist::Comm& comm, const dist::Group& group, ModelParallelGroups model_groups)
     : spec_(spec),
       store_(store),
       ops_(ops),
@@ -54,11 +54,12 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
       stage_(spec.parallel.zero),
       ranks_(group.size()),
       index_(group.index),
-      pipeline_(pipeline),
-      embedding_copy_(pipeline.embedding != nullptr && store.coords().pp_rank != 0),
-      unit_norms_(ops, static_cast<int>(store.units().size())) {
+      model_groups_(model_groups),
+      embedding_copy_(model_groups.embedding != nullptr && store.coords().pp_rank != 0),
+      norm_pieces_(norm_pieces()),
+      piece_norms_(ops, static_cast<int>(norm_pieces_.size())) {
   if (!group.has_me()) throw std::logic_error("ZeroOptimizer: this rank is not in its data-parallel group");
-  if (pipeline.embedding != nullptr && stage_ >= 2)  // config::load refuses it (rules_schedule.cpp)
+  if (model_groups.embedding != nullptr && stage_ >= 2)  // config::load refuses it (rules_schedule.cpp)
     throw std::logic_error(
         "ZeroOptimizer: ZeRO 2/3 would reduce the tied embedding before its copies are summed");
   const auto& units = store.units();
@@ -311,7 +312,8 @@ void ZeroOptimizer::before_backward(int unit) {
 void ZeroOptimizer::after_backward(int unit) {
   if (stage_ < 2) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
-    if (pipeline_.embedding != nullptr && unit == store_.embedding_unit()) return;  // end_backward reduces it
+    if (model_groups_.embedding != nullptr && unit == store_.embedding_unit())
+      return;  // end_backward reduces it
     return reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
   }
   reduce(static_cast<float*>(grad_windows_[static_cast<std::size_t>(window_of(unit))].data()), unit);
@@ -322,30 +324,49 @@ void ZeroOptimizer::after_backward(int unit) {
 void ZeroOptimizer::end_backward() {
   if (backward_ended_) return;
   backward_ended_ = true;
-  if (pipeline_.embedding == nullptr) return;
+  if (model_groups_.embedding == nullptr) return;
   const int unit = store_.embedding_unit();
   for (const model::ParamSlot& slot : store_.slots()) {
     if (!slot.local.info->tied_head) continue;
     float* grads = store_.grads() + slot.offset;
     const auto n = static_cast<std::size_t>(slot.numel);
-    on_host(*pipeline_.embedding, grads, n * sizeof(float),
-            [&](void* p) { comm_.all_reduce(*pipeline_.embedding, static_cast<float*>(p), n); });
+    on_host(*model_groups_.embedding, grads, n * sizeof(float),
+            [&](void* p) { comm_.all_reduce(*model_groups_.embedding, static_cast<float*>(p), n); });
   }
   reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
+}
+
+std::vector<ZeroOptimizer::NormPiece> ZeroOptimizer::norm_pieces() const {
+  const model::ShardCoords& at = store_.coords();
+  std::vector<NormPiece> pieces;
+  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
+    if (embedding_copy_ && u == store_.embedding_unit()) continue;  // counted once, on the first stage
+    const model::FlatRange owned = chunk(u);
+    if (at.tp_rank == 0) {  // every element of tp rank 0 is a first copy
+      pieces.push_back({u, 0, owned.size()});
+      continue;
+    }
+    for (const model::ParamSlot& slot : store_.slots()) {
+      if (slot.unit != u || !model::first_tp_copy(*slot.local.info, at.tp_rank, at.tp)) continue;
+      const std::int64_t begin = std::max(slot.offset, owned.begin);
+      const std::int64_t end = std::min(slot.offset + slot.numel, owned.end);
+      if (begin < end) pieces.push_back({u, begin - owned.begin, end - begin});
+    }
+  }
+  return pieces;
 }
 
 double ZeroOptimizer::grad_norm() {
   end_backward();
   settle();
-  for (int u = 0; u < unit_norms_.size(); ++u) {
-    if (embedding_copy_ && u == store_.embedding_unit())  // counted once, on the first stage
-      ops_.fill(unit_norms_.at(u), 0.0f, 1);
-    else
-      ops_.sum_squares(unit_norms_.at(u), f32(owned_grads(u)), chunk_size(u));
+  for (int i = 0; i < piece_norms_.size(); ++i) {
+    const NormPiece& p = norm_pieces_[static_cast<size_t>(i)];
+    ops_.sum_squares(piece_norms_.at(i), f32(owned_grads(p.unit) + p.offset), p.length);
   }
-  double sum = unit_norms_.read_sum(unit_norms_.size());
+  double sum = norm_pieces_.empty() ? 0.0 : piece_norms_.read_sum(piece_norms_.size());
   comm_.all_reduce(group_, &sum, 1);
-  if (pipeline_.stages != nullptr) comm_.all_reduce(*pipeline_.stages, &sum, 1);
+  if (model_groups_.tensor != nullptr) comm_.all_reduce(*model_groups_.tensor, &sum, 1);
+  if (model_groups_.stages != nullptr) comm_.all_reduce(*model_groups_.stages, &sum, 1);
   return std::sqrt(sum);
 }
 

@@ -64,11 +64,13 @@ struct ZeroBytes {
   double windows = 0;    // gather and reduction windows (stages 2 and 3), the bf16 reduction staging
 };
 
-// The pipeline around one stage's data-parallel group (pp > 1): the stage's pp group, over which the
-// gradient norm is summed; with a tied head, the embedding group (this rank's first and last stage),
-// over which the two copies of the word embedding sum their gradients before the data-parallel
-// reduction, once the step's backward is done (Megatron), so that both copies stay equal.
-struct PipelineGroups {
+// The model-parallel groups around one data-parallel group. The gradient norm is summed over the tp
+// group (tp > 1; each element counted once: replicated tensors on tp rank 0, model::first_tp_copy)
+// and the pp group (pp > 1). With a tied head and pp > 1, the embedding group (this rank's first and
+// last stage) is where the two copies of the word embedding sum their gradients before the
+// data-parallel reduction, once the step's backward is done (Megatron), so that both stay equal.
+struct ModelParallelGroups {
+  const dist::Group* tensor = nullptr;
   const dist::Group* stages = nullptr;
   const dist::Group* embedding = nullptr;  // on the first and the last stage only
 };
@@ -77,8 +79,8 @@ class ZeroOptimizer final : public model::UnitHooks {
  public:
   // `store` must have been built with zero_store_options(spec, group.size(), ops). ZeRO stages 2 and 3
   // reduce per microbatch, so they take no embedding group (std::logic_error; config::load refuses).
-  ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops, dist::Comm& comm,
-                const dist::Group& group, PipelineGroups pipeline = {});
+  ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops,
+                dist::Comm& comm, const dist::Group& group, ModelParallelGroups model_groups = {});
 
   int stage() const { return stage_; }
   ZeroBytes allocated_bytes() const;
@@ -167,8 +169,16 @@ class ZeroOptimizer final : public model::UnitHooks {
   const dist::Group& group_;
   int stage_, ranks_, index_;
   bool tied_ = false;                     // the head reuses the embedding (its unit stays resident)
-  PipelineGroups pipeline_;
+  ModelParallelGroups model_groups_;
   bool embedding_copy_ = false;           // the last stage's copy of the tied embedding (not in the norm)
+  // The gradient norm's terms: ranges of a unit's owned chunk (offset from its start, length) that
+  // this rank counts (all but the tied embedding's last-stage copy and, on tp ranks > 0, replicas).
+  struct NormPiece {
+    int unit = 0;
+    std::int64_t offset = 0, length = 0;
+  };
+  std::vector<NormPiece> norm_pieces() const;
+  std::vector<NormPiece> norm_pieces_;
   std::vector<std::int64_t> shard_offsets_;  // where each unit's owned chunk starts in the shard buffers
   std::int64_t shard_numel_ = 0;
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
@@ -184,7 +194,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   // Parameter all-gathers in flight (0: none or done): stages 1-2 per unit (publish's), stage 3 per
   // window.
   std::vector<dist::Comm::Ticket> unit_gathers_, window_gathers_;
-  runtime::DeviceScalars unit_norms_;     // each unit's owned gradients' sum of squares
+  runtime::DeviceScalars piece_norms_;    // each norm piece's sum of squares
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   std::vector<PendingReduction> pending_;
   int microbatches_ = 1, microbatch_ = 0;

@@ -52,13 +52,15 @@ void check_backward_order(const pipeline::Schedule& s, const std::vector<pipelin
 }  // namespace
 
 PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops,
-                             dist::Comm& comm, const dist::Group* pp_group, int microbatches)
+                             dist::Comm& comm, const dist::Group* pp_group,
+                             const parallel::TensorParallel* tp, int microbatches)
     : comm_(comm),
       pp_group_(pp_group),
       pp_rank_(pp_group != nullptr ? pp_group->index : 0),
       pp_(spec.parallel.pp),
       ops_(ops),
-      schedule_(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches)) {
+      schedule_(
+          pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches)) {
   if (schedule_.split_weight_grad && spec.parallel.zero >= 2)  // config::load refuses it (rules_schedule.cpp)
     throw std::logic_error("PipelineStage: ZeRO 2/3 would reduce before W");
   if ((pp_group == nullptr ? 1 : pp_group->size()) != pp_)
@@ -74,7 +76,8 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
     const int slots = buffers_.activation_slots[index(c)];
     chunks_.push_back(std::make_unique<model::Transformer>(
         spec, params, ops,
-        model::ChunkOptions{c, slots, c > 0 ? chunks_.front().get() : nullptr, schedule_.split_weight_grad}));
+        model::ChunkOptions{c, slots, c > 0 ? chunks_.front().get() : nullptr, schedule_.split_weight_grad,
+                            tp}));
     slot_of_.emplace_back(index(microbatches), -1);
     free_slots_.emplace_back();
     for (int s = slots - 1; s >= 0; --s) free_slots_.back().push_back(s);

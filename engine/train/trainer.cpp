@@ -20,6 +20,7 @@
 #include "engine/model/param_store.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/zero.h"
+#include "engine/parallel/tensor_parallel.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
 #include "engine/runtime/device_scalars.h"
@@ -36,14 +37,31 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // This rank's groups of the step. Every rank builds every group, in grid order: the dp-cp groups
-// (ZeRO), and with pp > 1 the pp groups (the pipeline's messages, the gradient norm) and, with a
-// tied head, the embedding groups (first and last stage).
+// (ZeRO); with tp > 1 the tp groups (tensor parallelism, the gradient norm) and, with fewer kv heads
+// than tp ranks, the groups of tp ranks sharing a kv head; with pp > 1 the pp groups (the
+// pipeline's messages, the gradient norm) and, with a tied head, the embedding groups (first and
+// last stage).
 struct StepGroups {
   const dist::Group* dp = nullptr;
+  const dist::Group* tp = nullptr;
+  const dist::Group* kv_copies = nullptr;
   const dist::Group* pp = nullptr;
   const dist::Group* embedding = nullptr;
-  int pp_rank = 0;
+  int pp_rank = 0, tp_rank = 0;
 };
+
+// The tp ranks that hold the same kv head: consecutive runs of tp / kv_heads within each tp group
+// (model/param_registry.h); none when every rank has its own kv heads.
+grid::GroupList kv_copy_groups(const grid::GroupList& tp_groups, int tp, int kv_heads) {
+  grid::GroupList out;
+  if (kv_heads >= tp) return out;
+  const int sharers = tp / kv_heads;
+  for (const grid::Group& g : tp_groups)
+    for (std::size_t first = 0; first < g.size(); first += static_cast<std::size_t>(sharers))
+      out.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(first),
+                       g.begin() + static_cast<std::ptrdiff_t>(first) + sharers);
+  return out;
+}
 
 StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kernels::Ops& ops) {
   const config::ParallelSpec& p = spec.parallel;
@@ -70,6 +88,12 @@ StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kern
   StepGroups out;
   out.dp = make("dp-cp", grid.groups("dp-cp"));
   out.pp_rank = grid.coord(comm.rank(), grid::Axis::Pp);
+  out.tp_rank = grid.coord(comm.rank(), grid::Axis::Tp);
+  if (p.tp > 1) {
+    out.tp = make("tp", grid.groups("tp"));
+    const grid::GroupList kv = kv_copy_groups(grid.groups("tp"), p.tp, spec.model.kv_heads);
+    if (!kv.empty()) out.kv_copies = make("kv", kv);
+  }
   if (p.pp == 1) return out;
   out.pp = make("pp", grid.groups("pp"));
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
@@ -88,6 +112,7 @@ struct Trainer::State {
   StepGroups groups;
   const dist::Group& dp_group;
   bool leader;  // world rank 0: logs, commits checkpoints
+  std::optional<parallel::TensorParallel> tensor_parallel;  // tp > 1
   model::ParamStore params;
   PipelineStage pipeline;
   optim::ZeroOptimizer zero;
@@ -110,10 +135,14 @@ struct Trainer::State {
         groups(step_groups(s, c, backend)),
         dp_group(*groups.dp),
         leader(c.rank() == 0),
-        params(model::build_registry(s.model), model::shard_coords(s, groups.pp_rank, 0, 0),
+        tensor_parallel(groups.tp == nullptr
+                            ? std::nullopt
+                            : std::make_optional<parallel::TensorParallel>(c, *groups.tp, groups.kv_copies)),
+        params(model::build_registry(s.model), model::shard_coords(s, groups.pp_rank, groups.tp_rank, 0),
                optim::zero_store_options(s, dp_group.size(), backend)),
-        pipeline(s, params, backend, c, groups.pp, s.train.microbatches),
-        zero(s, params, backend, c, dp_group, {groups.pp, groups.embedding}),
+        pipeline(s, params, backend, c, groups.pp, tensor_parallel ? &*tensor_parallel : nullptr,
+                 s.train.microbatches),
+        zero(s, params, backend, c, dp_group, {groups.tp, groups.pp, groups.embedding}),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
         train_loader(data::make_train_loader(s, *train_source, dp_group.index)),
@@ -245,8 +274,7 @@ struct Trainer::State {
       comm.all_reduce(comm.world_group(), &idle, 1, dist::ReduceOp::Max);
       out.pipeline_idle = idle;
     }
-    // The last stage's ranks hold the losses.
-    double loss_sum = pipeline.computes_loss() ? loss_sums.read_sum(micro) : 0.0;
+    double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
     out.loss = loss_sum / tokens_per_step;
     // Agreed while the host waits anyway: after the update a host collective would wait (on NCCL)
@@ -259,17 +287,22 @@ struct Trainer::State {
     return out;
   }
 
+  // Whether this rank's losses count in the world's sum: those of the last stage's ranks, of tp rank 0
+  // only (every tp rank computes the same).
+  bool holds_loss() const { return pipeline.computes_loss() && groups.tp_rank == 0; }
+
   double validation_loss() {
     double sums[2] = {0, 0};  // loss sum, counted tokens
     int slot = 0;
     for (int b = 0; b < eval_loader->num_batches(); ++b) {
       for (int mb = 0; mb < eval_loader->microbatches(); ++mb) {
         eval_loader->load_microbatch(b, mb, inputs.data(), targets.data());
-        sums[1] += static_cast<double>(pipeline.evaluate(inputs.data(), targets.data(), loss_sums.at(slot++)));
+        const std::int64_t counted = pipeline.evaluate(inputs.data(), targets.data(), loss_sums.at(slot++));
+        if (holds_loss()) sums[1] += static_cast<double>(counted);
       }
     }
-    sums[0] = pipeline.computes_loss() ? loss_sums.read_sum(slot) : 0.0;
-    comm.all_reduce(comm.world_group(), sums, 2);  // the last stage's ranks hold the losses
+    sums[0] = holds_loss() ? loss_sums.read_sum(slot) : 0.0;
+    comm.all_reduce(comm.world_group(), sums, 2);
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }
 

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ops.h"
 
 namespace ptrain::kernels::cpu {
 
@@ -62,7 +64,8 @@ Bf16Staging::Rows Bf16Staging::stage_rows(Buf table, Buf ids, std::int64_t n, st
                                           bool written) {
   if (!table || table.dtype != DType::BF16) return {table, ids};
   const std::int32_t* id = ci32(ids);
-  std::vector<std::int32_t> rows(id, id + n);  // the rows that occur, ascending
+  std::vector<std::int32_t> rows;  // the rows that occur, ascending (kRowElsewhere is no row)
+  std::copy_if(id, id + n, std::back_inserter(rows), [](std::int32_t i) { return i != kRowElsewhere; });
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   std::int32_t* renumbered =
@@ -71,7 +74,9 @@ Bf16Staging::Rows Bf16Staging::stage_rows(Buf table, Buf ids, std::int64_t n, st
           .get();
   for (std::int64_t i = 0; i < n; ++i) {
     renumbered[i] =
-        static_cast<std::int32_t>(std::lower_bound(rows.begin(), rows.end(), id[i]) - rows.begin());
+        id[i] == kRowElsewhere
+            ? kRowElsewhere
+            : static_cast<std::int32_t>(std::lower_bound(rows.begin(), rows.end(), id[i]) - rows.begin());
   }
   float* staged = temporary(static_cast<std::int64_t>(rows.size()) * row_len);
   auto* bits = table.as<std::uint16_t>();

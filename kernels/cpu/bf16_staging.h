@@ -39,7 +39,8 @@ class Bf16Staging {
   // An argument the op writes (or reads and writes): as input(), and written back at the end.
   Buf output(Buf b, std::int64_t count);
 
-  // A table of rows of `row_len` values picked by ids[0, n) (>= 0, checked by the entry), whose row
+  // A table of rows of `row_len` values picked by ids[0, n) (>= 0, checked by the entry, or
+  // kRowElsewhere, which picks none and is passed on as it is), whose row
   // count the op is not told (embeddings). BF16: only the rows that occur are staged, and the ids are
   // renumbered into them (order kept, so sums over equal ids run as in the F32 kernel). F32: as given.
   struct Rows {

@@ -60,6 +60,11 @@ void convert(Buf dst, Buf src, std::int64_t n);
 void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
                                     float grad_scale);
 
+// cross_entropy_shard.cpp
+void cross_entropy_shard_stats(Buf stats, Buf logits, Buf targets, int N, int V, int Vs, int shard);
+void cross_entropy_shard_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf all_stats, Buf targets,
+                                          int N, int V, int Vs, int shard, int shards, float grad_scale);
+
 // adamw.cpp
 void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
                 float eps, float weight_decay, int step);

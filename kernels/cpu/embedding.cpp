@@ -1,6 +1,7 @@
 // Token (+ learned position) embedding: out[n,:] = table[tokens[n],:] + positions[n % T,:].
 // Token ids must be valid rows of the table (the data loader bounds-checks them against the
-// vocabulary; the op only rejects negative ids, as it is not told the table's row count).
+// vocabulary; the op only rejects negative ids, as it is not told the table's row count), but for
+// kRowElsewhere: a row another tensor-parallel rank holds, which adds nothing here (ops.h).
 // Backward scatters into the tables; columns are split across threads so that repeated tokens never
 // race and every row's sum is taken in token order (bitwise reproducible for any thread count).
 // Dtypes as on CUDA (embedding.cu): out, table, positions share one type; in backward d_out is
@@ -13,6 +14,7 @@
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/op_checks.h"
+#include "kernels/ops.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
@@ -20,8 +22,10 @@ namespace {
 // The contract's one check of values (ops.h): done here because the CPU reads the ids where they are;
 // the CUDA op cannot without a host round trip (kernels/cuda/embedding.cu).
 void require_tokens_nonnegative(const char* op, const std::int32_t* tokens, std::int64_t N) {
-  const std::int32_t lowest = N > 0 ? *std::min_element(tokens, tokens + N) : 0;
-  if (lowest < 0) fail("cpu", op, "negative token id " + std::to_string(lowest));
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (tokens[n] < 0 && tokens[n] != kRowElsewhere)
+      fail("cpu", op, "negative token id " + std::to_string(tokens[n]));
+  }
 }
 
 }  // namespace
@@ -39,6 +43,13 @@ void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int
 #pragma omp parallel for schedule(static) if (std::int64_t{N} * C >= kParallelMinElements)
   for (std::int64_t n = 0; n < N; ++n) {
     float* orow = o + n * C;
+    if (tok[n] == kRowElsewhere) {  // another tp rank adds the row
+      if (pos)
+        std::copy(pos + (n % T) * C, pos + (n % T + 1) * C, orow);
+      else
+        std::fill(orow, orow + C, 0.0f);
+      continue;
+    }
     const float* trow = tab + std::int64_t{tok[n]} * C;
     if (pos) {
       const float* prow = pos + (n % T) * C;
@@ -68,7 +79,7 @@ void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int
     const std::int64_t width = std::min(kChunk, std::int64_t{C} - c0);
     for (std::int64_t n = 0; n < N; ++n) {
       const float* g = dy + n * C + c0;
-      if (dt) {
+      if (dt && tok[n] != kRowElsewhere) {
         float* trow = dt + std::int64_t{tok[n]} * C + c0;
 #pragma omp simd
         for (std::int64_t c = 0; c < width; ++c) trow[c] += g[c];

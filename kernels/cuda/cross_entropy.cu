@@ -28,6 +28,11 @@ namespace {
 // every bit set means none.
 constexpr unsigned long long kNoBadTarget = ~0ull;
 
+// Records a target >= V (see ctx.bad_target).
+__device__ void record_bad_target(unsigned long long* bad_target, std::int64_t row, std::int32_t target) {
+  atomicMin(bad_target, static_cast<unsigned long long>(row) << 32 | static_cast<std::uint32_t>(target));
+}
+
 // Merges the running (max, sum of exp(x - max)) pair (m2, s2) into (m, s). Equal maxima (including
 // both -inf, an all -inf slice) scale by exactly 1, so no exp(-inf - -inf) = NaN appears; a NaN sum
 // stays NaN.
@@ -67,10 +72,7 @@ __global__ void cross_entropy_kernel(float* losses, E* d_logits, const E* logits
   E* dl = d_logits != nullptr ? d_logits + row * Vp : nullptr;
   if (target < 0 || target >= V) {  // the whole block leaves together: no barrier is skipped
     if (threadIdx.x == 0) {
-      if (target >= V) {
-        atomicMin(bad_target,
-                  static_cast<unsigned long long>(row) << 32 | static_cast<std::uint32_t>(target));
-      }
+      if (target >= V) record_bad_target(bad_target, row, target);
       losses[row] = target < 0 ? 0.0f : __int_as_float(0x7fc00000);
     }
     if (dl != nullptr) {
@@ -105,17 +107,111 @@ __global__ void cross_entropy_kernel(float* losses, E* d_logits, const E* logits
   }
 }
 
+constexpr int kStats = 3;  // per row and shard: max, sum of e^{x - max}, target logit
+
+// One block per row of one vocabulary shard (columns [shard*Vs, (shard+1)*Vs), real below V).
+template <typename E>
+__global__ void shard_stats_kernel(float* stats, const E* logits, const std::int32_t* targets, int V, int Vs,
+                                   int shard, unsigned long long* bad_target) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t target = targets[row];
+  const std::int64_t v0 = std::int64_t{shard} * Vs;
+  const int real = static_cast<int>(min(max(std::int64_t{V} - v0, std::int64_t{0}), std::int64_t{Vs}));
+  const E* x = logits + row * Vs;
+  float m = -INFINITY;
+  float s = 0.0f;
+  for (int v = threadIdx.x; v < real; v += blockDim.x) combine(m, s, to_f32(x[v]), 1.0f);
+  block_max_sum(m, s);
+  if (threadIdx.x != 0) return;
+  if (target >= V) record_bad_target(bad_target, row, target);
+  const std::int64_t t = std::int64_t{target} - v0;
+  float* out = stats + row * kStats;
+  out[0] = m;
+  out[1] = s;
+  out[2] = target >= 0 && target < V && t >= 0 && t < real ? to_f32(x[t]) : 0.0f;
+}
+
+template <typename E>
+__global__ void shard_loss_kernel(float* losses, E* d_logits, const E* logits, const float* all_stats,
+                                  const std::int32_t* targets, int N, int V, int Vs, int shard, int shards,
+                                  float grad_scale, unsigned long long* bad_target) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t target = targets[row];
+  E* dl = d_logits != nullptr ? d_logits + row * Vs : nullptr;
+  if (target < 0 || target >= V) {  // the whole block leaves together
+    if (threadIdx.x == 0) {
+      if (target >= V) record_bad_target(bad_target, row, target);
+      losses[row] = target < 0 ? 0.0f : __int_as_float(0x7fc00000);
+    }
+    if (dl != nullptr) {
+      for (int v = threadIdx.x; v < Vs; v += blockDim.x) store_f32(dl + v, 0.0f);
+    }
+    return;
+  }
+  // Every thread merges the shards' (max, sum) pairs itself: shards is the tp degree, a handful.
+  const std::int64_t stride = std::int64_t{N} * kStats;
+  float m = -INFINITY;
+  float s = 0.0f;
+  for (int r = 0; r < shards; ++r)
+    combine(m, s, all_stats[r * stride + row * kStats], all_stats[r * stride + row * kStats + 1]);
+  const int owner = target / Vs;
+  if (threadIdx.x == 0) losses[row] = logf(s) + m - all_stats[owner * stride + row * kStats + 2];
+  if (dl == nullptr) return;
+  const std::int64_t v0 = std::int64_t{shard} * Vs;
+  const float factor = grad_scale / s;
+  for (int v = threadIdx.x; v < Vs; v += blockDim.x) {
+    float d = 0.0f;
+    if (v0 + v < V) {
+      d = expf(to_f32(logits[row * Vs + v]) - m) * factor;
+      if (v0 + v == target) d -= grad_scale;
+    }
+    store_f32(dl + v, d);
+  }
+}
+
+// Threads per row: about 8 columns each, a multiple of 32 in [32, 512].
+int row_block(int columns) {
+  return std::clamp(((columns + 7) / 8 + 31) / 32 * 32, 32, 512);
+}
+
 }  // namespace
+
+void cross_entropy_shard_stats(const LaunchContext& ctx, Buf stats, Buf logits, Buf targets, int N, int V,
+                               int Vs, int shard) {
+  check_cross_entropy_shard_stats("cuda", stats, logits, targets, N, V, Vs, shard);
+  if (N == 0) return;
+  dispatch_float(logits.dtype, [&](auto* tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    shard_stats_kernel<E><<<static_cast<unsigned>(N), row_block(Vs), 0, ctx.stream>>>(
+        typed<float>(stats), typed<const E>(logits), typed<const std::int32_t>(targets), V, Vs, shard,
+        ctx.bad_target);
+    PTRAIN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void cross_entropy_shard_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_logits, Buf logits,
+                                          Buf all_stats, Buf targets, int N, int V, int Vs, int shard,
+                                          int shards, float grad_scale) {
+  check_cross_entropy_shard_forward_backward("cuda", losses, d_logits, logits, all_stats, targets, N, V, Vs,
+                                             shard, shards);
+  if (N == 0) return;
+  dispatch_float(logits.dtype, [&](auto* tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    shard_loss_kernel<E><<<static_cast<unsigned>(N), row_block(Vs), 0, ctx.stream>>>(
+        typed<float>(losses), typed<E>(d_logits), typed<const E>(logits), typed<const float>(all_stats),
+        typed<const std::int32_t>(targets), N, V, Vs, shard, shards, grad_scale, ctx.bad_target);
+    PTRAIN_CUDA_CHECK_LAUNCH();
+  });
+}
 
 void cross_entropy_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_logits, Buf logits,
                                     Buf targets, int N, int V, int Vp, float grad_scale) {
   check_cross_entropy_forward_backward("cuda", losses, d_logits, logits, targets, N, V, Vp);
   if (N == 0) return;
 
-  const int block = std::clamp(((Vp + 7) / 8 + 31) / 32 * 32, 32, 512);
   dispatch_float(logits.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
-    cross_entropy_kernel<E><<<static_cast<unsigned>(N), block, 0, ctx.stream>>>(
+    cross_entropy_kernel<E><<<static_cast<unsigned>(N), row_block(Vp), 0, ctx.stream>>>(
         typed<float>(losses), typed<E>(d_logits), typed<const E>(logits), typed<const std::int32_t>(targets),
         V, Vp, grad_scale, ctx.bad_target);
     PTRAIN_CUDA_CHECK_LAUNCH();

@@ -11,6 +11,13 @@ namespace ptrain::kernels::cuda {
 void cross_entropy_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_logits, Buf logits,
                                     Buf targets, int N, int V, int Vp, float grad_scale);
 
+// Vocab-parallel cross-entropy (ops.h), never waiting either: a target >= V is recorded as above.
+void cross_entropy_shard_stats(const LaunchContext& ctx, Buf stats, Buf logits, Buf targets, int N, int V,
+                               int Vs, int shard);
+void cross_entropy_shard_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_logits, Buf logits,
+                                          Buf all_stats, Buf targets, int N, int V, int Vs, int shard,
+                                          int shards, float grad_scale);
+
 // The read-back of that record: queue_bad_target_readback before the stream is synchronised, then
 // throw_if_bad_target, which throws std::invalid_argument naming the op, row and target if one was
 // recorded since the last check (and clears the record).

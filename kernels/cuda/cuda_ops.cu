@@ -181,6 +181,16 @@ class CudaOps final : public Ops {
                                       float grad_scale) const override {
     cuda::cross_entropy_forward_backward(ctx(), losses, d_logits, logits, targets, N, V, Vp, grad_scale);
   }
+  void cross_entropy_shard_stats(Buf stats, Buf logits, Buf targets, int N, int V, int Vs,
+                                 int shard) const override {
+    cuda::cross_entropy_shard_stats(ctx(), stats, logits, targets, N, V, Vs, shard);
+  }
+  void cross_entropy_shard_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf all_stats, Buf targets,
+                                            int N, int V, int Vs, int shard, int shards,
+                                            float grad_scale) const override {
+    cuda::cross_entropy_shard_forward_backward(ctx(), losses, d_logits, logits, all_stats, targets, N, V, Vs,
+                                               shard, shards, grad_scale);
+  }
 
   void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int step) const override {

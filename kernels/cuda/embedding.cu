@@ -4,7 +4,9 @@
 //
 // Token ids live on the device, so the op cannot reject a negative id without a host round trip (the
 // CPU op throws): a negative id gives a NaN output row, which the engine's loss check catches, and is
-// skipped in backward. Ids >= the table's rows are the data loader's job (ops.h), as on the CPU.
+// skipped in backward; but for kRowElsewhere, a row another tensor-parallel rank holds (ops.h), which
+// gives the position row alone (or zeros) and is skipped in backward too. Ids >= the table's rows are the
+// data loader's job (ops.h), as on the CPU.
 //
 // Backward is deterministic and bitwise equal to the CPU's F32 sums: every d_table/d_positions element
 // is written by one thread that adds its contributions in token order, starting from the old value.
@@ -24,6 +26,7 @@
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/op_checks.h"
+#include "kernels/ops.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -40,6 +43,10 @@ struct EmbeddingGather {
     const std::int64_t n = i / C;
     const std::int64_t c = i % C;
     const std::int32_t tok = tokens[n];
+    if (tok == kRowElsewhere) {  // another tp rank adds the table row
+      store_f32(out + i, positions != nullptr ? to_f32(positions[(n % T_len) * C + c]) : 0.0f);
+      return;
+    }
     if (tok < 0) {
       store_f32(out + i, __int_as_float(0x7fc00000));  // quiet NaN: a bad id must not pass silently
       return;

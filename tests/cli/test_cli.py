@@ -131,16 +131,19 @@ class ValidateShippedConfigs(unittest.TestCase):
         r = ptrain("validate", tiny)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("valid, would run", r.stdout)
-        r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.pp=1")
+        r = ptrain("validate", tiny, "--set", "parallel.cp=2", "--set", "parallel.pp=1")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
-        sentence = "parallel.tp: tensor parallelism is not executed yet: `ptrain run` refuses parallel.tp = 2"
+        sentence = "parallel.cp: context parallelism is not executed yet: `ptrain run` refuses parallel.cp = 2"
         self.assertIn(sentence, r.stderr)
-        r = ptrain("run", tiny, "--set", "parallel.tp=2", "--set", "parallel.pp=1", "--nproc", "2")
+        r = ptrain("run", tiny, "--set", "parallel.cp=2", "--set", "parallel.pp=1", "--nproc", "2")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(sentence, r.stderr)
-        r = ptrain("validate", tiny, "--set", "backend=cuda")
+        r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true")
+        self.assertIn("parallel.sequence_parallel: sequence parallelism is not executed yet", r.stderr)
+        r = ptrain("validate", tiny, "--set", "backend=cuda", "--set", "parallel.tp=2")
         self.assertIn("parallel.pp: pipeline parallelism runs on the CPU backend only for now", r.stderr)
+        self.assertIn("parallel.tp: tensor parallelism runs on the CPU backend only for now", r.stderr)
 
 
 class ValidateBadInput(unittest.TestCase):
@@ -264,8 +267,9 @@ class Plan(unittest.TestCase):
             self.assertLessEqual(max(rank["total_bytes"] for rank in validated["memory_per_rank"]),
                                  validated["memory"]["device_bytes"])
             # Like validate, plan says what this build's `run` would refuse in the layout it wrote.
-            limited = best["tp"] > 1
-            self.assertEqual("parallel.tp: tensor parallelism is not executed yet" in r.stderr, limited, r.stderr)
+            limited = best["tp"] > 1 and name != "tiny-cpu"  # the CPU backend runs tp
+            self.assertEqual("parallel.tp: tensor parallelism runs on the CPU backend only" in r.stderr, limited,
+                             r.stderr)
             self.assertEqual(any(w["key"] == "parallel.tp" for w in validated["warnings"]), limited)
 
     def test_human_table(self):

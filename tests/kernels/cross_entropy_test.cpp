@@ -101,3 +101,83 @@ TEST_CASE("cross-entropy rejects a target beyond the real vocab", "[cross_entrop
       ops().cross_entropy_forward_backward(buf(losses), none(), buf(logits), buf(targets), 2, 6, 8, 1.0f),
       std::invalid_argument);
 }
+
+namespace {
+
+// The vocab-parallel passes over `shards` column slices of `logits` [N, shards*Vs], with the stats
+// all-gathered by hand as the engine's tp group does: losses (every shard's, which must agree) and
+// the shards' d_logits put back side by side.
+struct ShardedCe {
+  Vec losses, d_logits;
+};
+
+ShardedCe sharded_ce(const Vec& logits, const IVec& targets, int N, int V, int Vs, int shards,
+                     float grad_scale) {
+  const std::size_t width = std::size_t(shards) * Vs;
+  std::vector<Vec> slices(shards, Vec(std::size_t(N) * Vs));
+  for (int r = 0; r < shards; ++r) {
+    for (int n = 0; n < N; ++n) {
+      for (int v = 0; v < Vs; ++v)
+        slices[r][std::size_t(n) * Vs + v] = logits[n * width + std::size_t(r) * Vs + v];
+    }
+  }
+  Vec all_stats = nan_vec(std::size_t(shards) * N * 3);
+  for (int r = 0; r < shards; ++r) {
+    Vec stats = nan_vec(std::size_t(N) * 3);
+    ops().cross_entropy_shard_stats(buf(stats), buf(slices[r]), buf(targets), N, V, Vs, r);
+    std::copy(stats.begin(), stats.end(), all_stats.begin() + std::ptrdiff_t(r) * N * 3);
+  }
+  ShardedCe out{nan_vec(N), nan_vec(N * width)};
+  for (int r = 0; r < shards; ++r) {
+    Vec losses = nan_vec(N);
+    ops().cross_entropy_shard_forward_backward(buf(losses), buf(slices[r]), buf(slices[r]), buf(all_stats),
+                                               buf(targets), N, V, Vs, r, shards, grad_scale);
+    if (r == 0) out.losses = losses;
+    check_close(losses, out.losses, 0.0, 0.0, "every shard computes the same losses");
+    for (int n = 0; n < N; ++n) {
+      for (int v = 0; v < Vs; ++v)
+        out.d_logits[n * width + std::size_t(r) * Vs + v] = slices[r][std::size_t(n) * Vs + v];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("vocab-parallel cross-entropy matches the whole-row op over any shard count",
+          "[cross_entropy][tp]") {
+  const float grad_scale = 0.25f;
+  // V = 13 over Vs-column shards: 2 x 8 (3 padding columns), 4 x 4, 7 x 2 (the last shard all padding).
+  for (const auto& [Vs, shards] : {std::pair{8, 2}, std::pair{4, 4}, std::pair{2, 7}, std::pair{16, 1}}) {
+    const int N = 9, V = 13, Vp = Vs * shards;
+    const Vec logits = padded_logits(N, V, Vp, 7, -6.0f, 6.0f);
+    const IVec targets{0, 12, -1, 5, 7, 8, 3, -100, 11};
+    const CeRef ref = naive_ce(logits, targets, N, V, Vp, grad_scale);
+    const ShardedCe got = sharded_ce(logits, targets, N, V, Vs, shards, grad_scale);
+    check_close(got.losses, ref.losses, 1e-6, 1e-6, "losses");
+    check_close(got.d_logits, ref.d_logits, 1e-7, 1e-5, "d_logits (padding and ignored rows zero)");
+  }
+}
+
+TEST_CASE("vocab-parallel cross-entropy: loss only, and a target >= V is rejected",
+          "[cross_entropy][tp][errors]") {
+  const int N = 2, V = 5, Vs = 3;
+  const Vec logits = random_vec(std::size_t(N) * Vs, 3);
+  const IVec targets{1, 4};
+  Vec stats(std::size_t(N) * 3), all_stats(std::size_t(N) * 6, 0.0f), losses(N);
+  ops().cross_entropy_shard_stats(buf(stats), buf(logits), buf(targets), N, V, Vs, 1);
+  CHECK(stats[2] == 0.0f);           // row 0's target (1) is on shard 0
+  CHECK(stats[5] == logits[3 + 1]);  // row 1's target (4) is shard 1's column 1
+  std::copy(stats.begin(), stats.end(), all_stats.begin() + N * 3);
+  ops().cross_entropy_shard_stats(buf(stats), buf(logits), buf(targets), N, V, Vs, 0);
+  std::copy(stats.begin(), stats.end(), all_stats.begin());
+  ops().cross_entropy_shard_forward_backward(buf(losses), none(), buf(logits), buf(all_stats), buf(targets),
+                                             N, V, Vs, 0, 2, 1.0f);
+  CHECK(std::isfinite(losses[0]));
+  const IVec bad{1, 5};
+  REQUIRE_THROWS_AS(ops().cross_entropy_shard_stats(buf(stats), buf(logits), buf(bad), N, V, Vs, 0),
+                    std::invalid_argument);
+  REQUIRE_THROWS_AS(ops().cross_entropy_shard_forward_backward(
+                        buf(losses), none(), buf(logits), buf(all_stats), buf(targets), N, V, 2, 0, 2, 1.0f),
+                    std::invalid_argument);  // 2 shards of 2 columns do not cover V = 5
+}

@@ -69,3 +69,19 @@ TEST_CASE("embedding rejects negative token ids", "[embedding][errors]") {
   REQUIRE_THROWS_AS(ops().embedding_backward(buf(out), none(), buf(table), buf(tokens), 2, 2, 4),
                     std::invalid_argument);
 }
+
+TEST_CASE("embedding: kRowElsewhere adds no table row (vocab-parallel)", "[embedding][tp]") {
+  const int N = 3, T = 3, C = 2;
+  const IVec tokens{1, ptrain::kernels::kRowElsewhere, 0};
+  const Vec table{1, 2, 3, 4}, positions{10, 20, 30, 40, 50, 60};
+  Vec out = nan_vec(N * C);
+  ops().embedding_forward(buf(out), buf(tokens), buf(table), buf(positions), N, T, C);
+  check_close(out, Vec{13, 24, 30, 40, 51, 62}, 0.0, 0.0, "with positions");
+  ops().embedding_forward(buf(out), buf(tokens), buf(table), none(), N, T, C);
+  check_close(out, Vec{3, 4, 0, 0, 1, 2}, 0.0, 0.0, "without positions");
+  Vec d_table(4, 0.0f), d_positions(6, 0.0f);
+  const Vec d_out{1, 1, 5, 5, 2, 2};
+  ops().embedding_backward(buf(d_table), buf(d_positions), buf(d_out), buf(tokens), N, T, C);
+  check_close(d_table, Vec{2, 2, 1, 1}, 0.0, 0.0, "d_table skips the row held elsewhere");
+  check_close(d_positions, d_out, 0.0, 0.0, "d_positions takes every row");
+}

@@ -121,8 +121,9 @@ TEST_CASE("stage extras") {
   const config::JobSpec spec = small_llama(2, false);
   CHECK(model::total_bytes(model::embedding_saved_activations(spec)) == 16 * 4);  // token ids
   // final norm: input + output sbh (512 B each) + rstd 64 B; logits sb*V/t = 16*32 bf16; targets 16
-  // int32; per-token loss 16 fp32
-  CHECK(model::total_bytes(model::head_saved_activations(spec)) == 2 * 512 + 64 + 16 * 32 * 2 + 16 * 4 + 16 * 4);
+  // int32; per-token loss 16 fp32; the vocab-parallel loss's stats of t = 2 shards, 3 fp32 per token
+  CHECK(model::total_bytes(model::head_saved_activations(spec)) ==
+        2 * 512 + 64 + 16 * 32 * 2 + 16 * 4 + 16 * 4 + 2 * 16 * 3 * 4);
 }
 
 TEST_CASE("backward workspace: recomputed tensors per mode plus the backward temporaries") {

@@ -13,7 +13,7 @@ PTRAIN = ""
 JOB = """\
 name: run-test
 backend: cpu
-model: {{arch: {arch}, layers: 2, hidden: 32, heads: 4, kv_heads: 2, ffn_hidden: 64, vocab: 97, seq_len: 16}}
+model: {{arch: {arch}, layers: 2, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: 2, precision: fp32, seed: 3, recompute: {recompute}}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5}}
 data: {{format: synthetic, eval_every: 10}}
@@ -26,7 +26,8 @@ logging: {{every: 10, metrics: {dir}/metrics.jsonl}}
 def job(d, arch="gpt2", steps=20, recompute="none"):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
-        f.write(JOB.format(arch=arch, steps=steps, recompute=recompute, dir=d))
+        # llama with grouped-query attention; gpt2 has a kv head per query head
+        f.write(JOB.format(arch=arch, kv_heads=2 if arch == "llama" else 4, steps=steps, recompute=recompute, dir=d))
     return path
 
 

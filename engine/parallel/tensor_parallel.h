@@ -1,0 +1,48 @@
+// Tensor parallelism's communication (Megatron-LM, without sequence parallelism): the tp group's
+// collectives at the points where one rank's partial results meet the others'. The model calls it
+// (model/transformer.cpp); which tensors are split how is the parameter registry's business.
+//
+//  - sum_partials: a row-parallel product is a partial sum over the ranks' slices of its inner
+//    dimension. Forward: the attention and MLP output projections, the vocab-parallel embedding.
+//    Backward: the input gradients of the column-parallel layers (q/k/v, MLP up/gate, the LM head).
+//    Every rank ends with the same sum, so what follows (norms, residuals) runs replicated.
+//  - gather_chunks: the vocab-parallel cross-entropy's per-shard statistics.
+//  - kv copies: with fewer kv heads than tp ranks, each kv head's projections are replicated on the
+//    tp / kv_heads consecutive ranks that share it (param_registry.h). Their k/v output gradients
+//    are summed over those ranks (sum_kv_copies), so the copies' weight gradients agree, and only
+//    the first copy passes its k/v input gradient on (first_kv_copy), so the tp sum counts it once.
+//
+// Buffers are in the memory the Comm takes: host memory, or device memory with a Comm that
+// takes_device_memory() (NCCL).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/dist/comm.h"
+#include "kernels/buffer.h"
+
+namespace ptrain::parallel {
+
+class TensorParallel {
+ public:
+  // `kv_copies`: this rank's group of ranks sharing a kv head (nullptr when every rank has its own).
+  TensorParallel(dist::Comm& comm, const dist::Group& tp, const dist::Group* kv_copies);
+
+  int rank() const { return tp_.index; }
+  int size() const { return tp_.size(); }
+  bool first_kv_copy() const { return kv_copies_ == nullptr || kv_copies_->index == 0; }
+
+  // x (n elements, F32 or BF16) summed over the tp group, in place.
+  void sum_partials(kernels::Buf x, std::int64_t n) const;
+  // chunks: size() chunks of `chunk` F32 elements; fills each from the rank of its index.
+  void gather_chunks(kernels::Buf chunks, std::int64_t chunk) const;
+  // x (n elements) summed over the ranks sharing this rank's kv head; nothing without kv copies.
+  void sum_kv_copies(kernels::Buf x, std::int64_t n) const;
+
+ private:
+  dist::Comm& comm_;
+  const dist::Group& tp_;
+  const dist::Group* kv_copies_;
+};
+
+}  // namespace ptrain::parallel
