@@ -48,6 +48,13 @@ class RegistryBuilder {
     p.sequence_parallel_grad = true;
     return p;
   }
+  // A row-parallel layer's bias: replicated on tp, no decay. Added by one tp rank to the full-token
+  // partial sums before they are summed (or scattered) over tp, so its gradient is whole, SP or not.
+  ParamInfo& row_parallel_bias(std::string name, Shape shape, int layer) {
+    ParamInfo& p = add(std::move(name), std::move(shape), Placement::Layer, layer);
+    p.weight_decay = false;
+    return p;
+  }
   // A vocab-parallel [V, h] table (embedding or head).
   ParamInfo& vocab_parallel(std::string name, const config::ModelSpec& m, Placement placement) {
     ParamInfo& p = add(std::move(name), {m.padded_vocab, m.hidden}, placement);
@@ -73,13 +80,13 @@ void add_gpt2(const config::ModelSpec& m, RegistryBuilder& r) {
     qkv_b.tp_fused_parts = 3;
     qkv_b.weight_decay = false;
     r.row(p + "attn.c_proj.weight", {h, h}, i, d);
-    r.norm_like(p + "attn.c_proj.bias", {h}, Placement::Layer, i);
+    r.row_parallel_bias(p + "attn.c_proj.bias", {h}, i);
     r.norm_like(p + "ln_2.weight", {h}, Placement::Layer, i);
     r.norm_like(p + "ln_2.bias", {h}, Placement::Layer, i);
     r.column(p + "mlp.c_fc.weight", {f, h}, i);
     r.column(p + "mlp.c_fc.bias", {f}, i).weight_decay = false;
     r.row(p + "mlp.c_proj.weight", {h, f}, i);
-    r.norm_like(p + "mlp.c_proj.bias", {h}, Placement::Layer, i);
+    r.row_parallel_bias(p + "mlp.c_proj.bias", {h}, i);
   }
   r.norm_like("ln_f.weight", {h}, Placement::FinalNorm);
   r.norm_like("ln_f.bias", {h}, Placement::FinalNorm);

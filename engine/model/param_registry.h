@@ -7,8 +7,9 @@
 //  - column-parallel weights split dim 0 (q/k/v, gate/up, c_attn, c_fc) with their biases;
 //  - row-parallel weights split dim 1 (o_proj, down_proj, c_proj); their biases are replicated;
 //  - embeddings and the LM head are vocab-parallel (dim 0 over the padded vocabulary);
-//  - norms, row-parallel biases and the MoE router are replicated; under sequence parallelism their
-//    gradients are partial sums over the tp group (sequence_parallel_grad);
+//  - norms, row-parallel biases and the MoE router are replicated; under sequence parallelism the
+//    norms' and the router's gradients are partial sums over the tp group (sequence_parallel_grad),
+//    the biases' whole (one tp rank adds them before the sum over tp);
 //  - experts are not tp-split (expert tensor parallel = 1): ep rank e holds experts
 //    [e*E/ep, (e+1)*E/ep) of every MoE layer.
 // Heads are never split: a k/v projection with fewer kv heads than tp ranks is replicated head-wise

@@ -173,7 +173,18 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   ListBuilder temps(x);
   const std::int64_t q = x.tokens() * x.d * x.local_heads, kv = x.tokens() * x.d * x.local_kv_heads;
   const std::int64_t ffn = x.tokens() * x.f / x.t;
-  for (const char* name : {"projection_output", "d_residual", "d_norm", "d_scratch"}) temps.act(name, x.sharded_hidden());
+  // A row-parallel output and a column-parallel input gradient are full-token partial sums before
+  // their sum over tp; under sequence parallelism the residual gradient is this rank's tokens, and
+  // the column-parallel inputs and row-parallel output gradients are all-gathered into full tokens.
+  const std::int64_t full_hidden = x.tokens() * x.h;
+  temps.act("projection_output", full_hidden);
+  temps.act("d_residual", x.sharded_hidden());
+  temps.act("d_norm", full_hidden);
+  temps.act("d_scratch", full_hidden);
+  if (x.seq_shard > 1) {
+    temps.act("sequence_parallel.gathered_input", full_hidden);
+    temps.act("sequence_parallel.gathered_gradient", full_hidden);
+  }
   temps.act("d_attention", q);
   temps.act("d_q", q);
   temps.act("d_k", kv);

@@ -57,6 +57,8 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
     throw std::invalid_argument("Transformer: parallel.tp = " + std::to_string(spec.parallel.tp) +
                                 " needs a tensor-parallel group of that size");
   if (spec.parallel.tp == 1) tp_ = nullptr;
+  sequence_parallel_ = tp_ != nullptr && spec.parallel.sequence_parallel;
+  dims_.Ns = sequence_parallel_ ? dims_.N / spec.parallel.tp : dims_.N;
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)
     throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk.index));
@@ -91,7 +93,7 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     if (counting) layer_bytes_ += count * static_cast<std::int64_t>(kernels::dtype_size(dtype));
     return take_from_arena(count, dtype);
   };
-  const std::int64_t N = d.N, C = d.C, q_cols = static_cast<std::int64_t>(d.Hq) * d.D,
+  const std::int64_t N = d.N, Ns = d.Ns, C = d.C, q_cols = static_cast<std::int64_t>(d.Hq) * d.D,
                      kv_cols = static_cast<std::int64_t>(d.Hkv) * d.D, F = d.F;
   // Takes a layer's tensors; those `recomputed` says are recomputed in backward point into the
   // workspace instead (the workspace itself passes no `recomputed` and takes everything).
@@ -100,18 +102,18 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     auto keep = [&](Buf LayerActs::*field, std::int64_t count) {
       a.*field = drop_norms_and_act ? shared->*field : take(count, act_);
     };
-    keep(&LayerActs::norm1, N * C);
-    if (d.gpt2) a.mean1 = take(N, DType::F32);
-    a.rstd1 = take(N, DType::F32);
+    keep(&LayerActs::norm1, Ns * C);
+    if (d.gpt2) a.mean1 = take(Ns, DType::F32);
+    a.rstd1 = take(Ns, DType::F32);
     a.q = take(N * q_cols, act_);
     a.k = take(N * kv_cols, act_);
     a.v = take(N * kv_cols, act_);
     a.att = take(N * q_cols, act_);
     a.lse = take(static_cast<std::int64_t>(d.B) * d.Hq * d.T, DType::F32);
-    a.x_mid = take(N * C, act_);
-    keep(&LayerActs::norm2, N * C);
-    if (d.gpt2) a.mean2 = take(N, DType::F32);
-    a.rstd2 = take(N, DType::F32);
+    a.x_mid = take(Ns * C, act_);
+    keep(&LayerActs::norm2, Ns * C);
+    if (d.gpt2) a.mean2 = take(Ns, DType::F32);
+    a.rstd2 = take(Ns, DType::F32);
     a.up = take(N * F, act_);
     if (!d.gpt2) a.gate = take(N * F, act_);
     keep(&LayerActs::act, N * F);
@@ -124,8 +126,8 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     g.d_k = take(N * kv_cols, act_);
     g.d_v = take(N * kv_cols, act_);
     if (residual_copies) {
-      g.d_attention = take(N * C, act_);
-      g.d_mlp = take(N * C, act_);
+      g.d_attention = take(Ns * C, act_);
+      g.d_mlp = take(Ns * C, act_);
     }
     g.d_up = take(N * F, act_);
     if (!d.gpt2) g.d_gate = take(N * F, act_);
@@ -139,20 +141,24 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   } else if (recompute_ == config::Recompute::Full) {
     layer_set(ws_.recomputed, false);
   } else if (recompute_ == config::Recompute::Selective) {
-    ws_.recomputed.norm1 = take(N * C, act_);
-    ws_.recomputed.norm2 = take(N * C, act_);
+    ws_.recomputed.norm1 = take(Ns * C, act_);
+    ws_.recomputed.norm2 = take(Ns * C, act_);
     ws_.recomputed.act = take(N * F, act_);
   }
   shared = &ws_.recomputed;
   if (workspace_from_ == nullptr) {
-    ws_.proj_out = take(N * C, act_);
-    ws_.d_res = take(N * C, act_);
+    ws_.proj_out = take(N * C, act_);  // full-token partial sums before the sum over tp
+    ws_.d_res = take(Ns * C, act_);
     ws_.d_norm = take(N * C, act_);
     ws_.d_tmp = take(N * C, act_);
     ws_.d_att = take(N * q_cols, act_);
     if (!d.gpt2) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
     take_output_grads(ws_.outputs, false);
-    if (sends_stage_output(params_.coords())) ws_.stage_out = take(N * C, act_);
+    if (sends_stage_output(params_.coords())) ws_.stage_out = take(Ns * C, act_);
+    if (sequence_parallel_) {
+      ws_.gathered = take(N * C, act_);
+      ws_.d_full = take(N * C, act_);
+    }
   }
 
   slots_.assign(static_cast<size_t>(slots), Slot{});
@@ -160,11 +166,13 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     if (first_) s.tokens = take(N, DType::I32);
     if (last_) s.targets = take(N, DType::I32);
     s.x.resize(static_cast<size_t>(d.layers) + 1);
-    for (Buf& x : s.x) x = &x == &s.x.back() && !last_ ? ws_.stage_out : take(N * C, act_);
+    for (Buf& x : s.x) x = &x == &s.x.back() && !last_ ? ws_.stage_out : take(Ns * C, act_);
     s.layers.resize(static_cast<size_t>(d.layers));
     for (LayerActs& a : s.layers) {
       counting = &s == &slots_.front() && &a == &s.layers.front();
-      if (counting) layer_bytes_ += N * C * static_cast<std::int64_t>(kernels::dtype_size(act_));  // the layer's input, s.x[l]
+      if (counting)
+        layer_bytes_ +=
+            Ns * C * static_cast<std::int64_t>(kernels::dtype_size(act_));  // the layer's input, s.x[l]
       if (recompute_ == config::Recompute::Full)
         a = ws_.recomputed;  // only the layer input is kept
       else
@@ -176,9 +184,9 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
       for (LayerOutputGrads& g : s.output_grads) take_output_grads(g, true);
     }
     if (last_) {
-      s.normf = take(N * C, act_);
-      if (d.gpt2) s.meanf = take(N, DType::F32);
-      s.rstdf = take(N, DType::F32);
+      s.normf = take(Ns * C, act_);
+      if (d.gpt2) s.meanf = take(Ns, DType::F32);
+      s.rstdf = take(Ns, DType::F32);
       s.logits = take(N * d.Vp, act_);
       s.losses = take(N, DType::F32);
       if (tp_ != nullptr) s.loss_stats = take(static_cast<std::int64_t>(tp_->size()) * N * 3, DType::F32);
@@ -233,26 +241,27 @@ Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads)
 
 void Transformer::norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b) {
   if (dims_.gpt2)
-    ops_.layernorm_forward(out, mean, rstd, in, params_.param(w), params_.param(b), dims_.N, dims_.C, dims_.eps);
+    ops_.layernorm_forward(out, mean, rstd, in, params_.param(w), params_.param(b), dims_.Ns, dims_.C,
+                           dims_.eps);
   else
-    ops_.rmsnorm_forward(out, rstd, in, params_.param(w), dims_.N, dims_.C, dims_.eps);
+    ops_.rmsnorm_forward(out, rstd, in, params_.param(w), dims_.Ns, dims_.C, dims_.eps);
 }
 
 void Transformer::norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w,
                                 const std::string& b) {
   if (dims_.gpt2)
-    ops_.layernorm_backward(d_in, params_.grad(w), params_.grad(b), d_out, in, params_.param(w), mean, rstd, dims_.N,
-                            dims_.C);
+    ops_.layernorm_backward(d_in, params_.grad(w), params_.grad(b), d_out, in, params_.param(w), mean, rstd,
+                            dims_.Ns, dims_.C);
   else
-    ops_.rmsnorm_backward(d_in, params_.grad(w), d_out, in, params_.param(w), rstd, dims_.N, dims_.C);
+    ops_.rmsnorm_backward(d_in, params_.grad(w), d_out, in, params_.param(w), rstd, dims_.Ns, dims_.C);
 }
 
 void Transformer::add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into) {
   if (dims_.gpt2)
     ops_.add_layernorm_forward(x_out, into.out, into.mean, into.rstd, a, b, params_.param(into.weight),
-                               params_.param(into.bias), dims_.N, dims_.C, dims_.eps);
+                               params_.param(into.bias), dims_.Ns, dims_.C, dims_.eps);
   else
-    ops_.add_rmsnorm_forward(x_out, into.out, into.rstd, a, b, params_.param(into.weight), dims_.N, dims_.C,
+    ops_.add_rmsnorm_forward(x_out, into.out, into.rstd, a, b, params_.param(into.weight), dims_.Ns, dims_.C,
                              dims_.eps);
 }
 
@@ -264,45 +273,47 @@ Transformer::NormInto Transformer::norm1_of(int slot_layer, Slot& s) const {
 }
 
 // From the norm1 output to the attention output projection (in ws_.proj_out).
-void Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
+Buf Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  ops_.linear_forward(a.q, a.norm1, w.wq, w.bq, d.N, q_cols, d.C);
-  ops_.linear_forward(a.k, a.norm1, w.wk, w.bk, d.N, kv_cols, d.C);
-  ops_.linear_forward(a.v, a.norm1, w.wv, w.bv, d.N, kv_cols, d.C);
+  const Buf in = gather_tokens(a.norm1, ws_.gathered);
+  ops_.linear_forward(a.q, in, w.wq, w.bq, d.N, q_cols, d.C);
+  ops_.linear_forward(a.k, in, w.wk, w.bk, d.N, kv_cols, d.C);
+  ops_.linear_forward(a.v, in, w.wv, w.bv, d.N, kv_cols, d.C);
   if (!d.gpt2) {
     ops_.rope_forward(a.q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
     ops_.rope_forward(a.k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
   }
   ops_.attention_forward(a.att, a.lse, a.q, a.k, a.v, d.B, d.T, d.Hq, d.Hkv, d.D);
   ops_.linear_forward(ws_.proj_out, a.att, w.wo, row_parallel_bias(w.bo), d.N, d.C, q_cols);
-  sum_over_tp(ws_.proj_out, static_cast<std::int64_t>(d.N) * d.C);
+  return reduce_tokens(ws_.proj_out);
 }
 
 // From the norm2 output to the MLP output projection (in ws_.proj_out).
-void Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
+Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
+  const Buf in = gather_tokens(a.norm2, ws_.gathered);
   if (d.gpt2) {
-    ops_.linear_gelu_forward(a.act, a.up, a.norm2, w.w_up, w.b_up, d.N, d.F, d.C);
+    ops_.linear_gelu_forward(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
   } else {
-    ops_.linear_forward(a.up, a.norm2, w.w_up, w.b_up, d.N, d.F, d.C);
-    ops_.linear_forward(a.gate, a.norm2, w.w_gate, Buf{}, d.N, d.F, d.C);
+    ops_.linear_forward(a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
+    ops_.linear_forward(a.gate, in, w.w_gate, Buf{}, d.N, d.F, d.C);
     ops_.swiglu_forward(a.act, a.gate, a.up, nf);
   }
   ops_.linear_forward(ws_.proj_out, a.act, w.w_down, row_parallel_bias(w.b_down), d.N, d.C, d.F);
-  sum_over_tp(ws_.proj_out, static_cast<std::int64_t>(d.N) * d.C);
+  return reduce_tokens(ws_.proj_out);
 }
 
 void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
                                 int next_unit) {
-  attention_forward(w, a);
-  add_norm_forward(a.x_mid, x_in, ws_.proj_out, {a.norm2, a.mean2, a.rstd2, w.norm2_w, w.norm2_b});
-  mlp_forward(w, a);
-  if (next == nullptr) return ops_.add(x_out, a.x_mid, ws_.proj_out, static_cast<std::int64_t>(dims_.N) * dims_.C);
+  const Buf attention = attention_forward(w, a);
+  add_norm_forward(a.x_mid, x_in, attention, {a.norm2, a.mean2, a.rstd2, w.norm2_w, w.norm2_b});
+  const Buf mlp = mlp_forward(w, a);
+  if (next == nullptr) return ops_.add(x_out, a.x_mid, mlp, static_cast<std::int64_t>(dims_.Ns) * dims_.C);
   // This layer's weights are no longer read: the next unit may take their place (ZeRO-3 windows).
   announce_forward(next_unit);
-  add_norm_forward(x_out, a.x_mid, ws_.proj_out, *next);
+  add_norm_forward(x_out, a.x_mid, mlp, *next);
 }
 
 void Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch) {
@@ -330,32 +341,35 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
+  const std::int64_t mine = static_cast<std::int64_t>(d.Ns) * d.C;  // this rank's residual stream
   // A linear layer's weight gradient now, or (keep) its output gradient for weight_grad.
   auto now = [&](Buf grad) { return keep == nullptr ? grad : Buf{}; };
   const LayerOutputGrads& g = keep == nullptr ? ws_.outputs : *keep;
   // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
   // MLP branch
-  if (keep != nullptr) ops_.convert(keep->d_mlp, ws_.d_res, nc);
+  if (keep != nullptr) ops_.convert(keep->d_mlp, ws_.d_res, mine);
+  const Buf d_mlp_out = gather_tokens(ws_.d_res, ws_.d_full);
+  const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
   const Buf d_up = g.d_up;
   if (d.gpt2) {
-    ops_.linear_backward_gelu(d_up, now(w.g_down), now(w.g_b_down), ws_.d_res, a.act, w.w_down, a.up, d.N,
+    ops_.linear_backward_gelu(d_up, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, a.up, d.N,
                               d.C, d.F);
-    ops_.linear_backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, a.norm2, w.w_up, d.N, d.F, d.C);
+    ops_.linear_backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, up_in, w.w_up, d.N, d.F, d.C);
   } else {
     const Buf d_gate = g.d_gate;
-    ops_.linear_backward(ws_.d_act, now(w.g_down), now(w.g_b_down), ws_.d_res, a.act, w.w_down, d.N, d.C,
+    ops_.linear_backward(ws_.d_act, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, d.N, d.C,
                          d.F);
     ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
-    ops_.linear_backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, a.norm2, w.w_gate, d.N, d.F, d.C);
-    ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, a.norm2, w.w_up, d.N, d.F, d.C);
+    ops_.linear_backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+    ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
     ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
   }
-  sum_over_tp(ws_.d_norm, nc);
-  norm_backward(ws_.d_res, ws_.d_norm, a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
+  norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
   // Attention branch
-  if (keep != nullptr) ops_.convert(keep->d_attention, ws_.d_res, nc);
+  if (keep != nullptr) ops_.convert(keep->d_attention, ws_.d_res, mine);
+  const Buf d_attention_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf d_q = g.d_q, d_k = g.d_k, d_v = g.d_v;
-  ops_.linear_backward(ws_.d_att, now(w.g_wo), now(w.g_bo), ws_.d_res, a.att, w.wo, d.N, d.C, q_cols);
+  ops_.linear_backward(ws_.d_att, now(w.g_wo), now(w.g_bo), d_attention_out, a.att, w.wo, d.N, d.C, q_cols);
   ops_.attention_backward(d_q, d_k, d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse, d.B, d.T, d.Hq, d.Hkv, d.D);
   if (!d.gpt2) {
     ops_.rope_backward(d_q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
@@ -370,25 +384,30 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
     tp_->sum_kv_copies(d_v, kv_elements);
   }
   const Buf d_in_kv = passes_kv ? ws_.d_tmp : Buf{};
-  ops_.linear_backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, a.norm1, w.wq, d.N, q_cols, d.C);
-  ops_.linear_backward(d_in_kv, now(w.g_wk), now(w.g_bk), d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
+  const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
+  ops_.linear_backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, qkv_in, w.wq, d.N, q_cols, d.C);
+  ops_.linear_backward(d_in_kv, now(w.g_wk), now(w.g_bk), d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
   if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
-  ops_.linear_backward(d_in_kv, now(w.g_wv), now(w.g_bv), d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
+  ops_.linear_backward(d_in_kv, now(w.g_wv), now(w.g_bv), d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
   if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
-  sum_over_tp(ws_.d_norm, nc);
-  norm_backward(ws_.d_res, ws_.d_norm, x_in, a.mean1, a.rstd1, w.norm1_w, w.norm1_b);
+  norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), x_in, a.mean1, a.rstd1, w.norm1_w, w.norm1_b);
 }
 
 void Transformer::layer_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  ops_.linear_backward(Buf{}, w.g_down, w.g_b_down, g.d_mlp, a.act, w.w_down, d.N, d.C, d.F);
-  if (!d.gpt2) ops_.linear_backward(Buf{}, w.g_gate, Buf{}, g.d_gate, a.norm2, w.w_gate, d.N, d.F, d.C);
-  ops_.linear_backward(Buf{}, w.g_up, w.g_b_up, g.d_up, a.norm2, w.w_up, d.N, d.F, d.C);
-  ops_.linear_backward(Buf{}, w.g_wo, w.g_bo, g.d_attention, a.att, w.wo, d.N, d.C, q_cols);
-  ops_.linear_backward(Buf{}, w.g_wq, w.g_bq, g.d_q, a.norm1, w.wq, d.N, q_cols, d.C);
-  ops_.linear_backward(Buf{}, w.g_wk, w.g_bk, g.d_k, a.norm1, w.wk, d.N, kv_cols, d.C);
-  ops_.linear_backward(Buf{}, w.g_wv, w.g_bv, g.d_v, a.norm1, w.wv, d.N, kv_cols, d.C);
+  // Sequence parallelism: the kept residual gradients and the norm outputs are this rank's tokens.
+  ops_.linear_backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down, d.N,
+                       d.C, d.F);
+  const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
+  if (!d.gpt2) ops_.linear_backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+  ops_.linear_backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
+  ops_.linear_backward(Buf{}, w.g_wo, w.g_bo, gather_tokens(g.d_attention, ws_.d_full), a.att, w.wo, d.N, d.C,
+                       q_cols);
+  const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
+  ops_.linear_backward(Buf{}, w.g_wq, w.g_bq, g.d_q, qkv_in, w.wq, d.N, q_cols, d.C);
+  ops_.linear_backward(Buf{}, w.g_wk, w.g_bk, g.d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
+  ops_.linear_backward(Buf{}, w.g_wv, w.g_bv, g.d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
 }
 
 std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets,
@@ -400,9 +419,12 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
     ops_.copy_to_device(s.tokens, tp_ == nullptr ? tokens : shard_token_ids(tokens), id_bytes);
     announce_forward(params_.embedding_unit());
     // Vocab-parallel: each rank adds its rows, tp rank 0 the positions too, and the sum is the embedding.
+    // Under sequence parallelism the rows are summed and scattered from the full-token workspace.
     const Buf positions = d.gpt2 ? row_parallel_bias(params_.param("wpe.weight")) : Buf{};
-    ops_.embedding_forward(s.x[0], s.tokens, params_.param(wte), positions, d.N, d.T, d.C);
-    sum_over_tp(s.x[0], static_cast<std::int64_t>(d.N) * d.C);
+    const Buf embedded = sequence_parallel_ ? ws_.proj_out : s.x[0];
+    ops_.embedding_forward(embedded, s.tokens, params_.param(wte), positions, d.N, d.T, d.C);
+    const Buf summed = reduce_tokens(embedded);
+    if (summed.ptr != s.x[0].ptr) ops_.copy(s.x[0], summed, static_cast<std::size_t>(boundary_bytes()));
   }  // else s.x[0] holds what the previous stage sent
   if (last_) ops_.copy_to_device(s.targets, targets, id_bytes);
   // Every residual add is fused with the norm that reads its sum: the first norm alone, then each
@@ -428,7 +450,7 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   const std::string head_weight = head_name();
   if (head_weight == wte) announce_forward(params_.embedding_unit());
   const Buf head = params_.param(head_weight);
-  ops_.linear_forward(s.logits, s.normf, head, Buf{}, d.N, d.Vp, d.C);
+  ops_.linear_forward(s.logits, gather_tokens(s.normf, ws_.gathered), head, Buf{}, d.N, d.Vp, d.C);
   cross_entropy(s, with_grad, grad_scale);
 
   ops_.sum(loss_sum, s.losses, d.N);  // ignored targets have loss 0
@@ -454,6 +476,25 @@ void Transformer::cross_entropy(Slot& s, bool with_grad, float grad_scale) {
 
 void Transformer::sum_over_tp(Buf x, std::int64_t n) const {
   if (tp_ != nullptr) tp_->sum_partials(x, n);
+}
+
+Buf Transformer::reduce_tokens(Buf full) {
+  const std::int64_t mine = static_cast<std::int64_t>(dims_.Ns) * dims_.C;
+  if (!sequence_parallel_) {
+    sum_over_tp(full, mine);
+    return full;
+  }
+  tp_->sum_scatter(full, mine);
+  return runtime::advance(full, tp_rank() * mine);
+}
+
+Buf Transformer::gather_tokens(Buf mine, Buf full) {
+  if (!sequence_parallel_) return mine;
+  const std::int64_t n = static_cast<std::int64_t>(dims_.Ns) * dims_.C;
+  ops_.copy(runtime::advance(full, tp_rank() * n), mine,
+            static_cast<std::size_t>(n) * kernels::dtype_size(act_));
+  tp_->gather_chunks(full, n);
+  return full;
 }
 
 const std::int32_t* Transformer::shard_token_ids(const std::int32_t* tokens) {
@@ -490,7 +531,7 @@ void Transformer::backward(int slot_index) {
   const auto& d = dims_;
   Slot& s = slots_.at(static_cast<size_t>(slot_index));
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
-  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C;
+  const std::int64_t mine = static_cast<std::int64_t>(d.Ns) * d.C;  // this rank's residual stream
   // With split weight gradients the units stay open until weight_grad().
   auto done = [&](int unit) {
     if (!split_weight_grad_) announce_done(unit);
@@ -502,11 +543,10 @@ void Transformer::backward(int slot_index) {
     if (tied) announce_backward(params_.embedding_unit());
     // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
     ops_.linear_backward(ws_.d_norm, split_weight_grad_ ? Buf{} : params_.grad(head), Buf{}, s.logits,
-                         s.normf, params_.param(head), d.N, d.Vp, d.C);
-    sum_over_tp(ws_.d_norm, nc);
-    ops_.fill(ws_.d_res, 0.0f, nc);
-    norm_backward(ws_.d_res, ws_.d_norm, s.x.back(), s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
-                  name("ln_f.bias", ""));
+                         gather_tokens(s.normf, ws_.gathered), params_.param(head), d.N, d.Vp, d.C);
+    ops_.fill(ws_.d_res, 0.0f, mine);
+    norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), s.x.back(), s.meanf, s.rstdf,
+                  name("ln_f.weight", "model.norm.weight"), name("ln_f.bias", ""));
     done(params_.final_unit());
     // A copy of the tied embedding on the last of several stages is done with here.
     if (tied && !first_) done(params_.embedding_unit());
@@ -522,8 +562,8 @@ void Transformer::backward(int slot_index) {
   }
   if (!first_) return;  // ws_.d_res is the input's gradient (input_grad())
   announce_backward(params_.embedding_unit());
-  ops_.embedding_backward(params_.grad(wte), d.gpt2 ? params_.grad("wpe.weight") : Buf{}, ws_.d_res, s.tokens, d.N,
-                          d.T, d.C);
+  ops_.embedding_backward(params_.grad(wte), d.gpt2 ? params_.grad("wpe.weight") : Buf{},
+                          gather_tokens(ws_.d_res, ws_.d_full), s.tokens, d.N, d.T, d.C);
   done(params_.embedding_unit());
 }
 
@@ -538,8 +578,8 @@ void Transformer::weight_grad(int slot_index) {
     const bool tied = head == wte;
     announce_backward(params_.final_unit());
     if (tied) announce_backward(params_.embedding_unit());
-    ops_.linear_backward(Buf{}, params_.grad(head), Buf{}, s.logits, s.normf, params_.param(head), d.N, d.Vp,
-                         d.C);
+    ops_.linear_backward(Buf{}, params_.grad(head), Buf{}, s.logits, gather_tokens(s.normf, ws_.gathered),
+                         params_.param(head), d.N, d.Vp, d.C);
     announce_done(params_.final_unit());
     if (tied && !first_) announce_done(params_.embedding_unit());
   }

@@ -10,7 +10,11 @@
 // meet): q/k/v and MLP up/gate are column-parallel (this rank's heads, its slice of the MLP), the
 // output projections row-parallel (their replicated biases added by tp rank 0 only), the embedding
 // and the LM head vocab-parallel (this rank's rows of the padded vocabulary; the loss is the
-// vocab-parallel cross-entropy). Everything between them runs replicated on the tp ranks.
+// vocab-parallel cross-entropy). Everything between them runs replicated on the tp ranks, or, under
+// sequence parallelism, on each rank's N / tp tokens of the residual stream (norms, residual adds,
+// what crosses a stage boundary), all-gathered into the column-parallel layers and reduce-scattered
+// out of the row-parallel ones; the norms' weight gradients are then partial sums over tp, which
+// ZeRO sums before its own reduction.
 //
 // A chunk that is not the first starts from the activations an earlier stage sent (input(slot)); one
 // that is not the last ends at its last layer's residual output (output(), to send at once), and its
@@ -40,6 +44,7 @@ namespace ptrain::model {
 struct ModelDims {
   bool gpt2 = true;
   int B = 1, T = 1, N = 1;  // micro batch, sequence, tokens (B*T)
+  int Ns = 1;               // tokens of the residual stream here: N, or N / tp under sequence parallelism
   int C = 1, Hq = 1, Hkv = 1, D = 1, F = 1;
   int V = 1, Vp = 1;        // real and padded vocabulary
   int layers = 0;           // layers of this stage
@@ -70,7 +75,7 @@ class Transformer {
   bool last_stage() const { return last_; }    // computes the loss
   // Activations (and their gradients) crossing a stage boundary: [B*T, C] in activation_dtype().
   kernels::DType activation_dtype() const { return act_; }
-  std::int64_t boundary_elements() const { return static_cast<std::int64_t>(dims_.N) * dims_.C; }
+  std::int64_t boundary_elements() const { return static_cast<std::int64_t>(dims_.Ns) * dims_.C; }
   std::size_t boundary_bytes() const;
   // Where a later chunk receives its input before forward(slot).
   kernels::Buf input(int slot) const;
@@ -161,7 +166,8 @@ class Transformer {
     Buf d_att;                             // [N, Hq*D]
     Buf d_act;                             // [N,F] llama only (SwiGLU)
     LayerOutputGrads outputs;  // the layer's d_q, d_k, d_v, d_up, d_gate (d_attention, d_mlp: d_res)
-    Buf stage_out;                         // [N,C] a chunk that is not the last: its output, until sent
+    Buf stage_out;             // [Ns,C] a chunk that is not the last: its output, until sent
+    Buf gathered, d_full;      // sequence parallelism: [N, C] all-gathered norm outputs and gradients
   };
 
   // A norm applied to a residual stream: where its output and statistics go, and its parameters'
@@ -176,8 +182,10 @@ class Transformer {
   std::int64_t run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
                            float grad_scale, Buf loss_sum);
   LayerWeights layer_weights(int layer, bool with_grads) const;
-  void attention_forward(const LayerWeights& w, LayerActs& a);
-  void mlp_forward(const LayerWeights& w, LayerActs& a);
+  // Return the branch's output to add to the residual stream: this rank's tokens of the summed
+  // output projection (in ws_.proj_out).
+  Buf attention_forward(const LayerWeights& w, LayerActs& a);
+  Buf mlp_forward(const LayerWeights& w, LayerActs& a);
   // The layer from its norm1 output (a.norm1, already computed from x_in) to x_out = its residual
   // output. With `next`, the final residual add is fused with the norm that reads x_out (the next
   // layer's norm1, or the final norm), announcing `next_unit` first; without, x_out is only added.
@@ -199,6 +207,12 @@ class Transformer {
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
   // Partial sums of a row-parallel product (or of a column-parallel input gradient) summed over tp.
   void sum_over_tp(Buf x, std::int64_t n) const;
+  // The [N, C] partial sums in `full` summed over tp: this rank's [Ns, C] tokens of the sum
+  // (reduce-scatter, in place) under sequence parallelism, else all of it (all-reduce).
+  Buf reduce_tokens(Buf full);
+  // The full-token [N, C] tensor of which `mine` is this rank's [Ns, C] part: all-gathered into
+  // `full` under sequence parallelism, else `mine` itself.
+  Buf gather_tokens(Buf mine, Buf full);
   // A row-parallel layer's replicated bias: added by tp rank 0 only, before the sum over tp.
   Buf row_parallel_bias(Buf bias) const { return tp_rank() == 0 ? bias : Buf{}; }
   // The token ids as rows of this rank's vocabulary shard (kernels::kRowElsewhere if another's).
@@ -212,6 +226,7 @@ class Transformer {
   const Transformer* workspace_from_;
   bool split_weight_grad_;
   const parallel::TensorParallel* tp_;
+  bool sequence_parallel_ = false;
   std::vector<std::int32_t> shard_ids_;  // host: shard_token_ids' result
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
   std::vector<int> layer_ids_;    // global index of each layer of the chunk

@@ -185,7 +185,19 @@ void ZeroOptimizer::on_host(const dist::Group& g, void* data, std::size_t bytes,
   ops_.copy_to_device({data, DType::F32}, staging_.data(), bytes);
 }
 
+void ZeroOptimizer::sum_sequence_parallel_grads(float* grads, int unit) {
+  if (model_groups_.tensor == nullptr || !spec_.parallel.sequence_parallel) return;
+  const std::int64_t begin = store_.units()[static_cast<size_t>(unit)].begin;
+  for (const model::ParamSlot& slot : store_.slots()) {
+    if (slot.unit != unit || !slot.local.info->sequence_parallel_grad) continue;
+    const auto n = static_cast<std::size_t>(slot.numel);
+    on_host(*model_groups_.tensor, grads + (slot.offset - begin), n * sizeof(float),
+            [&](void* p) { comm_.all_reduce(*model_groups_.tensor, static_cast<float*>(p), n); });
+  }
+}
+
 void ZeroOptimizer::reduce(float* grads, int unit) {
+  sum_sequence_parallel_grads(grads, unit);
   const std::int64_t size = unit_size(unit);
   Buf data = f32(grads);
   if (reduce_staging_.size() > 0) {

@@ -66,8 +66,9 @@ struct ZeroBytes {
 
 // The model-parallel groups around one data-parallel group. The gradient norm is summed over the tp
 // group (tp > 1; each element counted once: replicated tensors on tp rank 0, model::first_tp_copy)
-// and the pp group (pp > 1). With a tied head and pp > 1, the embedding group (this rank's first and
-// last stage) is where the two copies of the word embedding sum their gradients before the
+// and the pp group (pp > 1). Under sequence parallelism the norms' gradients are summed over the tp
+// group before the data-parallel reduction. With a tied head and pp > 1, the embedding group (this rank's
+// first and last stage) is where the two copies of the word embedding sum their gradients before the
 // data-parallel reduction, once the step's backward is done (Megatron), so that both stay equal.
 struct ModelParallelGroups {
   const dist::Group* tensor = nullptr;
@@ -153,6 +154,9 @@ class ZeroOptimizer final : public model::UnitHooks {
     float* grads;
   };
   void finish(const PendingReduction& p);  // joins and completes the reduction
+  // Sequence parallelism: the unit's norm gradients (`grads` = the unit's start), partial sums over
+  // the tp ranks' tokens, summed over tp before the data-parallel reduction.
+  void sum_sequence_parallel_grads(float* grads, int unit);
   // Completes the pending reductions working on `buffer` (all of them for nullptr).
   void settle(const void* buffer = nullptr);
   // Stage 3: starts gathering the unit's parameters into its window unless they are there; with

@@ -35,6 +35,10 @@ void TensorParallel::gather_chunks(kernels::Buf chunks, std::int64_t chunk) cons
   comm_.all_gather(tp_, chunks.ptr, static_cast<std::size_t>(chunk), elem_type(chunks.dtype));
 }
 
+void TensorParallel::sum_scatter(kernels::Buf chunks, std::int64_t chunk) const {
+  comm_.reduce_scatter(tp_, chunks.ptr, static_cast<std::size_t>(chunk), elem_type(chunks.dtype));
+}
+
 void TensorParallel::sum_kv_copies(kernels::Buf x, std::int64_t n) const {
   if (kv_copies_ != nullptr)
     comm_.all_reduce(*kv_copies_, x.ptr, static_cast<std::size_t>(n), elem_type(x.dtype));

@@ -1,12 +1,16 @@
-// Tensor parallelism's communication (Megatron-LM, without sequence parallelism): the tp group's
-// collectives at the points where one rank's partial results meet the others'. The model calls it
-// (model/transformer.cpp); which tensors are split how is the parameter registry's business.
+// Tensor parallelism's communication (Megatron-LM): the tp group's collectives at the points where
+// one rank's partial results meet the others'. The model calls it (model/transformer.cpp); which
+// tensors are split how is the parameter registry's business.
 //
 //  - sum_partials: a row-parallel product is a partial sum over the ranks' slices of its inner
 //    dimension. Forward: the attention and MLP output projections, the vocab-parallel embedding.
 //    Backward: the input gradients of the column-parallel layers (q/k/v, MLP up/gate, the LM head).
 //    Every rank ends with the same sum, so what follows (norms, residuals) runs replicated.
-//  - gather_chunks: the vocab-parallel cross-entropy's per-shard statistics.
+//  - Under sequence parallelism the residual stream between those layers is split by tokens
+//    instead: sum_scatter (reduce-scatter) replaces the sum, each rank keeping its tokens' part, and
+//    gather_chunks (all-gather) rebuilds the full-token input of a column-parallel layer (and, in
+//    backward, the full-token gradient of a row-parallel one).
+//  - gather_chunks also collects the vocab-parallel cross-entropy's per-shard statistics.
 //  - kv copies: with fewer kv heads than tp ranks, each kv head's projections are replicated on the
 //    tp / kv_heads consecutive ranks that share it (param_registry.h). Their k/v output gradients
 //    are summed over those ranks (sum_kv_copies), so the copies' weight gradients agree, and only
@@ -34,8 +38,10 @@ class TensorParallel {
 
   // x (n elements, F32 or BF16) summed over the tp group, in place.
   void sum_partials(kernels::Buf x, std::int64_t n) const;
-  // chunks: size() chunks of `chunk` F32 elements; fills each from the rank of its index.
+  // chunks: size() chunks of `chunk` elements (F32 or BF16); fills each from the rank of its index.
   void gather_chunks(kernels::Buf chunks, std::int64_t chunk) const;
+  // chunks: as above; chunk rank() becomes the sum over the tp group of every rank's chunk rank().
+  void sum_scatter(kernels::Buf chunks, std::int64_t chunk) const;
   // x (n elements) summed over the ranks sharing this rank's kv head; nothing without kv copies.
   void sum_kv_copies(kernels::Buf x, std::int64_t n) const;
 

@@ -41,12 +41,17 @@ void append(std::vector<Collective>& to, const std::vector<Collective>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
 
-// Tensor-parallel collectives of `layers` layers, one direction.
-std::vector<Collective> tp_layers(const config::JobSpec& spec, const Messages& msg, int layers) {
+// Tensor-parallel collectives of `layers` layers' forward or backward: per layer two all-reduces
+// (the output projections' partial sums; in backward the column-parallel input gradients), or under
+// SP an all-gather before and a reduce-scatter after each pair of GEMMs, and in backward two more
+// all-gathers: the column-parallel inputs again (kept sharded) and the row-parallel output
+// gradients (Megatron; what model/transformer.cpp does).
+std::vector<Collective> tp_layers(const config::JobSpec& spec, const Messages& msg, int layers,
+                                  bool backward) {
   const int t = spec.parallel.tp;
   if (t == 1 || layers == 0) return {};
   if (spec.parallel.sequence_parallel) {
-    return {{CollectiveKind::AllGather, msg.hidden, t, 2.0 * layers},
+    return {{CollectiveKind::AllGather, msg.hidden, t, (backward ? 4.0 : 2.0) * layers},
             {CollectiveKind::ReduceScatter, msg.hidden, t, 2.0 * layers}};
   }
   return {{CollectiveKind::AllReduce, msg.hidden, t, 2.0 * layers}};
@@ -97,15 +102,20 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
   StageComm c;
 
-  c.tp_forward = tp_layers(spec, msg, layers);
-  c.tp_backward = tp_layers(spec, msg, full ? 2 * layers : layers);
+  c.tp_forward = tp_layers(spec, msg, layers, false);
+  c.tp_backward = tp_layers(spec, msg, layers, true);
+  if (full) append(c.tp_backward, c.tp_forward);
+  // kv heads replicated on t / kv_heads ranks: their k and v output gradients are summed over them.
+  if (t > spec.model.kv_heads && layers > 0)
+    c.tp_backward.push_back({CollectiveKind::AllReduce, msg.kv / 2, t / spec.model.kv_heads, 2.0 * layers});
   if (t > 1 && virtual_stage == 0) {  // vocab-parallel embedding
     c.tp_forward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
     if (sp) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
   }
   if (t > 1 && virtual_stage == last_stage) {  // LM head and vocab-parallel cross-entropy
     if (sp) c.tp_forward.push_back({CollectiveKind::AllGather, msg.hidden, t});
-    c.tp_forward.push_back({CollectiveKind::AllReduce, msg.loss_stats, t});
+    c.tp_forward.push_back({CollectiveKind::AllGather, t * msg.loss_stats, t});   // every shard's
+    if (sp) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});  // the head's input again
     c.tp_backward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
   }
 

@@ -54,11 +54,8 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
   const config::ParallelSpec& p = spec.parallel;
   const config::ModelSpec& m = spec.model;
   const BytesPerElement bytes = bytes_per_element(spec.train.precision);
-  const double tokens = static_cast<double>(spec.train.micro_batch) * m.seq_len / p.cp;
-  const double hidden = tokens * m.hidden * bytes.activation;
   double sum = 0;
   if (p.pp > 1) sum += held.send_buffers * bytes_sent(pipeline_message(spec));
-  if (p.tp > 1 && p.sequence_parallel) sum += hidden;
   if (p.tp * p.cp * p.dp / p.ep > 1 && params.expert > 0)
     sum += std::min(kGradBucketElements, static_cast<double>(params.expert)) * bytes.grad;
   if (p.zero >= 2) sum += static_cast<double>(params.window_elements()) * bytes.grad;

@@ -17,11 +17,6 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu)
   if (spec.model.arch == config::Arch::Mixtral)
     limits.push_back({"model.arch", "MoE layers (mixtral) are not executed yet: `ptrain run` refuses them",
                       "use arch gpt2 or llama to train now"});
-  if (p.tp > 1 && p.sequence_parallel)
-    limits.push_back(
-        {"parallel.sequence_parallel",
-         "sequence parallelism is not executed yet: `ptrain run` runs tensor parallelism without it",
-         "set sequence_parallel: false to train this job now"});
   if (p.pp > 1 && on_gpu)
     limits.push_back({"parallel.pp", "pipeline parallelism runs on the CPU backend only for now",
                       "set backend: cpu, or pp: 1 on the GPU"});

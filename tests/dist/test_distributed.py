@@ -20,7 +20,7 @@ JOB = """\
 name: dist-test
 backend: cpu
 model: {{arch: {arch}, layers: {layers}, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16}}
-parallel: {{zero: {zero}, pp: {pp}, tp: {tp}}}
+parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, sequence_parallel: {sp}}}
 schedule: {{kind: {schedule}, virtual_stages: {vpp}, layers_per_stage: {layers_per_stage}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp32, seed: 5, recompute: selective}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
@@ -33,11 +33,11 @@ comm: {{timeout_s: {timeout}}}
 
 
 def job(d, dp=1, zero=0, steps=20, arch="gpt2", every=10, timeout=60, pp=1, schedule="1f1b", vpp=1, layers=2,
-        layers_per_stage="[]", tp=1):
+        layers_per_stage="[]", tp=1, sp=False):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
         # llama with grouped-query attention (2 kv heads: replicated at tp 4); gpt2 has 4
-        f.write(JOB.format(world=dp * pp * tp, tp=tp, kv_heads=2 if arch == "llama" else 4, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d,
+        f.write(JOB.format(world=dp * pp * tp, tp=tp, sp="true" if sp else "false", kv_heads=2 if arch == "llama" else 4, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d,
                            pp=pp, schedule=schedule, vpp=vpp, layers=layers, layers_per_stage=layers_per_stage))
     return path
 
@@ -237,8 +237,8 @@ class PipelineLayouts(ModelParallelCurves):
 
 
 class TensorParallelLayouts(ModelParallelCurves):
-    """Tensor parallelism (Megatron: column/row-parallel layers, vocab-parallel embedding and loss),
-    alone and with data, pipeline and ZeRO parallelism. Splitting the row-parallel GEMMs' inner sums
+    """Tensor parallelism (Megatron: column/row-parallel layers, vocab-parallel embedding and loss,
+    sequence parallelism), alone and with data, pipeline and ZeRO parallelism. Splitting the row-parallel GEMMs' inner sums
     and the softmax's sum over the vocabulary rounds differently, like dp's reduction: the norms
     agree to 1e-7 over the first steps, the losses to 1e-6 over all 20, and gpt2's norm spikes
     (2.6 at step 5) amplify the norms' differences to 2e-5 at tp 2."""
@@ -251,6 +251,7 @@ class TensorParallelLayouts(ModelParallelCurves):
             dict(tp=4),
             dict(tp=2, dp=2, zero=3),
             dict(tp=2, pp=2, schedule="zb-h1"),
+            dict(tp=2, pp=2, sp=True, schedule="zb-h1"),
         ], self.NORM_TOLERANCE)
 
     def test_llama_shared_kv_heads_and_pipelines(self):
@@ -260,6 +261,8 @@ class TensorParallelLayouts(ModelParallelCurves):
             dict(tp=2, dp=2, zero=2),
             dict(tp=2, pp=2, schedule="interleaved-1f1b", vpp=2),
             dict(tp=4, pp=2, zero=1),
+            dict(tp=4, sp=True),
+            dict(tp=2, dp=2, sp=True, zero=3),
         ], self.NORM_TOLERANCE)
 
     def test_a_tensor_parallel_checkpoint_resumes_in_other_layouts(self):
@@ -267,7 +270,7 @@ class TensorParallelLayouts(ModelParallelCurves):
         with tempfile.TemporaryDirectory() as a:
             r = run(job(a, arch="llama", layers=4, tp=2, dp=2, zero=1), "--stop-after-steps", "10")
             self.assertEqual(r.returncode, 0, r.stderr)
-            for layout in [dict(), dict(tp=4), dict(tp=2, pp=2)]:
+            for layout in [dict(), dict(tp=4, sp=True), dict(tp=2, pp=2)]:
                 with self.subTest(**layout):
                     assert_resumes(self, a, lambda b: job(b, arch="llama", layers=4, **layout), want)
 

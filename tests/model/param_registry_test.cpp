@@ -93,6 +93,7 @@ TEST_CASE("decay and sequence-parallel flags") {
       INFO(p.name);
       CHECK(p.weight_decay == !(norm || bias));
       if (norm) CHECK(p.sequence_parallel_grad);
+      if (bias && !norm) CHECK(!p.sequence_parallel_grad);  // row-parallel biases: whole gradients
       if (p.shape.size() == 1) CHECK(!p.is_matmul());
     }
   }

@@ -61,6 +61,27 @@ TEST_CASE("sequence parallelism: all-gather + reduce-scatter instead of all-redu
   CHECK(plan::pipeline_message(sp.spec).bytes * 4 == plan::pipeline_message(ar.spec).bytes);
 }
 
+TEST_CASE("sequence parallelism's backward all-gathers inputs and output gradients again (Megatron)") {
+  config::LoadResult sp =
+      test::load_job(test::kSmallLlama, {"parallel.tp=4", "parallel.sequence_parallel=true"}, 4);
+  const plan::StageComm c = plan::stage_comm(sp.spec, 3, 2);  // a middle stage of 2 layers
+  const double S = 128 * 256 * 2;                             // hidden: b*s*h bf16
+  CHECK(plan::bytes_sent(c.tp_forward) == Approx(2 * (2 + 2) * 0.75 * S));
+  CHECK(plan::bytes_sent(c.tp_backward) == Approx(2 * (4 + 2) * 0.75 * S));
+}
+
+TEST_CASE("kv heads shared by tp ranks sum their k and v gradients in backward") {
+  config::LoadResult shared =
+      test::load_job(test::kSmallLlama, {"parallel.tp=8"}, 8);  // 4 kv heads: 2 ranks each
+  config::LoadResult own = test::load_job(test::kSmallLlama, {"parallel.tp=4"}, 4);
+  const plan::StageComm c = plan::stage_comm(shared.spec, 3, 2);
+  REQUIRE(c.tp_backward.size() == 2);
+  CHECK(c.tp_backward.back().ranks == 2);
+  CHECK(c.tp_backward.back().count == 4);             // d_k and d_v of 2 layers
+  CHECK(c.tp_backward.back().bytes == 128 * 32 * 2);  // tokens x head_dim x bf16
+  CHECK(plan::stage_comm(own.spec, 3, 2).tp_backward.size() == 1);
+}
+
 TEST_CASE("full recompute repeats the forward collectives in backward") {
   config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.tp=2", "train.recompute=full"}, 2);
   const plan::StageComm c = plan::stage_comm(job.spec, 3, 4);  // a middle stage, no embedding/head

@@ -79,9 +79,9 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
 }
 
 TEST_CASE("communication buffers") {
-  // tp 2 with SP, pp 2, dp 2, zero 3: 2 sends in flight of sbh/t, gathered sequence sbh, 2 unit gradient
-  // windows (fp32) and 2 units of gathered params (bf16); no gradient bucket (dense grads reduce in
-  // place). Reducing in bf16 adds one unit of bf16 staging.
+  // tp 2 with SP, pp 2, dp 2, zero 3: 2 sends in flight of sbh/t, 2 unit gradient windows (fp32) and
+  // 2 units of gathered params (bf16); no gradient bucket (dense grads reduce in place); SP's gathered
+  // tokens are in the backward workspace. Reducing in bf16 adds one unit of bf16 staging.
   config::LoadResult job = test::load_job(
       test::kSmallLlama,
       {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true", "parallel.zero=3"}, 8);
@@ -90,9 +90,8 @@ TEST_CASE("communication buffers") {
   params.largest_unit = 300'000;
   const double sbh = 128.0 * 256 * 2;
   const pipeline::RankBuffers held{{1}, {}, 2};  // two sends in flight
-  CHECK(plan::comm_buffer_bytes(job.spec, params, held) ==
-        2 * sbh / 2 + sbh + 2 * 300'000 * 4 + 2 * 300'000 * 2);
+  CHECK(plan::comm_buffer_bytes(job.spec, params, held) == 2 * sbh / 2 + 2 * 300'000 * 4 + 2 * 300'000 * 2);
   job.spec.train.grad_reduce = Precision::Bf16;
   CHECK(plan::comm_buffer_bytes(job.spec, params, held) ==
-        2 * sbh / 2 + sbh + 2 * 300'000 * 4 + 2 * 300'000 * 2 + 300'000 * 2);
+        2 * sbh / 2 + 2 * 300'000 * 4 + 2 * 300'000 * 2 + 300'000 * 2);
 }

@@ -46,6 +46,11 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       {"parallel.pp=2", "parallel.tp=2"},
       {"parallel.pp=2", "parallel.tp=2", "schedule.kind=zb-h1", "model.arch=llama", "model.kv_heads=2"},
       {"parallel.pp=1", "parallel.tp=4", "train.recompute=full", "model.arch=llama", "model.kv_heads=2"},
+      // Sequence parallelism: the residual stream is this rank's tokens, gathered around the GEMMs.
+      {"parallel.pp=2", "parallel.tp=2", "parallel.sequence_parallel=true", "schedule.kind=zb-h1"},
+      {"parallel.pp=2", "parallel.tp=4", "parallel.sequence_parallel=true", "train.recompute=selective",
+       "model.arch=llama", "model.kv_heads=2", "schedule.kind=interleaved-1f1b", "train.micro_batch=4",
+       "schedule.virtual_stages=2"},
   };
   for (const auto& sets : layouts) {
     const int pp_ranks = std::stoi(sets[0].substr(12));
