@@ -2,7 +2,8 @@
 optimizer state, ZeRO windows, activation arena, pipeline send buffers) against `ptrain validate
 --json`'s prediction for the same rank of the same job, for GPT-2 124M (T 1024, micro-batch 1, CPU)
 in fp32 and bf16 mixed precision under each recompute mode and ZeRO stage 0 (dp 1), then on two
-pipeline stages (4 microbatches) under 1f1b, interleaved-1f1b and zb-h1. Writes
+pipeline stages (4 microbatches) under 1f1b, interleaved-1f1b and zb-h1, then on two tensor-parallel
+ranks, with and without sequence parallelism, and with two pipeline stages. Writes
 bench/results/<date>-memory-vs-validate.json.
     python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
 import argparse
@@ -33,15 +34,21 @@ def main():
         metrics = os.path.join(d, "metrics.jsonl")
         with open(job, "w") as f:
             f.write(JOB.replace("METRICS", metrics))
-        cases = [(p, m, "") for p in ["fp32", "bf16"] for m in ["none", "selective", "full"]]
-        cases += [("fp32", "none", "1f1b"), ("fp32", "selective", "interleaved-1f1b"), ("fp32", "none", "zb-h1")]
-        for precision, mode, pipeline in cases:
-            flags = ["--set", f"train.recompute={mode}", "--set", f"train.precision={precision}"]
-            if pipeline:
-                flags += ["--set", "parallel.pp=2", "--set", f"schedule.kind={pipeline}", "--set",
-                          "train.global_batch=4", "--set", "cluster.gpus_per_node=2"]
-                if pipeline == "interleaved-1f1b":
-                    flags += ["--set", "schedule.virtual_stages=2"]
+        def layout(label, pp=1, tp=1, sp=False, schedule="1f1b", vpp=1):
+            flags = ["--set", f"parallel.pp={pp}", "--set", f"parallel.tp={tp}", "--set",
+                     f"parallel.sequence_parallel={'true' if sp else 'false'}", "--set", f"schedule.kind={schedule}",
+                     "--set", f"schedule.virtual_stages={vpp}", "--set", f"cluster.gpus_per_node={pp * tp}"]
+            return label, flags + (["--set", "train.global_batch=4"] if pp > 1 else [])
+        single = layout("pp 1")
+        cases = [(p, m, single) for p in ["fp32", "bf16"] for m in ["none", "selective", "full"]]
+        cases += [("fp32", "none", layout("1f1b", pp=2)),
+                  ("fp32", "selective", layout("interleaved-1f1b", pp=2, schedule="interleaved-1f1b", vpp=2)),
+                  ("fp32", "none", layout("zb-h1", pp=2, schedule="zb-h1")),
+                  ("fp32", "none", layout("tp 2", tp=2)),
+                  ("bf16", "selective", layout("tp 2 sp", tp=2, sp=True)),
+                  ("fp32", "none", layout("tp 2 sp x 1f1b", pp=2, tp=2, sp=True))]
+        for precision, mode, (pipeline, layout_flags) in cases:
+            flags = ["--set", f"train.recompute={mode}", "--set", f"train.precision={precision}", *layout_flags]
             if os.path.exists(metrics):
                 os.remove(metrics)
             subprocess.run([args.ptrain, "run", job, *flags], check=True, capture_output=True)
@@ -50,9 +57,9 @@ def main():
             report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags], check=True,
                                                capture_output=True, text=True).stdout)
             predicted = next(r for r in report["memory_per_rank"] if r["rank"] == 0)["total_bytes"]
-            runs.append({"precision": precision, "recompute": mode, "pipeline": pipeline or "pp 1",
+            runs.append({"precision": precision, "recompute": mode, "layout": pipeline,
                          "allocated_bytes": allocated, "predicted_bytes": predicted, "ratio": allocated / predicted})
-            print(f"gpt2-124m {precision} recompute {mode:9s} {pipeline or 'pp 1':16s}: allocated "
+            print(f"gpt2-124m {precision} recompute {mode:9s} {pipeline:16s}: allocated "
                   f"{allocated / 2**20:8.1f} MiB, predicted {predicted / 2**20:8.1f} MiB, "
                   f"ratio {allocated / predicted:.5f}")
     write_result("memory-vs-validate", {"device": "cpu", "runs": runs})

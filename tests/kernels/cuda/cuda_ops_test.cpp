@@ -398,6 +398,28 @@ TEST_CASE("cuda embedding_forward gives a NaN row for a negative token id", "[cu
   }
 }
 
+TEST_CASE("cuda embedding: kRowElsewhere gives the position row and is skipped in backward, as on the CPU",
+          "[cuda][embedding][tp]") {
+  const int N = 6, T = 3, C = 33;
+  const IVec tokens{1, ptrain::kernels::kRowElsewhere, 0, ptrain::kernels::kRowElsewhere, 2, 1};
+  const Vec table = random_vec(3 * C, 1), pos = random_vec(T * C, 2), d_out = random_vec(N * C, 3);
+  const DeviceBuffer g_tokens(tokens), g_table(table, F32), g_pos(pos, F32), g_d_out(d_out, F32);
+  for (const bool with_pos : {true, false}) {
+    Vec ref = nan_vec(N * C);
+    cpu().embedding_forward(buf(ref), buf(tokens), buf(table), with_pos ? buf(pos) : none(), N, T, C);
+    const DeviceBuffer g_out(nan_vec(N * C), F32);
+    gpu().embedding_forward(g_out.buf(), g_tokens.buf(), g_table.buf(), with_pos ? g_pos.buf() : none(), N, T,
+                            C);
+    expect_close(g_out, ref, kExact, "out");
+  }
+  Vec d_table(3 * C, 0.0f), d_pos(T * C, 0.0f);
+  cpu().embedding_backward(buf(d_table), buf(d_pos), buf(d_out), buf(tokens), N, T, C);
+  const DeviceBuffer g_d_table(Vec(3 * C, 0.0f), F32), g_d_pos(Vec(T * C, 0.0f), F32);
+  gpu().embedding_backward(g_d_table.buf(), g_d_pos.buf(), g_d_out.buf(), g_tokens.buf(), N, T, C);
+  expect_close(g_d_table, d_table, kExact, "d_table");
+  expect_close(g_d_pos, d_pos, kExact, "d_positions");
+}
+
 TEST_CASE("cuda embedding_backward equals the CPU's sums bit for bit (deterministic)",
           "[cuda][embedding][grad]") {
   struct Case {
@@ -787,6 +809,40 @@ TEST_CASE("cuda convert matches the CPU bit for bit in every direction", "[cuda]
 }
 
 // ------------------------------------------------------------------ cross-entropy
+
+TEST_CASE("cuda vocab-parallel cross-entropy passes match the CPU", "[cuda][cross_entropy][tp]") {
+  // V = 1001 over shards of Vs columns: the last of 4 x 256 holds 233 real ones, of 3 x 512 none.
+  for (const auto& [Vs, shards] : {std::pair{256, 4}, std::pair{512, 3}}) {
+    for (const DType t : {F32, BF16}) {
+      const int N = 9, V = 1001;
+      INFO("Vs=" << Vs << " shards=" << shards << " dtype=" << to_string(t));
+      IVec targets = random_ints(N, 4, 0, V - 1);
+      targets[2] = -1;  // ignored row
+      std::vector<Vec> logits;
+      Vec all_stats(static_cast<std::size_t>(shards) * N * 3), stats(static_cast<std::size_t>(N) * 3);
+      const DeviceBuffer g_targets(targets);
+      for (int r = 0; r < shards; ++r) {
+        logits.push_back(as_dtype(random_vec(static_cast<std::size_t>(N) * Vs, 10 + r, -4.0f, 4.0f), t));
+        cpu().cross_entropy_shard_stats(buf(stats), buf(logits[r]), buf(targets), N, V, Vs, r);
+        const DeviceBuffer g_logits(logits[r], t), g_stats(nan_vec(stats.size()), F32);
+        gpu().cross_entropy_shard_stats(g_stats.buf(), g_logits.buf(), g_targets.buf(), N, V, Vs, r);
+        expect_close(g_stats, stats, Tol{1e-6, 1e-5}, "stats");
+        std::copy(stats.begin(), stats.end(), all_stats.begin() + static_cast<std::ptrdiff_t>(r) * N * 3);
+      }
+      const DeviceBuffer g_all(all_stats, F32);
+      for (int r = 0; r < shards; ++r) {
+        Vec loss = nan_vec(N), dl = nan_vec(logits[r].size());
+        cpu().cross_entropy_shard_forward_backward(buf(loss), buf(dl), buf(logits[r]), buf(all_stats),
+                                                   buf(targets), N, V, Vs, r, shards, 0.5f);
+        const DeviceBuffer g_logits(logits[r], t), g_loss(nan_vec(N), F32), g_dl(nan_vec(dl.size()), t);
+        gpu().cross_entropy_shard_forward_backward(g_loss.buf(), g_dl.buf(), g_logits.buf(), g_all.buf(),
+                                                   g_targets.buf(), N, V, Vs, r, shards, 0.5f);
+        expect_close(g_loss, loss, Tol{1e-4, 1e-5}, "losses");
+        expect_close(g_dl, dl, t == F32 ? Tol{1e-8, 1e-5} : Tol{1e-6, 1e-2}, "d_logits");
+      }
+    }
+  }
+}
 
 TEST_CASE("cuda cross_entropy_forward_backward matches the CPU", "[cuda][cross_entropy]") {
   struct Case {
