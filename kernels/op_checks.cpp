@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "kernels/ops.h"
+
 namespace ptrain::kernels {
 
 [[noreturn]] void fail(const char* backend, const char* op, const std::string& what) {
@@ -350,9 +352,10 @@ void check_cross_entropy_shard_stats(const char* backend, Buf stats, Buf logits,
   const Checker c{backend, "cross_entropy_shard_stats"};
   c.require_sizes({N, V, Vs, shard});
   c.require(V > 0 || N == 0, "V must be positive");
-  c.require_buf("stats", stats, DType::F32, N);
-  c.require_float("logits", logits, N);
-  c.require_buf("targets", targets, DType::I32, N);
+  const std::int64_t rows = N;
+  c.require_buf("stats", stats, DType::F32, rows * kCrossEntropyShardStats);
+  c.require_float("logits", logits, rows * Vs);
+  c.require_buf("targets", targets, DType::I32, rows);
 }
 
 void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses, Buf d_logits, Buf logits,
@@ -363,12 +366,13 @@ void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses,
   c.require(V > 0 || N == 0, "V must be positive");
   c.require(shard < shards, "shard must be below shards");
   c.require(static_cast<std::int64_t>(Vs) * shards >= V, "the shards must cover V");
-  c.require_buf("losses", losses, DType::F32, N);
+  const std::int64_t rows = N;
+  c.require_buf("losses", losses, DType::F32, rows);
   c.require_opt_float("d_logits", d_logits);
-  c.require_float("logits", logits, N);
+  c.require_float("logits", logits, rows * Vs);
   c.require_same("d_logits", d_logits, "logits", logits);
-  c.require_buf("all_stats", all_stats, DType::F32, N);
-  c.require_buf("targets", targets, DType::I32, N);
+  c.require_buf("all_stats", all_stats, DType::F32, rows * shards * kCrossEntropyShardStats);
+  c.require_buf("targets", targets, DType::I32, rows);
 }
 
 void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step) {

@@ -88,9 +88,9 @@ void check_convert(const char* backend, Buf dst, Buf src, std::int64_t n);
 
 // cross entropy: logits and d_logits share one type; losses F32; targets I32 (a target >= V is found
 // by the backend, which reads the targets where they are: ops.h says when it is reported).
-void check_cross_entropy_forward_backward(
-    const char* backend, Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V,
-    int Vp);  // vocab-parallel cross entropy: as above; stats F32 ([N, 3], all_stats [shards, N, 3]).
+void check_cross_entropy_forward_backward(const char* backend, Buf losses, Buf d_logits, Buf logits,
+                                          Buf targets, int N, int V, int Vp);
+// vocab-parallel cross entropy: as above; stats F32 ([N, 3], all_stats [shards, N, 3]).
 void check_cross_entropy_shard_stats(const char* backend, Buf stats, Buf logits, Buf targets, int N, int V,
                                      int Vs, int shard);
 void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses, Buf d_logits, Buf logits,

@@ -29,6 +29,8 @@ namespace ptrain::kernels {
 
 // The token id of a row another tensor-parallel rank holds (embedding_forward/backward).
 inline constexpr std::int32_t kRowElsewhere = INT32_MIN;
+// F32 values per token of a vocab shard's cross-entropy stats (cross_entropy_shard_stats).
+inline constexpr int kCrossEntropyShardStats = 3;
 
 class Ops {
  public:

@@ -149,8 +149,10 @@ void for_each_piece(const model::ParamStore& store, const std::vector<FlatShard>
 
 std::vector<TensorShard> flat_shard_tensors(const model::ParamStore& store, const std::vector<FlatShard>& shards) {
   std::vector<TensorShard> out;
+  const model::ShardCoords& at = store.coords();
   for_each_piece(store, shards, [&](const Piece& p) {
     const model::ParamInfo& info = p.info();
+    if (!model::first_tp_copy(info, at.tp_rank, at.tp)) return;  // its first copy is written elsewhere
     const std::vector<std::int64_t> stored = p.whole() ? p.slot.local.local_shape : std::vector<std::int64_t>{};
     auto add = [&](const float* buffer, const std::string& name) {
       if (buffer != nullptr) out.push_back({name, info.shape, stored, p.runs, buffer + p.at});

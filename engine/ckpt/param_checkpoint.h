@@ -30,7 +30,8 @@ struct FlatShard {
 };
 
 // The tensors a rank saves for its flat shards. The shards point into the buffers, which must stay
-// unchanged until the rank file is written.
+// unchanged until the rank file is written. A tensor replicated over tp is saved by the rank of its
+// first copy only (model::first_tp_copy).
 std::vector<TensorShard> flat_shard_tensors(const model::ParamStore& store, const std::vector<FlatShard>& shards);
 
 struct RestoreResult {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops.h"
+
 namespace ptrain::model {
 namespace {
 
@@ -132,7 +134,8 @@ std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec) {
   out.act("head.logits", x.tokens() * spec.model.padded_vocab / x.t);
   out.int32("loss.targets", x.tokens());
   out.fp32("loss.per_token", x.tokens());
-  if (x.t > 1) out.fp32("loss.shard_stats", x.t * x.tokens() * 3);  // vocab-parallel: every shard's
+  if (x.t > 1)
+    out.fp32("loss.shard_stats", x.t * x.tokens() * kernels::kCrossEntropyShardStats);  // every shard's
   return out.take();
 }
 

@@ -189,7 +189,9 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
       s.rstdf = take(Ns, DType::F32);
       s.logits = take(N * d.Vp, act_);
       s.losses = take(N, DType::F32);
-      if (tp_ != nullptr) s.loss_stats = take(static_cast<std::int64_t>(tp_->size()) * N * 3, DType::F32);
+      if (tp_ != nullptr)
+        s.loss_stats =
+            take(static_cast<std::int64_t>(tp_->size()) * N * kernels::kCrossEntropyShardStats, DType::F32);
     }
   }
 }
@@ -466,7 +468,7 @@ void Transformer::cross_entropy(Slot& s, bool with_grad, float grad_scale) {
                                                grad_scale);
   // Vocab-parallel: this shard's (max, sum, target logit) per row, every shard's gathered, then the
   // loss and this shard's gradient.
-  const std::int64_t stats = static_cast<std::int64_t>(d.N) * 3;
+  const std::int64_t stats = static_cast<std::int64_t>(d.N) * kernels::kCrossEntropyShardStats;
   ops_.cross_entropy_shard_stats(runtime::advance(s.loss_stats, tp_rank() * stats), s.logits, s.targets, d.N,
                                  d.V, d.Vp, tp_rank());
   tp_->gather_chunks(s.loss_stats, stats);

@@ -128,12 +128,12 @@ class Transformer {
     Buf g_up, g_b_up, g_gate, g_down, g_b_down;
   };
   // What one layer of one microbatch keeps. Tensors the recompute policy drops point into the
-  // shared workspace instead of per-layer storage.
+  // shared workspace instead of per-layer storage. Residual-stream tensors hold this rank's Ns tokens.
   struct LayerActs {
-    Buf norm1, mean1, rstd1;  // norm1 output [N,C]; stats [N]
+    Buf norm1, mean1, rstd1;  // norm1 output [Ns,C]; stats [Ns]
     Buf q, k, v;              // [N, Hq*D], [N, Hkv*D] (after RoPE for llama)
     Buf att, lse;             // attention output [N, Hq*D]; logsumexp [B, Hq, T]
-    Buf x_mid;                // residual after attention [N,C]
+    Buf x_mid;                // residual after attention [Ns,C]
     Buf norm2, mean2, rstd2;
     Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
     Buf act;                  // GELU / SwiGLU output [N,F]
@@ -142,17 +142,17 @@ class Transformer {
   // at each linear layer's output (the inputs are the layer's activations).
   struct LayerOutputGrads {
     Buf d_q, d_k, d_v;  // q/k/v projections (after RoPE's backward)
-    Buf d_attention;    // the attention output projection's
-    Buf d_mlp;          // the MLP down projection's
+    Buf d_attention;    // the attention output projection's [Ns,C]
+    Buf d_mlp;          // the MLP down projection's [Ns,C]
     Buf d_up, d_gate;   // gpt2: d_up is c_fc's (before GELU); llama: gate and up
   };
   struct Slot {
     Buf tokens;                    // [N] I32: the embedding backward scatters by them
     Buf targets;                   // [N] I32: the loss reads them
-    std::vector<Buf> x;            // x[l] = input of layer l; x[layers] = output of the last layer
+    std::vector<Buf> x;            // x[l] = input of layer l; x[layers] = output of the last layer [Ns,C]
     std::vector<LayerActs> layers;
     std::vector<LayerOutputGrads> output_grads;  // split_weight_grad only
-    Buf normf, meanf, rstdf;       // final norm output and stats
+    Buf normf, meanf, rstdf;                     // final norm output [Ns,C] and stats [Ns]
     Buf logits;                    // [N, Vp], overwritten by its gradient in the fused loss
     Buf losses;                    // [N] F32
     Buf loss_stats;                // tp > 1: [tp, N, 3] F32, every vocab shard's cross-entropy stats
@@ -161,8 +161,8 @@ class Transformer {
   struct Workspace {
     LayerActs recomputed;                  // full set for recompute (full) or the dropped parts (selective)
     Buf proj_out;                          // attention / MLP output projection before the residual add [N,C]
-    Buf d_res;                             // gradient of the residual stream [N,C]
-    Buf d_norm, d_tmp;                     // [N,C]
+    Buf d_res;                             // gradient of the residual stream [Ns,C]
+    Buf d_norm, d_tmp;                     // [N,C] (partial sums over tp before their sum)
     Buf d_att;                             // [N, Hq*D]
     Buf d_act;                             // [N,F] llama only (SwiGLU)
     LayerOutputGrads outputs;  // the layer's d_q, d_k, d_v, d_up, d_gate (d_attention, d_mlp: d_res)

@@ -362,7 +362,12 @@ std::vector<ZeroOptimizer::NormPiece> ZeroOptimizer::norm_pieces() const {
       if (slot.unit != u || !model::first_tp_copy(*slot.local.info, at.tp_rank, at.tp)) continue;
       const std::int64_t begin = std::max(slot.offset, owned.begin);
       const std::int64_t end = std::min(slot.offset + slot.numel, owned.end);
-      if (begin < end) pieces.push_back({u, begin - owned.begin, end - begin});
+      if (begin >= end) continue;
+      if (!pieces.empty() && pieces.back().unit == u &&
+          pieces.back().offset + pieces.back().length == begin - owned.begin)
+        pieces.back().length += end - begin;  // adjacent first copies: one sum
+      else
+        pieces.push_back({u, begin - owned.begin, end - begin});
     }
   }
   return pieces;

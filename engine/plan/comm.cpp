@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/plan/dtypes.h"
+#include "kernels/ops.h"
 
 namespace ptrain::plan {
 namespace {
@@ -16,7 +17,7 @@ struct Messages {
   double pipeline;    // sbh, /t under SP
   double kv;          // local K and V of one cp chunk
   double routed;      // tokens/t * top_k * h: one all-to-all of an MoE layer
-  double loss_stats;  // 3 fp32 per token for the vocab-parallel cross-entropy
+  double loss_stats;  // one vocab shard's cross-entropy stats: fp32 per token
 
   explicit Messages(const config::JobSpec& spec) {
     const config::ModelSpec& m = spec.model;
@@ -28,7 +29,7 @@ struct Messages {
     pipeline = spec.parallel.sequence_parallel ? hidden / tp : hidden;
     kv = 2.0 * tokens * local_kv_heads * m.head_dim() * act;
     routed = m.moe ? tokens / tp * m.moe->top_k * m.hidden * act : 0.0;
-    loss_stats = 3.0 * tokens * kFp32;
+    loss_stats = kernels::kCrossEntropyShardStats * tokens * kFp32;
   }
 };
 
@@ -55,6 +56,21 @@ std::vector<Collective> tp_layers(const config::JobSpec& spec, const Messages& m
             {CollectiveKind::ReduceScatter, msg.hidden, t, 2.0 * layers}};
   }
   return {{CollectiveKind::AllReduce, msg.hidden, t, 2.0 * layers}};
+}
+
+// Sequence parallelism: the norms' (and MoE routers') weight gradients are partial sums over the tp
+// ranks' tokens, all-reduced over tp before the data-parallel reduction (optim/zero.cpp): once per
+// step, or per microbatch under ZeRO 2/3, which reduce every microbatch.
+double sequence_parallel_grad_bytes(const config::JobSpec& spec, int virtual_stage, int layers) {
+  const config::ParallelSpec& p = spec.parallel;
+  if (p.tp == 1 || !p.sequence_parallel) return 0;
+  const config::ModelSpec& m = spec.model;
+  const bool gpt2 = m.arch == config::Arch::Gpt2;  // LayerNorm: weight and bias
+  double elements = layers * (gpt2 ? 4.0 : 2.0) * m.hidden;
+  if (m.moe) elements += layers * static_cast<double>(m.moe->experts) * m.hidden;
+  if (virtual_stage == p.pp * spec.schedule.virtual_stages - 1) elements += (gpt2 ? 2.0 : 1.0) * m.hidden;
+  const double times = p.zero >= 2 ? spec.train.microbatches : 1;
+  return times * bytes_sent(Collective{CollectiveKind::AllReduce, elements * kFp32, p.tp});
 }
 
 }  // namespace
@@ -111,6 +127,14 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
   if (t > 1 && virtual_stage == 0) {  // vocab-parallel embedding
     c.tp_forward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
     if (sp) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
+  }
+  // zb-h1's W: under SP each layer all-gathers its kept output gradients and its norm outputs again,
+  // the head its input; under full recompute W first runs each layer's forward again.
+  if (t > 1 && spec.schedule.kind == config::ScheduleKind::ZbH1) {
+    if (sp && layers > 0) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t, 4.0 * layers});
+    if (sp && virtual_stage == last_stage)
+      c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
+    if (full) append(c.tp_backward, tp_layers(spec, msg, layers, false));
   }
   if (t > 1 && virtual_stage == last_stage) {  // LM head and vocab-parallel cross-entropy
     if (sp) c.tp_forward.push_back({CollectiveKind::AllGather, msg.hidden, t});
@@ -170,7 +194,9 @@ StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp
   for (int chunk = 0; chunk < vpp; ++chunk) {
     const int v = chunk * pp + pp_rank;
     const StageComm c = stage_comm(spec, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
-    s.tp += m * (bytes_sent(c.tp_forward) + bytes_sent(c.tp_backward));
+    s.tp += m * (bytes_sent(c.tp_forward) + bytes_sent(c.tp_backward)) +
+            sequence_parallel_grad_bytes(spec, v,
+                                         spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
     s.cp += m * (bytes_sent(c.cp_forward) + bytes_sent(c.cp_backward));
     s.ep += m * (bytes_sent(c.ep_forward) + bytes_sent(c.ep_backward));
     const int sends = (v + 1 < pp * vpp ? 1 : 0) + (v > 0 ? 1 : 0);  // activation forward, grad backward

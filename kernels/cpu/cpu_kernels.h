@@ -57,6 +57,8 @@ void fill(Buf x, float value, std::int64_t n);
 void convert(Buf dst, Buf src, std::int64_t n);
 
 // cross_entropy.cpp
+// The one check of the targets' values (ops.h): every target must be below V.
+void require_targets_below(const char* op, const std::int32_t* targets, int N, int V);
 void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
                                     float grad_scale);
 

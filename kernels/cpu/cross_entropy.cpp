@@ -55,16 +55,19 @@ PTRAIN_CPU_MULTIVERSION(ce_row, ce_row_body,
 
 }  // namespace
 
+void require_targets_below(const char* op, const std::int32_t* targets, int N, int V) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (targets[n] >= V)
+      fail("cpu", op, "target " + std::to_string(targets[n]) + " at row " + std::to_string(n) + " >= V");
+  }
+}
+
 void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
                                     float grad_scale) {
   constexpr const char* op = "cross_entropy_forward_backward";
   check_cross_entropy_forward_backward("cpu", losses, d_logits, logits, targets, N, V, Vp);
   const std::int32_t* tgt = ci32(targets);
-  for (std::int64_t n = 0; n < N; ++n) {
-    if (tgt[n] >= V) {
-      fail("cpu", op, "target " + std::to_string(tgt[n]) + " at row " + std::to_string(n) + " >= V");
-    }
-  }
+  require_targets_below(op, tgt, N, V);
   const std::int64_t NVp = std::int64_t{N} * Vp;
   Bf16Staging staging;
   float* loss = f32(losses);

@@ -16,22 +16,16 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/op_checks.h"
+#include "kernels/ops.h"
 
 namespace ptrain::kernels::cpu {
 namespace {
 
-constexpr int kStats = 3;  // max, sum of exponentials, target logit
+constexpr int kStats = kCrossEntropyShardStats;  // max, sum of exponentials, target logit
 
 // The shard's real columns: those below V.
 std::int64_t real_columns(int V, int Vs, int shard) {
   return std::clamp<std::int64_t>(std::int64_t{V} - std::int64_t{shard} * Vs, 0, Vs);
-}
-
-void require_targets_below_v(const char* op, const std::int32_t* targets, int N, int V) {
-  for (std::int64_t n = 0; n < N; ++n) {
-    if (targets[n] >= V)
-      fail("cpu", op, "target " + std::to_string(targets[n]) + " at row " + std::to_string(n) + " >= V");
-  }
 }
 
 }  // namespace
@@ -40,7 +34,7 @@ void cross_entropy_shard_stats(Buf stats, Buf logits, Buf targets, int N, int V,
   constexpr const char* op = "cross_entropy_shard_stats";
   check_cross_entropy_shard_stats("cpu", stats, logits, targets, N, V, Vs, shard);
   const std::int32_t* tgt = ci32(targets);
-  require_targets_below_v(op, tgt, N, V);
+  require_targets_below(op, tgt, N, V);
   Bf16Staging staging;
   const float* x_all = cf32(staging.input(logits, std::int64_t{N} * Vs));
   float* out = f32(stats);
@@ -67,7 +61,7 @@ void cross_entropy_shard_forward_backward(Buf losses, Buf d_logits, Buf logits, 
   check_cross_entropy_shard_forward_backward("cpu", losses, d_logits, logits, all_stats, targets, N, V, Vs,
                                              shard, shards);
   const std::int32_t* tgt = ci32(targets);
-  require_targets_below_v(op, tgt, N, V);
+  require_targets_below(op, tgt, N, V);
   const std::int64_t NVs = std::int64_t{N} * Vs;
   Bf16Staging staging;
   float* loss = f32(losses);
@@ -84,12 +78,15 @@ void cross_entropy_shard_forward_backward(Buf losses, Buf d_logits, Buf logits, 
       if (dl) std::fill(dl, dl + Vs, 0.0f);
       continue;
     }
+    // A shard of padding only ({-inf, 0}) adds nothing; a NaN or inf logit anywhere makes the loss
+    // NaN, as in the whole-row op.
     float mx = -std::numeric_limits<float>::infinity();
     for (int r = 0; r < shards; ++r) mx = std::max(mx, st[r * shard_stride + n * kStats]);
     float sum = 0.0f;
     for (int r = 0; r < shards; ++r) {
       const float* s = st + r * shard_stride + n * kStats;
-      if (s[1] > 0.0f) sum += s[1] * (s[0] == mx ? 1.0f : std::exp(s[0] - mx));
+      const bool padding_only = s[0] == -std::numeric_limits<float>::infinity() && s[1] == 0.0f;
+      if (!padding_only) sum += s[1] * (s[0] == mx ? 1.0f : std::exp(s[0] - mx));
     }
     const std::int64_t owner = tgt[n] / Vs;
     loss[n] = std::log(sum) + mx - st[owner * shard_stride + n * kStats + 2];

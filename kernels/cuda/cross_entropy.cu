@@ -20,6 +20,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/op_checks.h"
+#include "kernels/ops.h"
 
 namespace ptrain::kernels::cuda {
 namespace {
@@ -107,7 +108,7 @@ __global__ void cross_entropy_kernel(float* losses, E* d_logits, const E* logits
   }
 }
 
-constexpr int kStats = 3;  // per row and shard: max, sum of e^{x - max}, target logit
+constexpr int kStats = kCrossEntropyShardStats;  // per row and shard: max, sum of e^{x - max}, target logit
 
 // One block per row of one vocabulary shard (columns [shard*Vs, (shard+1)*Vs), real below V).
 template <typename E>

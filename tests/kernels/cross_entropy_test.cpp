@@ -133,7 +133,8 @@ ShardedCe sharded_ce(const Vec& logits, const IVec& targets, int N, int V, int V
     ops().cross_entropy_shard_forward_backward(buf(losses), buf(slices[r]), buf(slices[r]), buf(all_stats),
                                                buf(targets), N, V, Vs, r, shards, grad_scale);
     if (r == 0) out.losses = losses;
-    check_close(losses, out.losses, 0.0, 0.0, "every shard computes the same losses");
+    for (int n = 0; n < N; ++n)  // every shard computes the same losses (NaN too)
+      CHECK((std::isnan(losses[n]) ? std::isnan(out.losses[n]) : losses[n] == out.losses[n]));
     for (int n = 0; n < N; ++n) {
       for (int v = 0; v < Vs; ++v)
         out.d_logits[n * width + std::size_t(r) * Vs + v] = slices[r][std::size_t(n) * Vs + v];
@@ -180,4 +181,16 @@ TEST_CASE("vocab-parallel cross-entropy: loss only, and a target >= V is rejecte
   REQUIRE_THROWS_AS(ops().cross_entropy_shard_forward_backward(
                         buf(losses), none(), buf(logits), buf(all_stats), buf(targets), N, V, 2, 0, 2, 1.0f),
                     std::invalid_argument);  // 2 shards of 2 columns do not cover V = 5
+}
+
+TEST_CASE("vocab-parallel cross-entropy: a NaN logit in any shard makes the loss NaN, as the whole row does",
+          "[cross_entropy][tp]") {
+  const int N = 1, V = 8, Vs = 4, shards = 2;
+  for (const int bad_column : {1, 6}) {
+    Vec logits = random_vec(8, 5);
+    logits[bad_column] = std::numeric_limits<float>::quiet_NaN();
+    const IVec targets{2};
+    const ShardedCe got = sharded_ce(logits, targets, N, V, Vs, shards, 1.0f);
+    CHECK(std::isnan(got.losses[0]));
+  }
 }

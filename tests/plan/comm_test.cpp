@@ -145,3 +145,37 @@ TEST_CASE("link tiers: tp within a node is intra-node, dp across nodes is inter-
   CHECK(est2.comm_bytes_per_step.at("dp").inter_node == 0);
   CHECK(est2.step_time_s > est.step_time_s);
 }
+
+TEST_CASE("zb-h1's W all-gathers again under SP and reruns the forward under full recompute") {
+  const std::vector<std::string> sp = {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true"};
+  std::vector<std::string> zb = sp;
+  zb.push_back("schedule.kind=zb-h1");
+  const plan::StageComm b = plan::stage_comm(test::load_job(test::kSmallLlama, sp, 4).spec, 1, 4);
+  const plan::StageComm w = plan::stage_comm(test::load_job(test::kSmallLlama, zb, 4).spec, 1, 4);
+  const double S = 128 * 256 * 2;  // hidden: b*s*h bf16; the last stage, 4 layers
+  // 4 all-gathers per layer and the head's input, each sending half of S at tp 2
+  CHECK(plan::bytes_sent(w.tp_backward) - plan::bytes_sent(b.tp_backward) == Approx((4 * 4 + 1) * 0.5 * S));
+  zb.push_back("train.recompute=full");
+  std::vector<std::string> full = sp;
+  full.push_back("train.recompute=full");
+  const plan::StageComm wf = plan::stage_comm(test::load_job(test::kSmallLlama, zb, 4).spec, 1, 4);
+  const plan::StageComm bf = plan::stage_comm(test::load_job(test::kSmallLlama, full, 4).spec, 1, 4);
+  // and each layer's forward again: 2 all-gathers and 2 reduce-scatters
+  CHECK(plan::bytes_sent(wf.tp_backward) - plan::bytes_sent(bf.tp_backward) ==
+        Approx((4 * 4 + 1 + 4 * 4) * 0.5 * S));
+}
+
+TEST_CASE("sequence parallelism sums the norm gradients over tp: per step, per microbatch under ZeRO 2/3") {
+  const std::vector<std::string> sp = {"parallel.tp=2", "parallel.sequence_parallel=true"};
+  std::vector<std::string> zero2 = sp;
+  zero2.push_back("parallel.zero=2");
+  const config::LoadResult a = test::load_job(test::kSmallLlama, sp, 2),
+                           b = test::load_job(test::kSmallLlama, zero2, 2);
+  plan::RankParams params;
+  const double per_microbatch = plan::step_comm(a.spec, params, 0).tp / a.spec.train.microbatches;
+  // 8 layers x 2 RMSNorm weights + the final norm, h = 256 fp32 each, all-reduced over 2 ranks
+  const double norms = (8 * 2 + 1) * 256 * 4.0;
+  CHECK(plan::step_comm(a.spec, params, 0).tp == Approx(per_microbatch * a.spec.train.microbatches));
+  CHECK(plan::step_comm(b.spec, params, 0).tp - plan::step_comm(a.spec, params, 0).tp ==
+        Approx((b.spec.train.microbatches - 1) * norms));
+}
