@@ -62,7 +62,7 @@ struct ChunkOptions {
   // backward() computes input gradients only, weight_grad() the weight gradients later (zb-h1).
   bool split_weight_grad = false;
   // This rank's tensor-parallel group (required when parallel.tp > 1, which must be its size).
-  const parallel::TensorParallel* tensor_parallel = nullptr;
+  parallel::TensorParallel* tensor_parallel = nullptr;
 };
 
 class Transformer {
@@ -225,7 +225,7 @@ class Transformer {
   config::Recompute recompute_;
   const Transformer* workspace_from_;
   bool split_weight_grad_;
-  const parallel::TensorParallel* tp_;
+  parallel::TensorParallel* tp_;
   bool sequence_parallel_ = false;
   std::vector<std::int32_t> shard_ids_;  // host: shard_token_ids' result
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32

@@ -57,7 +57,8 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
       model_groups_(model_groups),
       embedding_copy_(model_groups.embedding != nullptr && store.coords().pp_rank != 0),
       norm_pieces_(norm_pieces()),
-      piece_norms_(ops, static_cast<int>(norm_pieces_.size())) {
+      piece_norms_(ops, static_cast<int>(norm_pieces_.size())),
+      staged_(ops, comm) {
   if (!group.has_me()) throw std::logic_error("ZeroOptimizer: this rank is not in its data-parallel group");
   if (model_groups.embedding != nullptr && stage_ >= 2)  // config::load refuses it (rules_schedule.cpp)
     throw std::logic_error(
@@ -174,25 +175,14 @@ void ZeroOptimizer::begin_step(int microbatches) {
   ops_.fill(f32(static_cast<float*>(shard_grads_.data())), 0.0f, shard_numel_);
 }
 
-template <typename Collective>
-void ZeroOptimizer::on_host(const dist::Group& g, void* data, std::size_t bytes, Collective&& collective) {
-  if (g.size() == 1) return;  // a collective over one rank changes nothing: no copies either
-  if (ops_.device() == kernels::Device::Cpu || comm_.takes_device_memory()) return collective(data);
-  // Gloo with host staging (ranks that share a GPU cannot share an NCCL communicator).
-  staging_.resize(bytes);
-  ops_.copy_to_host(staging_.data(), {data, DType::F32}, bytes);
-  collective(staging_.data());
-  ops_.copy_to_device({data, DType::F32}, staging_.data(), bytes);
-}
-
 void ZeroOptimizer::sum_sequence_parallel_grads(float* grads, int unit) {
   if (model_groups_.tensor == nullptr || !spec_.parallel.sequence_parallel) return;
   const std::int64_t begin = store_.units()[static_cast<size_t>(unit)].begin;
   for (const model::ParamSlot& slot : store_.slots()) {
     if (slot.unit != unit || !slot.local.info->sequence_parallel_grad) continue;
     const auto n = static_cast<std::size_t>(slot.numel);
-    on_host(*model_groups_.tensor, grads + (slot.offset - begin), n * sizeof(float),
-            [&](void* p) { comm_.all_reduce(*model_groups_.tensor, static_cast<float*>(p), n); });
+    staged_.run(*model_groups_.tensor, grads + (slot.offset - begin), n * sizeof(float),
+                [&](void* p) { comm_.all_reduce(*model_groups_.tensor, static_cast<float*>(p), n); });
   }
 }
 
@@ -207,12 +197,13 @@ void ZeroOptimizer::reduce(float* grads, int unit) {
   }
   const dist::ElemType type = elem_type(data.dtype);
   dist::Comm::Ticket ticket = 0;
-  on_host(group_, data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
-    if (stage_ == 0)
-      comm_.all_reduce(group_, p, static_cast<std::size_t>(size), type, dist::ReduceOp::Sum, &ticket);
-    else
-      comm_.reduce_scatter(group_, p, static_cast<std::size_t>(chunk_size(unit)), type, &ticket);
-  });
+  staged_.run(
+      group_, data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
+        if (stage_ == 0)
+          comm_.all_reduce(group_, p, static_cast<std::size_t>(size), type, dist::ReduceOp::Sum, &ticket);
+        else
+          comm_.reduce_scatter(group_, p, static_cast<std::size_t>(chunk_size(unit)), type, &ticket);
+      });
   pending_.push_back({ticket, unit, data, grads});
 }
 
@@ -258,11 +249,11 @@ void ZeroOptimizer::gather_params(int unit, bool wait) {
     const Buf window = param_windows_[w].at();
     const std::int64_t n = chunk_size(unit);
     ops_.convert(runtime::advance(window, index_ * n), f32(owned_params(unit)), n);
-    on_host(group_, window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype),
-            [&](void* p) {
-              comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(window.dtype),
-                               &window_gathers_[w]);
-            });
+    staged_.run(group_, window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype),
+                [&](void* p) {
+                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(window.dtype),
+                                   &window_gathers_[w]);
+                });
     store_.bind_params(unit, window.ptr);
     resident_[w] = unit;
   }
@@ -288,11 +279,11 @@ void ZeroOptimizer::publish() {
     const std::int64_t n = chunk_size(u);
     if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), n);
     const Buf whole = runtime::advance(params, range.begin);
-    on_host(group_, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
-            [&](void* p) {
-              comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(whole.dtype),
-                               &unit_gathers_[static_cast<size_t>(u)]);
-            });
+    staged_.run(group_, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
+                [&](void* p) {
+                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(whole.dtype),
+                                   &unit_gathers_[static_cast<size_t>(u)]);
+                });
   }
 }
 
@@ -342,8 +333,8 @@ void ZeroOptimizer::end_backward() {
     if (!slot.local.info->tied_head) continue;
     float* grads = store_.grads() + slot.offset;
     const auto n = static_cast<std::size_t>(slot.numel);
-    on_host(*model_groups_.embedding, grads, n * sizeof(float),
-            [&](void* p) { comm_.all_reduce(*model_groups_.embedding, static_cast<float*>(p), n); });
+    staged_.run(*model_groups_.embedding, grads, n * sizeof(float),
+                [&](void* p) { comm_.all_reduce(*model_groups_.embedding, static_cast<float*>(p), n); });
   }
   reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
 }

@@ -47,6 +47,7 @@
 #include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
+#include "engine/parallel/host_staged.h"
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/device_scalars.h"
 #include "kernels/ops.h"
@@ -136,11 +137,6 @@ class ZeroOptimizer final : public model::UnitHooks {
   float* owned_params(int unit) const;            // this rank's chunk of the unit's master weights
   float* owned_grads(int unit) const;
   float* owned_moment(const runtime::Buffer& m, int unit) const;
-  // Runs `collective` on `bytes` at `data` (nothing for a group of one rank); through a host copy
-  // when the data is on a device the Comm cannot reach.
-  template <typename Collective>
-  void on_host(const dist::Group& g, void* data, std::size_t bytes, Collective&& collective);
-
   // Starts summing the unit's fp32 gradients at `grads` over the group (all of them at stage 0,
   // chunk index_ otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
   // buffer, and queues what must follow it in pending_.
@@ -203,7 +199,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   std::vector<PendingReduction> pending_;
   int microbatches_ = 1, microbatch_ = 0;
   bool backward_ended_ = false;           // end_backward ran this step
-  std::vector<std::byte> staging_;        // host copy for collectives the Comm cannot run on the device
+  parallel::HostStaged staged_;           // collectives on buffers the Comm cannot reach: via the host
 };
 
 }  // namespace ptrain::optim

@@ -18,30 +18,42 @@ dist::ElemType elem_type(kernels::DType dtype) {
   }
 }
 
+std::size_t count(std::int64_t n) {
+  return static_cast<std::size_t>(n);
+}
+std::size_t bytes(kernels::Buf b, std::int64_t n) {
+  return count(n) * kernels::dtype_size(b.dtype);
+}
+
 }  // namespace
 
-TensorParallel::TensorParallel(dist::Comm& comm, const dist::Group& tp, const dist::Group* kv_copies)
-    : comm_(comm), tp_(tp), kv_copies_(kv_copies) {
+TensorParallel::TensorParallel(dist::Comm& comm, const kernels::Ops& memory, const dist::Group& tp,
+                               const dist::Group* kv_copies)
+    : comm_(comm), tp_(tp), kv_copies_(kv_copies), staged_(memory, comm) {
   if (!tp.has_me()) throw std::invalid_argument("TensorParallel: this rank is not in tp group " + tp.name);
   if (kv_copies != nullptr && !kv_copies->has_me())
     throw std::invalid_argument("TensorParallel: this rank is not in kv group " + kv_copies->name);
 }
 
-void TensorParallel::sum_partials(kernels::Buf x, std::int64_t n) const {
-  comm_.all_reduce(tp_, x.ptr, static_cast<std::size_t>(n), elem_type(x.dtype));
+void TensorParallel::sum_partials(kernels::Buf x, std::int64_t n) {
+  staged_.run(tp_, x.ptr, bytes(x, n),
+              [&](void* p) { comm_.all_reduce(tp_, p, count(n), elem_type(x.dtype)); });
 }
 
-void TensorParallel::gather_chunks(kernels::Buf chunks, std::int64_t chunk) const {
-  comm_.all_gather(tp_, chunks.ptr, static_cast<std::size_t>(chunk), elem_type(chunks.dtype));
+void TensorParallel::gather_chunks(kernels::Buf chunks, std::int64_t chunk) {
+  staged_.run(tp_, chunks.ptr, bytes(chunks, chunk * size()),
+              [&](void* p) { comm_.all_gather(tp_, p, count(chunk), elem_type(chunks.dtype)); });
 }
 
-void TensorParallel::sum_scatter(kernels::Buf chunks, std::int64_t chunk) const {
-  comm_.reduce_scatter(tp_, chunks.ptr, static_cast<std::size_t>(chunk), elem_type(chunks.dtype));
+void TensorParallel::sum_scatter(kernels::Buf chunks, std::int64_t chunk) {
+  staged_.run(tp_, chunks.ptr, bytes(chunks, chunk * size()),
+              [&](void* p) { comm_.reduce_scatter(tp_, p, count(chunk), elem_type(chunks.dtype)); });
 }
 
-void TensorParallel::sum_kv_copies(kernels::Buf x, std::int64_t n) const {
-  if (kv_copies_ != nullptr)
-    comm_.all_reduce(*kv_copies_, x.ptr, static_cast<std::size_t>(n), elem_type(x.dtype));
+void TensorParallel::sum_kv_copies(kernels::Buf x, std::int64_t n) {
+  if (kv_copies_ == nullptr) return;
+  staged_.run(*kv_copies_, x.ptr, bytes(x, n),
+              [&](void* p) { comm_.all_reduce(*kv_copies_, p, count(n), elem_type(x.dtype)); });
 }
 
 }  // namespace ptrain::parallel

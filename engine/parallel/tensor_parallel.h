@@ -16,39 +16,43 @@
 //    are summed over those ranks (sum_kv_copies), so the copies' weight gradients agree, and only
 //    the first copy passes its k/v input gradient on (first_kv_copy), so the tp sum counts it once.
 //
-// Buffers are in the memory the Comm takes: host memory, or device memory with a Comm that
-// takes_device_memory() (NCCL).
+// Buffers are in `memory`'s device; a Comm that cannot reach it (Gloo with ranks sharing a GPU)
+// works on host copies (HostStaged).
 #pragma once
 
 #include <cstdint>
 
 #include "engine/dist/comm.h"
+#include "engine/parallel/host_staged.h"
 #include "kernels/buffer.h"
+#include "kernels/ops.h"
 
 namespace ptrain::parallel {
 
 class TensorParallel {
  public:
   // `kv_copies`: this rank's group of ranks sharing a kv head (nullptr when every rank has its own).
-  TensorParallel(dist::Comm& comm, const dist::Group& tp, const dist::Group* kv_copies);
+  TensorParallel(dist::Comm& comm, const kernels::Ops& memory, const dist::Group& tp,
+                 const dist::Group* kv_copies);
 
   int rank() const { return tp_.index; }
   int size() const { return tp_.size(); }
   bool first_kv_copy() const { return kv_copies_ == nullptr || kv_copies_->index == 0; }
 
   // x (n elements, F32 or BF16) summed over the tp group, in place.
-  void sum_partials(kernels::Buf x, std::int64_t n) const;
+  void sum_partials(kernels::Buf x, std::int64_t n);
   // chunks: size() chunks of `chunk` elements (F32 or BF16); fills each from the rank of its index.
-  void gather_chunks(kernels::Buf chunks, std::int64_t chunk) const;
+  void gather_chunks(kernels::Buf chunks, std::int64_t chunk);
   // chunks: as above; chunk rank() becomes the sum over the tp group of every rank's chunk rank().
-  void sum_scatter(kernels::Buf chunks, std::int64_t chunk) const;
+  void sum_scatter(kernels::Buf chunks, std::int64_t chunk);
   // x (n elements) summed over the ranks sharing this rank's kv head; nothing without kv copies.
-  void sum_kv_copies(kernels::Buf x, std::int64_t n) const;
+  void sum_kv_copies(kernels::Buf x, std::int64_t n);
 
  private:
   dist::Comm& comm_;
   const dist::Group& tp_;
   const dist::Group* kv_copies_;
+  HostStaged staged_;
 };
 
 }  // namespace ptrain::parallel

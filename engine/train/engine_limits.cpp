@@ -20,9 +20,6 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu)
   if (p.pp > 1 && on_gpu)
     limits.push_back({"parallel.pp", "pipeline parallelism runs on the CPU backend only for now",
                       "set backend: cpu, or pp: 1 on the GPU"});
-  if (p.tp > 1 && on_gpu)
-    limits.push_back({"parallel.tp", "tensor parallelism runs on the CPU backend only for now",
-                      "set backend: cpu, or tp: 1 on the GPU"});
   return limits;
 }
 

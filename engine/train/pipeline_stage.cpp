@@ -52,8 +52,8 @@ void check_backward_order(const pipeline::Schedule& s, const std::vector<pipelin
 }  // namespace
 
 PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops,
-                             dist::Comm& comm, const dist::Group* pp_group,
-                             const parallel::TensorParallel* tp, int microbatches)
+                             dist::Comm& comm, const dist::Group* pp_group, parallel::TensorParallel* tp,
+                             int microbatches)
     : comm_(comm),
       pp_group_(pp_group),
       pp_rank_(pp_group != nullptr ? pp_group->index : 0),

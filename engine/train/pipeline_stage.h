@@ -40,7 +40,7 @@ class PipelineStage {
   // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1); `tp`: its tensor-parallel
   // group (nullptr with tp = 1).
   PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops,
-                dist::Comm& comm, const dist::Group* pp_group, const parallel::TensorParallel* tp,
+                dist::Comm& comm, const dist::Group* pp_group, parallel::TensorParallel* tp,
                 int microbatches);
   ~PipelineStage();
 

@@ -135,9 +135,9 @@ struct Trainer::State {
         groups(step_groups(s, c, backend)),
         dp_group(*groups.dp),
         leader(c.rank() == 0),
-        tensor_parallel(groups.tp == nullptr
-                            ? std::nullopt
-                            : std::make_optional<parallel::TensorParallel>(c, *groups.tp, groups.kv_copies)),
+        tensor_parallel(groups.tp == nullptr ? std::nullopt
+                                             : std::make_optional<parallel::TensorParallel>(
+                                                   c, backend, *groups.tp, groups.kv_copies)),
         params(model::build_registry(s.model), model::shard_coords(s, groups.pp_rank, groups.tp_rank, 0),
                optim::zero_store_options(s, dp_group.size(), backend)),
         pipeline(s, params, backend, c, groups.pp, tensor_parallel ? &*tensor_parallel : nullptr,

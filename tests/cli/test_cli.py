@@ -143,7 +143,7 @@ class ValidateShippedConfigs(unittest.TestCase):
         self.assertIn("valid, would run", r.stdout)
         r = ptrain("validate", tiny, "--set", "backend=cuda", "--set", "parallel.tp=2")
         self.assertIn("parallel.pp: pipeline parallelism runs on the CPU backend only for now", r.stderr)
-        self.assertIn("parallel.tp: tensor parallelism runs on the CPU backend only for now", r.stderr)
+        self.assertNotIn("parallel.tp:", r.stderr)  # both backends run tensor parallelism
 
 
 class ValidateBadInput(unittest.TestCase):
@@ -267,10 +267,10 @@ class Plan(unittest.TestCase):
             self.assertLessEqual(max(rank["total_bytes"] for rank in validated["memory_per_rank"]),
                                  validated["memory"]["device_bytes"])
             # Like validate, plan says what this build's `run` would refuse in the layout it wrote.
-            limited = best["tp"] > 1 and name != "tiny-cpu"  # the CPU backend runs tp
-            self.assertEqual("parallel.tp: tensor parallelism runs on the CPU backend only" in r.stderr, limited,
+            limited = best["pp"] > 1 and name != "tiny-cpu"  # the CUDA backend runs no pipeline yet
+            self.assertEqual("parallel.pp: pipeline parallelism runs on the CPU backend only" in r.stderr, limited,
                              r.stderr)
-            self.assertEqual(any(w["key"] == "parallel.tp" for w in validated["warnings"]), limited)
+            self.assertEqual(any(w["key"] == "parallel.pp" for w in validated["warnings"]), limited)
 
     def test_human_table(self):
         r, out = self.plan(config("gpt2-124m"), "--gpus", "8", "--top", "3")

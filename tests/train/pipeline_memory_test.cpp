@@ -70,7 +70,7 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       for (int i = 0; i < pp_ranks; ++i) pp_group[static_cast<std::size_t>(i)] = i * tp_ranks;
       std::iota(tp_group.begin(), tp_group.end(), r * tp_ranks);
       const dist::Group& pp = comm.new_group("pp", pp_group);
-      const parallel::TensorParallel tp(comm, comm.new_group("tp", tp_group), nullptr);
+      parallel::TensorParallel tp(comm, kernels::cpu_ops(), comm.new_group("tp", tp_group), nullptr);
       model::ParamStore store(model::build_registry(spec.model), model::shard_coords(spec, r, 0, 0));
       const train::PipelineStage stage(spec, store, kernels::cpu_ops(), comm, &pp,
                                        tp_ranks > 1 ? &tp : nullptr, spec.train.microbatches);

@@ -1,0 +1,38 @@
+// Collectives on a backend's buffers through a Comm that may not take that memory. The CPU's memory,
+// and device memory with a Comm that takes it (NCCL), pass straight through; CUDA buffers with Gloo
+// (ranks that share a GPU cannot share an NCCL communicator) go through a host copy and back.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/dist/comm.h"
+#include "kernels/ops.h"
+
+namespace ptrain::parallel {
+
+class HostStaged {
+ public:
+  HostStaged(const kernels::Ops& memory, const dist::Comm& comm)
+      : memory_(memory),
+        passes_through_(memory.device() == kernels::Device::Cpu || comm.takes_device_memory()) {}
+
+  // Runs collective(p) over group g for the `bytes` bytes at `data` (in memory's device), p being
+  // where the Comm reads and writes them; nothing for a group of one rank, which would change nothing.
+  template <typename Collective>
+  void run(const dist::Group& g, void* data, std::size_t bytes, Collective&& collective) {
+    if (g.size() == 1) return;
+    if (passes_through_) return collective(data);
+    staging_.resize(bytes);
+    memory_.copy_to_host(staging_.data(), {data, kernels::DType::F32}, bytes);
+    collective(staging_.data());
+    memory_.copy_to_device({data, kernels::DType::F32}, staging_.data(), bytes);
+  }
+
+ private:
+  const kernels::Ops& memory_;
+  bool passes_through_;
+  std::vector<std::byte> staging_;
+};
+
+}  // namespace ptrain::parallel
