@@ -96,6 +96,9 @@ std::string Comm::name(const Running& r) const {
 template <typename Fn>
 void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn) {
   running_ = {log_.begin(op, g, bytes, peer), op, &g, bytes, false};
+  Traffic& t = traffic_[g.id][op];
+  t.calls += 1;
+  t.bytes += static_cast<double>(bytes);
   try {
     fn();
   } catch (const std::exception& e) {
@@ -103,6 +106,12 @@ void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, F
                           log_.dump());
   }
   if (!running_.deferred) log_.end(running_.seq);
+}
+
+const std::map<std::string, Comm::Traffic>& Comm::traffic(const Group& g) const {
+  static const std::map<std::string, Traffic> none;
+  const auto it = traffic_.find(g.id);
+  return it == traffic_.end() ? none : it->second;
 }
 
 Comm::Deferred Comm::defer_completion() {

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -141,6 +142,16 @@ class Comm {
   void all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts, float* out,
                    const std::vector<std::size_t>& recv_counts);
   void broadcast(const Group& g, void* data, std::size_t bytes, int root);
+  // What this rank has run on group g since the Comm began, by op name ("all_reduce", "all_gather",
+  // "reduce_scatter", "send", "isend", "recv", ...): calls and bytes (a collective's whole buffer,
+  // every rank's chunks for all_gather and reduce_scatter; a message's bytes). The trainer turns it
+  // into the bytes each axis sent, which validate predicts.
+  struct Traffic {
+    std::uint64_t calls = 0;
+    double bytes = 0;
+  };
+  const std::map<std::string, Traffic>& traffic(const Group& g) const;
+
   // Point to point. Messages from one rank to another on one `channel` are matched in order (the
   // n-th send meets the n-th recv); channels are independent of each other (the pipeline keeps
   // activations and gradients apart this way). send returns once `data` may be changed again.
@@ -233,6 +244,7 @@ class Comm {
   int rank_, world_;
   std::vector<std::unique_ptr<Group>> groups_;
   CollectiveLog log_;
+  std::map<int, std::map<std::string, Traffic>> traffic_;  // by group id, then op
   Running running_;  // the collective in logged(), for defer_completion and error messages
 };
 

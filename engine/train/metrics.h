@@ -10,6 +10,12 @@
 
 namespace ptrain::train {
 
+// Bytes one rank sent over each axis's groups in a step, by the plan's convention (plan::bytes_sent),
+// the most over the ranks: what validate reports as comm_bytes_per_step.
+struct AxisBytes {
+  double tp = 0, pp = 0, dp = 0;
+};
+
 struct StepMetrics {
   std::int64_t step = 0;  // 1-based: the step just completed
   double loss = 0;
@@ -25,6 +31,9 @@ struct StepMetrics {
   // pp > 1: the largest fraction of the step's pipeline a rank spent waiting for messages (what
   // validate predicts as the bubble of the worst rank).
   std::optional<double> pipeline_idle;
+  // world > 1: AxisBytes sent since the previous step's report (ZeRO's parameter gathers after an
+  // update count in the next step).
+  std::optional<AxisBytes> comm_bytes;
 };
 
 class MetricsLog {

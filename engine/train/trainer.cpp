@@ -21,6 +21,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/zero.h"
 #include "engine/parallel/tensor_parallel.h"
+#include "engine/plan/comm.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
 #include "engine/runtime/device_scalars.h"
@@ -102,6 +103,22 @@ StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kern
   return out;
 }
 
+// The bytes this rank has sent on `g` since the start, by the plan's convention (plan::bytes_sent);
+// receives count nothing (their senders count them).
+double bytes_sent_on(const dist::Comm& comm, const dist::Group* g) {
+  if (g == nullptr) return 0;
+  double sum = 0;
+  for (const auto& [op, t] : comm.traffic(*g)) {
+    std::optional<plan::CollectiveKind> kind;
+    if (op == "all_reduce") kind = plan::CollectiveKind::AllReduce;
+    if (op == "all_gather") kind = plan::CollectiveKind::AllGather;
+    if (op == "reduce_scatter") kind = plan::CollectiveKind::ReduceScatter;
+    if (op == "send" || op == "isend") kind = plan::CollectiveKind::SendRecv;
+    if (kind) sum += plan::bytes_sent(plan::Collective{*kind, t.bytes, g->size()});
+  }
+  return sum;
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -126,6 +143,7 @@ struct Trainer::State {
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
   std::int64_t last_saved_step = -1;
+  AxisBytes sent_before;  // bytes_sent_on each axis's groups at the previous step's report
 
   State(const config::JobSpec& s, const kernels::Ops& backend, dist::Comm& c, TrainerOptions opts)
       : spec(s),
@@ -251,6 +269,7 @@ struct Trainer::State {
     double loss = 0;  // the mean over the global batch's tokens
     double grad_norm = 0;
     std::optional<double> pipeline_idle;  // pp > 1: the largest share of the pipeline a rank waited
+    std::optional<AxisBytes> comm_bytes;  // world > 1: what each axis sent, the most over the ranks
     bool stop = false;  // every rank agreed to stop after this step
   };
 
@@ -269,10 +288,16 @@ struct Trainer::State {
     const double pipeline_seconds = seconds_since(t0);
     zero.end_backward();
     out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
-    if (groups.pp != nullptr) {
-      double idle = pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0;
-      comm.all_reduce(comm.world_group(), &idle, 1, dist::ReduceOp::Max);
-      out.pipeline_idle = idle;
+    if (comm.world() > 1) {            // the most over the ranks: pipeline idle, then each axis's bytes
+      const AxisBytes sent{bytes_sent_on(comm, groups.tp) + bytes_sent_on(comm, groups.kv_copies),
+                           bytes_sent_on(comm, groups.pp) + bytes_sent_on(comm, groups.embedding),
+                           bytes_sent_on(comm, groups.dp)};
+      double most[4] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0, sent.tp - sent_before.tp,
+                        sent.pp - sent_before.pp, sent.dp - sent_before.dp};
+      sent_before = sent;
+      comm.all_reduce(comm.world_group(), most, 4, dist::ReduceOp::Max);
+      if (groups.pp != nullptr) out.pipeline_idle = most[0];
+      out.comm_bytes = AxisBytes{most[1], most[2], most[3]};
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
@@ -368,6 +393,7 @@ RunResult Trainer::run() {
     m.mfu = s.peak_flops > 0 ? s.flops_per_step / (seconds * s.peak_flops) : 0.0;
     m.memory_bytes = s.memory_bytes();
     m.pipeline_idle = outcome.pipeline_idle;
+    m.comm_bytes = outcome.comm_bytes;
     if (const auto in_use = s.ops.device_bytes_in_use()) {
       device_peak = std::max(device_peak, static_cast<double>(*in_use));
       m.device_memory_peak_bytes = device_peak;

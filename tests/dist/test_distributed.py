@@ -189,6 +189,15 @@ class ModelParallelCurves(Timed):
                 self.assertEqual([s for s, _ in evaluated], [10, 20])
                 for (step, v), (_, v0) in zip(evaluated, want):
                     self.assertLess(abs(v - v0) / abs(v0), TOLERANCE, f"validation loss at step {step}")
+                # What the step's collectives and messages sent per axis is what validate predicts
+                # (ZeRO-3 keeps the last units resident between forward and backward: validate's
+                # figure is its upper bound).
+                predicted = json.loads(subprocess.run([PTRAIN, "validate", os.path.join(d, "job.yaml"), "--json"],
+                                                      capture_output=True, text=True).stdout)["comm_bytes_per_step"]
+                for axis in ["tp", "pp"] + (["dp"] if layout.get("zero", 0) < 3 else []):
+                    measured = rows[-1]["comm_bytes"][axis]
+                    self.assertAlmostEqual(measured, predicted[axis], delta=1e-3 * predicted[axis] + 1,
+                                           msg=f"{axis} bytes per step")
                 for (step, loss, norm), (_, loss1, _), (_, loss0, norm0) in zip(got, one_rank, same_dp):
                     self.assertLess(abs(loss - loss1) / abs(loss1), TOLERANCE, f"loss at step {step} (one rank)")
                     self.assertLess(abs(loss - loss0) / abs(loss0), TOLERANCE, f"loss at step {step}")

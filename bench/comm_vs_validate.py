@@ -1,0 +1,81 @@
+"""The bytes each axis sends per step in `ptrain run` (metrics.jsonl `comm_bytes`: the Comm's count of
+every collective and message on the axis's groups, in the plan's ring convention, the most over the
+ranks) against `ptrain validate --json`'s `comm_bytes_per_step` for the same job, over data, tensor
+(with and without sequence parallelism) and pipeline layouts of a small Llama on CPU. The last of 4
+steps is compared (ZeRO's parameter gathers after an update count in the next step). Writes
+bench/results/<date>-comm-vs-validate.json.
+    python3 bench/comm_vs_validate.py [--ptrain build/ptrain]"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+from results import ROOT, write_result
+
+JOB = """\
+name: comm-vs-validate
+backend: cpu
+model: {arch: llama, layers: 4, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 128, vocab: 256, seq_len: 32}
+train: {steps: 4, global_batch: 8, micro_batch: 2, precision: fp32, recompute: selective}
+data: {format: synthetic, eval_every: 0}
+cluster: {nodes: 1, gpus_per_node: 1, gpu: cpu}
+logging: {every: 4, metrics: METRICS}
+"""
+
+LAYOUTS = [
+    ("dp 2, zero 0", dict(dp=2, zero=0)),
+    ("dp 2, zero 1", dict(dp=2, zero=1)),
+    ("dp 2, zero 3", dict(dp=2, zero=3)),
+    ("tp 2", dict(tp=2)),
+    ("tp 4 (shared kv heads)", dict(tp=4)),
+    ("tp 2, sp", dict(tp=2, sp=True)),
+    ("pp 2, 1f1b", dict(pp=2)),
+    ("tp 2 sp x pp 2, zb-h1", dict(tp=2, pp=2, sp=True, schedule="zb-h1")),
+    ("tp 2 x dp 2, zero 2, full recompute", dict(tp=2, dp=2, zero=2, recompute="full")),
+]
+
+
+def flags(layout):
+    tp, pp, dp = layout.get("tp", 1), layout.get("pp", 1), layout.get("dp", 1)
+    out = {"parallel.tp": tp, "parallel.pp": pp, "parallel.zero": layout.get("zero", 0),
+           "parallel.sequence_parallel": "true" if layout.get("sp") else "false",
+           "schedule.kind": layout.get("schedule", "1f1b"), "cluster.gpus_per_node": tp * pp * dp,
+           "train.recompute": layout.get("recompute", "selective")}
+    return [a for k, v in out.items() for a in ("--set", f"{k}={v}")]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
+    args = parser.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory() as d:
+        job = os.path.join(d, "job.yaml")
+        metrics = os.path.join(d, "metrics.jsonl")
+        with open(job, "w") as f:
+            f.write(JOB.replace("METRICS", metrics))
+        for name, layout in LAYOUTS:
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            subprocess.run([args.ptrain, "run", job, *flags(layout)], check=True, capture_output=True)
+            with open(metrics) as f:
+                measured = json.loads(f.readlines()[-1])["comm_bytes"]
+            report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags(layout)], check=True,
+                                               capture_output=True, text=True).stdout)
+            predicted = report["comm_bytes_per_step"]
+            row = {"layout": name}
+            text = []
+            for axis in ("tp", "pp", "dp"):
+                m, p = measured[axis], predicted[axis]
+                row[axis] = {"measured_bytes": m, "predicted_bytes": p, "ratio": m / p if p else None}
+                if m or p:
+                    text.append(f"{axis} {m / 1e6:8.3f} / {p / 1e6:8.3f} MB" + (f" ({m / p:.4f})" if p else ""))
+            runs.append(row)
+            print(f"{name:36s} " + "  ".join(text))
+    write_result("comm-vs-validate", {"device": "cpu", "model": "llama 4 layers, hidden 64, T 32",
+                                      "runs": runs})
+
+
+if __name__ == "__main__":
+    main()
