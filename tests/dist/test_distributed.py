@@ -254,10 +254,9 @@ class TensorParallelLayouts(ModelParallelCurves):
     NORM_TOLERANCE = 1e-4
 
     def test_gpt2_vocab_parallel_embedding_and_tied_head(self):
-        # vocab 97 pads to 98 at tp 2 and to 100 at tp 4; the tied head shares the embedding's shard.
+        # vocab 97 pads to 98 at tp 2; the tied head shares the embedding's shard.
         self.check_layouts("gpt2", [
             dict(tp=2),
-            dict(tp=4),
             dict(tp=2, dp=2, zero=3),
             dict(tp=2, pp=2, schedule="zb-h1"),
             dict(tp=2, pp=2, sp=True, schedule="zb-h1"),
@@ -269,7 +268,6 @@ class TensorParallelLayouts(ModelParallelCurves):
             dict(tp=4),
             dict(tp=2, dp=2, zero=2),
             dict(tp=2, pp=2, schedule="interleaved-1f1b", vpp=2),
-            dict(tp=4, pp=2, zero=1),
             dict(tp=4, sp=True),
             dict(tp=2, dp=2, sp=True, zero=3),
         ], self.NORM_TOLERANCE)
