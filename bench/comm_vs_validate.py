@@ -6,12 +6,10 @@ steps is compared (ZeRO's parameter gathers after an update count in the next st
 bench/results/<date>-comm-vs-validate.json.
     python3 bench/comm_vs_validate.py [--ptrain build/ptrain]"""
 import argparse
-import json
 import os
-import subprocess
-import tempfile
 
 from results import ROOT, write_result
+from run_vs_validate import job_in_tempdir, run_and_validate
 
 JOB = """\
 name: comm-vs-validate
@@ -50,20 +48,10 @@ def main():
     parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
     args = parser.parse_args()
     runs = []
-    with tempfile.TemporaryDirectory() as d:
-        job = os.path.join(d, "job.yaml")
-        metrics = os.path.join(d, "metrics.jsonl")
-        with open(job, "w") as f:
-            f.write(JOB.replace("METRICS", metrics))
+    with job_in_tempdir(JOB) as (job, metrics):
         for name, layout in LAYOUTS:
-            if os.path.exists(metrics):
-                os.remove(metrics)
-            subprocess.run([args.ptrain, "run", job, *flags(layout)], check=True, capture_output=True)
-            with open(metrics) as f:
-                measured = json.loads(f.readlines()[-1])["comm_bytes"]
-            report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags(layout)], check=True,
-                                               capture_output=True, text=True).stdout)
-            predicted = report["comm_bytes_per_step"]
+            row, report = run_and_validate(args.ptrain, job, metrics, flags(layout))
+            measured, predicted = row["comm_bytes"], report["comm_bytes_per_step"]
             row = {"layout": name}
             text = []
             for axis in ("tp", "pp", "dp"):

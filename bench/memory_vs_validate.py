@@ -7,12 +7,11 @@ ranks, with and without sequence parallelism, and with two pipeline stages. Writ
 bench/results/<date>-memory-vs-validate.json.
     python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
 import argparse
-import json
 import os
-import subprocess
-import tempfile
 
 from results import ROOT, write_result
+from run_vs_validate import job_in_tempdir, run_and_validate
+
 JOB = """\
 name: memory-vs-validate
 backend: cpu
@@ -29,11 +28,7 @@ def main():
     parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
     args = parser.parse_args()
     runs = []
-    with tempfile.TemporaryDirectory() as d:
-        job = os.path.join(d, "job.yaml")
-        metrics = os.path.join(d, "metrics.jsonl")
-        with open(job, "w") as f:
-            f.write(JOB.replace("METRICS", metrics))
+    with job_in_tempdir(JOB) as (job, metrics):
         def layout(label, pp=1, tp=1, sp=False, schedule="1f1b", vpp=1):
             flags = ["--set", f"parallel.pp={pp}", "--set", f"parallel.tp={tp}", "--set",
                      f"parallel.sequence_parallel={'true' if sp else 'false'}", "--set", f"schedule.kind={schedule}",
@@ -49,13 +44,8 @@ def main():
                   ("fp32", "none", layout("tp 2 sp x 1f1b", pp=2, tp=2, sp=True))]
         for precision, mode, (pipeline, layout_flags) in cases:
             flags = ["--set", f"train.recompute={mode}", "--set", f"train.precision={precision}", *layout_flags]
-            if os.path.exists(metrics):
-                os.remove(metrics)
-            subprocess.run([args.ptrain, "run", job, *flags], check=True, capture_output=True)
-            with open(metrics) as f:
-                allocated = json.loads(f.readlines()[-1])["memory_bytes"]
-            report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags], check=True,
-                                               capture_output=True, text=True).stdout)
+            row, report = run_and_validate(args.ptrain, job, metrics, flags)
+            allocated = row["memory_bytes"]
             predicted = next(r for r in report["memory_per_rank"] if r["rank"] == 0)["total_bytes"]
             runs.append({"precision": precision, "recompute": mode, "layout": pipeline,
                          "allocated_bytes": allocated, "predicted_bytes": predicted, "ratio": allocated / predicted})
