@@ -95,9 +95,10 @@ void run(int B, int T, int Hq, int Hkv, int D, DType dt, cudaStream_t stream) {
 
   const Buf bq{q.ptr, dt}, bk{k.ptr, dt}, bv{v.ptr, dt}, bo{out.ptr, dt}, bdo{dout.ptr, dt}, bdq{dq.ptr, dt},
       bdk{dk.ptr, dt}, bdv{dv.ptr, dt}, bl{lse.ptr, DType::F32};
-  auto forward = [&] { ptrain::kernels::cuda::attention_forward(stream, bo, bl, bq, bk, bv, B, T, Hq, Hkv, D); };
+  const auto shape = ptrain::kernels::AttentionShape::self_attention(B, T, Hq, Hkv, D);
+  auto forward = [&] { ptrain::kernels::cuda::attention_forward(stream, bo, bl, bq, bk, bv, shape); };
   auto backward = [&] {
-    ptrain::kernels::cuda::attention_backward(stream, bdq, bdk, bdv, bdo, bq, bk, bv, bo, bl, B, T, Hq, Hkv, D);
+    ptrain::kernels::cuda::attention_backward(stream, bdq, bdk, bdv, bdo, bq, bk, bv, bo, bl, shape);
   };
 
   cudaEvent_t e0, e1, e2;

@@ -1,7 +1,7 @@
 """The bytes each axis sends per step in `ptrain run` (metrics.jsonl `comm_bytes`: the Comm's count of
 every collective and message on the axis's groups, in the plan's ring convention, the most over the
 ranks) against `ptrain validate --json`'s `comm_bytes_per_step` for the same job, over data, tensor
-(with and without sequence parallelism) and pipeline layouts of a small Llama on CPU. The last of 4
+(with and without sequence parallelism), context and pipeline layouts of a small Llama on CPU. The last of 4
 steps is compared (ZeRO's parameter gathers after an update count in the next step). Writes
 bench/results/<date>-comm-vs-validate.json.
     python3 bench/comm_vs_validate.py [--ptrain build/ptrain]"""
@@ -31,14 +31,18 @@ LAYOUTS = [
     ("pp 2, 1f1b", dict(pp=2)),
     ("tp 2 sp x pp 2, zb-h1", dict(tp=2, pp=2, sp=True, schedule="zb-h1")),
     ("tp 2 x dp 2, zero 2, full recompute", dict(tp=2, dp=2, zero=2, recompute="full")),
+    ("cp 2", dict(cp=2)),
+    ("cp 4", dict(cp=4)),
+    ("cp 2 x tp 2 sp", dict(cp=2, tp=2, sp=True)),
+    ("cp 2 x pp 2, zb-h1, full recompute", dict(cp=2, pp=2, schedule="zb-h1", recompute="full")),
 ]
 
 
 def flags(layout):
-    tp, pp, dp = layout.get("tp", 1), layout.get("pp", 1), layout.get("dp", 1)
-    out = {"parallel.tp": tp, "parallel.pp": pp, "parallel.zero": layout.get("zero", 0),
+    tp, pp, dp, cp = layout.get("tp", 1), layout.get("pp", 1), layout.get("dp", 1), layout.get("cp", 1)
+    out = {"parallel.tp": tp, "parallel.pp": pp, "parallel.cp": cp, "parallel.zero": layout.get("zero", 0),
            "parallel.sequence_parallel": "true" if layout.get("sp") else "false",
-           "schedule.kind": layout.get("schedule", "1f1b"), "cluster.gpus_per_node": tp * pp * dp,
+           "schedule.kind": layout.get("schedule", "1f1b"), "cluster.gpus_per_node": tp * pp * dp * cp,
            "train.recompute": layout.get("recompute", "selective")}
     return [a for k, v in out.items() for a in ("--set", f"{k}={v}")]
 
@@ -54,7 +58,7 @@ def main():
             measured, predicted = row["comm_bytes"], report["comm_bytes_per_step"]
             row = {"layout": name}
             text = []
-            for axis in ("tp", "pp", "dp"):
+            for axis in ("tp", "pp", "dp", "cp"):
                 m, p = measured[axis], predicted[axis]
                 row[axis] = {"measured_bytes": m, "predicted_bytes": p, "ratio": m / p if p else None}
                 if m or p:

@@ -3,7 +3,8 @@ optimizer state, ZeRO windows, activation arena, pipeline send buffers) against 
 --json`'s prediction for the same rank of the same job, for GPT-2 124M (T 1024, micro-batch 1, CPU)
 in fp32 and bf16 mixed precision under each recompute mode and ZeRO stage 0 (dp 1), then on two
 pipeline stages (4 microbatches) under 1f1b, interleaved-1f1b and zb-h1, then on two tensor-parallel
-ranks, with and without sequence parallelism, and with two pipeline stages. Writes
+ranks, with and without sequence parallelism, and with two pipeline stages, then on two and four
+context-parallel ranks (with tp 2 and SP). Writes
 bench/results/<date>-memory-vs-validate.json.
     python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
 import argparse
@@ -29,10 +30,10 @@ def main():
     args = parser.parse_args()
     runs = []
     with job_in_tempdir(JOB) as (job, metrics):
-        def layout(label, pp=1, tp=1, sp=False, schedule="1f1b", vpp=1):
-            flags = ["--set", f"parallel.pp={pp}", "--set", f"parallel.tp={tp}", "--set",
+        def layout(label, pp=1, tp=1, sp=False, schedule="1f1b", vpp=1, cp=1):
+            flags = ["--set", f"parallel.pp={pp}", "--set", f"parallel.tp={tp}", "--set", f"parallel.cp={cp}", "--set",
                      f"parallel.sequence_parallel={'true' if sp else 'false'}", "--set", f"schedule.kind={schedule}",
-                     "--set", f"schedule.virtual_stages={vpp}", "--set", f"cluster.gpus_per_node={pp * tp}"]
+                     "--set", f"schedule.virtual_stages={vpp}", "--set", f"cluster.gpus_per_node={pp * tp * cp}"]
             return label, flags + (["--set", "train.global_batch=4"] if pp > 1 else [])
         single = layout("pp 1")
         cases = [(p, m, single) for p in ["fp32", "bf16"] for m in ["none", "selective", "full"]]
@@ -41,7 +42,10 @@ def main():
                   ("fp32", "none", layout("zb-h1", pp=2, schedule="zb-h1")),
                   ("fp32", "none", layout("tp 2", tp=2)),
                   ("bf16", "selective", layout("tp 2 sp", tp=2, sp=True)),
-                  ("fp32", "none", layout("tp 2 sp x 1f1b", pp=2, tp=2, sp=True))]
+                  ("fp32", "none", layout("tp 2 sp x 1f1b", pp=2, tp=2, sp=True)),
+                  ("fp32", "none", layout("cp 2", cp=2)),
+                  ("bf16", "selective", layout("cp 4", cp=4)),
+                  ("fp32", "full", layout("cp 2 x tp 2 sp", cp=2, tp=2, sp=True))]
         for precision, mode, (pipeline, layout_flags) in cases:
             flags = ["--set", f"train.recompute={mode}", "--set", f"train.precision={precision}", *layout_flags]
             row, report = run_and_validate(args.ptrain, job, metrics, flags)

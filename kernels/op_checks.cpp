@@ -115,11 +115,12 @@ struct Checker {
   }
 
   // Returns the element counts of the [B, T, Hq, D] and [B, T, Hkv, D] tensors.
-  std::pair<std::int64_t, std::int64_t> require_attention_shape(int B, int T, int Hq, int Hkv, int D) const {
-    require_sizes({B, T, Hq, Hkv, D});
-    require(Hkv > 0 && D > 0, "Hkv and D must be positive");
-    require(Hq % Hkv == 0, "Hq must be a multiple of Hkv");
-    return {std::int64_t{B} * T * Hq * D, std::int64_t{B} * T * Hkv * D};
+  std::pair<std::int64_t, std::int64_t> require_attention_shape(const AttentionShape& s) const {
+    require_sizes({s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D});
+    require(s.Hkv > 0 && s.D > 0, "Hkv and D must be positive");
+    require(s.Hq % s.Hkv == 0, "Hq must be a multiple of Hkv");
+    require(std::int64_t{s.q_pos0} + s.Tq <= s.Tk, "the queries' positions q_pos0 + Tq must not exceed Tk");
+    return {s.q_elements(), s.kv_elements()};
   }
 
   // The norms' rules, written for layernorm: RMSNorm passes no mean and no bias (d_bias), which are
@@ -264,10 +265,10 @@ void check_rope_backward(const char* backend, Buf d_x, int B, int T, int H, int 
   Checker{backend, "rope_backward"}.require_rope("d_x", d_x, B, T, H, D, theta);
 }
 
-void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
-                             int Hkv, int D) {
+void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k, Buf v,
+                             const AttentionShape& s) {
   const Checker c{backend, "attention_forward"};
-  const auto [nq, nkv] = c.require_attention_shape(B, T, Hq, Hkv, D);
+  const auto [nq, nkv] = c.require_attention_shape(s);
   c.require_float("q", q, nq);
   c.require_buf("k", k, q.dtype, nkv);
   c.require_buf("v", v, q.dtype, nkv);
@@ -276,9 +277,9 @@ void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k
 }
 
 void check_attention_backward(const char* backend, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
-                              Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D) {
+                              Buf out, Buf lse, const AttentionShape& s) {
   const Checker c{backend, "attention_backward"};
-  const auto [nq, nkv] = c.require_attention_shape(B, T, Hq, Hkv, D);
+  const auto [nq, nkv] = c.require_attention_shape(s);
   c.require_float("q", q, nq);
   c.require_buf("d_q", d_q, q.dtype, nq);
   c.require_buf("d_k", d_k, q.dtype, nkv);
@@ -287,7 +288,7 @@ void check_attention_backward(const char* backend, Buf d_q, Buf d_k, Buf d_v, Bu
   c.require_buf("k", k, q.dtype, nkv);
   c.require_buf("v", v, q.dtype, nkv);
   c.require_buf("out", out, q.dtype, nq);
-  c.require_buf("lse", lse, DType::F32, std::int64_t{B} * Hq * T);
+  c.require_buf("lse", lse, DType::F32, s.lse_elements());
 }
 
 void check_gelu_forward(const char* backend, Buf out, Buf in, std::int64_t n) {

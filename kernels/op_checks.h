@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
 
 namespace ptrain::kernels {
@@ -65,11 +66,13 @@ void check_add_rmsnorm_forward(const char* backend, Buf x_out, Buf out, Buf rstd
 void check_rope_forward(const char* backend, Buf x, int B, int T, int H, int D, float theta);
 void check_rope_backward(const char* backend, Buf d_x, int B, int T, int H, int D, float theta);
 
-// attention: q, k, v, out and the d_ tensors share one type, F32 or BF16; lse is F32.
-void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
-                             int Hkv, int D);
+// attention: q, k, v, out and the d_ tensors share one type, F32 or BF16; lse is F32; the shape's sizes
+// are not negative, Hq a multiple of Hkv, and the queries' positions within the keys' (q_pos0 >= 0,
+// q_pos0 + Tq <= Tk).
+void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k, Buf v,
+                             const AttentionShape& s);
 void check_attention_backward(const char* backend, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
-                              Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D);
+                              Buf out, Buf lse, const AttentionShape& s);
 
 // activations: all buffers of an op share one type, F32 or BF16.
 void check_gelu_forward(const char* backend, Buf out, Buf in, std::int64_t n);

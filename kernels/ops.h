@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
 
 namespace ptrain::kernels {
@@ -104,15 +105,15 @@ class Ops {
   // The inverse rotation applied to the gradient, in place.
   virtual void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0) const = 0;
 
-  // ---- causal self-attention with grouped-query heads (Hq % Hkv == 0; query head h reads kv head
-  // h / (Hq/Hkv)), scale 1/sqrt(D). q, out: [B,T,Hq,D]; k, v: [B,T,Hkv,D]; lse: [B,Hq,T] F32
-  // (log-sum-exp of each softmax row of the scaled scores, saved for backward: no T x T matrix is
-  // stored; optional in forward).
-  virtual void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv,
-                                 int D) const = 0;
-  // d_q, d_k, d_v overwritten.
+  // ---- causal attention with grouped-query heads (Hq % Hkv == 0; query head h reads kv head
+  // h / (Hq/Hkv)), scale 1/sqrt(D), of the shape `s` (attention_shape.h: q, out [B,Tq,Hq,D]; k, v
+  // [B,Tk,Hkv,D]; query row i sees keys 0 .. s.q_pos0 + i). lse: [B,Hq,Tq] F32 (log-sum-exp of each
+  // softmax row of the scaled scores, saved for backward: no Tq x Tk matrix is stored; optional in
+  // forward).
+  virtual void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& s) const = 0;
+  // d_q, d_k, d_v overwritten (d_k, d_v rows no query sees: zero).
   virtual void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
-                                  int B, int T, int Hq, int Hkv, int D) const = 0;
+                                  const AttentionShape& s) const = 0;
 
   // ---- activations (n elements). Gradients overwrite; out may alias in, d_in may alias d_out.
   // GELU, tanh approximation (GPT-2 / HF "gelu_new").

@@ -60,12 +60,13 @@ class PretendDeviceOps final : public kernels::Ops {
   void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0) const override {
     cpu().rope_backward(d_x, B, T, H, D, theta, pos0);
   }
-  void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D) const override {
-    cpu().attention_forward(out, lse, q, k, v, B, T, Hq, Hkv, D);
+  void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v,
+                         const kernels::AttentionShape& s) const override {
+    cpu().attention_forward(out, lse, q, k, v, s);
   }
-  void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B, int T,
-                          int Hq, int Hkv, int D) const override {
-    cpu().attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
+  void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
+                          const kernels::AttentionShape& s) const override {
+    cpu().attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
   }
   void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu().gelu_forward(out, in, n); }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {

@@ -188,6 +188,14 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     temps.act("sequence_parallel.gathered_input", full_hidden);
     temps.act("sequence_parallel.gathered_gradient", full_hidden);
   }
+  if (spec.parallel.cp > 1) {  // the whole sequence's k and v, their gradients, the collectives' staging
+    const std::int64_t sequence_kv = kv * spec.parallel.cp;
+    temps.act("context_parallel.keys", sequence_kv);
+    temps.act("context_parallel.values", sequence_kv);
+    temps.act("context_parallel.d_keys", sequence_kv);
+    temps.act("context_parallel.d_values", sequence_kv);
+    temps.act("context_parallel.staging", 2 * sequence_kv);
+  }
   temps.act("d_attention", q);
   temps.act("d_q", q);
   temps.act("d_k", kv);

@@ -55,7 +55,8 @@ std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec);
 // What backward uses once per rank, shared by every layer and microbatch: the tensors recompute
 // rebuilds (full: one layer's complete set; selective: the norm outputs and the MLP activation)
 // and the backward temporaries (the residual-stream gradient, projection outputs, the attention
-// and MLP input gradients).
+// and MLP input gradients; under context parallelism the whole sequence's k, v, their gradients and
+// the collectives' staging).
 std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 
 // Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each tp rank

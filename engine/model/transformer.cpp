@@ -35,13 +35,14 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
       workspace_from_(chunk.workspace_from),
       split_weight_grad_(chunk.split_weight_grad),
       tp_(chunk.tensor_parallel),
+      cp_(chunk.context_parallel),
       act_(spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32) {
   const auto& m = spec.model;
   if (m.arch == config::Arch::Mixtral)
     throw std::invalid_argument("model.arch mixtral: the engine does not train MoE layers yet (gpt2, llama)");
   dims_.gpt2 = m.arch == config::Arch::Gpt2;
   dims_.B = spec.train.micro_batch;
-  dims_.T = m.seq_len;
+  dims_.T = m.seq_len / spec.parallel.cp;
   dims_.N = dims_.B * dims_.T;
   dims_.C = m.hidden;
   dims_.Hq = m.heads / spec.parallel.tp;
@@ -58,6 +59,19 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
                                 " needs a tensor-parallel group of that size");
   if (spec.parallel.tp == 1) tp_ = nullptr;
   sequence_parallel_ = tp_ != nullptr && spec.parallel.sequence_parallel;
+  if (spec.parallel.cp > 1 &&
+      (cp_ == nullptr || cp_->size() != spec.parallel.cp || cp_->seq_len() != m.seq_len))
+    throw std::invalid_argument("Transformer: parallel.cp = " + std::to_string(spec.parallel.cp) +
+                                " needs a context-parallel group of that size for seq_len " +
+                                std::to_string(m.seq_len));
+  if (spec.parallel.cp == 1) cp_ = nullptr;
+  if (cp_ == nullptr) {
+    query_chunks_ = {{0, dims_.T, 0}};
+  } else {
+    const int L = cp_->chunk_len();
+    query_chunks_ = {{0, L, cp_->chunk_start(0)},
+                     {static_cast<std::int64_t>(dims_.B) * L, L, cp_->chunk_start(1)}};
+  }
   dims_.Ns = sequence_parallel_ ? dims_.N / spec.parallel.tp : dims_.N;
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)
@@ -158,6 +172,14 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     if (sequence_parallel_) {
       ws_.gathered = take(N * C, act_);
       ws_.d_full = take(N * C, act_);
+    }
+    if (cp_ != nullptr) {
+      const std::int64_t sequence_kv = N * cp_->size() * kv_cols;
+      ws_.cp_k = take(sequence_kv, act_);
+      ws_.cp_v = take(sequence_kv, act_);
+      ws_.cp_dk = take(sequence_kv, act_);
+      ws_.cp_dv = take(sequence_kv, act_);
+      ws_.cp_staging = take(2 * sequence_kv, act_);
     }
   }
 
@@ -283,12 +305,87 @@ Buf Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
   ops_.linear_forward(a.k, in, w.wk, w.bk, d.N, kv_cols, d.C);
   ops_.linear_forward(a.v, in, w.wv, w.bv, d.N, kv_cols, d.C);
   if (!d.gpt2) {
-    ops_.rope_forward(a.q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
-    ops_.rope_forward(a.k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
+    rope(a.q, d.Hq, false);
+    rope(a.k, d.Hkv, false);
   }
-  ops_.attention_forward(a.att, a.lse, a.q, a.k, a.v, d.B, d.T, d.Hq, d.Hkv, d.D);
+  attend(a);
   ops_.linear_forward(ws_.proj_out, a.att, w.wo, row_parallel_bias(w.bo), d.N, d.C, q_cols);
   return reduce_tokens(ws_.proj_out);
+}
+
+void Transformer::rope(Buf x, int H, bool inverse) const {
+  const auto& d = dims_;
+  for (const QueryChunk& c : query_chunks_) {
+    const Buf rows = runtime::advance(x, c.first_row * H * d.D);
+    if (inverse)
+      ops_.rope_backward(rows, d.B, c.len, H, d.D, d.rope_theta, c.pos0);
+    else
+      ops_.rope_forward(rows, d.B, c.len, H, d.D, d.rope_theta, c.pos0);
+  }
+}
+
+void Transformer::attend(LayerActs& a) {
+  const auto& d = dims_;
+  const int q_cols = d.Hq * d.D;
+  Buf k = a.k, v = a.v;
+  int keys = d.T;
+  if (cp_ != nullptr) {
+    cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, d.Hkv * d.D);
+    k = ws_.cp_k, v = ws_.cp_v, keys = cp_->seq_len();
+  }
+  for (std::size_t i = 0; i < query_chunks_.size(); ++i) {
+    const QueryChunk& c = query_chunks_[i];
+    const Buf lse =
+        a.lse ? runtime::advance(a.lse, static_cast<std::int64_t>(i) * d.B * d.Hq * c.len) : Buf{};
+    ops_.attention_forward(runtime::advance(a.att, c.first_row * q_cols), lse,
+                           runtime::advance(a.q, c.first_row * q_cols), k, v,
+                           {d.B, c.len, keys, c.pos0, d.Hq, d.Hkv, d.D});
+  }
+}
+
+void Transformer::attend_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a, bool kv_gathered) {
+  const auto& d = dims_;
+  if (cp_ == nullptr)
+    return ops_.attention_backward(d_q, d_k, d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse,
+                                   kernels::AttentionShape::self_attention(d.B, d.T, d.Hq, d.Hkv, d.D));
+  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
+  if (!kv_gathered) cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, kv_cols);
+  // The sequence's d_k and d_v: the late chunk's into cp_dk and cp_dv, the early chunk's into the
+  // staging (free until the sum over cp), added.
+  const std::int64_t sequence_kv = static_cast<std::int64_t>(d.N) * cp_->size() * kv_cols;
+  for (int i : {1, 0}) {
+    const QueryChunk& c = query_chunks_[static_cast<std::size_t>(i)];
+    const Buf dk = i == 1 ? ws_.cp_dk : ws_.cp_staging;
+    const Buf dv = i == 1 ? ws_.cp_dv : runtime::advance(ws_.cp_staging, sequence_kv);
+    const auto q_rows = [&](Buf x) { return runtime::advance(x, c.first_row * q_cols); };
+    ops_.attention_backward(q_rows(d_q), dk, dv, q_rows(ws_.d_att), q_rows(a.q), ws_.cp_k, ws_.cp_v,
+                            q_rows(a.att),
+                            runtime::advance(a.lse, static_cast<std::int64_t>(i) * d.B * d.Hq * c.len),
+                            {d.B, c.len, cp_->seq_len(), c.pos0, d.Hq, d.Hkv, d.D});
+  }
+  ops_.accumulate(ws_.cp_dk, ws_.cp_staging, sequence_kv);
+  ops_.accumulate(ws_.cp_dv, runtime::advance(ws_.cp_staging, sequence_kv), sequence_kv);
+  cp_->sum_into_chunks(ws_.cp_dk, ws_.cp_dv, d_k, d_v, ws_.cp_staging, kv_cols);
+}
+
+void Transformer::embed(Buf out, Buf tokens, Buf positions) {
+  const auto& d = dims_;
+  for (const QueryChunk& c : query_chunks_)
+    ops_.embedding_forward(
+        runtime::advance(out, c.first_row * d.C), runtime::advance(tokens, c.first_row),
+        params_.param(name("wte.weight", "model.embed_tokens.weight")),
+        positions ? runtime::advance(positions, static_cast<std::int64_t>(c.pos0) * d.C) : Buf{}, d.B * c.len,
+        c.len, d.C);
+}
+
+void Transformer::embed_backward(Buf d_out, Buf tokens, Buf d_positions) {
+  const auto& d = dims_;
+  for (const QueryChunk& c : query_chunks_)
+    ops_.embedding_backward(
+        params_.grad(name("wte.weight", "model.embed_tokens.weight")),
+        d_positions ? runtime::advance(d_positions, static_cast<std::int64_t>(c.pos0) * d.C) : Buf{},
+        runtime::advance(d_out, c.first_row * d.C), runtime::advance(tokens, c.first_row), d.B * c.len, c.len,
+        d.C);
 }
 
 // From the norm2 output to the MLP output projection (in ws_.proj_out).
@@ -372,10 +469,10 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
   const Buf d_attention_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf d_q = g.d_q, d_k = g.d_k, d_v = g.d_v;
   ops_.linear_backward(ws_.d_att, now(w.g_wo), now(w.g_bo), d_attention_out, a.att, w.wo, d.N, d.C, q_cols);
-  ops_.attention_backward(d_q, d_k, d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse, d.B, d.T, d.Hq, d.Hkv, d.D);
+  attend_backward(d_q, d_k, d_v, a, recompute_ == config::Recompute::Full);
   if (!d.gpt2) {
-    ops_.rope_backward(d_q, d.B, d.T, d.Hq, d.D, d.rope_theta, 0);
-    ops_.rope_backward(d_k, d.B, d.T, d.Hkv, d.D, d.rope_theta, 0);
+    rope(d_q, d.Hq, true);
+    rope(d_k, d.Hkv, true);
   }
   // kv heads shared by several tp ranks: each copy's weight gradient takes every sharer's output
   // gradient, and one copy passes the input gradient on.
@@ -417,6 +514,10 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   const auto& d = dims_;
   const std::size_t id_bytes = static_cast<std::size_t>(d.N) * sizeof(std::int32_t);
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
+  if (cp_ != nullptr) {  // this rank's chunks of the sequences
+    if (tokens != nullptr) tokens = take_chunks(tokens, cp_tokens_);
+    if (targets != nullptr) targets = take_chunks(targets, cp_targets_);
+  }
   if (first_) {
     ops_.copy_to_device(s.tokens, tp_ == nullptr ? tokens : shard_token_ids(tokens), id_bytes);
     announce_forward(params_.embedding_unit());
@@ -424,7 +525,7 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
     // Under sequence parallelism the rows are summed and scattered from the full-token workspace.
     const Buf positions = d.gpt2 ? row_parallel_bias(params_.param("wpe.weight")) : Buf{};
     const Buf embedded = sequence_parallel_ ? ws_.proj_out : s.x[0];
-    ops_.embedding_forward(embedded, s.tokens, params_.param(wte), positions, d.N, d.T, d.C);
+    embed(embedded, s.tokens, positions);
     const Buf summed = reduce_tokens(embedded);
     if (summed.ptr != s.x[0].ptr) ops_.copy(s.x[0], summed, static_cast<std::size_t>(boundary_bytes()));
   }  // else s.x[0] holds what the previous stage sent
@@ -499,6 +600,13 @@ Buf Transformer::gather_tokens(Buf mine, Buf full) {
   return full;
 }
 
+const std::int32_t* Transformer::take_chunks(const std::int32_t* batch,
+                                             std::vector<std::int32_t>& mine) const {
+  mine.resize(static_cast<std::size_t>(dims_.N));
+  cp_->take_chunks(batch, mine.data());
+  return mine.data();
+}
+
 const std::int32_t* Transformer::shard_token_ids(const std::int32_t* tokens) {
   const std::int64_t begin = static_cast<std::int64_t>(tp_rank()) * dims_.Vp, end = begin + dims_.Vp;
   shard_ids_.resize(static_cast<std::size_t>(dims_.N));
@@ -564,8 +672,7 @@ void Transformer::backward(int slot_index) {
   }
   if (!first_) return;  // ws_.d_res is the input's gradient (input_grad())
   announce_backward(params_.embedding_unit());
-  ops_.embedding_backward(params_.grad(wte), d.gpt2 ? params_.grad("wpe.weight") : Buf{},
-                          gather_tokens(ws_.d_res, ws_.d_full), s.tokens, d.N, d.T, d.C);
+  embed_backward(gather_tokens(ws_.d_res, ws_.d_full), s.tokens, d.gpt2 ? params_.grad("wpe.weight") : Buf{});
   done(params_.embedding_unit());
 }
 

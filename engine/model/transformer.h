@@ -22,6 +22,10 @@
 // and ends at the gradient of its input (input_grad(), to send at once). The chunks of one rank
 // share one backward workspace, where those three live.
 //
+// Context parallelism (parallel/context_parallel.h): a rank holds two chunks of each sequence, its
+// N = B * T / cp tokens chunk-major; attention gathers k and v of the whole sequence over cp, and
+// the positions (RoPE, learned positions) are each chunk's own.
+//
 // Activations live in slots, one per microbatch in flight; what a layer keeps for backward depends
 // on train.recompute (see saved_activations.h, the list validate counts):
 //   none      keeps every intermediate;
@@ -35,6 +39,7 @@
 #include "engine/config/job_spec.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
+#include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/runtime/buffer.h"
 #include "kernels/ops.h"
@@ -43,7 +48,7 @@ namespace ptrain::model {
 
 struct ModelDims {
   bool gpt2 = true;
-  int B = 1, T = 1, N = 1;  // micro batch, sequence, tokens (B*T)
+  int B = 1, T = 1, N = 1;  // micro batch, this rank's positions of a sequence (T / cp), tokens (B*T)
   int Ns = 1;               // tokens of the residual stream here: N, or N / tp under sequence parallelism
   int C = 1, Hq = 1, Hkv = 1, D = 1, F = 1;
   int V = 1, Vp = 1;        // real and padded vocabulary
@@ -63,6 +68,8 @@ struct ChunkOptions {
   bool split_weight_grad = false;
   // This rank's tensor-parallel group (required when parallel.tp > 1, which must be its size).
   parallel::TensorParallel* tensor_parallel = nullptr;
+  // This rank's context-parallel group (required when parallel.cp > 1, which must be its size).
+  parallel::ContextParallel* context_parallel = nullptr;
 };
 
 class Transformer {
@@ -94,7 +101,8 @@ class Transformer {
   // model::layer_saved_activations predicts for validate.
   std::int64_t layer_activation_bytes() const { return layer_bytes_; }
 
-  // Forward of one microbatch (tokens, targets: [B*T]; the first stage reads the tokens, the last the
+  // Forward of one microbatch (tokens, targets: [B*T] whole sequences, of which a context-parallel
+  // rank takes its chunks; the first stage reads the tokens, the last the
   // targets, either may be null elsewhere) into `slot`. On the last stage the loss gradient is
   // computed here too (fused cross-entropy), scaled by grad_scale, and the sum of the token losses is
   // written to `loss_sum` (one F32 in the backend's memory) without waiting for the device, so a step
@@ -132,7 +140,7 @@ class Transformer {
   struct LayerActs {
     Buf norm1, mean1, rstd1;  // norm1 output [Ns,C]; stats [Ns]
     Buf q, k, v;              // [N, Hq*D], [N, Hkv*D] (after RoPE for llama)
-    Buf att, lse;             // attention output [N, Hq*D]; logsumexp [B, Hq, T]
+    Buf att, lse;             // attention output [N, Hq*D]; logsumexp [B, Hq, T] per query chunk
     Buf x_mid;                // residual after attention [Ns,C]
     Buf norm2, mean2, rstd2;
     Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
@@ -168,6 +176,15 @@ class Transformer {
     LayerOutputGrads outputs;  // the layer's d_q, d_k, d_v, d_up, d_gate (d_attention, d_mlp: d_res)
     Buf stage_out;             // [Ns,C] a chunk that is not the last: its output, until sent
     Buf gathered, d_full;      // sequence parallelism: [N, C] all-gathered norm outputs and gradients
+    // Context parallelism: the whole sequence's k and v [B, T*cp, Hkv*D] gathered from the cp group,
+    // their gradients, and the collectives' staging (twice that size).
+    Buf cp_k, cp_v, cp_dk, cp_dv, cp_staging;
+  };
+  // Query rows attending as one block: the whole sequence, or one of a context-parallel rank's two
+  // chunks, at rows [first_row, first_row + B*len) of the rank's tokens and positions pos0 onwards.
+  struct QueryChunk {
+    std::int64_t first_row;
+    int len, pos0;
   };
 
   // A norm applied to a residual stream: where its output and statistics go, and its parameters'
@@ -185,6 +202,16 @@ class Transformer {
   // Return the branch's output to add to the residual stream: this rank's tokens of the summed
   // output projection (in ws_.proj_out).
   Buf attention_forward(const LayerWeights& w, LayerActs& a);
+  // RoPE on x [N, H*D] (forward, or its inverse on a gradient), each query chunk at its positions.
+  void rope(Buf x, int H, bool inverse) const;
+  // The attention of a.q over the sequence's keys into a.att and a.lse.
+  void attend(LayerActs& a);
+  // Its backward from ws_.d_att into d_q, d_k, d_v; under context parallelism `kv_gathered` says
+  // ws_.cp_k and cp_v still hold the sequence's k and v (full recompute just gathered them).
+  void attend_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a, bool kv_gathered);
+  // The embedding (with GPT-2's positions) of s.tokens into `out`, and its backward from d_out.
+  void embed(Buf out, Buf tokens, Buf positions);
+  void embed_backward(Buf d_out, Buf tokens, Buf d_positions);
   Buf mlp_forward(const LayerWeights& w, LayerActs& a);
   // The layer from its norm1 output (a.norm1, already computed from x_in) to x_out = its residual
   // output. With `next`, the final residual add is fused with the norm that reads x_out (the next
@@ -215,6 +242,8 @@ class Transformer {
   Buf gather_tokens(Buf mine, Buf full);
   // A row-parallel layer's replicated bias: added by tp rank 0 only, before the sum over tp.
   Buf row_parallel_bias(Buf bias) const { return tp_rank() == 0 ? bias : Buf{}; }
+  // This context-parallel rank's chunks of a [B, T*cp] batch, in `mine`.
+  const std::int32_t* take_chunks(const std::int32_t* batch, std::vector<std::int32_t>& mine) const;
   // The token ids as rows of this rank's vocabulary shard (kernels::kRowElsewhere if another's).
   const std::int32_t* shard_token_ids(const std::int32_t* tokens);
   void cross_entropy(Slot& s, bool with_grad, float grad_scale);
@@ -227,6 +256,9 @@ class Transformer {
   bool split_weight_grad_;
   parallel::TensorParallel* tp_;
   bool sequence_parallel_ = false;
+  parallel::ContextParallel* cp_;
+  std::vector<QueryChunk> query_chunks_;
+  std::vector<std::int32_t> cp_tokens_, cp_targets_;  // host: this cp rank's chunks of the batch
   std::vector<std::int32_t> shard_ids_;  // host: shard_token_ids' result
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
   std::vector<int> layer_ids_;    // global index of each layer of the chunk

@@ -20,8 +20,6 @@ DType param_dtype(const config::JobSpec& spec) {
   return spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32;
 }
 
-dist::ElemType elem_type(DType t) { return t == DType::BF16 ? dist::ElemType::BF16 : dist::ElemType::F32; }
-
 // Elements of each ZeRO 2/3 window (see zero.h's windows): a tied head's embedding unit gets its own.
 std::vector<std::int64_t> window_elements(const model::ParamStore& store, bool tied) {
   if (!tied) return {store.largest_unit(), store.largest_unit()};
@@ -195,7 +193,7 @@ void ZeroOptimizer::reduce(float* grads, int unit) {
     settle(data.ptr);
     ops_.convert(data, f32(grads), size);
   }
-  const dist::ElemType type = elem_type(data.dtype);
+  const dist::ElemType type = parallel::comm_type(data.dtype);
   dist::Comm::Ticket ticket = 0;
   staged_.run(
       group_, data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
@@ -251,7 +249,7 @@ void ZeroOptimizer::gather_params(int unit, bool wait) {
     ops_.convert(runtime::advance(window, index_ * n), f32(owned_params(unit)), n);
     staged_.run(group_, window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype),
                 [&](void* p) {
-                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(window.dtype),
+                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), parallel::comm_type(window.dtype),
                                    &window_gathers_[w]);
                 });
     store_.bind_params(unit, window.ptr);
@@ -281,7 +279,7 @@ void ZeroOptimizer::publish() {
     const Buf whole = runtime::advance(params, range.begin);
     staged_.run(group_, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
                 [&](void* p) {
-                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), elem_type(whole.dtype),
+                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), parallel::comm_type(whole.dtype),
                                    &unit_gathers_[static_cast<size_t>(u)]);
                 });
   }

@@ -4,12 +4,22 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/dist/comm.h"
 #include "kernels/ops.h"
 
 namespace ptrain::parallel {
+
+// The Comm element type of a float buffer (F32 or BF16; another dtype is a programming error).
+inline dist::ElemType comm_type(kernels::DType dtype) {
+  if (dtype == kernels::DType::F32) return dist::ElemType::F32;
+  if (dtype == kernels::DType::BF16) return dist::ElemType::BF16;
+  throw std::invalid_argument(std::string("collectives on float buffers only, not ") +
+                              kernels::to_string(dtype));
+}
 
 class HostStaged {
  public:

@@ -6,18 +6,6 @@
 namespace ptrain::parallel {
 namespace {
 
-dist::ElemType elem_type(kernels::DType dtype) {
-  switch (dtype) {
-    case kernels::DType::F32:
-      return dist::ElemType::F32;
-    case kernels::DType::BF16:
-      return dist::ElemType::BF16;
-    default:
-      throw std::invalid_argument(std::string("TensorParallel: activations are F32 or BF16, not ") +
-                                  kernels::to_string(dtype));
-  }
-}
-
 std::size_t count(std::int64_t n) {
   return static_cast<std::size_t>(n);
 }
@@ -37,23 +25,23 @@ TensorParallel::TensorParallel(dist::Comm& comm, const kernels::Ops& memory, con
 
 void TensorParallel::sum_partials(kernels::Buf x, std::int64_t n) {
   staged_.run(tp_, x.ptr, bytes(x, n),
-              [&](void* p) { comm_.all_reduce(tp_, p, count(n), elem_type(x.dtype)); });
+              [&](void* p) { comm_.all_reduce(tp_, p, count(n), comm_type(x.dtype)); });
 }
 
 void TensorParallel::gather_chunks(kernels::Buf chunks, std::int64_t chunk) {
   staged_.run(tp_, chunks.ptr, bytes(chunks, chunk * size()),
-              [&](void* p) { comm_.all_gather(tp_, p, count(chunk), elem_type(chunks.dtype)); });
+              [&](void* p) { comm_.all_gather(tp_, p, count(chunk), comm_type(chunks.dtype)); });
 }
 
 void TensorParallel::sum_scatter(kernels::Buf chunks, std::int64_t chunk) {
   staged_.run(tp_, chunks.ptr, bytes(chunks, chunk * size()),
-              [&](void* p) { comm_.reduce_scatter(tp_, p, count(chunk), elem_type(chunks.dtype)); });
+              [&](void* p) { comm_.reduce_scatter(tp_, p, count(chunk), comm_type(chunks.dtype)); });
 }
 
 void TensorParallel::sum_kv_copies(kernels::Buf x, std::int64_t n) {
   if (kv_copies_ == nullptr) return;
   staged_.run(*kv_copies_, x.ptr, bytes(x, n),
-              [&](void* p) { comm_.all_reduce(*kv_copies_, p, count(n), elem_type(x.dtype)); });
+              [&](void* p) { comm_.all_reduce(*kv_copies_, p, count(n), comm_type(x.dtype)); });
 }
 
 }  // namespace ptrain::parallel

@@ -15,7 +15,7 @@ constexpr double kFp32 = 4;
 struct Messages {
   double hidden;      // s*b*h activations: what tp collectives and (full-size) p2p move
   double pipeline;    // sbh, /t under SP
-  double kv;          // local K and V of one cp chunk
+  double kv;          // K and V of this rank's tokens (under cp: its two chunks)
   double routed;      // tokens/t * top_k * h: one all-to-all of an MoE layer
   double loss_stats;  // one vocab shard's cross-entropy stats: fp32 per token
 
@@ -143,11 +143,15 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
     c.tp_backward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
   }
 
+  // Context parallelism (parallel/context_parallel.h): each layer all-gathers the sequence's k and v
+  // in forward, and in backward gathers them again (full recompute's forward just did, and backward
+  // uses those) and reduce-scatters their gradients; zb-h1's W re-runs forward under full recompute.
   if (cp > 1 && layers > 0) {
-    const double passes = static_cast<double>(cp - 1) * layers;
-    c.cp_forward = {{CollectiveKind::SendRecv, msg.kv, cp, passes}};
-    c.cp_backward = {{CollectiveKind::SendRecv, 2.0 * msg.kv, cp, passes}};
-    if (full) append(c.cp_backward, c.cp_forward);
+    const double sequence_kv = cp * msg.kv;
+    c.cp_forward = {{CollectiveKind::AllGather, sequence_kv, cp, static_cast<double>(layers)}};
+    c.cp_backward = {{CollectiveKind::AllGather, sequence_kv, cp, static_cast<double>(layers)},
+                     {CollectiveKind::ReduceScatter, sequence_kv, cp, static_cast<double>(layers)}};
+    if (full && spec.schedule.kind == config::ScheduleKind::ZbH1) append(c.cp_backward, c.cp_forward);
   }
 
   if (ep > 1 && spec.model.moe && layers > 0) {

@@ -93,7 +93,7 @@ std::vector<RankParams> stage_params(const config::JobSpec& spec,
   std::vector<RankParams> params;
   for (int r = 0; r < spec.parallel.pp; ++r)
     params.push_back(count_rank_params(model::local_params(registry, model::shard_coords(spec, r, 0, 0)),
-                                       spec.parallel.pp));
+                                       spec.parallel.pp, spec.parallel.dp * spec.parallel.cp));
   return params;
 }
 

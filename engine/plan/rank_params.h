@@ -8,8 +8,11 @@
 
 namespace ptrain::plan {
 
+// Dense elements are counted as the engine's flat buffer holds them (model/param_store.h): each tensor
+// padded to 16 elements, each unit to a multiple of 16 per ZeRO rank, so that ZeRO's shards and
+// buckets are what validate counts.
 struct RankParams {
-  std::int64_t dense = 0;         // non-expert elements (ZeRO shards them over dp-cp)
+  std::int64_t dense = 0;         // non-expert elements (ZeRO shards them over dp-cp), padded
   std::int64_t expert = 0;        // expert elements (ZeRO shards them over expert-dp = tp*cp*dp/ep)
   std::int64_t largest_unit = 0;  // the biggest layer, embedding or head here (ZeRO-3 gathers one at a time)
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
@@ -24,7 +27,8 @@ struct RankParams {
   }
 };
 
-// Precondition: `local` is local_params(...) of one rank with pipeline size `pp`.
-RankParams count_rank_params(const std::vector<model::LocalParam>& local, int pp);
+// Precondition: `local` is local_params(...) of one rank with pipeline size `pp`; `zero_ranks`: the
+// ranks ZeRO shards the dense parameters over (dp * cp).
+RankParams count_rank_params(const std::vector<model::LocalParam>& local, int pp, int zero_ranks);
 
 }  // namespace ptrain::plan

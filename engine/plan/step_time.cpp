@@ -26,8 +26,13 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
                  tp_backward = seconds(comm.tp_backward, hw, tiers.tp);
     const double ep_forward = seconds(comm.ep_forward, hw, tiers.ep),
                  ep_backward = seconds(comm.ep_backward, hw, tiers.ep);
-    costs.forward[v] = flops.forward[v] / flops_per_s + tp_forward + ep_forward;
-    costs.backward[v] = (flops.forward[v] + flops.recompute[v]) / flops_per_s + tp_backward + ep_backward;
+    // The engine's cp collectives (whole-sequence k/v gathers, their gradients' reduce-scatter)
+    // block like tp's.
+    const double cp_forward = seconds(comm.cp_forward, hw, tiers.cp),
+                 cp_backward = seconds(comm.cp_backward, hw, tiers.cp);
+    costs.forward[v] = flops.forward[v] / flops_per_s + tp_forward + ep_forward + cp_forward;
+    costs.backward[v] =
+        (flops.forward[v] + flops.recompute[v]) / flops_per_s + tp_backward + ep_backward + cp_backward;
     costs.weight_grad[v] = flops.forward[v] / flops_per_s;
   }
   costs.p2p_seconds = pp > 1 ? seconds(pipeline_message(spec), hw, tiers_by_pp_rank.front().pp) : 0.0;

@@ -12,7 +12,6 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu)
                             std::to_string(degree) + " (validate and plan model it)",
                         std::string("set ") + key + ": 1 to train this job now"});
   };
-  not_yet("parallel.cp", p.cp, "context parallelism");
   not_yet("parallel.ep", p.ep, "expert parallelism");
   if (spec.model.arch == config::Arch::Mixtral)
     limits.push_back({"model.arch", "MoE layers (mixtral) are not executed yet: `ptrain run` refuses them",

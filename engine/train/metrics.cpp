@@ -42,7 +42,10 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
     if (m.val_loss) j["val_loss"] = *m.val_loss;
     if (m.pipeline_idle) j["pipeline_idle"] = *m.pipeline_idle;
     if (m.comm_bytes)
-      j["comm_bytes"] = {{"tp", m.comm_bytes->tp}, {"pp", m.comm_bytes->pp}, {"dp", m.comm_bytes->dp}};
+      j["comm_bytes"] = {{"tp", m.comm_bytes->tp},
+                         {"pp", m.comm_bytes->pp},
+                         {"dp", m.comm_bytes->dp},
+                         {"cp", m.comm_bytes->cp}};
     jsonl_ << j.dump() << '\n';
     jsonl_.flush();
   }

@@ -13,7 +13,7 @@ namespace ptrain::train {
 // Bytes one rank sent over each axis's groups in a step, by the plan's convention (plan::bytes_sent),
 // the most over the ranks: what validate reports as comm_bytes_per_step.
 struct AxisBytes {
-  double tp = 0, pp = 0, dp = 0;
+  double tp = 0, pp = 0, dp = 0, cp = 0;
 };
 
 struct StepMetrics {

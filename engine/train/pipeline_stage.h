@@ -23,6 +23,7 @@
 #include "engine/model/transformer.h"
 #include "engine/model/unit_hooks.h"
 #include "engine/optim/zero.h"
+#include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/pipeline/buffers.h"
 #include "engine/pipeline/schedule.h"
@@ -37,11 +38,11 @@ using MicrobatchLoader = std::function<void(int mb, std::int32_t* tokens, std::i
 
 class PipelineStage {
  public:
-  // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1); `tp`: its tensor-parallel
-  // group (nullptr with tp = 1).
+  // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1); `tp`, `cp`: its
+  // tensor- and context-parallel groups (nullptr with tp = 1, cp = 1).
   PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops,
                 dist::Comm& comm, const dist::Group* pp_group, parallel::TensorParallel* tp,
-                int microbatches);
+                parallel::ContextParallel* cp, int microbatches);
   ~PipelineStage();
 
   // The rank that holds the last virtual stage computes the loss.

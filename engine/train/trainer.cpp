@@ -39,16 +39,19 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // This rank's groups of the step. Every rank builds every group, in grid order: the dp-cp groups
 // (ZeRO); with tp > 1 the tp groups (tensor parallelism, the gradient norm) and, with fewer kv heads
-// than tp ranks, the groups of tp ranks sharing a kv head; with pp > 1 the pp groups (the
+// than tp ranks, the groups of tp ranks sharing a kv head; with cp > 1 the cp groups (attention's
+// keys and values); with pp > 1 the pp groups (the
 // pipeline's messages, the gradient norm) and, with a tied head, the embedding groups (first and
 // last stage).
 struct StepGroups {
   const dist::Group* dp = nullptr;
   const dist::Group* tp = nullptr;
   const dist::Group* kv_copies = nullptr;
+  const dist::Group* cp = nullptr;
   const dist::Group* pp = nullptr;
   const dist::Group* embedding = nullptr;
   int pp_rank = 0, tp_rank = 0;
+  int dp_rank = 0;  // which slice of each global batch this rank trains on (its cp group shares it)
 };
 
 // The tp ranks that hold the same kv head: consecutive runs of tp / kv_heads within each tp group
@@ -90,11 +93,13 @@ StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kern
   out.dp = make("dp-cp", grid.groups("dp-cp"));
   out.pp_rank = grid.coord(comm.rank(), grid::Axis::Pp);
   out.tp_rank = grid.coord(comm.rank(), grid::Axis::Tp);
+  out.dp_rank = grid.coord(comm.rank(), grid::Axis::Dp);
   if (p.tp > 1) {
     out.tp = make("tp", grid.groups("tp"));
     const grid::GroupList kv = kv_copy_groups(grid.groups("tp"), p.tp, spec.model.kv_heads);
     if (!kv.empty()) out.kv_copies = make("kv", kv);
   }
+  if (p.cp > 1) out.cp = make("cp", grid.groups("cp"));
   if (p.pp == 1) return out;
   out.pp = make("pp", grid.groups("pp"));
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
@@ -130,6 +135,7 @@ struct Trainer::State {
   const dist::Group& dp_group;
   bool leader;  // world rank 0: logs, commits checkpoints
   std::optional<parallel::TensorParallel> tensor_parallel;  // tp > 1
+  std::optional<parallel::ContextParallel> context_parallel;  // cp > 1
   model::ParamStore params;
   PipelineStage pipeline;
   optim::ZeroOptimizer zero;
@@ -156,14 +162,18 @@ struct Trainer::State {
         tensor_parallel(groups.tp == nullptr ? std::nullopt
                                              : std::make_optional<parallel::TensorParallel>(
                                                    c, backend, *groups.tp, groups.kv_copies)),
+        context_parallel(groups.cp == nullptr
+                             ? std::nullopt
+                             : std::make_optional<parallel::ContextParallel>(
+                                   c, backend, *groups.cp, s.train.micro_batch, s.model.seq_len)),
         params(model::build_registry(s.model), model::shard_coords(s, groups.pp_rank, groups.tp_rank, 0),
                optim::zero_store_options(s, dp_group.size(), backend)),
         pipeline(s, params, backend, c, groups.pp, tensor_parallel ? &*tensor_parallel : nullptr,
-                 s.train.microbatches),
+                 context_parallel ? &*context_parallel : nullptr, s.train.microbatches),
         zero(s, params, backend, c, dp_group, {groups.tp, groups.pp, groups.embedding}),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
-        train_loader(data::make_train_loader(s, *train_source, dp_group.index)),
+        train_loader(data::make_train_loader(s, *train_source, groups.dp_rank)),
         loss_sums(backend, kEvalBatches * train_loader.microbatches()) {  // evaluation batches slice alike
     if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.train.steps, s.logging.every);
     pipeline.set_hooks(&zero);
@@ -176,7 +186,7 @@ struct Trainer::State {
       throw std::logic_error("the data loader's microbatches differ from the job's");
     if (valid_source && s.data.eval_every > 0)
       eval_loader = std::make_unique<data::EvalLoader>(
-          data::make_eval_loader(s, *valid_source, dp_group.index, kEvalBatches));
+          data::make_eval_loader(s, *valid_source, groups.dp_rank, kEvalBatches));
     flops_per_step = plan::step_flops(s, plan::matmul_params(params.registry(), s.model)).model;
     const plan::HardwareProfile* hw = plan::find_hardware(s.cluster.gpu);
     const double device_peak = hw == nullptr ? 0.0
@@ -291,13 +301,13 @@ struct Trainer::State {
     if (comm.world() > 1) {            // the most over the ranks: pipeline idle, then each axis's bytes
       const AxisBytes sent{bytes_sent_on(comm, groups.tp) + bytes_sent_on(comm, groups.kv_copies),
                            bytes_sent_on(comm, groups.pp) + bytes_sent_on(comm, groups.embedding),
-                           bytes_sent_on(comm, groups.dp)};
-      double most[4] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0, sent.tp - sent_before.tp,
-                        sent.pp - sent_before.pp, sent.dp - sent_before.dp};
+                           bytes_sent_on(comm, groups.dp), bytes_sent_on(comm, groups.cp)};
+      double most[5] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0, sent.tp - sent_before.tp,
+                        sent.pp - sent_before.pp, sent.dp - sent_before.dp, sent.cp - sent_before.cp};
       sent_before = sent;
-      comm.all_reduce(comm.world_group(), most, 4, dist::ReduceOp::Max);
+      comm.all_reduce(comm.world_group(), most, 5, dist::ReduceOp::Max);
       if (groups.pp != nullptr) out.pipeline_idle = most[0];
-      out.comm_bytes = AxisBytes{most[1], most[2], most[3]};
+      out.comm_bytes = AxisBytes{most[1], most[2], most[3], most[4]};
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);

@@ -1,15 +1,15 @@
-// Causal self-attention with grouped-query heads, flash-style: no T x T matrix is ever stored.
-// q, out: [B, T, Hq, D]; k, v: [B, T, Hkv, D]; lse: [B, Hq, T]; query head h reads kv head
-// h / (Hq / Hkv); scale 1/sqrt(D).
+// Causal attention with grouped-query heads, flash-style: no Tq x Tk matrix is ever stored.
+// q, out: [B, Tq, Hq, D]; k, v: [B, Tk, Hkv, D]; lse: [B, Hq, Tq]; query head h reads kv head
+// h / (Hq / Hkv); scale 1/sqrt(D); query row i sits at position q_pos0 + i (attention_shape.h).
 //
-// Forward, per (b, h, block of kRows query rows): walk the key blocks 0..last row with an online
+// Forward, per (b, h, block of kRows query rows): walk the key blocks 0..last row's position with an online
 // softmax (running max m, running sum l, unnormalised output acc rescaled by e^{m_old - m_new}),
 // then out = acc / l and lse = m + log l.
 // Backward, per (b, h), recomputes each block of probabilities from lse (P = e^{S - lse}) and
 //   Dv_i = dot(d_out_i, out_i),  dP = d_out V^T,  dS = P (dP - Dv)
 //   d_q = scale dS K,  d_k = scale dS^T q,  d_v = P^T d_out.
 // d_k and d_v of a kv head collect from every query head of its group: with Hq == Hkv each task
-// owns its slice of d_k/d_v; with groups, each task writes its own [T, D] scratch and a second
+// owns its slice of d_k/d_v; with groups, each task writes its own [Tk, D] scratch and a second
 // pass sums a group's heads in head order. Either way the result is the same for any thread count.
 //
 // Layout for speed: a block's scores are kept transposed, sT[key][query row], computed as
@@ -39,20 +39,23 @@ constexpr std::int64_t kRows = 32;  // query rows per block
 constexpr std::int64_t kCols = 64;  // keys per block
 
 struct Shape {
-  std::int64_t B, T, Hq, Hkv, D;
+  std::int64_t B, Tq, Tk, pos0, Hq, Hkv, D;
+  explicit Shape(const AttentionShape& s)
+      : B(s.B), Tq(s.Tq), Tk(s.Tk), pos0(s.q_pos0), Hq(s.Hq), Hkv(s.Hkv), D(s.D) {}
   std::int64_t group() const { return Hq / Hkv; }
-  std::int64_t q_count() const { return B * T * Hq * D; }    // elements of q, out, d_q, d_out
-  std::int64_t kv_count() const { return B * T * Hkv * D; }  // of k, v, d_k, d_v
-  // Offsets of row t of head h in [B, T, H, D] tensors.
+  std::int64_t q_count() const { return B * Tq * Hq * D; }    // elements of q, out, d_q, d_out
+  std::int64_t kv_count() const { return B * Tk * Hkv * D; }  // of k, v, d_k, d_v
+  // Offsets of row t of head h in [B, Tq, Hq, D] and [B, Tk, Hkv, D] tensors.
   std::int64_t q_row(std::int64_t b, std::int64_t t, std::int64_t h) const {
-    return ((b * T + t) * Hq + h) * D;
+    return ((b * Tq + t) * Hq + h) * D;
   }
   std::int64_t kv_row(std::int64_t b, std::int64_t t, std::int64_t h) const {
-    return ((b * T + t) * Hkv + h) * D;
+    return ((b * Tk + t) * Hkv + h) * D;
   }
+  std::int64_t lse_row(std::int64_t b, std::int64_t h) const { return (b * Hq + h) * Tq; }
 };
 
-// Attention on more work than this (B Hq T^2 D) runs on the OpenMP threads; below, a parallel
+// Attention on more work than this (B Hq Tq Tk D) runs on the OpenMP threads; below, a parallel
 // region costs more than it saves.
 constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 20;
 
@@ -151,7 +154,7 @@ struct ForwardScratch {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t D = sh.D;
   const std::int64_t hk = h / sh.group();
-  const std::int64_t rows = std::min(kRows, sh.T - i0);
+  const std::int64_t rows = std::min(kRows, sh.Tq - i0);
   const std::int64_t ld = sh.Hkv * D;  // between consecutive keys of one head
   const float* k_head = k + sh.kv_row(b, 0, hk);
   const float* v_head = v + sh.kv_row(b, 0, hk);
@@ -166,13 +169,13 @@ struct ForwardScratch {
   std::fill(m, m + rows, kNegInf);
   std::fill(l, l + rows, 0.0f);
   std::fill(acc, acc + rows * D, 0.0f);
-  const std::int64_t last = i0 + rows - 1;  // the last key any row of the block sees
+  const std::int64_t last = sh.pos0 + i0 + rows - 1;  // the last key any row of the block sees
   for (std::int64_t j0 = 0; j0 <= last; j0 += kCols) {
     const std::int64_t cols = std::min(kCols, last + 1 - j0);
     // sT[c][r] = k_{j0+c} . (q_{i0+r} scale)
     small_gemm<false>(st, kRows, k_head + j0 * ld, ld, 1, w.qt.data(), kRows, cols, rows, D);
-    // Causal mask: key j0 + c is visible to row i0 + r iff c <= r + (i0 - j0).
-    const std::int64_t shift = i0 - j0;
+    // Causal mask: key j0 + c is visible to row i0 + r iff c <= r + (pos0 + i0 - j0).
+    const std::int64_t shift = sh.pos0 + i0 - j0;
     std::fill(bmax, bmax + rows, kNegInf);
     for (std::int64_t c = 0; c < cols; ++c) {
       const float* srow = st + c * kRows;
@@ -213,7 +216,7 @@ struct ForwardScratch {
     const float inv_l = 1.0f / l[r];
 #pragma omp simd
     for (std::int64_t d = 0; d < D; ++d) orow[d] = acc[r * D + d] * inv_l;
-    if (lse) lse[(b * sh.Hq + h) * sh.T + i0 + r] = m[r] + std::log(l[r]);
+    if (lse) lse[sh.lse_row(b, h) + i0 + r] = m[r] + std::log(l[r]);
   }
 }
 
@@ -231,7 +234,7 @@ struct BackwardScratch {
         dv_dot(kRows) {}
 };
 
-// All query rows of head h, batch b. dk/dv: this task's accumulators, T rows of D with stride
+// All query rows of head h, batch b. dk/dv: this task's accumulators, Tk rows of D with stride
 // dkv_stride (zeroed here).
 [[gnu::always_inline]] inline void backward_head_body(BackwardScratch& w, float* d_q, float* dk, float* dv,
                                                       std::int64_t dkv_stride, const float* d_out,
@@ -239,7 +242,6 @@ struct BackwardScratch {
                                                       const float* out, const float* lse, const Shape& sh,
                                                       std::int64_t b, std::int64_t h) {
   const std::int64_t D = sh.D;
-  const std::int64_t T = sh.T;
   const std::int64_t hk = h / sh.group();
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const std::int64_t ld = sh.Hkv * D;  // between consecutive keys of one head
@@ -252,12 +254,12 @@ struct BackwardScratch {
   float* dst = w.dst.data();
   float* row_lse = w.lse.data();
   float* row_dot = w.dv_dot.data();
-  for (std::int64_t t = 0; t < T; ++t) {
+  for (std::int64_t t = 0; t < sh.Tk; ++t) {
     std::fill(dk + t * dkv_stride, dk + t * dkv_stride + D, 0.0f);
     std::fill(dv + t * dkv_stride, dv + t * dkv_stride + D, 0.0f);
   }
-  for (std::int64_t i0 = 0; i0 < T; i0 += kRows) {
-    const std::int64_t rows = std::min(kRows, T - i0);
+  for (std::int64_t i0 = 0; i0 < sh.Tq; i0 += kRows) {
+    const std::int64_t rows = std::min(kRows, sh.Tq - i0);
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t off = sh.q_row(b, i0 + r, h);
       float dot = 0.0f;
@@ -268,18 +270,18 @@ struct BackwardScratch {
         dot += d_out[off + d] * out[off + d];
       }
       row_dot[r] = dot;  // D_i = dot(d_out_i, out_i) = sum_j P_ij dP_ij
-      row_lse[r] = lse[(b * sh.Hq + h) * T + i0 + r];
+      row_lse[r] = lse[sh.lse_row(b, h) + i0 + r];
     }
     load_transposed(w.qt.data(), q, sh, b, h, i0, rows, scale);
     load_transposed(w.dot.data(), d_out, sh, b, h, i0, rows, 1.0f);
     std::fill(dq, dq + rows * D, 0.0f);
-    const std::int64_t last = i0 + rows - 1;
+    const std::int64_t last = sh.pos0 + i0 + rows - 1;
     for (std::int64_t j0 = 0; j0 <= last; j0 += kCols) {
       const std::int64_t cols = std::min(kCols, last + 1 - j0);
       const float* k_block = k_head + j0 * ld;
       small_gemm<false>(pt, kRows, k_block, ld, 1, w.qt.data(), kRows, cols, rows, D);             // S^T
       small_gemm<false>(dst, kRows, v_head + j0 * ld, ld, 1, w.dot.data(), kRows, cols, rows, D);  // dP^T
-      const std::int64_t shift = i0 - j0;
+      const std::int64_t shift = sh.pos0 + i0 - j0;
       for (std::int64_t c = 0; c < cols; ++c) {
         float* prow = pt + c * kRows;
         float* dsrow = dst + c * kRows;
@@ -316,11 +318,11 @@ PTRAIN_CPU_MULTIVERSION(backward_head, backward_head_body,
 
 }  // namespace
 
-void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D) {
-  check_attention_forward("cpu", out, lse, q, k, v, B, T, Hq, Hkv, D);
-  const Shape sh{B, T, Hq, Hkv, D};
+void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& shape) {
+  check_attention_forward("cpu", out, lse, q, k, v, shape);
+  const Shape sh(shape);
   const std::int64_t heads = sh.B * sh.Hq;
-  const std::int64_t blocks = (sh.T + kRows - 1) / kRows;
+  const std::int64_t blocks = (sh.Tq + kRows - 1) / kRows;
   const std::int64_t tasks = heads * blocks;
   if (tasks == 0) return;
   Bf16Staging staging;
@@ -329,7 +331,7 @@ void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int 
   const float* qp = cf32(staging.input(q, sh.q_count()));
   const float* kp = cf32(staging.input(k, sh.kv_count()));
   const float* vp = cf32(staging.input(v, sh.kv_count()));
-#pragma omp parallel if (heads * sh.T * sh.T * sh.D >= kParallelMinWork)
+#pragma omp parallel if (heads * sh.Tq * sh.Tk * sh.D >= kParallelMinWork)
   {
     ForwardScratch scratch(sh.D);
     // Latest (most expensive) query blocks first, so that dynamic scheduling balances the causal
@@ -343,14 +345,14 @@ void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int 
   }
 }
 
-void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B,
-                        int T, int Hq, int Hkv, int D) {
-  check_attention_backward("cpu", d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
-  const Shape sh{B, T, Hq, Hkv, D};
+void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
+                        const AttentionShape& shape) {
+  check_attention_backward("cpu", d_q, d_k, d_v, d_out, q, k, v, out, lse, shape);
+  const Shape sh(shape);
   const std::int64_t nq = sh.q_count(), nkv = sh.kv_count();
   const std::int64_t heads = sh.B * sh.Hq;
   const std::int64_t group = sh.group();
-  if (heads == 0 || sh.T == 0) return;
+  if (heads == 0 || sh.Tk == 0) return;
   Bf16Staging staging;
   float* dq = f32(staging.output(d_q, nq));
   float* dk = f32(staging.output(d_k, nkv));
@@ -360,13 +362,14 @@ void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf 
   k = staging.input(k, nkv);
   v = staging.input(v, nkv);
   out = staging.input(out, nq);
-  // With groups, per-query-head scratch [B, Hq, T, D] for d_k and d_v, summed afterwards.
+  // With groups, per-query-head scratch [B, Hq, Tk, D] for d_k and d_v, summed afterwards.
+  const std::int64_t head_rows = sh.Tk * sh.D;
   std::unique_ptr<float[]> partial;
   if (group > 1)
-    partial = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(2 * heads * sh.T * sh.D));
+    partial = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(2 * heads * head_rows));
   float* pk = partial.get();
-  float* pv = group > 1 ? pk + heads * sh.T * sh.D : nullptr;
-#pragma omp parallel if (heads * sh.T * sh.T * sh.D >= kParallelMinWork)
+  float* pv = group > 1 ? pk + heads * head_rows : nullptr;
+#pragma omp parallel if (heads * sh.Tq * sh.Tk * sh.D >= kParallelMinWork)
   {
     BackwardScratch scratch(sh.D);
 #pragma omp for schedule(static)
@@ -374,7 +377,7 @@ void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf 
       const std::int64_t b = bh / sh.Hq;
       const std::int64_t h = bh % sh.Hq;
       if (group > 1) {
-        backward_head(scratch, dq, pk + bh * sh.T * sh.D, pv + bh * sh.T * sh.D, sh.D, cf32(d_out), cf32(q),
+        backward_head(scratch, dq, pk + bh * head_rows, pv + bh * head_rows, sh.D, cf32(d_out), cf32(q),
                       cf32(k), cf32(v), cf32(out), cf32(lse), sh, b, h);
       } else {
         backward_head(scratch, dq, dk + sh.kv_row(b, 0, h), dv + sh.kv_row(b, 0, h), sh.Hkv * sh.D,
@@ -384,16 +387,16 @@ void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf 
   }
   if (group == 1) return;
   // d_k[b, t, hk, :] = sum over the group's query heads, in head order.
-  const std::int64_t kv_rows = sh.B * sh.T * sh.Hkv;
+  const std::int64_t kv_rows = sh.B * sh.Tk * sh.Hkv;
 #pragma omp parallel for schedule(static) if (kv_rows * sh.D * group >= kParallelMinElements)
   for (std::int64_t row = 0; row < kv_rows; ++row) {
     const std::int64_t hk = row % sh.Hkv;
-    const std::int64_t t = (row / sh.Hkv) % sh.T;
-    const std::int64_t b = row / (sh.Hkv * sh.T);
+    const std::int64_t t = (row / sh.Hkv) % sh.Tk;
+    const std::int64_t b = row / (sh.Hkv * sh.Tk);
     float* dkrow = dk + row * sh.D;
     float* dvrow = dv + row * sh.D;
     for (std::int64_t u = 0; u < group; ++u) {
-      const std::int64_t off = ((b * sh.Hq + hk * group + u) * sh.T + t) * sh.D;
+      const std::int64_t off = ((b * sh.Hq + hk * group + u) * sh.Tk + t) * sh.D;
       if (u == 0) {
         std::copy(pk + off, pk + off + sh.D, dkrow);
         std::copy(pv + off, pv + off + sh.D, dvrow);

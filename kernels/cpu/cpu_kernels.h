@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
 
 namespace ptrain::kernels::cpu {
@@ -39,9 +40,9 @@ void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0);
 void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0);
 
 // attention.cpp
-void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D);
-void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse, int B,
-                        int T, int Hq, int Hkv, int D);
+void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& s);
+void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
+                        const AttentionShape& s);
 
 // activations.cpp
 void gelu_forward(Buf out, Buf in, std::int64_t n);

@@ -2,15 +2,17 @@
 //
 // Structure (FlashAttention-2):
 //   forward    one CTA per (query tile, query head, batch). Loops over the key tiles up to the
-//              diagonal (causal skip), online softmax in registers (running max m, running sum l,
-//              unnormalised output rescaled by 2^(m_old - m_new)), then out = acc / l, lse = m + ln l.
+//              diagonal (causal skip; the diagonal is shifted by q_pos0 when the queries are a later
+//              chunk of the keys' sequence, context parallelism), online softmax in registers (running max m,
+//              running sum l, unnormalised output rescaled by 2^(m_old - m_new)), then out = acc / l, lse = m
+//              + ln l.
 //   backward   three kernels, deterministic (no atomics, no fp32 scratch for d_q):
 //     row_dot  D_i = dot(d_out_i, out_i) per query row, parked in the first 4 bytes of d_q's row i
 //              (d_q is overwritten later anyway; see attention.cuh).
 //     dK/dV    one CTA per (key tile, kv head, batch): for each query head of the group and each
-//              query tile from the diagonal on, recompute P^T = exp(S^T - lse) from K Q^T, then
-//              dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q. d_k and d_v of a kv
-//              head are summed over its group in registers, in a fixed order.
+//              query tile from the diagonal on (none for keys no query sees: zeros), recompute P^T = exp(S^T
+//              - lse) from K Q^T, then dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q. d_k
+//              and d_v of a kv head are summed over its group in registers, in a fixed order.
 //     dQ       one CTA per (query tile, query head, batch): over the key tiles up to the diagonal,
 //              recompute P and dP, dS = P (dP - D), dQ += dS K.
 //   The backward therefore computes S and dP twice (7 tile GEMMs instead of FA2's 5 with atomic dQ):
@@ -33,6 +35,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
@@ -135,8 +138,8 @@ constexpr int fwd_f32_smem() {
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     fwd_f32_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-                   float* __restrict__ out, float* __restrict__ lse, int T, int Hq, int Hkv, int D, int G,
-                   float scale_log2) {
+                   float* __restrict__ out, float* __restrict__ lse, int Tq, int Tk, int off, int Hq, int Hkv,
+                   int D, int G, float scale_log2) {
   using C = F32Cfg<kD>;
   constexpr int kLD = C::kLD, kPLD = C::kPLD, kN = C::kPerThread;
   extern __shared__ float4 smem_f4[];
@@ -149,22 +152,22 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kF32Tile;  // latest (longest) tiles launch first
   const int r = threadIdx.x >> 2, cg = threadIdx.x & 3;
   const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
-  const float* qg = q + (static_cast<long long>(b) * T * Hq + h) * D;
-  const float* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
-  const float* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const float* qg = q + (static_cast<long long>(b) * Tq * Hq + h) * D;
+  const float* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
+  const float* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const int i = q0 + r;
-  const int rows_end = min(q0 + kF32Tile, T);
+  const int rows_end = min(q0 + kF32Tile, Tq);
 
-  load_tile_f32<kF32Tile, kD>(Qs, qg, qstride, q0, T, D);
+  load_tile_f32<kF32Tile, kD>(Qs, qg, qstride, q0, Tq, D);
   float m = -INFINITY, l = 0.0f;
   float o[kN];
 #pragma unroll
   for (int n = 0; n < kN; ++n) o[n] = 0.0f;
 
-  for (int k0 = 0; k0 < rows_end; k0 += kF32Tile) {
+  for (int k0 = 0; k0 < off + rows_end; k0 += kF32Tile) {  // up to the last row's key
     __syncthreads();  // the previous tile's K, V (and P) are no longer read
-    load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, T, D);
-    load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, T, D);
+    load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, Tk, D);
+    load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, Tk, D);
     __syncthreads();
     float s[8];
 #pragma unroll
@@ -178,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
     float mx = m;
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      s[c] = k0 + cg + 4 * c > i ? -INFINITY : s[c] * scale_log2;
+      s[c] = k0 + cg + 4 * c > off + i ? -INFINITY : s[c] * scale_log2;
       mx = fmaxf(mx, s[c]);
     }
     mx = quad_max(mx);
@@ -203,15 +206,15 @@ __global__ void __launch_bounds__(kThreads)
       for (int n = 0; n < kN; ++n) o[n] = fmaf(p, Vs[c * kLD + cg + 4 * n], o[n]);
     }
   }
-  if (i < T) {
+  if (i < Tq) {
     const float inv = 1.0f / l;
-    float* orow = out + ((static_cast<long long>(b) * T + i) * Hq + h) * D;
+    float* orow = out + ((static_cast<long long>(b) * Tq + i) * Hq + h) * D;
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
       const int d = cg + 4 * n;
       if (d < D) orow[d] = o[n] * inv;
     }
-    if (lse != nullptr && cg == 0) lse[(static_cast<long long>(b) * Hq + h) * T + i] = (m + log2f(l)) * kLn2;
+    if (lse != nullptr && cg == 0) lse[(static_cast<long long>(b) * Hq + h) * Tq + i] = (m + log2f(l)) * kLn2;
   }
 }
 
@@ -224,8 +227,8 @@ constexpr int dq_f32_smem() {
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     dq_f32_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-                  const float* __restrict__ d_out, const float* __restrict__ lse, float* d_q, int T, int Hq,
-                  int Hkv, int D, int G, float scale_log2, float scale) {
+                  const float* __restrict__ d_out, const float* __restrict__ lse, float* d_q, int Tq, int Tk,
+                  int off, int Hq, int Hkv, int D, int G, float scale_log2, float scale) {
   using C = F32Cfg<kD>;
   constexpr int kLD = C::kLD, kPLD = C::kPLD, kN = C::kPerThread;
   extern __shared__ float4 smem_f4[];
@@ -239,24 +242,24 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kF32Tile;
   const int r = threadIdx.x >> 2, cg = threadIdx.x & 3;
   const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
-  const long long qhead = static_cast<long long>(b) * T * Hq + h;  // row (b, 0, h)
-  const float* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
-  const float* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
+  const long long qhead = static_cast<long long>(b) * Tq * Hq + h;  // row (b, 0, h)
+  const float* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
+  const float* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const int i = q0 + r;
-  const int rows_end = min(q0 + kF32Tile, T);
+  const int rows_end = min(q0 + kF32Tile, Tq);
 
-  load_tile_f32<kF32Tile, kD>(Qs, q + qhead * D, qstride, q0, T, D);
-  load_tile_f32<kF32Tile, kD>(dOs, d_out + qhead * D, qstride, q0, T, D);
-  const float lse2 = i < T ? lse[(static_cast<long long>(b) * Hq + h) * T + i] * kLog2e : 0.0f;
-  const float dvec = i < T ? *dvec_slot(d_q, qhead + static_cast<long long>(i) * Hq, D) : 0.0f;
+  load_tile_f32<kF32Tile, kD>(Qs, q + qhead * D, qstride, q0, Tq, D);
+  load_tile_f32<kF32Tile, kD>(dOs, d_out + qhead * D, qstride, q0, Tq, D);
+  const float lse2 = i < Tq ? lse[(static_cast<long long>(b) * Hq + h) * Tq + i] * kLog2e : 0.0f;
+  const float dvec = i < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(i) * Hq, D) : 0.0f;
   float dq[kN];
 #pragma unroll
   for (int n = 0; n < kN; ++n) dq[n] = 0.0f;
 
-  for (int k0 = 0; k0 < rows_end; k0 += kF32Tile) {
+  for (int k0 = 0; k0 < off + rows_end; k0 += kF32Tile) {
     __syncthreads();
-    load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, T, D);
-    load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, T, D);
+    load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, Tk, D);
+    load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, Tk, D);
     __syncthreads();
     float s[8], dp[8];
 #pragma unroll
@@ -273,7 +276,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      const float p = k0 + cg + 4 * c > i ? 0.0f : exp2f(fmaf(s[c], scale_log2, -lse2));
+      const float p = k0 + cg + 4 * c > off + i ? 0.0f : exp2f(fmaf(s[c], scale_log2, -lse2));
       dSs[r * kPLD + cg + 4 * c] = p * (dp[c] - dvec);
     }
     __syncwarp();
@@ -284,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int n = 0; n < kN; ++n) dq[n] = fmaf(ds, Ks[c * kLD + cg + 4 * n], dq[n]);
     }
   }
-  if (i < T) {
+  if (i < Tq) {
     float* row = d_q + (qhead + static_cast<long long>(i) * Hq) * D;
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
@@ -305,8 +308,8 @@ template <int kD>
 __global__ void __launch_bounds__(kThreads)
     dkdv_f32_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                     const float* __restrict__ d_out, const float* __restrict__ lse, const float* d_q,
-                    float* __restrict__ d_k, float* __restrict__ d_v, int T, int Hq, int Hkv, int D, int G,
-                    float scale_log2, float scale) {
+                    float* __restrict__ d_k, float* __restrict__ d_v, int Tq, int Tk, int off, int Hq,
+                    int Hkv, int D, int G, float scale_log2, float scale) {
   using C = F32Cfg<kD>;
   constexpr int kLD = C::kLD, kPLD = C::kPLD, kN = C::kPerThread;
   extern __shared__ float4 smem_f4[];
@@ -324,27 +327,29 @@ __global__ void __launch_bounds__(kThreads)
   const int c = threadIdx.x >> 2, rg = threadIdx.x & 3;
   const int j = j0 + c;
   const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
-  const long long kvhead = static_cast<long long>(b) * T * Hkv + hk;
-  load_tile_f32<kF32Tile, kD>(Ks, k + kvhead * D, kvstride, j0, T, D);
-  load_tile_f32<kF32Tile, kD>(Vs, v + kvhead * D, kvstride, j0, T, D);
+  const long long kvhead = static_cast<long long>(b) * Tk * Hkv + hk;
+  load_tile_f32<kF32Tile, kD>(Ks, k + kvhead * D, kvstride, j0, Tk, D);
+  load_tile_f32<kF32Tile, kD>(Vs, v + kvhead * D, kvstride, j0, Tk, D);
 
   float dk[kN], dv[kN];
 #pragma unroll
   for (int n = 0; n < kN; ++n) dk[n] = dv[n] = 0.0f;
-  const int nq = (T - j0 + kF32Tile - 1) / kF32Tile;  // query tiles from the diagonal on
+  // Query tiles from the first row that sees key j0 (row j0 - off) on; none for keys no row sees.
+  const int first = max(j0 - off, 0) / kF32Tile * kF32Tile;
+  const int nq = max((Tq - first + kF32Tile - 1) / kF32Tile, 0);
   const int total = G * nq;
   for (int it = 0; it < total; ++it) {
     const int u = it / nq;
-    const int i0 = j0 + (it - u * nq) * kF32Tile;
+    const int i0 = first + (it - u * nq) * kF32Tile;
     const int h = hk * G + u;
-    const long long qhead = static_cast<long long>(b) * T * Hq + h;
+    const long long qhead = static_cast<long long>(b) * Tq * Hq + h;
     __syncthreads();  // the previous tile's Q, dO, P^T, dS^T are no longer read
-    load_tile_f32<kF32Tile, kD>(Qs, q + qhead * D, qstride, i0, T, D);
-    load_tile_f32<kF32Tile, kD>(dOs, d_out + qhead * D, qstride, i0, T, D);
+    load_tile_f32<kF32Tile, kD>(Qs, q + qhead * D, qstride, i0, Tq, D);
+    load_tile_f32<kF32Tile, kD>(dOs, d_out + qhead * D, qstride, i0, Tq, D);
     if (threadIdx.x < kF32Tile) {
       const int t = i0 + threadIdx.x;
-      ls[threadIdx.x] = t < T ? lse[(static_cast<long long>(b) * Hq + h) * T + t] * kLog2e : 0.0f;
-      ds[threadIdx.x] = t < T ? *dvec_slot(d_q, qhead + static_cast<long long>(t) * Hq, D) : 0.0f;
+      ls[threadIdx.x] = t < Tq ? lse[(static_cast<long long>(b) * Hq + h) * Tq + t] * kLog2e : 0.0f;
+      ds[threadIdx.x] = t < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(t) * Hq, D) : 0.0f;
     }
     __syncthreads();
     float s[8], dp[8];
@@ -364,7 +369,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int x = 0; x < 8; ++x) {
       const int rl = rg + 4 * x;
       const int i = i0 + rl;
-      const float p = (j > i || i >= T) ? 0.0f : exp2f(fmaf(s[x], scale_log2, -ls[rl]));
+      const float p = (j > off + i || i >= Tq) ? 0.0f : exp2f(fmaf(s[x], scale_log2, -ls[rl]));
       PTs[c * kPLD + rl] = p;
       dSTs[c * kPLD + rl] = p * (dp[x] - ds[rl]);
     }
@@ -380,7 +385,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  if (j < T) {
+  if (j < Tk) {
     float* dkrow = d_k + (kvhead + static_cast<long long>(j) * Hkv) * D;
     float* dvrow = d_v + (kvhead + static_cast<long long>(j) * Hkv) * D;
 #pragma unroll
@@ -545,8 +550,8 @@ constexpr int fwd_bf16_smem() {
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     fwd_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
-                    bf16* __restrict__ out, float* __restrict__ lse, int T, int Hq, int Hkv, int D, int G,
-                    float scale_log2) {
+                    bf16* __restrict__ out, float* __restrict__ lse, int Tq, int Tk, int off, int Hq, int Hkv,
+                    int D, int G, float scale_log2) {
   constexpr int kLD = kD + 8, kKS = kD / 16, kNT = kFwdCols / 8, kDT = kD / 8;
   extern __shared__ float4 smem_f4[];
   bf16* Qs = reinterpret_cast<bf16*>(smem_f4);
@@ -557,16 +562,16 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kFwdRows;  // latest (longest) tiles launch first
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
-  const long long qhead = static_cast<long long>(b) * T * Hq + h;
-  const bf16* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
-  const bf16* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
-  const int rows_end = min(q0 + kFwdRows, T);
-  const int n_kt = (rows_end + kFwdCols - 1) / kFwdCols;  // key tiles up to the diagonal
+  const long long qhead = static_cast<long long>(b) * Tq * Hq + h;
+  const bf16* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
+  const bf16* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
+  const int rows_end = min(q0 + kFwdRows, Tq);
+  const int n_kt = (off + rows_end + kFwdCols - 1) / kFwdCols;  // key tiles up to the diagonal
   const int warp_row0 = q0 + warp * 16;
   const int row_a = warp_row0 + g, row_b = row_a + 8;
 
-  load_tile_bf16<kFwdRows, kD>(Qs, q + qhead * D, qstride, q0, T, D);
-  load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, 0, T, D);
+  load_tile_bf16<kFwdRows, kD>(Qs, q + qhead * D, qstride, q0, Tq, D);
+  load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, 0, Tk, D);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -582,7 +587,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt < n_kt; ++kt) {
     const int k0 = kt * kFwdCols;
     // V_kt streams in while S = Q K_kt^T is computed.
-    load_tile_bf16<kFwdCols, kD>(Vs, vg, kvstride, k0, T, D);
+    load_tile_bf16<kFwdCols, kD>(Vs, vg, kvstride, k0, Tk, D);
     cp_async_commit();
 
     float s[kNT][4];
@@ -597,16 +602,16 @@ __global__ void __launch_bounds__(kThreads)
         mma_bf16(s[2 * np + 1], qf[ks], bfr[2], bfr[3]);
       }
     }
-    // Causal mask where some key of the step is later than some row of the warp; keys >= T are
-    // later than every valid row, so this masks them too.
-    const bool masked = k0 + kFwdCols - 1 > warp_row0;
+    // Causal mask where some key of the step is later than some row's position (off + row) of the
+    // warp; keys >= Tk are later than every valid row's, so this masks them too.
+    const bool masked = k0 + kFwdCols - 1 > off + warp_row0;
     float mx_a = m_a, mx_b = m_b;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float x = s[nt][e] * scale_log2;
-        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > (e < 2 ? row_a : row_b)) x = -INFINITY;
+        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > off + (e < 2 ? row_a : row_b)) x = -INFINITY;
         s[nt][e] = x;
       }
       mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
@@ -639,7 +644,7 @@ __global__ void __launch_bounds__(kThreads)
       o[dt][3] *= corr_b;
     }
     __syncthreads();  // every warp is done with K_kt: K_kt+1 streams in while O += P V_kt
-    if (kt + 1 < n_kt) load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, k0 + kFwdCols, T, D);
+    if (kt + 1 < n_kt) load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, k0 + kFwdCols, Tk, D);
     cp_async_commit();
     cp_async_wait<1>();  // V_kt has landed (only K_kt+1 may be in flight)
     __syncthreads();
@@ -656,14 +661,14 @@ __global__ void __launch_bounds__(kThreads)
   for (int dt = 0; dt < kDT; ++dt) {
     const int col = dt * 8 + tg * 2;
     if (col < D) {
-      if (row_a < T) store_bf16x2(og + row_a * qstride + col, o[dt][0] * inv_a, o[dt][1] * inv_a);
-      if (row_b < T) store_bf16x2(og + row_b * qstride + col, o[dt][2] * inv_b, o[dt][3] * inv_b);
+      if (row_a < Tq) store_bf16x2(og + row_a * qstride + col, o[dt][0] * inv_a, o[dt][1] * inv_a);
+      if (row_b < Tq) store_bf16x2(og + row_b * qstride + col, o[dt][2] * inv_b, o[dt][3] * inv_b);
     }
   }
   if (lse != nullptr && tg == 0) {
-    float* lrow = lse + (static_cast<long long>(b) * Hq + h) * T;
-    if (row_a < T) lrow[row_a] = (m_a + log2f(l_a)) * kLn2;
-    if (row_b < T) lrow[row_b] = (m_b + log2f(l_b)) * kLn2;
+    float* lrow = lse + (static_cast<long long>(b) * Hq + h) * Tq;
+    if (row_a < Tq) lrow[row_a] = (m_a + log2f(l_a)) * kLn2;
+    if (row_b < Tq) lrow[row_b] = (m_b + log2f(l_b)) * kLn2;
   }
 }
 
@@ -681,8 +686,8 @@ template <int kD>
 __global__ void __launch_bounds__(kThreads)
     dkdv_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                      const bf16* __restrict__ d_out, const float* __restrict__ lse, const bf16* d_q,
-                     bf16* __restrict__ d_k, bf16* __restrict__ d_v, int T, int Hq, int Hkv, int D, int G,
-                     float scale_log2, float scale) {
+                     bf16* __restrict__ d_k, bf16* __restrict__ d_v, int Tq, int Tk, int off, int Hq, int Hkv,
+                     int D, int G, float scale_log2, float scale) {
   constexpr int kBr = dkdv_rows<kD>(), kLD = kD + 8, kNT = kBr / 8, kDT = kD / 8;
   extern __shared__ float4 smem_f4[];
   bf16* Ks = reinterpret_cast<bf16*>(smem_f4);
@@ -696,29 +701,31 @@ __global__ void __launch_bounds__(kThreads)
   const int j0 = blockIdx.y * kDkdvCols;  // earliest (longest) key tiles launch first
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
-  const long long kvhead = static_cast<long long>(b) * T * Hkv + hk;
-  const int nq = (T - j0 + kBr - 1) / kBr;  // query tiles from the diagonal on (kBr divides j0)
+  const long long kvhead = static_cast<long long>(b) * Tk * Hkv + hk;
+  // Query tiles from the first row that sees key j0 (row j0 - off) on; none for keys no row sees.
+  const int first = max(j0 - off, 0) / kBr * kBr;
+  const int nq = max((Tq - first + kBr - 1) / kBr, 0);
   const int total = G * nq;                 // x the group's query heads
   const int key_a = j0 + warp * 16 + g, key_b = key_a + 8;
 
   auto issue = [&](int it, int buf) {
     const int u = it / nq;
-    const int i0 = j0 + (it - u * nq) * kBr;
+    const int i0 = first + (it - u * nq) * kBr;
     const int h = hk * G + u;
-    const long long qhead = static_cast<long long>(b) * T * Hq + h;
-    load_tile_bf16<kBr, kD>(Qs + buf * kBr * kLD, q + qhead * D, qstride, i0, T, D);
-    load_tile_bf16<kBr, kD>(dOs + buf * kBr * kLD, d_out + qhead * D, qstride, i0, T, D);
+    const long long qhead = static_cast<long long>(b) * Tq * Hq + h;
+    load_tile_bf16<kBr, kD>(Qs + buf * kBr * kLD, q + qhead * D, qstride, i0, Tq, D);
+    load_tile_bf16<kBr, kD>(dOs + buf * kBr * kLD, d_out + qhead * D, qstride, i0, Tq, D);
     for (int idx = threadIdx.x; idx < kBr; idx += kThreads) {
       const int t = i0 + idx;
-      const bool ok = t < T;
-      cp_async4(ls + buf * kBr + idx, ok ? lse + (static_cast<long long>(b) * Hq + h) * T + t : lse, ok);
+      const bool ok = t < Tq;
+      cp_async4(ls + buf * kBr + idx, ok ? lse + (static_cast<long long>(b) * Hq + h) * Tq + t : lse, ok);
       cp_async4(dd + buf * kBr + idx, ok ? d_q + (qhead + static_cast<long long>(t) * Hq) * D : d_q, ok);
     }
   };
 
-  load_tile_bf16<kDkdvCols, kD>(Ks, k + kvhead * D, kvstride, j0, T, D);
-  load_tile_bf16<kDkdvCols, kD>(Vs, v + kvhead * D, kvstride, j0, T, D);
-  issue(0, 0);
+  load_tile_bf16<kDkdvCols, kD>(Ks, k + kvhead * D, kvstride, j0, Tk, D);
+  load_tile_bf16<kDkdvCols, kD>(Vs, v + kvhead * D, kvstride, j0, Tk, D);
+  if (total > 0) issue(0, 0);
   cp_async_commit();
 
   float dk[kDT][4], dv[kDT][4];
@@ -731,7 +738,7 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_wait<1>();
     __syncthreads();
     const int u = it / nq;
-    const int i0 = j0 + (it - u * nq) * kBr;
+    const int i0 = first + (it - u * nq) * kBr;
     const bf16* Qb = Qs + buf * kBr * kLD;
     const bf16* dOb = dOs + buf * kBr * kLD;
     const float* lb = ls + buf * kBr;
@@ -741,7 +748,7 @@ __global__ void __launch_bounds__(kThreads)
     float st[kNT][4];
     zero(st);
     gemm_abt<kD, kNT>(st, Ks, warp * 16, Qb, lane);
-    const bool masked = j0 + warp * 16 + 15 > i0 || i0 + kBr > T;
+    const bool masked = j0 + warp * 16 + 15 > off + i0 || i0 + kBr > Tq;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
@@ -749,7 +756,7 @@ __global__ void __launch_bounds__(kThreads)
         const int ci = nt * 8 + tg * 2 + (e & 1);
         const int i = i0 + ci;
         float p = exp2f(fmaf(st[nt][e], scale_log2, -lb[ci] * kLog2e));
-        if (masked && ((e < 2 ? key_a : key_b) > i || i >= T)) p = 0.0f;
+        if (masked && ((e < 2 ? key_a : key_b) > off + i || i >= Tq)) p = 0.0f;
         st[nt][e] = p;
       }
     }
@@ -773,11 +780,11 @@ __global__ void __launch_bounds__(kThreads)
   for (int dt = 0; dt < kDT; ++dt) {
     const int col = dt * 8 + tg * 2;
     if (col < D) {
-      if (key_a < T) {
+      if (key_a < Tk) {
         store_bf16x2(dkg + key_a * kvstride + col, dk[dt][0] * scale, dk[dt][1] * scale);
         store_bf16x2(dvg + key_a * kvstride + col, dv[dt][0], dv[dt][1]);
       }
-      if (key_b < T) {
+      if (key_b < Tk) {
         store_bf16x2(dkg + key_b * kvstride + col, dk[dt][2] * scale, dk[dt][3] * scale);
         store_bf16x2(dvg + key_b * kvstride + col, dv[dt][2], dv[dt][3]);
       }
@@ -798,8 +805,8 @@ constexpr int dq_bf16_smem() {
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     dq_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
-                   const bf16* __restrict__ d_out, const float* __restrict__ lse, bf16* d_q, int T, int Hq,
-                   int Hkv, int D, int G, float scale_log2, float scale) {
+                   const bf16* __restrict__ d_out, const float* __restrict__ lse, bf16* d_q, int Tq, int Tk,
+                   int off, int Hq, int Hkv, int D, int G, float scale_log2, float scale) {
   constexpr int kBc = dq_cols<kD>(), kLD = kD + 8, kNT = kBc / 8, kDT = kD / 8;
   extern __shared__ float4 smem_f4[];
   bf16* Qs = reinterpret_cast<bf16*>(smem_f4);
@@ -811,25 +818,25 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kDqRows;  // latest (longest) tiles launch first
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
-  const long long qhead = static_cast<long long>(b) * T * Hq + h;
-  const bf16* kg = k + (static_cast<long long>(b) * T * Hkv + hk) * D;
-  const bf16* vg = v + (static_cast<long long>(b) * T * Hkv + hk) * D;
-  const int rows_end = min(q0 + kDqRows, T);
-  const int n_kt = (rows_end + kBc - 1) / kBc;
+  const long long qhead = static_cast<long long>(b) * Tq * Hq + h;
+  const bf16* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
+  const bf16* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
+  const int rows_end = min(q0 + kDqRows, Tq);
+  const int n_kt = (off + rows_end + kBc - 1) / kBc;
   const int warp_row0 = q0 + warp * 16;
   const int row_a = warp_row0 + g, row_b = row_a + 8;
 
-  load_tile_bf16<kDqRows, kD>(Qs, q + qhead * D, qstride, q0, T, D);
-  load_tile_bf16<kDqRows, kD>(dOs, d_out + qhead * D, qstride, q0, T, D);
-  load_tile_bf16<kBc, kD>(Ks, kg, kvstride, 0, T, D);
-  load_tile_bf16<kBc, kD>(Vs, vg, kvstride, 0, T, D);
+  load_tile_bf16<kDqRows, kD>(Qs, q + qhead * D, qstride, q0, Tq, D);
+  load_tile_bf16<kDqRows, kD>(dOs, d_out + qhead * D, qstride, q0, Tq, D);
+  load_tile_bf16<kBc, kD>(Ks, kg, kvstride, 0, Tk, D);
+  load_tile_bf16<kBc, kD>(Vs, vg, kvstride, 0, Tk, D);
   cp_async_commit();
   // Row statistics; D_i is read from d_q's rows here, before this CTA (their only writer) stores them.
-  const float* lrow = lse + (static_cast<long long>(b) * Hq + h) * T;
-  const float lse_a = row_a < T ? lrow[row_a] * kLog2e : 0.0f;
-  const float lse_b = row_b < T ? lrow[row_b] * kLog2e : 0.0f;
-  const float dd_a = row_a < T ? *dvec_slot(d_q, qhead + static_cast<long long>(row_a) * Hq, D) : 0.0f;
-  const float dd_b = row_b < T ? *dvec_slot(d_q, qhead + static_cast<long long>(row_b) * Hq, D) : 0.0f;
+  const float* lrow = lse + (static_cast<long long>(b) * Hq + h) * Tq;
+  const float lse_a = row_a < Tq ? lrow[row_a] * kLog2e : 0.0f;
+  const float lse_b = row_b < Tq ? lrow[row_b] * kLog2e : 0.0f;
+  const float dd_a = row_a < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(row_a) * Hq, D) : 0.0f;
+  const float dd_b = row_b < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(row_b) * Hq, D) : 0.0f;
 
   float dq[kDT][4];
   zero(dq);
@@ -837,8 +844,8 @@ __global__ void __launch_bounds__(kThreads)
     const int buf = kt & 1;
     const int k0 = kt * kBc;
     if (kt + 1 < n_kt) {
-      load_tile_bf16<kBc, kD>(Ks + (buf ^ 1) * kBc * kLD, kg, kvstride, k0 + kBc, T, D);
-      load_tile_bf16<kBc, kD>(Vs + (buf ^ 1) * kBc * kLD, vg, kvstride, k0 + kBc, T, D);
+      load_tile_bf16<kBc, kD>(Ks + (buf ^ 1) * kBc * kLD, kg, kvstride, k0 + kBc, Tk, D);
+      load_tile_bf16<kBc, kD>(Vs + (buf ^ 1) * kBc * kLD, vg, kvstride, k0 + kBc, Tk, D);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -851,14 +858,14 @@ __global__ void __launch_bounds__(kThreads)
     zero(dp);
     gemm_abt<kD, kNT>(s, Qs, warp * 16, Kb, lane);   // S = Q_w K^T
     gemm_abt<kD, kNT>(dp, dOs, warp * 16, Vb, lane);  // dP = dO_w V^T
-    const bool masked = k0 + kBc - 1 > warp_row0;
+    const bool masked = k0 + kBc - 1 > off + warp_row0;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const bool ra = e < 2;
         float p = exp2f(fmaf(s[nt][e], scale_log2, -(ra ? lse_a : lse_b)));
-        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > (ra ? row_a : row_b)) p = 0.0f;
+        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > off + (ra ? row_a : row_b)) p = 0.0f;
         s[nt][e] = p * (dp[nt][e] - (ra ? dd_a : dd_b));  // dS
       }
     }
@@ -871,8 +878,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int dt = 0; dt < kDT; ++dt) {
     const int col = dt * 8 + tg * 2;
     if (col < D) {
-      if (row_a < T) store_bf16x2(dqg + row_a * qstride + col, dq[dt][0] * scale, dq[dt][1] * scale);
-      if (row_b < T) store_bf16x2(dqg + row_b * qstride + col, dq[dt][2] * scale, dq[dt][3] * scale);
+      if (row_a < Tq) store_bf16x2(dqg + row_a * qstride + col, dq[dt][0] * scale, dq[dt][1] * scale);
+      if (row_b < Tq) store_bf16x2(dqg + row_b * qstride + col, dq[dt][2] * scale, dq[dt][3] * scale);
     }
   }
 }
@@ -914,13 +921,14 @@ int padded_head_dim(int D) {
 }
 
 struct Geometry {
-  int B, T, Hq, Hkv, D, G;
+  int B, Tq, Tk, off, Hq, Hkv, D, G;  // off: the first query row's position (AttentionShape::q_pos0)
   float scale, scale_log2;
 };
 
 // The limits of these kernels (not of the contract, which op_checks.h has checked by now): head dims
-// the tiles support and a T whose query tiles fit the grid.
-Geometry check_geometry(const char* op, int B, int T, int Hq, int Hkv, int D) {
+// the tiles support and sequences whose tiles fit the grid.
+Geometry check_geometry(const char* op, const AttentionShape& s) {
+  const int D = s.D, T = std::max(s.Tq, s.Tk);
   if (D % 8 != 0 || D > 128) {
     fail("cuda", op, "head dim D=" + std::to_string(D) + " is not supported (multiples of 8 up to 128)");
   }
@@ -930,7 +938,16 @@ Geometry check_geometry(const char* op, int B, int T, int Hq, int Hkv, int D) {
          "T=" + std::to_string(T) + " is too long (at most " + std::to_string(65535 * kF32Tile) + ")");
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  return {B, T, Hq, Hkv, D, Hq / Hkv, static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634)};
+  return {s.B,
+          s.Tq,
+          s.Tk,
+          s.q_pos0,
+          s.Hq,
+          s.Hkv,
+          D,
+          s.Hq / s.Hkv,
+          static_cast<float>(scale),
+          static_cast<float>(scale * 1.4426950408889634)};
 }
 
 // The bf16 kernels' vector loads (cp.async, ldmatrix): another limit of this backend.
@@ -948,53 +965,53 @@ template <int kD>
 void forward_impl(cudaStream_t stream, const Geometry& g, Buf out, Buf lse, Buf q, Buf k, Buf v) {
   float* l = lse ? lse.as<float>() : nullptr;
   if (q.dtype == DType::F32) {
-    launch(fwd_f32_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kF32Tile)), fwd_f32_smem<kD>(), stream,
-           q.as<const float>(), k.as<const float>(), v.as<const float>(), out.as<float>(), l, g.T, g.Hq, g.Hkv,
-           g.D, g.G, g.scale_log2);
+    launch(fwd_f32_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, kF32Tile)), fwd_f32_smem<kD>(), stream,
+           q.as<const float>(), k.as<const float>(), v.as<const float>(), out.as<float>(), l, g.Tq, g.Tk,
+           g.off, g.Hq, g.Hkv, g.D, g.G, g.scale_log2);
   } else {
-    launch(fwd_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kFwdRows)), fwd_bf16_smem<kD>(), stream,
-           q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), out.as<bf16>(), l, g.T, g.Hq, g.Hkv,
-           g.D, g.G, g.scale_log2);
+    launch(fwd_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, kFwdRows)), fwd_bf16_smem<kD>(), stream,
+           q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), out.as<bf16>(), l, g.Tq, g.Tk, g.off,
+           g.Hq, g.Hkv, g.D, g.G, g.scale_log2);
   }
 }
 
 template <int kD>
 void backward_impl(cudaStream_t stream, const Geometry& g, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
                    Buf v, Buf out, Buf lse) {
-  const long long rows = static_cast<long long>(g.B) * g.T * g.Hq;
+  const long long rows = static_cast<long long>(g.B) * g.Tq * g.Hq;
   const unsigned dot_blocks = static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32));
   const float* l = lse.as<const float>();
   if (q.dtype == DType::F32) {
     launch(row_dot_kernel<float>, dim3(dot_blocks), 0, stream, d_out.as<const float>(), out.as<const float>(),
            d_q.as<float>(), rows, g.D);
-    launch(dkdv_f32_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.T, kF32Tile)), dkdv_f32_smem<kD>(), stream,
+    launch(dkdv_f32_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.Tk, kF32Tile)), dkdv_f32_smem<kD>(), stream,
            q.as<const float>(), k.as<const float>(), v.as<const float>(), d_out.as<const float>(), l,
-           d_q.as<const float>(), d_k.as<float>(), d_v.as<float>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2,
-           g.scale);
-    launch(dq_f32_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kF32Tile)), dq_f32_smem<kD>(), stream,
+           d_q.as<const float>(), d_k.as<float>(), d_v.as<float>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G,
+           g.scale_log2, g.scale);
+    launch(dq_f32_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, kF32Tile)), dq_f32_smem<kD>(), stream,
            q.as<const float>(), k.as<const float>(), v.as<const float>(), d_out.as<const float>(), l,
-           d_q.as<float>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
+           d_q.as<float>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
   } else {
     launch(row_dot_kernel<bf16>, dim3(dot_blocks), 0, stream, d_out.as<const bf16>(), out.as<const bf16>(),
            d_q.as<bf16>(), rows, g.D);
-    launch(dkdv_bf16_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.T, kDkdvCols)), dkdv_bf16_smem<kD>(), stream,
+    launch(dkdv_bf16_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.Tk, kDkdvCols)), dkdv_bf16_smem<kD>(), stream,
            q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), d_out.as<const bf16>(), l,
-           d_q.as<const bf16>(), d_k.as<bf16>(), d_v.as<bf16>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2,
-           g.scale);
-    launch(dq_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.T, kDqRows)), dq_bf16_smem<kD>(), stream,
+           d_q.as<const bf16>(), d_k.as<bf16>(), d_v.as<bf16>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G,
+           g.scale_log2, g.scale);
+    launch(dq_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, kDqRows)), dq_bf16_smem<kD>(), stream,
            q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), d_out.as<const bf16>(), l,
-           d_q.as<bf16>(), g.T, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
+           d_q.as<bf16>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
   }
 }
 
 }  // namespace
 
-void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
-                       int Hkv, int D) {
+void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& s) {
   constexpr const char* op = "attention_forward";
-  check_attention_forward("cuda", out, lse, q, k, v, B, T, Hq, Hkv, D);
-  const Geometry g = check_geometry(op, B, T, Hq, Hkv, D);
-  if (std::int64_t{B} * T * Hq * D == 0) return;
+  check_attention_forward("cuda", out, lse, q, k, v, s);
+  const Geometry g = check_geometry(op, s);
+  const int D = s.D;
+  if (s.q_elements() == 0) return;
   if (q.dtype == DType::BF16) {
     require_aligned(op, "q", q);
     require_aligned(op, "k", k);
@@ -1011,11 +1028,19 @@ void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf 
 }
 
 void attention_backward(cudaStream_t stream, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
-                        Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D) {
+                        Buf out, Buf lse, const AttentionShape& s) {
   constexpr const char* op = "attention_backward";
-  check_attention_backward("cuda", d_q, d_k, d_v, d_out, q, k, v, out, lse, B, T, Hq, Hkv, D);
-  const Geometry g = check_geometry(op, B, T, Hq, Hkv, D);
-  if (std::int64_t{B} * T * Hq * D == 0) return;  // no query rows: nothing reads d_k / d_v (as on the CPU)
+  check_attention_backward("cuda", d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
+  const Geometry g = check_geometry(op, s);
+  const int D = s.D;
+  if (s.q_elements() == 0) {  // no query rows: d_k and d_v are zero (as on the CPU)
+    const std::size_t bytes = static_cast<std::size_t>(s.kv_elements()) * dtype_size(q.dtype);
+    if (bytes > 0) {
+      PTRAIN_CUDA_CHECK(cudaMemsetAsync(d_k.ptr, 0, bytes, stream));
+      PTRAIN_CUDA_CHECK(cudaMemsetAsync(d_v.ptr, 0, bytes, stream));
+    }
+    return;
+  }
   if (q.dtype == DType::BF16) {
     require_aligned(op, "d_q", d_q);
     require_aligned(op, "d_k", d_k);

@@ -1,10 +1,12 @@
 // Causal self-attention with grouped-query heads on CUDA: own flash-attention kernels (FlashAttention-2
 // structure), forward and backward, F32 and BF16. The contract is ops.h's attention_forward /
-// attention_backward:
-//   q, out: [B, T, Hq, D]; k, v: [B, T, Hkv, D]  (element (b, t, h, d) at ((b*T + t)*H + h)*D + d)
-//   lse: [B, Hq, T] F32, the natural-log log-sum-exp of each scaled softmax row (optional in forward)
-//   query head h reads kv head h / (Hq / Hkv); scale 1/sqrt(D); no T x T matrix anywhere.
-//   Backward overwrites d_q, d_k, d_v (d_k, d_v sum over the query heads of their group).
+// attention_backward (kernels/attention_shape.h):
+//   q, out: [B, Tq, Hq, D]; k, v: [B, Tk, Hkv, D]  (element (b, t, h, d) at ((b*T + t)*H + h)*D + d)
+//   query row i sits at position q_pos0 + i and sees keys 0 .. q_pos0 + i
+//   lse: [B, Hq, Tq] F32, the natural-log log-sum-exp of each scaled softmax row (optional in forward)
+//   query head h reads kv head h / (Hq / Hkv); scale 1/sqrt(D); no Tq x Tk matrix anywhere.
+//   Backward overwrites d_q, d_k, d_v (d_k, d_v sum over the query heads of their group; keys no
+//   query sees get zeros).
 // Dtypes: q, k, v, out, d_out, d_q, d_k, d_v all F32 or all BF16 (math and accumulation in fp32).
 // Head dim: any multiple of 8 up to 128 (tiles are padded to 32, 64, 80, 96 or 128); anything else
 // throws std::invalid_argument. BF16 tensors must be 16-byte aligned (cp.async); T is arbitrary.
@@ -21,14 +23,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
 
 namespace ptrain::kernels::cuda {
 
-void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq,
-                       int Hkv, int D);
+void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& s);
 
 void attention_backward(cudaStream_t stream, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
-                        Buf out, Buf lse, int B, int T, int Hq, int Hkv, int D);
+                        Buf out, Buf lse, const AttentionShape& s);
 
 }  // namespace ptrain::kernels::cuda

@@ -131,19 +131,25 @@ class ValidateShippedConfigs(unittest.TestCase):
         r = ptrain("validate", tiny)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("valid, would run", r.stdout)
-        r = ptrain("validate", tiny, "--set", "parallel.cp=2", "--set", "parallel.pp=1")
+        moe = ["--set", "model.arch=mixtral", "--set", "model.ffn_hidden=128", "--set", "model.moe.experts=4",
+               "--set", "model.moe.top_k=2", "--set", "parallel.ep=2", "--set", "parallel.pp=1"]
+        r = ptrain("validate", tiny, *moe)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
-        sentence = "parallel.cp: context parallelism is not executed yet: `ptrain run` refuses parallel.cp = 2"
+        sentence = "parallel.ep: expert parallelism is not executed yet: `ptrain run` refuses parallel.ep = 2"
         self.assertIn(sentence, r.stderr)
-        r = ptrain("run", tiny, "--set", "parallel.cp=2", "--set", "parallel.pp=1", "--nproc", "2")
+        r = ptrain("run", tiny, *moe, "--nproc", "4")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(sentence, r.stderr)
         r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true")
         self.assertIn("valid, would run", r.stdout)
+        r = ptrain("validate", tiny, "--set", "parallel.cp=2", "--set", "parallel.tp=2", "--set", "parallel.pp=1")
+        self.assertIn("valid, would run", r.stdout)
         r = ptrain("validate", tiny, "--set", "backend=cuda", "--set", "parallel.tp=2")
         self.assertIn("parallel.pp: pipeline parallelism runs on the CPU backend only for now", r.stderr)
         self.assertNotIn("parallel.tp:", r.stderr)  # both backends run tensor parallelism
+        r = ptrain("validate", tiny, "--set", "backend=cuda", "--set", "parallel.cp=2", "--set", "parallel.pp=1")
+        self.assertIn("valid, would run", r.stdout)  # and context parallelism
 
 
 class ValidateBadInput(unittest.TestCase):

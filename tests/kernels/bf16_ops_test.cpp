@@ -15,6 +15,7 @@
 
 using namespace ptrain::kernels::test;
 using Catch::Matchers::Contains;
+using ptrain::kernels::AttentionShape;
 using ptrain::kernels::bf16_to_f32;
 using ptrain::kernels::Buf;
 using ptrain::kernels::DType;
@@ -268,16 +269,18 @@ TEST_CASE("bf16 attention forward and backward", "[bf16][attention][grad]") {
     const int nq = c.B * c.T * c.Hq * c.D, nkv = c.B * c.T * c.Hkv * c.D;
     Arg q(random_vec(nq, 1), BF16), k(random_vec(nkv, 2), BF16), v(random_vec(nkv, 3), BF16);
     Arg out(nan_vec(nq), BF16), lse(nan_vec(c.B * c.Hq * c.T), F32);
-    ops().attention_forward(out.ref(), lse.ref(), q.ref(), k.ref(), v.ref(), c.B, c.T, c.Hq, c.Hkv, c.D);
-    ops().attention_forward(out.buf(), lse.buf(), q.buf(), k.buf(), v.buf(), c.B, c.T, c.Hq, c.Hkv, c.D);
+    ops().attention_forward(out.ref(), lse.ref(), q.ref(), k.ref(), v.ref(),
+                            AttentionShape::self_attention(c.B, c.T, c.Hq, c.Hkv, c.D));
+    ops().attention_forward(out.buf(), lse.buf(), q.buf(), k.buf(), v.buf(),
+                            AttentionShape::self_attention(c.B, c.T, c.Hq, c.Hkv, c.D));
     out.check("out");
     lse.check("lse");
 
     Arg dy(random_vec(nq, 4), BF16), dq(nan_vec(nq), BF16), dk(nan_vec(nkv), BF16), dv(nan_vec(nkv), BF16);
     ops().attention_backward(dq.ref(), dk.ref(), dv.ref(), dy.ref(), q.ref(), k.ref(), v.ref(), out.ref(),
-                             lse.ref(), c.B, c.T, c.Hq, c.Hkv, c.D);
+                             lse.ref(), AttentionShape::self_attention(c.B, c.T, c.Hq, c.Hkv, c.D));
     ops().attention_backward(dq.buf(), dk.buf(), dv.buf(), dy.buf(), q.buf(), k.buf(), v.buf(), out.buf(),
-                             lse.buf(), c.B, c.T, c.Hq, c.Hkv, c.D);
+                             lse.buf(), AttentionShape::self_attention(c.B, c.T, c.Hq, c.Hkv, c.D));
     dq.check("d_q");
     dk.check("d_k");
     dv.check("d_v");
@@ -429,15 +432,15 @@ TEST_CASE("dtype combinations the CUDA ops reject throw on the CPU too", "[bf16]
   rejects([&] { o.rmsnorm_backward(f, none(), h, k, g, s, 2, 2); }, "rmsnorm_backward",
           "'d_in' must have the dtype of 'in'");
   rejects([&] { o.rope_forward(i32, 1, 2, 1, 2, 1e4f, 0); }, "rope_forward", "'x' must be f32 or bf16");
-  rejects([&] { o.attention_forward(h, none(), h, f, k, 1, 2, 1, 1, 2); }, "attention_forward",
+  const auto kAttention = AttentionShape::self_attention(1, 2, 1, 1, 2);
+  rejects([&] { o.attention_forward(h, none(), h, f, k, kAttention); }, "attention_forward",
           "'k' must be bf16, got f32");
-  rejects([&] { o.attention_forward(f, none(), h, k, h, 1, 2, 1, 1, 2); }, "attention_forward",
+  rejects([&] { o.attention_forward(f, none(), h, k, h, kAttention); }, "attention_forward",
           "'out' must be bf16, got f32");
-  rejects([&] { o.attention_forward(h, k, h, k, h, 1, 2, 1, 1, 2); }, "attention_forward",
-          "'lse' must be f32");
-  rejects([&] { o.attention_backward(h, f, h, h, h, h, h, h, s, 1, 2, 1, 1, 2); }, "attention_backward",
+  rejects([&] { o.attention_forward(h, k, h, k, h, kAttention); }, "attention_forward", "'lse' must be f32");
+  rejects([&] { o.attention_backward(h, f, h, h, h, h, h, h, s, kAttention); }, "attention_backward",
           "'d_k' must be bf16, got f32");
-  rejects([&] { o.attention_backward(h, h, h, h, h, h, h, h, k, 1, 2, 1, 1, 2); }, "attention_backward",
+  rejects([&] { o.attention_backward(h, h, h, h, h, h, h, h, k, kAttention); }, "attention_backward",
           "'lse' must be f32");
   rejects([&] { o.gelu_forward(f, h, 4); }, "gelu_forward", "'in' must have the dtype of 'out'");
   rejects([&] { o.gelu_backward(h, k, f, 4); }, "gelu_backward", "'in' must have the dtype of 'd_in'");

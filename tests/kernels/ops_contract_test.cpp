@@ -5,6 +5,7 @@
 
 using namespace ptrain::kernels::test;
 using Catch::Matchers::Contains;
+using ptrain::kernels::AttentionShape;
 using ptrain::kernels::Buf;
 using ptrain::kernels::Device;
 using ptrain::kernels::DType;
@@ -40,9 +41,11 @@ TEST_CASE("wrong dtypes and missing buffers throw invalid_argument with the op n
   REQUIRE_THROWS_WITH(o.rmsnorm_backward(f, g, bf16, f, g, h, 2, 2), Contains("rmsnorm_backward"));
   REQUIRE_THROWS_WITH(o.rope_forward(ti, 1, 2, 1, 2, 1e4f, 0), Contains("rope_forward"));
   REQUIRE_THROWS_WITH(o.rope_backward(ti, 1, 2, 1, 2, 1e4f, 0), Contains("rope_backward"));
-  REQUIRE_THROWS_WITH(o.attention_forward(f, g, bf16, f, g, 1, 2, 1, 1, 2), Contains("attention_forward"));
-  REQUIRE_THROWS_WITH(o.attention_backward(f, g, h, f, g, h, f, g, bf16, 1, 2, 1, 1, 2),
-                      Contains("attention_backward"));
+  REQUIRE_THROWS_WITH(o.attention_forward(f, g, bf16, f, g, AttentionShape::self_attention(1, 2, 1, 1, 2)),
+                      Contains("attention_forward"));
+  REQUIRE_THROWS_WITH(
+      o.attention_backward(f, g, h, f, g, h, f, g, bf16, AttentionShape::self_attention(1, 2, 1, 1, 2)),
+      Contains("attention_backward"));
   REQUIRE_THROWS_WITH(o.gelu_forward(f, bf16, 4), Contains("gelu_forward"));
   REQUIRE_THROWS_WITH(o.gelu_backward(f, g, bf16, 4), Contains("gelu_backward"));
   REQUIRE_THROWS_WITH(o.swiglu_forward(f, g, bf16, 4), Contains("swiglu_forward"));
@@ -73,9 +76,10 @@ TEST_CASE("results do not depend on the thread count", "[contract]") {
     ops().layernorm_backward(buf(dx), buf(dw), buf(db), buf(r), buf(x), buf(w), buf(mean), buf(rstd), N, C);
     Vec att(N * C), lse(2 * 4 * (N / 2)), dq(N * C), dk(N * C / 2), dv(N * C / 2);
     // B=2, T=150, Hq=4, Hkv=2, D=24 over the same storage.
-    ops().attention_forward(buf(att), buf(lse), buf(x), buf(out), buf(out), 2, N / 2, 4, 2, 24);
+    ops().attention_forward(buf(att), buf(lse), buf(x), buf(out), buf(out),
+                            AttentionShape::self_attention(2, N / 2, 4, 2, 24));
     ops().attention_backward(buf(dq), buf(dk), buf(dv), buf(r), buf(x), buf(out), buf(out), buf(att),
-                             buf(lse), 2, N / 2, 4, 2, 24);
+                             buf(lse), AttentionShape::self_attention(2, N / 2, 4, 2, 24));
     float ss = 0;
     ops().sum_squares(scalar(ss), buf(x), N * C);
     return std::tuple{dx, dw, db, att, dq, dk, dv, ss};

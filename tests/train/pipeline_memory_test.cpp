@@ -1,6 +1,6 @@
 // What a pipeline rank's executor allocates for activations and messages (its chunks' arenas, the
 // shared workspace, the send buffers) is what `validate` predicts for that rank, with and without
-// tensor parallelism: plan's activation
+// tensor and context parallelism: plan's activation
 // bytes plus the pipeline's share of the communication buffers, from the same
 // pipeline::rank_buffers. Only the arena's 64-byte alignment of each view differs.
 #include <catch2/catch.hpp>
@@ -8,6 +8,7 @@
 
 #include "engine/model/param_registry.h"
 #include "engine/model/param_store.h"
+#include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/pipeline/buffers.h"
 #include "engine/plan/comm.h"
@@ -51,29 +52,45 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       {"parallel.pp=2", "parallel.tp=4", "parallel.sequence_parallel=true", "train.recompute=selective",
        "model.arch=llama", "model.kv_heads=2", "schedule.kind=interleaved-1f1b", "train.micro_batch=4",
        "schedule.virtual_stages=2"},
+      // Context parallelism: this rank's chunks of the sequence; the whole sequence's k and v in backward.
+      {"parallel.pp=2", "parallel.cp=2"},
+      {"parallel.pp=2", "parallel.cp=2", "parallel.tp=2", "parallel.sequence_parallel=true",
+       "train.recompute=full", "model.arch=llama", "model.kv_heads=2", "schedule.kind=zb-h1",
+       "train.micro_batch=4"},
+      {"parallel.pp=1", "parallel.cp=4", "train.precision=bf16", "model.arch=llama", "model.kv_heads=2",
+       "train.micro_batch=8"},
   };
   for (const auto& sets : layouts) {
-    const int pp_ranks = std::stoi(sets[0].substr(12));
-    const int tp_ranks =
-        sets.size() > 1 && sets[1].starts_with("parallel.tp=") ? std::stoi(sets[1].substr(12)) : 1;
-    const config::LoadResult job = test::load_job(kJob, sets, pp_ranks * tp_ranks);
+    auto degree = [&](const std::string& key) {
+      for (const std::string& s : sets)
+        if (s.starts_with(key + "=")) return std::stoi(s.substr(key.size() + 1));
+      return 1;
+    };
+    const int pp_ranks = degree("parallel.pp"), tp_ranks = degree("parallel.tp"),
+              cp_ranks = degree("parallel.cp");
+    const int per_stage = tp_ranks * cp_ranks;  // the default order: tp fastest, then cp, ..., pp
+    const config::LoadResult job = test::load_job(kJob, sets, pp_ranks * per_stage);
     const config::JobSpec& spec = job.spec;
     const pipeline::Schedule schedule = pipeline::build(
         spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, spec.train.microbatches);
     const std::vector<pipeline::RankBuffers> held = pipeline::rank_buffers(schedule);
     for (int r = 0; r < spec.parallel.pp; ++r) {
       INFO(sets.back() << " (" << sets.size() << " settings), pp rank " << r);
-      // pp rank r with tp rank 0 (the default order puts tp fastest: world rank r * tp).
-      test::SilentComm comm(r * tp_ranks, pp_ranks * tp_ranks);
+      // pp rank r with tp and cp rank 0: world rank r * tp * cp.
+      test::SilentComm comm(r * per_stage, pp_ranks * per_stage);
       std::vector<int> pp_group(static_cast<std::size_t>(pp_ranks)),
-          tp_group(static_cast<std::size_t>(tp_ranks));
-      for (int i = 0; i < pp_ranks; ++i) pp_group[static_cast<std::size_t>(i)] = i * tp_ranks;
-      std::iota(tp_group.begin(), tp_group.end(), r * tp_ranks);
+          tp_group(static_cast<std::size_t>(tp_ranks)), cp_group(static_cast<std::size_t>(cp_ranks));
+      for (int i = 0; i < pp_ranks; ++i) pp_group[static_cast<std::size_t>(i)] = i * per_stage;
+      std::iota(tp_group.begin(), tp_group.end(), r * per_stage);
+      for (int i = 0; i < cp_ranks; ++i) cp_group[static_cast<std::size_t>(i)] = r * per_stage + i * tp_ranks;
       const dist::Group& pp = comm.new_group("pp", pp_group);
       parallel::TensorParallel tp(comm, kernels::cpu_ops(), comm.new_group("tp", tp_group), nullptr);
+      parallel::ContextParallel cp(comm, kernels::cpu_ops(), comm.new_group("cp", cp_group),
+                                   spec.train.micro_batch, spec.model.seq_len);
       model::ParamStore store(model::build_registry(spec.model), model::shard_coords(spec, r, 0, 0));
       const train::PipelineStage stage(spec, store, kernels::cpu_ops(), comm, &pp,
-                                       tp_ranks > 1 ? &tp : nullptr, spec.train.microbatches);
+                                       tp_ranks > 1 ? &tp : nullptr, cp_ranks > 1 ? &cp : nullptr,
+                                       spec.train.microbatches);
       const auto& mine = held[static_cast<std::size_t>(r)];
       const double sends = mine.send_buffers * plan::bytes_sent(plan::pipeline_message(spec));
       const double predicted = plan::activation_bytes(spec, r, mine) + sends;

@@ -257,7 +257,7 @@ class CudaBackend(unittest.TestCase):
 
     def test_two_ranks_on_one_gpu_match_one_rank(self):
         # Gloo with host staging: two ranks share the device; dp 2 x ZeRO 1 and 3 against dp 1, then
-        # tp 2 and 4.
+        # tp 2 and 4, cp 2 and cp 2 x tp 2.
         with tempfile.TemporaryDirectory() as one:
             r = run(job(one, "llama", steps=10), "--set", "backend=cuda", "--set", "train.precision=fp32")
             if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
@@ -270,13 +270,14 @@ class CudaBackend(unittest.TestCase):
                     self.assertEqual(r.returncode, 0, r.stderr)
                     for x, y in zip(metrics(one), metrics(two)):
                         self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-5, f"step {x['step']}")
-            # Tensor parallelism over the same Gloo staging, with and without SP (kv heads shared at tp 4).
+            # Tensor parallelism over the same Gloo staging, with and without SP (kv heads shared at tp 4),
+            # and context parallelism (the attention kernels' query offsets), alone and with tp.
             # Split GEMM shapes make cuBLAS choose other kernels: 1e-4 where dp's reductions hold 1e-5.
-            for tp, sp in [(2, "false"), (4, "true")]:
-                with self.subTest(tp=tp, sp=sp), tempfile.TemporaryDirectory() as split:
-                    r = run(job(split, "llama", steps=10), "--nproc", str(tp), "--set", "backend=cuda",
+            for tp, sp, cp in [(2, "false", 1), (4, "true", 1), (1, "false", 2), (2, "true", 2)]:
+                with self.subTest(tp=tp, sp=sp, cp=cp), tempfile.TemporaryDirectory() as split:
+                    r = run(job(split, "llama", steps=10), "--nproc", str(tp * cp), "--set", "backend=cuda",
                             "--set", "train.precision=fp32", "--set", f"parallel.tp={tp}",
-                            "--set", f"parallel.sequence_parallel={sp}")
+                            "--set", f"parallel.cp={cp}", "--set", f"parallel.sequence_parallel={sp}")
                     self.assertEqual(r.returncode, 0, r.stderr)
                     for x, y in zip(metrics(one), metrics(split)):
                         self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-4, f"step {x['step']}")

@@ -1,8 +1,8 @@
 // CUDA attention_forward / attention_backward (kernels/cuda/attention.cuh) against the CPU reference
 // ops (kernels::cpu_ops()) on random inputs: GQA, MQA and Hq == Hkv, T not a multiple of any tile,
-// head dims 8..128 (including the padded ones), F32 and BF16 (the CPU reference gets the
-// bf16-rounded inputs). Every output is poisoned with NaN before the call. Plus determinism, the
-// optional lse, and the argument checks.
+// queries offset into longer keys (context parallelism), head dims 8..128 (including the padded ones), F32
+// and BF16 (the CPU reference gets the bf16-rounded inputs). Every output is poisoned with NaN before the
+// call. Plus determinism, the optional lse, and the argument checks.
 //
 // Part of cuda_op_tests (its main exits 77 when there is no CUDA device). Device memory through
 // tests/kernels/cuda/device_buffer.h.
@@ -59,25 +59,36 @@ class Stream {
 
 // ---- shapes and tolerances
 
+// T query rows; Tk keys (0: T) of which query i sees 0 .. pos0 + i.
 struct Shape {
   int B, T, Hq, Hkv, D;
-  std::size_t q_size() const { return std::size_t(B) * T * Hq * D; }
-  std::size_t kv_size() const { return std::size_t(B) * T * Hkv * D; }
-  std::size_t lse_size() const { return std::size_t(B) * Hq * T; }
+  int Tk = 0, pos0 = 0;
+  AttentionShape op() const { return {B, T, Tk > 0 ? Tk : T, pos0, Hq, Hkv, D}; }
+  std::size_t q_size() const { return op().q_elements(); }
+  std::size_t kv_size() const { return op().kv_elements(); }
+  std::size_t lse_size() const { return op().lse_elements(); }
 };
 
 std::ostream& operator<<(std::ostream& os, const Shape& s) {
-  return os << "B=" << s.B << " T=" << s.T << " Hq=" << s.Hq << " Hkv=" << s.Hkv << " D=" << s.D;
+  return os << "B=" << s.B << " T=" << s.T << " Tk=" << s.op().Tk << " pos0=" << s.pos0 << " Hq=" << s.Hq
+            << " Hkv=" << s.Hkv << " D=" << s.D;
 }
 
 const Shape kShapes[] = {
-    {2, 77, 4, 2, 64},   // GQA group 2, T crosses the 32/64 tiles
-    {1, 128, 8, 8, 32},  // Hq == Hkv, T a multiple of every tile
-    {1, 200, 6, 1, 128}, // MQA (group 6), several tiles of each kind, largest head dim
-    {2, 33, 2, 2, 80},   // D = 80, T just past a 32-row tile
-    {1, 70, 3, 1, 40},   // D = 40 runs on 64-wide tiles (zero padding)
-    {3, 130, 4, 4, 96},  // D = 96
-    {1, 1, 2, 1, 8},     // a single token, smallest head dim
+    {2, 77, 4, 2, 64},    // GQA group 2, T crosses the 32/64 tiles
+    {1, 128, 8, 8, 32},   // Hq == Hkv, T a multiple of every tile
+    {1, 200, 6, 1, 128},  // MQA (group 6), several tiles of each kind, largest head dim
+    {2, 33, 2, 2, 80},    // D = 80, T just past a 32-row tile
+    {1, 70, 3, 1, 40},    // D = 40 runs on 64-wide tiles (zero padding)
+    {3, 130, 4, 4, 96},   // D = 96
+    {1, 1, 2, 1, 8},      // a single token, smallest head dim
+    // Queries offset into longer keys (context parallelism): the last of four chunks; a middle chunk
+    // whose later keys no query sees (their d_k, d_v are zero); offsets off every tile boundary.
+    {2, 48, 4, 2, 64, 192, 144},
+    {1, 64, 8, 8, 32, 256, 64},
+    {1, 37, 6, 1, 128, 200, 45},
+    {2, 70, 4, 4, 96, 300, 129},
+    {1, 1, 2, 1, 8, 9, 3},
 };
 
 double max_abs(const Vec& v) {
@@ -115,9 +126,9 @@ struct Reference {
 Reference cpu_reference(const Shape& s, const Host& h) {
   Reference r{nan_vec(s.q_size()), nan_vec(s.lse_size()), nan_vec(s.q_size()), nan_vec(s.kv_size()),
               nan_vec(s.kv_size())};
-  cpu_ops().attention_forward(buf(r.out), buf(r.lse), buf(h.q), buf(h.k), buf(h.v), s.B, s.T, s.Hq, s.Hkv, s.D);
+  cpu_ops().attention_forward(buf(r.out), buf(r.lse), buf(h.q), buf(h.k), buf(h.v), s.op());
   cpu_ops().attention_backward(buf(r.dq), buf(r.dk), buf(r.dv), buf(h.dout), buf(h.q), buf(h.k), buf(h.v),
-                               buf(r.out), buf(r.lse), s.B, s.T, s.Hq, s.Hkv, s.D);
+                               buf(r.out), buf(r.lse), s.op());
   return r;
 }
 
@@ -135,12 +146,12 @@ struct GpuRun {
         dv(output(s.kv_size(), dtype)) {}
 
   void forward(const Stream& st, const Shape& s, bool with_lse = true) {
-    cuda::attention_forward(st.get(), out.buf(), with_lse ? lse.buf() : Buf{}, q.buf(), k.buf(), v.buf(), s.B,
-                            s.T, s.Hq, s.Hkv, s.D);
+    cuda::attention_forward(st.get(), out.buf(), with_lse ? lse.buf() : Buf{}, q.buf(), k.buf(), v.buf(),
+                            s.op());
   }
   void backward(const Stream& st, const Shape& s) {
     cuda::attention_backward(st.get(), dq.buf(), dk.buf(), dv.buf(), dout.buf(), q.buf(), k.buf(), v.buf(),
-                             out.buf(), lse.buf(), s.B, s.T, s.Hq, s.Hkv, s.D);
+                             out.buf(), lse.buf(), s.op());
   }
 };
 
@@ -209,10 +220,11 @@ TEST_CASE("cuda attention rejects bad arguments before launching", "[cuda][atten
   const Buf i32{dummy, DType::I32};
   const Buf none{};
   auto fwd = [&](Buf out, Buf lse, Buf q, Buf k, Buf v, int B, int T, int Hq, int Hkv, int D) {
-    cuda::attention_forward(nullptr, out, lse, q, k, v, B, T, Hq, Hkv, D);
+    cuda::attention_forward(nullptr, out, lse, q, k, v, AttentionShape::self_attention(B, T, Hq, Hkv, D));
   };
   auto bwd = [&](Buf q, Buf lse, int D) {
-    cuda::attention_backward(nullptr, q, q, q, q, q, q, q, q, lse, 1, 2, 2, 1, D);
+    cuda::attention_backward(nullptr, q, q, q, q, q, q, q, q, lse,
+                             AttentionShape::self_attention(1, 2, 2, 1, D));
   };
   // Hq not a multiple of Hkv; negative sizes; unsupported head dims.
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, 2, 3, 2, 8), std::invalid_argument);
@@ -230,4 +242,7 @@ TEST_CASE("cuda attention rejects bad arguments before launching", "[cuda][atten
   // Backward: lse is required; a bad head dim names the op.
   REQUIRE_THROWS_AS(bwd(f, none, 8), std::invalid_argument);
   REQUIRE_THROWS_WITH(bwd(f, f, 12), Catch::Contains("attention_backward"));
+  // Queries positioned past the keys.
+  REQUIRE_THROWS_WITH(cuda::attention_forward(nullptr, f, f, f, f, f, AttentionShape{1, 4, 6, 3, 2, 1, 8}),
+                      Catch::Contains("q_pos0 + Tq must not exceed Tk"));
 }
