@@ -263,4 +263,17 @@ std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, con
   return local;
 }
 
+int unit_key(const ParamInfo& info) {
+  switch (info.placement) {
+    case Placement::Embedding:
+      return -1;
+    case Placement::Layer:
+      return info.layer;
+    case Placement::FinalNorm:
+    case Placement::Head:
+      return 1 << 30;
+  }
+  return 0;
+}
+
 }  // namespace ptrain::model

@@ -91,4 +91,12 @@ struct LocalParam {
 // the first and last stage all-reduce its gradient over the embedding group).
 std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, const ShardCoords& coords);
 
+// The flat layout of a rank's parameters (model::ParamStore, which validate counts through
+// plan::count_rank_params): each tensor starts kFlatAlignment-element (64-byte) aligned, and the
+// tensors of one unit (the embedding, a layer, the final norm with the head) are contiguous.
+inline constexpr std::int64_t kFlatAlignment = 16;
+// The unit a parameter belongs to as an ordering key: -1 the embedding, a layer its index, the final
+// norm and the head 1 << 30.
+int unit_key(const ParamInfo& info);
+
 }  // namespace ptrain::model

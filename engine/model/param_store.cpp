@@ -50,16 +50,6 @@ namespace {
 
 // Units: the embedding, each layer, the final norm with the head (registry order keeps each
 // contiguous). The key identifies the unit a parameter belongs to.
-int unit_key(const ParamInfo& info) {
-  switch (info.placement) {
-    case Placement::Embedding: return -1;
-    case Placement::Layer: return info.layer;
-    case Placement::FinalNorm:
-    case Placement::Head: return 1 << 30;
-  }
-  return 0;
-}
-
 std::int64_t round_up(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 }  // namespace
@@ -69,8 +59,9 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
       coords_(coords),
       memory_(options.memory ? options.memory : &kernels::cpu_ops()),
       param_dtype_(options.param_dtype) {
-  if (options.unit_multiple < 1 || options.unit_multiple % 16 != 0)
-    throw std::invalid_argument("ParamStore: unit_multiple must be a positive multiple of 16");
+  if (options.unit_multiple < 1 || options.unit_multiple % kFlatAlignment != 0)
+    throw std::invalid_argument(
+        "ParamStore: unit_multiple must be a positive multiple of kFlatAlignment (16)");
   std::int64_t offset = 0;
   int current_key = 0;
   for (LocalParam& lp : local_params(registry_, coords_)) {
@@ -90,7 +81,7 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
     const std::int64_t n = lp.numel();
     index_.emplace(lp.info->name, slots_.size());
     slots_.push_back({std::move(lp), offset, n, static_cast<int>(units_.size()) - 1});
-    offset += round_up(n, 16);  // 64-byte aligned starts for vector loads
+    offset += round_up(n, kFlatAlignment);  // 64-byte aligned starts for vector loads
   }
   if (!units_.empty()) {
     offset = round_up(offset, options.unit_multiple);

@@ -59,11 +59,11 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
                                 " needs a tensor-parallel group of that size");
   if (spec.parallel.tp == 1) tp_ = nullptr;
   sequence_parallel_ = tp_ != nullptr && spec.parallel.sequence_parallel;
-  if (spec.parallel.cp > 1 &&
-      (cp_ == nullptr || cp_->size() != spec.parallel.cp || cp_->seq_len() != m.seq_len))
+  if (spec.parallel.cp > 1 && (cp_ == nullptr || cp_->size() != spec.parallel.cp ||
+                               cp_->seq_len() != m.seq_len || cp_->micro_batch() != dims_.B))
     throw std::invalid_argument("Transformer: parallel.cp = " + std::to_string(spec.parallel.cp) +
-                                " needs a context-parallel group of that size for seq_len " +
-                                std::to_string(m.seq_len));
+                                " needs a context-parallel group of that size for micro_batch " +
+                                std::to_string(dims_.B) + " and seq_len " + std::to_string(m.seq_len));
   if (spec.parallel.cp == 1) cp_ = nullptr;
   if (cp_ == nullptr) {
     query_chunks_ = {{0, dims_.T, 0}};
@@ -415,11 +415,11 @@ void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, B
   add_norm_forward(x_out, a.x_mid, mlp, *next);
 }
 
-void Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch) {
+bool Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch) {
   const auto& d = dims_;
   switch (recompute_) {
     case config::Recompute::None:
-      return;
+      return false;
     case config::Recompute::Selective:
       norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
       norm_forward(a.norm2, a.mean2, a.rstd2, a.x_mid, w.norm2_w, w.norm2_b);
@@ -427,16 +427,17 @@ void Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
         ops_.gelu_forward(a.act, a.up, static_cast<std::int64_t>(d.N) * d.F);
       else
         ops_.swiglu_forward(a.act, a.gate, a.up, static_cast<std::int64_t>(d.N) * d.F);
-      return;
+      return false;
     case config::Recompute::Full:
       norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
       layer_forward(w, a, x_in, x_out_scratch, nullptr, -1);
-      return;
+      return true;
   }
+  return false;
 }
 
-void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
-                                 const LayerOutputGrads* keep) {
+void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep,
+                                 bool kv_gathered) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
@@ -469,7 +470,7 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in,
   const Buf d_attention_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf d_q = g.d_q, d_k = g.d_k, d_v = g.d_v;
   ops_.linear_backward(ws_.d_att, now(w.g_wo), now(w.g_bo), d_attention_out, a.att, w.wo, d.N, d.C, q_cols);
-  attend_backward(d_q, d_k, d_v, a, recompute_ == config::Recompute::Full);
+  attend_backward(d_q, d_k, d_v, a, kv_gathered);
   if (!d.gpt2) {
     rope(d_q, d.Hq, true);
     rope(d_k, d.Hkv, true);
@@ -515,8 +516,8 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   const std::size_t id_bytes = static_cast<std::size_t>(d.N) * sizeof(std::int32_t);
   const std::string wte = name("wte.weight", "model.embed_tokens.weight");
   if (cp_ != nullptr) {  // this rank's chunks of the sequences
-    if (tokens != nullptr) tokens = take_chunks(tokens, cp_tokens_);
-    if (targets != nullptr) targets = take_chunks(targets, cp_targets_);
+    if (first_) tokens = take_chunks(tokens, cp_tokens_);
+    if (last_) targets = take_chunks(targets, cp_targets_);
   }
   if (first_) {
     ops_.copy_to_device(s.tokens, tp_ == nullptr ? tokens : shard_token_ids(tokens), id_bytes);
@@ -665,9 +666,9 @@ void Transformer::backward(int slot_index) {
     announce_backward(layer_unit(l));
     const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
-    recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
+    const bool attention_rerun = recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
     layer_backward(w, a, s.x[static_cast<size_t>(l)],
-                   split_weight_grad_ ? &s.output_grads[static_cast<size_t>(l)] : nullptr);
+                   split_weight_grad_ ? &s.output_grads[static_cast<size_t>(l)] : nullptr, attention_rerun);
     done(layer_unit(l));
   }
   if (!first_) return;  // ws_.d_res is the input's gradient (input_grad())

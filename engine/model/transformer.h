@@ -48,7 +48,8 @@ namespace ptrain::model {
 
 struct ModelDims {
   bool gpt2 = true;
-  int B = 1, T = 1, N = 1;  // micro batch, this rank's positions of a sequence (T / cp), tokens (B*T)
+  int B = 1, T = 1,
+      N = 1;  // micro batch, this rank's positions of each sequence (seq_len / cp), tokens (B*T)
   int Ns = 1;               // tokens of the residual stream here: N, or N / tp under sequence parallelism
   int C = 1, Hq = 1, Hkv = 1, D = 1, F = 1;
   int V = 1, Vp = 1;        // real and padded vocabulary
@@ -119,8 +120,9 @@ class Transformer {
   // Loss only (validation), as forward: no gradient is written; the slot's logits stay readable.
   std::int64_t evaluate(int slot, const std::int32_t* tokens, const std::int32_t* targets,
                         kernels::Buf loss_sum);
-  // The logits [B*T, Vp] of the last evaluate() into `slot` (CPU backend in fp32: device memory is
-  // not host-readable; std::logic_error otherwise).
+  // The logits [N, Vp] of the last evaluate() into `slot`, this rank's tokens (under context
+  // parallelism its chunks, chunk-major) (CPU backend in fp32: device memory is not host-readable;
+  // std::logic_error otherwise).
   const float* logits(int slot) const;
 
  private:
@@ -140,7 +142,7 @@ class Transformer {
   struct LayerActs {
     Buf norm1, mean1, rstd1;  // norm1 output [Ns,C]; stats [Ns]
     Buf q, k, v;              // [N, Hq*D], [N, Hkv*D] (after RoPE for llama)
-    Buf att, lse;             // attention output [N, Hq*D]; logsumexp [B, Hq, T] per query chunk
+    Buf att, lse;             // attention output [N, Hq*D]; logsumexp [B, Hq, len] per query chunk
     Buf x_mid;                // residual after attention [Ns,C]
     Buf norm2, mean2, rstd2;
     Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
@@ -207,7 +209,7 @@ class Transformer {
   // The attention of a.q over the sequence's keys into a.att and a.lse.
   void attend(LayerActs& a);
   // Its backward from ws_.d_att into d_q, d_k, d_v; under context parallelism `kv_gathered` says
-  // ws_.cp_k and cp_v still hold the sequence's k and v (full recompute just gathered them).
+  // ws_.cp_k and cp_v hold this layer's sequence k and v (recompute() just gathered them).
   void attend_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a, bool kv_gathered);
   // The embedding (with GPT-2's positions) of s.tokens into `out`, and its backward from d_out.
   void embed(Buf out, Buf tokens, Buf positions);
@@ -218,10 +220,13 @@ class Transformer {
   // layer's norm1, or the final norm), announcing `next_unit` first; without, x_out is only added.
   void layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
                      int next_unit);
-  void recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch);
+  // Rebuilds what train.recompute dropped; returns whether it ran the layer's attention again (full:
+  // under context parallelism the sequence's k and v are then in the workspace).
+  bool recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out_scratch);
   // Input gradients, and the weight gradients unless `keep` (split_weight_grad) takes their output
-  // gradients for weight_grad.
-  void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep);
+  // gradients for weight_grad. `kv_gathered`: recompute() just ran this layer's attention.
+  void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep,
+                      bool kv_gathered);
   void layer_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g);
   std::string head_name() const;  // the LM head's weight (the word embedding when tied)
   void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b);

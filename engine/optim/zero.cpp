@@ -9,8 +9,6 @@
 namespace ptrain::optim {
 namespace {
 
-constexpr std::int64_t kVectorElements = 16;  // every chunk starts 64-byte aligned
-
 using kernels::Buf;
 using kernels::DType;
 
@@ -35,7 +33,7 @@ model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, c
   const int stage = spec.parallel.zero;
   model::StoreOptions o;
   o.memory = &ops;
-  o.unit_multiple = kVectorElements * ranks;
+  o.unit_multiple = model::kFlatAlignment * ranks;
   o.own_params = stage < 3;
   o.own_grads = stage < 2;
   o.param_dtype = param_dtype(spec);
@@ -63,7 +61,7 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
         "ZeroOptimizer: ZeRO 2/3 would reduce the tied embedding before its copies are summed");
   const auto& units = store.units();
   for (const model::FlatRange& u : units) {
-    if (u.size() % (kVectorElements * ranks_) != 0)
+    if (u.size() % (model::kFlatAlignment * ranks_) != 0)
       throw std::logic_error("ZeroOptimizer: the ParamStore was not built with zero_store_options");
     shard_offsets_.push_back(shard_numel_);
     shard_numel_ += u.size() / ranks_;

@@ -9,11 +9,13 @@
 //
 // Attention needs every earlier key: each layer all-gathers k and v over the cp group into
 // sequence order [B, T] (gather_sequences) and attends each of the rank's two query chunks to
-// them (kernels::AttentionShape with q_pos0 = the chunk's start). Backward gathers them again (the
-// gathered copy is not kept: it is the size of the whole sequence's k and v), computes d_k and d_v
-// for the whole sequence and sums them over cp into each rank's own rows (sum_into_chunks). Per
-// layer and microbatch that is one all-gather forward and one all-gather and one reduce-scatter in
-// backward, of the rank's k and v each: what validate's comm model counts (plan/comm.cpp).
+// them (kernels::AttentionShape with q_pos0 = the chunk's start). Backward needs them again: the
+// gathered copy is not kept per layer (it is the size of the whole sequence's k and v), so backward
+// gathers again, unless full recompute's re-run forward just did. It computes d_k and d_v for the
+// whole sequence and sums them over cp into each rank's own rows (sum_into_chunks). Per layer and
+// microbatch that is one all-gather forward and one all-gather and one reduce-scatter in backward
+// (and zb-h1's W, re-running forward under full recompute, gathers once more): what validate's comm
+// model counts (plan/comm.cpp).
 //
 // Buffers are in `memory`'s device; a Comm that cannot reach it works on host copies (HostStaged).
 #pragma once
@@ -35,6 +37,7 @@ class ContextParallel {
 
   int rank() const { return cp_.index; }
   int size() const { return cp_.size(); }
+  int micro_batch() const { return micro_batch_; }
   int seq_len() const { return seq_len_; }
   int chunk_len() const { return chunk_len_; }  // L
   // The first position of this rank's chunk j (0 or 1).

@@ -149,7 +149,7 @@ struct Trainer::State {
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
   std::int64_t last_saved_step = -1;
-  AxisBytes sent_before;  // bytes_sent_on each axis's groups at the previous step's report
+  AxisBytes sent_before;  // sent_so_far() at the previous step's report, plus evaluations' traffic since
 
   State(const config::JobSpec& s, const kernels::Ops& backend, dist::Comm& c, TrainerOptions opts)
       : spec(s),
@@ -299,9 +299,7 @@ struct Trainer::State {
     zero.end_backward();
     out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
     if (comm.world() > 1) {            // the most over the ranks: pipeline idle, then each axis's bytes
-      const AxisBytes sent{bytes_sent_on(comm, groups.tp) + bytes_sent_on(comm, groups.kv_copies),
-                           bytes_sent_on(comm, groups.pp) + bytes_sent_on(comm, groups.embedding),
-                           bytes_sent_on(comm, groups.dp), bytes_sent_on(comm, groups.cp)};
+      const AxisBytes sent = sent_so_far();
       double most[5] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0, sent.tp - sent_before.tp,
                         sent.pp - sent_before.pp, sent.dp - sent_before.dp, sent.cp - sent_before.cp};
       sent_before = sent;
@@ -322,11 +320,19 @@ struct Trainer::State {
     return out;
   }
 
+  // What this rank has sent on each axis's groups since the start.
+  AxisBytes sent_so_far() const {
+    return {bytes_sent_on(comm, groups.tp) + bytes_sent_on(comm, groups.kv_copies),
+            bytes_sent_on(comm, groups.pp) + bytes_sent_on(comm, groups.embedding),
+            bytes_sent_on(comm, groups.dp), bytes_sent_on(comm, groups.cp)};
+  }
+
   // Whether this rank's losses count in the world's sum: those of the last stage's ranks, of tp rank 0
   // only (every tp rank computes the same).
   bool holds_loss() const { return pipeline.computes_loss() && groups.tp_rank == 0; }
 
   double validation_loss() {
+    const AxisBytes before = sent_so_far();
     double sums[2] = {0, 0};  // loss sum, counted tokens
     int slot = 0;
     for (int b = 0; b < eval_loader->num_batches(); ++b) {
@@ -338,6 +344,12 @@ struct Trainer::State {
     }
     sums[0] = holds_loss() ? loss_sums.read_sum(slot) : 0.0;
     comm.all_reduce(comm.world_group(), sums, 2);
+    // The evaluation's traffic is no step's: the next step's report leaves it out.
+    const AxisBytes after = sent_so_far();
+    sent_before.tp += after.tp - before.tp;
+    sent_before.pp += after.pp - before.pp;
+    sent_before.dp += after.dp - before.dp;
+    sent_before.cp += after.cp - before.cp;
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }
 

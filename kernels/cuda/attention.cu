@@ -67,7 +67,7 @@ __device__ __forceinline__ float to_f(bf16 x) {
   return __bfloat162float(x);
 }
 
-// D_i of query row `row` = (b*T + t)*Hq + h lives in the first 4 bytes of d_q's row.
+// D_i of query row `row` = (b*Tq + t)*Hq + h lives in the first 4 bytes of d_q's row.
 template <typename T>
 __device__ __forceinline__ float* dvec_slot(T* d_q, long long row, int D) {
   return reinterpret_cast<float*>(d_q + row * D);
@@ -723,9 +723,11 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  load_tile_bf16<kDkdvCols, kD>(Ks, k + kvhead * D, kvstride, j0, Tk, D);
-  load_tile_bf16<kDkdvCols, kD>(Vs, v + kvhead * D, kvstride, j0, Tk, D);
-  if (total > 0) issue(0, 0);
+  if (total > 0) {  // else no query sees these keys: their d_k, d_v are the zeros stored below
+    load_tile_bf16<kDkdvCols, kD>(Ks, k + kvhead * D, kvstride, j0, Tk, D);
+    load_tile_bf16<kDkdvCols, kD>(Vs, v + kvhead * D, kvstride, j0, Tk, D);
+    issue(0, 0);
+  }
   cp_async_commit();
 
   float dk[kDT][4], dv[kDT][4];

@@ -112,7 +112,9 @@ TEST_CASE("ZeRO 1 reduce-scatters grads and all-gathers params, ZeRO 3 gathers p
 
 TEST_CASE("context and expert parallelism by hand") {
   config::LoadResult cp = test::load_job(test::kSmallLlama, {"parallel.cp=4"}, 4);
-  // s/cp = 32 tokens; local K,V = 2 * 32 * 4 kv heads * 32 * 2 bytes = 16384 bytes, cp-1 = 3 passes
+  // s/cp = 32 tokens; a rank's K,V = 2 * 32 * 4 kv heads * 32 * 2 bytes = 16384 bytes. Forward all-gathers
+  // the sequence's (4 ranks' 16384 bytes: each sends 3 of them); backward gathers again and
+  // reduce-scatters their gradients.
   const plan::StageComm c = plan::stage_comm(cp.spec, 0, 1);
   CHECK(plan::bytes_sent(c.cp_forward) == 3 * 16384);
   CHECK(plan::bytes_sent(c.cp_backward) == 3 * 2 * 16384);

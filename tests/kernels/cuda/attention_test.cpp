@@ -85,6 +85,7 @@ const Shape kShapes[] = {
     // Queries offset into longer keys (context parallelism): the last of four chunks; a middle chunk
     // whose later keys no query sees (their d_k, d_v are zero); offsets off every tile boundary.
     {2, 48, 4, 2, 64, 192, 144},
+    {2, 40, 4, 2, 64, 160, 0},  // the first chunk: no offset, three quarters of the keys unseen
     {1, 64, 8, 8, 32, 256, 64},
     {1, 37, 6, 1, 128, 200, 45},
     {2, 70, 4, 4, 96, 300, 129},
