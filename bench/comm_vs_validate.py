@@ -5,11 +5,8 @@ ranks) against `ptrain validate --json`'s `comm_bytes_per_step` for the same job
 steps is compared (ZeRO's parameter gathers after an update count in the next step). Writes
 bench/results/<date>-comm-vs-validate.json.
     python3 bench/comm_vs_validate.py [--ptrain build/ptrain]"""
-import argparse
-import os
-
-from results import ROOT, write_result
-from run_vs_validate import job_in_tempdir, run_and_validate
+from results import write_result
+from run_vs_validate import job_in_tempdir, ptrain_from_args, run_and_validate
 
 JOB = """\
 name: comm-vs-validate
@@ -48,13 +45,11 @@ def flags(layout):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
-    args = parser.parse_args()
+    ptrain = ptrain_from_args()
     runs = []
     with job_in_tempdir(JOB) as (job, metrics):
         for name, layout in LAYOUTS:
-            row, report = run_and_validate(args.ptrain, job, metrics, flags(layout))
+            row, report = run_and_validate(ptrain, job, metrics, flags(layout))
             measured, predicted = row["comm_bytes"], report["comm_bytes_per_step"]
             row = {"layout": name}
             text = []

@@ -7,11 +7,8 @@ ranks, with and without sequence parallelism, and with two pipeline stages, then
 context-parallel ranks (with tp 2 and SP). Writes
 bench/results/<date>-memory-vs-validate.json.
     python3 bench/memory_vs_validate.py [--ptrain build/ptrain]"""
-import argparse
-import os
-
-from results import ROOT, write_result
-from run_vs_validate import job_in_tempdir, run_and_validate
+from results import write_result
+from run_vs_validate import job_in_tempdir, ptrain_from_args, run_and_validate
 
 JOB = """\
 name: memory-vs-validate
@@ -25,9 +22,7 @@ logging: {every: 1, metrics: METRICS}
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
-    args = parser.parse_args()
+    ptrain = ptrain_from_args()
     runs = []
     with job_in_tempdir(JOB) as (job, metrics):
         def layout(label, pp=1, tp=1, sp=False, schedule="1f1b", vpp=1, cp=1):
@@ -48,7 +43,7 @@ def main():
                   ("fp32", "full", layout("cp 2 x tp 2 sp", cp=2, tp=2, sp=True))]
         for precision, mode, (pipeline, layout_flags) in cases:
             flags = ["--set", f"train.recompute={mode}", "--set", f"train.precision={precision}", *layout_flags]
-            row, report = run_and_validate(args.ptrain, job, metrics, flags)
+            row, report = run_and_validate(ptrain, job, metrics, flags)
             allocated = row["memory_bytes"]
             predicted = next(r for r in report["memory_per_rank"] if r["rank"] == 0)["total_bytes"]
             runs.append({"precision": precision, "recompute": mode, "layout": pipeline,

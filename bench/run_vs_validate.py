@@ -1,10 +1,20 @@
 """What the run-against-validate benchmarks share: a job file in a temporary directory, run by
 `ptrain run` and estimated by `ptrain validate --json` under the same --set flags."""
+import argparse
 import contextlib
 import json
 import os
 import subprocess
 import tempfile
+
+from results import ROOT
+
+
+def ptrain_from_args():
+    """The binary to run: --ptrain, by default the repository's build/ptrain."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
+    return parser.parse_args().ptrain
 
 
 @contextlib.contextmanager
