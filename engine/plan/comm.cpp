@@ -181,13 +181,26 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
                          bucket * grad_reduce_bytes(spec.train), ranks, reductions}};
     if (zero == 1 || zero == 2)
       z.param_gather_after_step = {{CollectiveKind::AllGather, bucket * bytes.param, ranks, buckets}};
-    // Stage 3 gathers every unit for each microbatch's forward and again for its backward.
-    if (zero == 3)
-      z.param_gather_zero3 = {{CollectiveKind::AllGather, elements * bytes.param, ranks, 2.0 * spec.train.microbatches}};
     return z;
   };
-  return {zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
-          zero_comm(static_cast<double>(params.expert), par.tp * par.cp * par.dp / par.ep)};
+  DataParallelComm c{zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
+                     zero_comm(static_cast<double>(params.expert), par.tp * par.cp * par.dp / par.ep)};
+  if (zero == 3) {
+    // Dense units as the engine gathers them (zero3_gathers.h); experts (not executed yet) every
+    // unit for each microbatch's forward and again for its backward.
+    if (par.dp * par.cp > 1 && params.zero3_gather_calls > 0) {
+      const double calls = static_cast<double>(params.zero3_gather_calls);
+      c.dense.param_gather_zero3 = {{CollectiveKind::AllGather,
+                                     static_cast<double>(params.zero3_gathered) * bytes.param / calls,
+                                     par.dp * par.cp, calls}};
+    }
+    const int expert_ranks = par.tp * par.cp * par.dp / par.ep;
+    if (expert_ranks > 1 && params.expert > 0)
+      c.expert.param_gather_zero3 = {{CollectiveKind::AllGather,
+                                      static_cast<double>(params.expert) * bytes.param, expert_ranks,
+                                      2.0 * spec.train.microbatches}};
+  }
+  return c;
 }
 
 StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp_rank) {

@@ -72,7 +72,7 @@ Collective pipeline_message(const config::JobSpec& spec);
 struct ZeroComm {
   std::vector<Collective> grad_reduction;           // all-reduce (zero 0) or reduce-scatter
   std::vector<Collective> param_gather_after_step;  // zero 1/2
-  std::vector<Collective> param_gather_zero3;       // zero 3: every unit, each microbatch's forward and backward
+  std::vector<Collective> param_gather_zero3;       // zero 3: the units the engine gathers (zero3_gathers.h)
 };
 struct DataParallelComm {
   ZeroComm dense, expert;

@@ -92,8 +92,8 @@ std::vector<RankParams> stage_params(const config::JobSpec& spec,
                                      const std::vector<model::ParamInfo>& registry) {
   std::vector<RankParams> params;
   for (int r = 0; r < spec.parallel.pp; ++r)
-    params.push_back(count_rank_params(model::local_params(registry, model::shard_coords(spec, r, 0, 0)),
-                                       spec.parallel.pp, spec.parallel.dp * spec.parallel.cp));
+    params.push_back(
+        count_rank_params(spec, model::local_params(registry, model::shard_coords(spec, r, 0, 0)), r));
   return params;
 }
 

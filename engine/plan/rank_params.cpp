@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/plan/zero3_gathers.h"
+
 namespace ptrain::plan {
 
 namespace {
@@ -13,7 +15,9 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
 
 }  // namespace
 
-RankParams count_rank_params(const std::vector<model::LocalParam>& local, int pp, int zero_ranks) {
+RankParams count_rank_params(const config::JobSpec& spec, const std::vector<model::LocalParam>& local,
+                             int pp_rank) {
+  const int pp = spec.parallel.pp, zero_ranks = spec.parallel.dp * spec.parallel.cp;
   RankParams r;
   // Units as the engine's ParamStore cuts them (model::unit_key): the embedding, each layer, final
   // norm + head.
@@ -46,6 +50,11 @@ RankParams count_rank_params(const std::vector<model::LocalParam>& local, int pp
     if (unit != embedding_unit) r.largest_other_unit = std::max(r.largest_other_unit, n);
   }
   if (tied_here && per_unit.count(embedding_unit) > 0) r.tied_unit = per_unit[embedding_unit];
+  if (zero_ranks > 1) {  // whatever the ZeRO stage: plan's search varies it over the same counts
+    const Zero3Gathers gathers = zero3_gathers(spec, local, pp_rank, model::kFlatAlignment * zero_ranks);
+    r.zero3_gathered = gathers.elements;
+    r.zero3_gather_calls = gathers.calls;
+  }
   return r;
 }
 

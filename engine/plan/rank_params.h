@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/config/job_spec.h"
 #include "engine/model/param_registry.h"
 
 namespace ptrain::plan {
@@ -19,6 +20,9 @@ struct RankParams {
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
   // of the other units: ZeRO 2/3 give it a window of its own (optim/zero.h).
   std::int64_t tied_unit = 0, largest_other_unit = 0;
+  // Under ZeRO-3 (counted wherever dp * cp > 1): the dense elements the rank's step gathers, and in
+  // how many all-gathers (zero3_gathers.h).
+  std::int64_t zero3_gathered = 0, zero3_gather_calls = 0;
   std::int64_t total() const { return dense + expert; }
   // Elements of ZeRO 2/3's windows: two alternating ones of the biggest unit, or the tied unit's own
   // plus two of the biggest other one.
@@ -27,8 +31,9 @@ struct RankParams {
   }
 };
 
-// Precondition: `local` is local_params(...) of one rank with pipeline size `pp`; `zero_ranks`: the
-// ranks ZeRO shards the dense parameters over (dp * cp).
-RankParams count_rank_params(const std::vector<model::LocalParam>& local, int pp, int zero_ranks);
+// Precondition: `local` is local_params(...) of a rank at pipeline rank `pp_rank` of `spec`'s layout
+// (ZeRO shards its dense parameters over dp * cp ranks).
+RankParams count_rank_params(const config::JobSpec& spec, const std::vector<model::LocalParam>& local,
+                             int pp_rank);
 
 }  // namespace ptrain::plan

@@ -200,9 +200,7 @@ class ModelParallelCurves(Timed):
                 self.assertEqual([s for s, _ in evaluated], [10, 20])
                 for (step, v), (_, v0) in zip(evaluated, want):
                     self.assertLess(abs(v - v0) / abs(v0), TOLERANCE, f"validation loss at step {step}")
-                # What the step's collectives and messages sent per axis is what validate predicts
-                # (ZeRO-3 keeps the last units resident between forward and backward: validate's
-                # figure is its upper bound).
+                # What the step's collectives and messages sent per axis is what validate predicts.
                 predicted = json.loads(subprocess.run([PTRAIN, "validate", os.path.join(d, "job.yaml"), "--json"],
                                                       capture_output=True, text=True).stdout)["comm_bytes_per_step"]
                 # Every step sends the same (the first misses the previous update's ZeRO gathers;
@@ -210,7 +208,7 @@ class ModelParallelCurves(Timed):
                 # depend on what its windows hold, which an evaluation changes.
                 for row in rows[1:] if layout.get("zero", 0) < 3 else []:
                     self.assertEqual(row["comm_bytes"], rows[-1]["comm_bytes"], f"step {row['step']}")
-                for axis in ["tp", "pp", "cp"] + (["dp"] if layout.get("zero", 0) < 3 else []):
+                for axis in ["tp", "pp", "cp", "dp"]:
                     measured = rows[-1]["comm_bytes"][axis]
                     self.assertAlmostEqual(measured, predicted[axis], delta=1e-3 * predicted[axis] + 1,
                                            msg=f"{axis} bytes per step")

@@ -3,7 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "engine/model/param_registry.h"
 #include "engine/plan/estimate.h"
+#include "engine/plan/rank_params.h"
 #include "tests/plan/jobs.h"
 
 using namespace ptrain;
@@ -88,7 +90,7 @@ TEST_CASE("full recompute repeats the forward collectives in backward") {
   CHECK(plan::bytes_sent(c.tp_backward) == 2 * plan::bytes_sent(c.tp_forward));
 }
 
-TEST_CASE("ZeRO 1 reduce-scatters grads and all-gathers params, ZeRO 3 gathers params for every forward and backward") {
+TEST_CASE("ZeRO 1 reduce-scatters grads and all-gathers params") {
   plan::RankParams params;
   params.dense = 100'000'000;  // 4 buckets of 25M
   config::LoadResult z1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
@@ -101,13 +103,26 @@ TEST_CASE("ZeRO 1 reduce-scatters grads and all-gathers params, ZeRO 3 gathers p
   CHECK(plan::bytes_sent(c1.dense.param_gather_after_step) == Approx(0.75 * 2e8));
   CHECK(c1.dense.param_gather_zero3.empty());
   CHECK(c1.expert.grad_reduction.empty());
+}
 
+TEST_CASE("ZeRO 3 gathers the units its windows do not hold, by hand") {
   config::LoadResult z3 = test::load_job(test::kSmallLlama, {"parallel.zero=3"}, 4);
+  REQUIRE(z3.spec.train.microbatches == 4);  // 16 / (1 * 4)
+  const plan::RankParams params = plan::count_rank_params(
+      z3.spec,
+      model::local_params(model::build_registry(z3.spec.model), model::shard_coords(z3.spec, 0, 0, 0)), 0);
+  // Units (padded to 16 x 4 ranks): embedding E = 1000 x 256; each of the 8 layers L = q, o 256 x 256,
+  // k, v 128 x 256, gate, up, down 512 x 256, two norms 256; final F = norm 256 + head 1000 x 256.
+  const std::int64_t E = 256000, L = 590336, F = 256256;
+  // Two windows by unit parity (E 0, layers 1-8, F 9). The first forward gathers all 10 units; each
+  // backward finds F and the last layer resident and gathers the other 8; each later forward finds
+  // E and the first layer resident and gathers the other 8.
+  CHECK(params.zero3_gathered == (E + 8 * L + F) + 4 * (E + 7 * L) + 3 * (7 * L + F));
+  CHECK(params.zero3_gather_calls == 10 + 4 * 8 + 3 * 8);
   const plan::DataParallelComm c3 = plan::data_parallel_comm(z3.spec, params);
   CHECK(c3.dense.param_gather_after_step.empty());
-  // Every microbatch (16 / (1 * 4) = 4 per step) gathers the bf16 weights for forward and backward.
-  REQUIRE(z3.spec.train.microbatches == 4);
-  CHECK(plan::bytes_sent(c3.dense.param_gather_zero3) == Approx(4 * 2 * 0.75 * 2e8));
+  CHECK(plan::bytes_sent(c3.dense.param_gather_zero3) == Approx(0.75 * 2 * params.zero3_gathered));  // bf16
+  CHECK(c3.dense.param_gather_zero3[0].count == 66);
 }
 
 TEST_CASE("context and expert parallelism by hand") {
