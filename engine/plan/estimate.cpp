@@ -165,7 +165,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     auto [it, inserted] = params_at.try_emplace({pos.pp_rank, pos.ep_rank});
     if (inserted) {
       const model::ShardCoords coords = model::shard_coords(spec, pos.pp_rank, pos.tp_rank, pos.ep_rank);
-      it->second = count_rank_params(spec, model::local_params(registry, coords), pos.pp_rank);
+      it->second = count_rank_params(spec, schedule, model::local_params(registry, coords), pos.pp_rank);
     }
     add_rank(inputs, pos, it->second, est);
   }

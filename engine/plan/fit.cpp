@@ -85,15 +85,15 @@ std::vector<Choice> choices_nearest_first(const Options& o) {
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry) {
   const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, spec.parallel.pp,
                                                       spec.schedule.virtual_stages, spec.train.microbatches);
-  return peak_memory(spec, stage_params(spec, registry), pipeline::rank_buffers(schedule));
+  return peak_memory(spec, stage_params(spec, schedule, registry), pipeline::rank_buffers(schedule));
 }
 
-std::vector<RankParams> stage_params(const config::JobSpec& spec,
+std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
                                      const std::vector<model::ParamInfo>& registry) {
   std::vector<RankParams> params;
   for (int r = 0; r < spec.parallel.pp; ++r)
-    params.push_back(
-        count_rank_params(spec, model::local_params(registry, model::shard_coords(spec, r, 0, 0)), r));
+    params.push_back(count_rank_params(spec, schedule,
+                                       model::local_params(registry, model::shard_coords(spec, r, 0, 0)), r));
   return params;
 }
 

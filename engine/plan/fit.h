@@ -28,8 +28,8 @@ struct PeakMemory {
 // Builds the schedule for what each rank holds (pipeline::rank_buffers).
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry);
 // The elements a rank of each pipeline stage holds (tp and ep rank 0), which the ZeRO stage and
-// recompute do not change.
-std::vector<RankParams> stage_params(const config::JobSpec& spec,
+// recompute do not change; `schedule` is the layout's pipeline::build.
+std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
                                      const std::vector<model::ParamInfo>& registry);
 // The same peak from those and what each pp rank holds (pipeline::rank_buffers of the schedule).
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,

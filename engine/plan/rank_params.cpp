@@ -15,43 +15,54 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
 
 }  // namespace
 
-RankParams count_rank_params(const config::JobSpec& spec, const std::vector<model::LocalParam>& local,
-                             int pp_rank) {
+FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t unit_multiple) {
+  FlatUnits u;
+  for (const model::LocalParam& p : local) {
+    if (p.info->expert >= 0) continue;
+    const int key = model::unit_key(*p.info);
+    if (u.key.empty() || key != u.key.back()) {  // a new unit starts
+      const int index = u.count();
+      u.key.push_back(key);
+      u.chunk.push_back(p.info->placement == model::Placement::Layer ? p.chunk : -1);
+      u.size.push_back(0);
+      if (p.info->placement == model::Placement::Embedding)
+        u.embedding = index;
+      else if (p.info->placement != model::Placement::Layer)
+        u.final = index;
+    }
+    u.size.back() += round_up(p.numel(), model::kFlatAlignment);
+    u.tied = u.tied || p.info->tied_head;
+  }
+  for (std::int64_t& s : u.size) s = round_up(s, unit_multiple);
+  return u;
+}
+
+RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
+                             const std::vector<model::LocalParam>& local, int pp_rank) {
   const int pp = spec.parallel.pp, zero_ranks = spec.parallel.dp * spec.parallel.cp;
   RankParams r;
-  // Units as the engine's ParamStore cuts them (model::unit_key): the embedding, each layer, final
-  // norm + head.
-  model::ParamInfo embedding;
-  embedding.placement = model::Placement::Embedding;
-  const int embedding_unit = model::unit_key(embedding);
-  std::map<int, std::int64_t> dense_in, expert_in;  // per unit
-  bool tied_here = false;  // the head reuses the embedding's unit on this rank
+  const FlatUnits units = flat_units(local, model::kFlatAlignment * zero_ranks);
+  std::map<int, std::int64_t> per_unit;  // by unit key: dense (padded) and expert elements
+  for (int u = 0; u < units.count(); ++u) {
+    r.dense += units.size[static_cast<std::size_t>(u)];
+    per_unit[units.key[static_cast<std::size_t>(u)]] += units.size[static_cast<std::size_t>(u)];
+  }
   for (const model::LocalParam& p : local) {
-    const std::int64_t n = p.numel();
-    const int unit = model::unit_key(*p.info);
     if (p.info->expert >= 0) {
-      r.expert += n;
-      expert_in[unit] += n;
-    } else {
-      dense_in[unit] += round_up(n, model::kFlatAlignment);
+      r.expert += p.numel();
+      per_unit[model::unit_key(*p.info)] += p.numel();
     }
-    if (p.info->tied_head && pp > 1) r.tied_embedding = n;
-    if (p.info->tied_head && pp == 1) tied_here = true;
+    if (p.info->tied_head && pp > 1) r.tied_embedding = p.numel();
   }
-  std::map<int, std::int64_t> per_unit;
-  for (auto& [unit, n] : dense_in) {
-    n = round_up(n, model::kFlatAlignment * zero_ranks);
-    r.dense += n;
-    per_unit[unit] += n;
-  }
-  for (const auto& [unit, n] : expert_in) per_unit[unit] += n;
-  for (const auto& [unit, n] : per_unit) {
+  const int embedding_key = units.embedding >= 0 ? units.key[static_cast<std::size_t>(units.embedding)] : 0;
+  for (const auto& [key, n] : per_unit) {
     r.largest_unit = std::max(r.largest_unit, n);
-    if (unit != embedding_unit) r.largest_other_unit = std::max(r.largest_other_unit, n);
+    if (units.embedding < 0 || key != embedding_key) r.largest_other_unit = std::max(r.largest_other_unit, n);
   }
-  if (tied_here && per_unit.count(embedding_unit) > 0) r.tied_unit = per_unit[embedding_unit];
+  // The head reuses the embedding's unit on this rank.
+  if (pp == 1 && units.tied && units.embedding >= 0) r.tied_unit = per_unit[embedding_key];
   if (zero_ranks > 1) {  // whatever the ZeRO stage: plan's search varies it over the same counts
-    const Zero3Gathers gathers = zero3_gathers(spec, local, pp_rank, model::kFlatAlignment * zero_ranks);
+    const Zero3Gathers gathers = zero3_gathers(schedule, units, pp_rank);
     r.zero3_gathered = gathers.elements;
     r.zero3_gather_calls = gathers.calls;
   }

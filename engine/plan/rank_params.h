@@ -6,6 +6,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/model/param_registry.h"
+#include "engine/pipeline/schedule.h"
 
 namespace ptrain::plan {
 
@@ -31,9 +32,23 @@ struct RankParams {
   }
 };
 
+// The dense units of a rank's flat parameter buffer, as model::ParamStore cuts and pads them: the
+// embedding, each layer, the final norm with the head, in the buffer's order.
+struct FlatUnits {
+  std::vector<int> key;    // model::unit_key
+  std::vector<int> chunk;  // model chunk of a layer unit (-1 for the others)
+  std::vector<std::int64_t>
+      size;  // elements, each tensor padded to kFlatAlignment, the unit to unit_multiple
+  int embedding = -1, final = -1;  // ParamStore::embedding_unit(), final_unit()
+  bool tied = false;               // the head reuses the embedding here
+  int count() const { return static_cast<int>(size.size()); }
+};
+// `local`: local_params(...) of one rank; `unit_multiple`: kFlatAlignment * the ZeRO ranks.
+FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t unit_multiple);
+
 // Precondition: `local` is local_params(...) of a rank at pipeline rank `pp_rank` of `spec`'s layout
-// (ZeRO shards its dense parameters over dp * cp ranks).
-RankParams count_rank_params(const config::JobSpec& spec, const std::vector<model::LocalParam>& local,
-                             int pp_rank);
+// (ZeRO shards its dense parameters over dp * cp ranks), `schedule` the layout's pipeline::build.
+RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
+                             const std::vector<model::LocalParam>& local, int pp_rank);
 
 }  // namespace ptrain::plan

@@ -114,7 +114,7 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
                  std::vector<Candidate>& candidates) {
   const config::ParallelSpec& p = derived.parallel;
   const bool experts = derived.model.moe.has_value();
-  const std::vector<RankParams> params = stage_params(derived, model.registry);
+  const std::vector<RankParams> params = stage_params(derived, run.schedule, model.registry);
   std::vector<std::string> problems;  // none: the order passed the rules
   const std::vector<LinkTiers> tiers =
       stage_link_tiers(grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems),

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/config/job_spec.h"
-#include "engine/model/param_registry.h"
+#include "engine/pipeline/schedule.h"
+#include "engine/plan/rank_params.h"
 
 namespace ptrain::plan {
 
@@ -21,9 +21,8 @@ struct Zero3Gathers {
   std::int64_t calls = 0;     // all-gathers
 };
 
-// `local`: local_params(...) of pp rank `pp_rank`; `unit_multiple`: the padding of a unit
-// (kFlatAlignment * the ZeRO ranks).
-Zero3Gathers zero3_gathers(const config::JobSpec& spec, const std::vector<model::LocalParam>& local,
-                           int pp_rank, std::int64_t unit_multiple);
+// `units`: flat_units(...) of pp rank `pp_rank` of `schedule` (the job's, which the caller has built
+// anyway).
+Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const FlatUnits& units, int pp_rank);
 
 }  // namespace ptrain::plan

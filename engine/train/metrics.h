@@ -14,6 +14,8 @@ namespace ptrain::train {
 // the most over the ranks: what validate reports as comm_bytes_per_step.
 struct AxisBytes {
   double tp = 0, pp = 0, dp = 0, cp = 0;
+  AxisBytes operator-(const AxisBytes& o) const { return {tp - o.tp, pp - o.pp, dp - o.dp, cp - o.cp}; }
+  AxisBytes& operator+=(const AxisBytes& o) { return *this = {tp + o.tp, pp + o.pp, dp + o.dp, cp + o.cp}; }
 };
 
 struct StepMetrics {

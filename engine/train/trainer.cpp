@@ -299,9 +299,9 @@ struct Trainer::State {
     zero.end_backward();
     out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
     if (comm.world() > 1) {            // the most over the ranks: pipeline idle, then each axis's bytes
-      const AxisBytes sent = sent_so_far();
-      double most[5] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0, sent.tp - sent_before.tp,
-                        sent.pp - sent_before.pp, sent.dp - sent_before.dp, sent.cp - sent_before.cp};
+      const AxisBytes sent = sent_so_far(), this_step = sent - sent_before;
+      double most[5] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0, this_step.tp, this_step.pp,
+                        this_step.dp, this_step.cp};
       sent_before = sent;
       comm.all_reduce(comm.world_group(), most, 5, dist::ReduceOp::Max);
       if (groups.pp != nullptr) out.pipeline_idle = most[0];
@@ -345,11 +345,7 @@ struct Trainer::State {
     sums[0] = holds_loss() ? loss_sums.read_sum(slot) : 0.0;
     comm.all_reduce(comm.world_group(), sums, 2);
     // The evaluation's traffic is no step's: the next step's report leaves it out.
-    const AxisBytes after = sent_so_far();
-    sent_before.tp += after.tp - before.tp;
-    sent_before.pp += after.pp - before.pp;
-    sent_before.dp += after.dp - before.dp;
-    sent_before.cp += after.cp - before.cp;
+    sent_before += sent_so_far() - before;
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }
 
