@@ -376,6 +376,60 @@ void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses,
   c.require_buf("targets", targets, DType::I32, rows);
 }
 
+void check_moe_route(const char* backend, Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits,
+                     int B, int T, int E, int k, int capacity) {
+  const Checker c{backend, "moe_route"};
+  c.require_sizes({B, T, E, k, capacity});
+  c.require(k >= 1 && k <= E, "k must be in [1, E]");
+  const std::int64_t N = static_cast<std::int64_t>(B) * T;
+  c.require_buf("logits", logits, DType::F32, N * E);
+  c.require_buf("probs", probs, DType::F32, N * E);
+  c.require_buf("choice", choice, DType::I32, N * k);
+  c.require_buf("weight", weight, DType::F32, N * k);
+  c.require_buf("slot", slot, DType::I32, N * k);
+  c.require_buf("counts", counts, DType::F32, static_cast<std::int64_t>(B) * E);
+}
+
+void check_moe_route_backward(const char* backend, Buf d_logits, Buf d_weight, Buf probs, Buf choice,
+                              Buf weight, Buf counts, int B, int T, int E, int k) {
+  const Checker c{backend, "moe_route_backward"};
+  c.require_sizes({B, T, E, k});
+  c.require(k >= 1 && k <= E, "k must be in [1, E]");
+  const std::int64_t N = static_cast<std::int64_t>(B) * T;
+  c.require_float("d_logits", d_logits, N * E);
+  c.require_buf("d_weight", d_weight, DType::F32, N * k);
+  c.require_buf("probs", probs, DType::F32, N * E);
+  c.require_buf("choice", choice, DType::I32, N * k);
+  c.require_buf("weight", weight, DType::F32, N * k);
+  c.require_buf("counts", counts, DType::F32, static_cast<std::int64_t>(B) * E);
+}
+
+void check_moe_scatter(const char* backend, Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight,
+                       int N, int k, int R, int C) {
+  const Checker c{backend, "moe_scatter"};
+  c.require_sizes({N, k, R, C});
+  c.require_float("rows", rows, static_cast<std::int64_t>(R) * C);
+  c.require_float("x", x, static_cast<std::int64_t>(N) * C);
+  c.require_same("x", x, "rows", rows);
+  c.require_buf("slot", slot, DType::I32, static_cast<std::int64_t>(N) * k);
+  c.require_opt("weight", weight, DType::F32);
+  c.require_opt("d_weight", d_weight, DType::F32);
+  if (d_weight) {
+    c.require_float("src", src, static_cast<std::int64_t>(R) * C);
+    c.require_same("src", src, "rows", rows);
+  }
+}
+
+void check_moe_combine(const char* backend, Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C) {
+  const Checker c{backend, "moe_combine"};
+  c.require_sizes({N, k, C});
+  c.require_float("out", out, static_cast<std::int64_t>(N) * C);
+  c.require_nonnull("rows", rows, static_cast<std::int64_t>(N) * C);
+  c.require_same("rows", rows, "out", out);
+  c.require_buf("slot", slot, DType::I32, static_cast<std::int64_t>(N) * k);
+  c.require_opt("weight", weight, DType::F32);
+}
+
 void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step) {
   const Checker c{backend, "adamw_step"};
   c.require_sizes({n});

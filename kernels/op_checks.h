@@ -100,6 +100,16 @@ void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses,
                                                 Buf all_stats, Buf targets, int N, int V, int Vs, int shard,
                                                 int shards);
 
+// moe: routing tensors as ops.h states (probs, weight, counts, d_weight F32; choice, slot I32; d_logits
+// F32 or BF16); 1 <= k <= E, capacity >= 0. rows, x, src, out share one type, F32 or BF16.
+void check_moe_route(const char* backend, Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits,
+                     int B, int T, int E, int k, int capacity);
+void check_moe_route_backward(const char* backend, Buf d_logits, Buf d_weight, Buf probs, Buf choice,
+                              Buf weight, Buf counts, int B, int T, int E, int k);
+void check_moe_scatter(const char* backend, Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight,
+                       int N, int k, int R, int C);
+void check_moe_combine(const char* backend, Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C);
+
 // adamw_step: all F32 (fp32 master weights and optimizer state); step >= 1.
 void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step);
 

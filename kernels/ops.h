@@ -159,6 +159,34 @@ class Ops {
                                                     Buf targets, int N, int V, int Vs, int shard, int shards,
                                                     float grad_scale) const = 0;
 
+  // ---- mixture of experts (Mixtral's sparse MoE block) with a per-sequence expert capacity.
+  // moe_route: probs[N,E] = softmax(logits[N,E]) (both F32; probs may alias logits); each token's
+  // k experts of highest probability (ties: the lower index) in choice[N,k] (I32, best first), and
+  // their probabilities renormalised over the k in weight[N,k] (F32). Tokens n = b*T + t belong to
+  // sequence b; an expert takes at most `capacity` (token, choice) pairs of one sequence, in position
+  // order (a token's choices are distinct experts), and drops the rest: slot[N,k] (I32) is the row
+  // that holds the pair in the experts' buffer, e*(B*capacity) + b*capacity + i for the i-th pair of
+  // sequence b that expert e keeps, or -1 when dropped. counts[B,E] (F32) = the pairs of sequence b
+  // that chose expert e, dropped ones included (the load-balancing loss's token fractions).
+  virtual void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T,
+                         int E, int k, int capacity) const = 0;
+  // d_logits[N,E] (F32 or BF16, overwrite) from d_weight[N,k] (F32: the loss's gradient at the
+  // renormalised weights) and from the load-balancing loss aux_scale * sum_b E * sum_e (counts[b,e]/T) *
+  // (sum_t probs[b*T+t,e] / T) (HF Mixtral's, per sequence; the counts are constants).
+  virtual void moe_route_backward(Buf d_logits, Buf d_weight, Buf probs, Buf choice, Buf weight, Buf counts,
+                                  int B, int T, int E, int k, float aux_scale) const = 0;
+  // rows[slot[n,j]] = weight[n,j] * x[n,:] for every kept pair (slot >= 0), rows no pair holds 0 (rows
+  // [R, C], overwritten; x [N, C] of rows' dtype; weight F32 [N,k], optional: 1). d_weight[n,j] =
+  // <x[n,:], src[slot[n,j],:]> (F32 [N,k], 0 for a dropped pair; optional, then src may be null; src of
+  // rows' dtype). The experts' input (dispatch: no weight) and the gradient of their output
+  // (moe_combine's backward). Slots must be distinct and < R (moe_route's are).
+  virtual void moe_scatter(Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight, int N, int k, int R,
+                           int C) const = 0;
+  // out[n,:] = sum over kept pairs j of weight[n,j] * rows[slot[n,j],:] (overwrite; weight optional:
+  // 1; out and rows share one dtype): the experts' outputs combined (weights), or the gradient of
+  // their input summed back to the tokens (no weights).
+  virtual void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C) const = 0;
+
   // ---- optimizer over a flat F32 range: decoupled weight decay (Loshchilov & Hutter):
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd p)
   // with step t >= 1 (t < 1 throws).

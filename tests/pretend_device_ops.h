@@ -97,6 +97,21 @@ class PretendDeviceOps final : public kernels::Ops {
     cpu().cross_entropy_shard_forward_backward(losses, d_logits, logits, all_stats, targets, N, V, Vs, shard,
                                                shards, grad_scale);
   }
+  void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T, int E,
+                 int k, int capacity) const override {
+    cpu().moe_route(probs, choice, weight, slot, counts, logits, B, T, E, k, capacity);
+  }
+  void moe_route_backward(Buf d_logits, Buf d_weight, Buf probs, Buf choice, Buf weight, Buf counts, int B,
+                          int T, int E, int k, float aux_scale) const override {
+    cpu().moe_route_backward(d_logits, d_weight, probs, choice, weight, counts, B, T, E, k, aux_scale);
+  }
+  void moe_scatter(Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight, int N, int k, int R,
+                   int C) const override {
+    cpu().moe_scatter(rows, d_weight, x, src, slot, weight, N, k, R, C);
+  }
+  void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C) const override {
+    cpu().moe_combine(out, rows, slot, weight, N, k, C);
+  }
   void adamw_step(Buf p, Buf g, Buf m, Buf v, std::int64_t n, float lr, float b1, float b2, float eps, float wd,
                   int step) const override {
     cpu().adamw_step(p, g, m, v, n, lr, b1, b2, eps, wd, step);

@@ -68,19 +68,32 @@ void add_attention(ListBuilder& out, const Dims& x) {
   out.fp32("attn.logsumexp", x.b * x.local_heads * x.s);
 }
 
-// Routed experts (expert tensor parallel 1), see expert_token_slots.
+// Routed experts (expert tensor parallel 1; model/moe_block.h), see expert_token_slots: the router's
+// probabilities, each routed token's choices, weights and slots, the sequences' expert counts, and
+// the experts' static slot buffers.
 void add_moe(ListBuilder& out, const Dims& x, const config::JobSpec& spec, bool keep_activation) {
   const config::MoeSpec& moe = *spec.model.moe;
   const std::int64_t routed = x.tokens() / x.t;
-  const std::int64_t expert_tokens = expert_token_slots(spec);
-  out.fp32("moe.router_probs", x.sharded_tokens() * moe.experts);
-  out.int32("moe.topk_index", routed * moe.top_k);
-  out.fp32("moe.topk_weight", routed * moe.top_k);
-  out.act("moe.expert_input", expert_tokens * x.h);
-  out.act("moe.w1", expert_tokens * x.f);
-  out.act("moe.w3", expert_tokens * x.f);
-  if (keep_activation) out.act("moe.swiglu", expert_tokens * x.f);
-  out.act("moe.expert_output", routed * moe.top_k * x.h);
+  const std::int64_t slots = expert_token_slots(spec);
+  out.fp32("moe.router_probs", routed * moe.experts);
+  out.int32("moe.choice", routed * moe.top_k);
+  out.fp32("moe.weight", routed * moe.top_k);
+  out.int32("moe.slot", routed * moe.top_k);
+  out.fp32("moe.counts", x.b * moe.experts);
+  out.act("moe.expert_input", slots * x.h);
+  out.act("moe.w1", slots * x.f);
+  out.act("moe.w3", slots * x.f);
+  if (keep_activation) out.act("moe.swiglu", slots * x.f);
+  out.act("moe.expert_output", slots * x.h);
+}
+
+// The gradients at an MoE block's linear outputs: the router's logits, the experts' w1, w3 and w2.
+void add_moe_output_grads(ListBuilder& out, const Dims& x, const config::JobSpec& spec) {
+  const std::int64_t slots = expert_token_slots(spec);
+  out.act("moe.d_router_logits", x.tokens() / x.t * spec.model.moe->experts);
+  out.act("moe.d_w1", slots * x.f);
+  out.act("moe.d_w3", slots * x.f);
+  out.act("moe.d_expert_output", slots * x.h);
 }
 
 }  // namespace
@@ -147,13 +160,14 @@ std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec) {
   out.act("d_k", kv);
   out.act("d_v", kv);
   out.act("d_attention_output", x.sharded_hidden());
+  if (spec.model.moe) {
+    add_moe_output_grads(out, x, spec);
+    return out.take();
+  }
   out.act("d_mlp_output", x.sharded_hidden());
-  const bool gated = spec.model.arch != config::Arch::Gpt2;
-  const std::int64_t ffn_tokens = spec.model.moe ? expert_token_slots(spec) : x.tokens();
-  const std::int64_t ffn = ffn_tokens * x.f / (spec.model.moe ? 1 : x.t);
+  const std::int64_t ffn = x.tokens() * x.f / x.t;
   out.act("d_mlp_up", ffn);
-  if (gated) out.act("d_mlp_gate", ffn);
-  if (spec.model.moe) out.fp32("d_router_logits", x.tokens() * spec.model.moe->experts);
+  if (spec.model.arch != config::Arch::Gpt2) out.act("d_mlp_gate", ffn);
   return out.take();
 }
 
@@ -200,23 +214,41 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   temps.act("d_q", q);
   temps.act("d_k", kv);
   temps.act("d_v", kv);
-  // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
-  const bool swiglu = spec.model.arch != config::Arch::Gpt2;
-  if (swiglu) temps.act("d_mlp_activation", ffn);
-  temps.act("d_mlp_up", ffn);
-  if (swiglu) temps.act("d_mlp_gate", ffn);
+  if (spec.model.moe) {
+    // The output gradients, the combine weights' gradient, the experts' SwiGLU and input gradients,
+    // one expert's w3 input gradient before it is added.
+    add_moe_output_grads(temps, x, spec);
+    const std::int64_t slots = expert_token_slots(spec);
+    temps.fp32("moe.d_weight", x.tokens() / x.t * spec.model.moe->top_k);
+    temps.act("moe.d_activation", slots * x.f);
+    temps.act("moe.d_expert_input", slots * x.h);
+    temps.act("moe.d_partial", slots / (spec.model.moe->experts / spec.parallel.ep) * x.h);
+  } else {
+    // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
+    const bool swiglu = spec.model.arch != config::Arch::Gpt2;
+    if (swiglu) temps.act("d_mlp_activation", ffn);
+    temps.act("d_mlp_up", ffn);
+    if (swiglu) temps.act("d_mlp_gate", ffn);
+  }
   for (SavedTensor& t : temps.take()) out.push_back(std::move(t));
   return out;
 }
 
-std::int64_t expert_token_slots(const config::JobSpec& spec) {
+int expert_capacity(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::MoeSpec& moe = *spec.model.moe;
-  const Dims x(spec);
-  const std::int64_t routed = x.tokens() / x.t, ep = spec.parallel.ep;
-  const auto capacity = static_cast<std::int64_t>(
-      std::ceil(moe.capacity_factor * moe.top_k * static_cast<double>(routed * ep) / moe.experts));
-  return moe.experts / ep * capacity;
+  const int T = spec.model.seq_len;
+  const double wanted = std::ceil(moe.capacity_factor * moe.top_k * static_cast<double>(T) / moe.experts);
+  return static_cast<int>(std::min<double>(T, wanted));
+}
+
+std::int64_t expert_token_slots(const config::JobSpec& spec) {
+  if (!spec.model.moe) return 0;
+  const config::ParallelSpec& p = spec.parallel;
+  const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
+  const std::int64_t sharers = static_cast<std::int64_t>(p.cp) * (p.sequence_parallel ? p.tp : 1);
+  const std::int64_t per_expert = (sequences * expert_capacity(spec) + sharers - 1) / sharers;
+  return spec.model.moe->experts / p.ep * per_expert;
 }
 
 double total_bytes(const std::vector<SavedTensor>& tensors) {

@@ -59,9 +59,14 @@ std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec);
 // the collectives' staging).
 std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 
-// Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each tp rank
-// routes tokens/t (= n) tokens; an expert takes at most capacity = ceil(capacity_factor * top_k *
-// n * ep / E) of its ep group's; 0 for dense models.
+// The tokens of one sequence an expert takes (model/moe_block.h): min(seq_len, ceil(capacity_factor *
+// top_k * seq_len / experts)); 0 for dense models.
+int expert_capacity(const config::JobSpec& spec);
+// Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each expert takes
+// expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, of which
+// a rank holds 1/(cp * t) under context (and sequence) parallelism; 0 for dense models. Executed
+// with tp = cp = ep = 1 (micro_batch * capacity per expert); the rest is the model `validate` and
+// `plan` use for layouts the engine does not run yet.
 std::int64_t expert_token_slots(const config::JobSpec& spec);
 
 double total_bytes(const std::vector<SavedTensor>& tensors);

@@ -38,8 +38,6 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
       cp_(chunk.context_parallel),
       act_(spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32) {
   const auto& m = spec.model;
-  if (m.arch == config::Arch::Mixtral)
-    throw std::invalid_argument("model.arch mixtral: the engine does not train MoE layers yet (gpt2, llama)");
   dims_.gpt2 = m.arch == config::Arch::Gpt2;
   dims_.B = spec.train.micro_batch;
   dims_.T = m.seq_len / spec.parallel.cp;
@@ -73,6 +71,12 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
                      {static_cast<std::int64_t>(dims_.B) * L, L, cp_->chunk_start(1)}};
   }
   dims_.Ns = sequence_parallel_ ? dims_.N / spec.parallel.tp : dims_.N;
+  if (m.arch == config::Arch::Mixtral) {
+    // Routing is per sequence (moe_block.h): the rank must hold whole sequences and every expert.
+    if (spec.parallel.tp > 1 || spec.parallel.cp > 1 || spec.parallel.ep > 1)
+      throw std::invalid_argument("Transformer: MoE layers run with tp = cp = ep = 1 for now");
+    moe_.emplace(spec, ops_, dims_.T);
+  }
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)
     throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk.index));
@@ -128,6 +132,7 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     keep(&LayerActs::norm2, Ns * C);
     if (d.gpt2) a.mean2 = take(Ns, DType::F32);
     a.rstd2 = take(Ns, DType::F32);
+    if (moe_) return moe_->take_acts(a.moe, take, act_, !drop_norms_and_act, &shared->moe);
     a.up = take(N * F, act_);
     if (!d.gpt2) a.gate = take(N * F, act_);
     keep(&LayerActs::act, N * F);
@@ -139,10 +144,9 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     g.d_q = take(N * q_cols, act_);
     g.d_k = take(N * kv_cols, act_);
     g.d_v = take(N * kv_cols, act_);
-    if (residual_copies) {
-      g.d_attention = take(Ns * C, act_);
-      g.d_mlp = take(Ns * C, act_);
-    }
+    if (residual_copies) g.d_attention = take(Ns * C, act_);
+    if (moe_) return moe_->take_grads(g.moe, take, act_);
+    if (residual_copies) g.d_mlp = take(Ns * C, act_);
     g.d_up = take(N * F, act_);
     if (!d.gpt2) g.d_gate = take(N * F, act_);
   };
@@ -157,7 +161,10 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
   } else if (recompute_ == config::Recompute::Selective) {
     ws_.recomputed.norm1 = take(Ns * C, act_);
     ws_.recomputed.norm2 = take(Ns * C, act_);
-    ws_.recomputed.act = take(N * F, act_);
+    if (moe_)
+      ws_.recomputed.moe.act = take(moe_->rows() * moe_->ffn(), act_);
+    else
+      ws_.recomputed.act = take(N * F, act_);
   }
   shared = &ws_.recomputed;
   if (workspace_from_ == nullptr) {
@@ -166,8 +173,9 @@ void Transformer::lay_out(TakeFromArena&& take_from_arena, int slots) {
     ws_.d_norm = take(N * C, act_);
     ws_.d_tmp = take(N * C, act_);
     ws_.d_att = take(N * q_cols, act_);
-    if (!d.gpt2) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
+    if (!d.gpt2 && !moe_) ws_.d_act = take(N * F, act_);  // GPT-2's GELU backward is fused into the GEMM
     take_output_grads(ws_.outputs, false);
+    if (moe_) moe_->take_workspace(ws_.moe, take, act_);
     if (sends_stage_output(params_.coords())) ws_.stage_out = take(Ns * C, act_);
     if (sequence_parallel_) {
       ws_.gathered = take(N * C, act_);
@@ -256,6 +264,18 @@ Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads)
     both("self_attn.k_proj.weight", w.wk, w.g_wk);
     both("self_attn.v_proj.weight", w.wv, w.g_wv);
     both("self_attn.o_proj.weight", w.wo, w.g_wo);
+    if (moe_) {
+      both("block_sparse_moe.gate.weight", w.moe.router, w.moe.g_router);
+      w.moe.experts.resize(static_cast<std::size_t>(moe_->experts()));
+      for (int e = 0; e < moe_->experts(); ++e) {
+        const std::string x = "block_sparse_moe.experts." + std::to_string(e) + ".";
+        ExpertWeights& ew = w.moe.experts[static_cast<std::size_t>(e)];
+        both(x + "w1.weight", ew.w1, ew.g_w1);
+        both(x + "w3.weight", ew.w3, ew.g_w3);
+        both(x + "w2.weight", ew.w2, ew.g_w2);
+      }
+      return w;
+    }
     both("mlp.gate_proj.weight", w.w_gate, w.g_gate);
     both("mlp.up_proj.weight", w.w_up, w.g_up);
     both("mlp.down_proj.weight", w.w_down, w.g_down);
@@ -393,6 +413,10 @@ Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
   const Buf in = gather_tokens(a.norm2, ws_.gathered);
+  if (moe_) {
+    moe_->forward(w.moe, a.moe, in, ws_.proj_out);
+    return ws_.proj_out;
+  }
   if (d.gpt2) {
     ops_.linear_gelu_forward(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
   } else {
@@ -423,7 +447,9 @@ bool Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
     case config::Recompute::Selective:
       norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
       norm_forward(a.norm2, a.mean2, a.rstd2, a.x_mid, w.norm2_w, w.norm2_b);
-      if (d.gpt2)
+      if (moe_)
+        moe_->recompute_activation(a.moe);
+      else if (d.gpt2)
         ops_.gelu_forward(a.act, a.up, static_cast<std::int64_t>(d.N) * d.F);
       else
         ops_.swiglu_forward(a.act, a.gate, a.up, static_cast<std::int64_t>(d.N) * d.F);
@@ -436,18 +462,14 @@ bool Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
   return false;
 }
 
-void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep,
-                                 bool kv_gathered) {
+void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g,
+                               bool keep) {
   const auto& d = dims_;
-  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
-  const std::int64_t mine = static_cast<std::int64_t>(d.Ns) * d.C;  // this rank's residual stream
-  // A linear layer's weight gradient now, or (keep) its output gradient for weight_grad.
-  auto now = [&](Buf grad) { return keep == nullptr ? grad : Buf{}; };
-  const LayerOutputGrads& g = keep == nullptr ? ws_.outputs : *keep;
-  // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
-  // MLP branch
-  if (keep != nullptr) ops_.convert(keep->d_mlp, ws_.d_res, mine);
+  auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
+  if (moe_)
+    return moe_->backward(w.moe, a.moe, a.norm2, ws_.d_res, ws_.d_norm, ws_.d_tmp, ws_.moe, g.moe, keep);
+  if (keep) ops_.convert(g.d_mlp, ws_.d_res, static_cast<std::int64_t>(d.Ns) * d.C);
   const Buf d_mlp_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
   const Buf d_up = g.d_up;
@@ -464,6 +486,19 @@ void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, 
     ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
     ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
   }
+}
+
+void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep,
+                                 bool kv_gathered) {
+  const auto& d = dims_;
+  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
+  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C;
+  const std::int64_t mine = static_cast<std::int64_t>(d.Ns) * d.C;  // this rank's residual stream
+  // A linear layer's weight gradient now, or (keep) its output gradient for weight_grad.
+  auto now = [&](Buf grad) { return keep == nullptr ? grad : Buf{}; };
+  const LayerOutputGrads& g = keep == nullptr ? ws_.outputs : *keep;
+  // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
+  mlp_backward(w, a, g, keep != nullptr);
   norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
   // Attention branch
   if (keep != nullptr) ops_.convert(keep->d_attention, ws_.d_res, mine);
@@ -497,11 +532,15 @@ void Transformer::layer_weight_grad(const LayerWeights& w, const LayerActs& a, c
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
   // Sequence parallelism: the kept residual gradients and the norm outputs are this rank's tokens.
-  ops_.linear_backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down, d.N,
-                       d.C, d.F);
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
-  if (!d.gpt2) ops_.linear_backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-  ops_.linear_backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
+  if (moe_) {
+    moe_->weight_grad(w.moe, a.moe, up_in, g.moe);
+  } else {
+    ops_.linear_backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down,
+                         d.N, d.C, d.F);
+    if (!d.gpt2) ops_.linear_backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+    ops_.linear_backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
+  }
   ops_.linear_backward(Buf{}, w.g_wo, w.g_bo, gather_tokens(g.d_attention, ws_.d_full), a.att, w.wo, d.N, d.C,
                        q_cols);
   const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);

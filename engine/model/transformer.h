@@ -1,6 +1,7 @@
 // The transformer of one model chunk (a virtual pipeline stage; on a single rank: the whole model),
 // forward and backward by hand over the kernels' op set. GPT-2 (LayerNorm, GELU, learned positions, tied
-// head, biases) and Llama (RMSNorm, RoPE, SwiGLU, GQA, untied, no biases) share the structure:
+// head, biases) and Llama (RMSNorm, RoPE, SwiGLU, GQA, untied, no biases) share the structure, and
+// Mixtral is Llama with a sparse MoE block for the MLP (moe_block.h):
 //
 //   x = embed(tokens)                           (first stage)
 //   for each layer:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))
@@ -34,9 +35,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/model/moe_block.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
 #include "engine/parallel/context_parallel.h"
@@ -136,6 +139,7 @@ class Transformer {
     Buf w_up, b_up, w_gate, w_down, b_down;          // MLP: gpt2 c_fc/c_proj (no gate); llama gate/up/down
     Buf g_wq, g_wk, g_wv, g_bq, g_bk, g_bv, g_wo, g_bo;
     Buf g_up, g_b_up, g_gate, g_down, g_b_down;
+    MoeWeights moe;  // mixtral: the router and the experts instead of the MLP
   };
   // What one layer of one microbatch keeps. Tensors the recompute policy drops point into the
   // shared workspace instead of per-layer storage. Residual-stream tensors hold this rank's Ns tokens.
@@ -147,6 +151,7 @@ class Transformer {
     Buf norm2, mean2, rstd2;
     Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
     Buf act;                  // GELU / SwiGLU output [N,F]
+    MoeActs moe;              // mixtral: the MoE block's instead of up, gate, act
   };
   // What a layer's backward keeps for its weight gradients under split_weight_grad: the gradient
   // at each linear layer's output (the inputs are the layer's activations).
@@ -155,6 +160,7 @@ class Transformer {
     Buf d_attention;    // the attention output projection's [Ns,C]
     Buf d_mlp;          // the MLP down projection's [Ns,C]
     Buf d_up, d_gate;   // gpt2: d_up is c_fc's (before GELU); llama: gate and up
+    MoeGrads moe;       // mixtral: the MoE block's instead of d_mlp, d_up, d_gate
   };
   struct Slot {
     Buf tokens;                    // [N] I32: the embedding backward scatters by them
@@ -181,6 +187,7 @@ class Transformer {
     // Context parallelism: the whole sequence's k and v [B, T*cp, Hkv*D] gathered from the cp group,
     // their gradients, and the collectives' staging (twice that size).
     Buf cp_k, cp_v, cp_dk, cp_dv, cp_staging;
+    MoeWorkspace moe;  // mixtral: the MoE block's backward temporaries
   };
   // Query rows attending as one block: the whole sequence, or one of a context-parallel rank's two
   // chunks, at rows [first_row, first_row + B*len) of the rank's tokens and positions pos0 onwards.
@@ -215,6 +222,9 @@ class Transformer {
   void embed(Buf out, Buf tokens, Buf positions);
   void embed_backward(Buf d_out, Buf tokens, Buf d_positions);
   Buf mlp_forward(const LayerWeights& w, LayerActs& a);
+  // The MLP branch's backward from ws_.d_res into ws_.d_norm (the norm2 output's gradient, partial
+  // sums over tp); `g` receives the output gradients, kept for weight_grad when `keep`.
+  void mlp_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g, bool keep);
   // The layer from its norm1 output (a.norm1, already computed from x_in) to x_out = its residual
   // output. With `next`, the final residual add is fused with the norm that reads x_out (the next
   // layer's norm1, or the final norm), announcing `next_unit` first; without, x_out is only added.
@@ -263,6 +273,7 @@ class Transformer {
   bool sequence_parallel_ = false;
   parallel::ContextParallel* cp_;
   std::vector<QueryChunk> query_chunks_;
+  std::optional<MoeBlock> moe_;                       // mixtral
   std::vector<std::int32_t> cp_tokens_, cp_targets_;  // host: this cp rank's chunks of the batch
   std::vector<std::int32_t> shard_ids_;  // host: shard_token_ids' result
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32

@@ -15,10 +15,15 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
 
 }  // namespace
 
-FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t unit_multiple) {
+bool experts_in_layer_units(const config::ParallelSpec& p) {
+  return p.ep == 1 && p.tp == 1;
+}
+
+FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t unit_multiple,
+                     bool with_experts) {
   FlatUnits u;
   for (const model::LocalParam& p : local) {
-    if (p.info->expert >= 0) continue;
+    if (p.info->expert >= 0 && !with_experts) continue;
     const int key = model::unit_key(*p.info);
     if (u.key.empty() || key != u.key.back()) {  // a new unit starts
       const int index = u.count();
@@ -41,14 +46,15 @@ RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedu
                              const std::vector<model::LocalParam>& local, int pp_rank) {
   const int pp = spec.parallel.pp, zero_ranks = spec.parallel.dp * spec.parallel.cp;
   RankParams r;
-  const FlatUnits units = flat_units(local, model::kFlatAlignment * zero_ranks);
+  const bool with_experts = experts_in_layer_units(spec.parallel);
+  const FlatUnits units = flat_units(local, model::kFlatAlignment * zero_ranks, with_experts);
   std::map<int, std::int64_t> per_unit;  // by unit key: dense (padded) and expert elements
   for (int u = 0; u < units.count(); ++u) {
     r.dense += units.size[static_cast<std::size_t>(u)];
     per_unit[units.key[static_cast<std::size_t>(u)]] += units.size[static_cast<std::size_t>(u)];
   }
   for (const model::LocalParam& p : local) {
-    if (p.info->expert >= 0) {
+    if (p.info->expert >= 0 && !with_experts) {
       r.expert += p.numel();
       per_unit[model::unit_key(*p.info)] += p.numel();
     }

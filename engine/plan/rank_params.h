@@ -12,10 +12,11 @@ namespace ptrain::plan {
 
 // Dense elements are counted as the engine's flat buffer holds them (model/param_store.h): each tensor
 // padded to 16 elements, each unit to a multiple of 16 per ZeRO rank, so that ZeRO's shards and
-// buckets are what validate counts.
+// buckets are what validate counts. Where the engine trains MoE layers (experts_in_layer_units) the
+// experts are in their layers' units and counted as dense.
 struct RankParams {
-  std::int64_t dense = 0;         // non-expert elements (ZeRO shards them over dp-cp), padded
-  std::int64_t expert = 0;        // expert elements (ZeRO shards them over expert-dp = tp*cp*dp/ep)
+  std::int64_t dense = 0;         // elements ZeRO shards over dp-cp, padded
+  std::int64_t expert = 0;        // expert elements apart (ZeRO shards them over expert-dp = tp*cp*dp/ep)
   std::int64_t largest_unit = 0;  // the biggest layer, embedding or head here (ZeRO-3 gathers one at a time)
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
@@ -43,8 +44,16 @@ struct FlatUnits {
   bool tied = false;               // the head reuses the embedding here
   int count() const { return static_cast<int>(size.size()); }
 };
-// `local`: local_params(...) of one rank; `unit_multiple`: kFlatAlignment * the ZeRO ranks.
-FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t unit_multiple);
+// `local`: local_params(...) of one rank; `unit_multiple`: kFlatAlignment * the ZeRO ranks;
+// `with_experts`: experts_in_layer_units (else they are left out).
+FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t unit_multiple,
+                     bool with_experts);
+
+// Whether a layout's experts live in their layers' units of the flat buffer, sharded and reduced
+// over dp-cp with the dense tensors: where the engine runs MoE layers (ep = tp = 1, so expert-dp is
+// the dp-cp group). Other layouts (not executed yet) are modelled with the experts apart, sharded
+// over expert-dp.
+bool experts_in_layer_units(const config::ParallelSpec& parallel);
 
 // Precondition: `local` is local_params(...) of a rank at pipeline rank `pp_rank` of `spec`'s layout
 // (ZeRO shards its dense parameters over dp * cp ranks), `schedule` the layout's pipeline::build.

@@ -13,9 +13,19 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu)
                         std::string("set ") + key + ": 1 to train this job now"});
   };
   not_yet("parallel.ep", p.ep, "expert parallelism");
-  if (spec.model.arch == config::Arch::Mixtral)
-    limits.push_back({"model.arch", "MoE layers (mixtral) are not executed yet: `ptrain run` refuses them",
-                      "use arch gpt2 or llama to train now"});
+  // MoE routing is per sequence (model/moe_block.h): a rank must hold whole sequences.
+  if (spec.model.arch == config::Arch::Mixtral) {
+    if (p.tp > 1)
+      limits.push_back({"parallel.tp",
+                        "MoE layers (mixtral) run with parallel.tp = 1 for now: `ptrain run` refuses tp = " +
+                            std::to_string(p.tp) + " (validate and plan model it)",
+                        "set parallel.tp: 1 (use dp, pp and ZeRO) to train this model now"});
+    if (p.cp > 1)
+      limits.push_back({"parallel.cp",
+                        "MoE layers (mixtral) run with parallel.cp = 1 for now: `ptrain run` refuses cp = " +
+                            std::to_string(p.cp) + " (validate and plan model it)",
+                        "set parallel.cp: 1 to train this model now"});
+  }
   if (p.pp > 1 && on_gpu)
     limits.push_back({"parallel.pp", "pipeline parallelism runs on the CPU backend only for now",
                       "set backend: cpu, or pp: 1 on the GPU"});

@@ -68,6 +68,14 @@ void cross_entropy_shard_stats(Buf stats, Buf logits, Buf targets, int N, int V,
 void cross_entropy_shard_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf all_stats, Buf targets,
                                           int N, int V, int Vs, int shard, int shards, float grad_scale);
 
+// moe.cpp
+void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T, int E,
+               int k, int capacity);
+void moe_route_backward(Buf d_logits, Buf d_weight, Buf probs, Buf choice, Buf weight, Buf counts, int B,
+                        int T, int E, int k, float aux_scale);
+void moe_scatter(Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight, int N, int k, int R, int C);
+void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C);
+
 // adamw.cpp
 void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
                 float eps, float weight_decay, int step);

@@ -115,6 +115,22 @@ class CpuOps final : public Ops {
                                               shards, grad_scale);
   }
 
+  void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T, int E,
+                 int k, int capacity) const override {
+    cpu::moe_route(probs, choice, weight, slot, counts, logits, B, T, E, k, capacity);
+  }
+  void moe_route_backward(Buf d_logits, Buf d_weight, Buf probs, Buf choice, Buf weight, Buf counts, int B,
+                          int T, int E, int k, float aux_scale) const override {
+    cpu::moe_route_backward(d_logits, d_weight, probs, choice, weight, counts, B, T, E, k, aux_scale);
+  }
+  void moe_scatter(Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight, int N, int k, int R,
+                   int C) const override {
+    cpu::moe_scatter(rows, d_weight, x, src, slot, weight, N, k, R, C);
+  }
+  void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C) const override {
+    cpu::moe_combine(out, rows, slot, weight, N, k, C);
+  }
+
   void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int step) const override {
     cpu::adamw_step(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);

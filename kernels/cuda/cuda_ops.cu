@@ -23,6 +23,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/pinned_uploads.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
@@ -189,6 +190,22 @@ class CudaOps final : public Ops {
                                             float grad_scale) const override {
     cuda::cross_entropy_shard_forward_backward(ctx(), losses, d_logits, logits, all_stats, targets, N, V, Vs,
                                                shard, shards, grad_scale);
+  }
+
+  void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T, int E,
+                 int k, int capacity) const override {
+    cuda::moe_route(ctx(), probs, choice, weight, slot, counts, logits, B, T, E, k, capacity);
+  }
+  void moe_route_backward(Buf d_logits, Buf d_weight, Buf probs, Buf choice, Buf weight, Buf counts, int B,
+                          int T, int E, int k, float aux_scale) const override {
+    cuda::moe_route_backward(ctx(), d_logits, d_weight, probs, choice, weight, counts, B, T, E, k, aux_scale);
+  }
+  void moe_scatter(Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight, int N, int k, int R,
+                   int C) const override {
+    cuda::moe_scatter(ctx(), rows, d_weight, x, src, slot, weight, N, k, R, C);
+  }
+  void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C) const override {
+    cuda::moe_combine(ctx(), out, rows, slot, weight, N, k, C);
   }
 
   void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,

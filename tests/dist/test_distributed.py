@@ -1,5 +1,5 @@
 """Multi-process `ptrain run` through the local launcher: data, tensor, context and pipeline parallelism and
-ZeRO reproduce the single-rank loss curve, distributed checkpoints reshard across layouts, and
+ZeRO reproduce the single-rank loss curve (dense and MoE models), distributed checkpoints reshard across layouts, and
 faults end the job cleanly (the launcher names the rank, leaves no process behind, exits 1 within
 15 s)."""
 import json
@@ -19,7 +19,7 @@ TOLERANCE = 1e-5  # relative, fp32 (DESIGN.md: layout independence)
 JOB = """\
 name: dist-test
 backend: cpu
-model: {{arch: {arch}, layers: {layers}, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16}}
+model: {{arch: {arch}, layers: {layers}, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16{moe}}}
 parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, sequence_parallel: {sp}}}
 schedule: {{kind: {schedule}, virtual_stages: {vpp}, layers_per_stage: {layers_per_stage}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: {micro_batch}, precision: fp32, seed: 5, recompute: {recompute}}}
@@ -36,8 +36,10 @@ def job(d, dp=1, zero=0, steps=20, arch="gpt2", every=10, timeout=60, pp=1, sche
         layers_per_stage="[]", tp=1, sp=False, cp=1, recompute="selective", micro_batch=1):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
-        # llama with grouped-query attention (2 kv heads: replicated at tp 4); gpt2 has 4
-        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=2 if arch == "llama" else 4, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d,
+        # llama and mixtral with grouped-query attention (2 kv heads: replicated at tp 4); gpt2 has 4;
+        # mixtral's experts drop some tokens (capacity 8 of a sequence's 32 choices)
+        moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0, aux_loss_coef: 0.05}" if arch == "mixtral" else ""
+        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d,
                            pp=pp, schedule=schedule, vpp=vpp, layers=layers, layers_per_stage=layers_per_stage))
     return path
 
@@ -309,6 +311,23 @@ class ContextParallelLayouts(ModelParallelCurves):
 
     def test_a_context_parallel_checkpoint_resumes_in_other_layouts(self):
         self.check_resumes("llama", dict(cp=2, dp=2, zero=1), [dict(), dict(cp=4)])
+
+
+class MoeLayouts(ModelParallelCurves):
+    """Mixtral's MoE layers (each expert takes a capacity of every sequence's tokens, the rest are
+    dropped; a load-balancing loss) under data and pipeline parallelism, ZeRO, every recompute mode and
+    two sequences per microbatch: routing is per sequence, so every layout drops the same tokens."""
+
+    def test_mixtral_data_and_pipeline_parallel(self):
+        self.check_layouts("mixtral", [
+            dict(dp=2, zero=1),
+            dict(dp=2, zero=3, recompute="full", micro_batch=2),
+            dict(pp=2, schedule="zb-h1", recompute="none"),
+            dict(pp=2, dp=2, zero=2, schedule="interleaved-1f1b", vpp=2),
+        ])
+
+    def test_a_mixtral_checkpoint_resumes_in_other_layouts(self):
+        self.check_resumes("mixtral", dict(dp=2, zero=2), [dict(), dict(pp=2, dp=2, zero=1)])
 
 
 class DistributedCheckpoints(Timed):

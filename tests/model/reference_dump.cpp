@@ -18,11 +18,11 @@
 #include "engine/ckpt/safetensors.h"
 #include "engine/config/loader.h"
 #include "engine/data/datasets.h"
+#include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
 #include "engine/model/transformer.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/runtime/philox.h"
-#include "engine/dist/comm.h"
 #include "engine/train/trainer.h"
 #include "kernels/ops.h"
 
@@ -123,14 +123,16 @@ int main(int argc, char** argv) {
   dump.add_f32("train.losses", {steps}, losses.data());
   dump.write(out_dir + "/dump.safetensors");
 
-  const nlohmann::json meta = {{"steps", steps},
-                               {"microbatches", micro},
-                               {"grad_clip", spec.train.grad_clip},
-                               {"optimizer",
-                                {{"lr", spec.optimizer.lr},
-                                 {"betas", {spec.optimizer.betas[0], spec.optimizer.betas[1]}},
-                                 {"eps", spec.optimizer.eps},
-                                 {"weight_decay", spec.optimizer.weight_decay}}}};
+  nlohmann::json meta = {{"steps", steps},
+                         {"microbatches", micro},
+                         {"global_batch", spec.train.global_batch},
+                         {"grad_clip", spec.train.grad_clip},
+                         {"optimizer",
+                          {{"lr", spec.optimizer.lr},
+                           {"betas", {spec.optimizer.betas[0], spec.optimizer.betas[1]}},
+                           {"eps", spec.optimizer.eps},
+                           {"weight_decay", spec.optimizer.weight_decay}}}};
+  if (spec.model.moe) meta["capacity_factor"] = spec.model.moe->capacity_factor;
   std::ofstream(out_dir + "/dump.safetensors.json") << meta.dump(2);
   std::printf("wrote %s (loss %.6f over %lld tokens)\n", (out_dir + "/dump.safetensors").c_str(), loss,
               static_cast<long long>(counted));

@@ -106,15 +106,20 @@ TEST_CASE("moe layer: capacity-bounded expert buffers") {
   spec.model.arch = config::Arch::Mixtral;
   spec.model.moe = config::MoeSpec{8, 2, 1.25, 0.01};
   spec.parallel.ep = 2;
-  // 16 routed tokens per rank; capacity = ceil(1.25 * 2 * 16 * 2 / 8) = 10 per expert; 4 local experts.
-  CHECK(model::expert_token_slots(spec) == 40);
+  // capacity = min(8, ceil(1.25 * 2 * 8 / 8)) = 3 tokens of each sequence per expert; an expert takes
+  // 3 of each of the micro_batch * ep = 4 sequences its ep group routes; 4 local experts.
+  CHECK(model::expert_capacity(spec) == 3);
+  CHECK(model::expert_token_slots(spec) == 48);
+  spec.model.moe->capacity_factor = 100;  // never more than the sequence
+  CHECK(model::expert_capacity(spec) == 8);
+  spec.model.moe->capacity_factor = 1.25;
   const auto list = model::layer_saved_activations(spec, Recompute::None);
   double moe = 0;
   for (const auto& t : list)
     if (t.name.rfind("moe.", 0) == 0) moe += t.bytes();
-  // router probs 16*8 fp32, top-k index + weight 32 x 4 B each, expert input 40*16 bf16, w1/w3/swiglu
-  // 3 * 40*32 bf16, expert output 16*2*16 bf16
-  CHECK(moe == 16 * 8 * 4 + 2 * 32 * 4 + 40 * 16 * 2 + 3 * 40 * 32 * 2 + 32 * 16 * 2);
+  // router probs 16*8 fp32; choices, weights, slots 32 x 4 B each; counts 2*8 fp32; expert input 48*16
+  // bf16, w1/w3/swiglu 3 * 48*32 bf16, expert output 48*16 bf16
+  CHECK(moe == 16 * 8 * 4 + 3 * 32 * 4 + 2 * 8 * 4 + 48 * 16 * 2 + 3 * 48 * 32 * 2 + 48 * 16 * 2);
 }
 
 TEST_CASE("stage extras") {

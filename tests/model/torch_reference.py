@@ -1,8 +1,11 @@
 """Independent check of ptrain's models against PyTorch (Debian's python3-torch 1.13, CPU, fp32).
 
 The models here are written from the Hugging Face semantics of GPT-2 (Conv1D weights stored
-[in, out], gelu_new, tied head, learned positions) and Llama (RMSNorm, rotate-half RoPE, grouped
-kv heads, SwiGLU, untied lm_head). They load ptrain's HF export (model.safetensors + config.json)
+[in, out], gelu_new, tied head, learned positions), Llama (RMSNorm, rotate-half RoPE, grouped
+kv heads, SwiGLU, untied lm_head) and Mixtral (Llama with a sparse MoE block: softmax router, top-k
+experts renormalised, SwiGLU experts), with ptrain's two MoE rules written out here from their
+definitions: a per-sequence expert capacity (earliest positions first, the rest dropped) and HF's
+load-balancing loss per sequence, averaged over the global batch. They load ptrain's HF export (model.safetensors + config.json)
 and compare with what ptrain computed (a dump written by ptrain_reference_dump):
   - logits, loss and the gradient of every parameter for one batch;
   - the loss of every step of a short AdamW run (same data, lr, clipping, decay groups).
@@ -90,12 +93,50 @@ class Llama(Gpt2):
             att = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
             x = x + att @ self.w(p + "self_attn.o_proj.weight").T
             h = rms_norm(x, self.w(p + "post_attention_layernorm.weight"), eps)
-            gate = h @ self.w(p + "mlp.gate_proj.weight").T
-            up = h @ self.w(p + "mlp.up_proj.weight").T
-            x = x + (torch.nn.functional.silu(gate) * up) @ self.w(p + "mlp.down_proj.weight").T
+            x = x + self.mlp(p, h)
         x = rms_norm(x, self.w("model.norm.weight"), eps)
         head = "model.embed_tokens.weight" if cfg.get("tie_word_embeddings") else "lm_head.weight"
         return x @ self.w(head).T
+
+    def mlp(self, p, h):
+        gate = h @ self.w(p + "mlp.gate_proj.weight").T
+        up = h @ self.w(p + "mlp.up_proj.weight").T
+        return (torch.nn.functional.silu(gate) * up) @ self.w(p + "mlp.down_proj.weight").T
+
+
+class Mixtral(Llama):
+    """forward() also fills self.aux: each MoE layer's load-balancing loss per sequence, [B]."""
+
+    def __init__(self, cfg, weights, capacity_factor):
+        super().__init__(cfg, weights)
+        self.capacity_factor = capacity_factor
+        self.aux = []
+
+    def forward(self, tokens):
+        self.aux = []
+        return super().forward(tokens)
+
+    def mlp(self, p, h):
+        B, T, _ = h.shape
+        E, k = self.cfg["num_local_experts"], self.cfg["num_experts_per_tok"]
+        probs = torch.softmax(h @ self.w(p + "block_sparse_moe.gate.weight").T, dim=-1)
+        top_p, top_e = torch.topk(probs, k, dim=-1)
+        weights = top_p / top_p.sum(-1, keepdim=True)
+        # An expert keeps the first `capacity` of a sequence's (position, choice) pairs that chose it.
+        capacity = min(T, math.ceil(self.capacity_factor * k * T / E))
+        chose = torch.nn.functional.one_hot(top_e, E).reshape(B, T * k, E)
+        order = chose.cumsum(dim=1) - 1  # the pair's index among its expert's, where it chose
+        kept = ((order < capacity) & (chose == 1)).any(-1).reshape(B, T, k)
+        out = torch.zeros_like(h)
+        for e in range(E):
+            x = f"{p}block_sparse_moe.experts.{e}."
+            y = (torch.nn.functional.silu(h @ self.w(x + "w1.weight").T) * (h @ self.w(x + "w3.weight").T)) \
+                @ self.w(x + "w2.weight").T
+            share = (weights * ((top_e == e) & kept)).sum(-1, keepdim=True)
+            out = out + share * y
+        counts = chose.sum(dim=1).double()  # [B, E] pairs per expert, dropped ones included
+        self.aux.append(E * (counts / T * probs.mean(dim=1)).sum(-1))
+        return out
 
 
 def gelu_new(x):
@@ -153,6 +194,21 @@ def loss_of(model, tokens, targets, vocab):
                                              ignore_index=-1, reduction="sum")
 
 
+def aux_loss(model, global_batch):
+    """The load-balancing term of the last forward's objective (0 for dense models)."""
+    if not isinstance(model, Mixtral):
+        return 0.0
+    return model.cfg["router_aux_loss_coef"] * sum(a.sum() for a in model.aux) / global_batch
+
+
+def make_model(cfg, weights, meta):
+    if cfg["model_type"] == "gpt2":
+        return Gpt2(cfg, weights)
+    if cfg["model_type"] == "mixtral":
+        return Mixtral(cfg, weights, meta["capacity_factor"])
+    return Llama(cfg, weights)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hf", required=True, help="ptrain's HF export of the initial weights")
@@ -169,7 +225,7 @@ def main():
     meta = json.loads(open(args.dump + ".json").read())
     vocab = cfg["vocab_size"]
     torch.set_default_dtype(torch.float64)
-    model = (Gpt2 if gpt2 else Llama)(cfg, weights)
+    model = make_model(cfg, weights, meta)
     failures = []
 
     # One batch: logits, loss, gradients (reference in float64: it is the exact answer).
@@ -181,7 +237,7 @@ def main():
     count = int((targets >= 0).sum())
     mean_loss = total / count
     close("loss", dump["batch.loss"], mean_loss.detach().reshape(1), args.atol, args.rtol, failures)
-    mean_loss.backward()
+    (mean_loss + aux_loss(model, meta["global_batch"])).backward()
     for name in weights:
         key = "grad." + name
         if key not in dump:
@@ -192,7 +248,7 @@ def main():
               failures)
 
     # A short AdamW run from the same start: per-step losses.
-    model = (Gpt2 if gpt2 else Llama)(cfg, weights)
+    model = make_model(cfg, weights, meta)
     opt_cfg = meta["optimizer"]
     decay = [p for n, p in model.p.items() if p.dim() >= 2]
     no_decay = [p for n, p in model.p.items() if p.dim() < 2]
@@ -217,7 +273,7 @@ def main():
             t = dump["train.tokens"][step, mb].long()
             y = dump["train.targets"][step, mb].long()
             loss = loss_of(model, t, y, vocab) / total_tokens
-            loss.backward()
+            (loss + aux_loss(model, meta["global_batch"])).backward()
             total_loss += loss.item()
         if meta["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), meta["grad_clip"])
@@ -227,7 +283,7 @@ def main():
 
     for f in failures:
         print("MISMATCH", f)
-    print(f"{'gpt2' if gpt2 else 'llama'}: {len(weights)} tensors, {steps} AdamW steps: "
+    print(f"{cfg['model_type']}: {len(weights)} tensors, {steps} AdamW steps: "
           f"{'OK' if not failures else str(len(failures)) + ' mismatches'}")
     return 1 if failures else 0
 

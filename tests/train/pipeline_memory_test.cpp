@@ -1,6 +1,6 @@
 // What a pipeline rank's executor allocates for activations and messages (its chunks' arenas, the
 // shared workspace, the send buffers) is what `validate` predicts for that rank, with and without
-// tensor and context parallelism: plan's activation
+// tensor and context parallelism and with MoE layers: plan's activation
 // bytes plus the pipeline's share of the communication buffers, from the same
 // pipeline::rank_buffers. Only the arena's 64-byte alignment of each view differs.
 #include <catch2/catch.hpp>
@@ -59,6 +59,13 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
        "train.micro_batch=4"},
       {"parallel.pp=1", "parallel.cp=4", "train.precision=bf16", "model.arch=llama", "model.kv_heads=2",
        "train.micro_batch=8"},
+      // MoE layers: the router's routing tensors and the experts' capacity-sized slot buffers.
+      {"parallel.pp=2", "model.arch=mixtral", "model.kv_heads=2", "model.moe.experts=4",
+       "schedule.kind=zb-h1"},
+      {"parallel.pp=2", "model.arch=mixtral", "model.kv_heads=2", "model.moe.experts=8", "model.moe.top_k=1",
+       "train.precision=bf16", "train.recompute=selective"},
+      {"parallel.pp=4", "model.arch=mixtral", "model.kv_heads=2", "model.moe.capacity_factor=2.0",
+       "train.recompute=full", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2"},
   };
   for (const auto& sets : layouts) {
     auto degree = [&](const std::string& key) {

@@ -1,0 +1,88 @@
+#include "engine/model/moe_block.h"
+
+#include "engine/model/saved_activations.h"
+#include "engine/runtime/buffer.h"
+
+namespace ptrain::model {
+
+using kernels::Buf;
+
+MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T)
+    : ops_(ops),
+      B_(spec.train.micro_batch),
+      T_(T),
+      N_(B_ * T),
+      C_(spec.model.hidden),
+      F_(spec.model.ffn_hidden),
+      E_(spec.model.moe->experts),
+      k_(spec.model.moe->top_k),
+      capacity_(expert_capacity(spec)),
+      R_(static_cast<std::int64_t>(B_) * capacity_),
+      aux_scale_(static_cast<float>(spec.model.moe->aux_loss_coef / spec.train.global_batch)) {}
+
+Buf MoeBlock::expert_rows(Buf b, int e, int cols) const {
+  return runtime::advance(b, e * R_ * cols);
+}
+
+void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out) const {
+  ops_.linear_forward(a.probs, in, w.router, Buf{}, N_, E_, C_);  // the logits, routed in place
+  ops_.moe_route(a.probs, a.choice, a.weight, a.slot, a.counts, a.probs, B_, T_, E_, k_, capacity_);
+  ops_.moe_scatter(a.expert_in, Buf{}, in, Buf{}, a.slot, Buf{}, N_, k_, static_cast<int>(rows()), C_);
+  const auto R = static_cast<int>(R_);
+  for (int e = 0; e < E_; ++e) {
+    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e)];
+    const Buf rows_in = expert_rows(a.expert_in, e, C_), gate = expert_rows(a.gate, e, F_),
+              up = expert_rows(a.up, e, F_), act = expert_rows(a.act, e, F_);
+    ops_.linear_forward(gate, rows_in, x.w1, Buf{}, R, F_, C_);
+    ops_.linear_forward(up, rows_in, x.w3, Buf{}, R, F_, C_);
+    ops_.swiglu_forward(act, gate, up, R_ * F_);
+    ops_.linear_forward(expert_rows(a.expert_out, e, C_), act, x.w2, Buf{}, R, C_, F_);
+  }
+  ops_.moe_combine(out, a.expert_out, a.slot, a.weight, N_, k_, C_);
+}
+
+void MoeBlock::recompute_activation(MoeActs& a) const {
+  ops_.swiglu_forward(a.act, a.gate, a.up, rows() * F_);
+}
+
+void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out, Buf d_in, Buf d_scratch,
+                        const MoeWorkspace& ws, const MoeGrads& g, bool keep) const {
+  auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
+  const auto R = static_cast<int>(R_);
+  // The combine's backward: each kept pair's row gets its weight times the token's gradient, and
+  // each weight the dot product of the token's gradient with its expert's output.
+  ops_.moe_scatter(g.d_expert_out, ws.d_weight, d_out, a.expert_out, a.slot, a.weight, N_, k_,
+                   static_cast<int>(rows()), C_);
+  for (int e = 0; e < E_; ++e) {
+    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e)];
+    const Buf rows_in = expert_rows(a.expert_in, e, C_), d_gate = expert_rows(g.d_gate, e, F_),
+              d_up = expert_rows(g.d_up, e, F_), d_act = expert_rows(ws.d_act, e, F_),
+              d_rows_in = expert_rows(ws.d_expert_in, e, C_);
+    ops_.linear_backward(d_act, now(x.g_w2), Buf{}, expert_rows(g.d_expert_out, e, C_),
+                         expert_rows(a.act, e, F_), x.w2, R, C_, F_);
+    ops_.swiglu_backward(d_gate, d_up, d_act, expert_rows(a.gate, e, F_), expert_rows(a.up, e, F_), R_ * F_);
+    ops_.linear_backward(d_rows_in, now(x.g_w1), Buf{}, d_gate, rows_in, x.w1, R, F_, C_);
+    ops_.linear_backward(ws.d_partial, now(x.g_w3), Buf{}, d_up, rows_in, x.w3, R, F_, C_);
+    ops_.accumulate(d_rows_in, ws.d_partial, R_ * C_);
+  }
+  ops_.moe_combine(d_in, ws.d_expert_in, a.slot, Buf{}, N_, k_, C_);  // the dispatch's backward
+  ops_.moe_route_backward(g.d_logits, ws.d_weight, a.probs, a.choice, a.weight, a.counts, B_, T_, E_, k_,
+                          aux_scale_);
+  ops_.linear_backward(d_scratch, now(w.g_router), Buf{}, g.d_logits, in, w.router, N_, E_, C_);
+  ops_.accumulate(d_in, d_scratch, static_cast<std::int64_t>(N_) * C_);
+}
+
+void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const MoeGrads& g) const {
+  const auto R = static_cast<int>(R_);
+  for (int e = 0; e < E_; ++e) {
+    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e)];
+    const Buf rows_in = expert_rows(a.expert_in, e, C_);
+    ops_.linear_backward(Buf{}, x.g_w2, Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_),
+                         x.w2, R, C_, F_);
+    ops_.linear_backward(Buf{}, x.g_w1, Buf{}, expert_rows(g.d_gate, e, F_), rows_in, x.w1, R, F_, C_);
+    ops_.linear_backward(Buf{}, x.g_w3, Buf{}, expert_rows(g.d_up, e, F_), rows_in, x.w3, R, F_, C_);
+  }
+  ops_.linear_backward(Buf{}, w.g_router, Buf{}, g.d_logits, in, w.router, N_, E_, C_);
+}
+
+}  // namespace ptrain::model

@@ -1,0 +1,131 @@
+// Mixtral's sparse MoE block (model.arch: mixtral) on one rank's tokens: a router (a linear layer to
+// E logits, softmax, each token's top_k experts, their probabilities renormalised) and E SwiGLU
+// experts (w2(silu(w1 x) * w3 x)); a token's output is its experts' outputs weighted.
+//
+// Capacity (model.moe.capacity_factor): an expert takes at most
+//   capacity = min(seq_len, ceil(capacity_factor * top_k * seq_len / experts))
+// tokens of each sequence, the earliest positions first; a token an expert drops gets nothing from
+// that expert (the residual carries it). Per sequence, not per rank or per microbatch, so every
+// layout routes and drops alike and reproduces the single-rank run. The experts' buffers are
+// static: expert e's slots are rows [e*R, (e+1)*R) with R = micro_batch * capacity, unused slots
+// zero (they cost compute, not correctness: zero rows give zero outputs and gradients).
+//
+// Load balancing (model.moe.aux_loss_coef): HF Mixtral's auxiliary loss per sequence,
+// E * sum_e (tokens choosing e / T) * (mean router probability of e), averaged over the global
+// batch's sequences and added to the training objective with that coefficient (its gradient only;
+// the reported loss is the language-model loss).
+#pragma once
+
+#include <vector>
+
+#include "engine/config/job_spec.h"
+#include "kernels/ops.h"
+
+namespace ptrain::model {
+
+struct ExpertWeights {
+  kernels::Buf w1, w3, w2;        // gate [F, C], up [F, C], down [C, F]
+  kernels::Buf g_w1, g_w3, g_w2;  // their gradients (null in forward)
+};
+struct MoeWeights {
+  kernels::Buf router, g_router;  // [E, C]
+  std::vector<ExpertWeights> experts;
+};
+
+// What one MoE layer keeps per microbatch (model::layer_saved_activations lists the same).
+struct MoeActs {
+  kernels::Buf probs;                 // [N, E] F32 router probabilities (the logits before routing)
+  kernels::Buf choice, weight, slot;  // [N, k]: I32 experts, F32 renormalised weights, I32 slots
+  kernels::Buf counts;                // [B, E] F32 tokens of each sequence choosing each expert
+  kernels::Buf expert_in;             // [rows, C] the dispatched tokens
+  kernels::Buf gate, up, act;         // [rows, F] w1 and w3 outputs, SwiGLU output
+  kernels::Buf expert_out;            // [rows, C]
+};
+// The gradients at the block's linear layers' outputs: what weight_grad() needs.
+struct MoeGrads {
+  kernels::Buf d_logits;      // [N, E] in the activation dtype
+  kernels::Buf d_gate, d_up;  // [rows, F]
+  kernels::Buf d_expert_out;  // [rows, C]
+};
+// Backward temporaries, shared by every layer.
+struct MoeWorkspace {
+  kernels::Buf d_weight;     // [N, k] F32
+  kernels::Buf d_act;        // [rows, F]
+  kernels::Buf d_expert_in;  // [rows, C]
+  kernels::Buf d_partial;    // [R, C] one expert's w3 input gradient before it is added
+};
+
+class MoeBlock {
+ public:
+  // N = micro_batch * T tokens of whole sequences of length T on this rank.
+  MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T);
+
+  int experts() const { return E_; }
+  int top_k() const { return k_; }
+  std::int64_t rows() const { return static_cast<std::int64_t>(E_) * R_; }  // slots of all experts
+  std::int64_t rows_per_expert() const { return R_; }
+  int ffn() const { return F_; }
+
+  // Takes the layer's tensors from `take(count, dtype)`; `keep_act` false: act points to `shared`'s
+  // (selective recompute rebuilds it).
+  template <typename Take>
+  void take_acts(MoeActs& a, Take&& take, kernels::DType act, bool keep_act, const MoeActs* shared) const;
+  template <typename Take>
+  void take_grads(MoeGrads& g, Take&& take, kernels::DType act) const;
+  template <typename Take>
+  void take_workspace(MoeWorkspace& ws, Take&& take, kernels::DType act) const;
+
+  // out[N, C] = the block applied to in[N, C] (both of the activation dtype).
+  void forward(const MoeWeights& w, MoeActs& a, kernels::Buf in, kernels::Buf out) const;
+  // a.act from a.gate and a.up (selective recompute).
+  void recompute_activation(MoeActs& a) const;
+  // d_in[N, C] = dLoss/d(in) from d_out (overwrite), through the experts and the router (with the
+  // load-balancing loss); d_scratch [N, C] is clobbered. The weight gradients accumulate unless
+  // `keep` takes the output gradients for weight_grad(); otherwise they go to `outputs`.
+  void backward(const MoeWeights& w, const MoeActs& a, kernels::Buf in, kernels::Buf d_out, kernels::Buf d_in,
+                kernels::Buf d_scratch, const MoeWorkspace& ws, const MoeGrads& outputs, bool keep) const;
+  void weight_grad(const MoeWeights& w, const MoeActs& a, kernels::Buf in, const MoeGrads& g) const;
+
+ private:
+  kernels::Buf expert_rows(kernels::Buf b, int e, int cols) const;
+
+  const kernels::Ops& ops_;
+  int B_, T_, N_, C_, F_, E_, k_, capacity_;
+  std::int64_t R_;
+  float aux_scale_;  // aux_loss_coef / sequences of the global batch
+};
+
+template <typename Take>
+void MoeBlock::take_acts(MoeActs& a, Take&& take, kernels::DType act, bool keep_act,
+                         const MoeActs* shared) const {
+  using kernels::DType;
+  const std::int64_t N = N_, pairs = static_cast<std::int64_t>(N_) * k_;
+  a.probs = take(N * E_, DType::F32);
+  a.choice = take(pairs, DType::I32);
+  a.weight = take(pairs, DType::F32);
+  a.slot = take(pairs, DType::I32);
+  a.counts = take(static_cast<std::int64_t>(B_) * E_, DType::F32);
+  a.expert_in = take(rows() * C_, act);
+  a.gate = take(rows() * F_, act);
+  a.up = take(rows() * F_, act);
+  a.act = keep_act ? take(rows() * F_, act) : shared->act;
+  a.expert_out = take(rows() * C_, act);
+}
+
+template <typename Take>
+void MoeBlock::take_grads(MoeGrads& g, Take&& take, kernels::DType act) const {
+  g.d_logits = take(static_cast<std::int64_t>(N_) * E_, act);
+  g.d_gate = take(rows() * F_, act);
+  g.d_up = take(rows() * F_, act);
+  g.d_expert_out = take(rows() * C_, act);
+}
+
+template <typename Take>
+void MoeBlock::take_workspace(MoeWorkspace& ws, Take&& take, kernels::DType act) const {
+  ws.d_weight = take(static_cast<std::int64_t>(N_) * k_, kernels::DType::F32);
+  ws.d_act = take(rows() * F_, act);
+  ws.d_expert_in = take(rows() * C_, act);
+  ws.d_partial = take(R_ * C_, act);
+}
+
+}  // namespace ptrain::model
