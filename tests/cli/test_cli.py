@@ -141,6 +141,11 @@ class ValidateShippedConfigs(unittest.TestCase):
         r = ptrain("run", tiny, *moe, "--nproc", "4")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(sentence, r.stderr)
+        # MoE layers run with whole sequences on a rank: ep 1 is a valid job, tp 2 not yet.
+        r = ptrain("validate", tiny, *moe, "--set", "parallel.ep=1")
+        self.assertIn("valid, would run", r.stdout)
+        r = ptrain("validate", tiny, *moe, "--set", "parallel.ep=1", "--set", "parallel.tp=2")
+        self.assertIn("parallel.tp: MoE layers (mixtral) run with parallel.tp = 1 for now", r.stderr)
         r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true")
         self.assertIn("valid, would run", r.stdout)
         r = ptrain("validate", tiny, "--set", "parallel.cp=2", "--set", "parallel.tp=2", "--set", "parallel.pp=1")

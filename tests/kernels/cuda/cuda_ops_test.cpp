@@ -740,6 +740,67 @@ TEST_CASE("cuda gelu and swiglu match the CPU, in place too", "[cuda][activation
   }
 }
 
+// ------------------------------------------------------------------ mixture of experts
+
+TEST_CASE("cuda moe ops match the CPU: routing exactly, dispatch and combine in both dtypes", "[cuda][moe]") {
+  const int B = 3, T = 37, E = 8, k = 2, capacity = 7, C = 45;  // capacity drops some choices
+  const int N = B * T, R = E * B * capacity;
+  const Vec logits = random_vec(static_cast<std::size_t>(N) * E, 21, -3.0f, 3.0f);
+  Vec probs = nan_vec(logits.size()), weight = nan_vec(N * k), counts = nan_vec(B * E);
+  IVec choice(N * k, 99), slot(N * k, 99);
+  cpu().moe_route(buf(probs), buf(choice), buf(weight), buf(slot), buf(counts), buf(logits), B, T, E, k,
+                  capacity);
+  const DeviceBuffer g_logits(logits, F32), g_probs(nan_vec(logits.size()), F32),
+      g_weight(nan_vec(N * k), F32), g_counts(nan_vec(B * E), F32), g_choice(IVec(N * k, 99)),
+      g_slot(IVec(N * k, 99));
+  gpu().moe_route(g_probs.buf(), g_choice.buf(), g_weight.buf(), g_slot.buf(), g_counts.buf(), g_logits.buf(),
+                  B, T, E, k, capacity);
+  expect_close(g_probs, probs, tol(F32), "moe_route probs");
+  expect_close(g_weight, weight, tol(F32), "moe_route weight");
+  CHECK(g_choice.download_ints() == choice);
+  CHECK(g_slot.download_ints() == slot);
+  expect_close(g_counts, counts, kExact, "moe_route counts");
+  const DeviceBuffer in_place(logits, F32);  // probs aliasing logits
+  gpu().moe_route(in_place.buf(), g_choice.buf(), g_weight.buf(), g_slot.buf(), g_counts.buf(),
+                  in_place.buf(), B, T, E, k, capacity);
+  expect_close(in_place, probs, tol(F32), "moe_route in place");
+
+  const Vec d_weight = random_vec(N * k, 22);
+  const DeviceBuffer g_dw(d_weight, F32);
+  for (const DType t : {F32, BF16}) {
+    INFO("dtype=" << to_string(t));
+    Vec ref_dl = nan_vec(logits.size());
+    cpu().moe_route_backward(buf(ref_dl), buf(d_weight), buf(probs), buf(choice), buf(weight), buf(counts), B,
+                             T, E, k, 0.3f);
+    const DeviceBuffer dl(nan_vec(logits.size()), t);
+    gpu().moe_route_backward(dl.buf(), g_dw.buf(), g_probs.buf(), g_choice.buf(), g_weight.buf(),
+                             g_counts.buf(), B, T, E, k, 0.3f);
+    expect_close(dl, as_dtype(ref_dl, t), tol(t), "moe_route_backward");
+
+    const Vec x = as_dtype(random_vec(static_cast<std::size_t>(N) * C, 23), t);
+    const Vec rows = as_dtype(random_vec(static_cast<std::size_t>(R) * C, 24), t);
+    const DeviceBuffer g_x(x, t), g_rows(rows, t);
+    Vec ref_scatter = nan_vec(rows.size()), ref_dw = nan_vec(N * k);
+    cpu().moe_scatter(buf(ref_scatter), buf(ref_dw), buf(x), buf(rows), buf(slot), buf(weight), N, k, R, C);
+    const DeviceBuffer scattered(nan_vec(rows.size()), t), dw(nan_vec(N * k), F32);
+    gpu().moe_scatter(scattered.buf(), dw.buf(), g_x.buf(), g_rows.buf(), g_slot.buf(), g_weight.buf(), N, k,
+                      R, C);
+    expect_close(scattered, as_dtype(ref_scatter, t), tol(t), "moe_scatter rows");
+    expect_close(dw, ref_dw, tol(F32, 1e-4), "moe_scatter d_weight");
+    Vec ref_plain = nan_vec(rows.size());
+    cpu().moe_scatter(buf(ref_plain), none(), buf(x), none(), buf(slot), none(), N, k, R, C);
+    const DeviceBuffer plain(nan_vec(rows.size()), t);
+    gpu().moe_scatter(plain.buf(), Buf{}, g_x.buf(), Buf{}, g_slot.buf(), Buf{}, N, k, R, C);
+    expect_close(plain, ref_plain, kExact, "moe_scatter without weights (copies)");
+
+    Vec ref_out = nan_vec(x.size());
+    cpu().moe_combine(buf(ref_out), buf(rows), buf(slot), buf(weight), N, k, C);
+    const DeviceBuffer out(nan_vec(x.size()), t);
+    gpu().moe_combine(out.buf(), g_rows.buf(), g_slot.buf(), g_weight.buf(), N, k, C);
+    expect_close(out, as_dtype(ref_out, t), tol(t), "moe_combine");
+  }
+}
+
 // ------------------------------------------------------------------ elementwise
 
 TEST_CASE("cuda add, accumulate, scale and fill match the CPU", "[cuda][elementwise]") {

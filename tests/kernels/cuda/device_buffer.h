@@ -55,6 +55,14 @@ class DeviceBuffer {
     }
   }
 
+  // The values of an I32 buffer.
+  IVec download_ints() const {
+    REQUIRE(dtype_ == DType::I32);
+    IVec out(count_);
+    copy_out(out.data(), bytes());
+    return out;
+  }
+
   // The values, widened to float.
   Vec download() const {
     Vec out(count_);
