@@ -1,5 +1,8 @@
 #include "engine/model/moe_block.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "engine/model/saved_activations.h"
 #include "engine/runtime/buffer.h"
 
@@ -7,8 +10,9 @@ namespace ptrain::model {
 
 using kernels::Buf;
 
-MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T)
+MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep)
     : ops_(ops),
+      ep_(spec.parallel.ep > 1 ? ep : nullptr),
       B_(spec.train.micro_batch),
       T_(T),
       N_(B_ * T),
@@ -18,26 +22,39 @@ MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T)
       k_(spec.model.moe->top_k),
       capacity_(expert_capacity(spec)),
       R_(static_cast<std::int64_t>(B_) * capacity_),
-      aux_scale_(static_cast<float>(spec.model.moe->aux_loss_coef / spec.train.global_batch)) {}
+      aux_scale_(static_cast<float>(spec.model.moe->aux_loss_coef / spec.train.global_batch)) {
+  if (spec.parallel.ep > 1 && (ep == nullptr || ep->size() != spec.parallel.ep))
+    throw std::invalid_argument("MoeBlock: parallel.ep = " + std::to_string(spec.parallel.ep) +
+                                " needs an expert-parallel group of that size");
+}
 
 Buf MoeBlock::expert_rows(Buf b, int e, int cols) const {
   return runtime::advance(b, e * R_ * cols);
 }
 
-void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out) const {
+void MoeBlock::exchange(Buf from, Buf to) const {
+  ep_->exchange(from, to, rows() / ep_size() * C_);
+}
+
+void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const MoeWorkspace& ws) const {
   ops_.linear_forward(a.probs, in, w.router, Buf{}, N_, E_, C_);  // the logits, routed in place
   ops_.moe_route(a.probs, a.choice, a.weight, a.slot, a.counts, a.probs, B_, T_, E_, k_, capacity_);
-  ops_.moe_scatter(a.expert_in, Buf{}, in, Buf{}, a.slot, Buf{}, N_, k_, static_cast<int>(rows()), C_);
+  // Dispatch: this rank's tokens into every expert's slots, then (ep > 1) to the experts' owners.
+  const Buf dispatched = ep_ != nullptr ? ws.exchange : a.expert_in;
+  ops_.moe_scatter(dispatched, Buf{}, in, Buf{}, a.slot, Buf{}, N_, k_, static_cast<int>(rows()), C_);
+  if (ep_ != nullptr) exchange(dispatched, a.expert_in);
   const auto R = static_cast<int>(R_);
-  for (int e = 0; e < E_; ++e) {
-    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e)];
+  const Buf outputs = ep_ != nullptr ? ws.exchange : a.expert_out;
+  for (int e = 0; e < E_; ++e) {  // expert block e: local expert e % (E/ep)
+    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_), gate = expert_rows(a.gate, e, F_),
               up = expert_rows(a.up, e, F_), act = expert_rows(a.act, e, F_);
     ops_.linear_forward(gate, rows_in, x.w1, Buf{}, R, F_, C_);
     ops_.linear_forward(up, rows_in, x.w3, Buf{}, R, F_, C_);
     ops_.swiglu_forward(act, gate, up, R_ * F_);
-    ops_.linear_forward(expert_rows(a.expert_out, e, C_), act, x.w2, Buf{}, R, C_, F_);
+    ops_.linear_forward(expert_rows(outputs, e, C_), act, x.w2, Buf{}, R, C_, F_);
   }
+  if (ep_ != nullptr) exchange(outputs, a.expert_out);  // back to the tokens' ranks
   ops_.moe_combine(out, a.expert_out, a.slot, a.weight, N_, k_, C_);
 }
 
@@ -51,10 +68,12 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
   const auto R = static_cast<int>(R_);
   // The combine's backward: each kept pair's row gets its weight times the token's gradient, and
   // each weight the dot product of the token's gradient with its expert's output.
-  ops_.moe_scatter(g.d_expert_out, ws.d_weight, d_out, a.expert_out, a.slot, a.weight, N_, k_,
+  const Buf d_returned = ep_ != nullptr ? ws.exchange : g.d_expert_out;
+  ops_.moe_scatter(d_returned, ws.d_weight, d_out, a.expert_out, a.slot, a.weight, N_, k_,
                    static_cast<int>(rows()), C_);
+  if (ep_ != nullptr) exchange(d_returned, g.d_expert_out);  // to the experts' owners
   for (int e = 0; e < E_; ++e) {
-    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e)];
+    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_), d_gate = expert_rows(g.d_gate, e, F_),
               d_up = expert_rows(g.d_up, e, F_), d_act = expert_rows(ws.d_act, e, F_),
               d_rows_in = expert_rows(ws.d_expert_in, e, C_);
@@ -65,7 +84,9 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
     ops_.linear_backward(ws.d_partial, now(x.g_w3), Buf{}, d_up, rows_in, x.w3, R, F_, C_);
     ops_.accumulate(d_rows_in, ws.d_partial, R_ * C_);
   }
-  ops_.moe_combine(d_in, ws.d_expert_in, a.slot, Buf{}, N_, k_, C_);  // the dispatch's backward
+  // The dispatch's backward: (ep > 1) back to the tokens' ranks, each token's rows summed.
+  if (ep_ != nullptr) exchange(ws.d_expert_in, ws.exchange);
+  ops_.moe_combine(d_in, ep_ != nullptr ? ws.exchange : ws.d_expert_in, a.slot, Buf{}, N_, k_, C_);
   ops_.moe_route_backward(g.d_logits, ws.d_weight, a.probs, a.choice, a.weight, a.counts, B_, T_, E_, k_,
                           aux_scale_);
   ops_.linear_backward(d_scratch, now(w.g_router), Buf{}, g.d_logits, in, w.router, N_, E_, C_);
@@ -75,7 +96,7 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
 void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const MoeGrads& g) const {
   const auto R = static_cast<int>(R_);
   for (int e = 0; e < E_; ++e) {
-    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e)];
+    const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_);
     ops_.linear_backward(Buf{}, x.g_w2, Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_),
                          x.w2, R, C_, F_);

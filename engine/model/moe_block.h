@@ -10,6 +10,12 @@
 // static: expert e's slots are rows [e*R, (e+1)*R) with R = micro_batch * capacity, unused slots
 // zero (they cost compute, not correctness: zero rows give zero outputs and gradients).
 //
+// Expert parallelism (parallel/expert_parallel.h): this rank holds E/ep experts; its tokens' slots
+// for every expert are exchanged with the ep group (one all-to-all), so its expert buffers hold, in
+// source-rank order, each rank's R slots per local expert: E*R rows either way. Expert block q of
+// the received buffer (rows [q*R, (q+1)*R)) is local expert q % (E/ep). The outputs go back the same
+// way before they are combined; backward exchanges the gradients alike.
+//
 // Load balancing (model.moe.aux_loss_coef): HF Mixtral's auxiliary loss per sequence,
 // E * sum_e (tokens choosing e / T) * (mean router probability of e), averaged over the global
 // batch's sequences and added to the training objective with that coefficient (its gradient only;
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/parallel/expert_parallel.h"
 #include "kernels/ops.h"
 
 namespace ptrain::model {
@@ -29,7 +36,7 @@ struct ExpertWeights {
 };
 struct MoeWeights {
   kernels::Buf router, g_router;  // [E, C]
-  std::vector<ExpertWeights> experts;
+  std::vector<ExpertWeights> experts;  // this rank's E/ep
 };
 
 // What one MoE layer keeps per microbatch (model::layer_saved_activations lists the same).
@@ -37,15 +44,15 @@ struct MoeActs {
   kernels::Buf probs;                 // [N, E] F32 router probabilities (the logits before routing)
   kernels::Buf choice, weight, slot;  // [N, k]: I32 experts, F32 renormalised weights, I32 slots
   kernels::Buf counts;                // [B, E] F32 tokens of each sequence choosing each expert
-  kernels::Buf expert_in;             // [rows, C] the dispatched tokens
+  kernels::Buf expert_in;             // [rows, C] the tokens the local experts take (received)
   kernels::Buf gate, up, act;         // [rows, F] w1 and w3 outputs, SwiGLU output
-  kernels::Buf expert_out;            // [rows, C]
+  kernels::Buf expert_out;            // [rows, C] the experts' outputs for this rank's tokens (returned)
 };
 // The gradients at the block's linear layers' outputs: what weight_grad() needs.
 struct MoeGrads {
   kernels::Buf d_logits;      // [N, E] in the activation dtype
   kernels::Buf d_gate, d_up;  // [rows, F]
-  kernels::Buf d_expert_out;  // [rows, C]
+  kernels::Buf d_expert_out;  // [rows, C] at the local experts' outputs (received)
 };
 // Backward temporaries, shared by every layer.
 struct MoeWorkspace {
@@ -53,14 +60,18 @@ struct MoeWorkspace {
   kernels::Buf d_act;        // [rows, F]
   kernels::Buf d_expert_in;  // [rows, C]
   kernels::Buf d_partial;    // [R, C] one expert's w3 input gradient before it is added
+  kernels::Buf exchange;     // ep > 1: [rows, C] what one all-to-all sends (or receives)
 };
 
 class MoeBlock {
  public:
-  // N = micro_batch * T tokens of whole sequences of length T on this rank.
-  MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T);
+  // N = micro_batch * T tokens of whole sequences of length T on this rank; `ep`: its expert-parallel
+  // group (required when parallel.ep > 1, which must be its size).
+  MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep);
 
   int experts() const { return E_; }
+  int local_experts() const { return E_ / ep_size(); }
+  int first_local_expert() const { return ep_ == nullptr ? 0 : ep_->rank() * local_experts(); }
   int top_k() const { return k_; }
   std::int64_t rows() const { return static_cast<std::int64_t>(E_) * R_; }  // slots of all experts
   std::int64_t rows_per_expert() const { return R_; }
@@ -76,7 +87,8 @@ class MoeBlock {
   void take_workspace(MoeWorkspace& ws, Take&& take, kernels::DType act) const;
 
   // out[N, C] = the block applied to in[N, C] (both of the activation dtype).
-  void forward(const MoeWeights& w, MoeActs& a, kernels::Buf in, kernels::Buf out) const;
+  void forward(const MoeWeights& w, MoeActs& a, kernels::Buf in, kernels::Buf out,
+               const MoeWorkspace& ws) const;
   // a.act from a.gate and a.up (selective recompute).
   void recompute_activation(MoeActs& a) const;
   // d_in[N, C] = dLoss/d(in) from d_out (overwrite), through the experts and the router (with the
@@ -88,8 +100,12 @@ class MoeBlock {
 
  private:
   kernels::Buf expert_rows(kernels::Buf b, int e, int cols) const;
+  int ep_size() const { return ep_ == nullptr ? 1 : ep_->size(); }
+  // Expert-parallel: `from` (in this rank's layout) to `to` (in the experts' owners'), or back.
+  void exchange(kernels::Buf from, kernels::Buf to) const;
 
   const kernels::Ops& ops_;
+  parallel::ExpertParallel* ep_;
   int B_, T_, N_, C_, F_, E_, k_, capacity_;
   std::int64_t R_;
   float aux_scale_;  // aux_loss_coef / sequences of the global batch
@@ -126,6 +142,7 @@ void MoeBlock::take_workspace(MoeWorkspace& ws, Take&& take, kernels::DType act)
   ws.d_act = take(rows() * F_, act);
   ws.d_expert_in = take(rows() * C_, act);
   ws.d_partial = take(R_ * C_, act);
+  if (ep_ != nullptr) ws.exchange = take(rows() * C_, act);
 }
 
 }  // namespace ptrain::model

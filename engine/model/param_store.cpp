@@ -59,19 +59,24 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
       coords_(coords),
       memory_(options.memory ? options.memory : &kernels::cpu_ops()),
       param_dtype_(options.param_dtype) {
-  if (options.unit_multiple < 1 || options.unit_multiple % kFlatAlignment != 0)
-    throw std::invalid_argument(
-        "ParamStore: unit_multiple must be a positive multiple of kFlatAlignment (16)");
+  for (const std::int64_t m : {options.unit_multiple, options.expert_unit_multiple})
+    if (m < 1 || m % kFlatAlignment != 0)
+      throw std::invalid_argument(
+          "ParamStore: unit_multiple and expert_unit_multiple must be positive multiples of kFlatAlignment "
+          "(16)");
   std::int64_t offset = 0;
   int current_key = 0;
+  const bool apart = experts_apart(coords_);
+  auto close_unit = [&] {
+    offset = round_up(offset, expert_units_.back() ? options.expert_unit_multiple : options.unit_multiple);
+    units_.back().end = offset;
+  };
   for (LocalParam& lp : local_params(registry_, coords_)) {
-    const int key = unit_key(*lp.info);
+    const int key = unit_key(*lp.info, apart);
     if (units_.empty() || key != current_key) {  // a new unit starts
-      if (!units_.empty()) {
-        offset = round_up(offset, options.unit_multiple);
-        units_.back().end = offset;
-      }
+      if (!units_.empty()) close_unit();
       units_.push_back({offset, offset});
+      expert_units_.push_back(apart && lp.info->expert >= 0);
       current_key = key;
       const int u = static_cast<int>(units_.size()) - 1;
       if (lp.info->placement == Placement::Embedding) embedding_unit_ = u;
@@ -83,10 +88,7 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
     slots_.push_back({std::move(lp), offset, n, static_cast<int>(units_.size()) - 1});
     offset += round_up(n, kFlatAlignment);  // 64-byte aligned starts for vector loads
   }
-  if (!units_.empty()) {
-    offset = round_up(offset, options.unit_multiple);
-    units_.back().end = offset;
-  }
+  if (!units_.empty()) close_unit();
   numel_ = offset;
   if (options.own_params) params_ = runtime::Buffer(*memory_, numel_, param_dtype_);
   if (options.own_grads) grads_ = runtime::Buffer(*memory_, numel_, kernels::DType::F32);

@@ -37,6 +37,7 @@ struct FlatRange {  // elements [begin, end) of the flat layout
 
 struct StoreOptions {
   std::int64_t unit_multiple = 16;  // every unit's padded size is a multiple of this
+  std::int64_t expert_unit_multiple = 16;  // that of the experts' units (model::experts_apart)
   bool own_params = true;           // allocate the full parameter buffer
   bool own_grads = true;            // allocate the full gradient buffer
   const kernels::Ops* memory = nullptr;  // the backend whose memory holds them (nullptr: the CPU's)
@@ -56,6 +57,8 @@ class ParamStore {
   const std::vector<FlatRange>& units() const { return units_; }
   int embedding_unit() const { return embedding_unit_; }
   int final_unit() const { return final_unit_; }
+  // Whether unit u holds a layer's experts (model::experts_apart), else dense tensors.
+  bool expert_unit(int u) const { return expert_units_.at(static_cast<std::size_t>(u)); }
   std::int64_t largest_unit() const;
 
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
@@ -90,6 +93,7 @@ class ParamStore {
   std::vector<ParamSlot> slots_;
   std::unordered_map<std::string, std::size_t> index_;
   std::vector<FlatRange> units_;
+  std::vector<bool> expert_units_;
   int embedding_unit_ = -1, final_unit_ = -1;
   std::int64_t numel_ = 0;
   const kernels::Ops* memory_;

@@ -222,7 +222,8 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     temps.fp32("moe.d_weight", x.tokens() / x.t * spec.model.moe->top_k);
     temps.act("moe.d_activation", slots * x.f);
     temps.act("moe.d_expert_input", slots * x.h);
-    temps.act("moe.d_partial", slots / (spec.model.moe->experts / spec.parallel.ep) * x.h);
+    temps.act("moe.d_partial", slots / spec.model.moe->experts * x.h);  // one source rank's block
+    if (spec.parallel.ep > 1) temps.act("moe.exchange", slots * x.h);   // one all-to-all's buffer
   } else {
     // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
     const bool swiglu = spec.model.arch != config::Arch::Gpt2;

@@ -72,23 +72,28 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   }
   dims_.Ns = sequence_parallel_ ? dims_.N / spec.parallel.tp : dims_.N;
   if (m.arch == config::Arch::Mixtral) {
-    // Routing is per sequence (moe_block.h): the rank must hold whole sequences and every expert.
-    if (spec.parallel.tp > 1 || spec.parallel.cp > 1 || spec.parallel.ep > 1)
-      throw std::invalid_argument("Transformer: MoE layers run with tp = cp = ep = 1 for now");
-    moe_.emplace(spec, ops_, dims_.T);
+    // Routing is per sequence (moe_block.h): the rank must hold whole sequences.
+    if (spec.parallel.tp > 1 || spec.parallel.cp > 1)
+      throw std::invalid_argument("Transformer: MoE layers run with tp = cp = 1 for now");
+    moe_.emplace(spec, ops_, dims_.T, chunk.expert_parallel);
   }
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)
     throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk.index));
   first_ = at.pp_rank == 0 && chunk.index == 0;
   last_ = at.pp_rank == at.pp - 1 && chunk.index == at.vpp - 1;
-  std::map<int, int> unit_of_layer;  // this chunk's layers (global index) and their units
-  for (const ParamSlot& s : params_.slots())
-    if (s.local.info->layer >= 0 && s.local.chunk == chunk.index) unit_of_layer[s.local.info->layer] = s.unit;
-  dims_.layers = static_cast<int>(unit_of_layer.size());
-  for (const auto& [layer, unit] : unit_of_layer) {
+  std::map<int, std::pair<int, int>>
+      units_of_layer;  // this chunk's layers (global index): units, dense and experts
+  for (const ParamSlot& s : params_.slots()) {
+    if (s.local.info->layer < 0 || s.local.chunk != chunk.index) continue;
+    auto [it, added] = units_of_layer.try_emplace(s.local.info->layer, -1, -1);
+    (params_.expert_unit(s.unit) ? it->second.second : it->second.first) = s.unit;
+  }
+  dims_.layers = static_cast<int>(units_of_layer.size());
+  for (const auto& [layer, units] : units_of_layer) {
     layer_ids_.push_back(layer);
-    layer_units_.push_back(unit);
+    layer_units_.push_back(units.first);
+    expert_units_.push_back(units.second);
   }
 
   Measure measure;
@@ -266,9 +271,10 @@ Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads)
     both("self_attn.o_proj.weight", w.wo, w.g_wo);
     if (moe_) {
       both("block_sparse_moe.gate.weight", w.moe.router, w.moe.g_router);
-      w.moe.experts.resize(static_cast<std::size_t>(moe_->experts()));
-      for (int e = 0; e < moe_->experts(); ++e) {
-        const std::string x = "block_sparse_moe.experts." + std::to_string(e) + ".";
+      w.moe.experts.resize(static_cast<std::size_t>(moe_->local_experts()));
+      for (int e = 0; e < moe_->local_experts(); ++e) {
+        const std::string x =
+            "block_sparse_moe.experts." + std::to_string(moe_->first_local_expert() + e) + ".";
         ExpertWeights& ew = w.moe.experts[static_cast<std::size_t>(e)];
         both(x + "w1.weight", ew.w1, ew.g_w1);
         both(x + "w3.weight", ew.w3, ew.g_w3);
@@ -414,7 +420,7 @@ Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
   const Buf in = gather_tokens(a.norm2, ws_.gathered);
   if (moe_) {
-    moe_->forward(w.moe, a.moe, in, ws_.proj_out);
+    moe_->forward(w.moe, a.moe, in, ws_.proj_out, ws_.moe);
     return ws_.proj_out;
   }
   if (d.gpt2) {
@@ -582,6 +588,7 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   }
   for (int l = 0; l < d.layers; ++l) {
     announce_forward(layer_unit(l));
+    announce_forward(expert_unit(l));
     const bool last = l + 1 == d.layers;
     const NormInto next = last ? final_norm : norm1_of(l + 1, s);
     layer_forward(layer_weights(layer_ids_[static_cast<size_t>(l)], false), s.layers[static_cast<size_t>(l)],
@@ -703,11 +710,13 @@ void Transformer::backward(int slot_index) {
   }  // else ws_.d_res holds what the next stage sent (output_grad())
   for (int l = d.layers - 1; l >= 0; --l) {
     announce_backward(layer_unit(l));
+    announce_backward(expert_unit(l));
     const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
     const bool attention_rerun = recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
     layer_backward(w, a, s.x[static_cast<size_t>(l)],
                    split_weight_grad_ ? &s.output_grads[static_cast<size_t>(l)] : nullptr, attention_rerun);
+    done(expert_unit(l));
     done(layer_unit(l));
   }
   if (!first_) return;  // ws_.d_res is the input's gradient (input_grad())
@@ -734,11 +743,13 @@ void Transformer::weight_grad(int slot_index) {
   }
   for (int l = d.layers - 1; l >= 0; --l) {
     announce_backward(layer_unit(l));
+    announce_backward(expert_unit(l));
     const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
     // What the recompute policy dropped was rebuilt in the workspace for backward, and overwritten since.
     recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
     layer_weight_grad(w, a, s.output_grads[static_cast<size_t>(l)]);
+    announce_done(expert_unit(l));
     announce_done(layer_unit(l));
   }
   if (!first_) return;

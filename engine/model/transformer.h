@@ -74,6 +74,8 @@ struct ChunkOptions {
   parallel::TensorParallel* tensor_parallel = nullptr;
   // This rank's context-parallel group (required when parallel.cp > 1, which must be its size).
   parallel::ContextParallel* context_parallel = nullptr;
+  // This rank's expert-parallel group (required when parallel.ep > 1, which must be its size).
+  parallel::ExpertParallel* expert_parallel = nullptr;
 };
 
 class Transformer {
@@ -280,6 +282,8 @@ class Transformer {
   std::vector<int> layer_ids_;    // global index of each layer of the chunk
   std::vector<int> layer_units_;  // its ParamStore unit
   int layer_unit(int local_layer) const { return layer_units_[static_cast<size_t>(local_layer)]; }
+  std::vector<int> expert_units_;  // the ParamStore unit of each layer's experts when apart, else -1
+  int expert_unit(int local_layer) const { return expert_units_[static_cast<size_t>(local_layer)]; }
   bool first_ = true, last_ = true;
   UnitHooks* hooks_ = nullptr;
   void announce_forward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_forward(unit); }

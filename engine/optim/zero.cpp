@@ -29,11 +29,13 @@ std::vector<std::int64_t> window_elements(const model::ParamStore& store, bool t
 
 }  // namespace
 
-model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, const kernels::Ops& ops) {
+model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, const kernels::Ops& ops,
+                                       int expert_ranks) {
   const int stage = spec.parallel.zero;
   model::StoreOptions o;
   o.memory = &ops;
   o.unit_multiple = model::kFlatAlignment * ranks;
+  o.expert_unit_multiple = model::kFlatAlignment * (expert_ranks > 0 ? expert_ranks : ranks);
   o.own_params = stage < 3;
   o.own_grads = stage < 2;
   o.param_dtype = param_dtype(spec);
@@ -48,8 +50,6 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
       comm_(comm),
       group_(group),
       stage_(spec.parallel.zero),
-      ranks_(group.size()),
-      index_(group.index),
       model_groups_(model_groups),
       embedding_copy_(model_groups.embedding != nullptr && store.coords().pp_rank != 0),
       norm_pieces_(norm_pieces()),
@@ -60,11 +60,18 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
     throw std::logic_error(
         "ZeroOptimizer: ZeRO 2/3 would reduce the tied embedding before its copies are summed");
   const auto& units = store.units();
-  for (const model::FlatRange& u : units) {
-    if (u.size() % (model::kFlatAlignment * ranks_) != 0)
+  bool any_reduction = false;
+  for (int u = 0; u < static_cast<int>(units.size()); ++u) {
+    if (store.expert_unit(u) && (model_groups.experts == nullptr || !model_groups.experts->has_me()))
+      throw std::logic_error("ZeroOptimizer: the experts' units need this rank's expert-dp group");
+    if (store.expert_unit(u) && stage_ == 3)  // train::engine_limits refuses it
+      throw std::logic_error("ZeroOptimizer: ZeRO-3 does not shard experts' units yet");
+    const std::int64_t size = units[static_cast<std::size_t>(u)].size();
+    if (size % (model::kFlatAlignment * ranks_of(u)) != 0)
       throw std::logic_error("ZeroOptimizer: the ParamStore was not built with zero_store_options");
     shard_offsets_.push_back(shard_numel_);
-    shard_numel_ += u.size() / ranks_;
+    shard_numel_ += size / ranks_of(u);
+    any_reduction = any_reduction || ranks_of(u) > 1;
   }
   if (store.param_dtype() != param_dtype(spec))
     throw std::logic_error("ZeroOptimizer: the ParamStore's parameter dtype does not follow train.precision");
@@ -86,7 +93,7 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
     window_gathers_.assign(param_windows_.size(), 0);
   }
   unit_gathers_.assign(units.size(), 0);
-  if (spec.train.grad_reduce == config::Precision::Bf16 && ranks_ > 1)
+  if (spec.train.grad_reduce == config::Precision::Bf16 && any_reduction)
     reduce_staging_ = runtime::Buffer(ops, store.largest_unit(), DType::BF16);
 }
 
@@ -103,10 +110,20 @@ ZeroBytes ZeroOptimizer::allocated_bytes() const {
   return b;
 }
 
-std::int64_t ZeroOptimizer::chunk_size(int unit) const { return unit_size(unit) / ranks_; }
+const dist::Group& ZeroOptimizer::group_of(int unit) const {
+  if (!store_.expert_unit(unit)) return group_;
+  if (model_groups_.experts == nullptr)
+    throw std::logic_error("ZeroOptimizer: the experts' units need this rank's expert-dp group");
+  return *model_groups_.experts;
+}
+
+std::int64_t ZeroOptimizer::chunk_size(int unit) const {
+  return unit_size(unit) / ranks_of(unit);
+}
 
 model::FlatRange ZeroOptimizer::chunk(int unit) const {
-  const std::int64_t n = chunk_size(unit), begin = store_.units()[static_cast<size_t>(unit)].begin + index_ * n;
+  const std::int64_t n = chunk_size(unit),
+                     begin = store_.units()[static_cast<size_t>(unit)].begin + index_of(unit) * n;
   return {begin, begin + n};
 }
 
@@ -193,19 +210,20 @@ void ZeroOptimizer::reduce(float* grads, int unit) {
   }
   const dist::ElemType type = parallel::comm_type(data.dtype);
   dist::Comm::Ticket ticket = 0;
+  const dist::Group& group = group_of(unit);
   staged_.run(
-      group_, data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
+      group, data.ptr, static_cast<std::size_t>(size) * kernels::dtype_size(data.dtype), [&](void* p) {
         if (stage_ == 0)
-          comm_.all_reduce(group_, p, static_cast<std::size_t>(size), type, dist::ReduceOp::Sum, &ticket);
+          comm_.all_reduce(group, p, static_cast<std::size_t>(size), type, dist::ReduceOp::Sum, &ticket);
         else
-          comm_.reduce_scatter(group_, p, static_cast<std::size_t>(chunk_size(unit)), type, &ticket);
+          comm_.reduce_scatter(group, p, static_cast<std::size_t>(chunk_size(unit)), type, &ticket);
       });
   pending_.push_back({ticket, unit, data, grads});
 }
 
 void ZeroOptimizer::finish(const PendingReduction& p) {
   comm_.join(p.ticket);
-  const std::int64_t n = chunk_size(p.unit), mine = index_ * n;
+  const std::int64_t n = chunk_size(p.unit), mine = index_of(p.unit) * n;
   if (stage_ >= 2) return ops_.accumulate(f32(owned_grads(p.unit)), runtime::advance(p.reduced, mine), n);
   if (p.reduced.ptr == p.grads) return;  // reduced in place
   // Reduced in bf16: back into the fp32 gradients, all of them (stage 0) or the owned chunk.
@@ -244,10 +262,12 @@ void ZeroOptimizer::gather_params(int unit, bool wait) {
     if (resident_[w] >= 0) store_.bind_params(resident_[w], nullptr);
     const Buf window = param_windows_[w].at();
     const std::int64_t n = chunk_size(unit);
-    ops_.convert(runtime::advance(window, index_ * n), f32(owned_params(unit)), n);
-    staged_.run(group_, window.ptr, static_cast<std::size_t>(n * ranks_) * kernels::dtype_size(window.dtype),
+    const dist::Group& group = group_of(unit);
+    ops_.convert(runtime::advance(window, index_of(unit) * n), f32(owned_params(unit)), n);
+    staged_.run(group, window.ptr,
+                static_cast<std::size_t>(n * ranks_of(unit)) * kernels::dtype_size(window.dtype),
                 [&](void* p) {
-                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), parallel::comm_type(window.dtype),
+                  comm_.all_gather(group, p, static_cast<std::size_t>(n), parallel::comm_type(window.dtype),
                                    &window_gathers_[w]);
                 });
     store_.bind_params(unit, window.ptr);
@@ -275,9 +295,10 @@ void ZeroOptimizer::publish() {
     const std::int64_t n = chunk_size(u);
     if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), n);
     const Buf whole = runtime::advance(params, range.begin);
-    staged_.run(group_, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
+    const dist::Group& group = group_of(u);
+    staged_.run(group, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
                 [&](void* p) {
-                  comm_.all_gather(group_, p, static_cast<std::size_t>(n), parallel::comm_type(whole.dtype),
+                  comm_.all_gather(group, p, static_cast<std::size_t>(n), parallel::comm_type(whole.dtype),
                                    &unit_gathers_[static_cast<size_t>(u)]);
                 });
   }

@@ -55,8 +55,10 @@
 namespace ptrain::optim {
 
 // How the ParamStore of a rank must be built for `spec`'s ZeRO stage and precision over `ranks`
-// data-parallel ranks, its buffers in `ops`' memory.
-model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, const kernels::Ops& ops);
+// data-parallel ranks (and `expert_ranks` expert-dp ranks for the experts' units; 0: `ranks`), its
+// buffers in `ops`' memory.
+model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, const kernels::Ops& ops,
+                                       int expert_ranks = 0);
 
 // Bytes this rank allocates for model state, by kind (what `validate` predicts per rank).
 struct ZeroBytes {
@@ -75,6 +77,10 @@ struct ModelParallelGroups {
   const dist::Group* tensor = nullptr;
   const dist::Group* stages = nullptr;
   const dist::Group* embedding = nullptr;  // on the first and the last stage only
+  // Expert parallelism: the expert-dp group (the ranks holding the same experts), over which the
+  // experts' units (model::ParamStore::expert_unit) are sharded and reduced instead of the dp-cp
+  // group. Their owned chunks are distinct over the dp-cp group, whose sum the gradient norm takes.
+  const dist::Group* experts = nullptr;
 };
 
 class ZeroOptimizer final : public model::UnitHooks {
@@ -124,6 +130,11 @@ class ZeroOptimizer final : public model::UnitHooks {
   void assign_weights(const float* full);
 
  private:
+  // The group ZeRO shards and reduces `unit` over (the dp-cp group, or the expert-dp group for an
+  // expert unit), its size and this rank's index in it.
+  const dist::Group& group_of(int unit) const;
+  int ranks_of(int unit) const { return group_of(unit).size(); }
+  int index_of(int unit) const { return group_of(unit).index; }
   model::FlatRange chunk(int unit) const;         // the range of `unit` this rank owns
   std::int64_t chunk_size(int unit) const;
   std::int64_t unit_size(int unit) const { return store_.units()[static_cast<size_t>(unit)].size(); }
@@ -138,7 +149,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   float* owned_grads(int unit) const;
   float* owned_moment(const runtime::Buffer& m, int unit) const;
   // Starts summing the unit's fp32 gradients at `grads` over the group (all of them at stage 0,
-  // chunk index_ otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
+  // this rank's chunk otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
   // buffer, and queues what must follow it in pending_.
   void reduce(float* grads, int unit);
   // A reduction in flight: its ticket, its unit, where the collective works and where the gradients
@@ -167,7 +178,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   const kernels::Ops& ops_;
   dist::Comm& comm_;
   const dist::Group& group_;
-  int stage_, ranks_, index_;
+  int stage_;
   bool tied_ = false;                     // the head reuses the embedding (its unit stays resident)
   ModelParallelGroups model_groups_;
   bool embedding_copy_ = false;           // the last stage's copy of the tied embedding (not in the norm)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/model/saved_activations.h"
 #include "engine/plan/dtypes.h"
 #include "kernels/ops.h"
 
@@ -16,7 +17,7 @@ struct Messages {
   double hidden;      // s*b*h activations: what tp collectives and (full-size) p2p move
   double pipeline;    // sbh, /t under SP
   double kv;          // K and V of this rank's tokens (under cp: its two chunks)
-  double routed;      // tokens/t * top_k * h: one all-to-all of an MoE layer
+  double routed;      // the experts' slots * h: one all-to-all of an MoE layer (model/moe_block.h)
   double loss_stats;  // one vocab shard's cross-entropy stats: fp32 per token
 
   explicit Messages(const config::JobSpec& spec) {
@@ -28,7 +29,7 @@ struct Messages {
     hidden = tokens * m.hidden * act;
     pipeline = spec.parallel.sequence_parallel ? hidden / tp : hidden;
     kv = 2.0 * tokens * local_kv_heads * m.head_dim() * act;
-    routed = m.moe ? tokens / tp * m.moe->top_k * m.hidden * act : 0.0;
+    routed = static_cast<double>(model::expert_token_slots(spec)) * m.hidden * act;
     loss_stats = kernels::kCrossEntropyShardStats * tokens * kFp32;
   }
 };
@@ -156,8 +157,9 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
 
   if (ep > 1 && spec.model.moe && layers > 0) {
     c.ep_forward = {{CollectiveKind::AllToAll, msg.routed, ep, 2.0 * layers}};  // dispatch + combine
-    c.ep_backward = c.ep_forward;
+    c.ep_backward = c.ep_forward;                                               // the gradients both ways
     if (full) append(c.ep_backward, c.ep_forward);
+    if (full && spec.schedule.kind == config::ScheduleKind::ZbH1) append(c.ep_backward, c.ep_forward);
   }
   return c;
 }

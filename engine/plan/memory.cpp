@@ -52,19 +52,14 @@ double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
                          const pipeline::RankBuffers& held) {
   const config::ParallelSpec& p = spec.parallel;
-  const config::ModelSpec& m = spec.model;
   const BytesPerElement bytes = bytes_per_element(spec.train.precision);
   double sum = 0;
   if (p.pp > 1) sum += held.send_buffers * bytes_sent(pipeline_message(spec));
-  if (p.tp * p.cp * p.dp / p.ep > 1 && params.expert > 0)
-    sum += std::min(kGradBucketElements, static_cast<double>(params.expert)) * bytes.grad;
   if (p.zero >= 2) sum += static_cast<double>(params.window_elements()) * bytes.grad;
   if (p.zero == 3) sum += static_cast<double>(params.window_elements()) * bytes.param;
   // bf16 reductions convert one unit's fp32 gradients into a bf16 staging buffer.
   if (spec.train.grad_reduce == config::Precision::Bf16 && p.dp * p.cp > 1)
     sum += static_cast<double>(params.largest_unit) * grad_reduce_bytes(spec.train);
-  if (p.ep > 1)
-    sum += 2.0 * static_cast<double>(model::expert_token_slots(spec)) * m.hidden * bytes.activation;
   return sum;
 }
 

@@ -26,8 +26,8 @@
 //   zero 3        the gathered params, in windows laid out as the gradients' ones: window elements
 //                 * param bytes
 //                 (units as ParamStore cuts them: embedding, one layer, final norm + head)
-//   expert-dp > 1 one expert gradient bucket: min(kGradBucketElements, expert Psi) * grad bytes
-//   ep > 1        all-to-all send and receive buffers: 2 * expert_token_slots * h
+//   (experts' units are reduced in place as well, over expert-dp; the all-to-all's buffer under
+//   ep > 1 is in the backward workspace, model::backward_workspace)
 #pragma once
 
 #include "engine/config/job_spec.h"

@@ -24,7 +24,7 @@ FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t u
   FlatUnits u;
   for (const model::LocalParam& p : local) {
     if (p.info->expert >= 0 && !with_experts) continue;
-    const int key = model::unit_key(*p.info);
+    const int key = model::unit_key(*p.info, false);
     if (u.key.empty() || key != u.key.back()) {  // a new unit starts
       const int index = u.count();
       u.key.push_back(key);
@@ -53,12 +53,19 @@ RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedu
     r.dense += units.size[static_cast<std::size_t>(u)];
     per_unit[units.key[static_cast<std::size_t>(u)]] += units.size[static_cast<std::size_t>(u)];
   }
+  // Experts apart: each layer's in a unit of their own, padded as the flat buffer pads it (each
+  // tensor to kFlatAlignment, the unit to a multiple of kFlatAlignment per expert-dp rank).
+  const std::int64_t expert_multiple =
+      model::kFlatAlignment * spec.parallel.tp * spec.parallel.cp * spec.parallel.dp / spec.parallel.ep;
+  std::map<int, std::int64_t> expert_units;
   for (const model::LocalParam& p : local) {
-    if (p.info->expert >= 0 && !with_experts) {
-      r.expert += p.numel();
-      per_unit[model::unit_key(*p.info)] += p.numel();
-    }
+    if (p.info->expert >= 0 && !with_experts)
+      expert_units[model::unit_key(*p.info, true)] += round_up(p.numel(), model::kFlatAlignment);
     if (p.info->tied_head && pp > 1) r.tied_embedding = p.numel();
+  }
+  for (const auto& [key, n] : expert_units) {
+    r.expert += round_up(n, expert_multiple);
+    per_unit[key] += round_up(n, expert_multiple);
   }
   const int embedding_key = units.embedding >= 0 ? units.key[static_cast<std::size_t>(units.embedding)] : 0;
   for (const auto& [key, n] : per_unit) {

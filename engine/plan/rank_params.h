@@ -16,7 +16,7 @@ namespace ptrain::plan {
 // experts are in their layers' units and counted as dense.
 struct RankParams {
   std::int64_t dense = 0;         // elements ZeRO shards over dp-cp, padded
-  std::int64_t expert = 0;        // expert elements apart (ZeRO shards them over expert-dp = tp*cp*dp/ep)
+  std::int64_t expert = 0;  // expert elements apart (ZeRO shards them over expert-dp = tp*cp*dp/ep), padded
   std::int64_t largest_unit = 0;  // the biggest layer, embedding or head here (ZeRO-3 gathers one at a time)
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest

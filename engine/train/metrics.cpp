@@ -45,7 +45,8 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
       j["comm_bytes"] = {{"tp", m.comm_bytes->tp},
                          {"pp", m.comm_bytes->pp},
                          {"dp", m.comm_bytes->dp},
-                         {"cp", m.comm_bytes->cp}};
+                         {"cp", m.comm_bytes->cp},
+                         {"ep", m.comm_bytes->ep}};
     jsonl_ << j.dump() << '\n';
     jsonl_.flush();
   }

@@ -13,9 +13,13 @@ namespace ptrain::train {
 // Bytes one rank sent over each axis's groups in a step, by the plan's convention (plan::bytes_sent),
 // the most over the ranks: what validate reports as comm_bytes_per_step.
 struct AxisBytes {
-  double tp = 0, pp = 0, dp = 0, cp = 0;
-  AxisBytes operator-(const AxisBytes& o) const { return {tp - o.tp, pp - o.pp, dp - o.dp, cp - o.cp}; }
-  AxisBytes& operator+=(const AxisBytes& o) { return *this = {tp + o.tp, pp + o.pp, dp + o.dp, cp + o.cp}; }
+  double tp = 0, pp = 0, dp = 0, cp = 0, ep = 0;
+  AxisBytes operator-(const AxisBytes& o) const {
+    return {tp - o.tp, pp - o.pp, dp - o.dp, cp - o.cp, ep - o.ep};
+  }
+  AxisBytes& operator+=(const AxisBytes& o) {
+    return *this = {tp + o.tp, pp + o.pp, dp + o.dp, cp + o.cp, ep + o.ep};
+  }
 };
 
 struct StepMetrics {

@@ -53,7 +53,7 @@ void check_backward_order(const pipeline::Schedule& s, const std::vector<pipelin
 
 PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops,
                              dist::Comm& comm, const dist::Group* pp_group, parallel::TensorParallel* tp,
-                             parallel::ContextParallel* cp, int microbatches)
+                             parallel::ContextParallel* cp, parallel::ExpertParallel* ep, int microbatches)
     : comm_(comm),
       pp_group_(pp_group),
       pp_rank_(pp_group != nullptr ? pp_group->index : 0),
@@ -77,7 +77,7 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
     chunks_.push_back(std::make_unique<model::Transformer>(
         spec, params, ops,
         model::ChunkOptions{c, slots, c > 0 ? chunks_.front().get() : nullptr, schedule_.split_weight_grad,
-                            tp, cp}));
+                            tp, cp, ep}));
     slot_of_.emplace_back(index(microbatches), -1);
     free_slots_.emplace_back();
     for (int s = slots - 1; s >= 0; --s) free_slots_.back().push_back(s);

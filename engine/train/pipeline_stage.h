@@ -38,11 +38,11 @@ using MicrobatchLoader = std::function<void(int mb, std::int32_t* tokens, std::i
 
 class PipelineStage {
  public:
-  // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1); `tp`, `cp`: its
-  // tensor- and context-parallel groups (nullptr with tp = 1, cp = 1).
+  // `pp_group`: this rank's pp group (index = pp rank; nullptr with pp = 1); `tp`, `cp`, `ep`: its
+  // tensor-, context- and expert-parallel groups (nullptr with tp = 1, cp = 1, ep = 1).
   PipelineStage(const config::JobSpec& spec, model::ParamStore& params, const kernels::Ops& ops,
                 dist::Comm& comm, const dist::Group* pp_group, parallel::TensorParallel* tp,
-                parallel::ContextParallel* cp, int microbatches);
+                parallel::ContextParallel* cp, parallel::ExpertParallel* ep, int microbatches);
   ~PipelineStage();
 
   // The rank that holds the last virtual stage computes the loss.

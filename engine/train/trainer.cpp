@@ -20,6 +20,7 @@
 #include "engine/model/param_store.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/zero.h"
+#include "engine/parallel/expert_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/plan/comm.h"
 #include "engine/plan/flops.h"
@@ -40,17 +41,19 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // This rank's groups of the step. Every rank builds every group, in grid order: the dp-cp groups
 // (ZeRO); with tp > 1 the tp groups (tensor parallelism, the gradient norm) and, with fewer kv heads
 // than tp ranks, the groups of tp ranks sharing a kv head; with cp > 1 the cp groups (attention's
-// keys and values); with pp > 1 the pp groups (the
-// pipeline's messages, the gradient norm) and, with a tied head, the embedding groups (first and
-// last stage).
+// keys and values); with ep > 1 the ep groups (the experts' all-to-alls) and the expert-dp groups
+// (ZeRO of the experts); with pp > 1 the pp groups (the pipeline's messages, the gradient norm)
+// and, with a tied head, the embedding groups (first and last stage).
 struct StepGroups {
   const dist::Group* dp = nullptr;
   const dist::Group* tp = nullptr;
   const dist::Group* kv_copies = nullptr;
   const dist::Group* cp = nullptr;
+  const dist::Group* ep = nullptr;
+  const dist::Group* expert_dp = nullptr;
   const dist::Group* pp = nullptr;
   const dist::Group* embedding = nullptr;
-  int pp_rank = 0, tp_rank = 0;
+  int pp_rank = 0, tp_rank = 0, ep_rank = 0;
   int dp_rank = 0;  // which slice of each global batch this rank trains on (its cp group shares it)
 };
 
@@ -100,6 +103,11 @@ StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kern
     if (!kv.empty()) out.kv_copies = make("kv", kv);
   }
   if (p.cp > 1) out.cp = make("cp", grid.groups("cp"));
+  if (p.ep > 1) {
+    out.ep = make("ep", grid.expert_groups("ep"));
+    out.expert_dp = make("expert-dp", grid.expert_groups("dp"));
+    out.ep_rank = grid.coord(comm.rank(), grid::Axis::Ep);
+  }
   if (p.pp == 1) return out;
   out.pp = make("pp", grid.groups("pp"));
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
@@ -119,6 +127,7 @@ double bytes_sent_on(const dist::Comm& comm, const dist::Group* g) {
     if (op == "all_gather") kind = plan::CollectiveKind::AllGather;
     if (op == "reduce_scatter") kind = plan::CollectiveKind::ReduceScatter;
     if (op == "send" || op == "isend") kind = plan::CollectiveKind::SendRecv;
+    if (op == "all_to_allv") kind = plan::CollectiveKind::AllToAll;
     if (kind) sum += plan::bytes_sent(plan::Collective{*kind, t.bytes, g->size()});
   }
   return sum;
@@ -136,6 +145,7 @@ struct Trainer::State {
   bool leader;  // world rank 0: logs, commits checkpoints
   std::optional<parallel::TensorParallel> tensor_parallel;  // tp > 1
   std::optional<parallel::ContextParallel> context_parallel;  // cp > 1
+  std::optional<parallel::ExpertParallel> expert_parallel;    // ep > 1
   model::ParamStore params;
   PipelineStage pipeline;
   optim::ZeroOptimizer zero;
@@ -166,11 +176,16 @@ struct Trainer::State {
                              ? std::nullopt
                              : std::make_optional<parallel::ContextParallel>(
                                    c, backend, *groups.cp, s.train.micro_batch, s.model.seq_len)),
-        params(model::build_registry(s.model), model::shard_coords(s, groups.pp_rank, groups.tp_rank, 0),
-               optim::zero_store_options(s, dp_group.size(), backend)),
+        expert_parallel(groups.ep == nullptr
+                            ? std::nullopt
+                            : std::make_optional<parallel::ExpertParallel>(c, backend, *groups.ep)),
+        params(model::build_registry(s.model),
+               model::shard_coords(s, groups.pp_rank, groups.tp_rank, groups.ep_rank),
+               store_options(backend)),
         pipeline(s, params, backend, c, groups.pp, tensor_parallel ? &*tensor_parallel : nullptr,
-                 context_parallel ? &*context_parallel : nullptr, s.train.microbatches),
-        zero(s, params, backend, c, dp_group, {groups.tp, groups.pp, groups.embedding}),
+                 context_parallel ? &*context_parallel : nullptr,
+                 expert_parallel ? &*expert_parallel : nullptr, s.train.microbatches),
+        zero(s, params, backend, c, dp_group, {groups.tp, groups.pp, groups.embedding, groups.expert_dp}),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
         train_loader(data::make_train_loader(s, *train_source, groups.dp_rank)),
@@ -196,6 +211,12 @@ struct Trainer::State {
   }
 
   static constexpr int kEvalBatches = 4;  // global batches of the validation set per evaluation
+
+  // How the ParamStore is laid out for ZeRO over the dp-cp group (and the experts over expert-dp).
+  model::StoreOptions store_options(const kernels::Ops& memory) const {
+    return optim::zero_store_options(spec, dp_group.size(), memory,
+                                     groups.expert_dp != nullptr ? groups.expert_dp->size() : 0);
+  }
 
   void note(const std::string& line) const {
     if (log) log->note(line);
@@ -232,7 +253,7 @@ struct Trainer::State {
   // HF weights into the model: read into a full fp32 host copy of the flat layout (initialised from
   // the seed first, for anything the files do not hold), of which each rank keeps its part.
   ckpt::HfImportResult import_hf_weights(const std::string& dir) {
-    model::StoreOptions host_options = optim::zero_store_options(spec, dp_group.size(), kernels::cpu_ops());
+    model::StoreOptions host_options = store_options(kernels::cpu_ops());
     host_options.own_params = true;
     host_options.own_grads = false;
     host_options.param_dtype = kernels::DType::F32;
@@ -300,12 +321,16 @@ struct Trainer::State {
     out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
     if (comm.world() > 1) {            // the most over the ranks: pipeline idle, then each axis's bytes
       const AxisBytes sent = sent_so_far(), this_step = sent - sent_before;
-      double most[5] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0, this_step.tp, this_step.pp,
-                        this_step.dp, this_step.cp};
+      double most[6] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
+                        this_step.tp,
+                        this_step.pp,
+                        this_step.dp,
+                        this_step.cp,
+                        this_step.ep};
       sent_before = sent;
-      comm.all_reduce(comm.world_group(), most, 5, dist::ReduceOp::Max);
+      comm.all_reduce(comm.world_group(), most, 6, dist::ReduceOp::Max);
       if (groups.pp != nullptr) out.pipeline_idle = most[0];
-      out.comm_bytes = AxisBytes{most[1], most[2], most[3], most[4]};
+      out.comm_bytes = AxisBytes{most[1], most[2], most[3], most[4], most[5]};
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
@@ -320,11 +345,12 @@ struct Trainer::State {
     return out;
   }
 
-  // What this rank has sent on each axis's groups since the start.
+  // What this rank has sent on each axis's groups since the start (dp: ZeRO's, the experts' too).
   AxisBytes sent_so_far() const {
     return {bytes_sent_on(comm, groups.tp) + bytes_sent_on(comm, groups.kv_copies),
             bytes_sent_on(comm, groups.pp) + bytes_sent_on(comm, groups.embedding),
-            bytes_sent_on(comm, groups.dp), bytes_sent_on(comm, groups.cp)};
+            bytes_sent_on(comm, groups.dp) + bytes_sent_on(comm, groups.expert_dp),
+            bytes_sent_on(comm, groups.cp), bytes_sent_on(comm, groups.ep)};
   }
 
   // Whether this rank's losses count in the world's sum: those of the last stage's ranks, of tp rank 0

@@ -131,21 +131,21 @@ class ValidateShippedConfigs(unittest.TestCase):
         r = ptrain("validate", tiny)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("valid, would run", r.stdout)
+        # MoE layers run with whole sequences on a rank: tp 2 is not executed yet, ep 2 is.
         moe = ["--set", "model.arch=mixtral", "--set", "model.ffn_hidden=128", "--set", "model.moe.experts=4",
-               "--set", "model.moe.top_k=2", "--set", "parallel.ep=2", "--set", "parallel.pp=1"]
+               "--set", "model.moe.top_k=2", "--set", "parallel.tp=2", "--set", "parallel.pp=1",
+               "--set", "parallel.sequence_parallel=true"]
         r = ptrain("validate", tiny, *moe)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
-        sentence = "parallel.ep: expert parallelism is not executed yet: `ptrain run` refuses parallel.ep = 2"
+        sentence = ("parallel.tp: MoE layers (mixtral) run with parallel.tp = 1 for now: `ptrain run` refuses "
+                    "parallel.tp = 2")
         self.assertIn(sentence, r.stderr)
         r = ptrain("run", tiny, *moe, "--nproc", "4")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(sentence, r.stderr)
-        # MoE layers run with whole sequences on a rank: ep 1 is a valid job, tp 2 not yet.
-        r = ptrain("validate", tiny, *moe, "--set", "parallel.ep=1")
+        r = ptrain("validate", tiny, *moe, "--set", "parallel.tp=1", "--set", "parallel.ep=2")
         self.assertIn("valid, would run", r.stdout)
-        r = ptrain("validate", tiny, *moe, "--set", "parallel.ep=1", "--set", "parallel.tp=2")
-        self.assertIn("parallel.tp: MoE layers (mixtral) run with parallel.tp = 1 for now", r.stderr)
         r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true")
         self.assertIn("valid, would run", r.stdout)
         r = ptrain("validate", tiny, "--set", "parallel.cp=2", "--set", "parallel.tp=2", "--set", "parallel.pp=1")

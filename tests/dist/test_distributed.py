@@ -20,7 +20,7 @@ JOB = """\
 name: dist-test
 backend: cpu
 model: {{arch: {arch}, layers: {layers}, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16{moe}}}
-parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, sequence_parallel: {sp}}}
+parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, ep: {ep}, sequence_parallel: {sp}}}
 schedule: {{kind: {schedule}, virtual_stages: {vpp}, layers_per_stage: {layers_per_stage}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: {micro_batch}, precision: fp32, seed: 5, recompute: {recompute}}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
@@ -33,13 +33,13 @@ comm: {{timeout_s: {timeout}}}
 
 
 def job(d, dp=1, zero=0, steps=20, arch="gpt2", every=10, timeout=60, pp=1, schedule="1f1b", vpp=1, layers=2,
-        layers_per_stage="[]", tp=1, sp=False, cp=1, recompute="selective", micro_batch=1):
+        layers_per_stage="[]", tp=1, sp=False, cp=1, recompute="selective", micro_batch=1, ep=1):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
         # llama and mixtral with grouped-query attention (2 kv heads: replicated at tp 4); gpt2 has 4;
         # mixtral's experts drop some tokens (capacity 8 of a sequence's 32 choices)
         moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0, aux_loss_coef: 0.05}" if arch == "mixtral" else ""
-        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d,
+        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, ep=ep, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d,
                            pp=pp, schedule=schedule, vpp=vpp, layers=layers, layers_per_stage=layers_per_stage))
     return path
 
@@ -210,7 +210,7 @@ class ModelParallelCurves(Timed):
                 # depend on what its windows hold, which an evaluation changes.
                 for row in rows[1:] if layout.get("zero", 0) < 3 else []:
                     self.assertEqual(row["comm_bytes"], rows[-1]["comm_bytes"], f"step {row['step']}")
-                for axis in ["tp", "pp", "cp", "dp"]:
+                for axis in ["tp", "pp", "cp", "dp", "ep"]:
                     measured = rows[-1]["comm_bytes"][axis]
                     self.assertAlmostEqual(measured, predicted[axis], delta=1e-3 * predicted[axis] + 1,
                                            msg=f"{axis} bytes per step")
@@ -315,8 +315,10 @@ class ContextParallelLayouts(ModelParallelCurves):
 
 class MoeLayouts(ModelParallelCurves):
     """Mixtral's MoE layers (each expert takes a capacity of every sequence's tokens, the rest are
-    dropped; a load-balancing loss) under data and pipeline parallelism, ZeRO, every recompute mode and
-    two sequences per microbatch: routing is per sequence, so every layout drops the same tokens."""
+    dropped; a load-balancing loss) under data, expert and pipeline parallelism, ZeRO, every recompute
+    mode and two sequences per microbatch: routing is per sequence, so every layout drops the same
+    tokens. Under expert parallelism each rank holds experts/ep experts, exchanges its tokens' slots
+    with its ep group (all-to-all) and reduces its experts' gradients over the expert-dp group."""
 
     def test_mixtral_data_and_pipeline_parallel(self):
         self.check_layouts("mixtral", [
@@ -326,8 +328,17 @@ class MoeLayouts(ModelParallelCurves):
             dict(pp=2, dp=2, zero=2, schedule="interleaved-1f1b", vpp=2),
         ])
 
+    def test_mixtral_expert_parallel(self):
+        self.check_layouts("mixtral", [
+            dict(dp=2, ep=2, zero=1),
+            dict(dp=4, ep=2, zero=2, micro_batch=2),
+            dict(dp=4, ep=4, zero=0, recompute="none"),
+            dict(dp=2, ep=2, pp=2, schedule="zb-h1", recompute="full"),
+        ])
+
     def test_a_mixtral_checkpoint_resumes_in_other_layouts(self):
         self.check_resumes("mixtral", dict(dp=2, zero=2), [dict(), dict(pp=2, dp=2, zero=1)])
+        self.check_resumes("mixtral", dict(dp=4, ep=2, zero=1), [dict(), dict(dp=2, ep=2, zero=2)])
 
 
 class DistributedCheckpoints(Timed):

@@ -89,7 +89,7 @@ TEST_CASE("moe_route_backward passes finite differences of the weights and the b
   }
 }
 
-TEST_CASE("moe_scatter and moe_combine are adjoint; d_weight is the dot product", "[moe]") {
+TEST_CASE("moe_scatter and moe_combine are adjoint, and d_weight is the dot product", "[moe]") {
   const int N = 7, k = 2, C = 5, R = 10;
   // Distinct slots below R (row 9 unused), five dropped pairs (both of token 6's).
   const IVec slot = {3, 0, 8, -1, 1, 2, 7, 5, -1, 4, 6, -1, -1, -1};

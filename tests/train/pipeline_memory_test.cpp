@@ -1,6 +1,6 @@
 // What a pipeline rank's executor allocates for activations and messages (its chunks' arenas, the
 // shared workspace, the send buffers) is what `validate` predicts for that rank, with and without
-// tensor and context parallelism and with MoE layers: plan's activation
+// tensor, context and expert parallelism and with MoE layers: plan's activation
 // bytes plus the pipeline's share of the communication buffers, from the same
 // pipeline::rank_buffers. Only the arena's 64-byte alignment of each view differs.
 #include <catch2/catch.hpp>
@@ -66,6 +66,11 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
        "train.precision=bf16", "train.recompute=selective"},
       {"parallel.pp=4", "model.arch=mixtral", "model.kv_heads=2", "model.moe.capacity_factor=2.0",
        "train.recompute=full", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2"},
+      // Expert parallelism: the local experts' slots from every ep rank, the all-to-all's buffer.
+      {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2", "model.arch=mixtral", "model.kv_heads=2",
+       "model.moe.experts=4", "schedule.kind=zb-h1"},
+      {"parallel.pp=1", "parallel.dp=4", "parallel.ep=4", "model.arch=mixtral", "model.kv_heads=2",
+       "model.moe.experts=8", "train.precision=bf16", "train.recompute=selective", "train.micro_batch=2"},
   };
   for (const auto& sets : layouts) {
     auto degree = [&](const std::string& key) {
@@ -74,8 +79,9 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       return 1;
     };
     const int pp_ranks = degree("parallel.pp"), tp_ranks = degree("parallel.tp"),
-              cp_ranks = degree("parallel.cp");
-    const int per_stage = tp_ranks * cp_ranks;  // the default order: tp fastest, then cp, ..., pp
+              cp_ranks = degree("parallel.cp"), dp_ranks = degree("parallel.dp"),
+              ep_ranks = degree("parallel.ep");
+    const int per_stage = tp_ranks * cp_ranks * dp_ranks;  // the default order: tp fastest, then cp, ..., pp
     const config::LoadResult job = test::load_job(kJob, sets, pp_ranks * per_stage);
     const config::JobSpec& spec = job.spec;
     const pipeline::Schedule schedule = pipeline::build(
@@ -94,10 +100,13 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       parallel::TensorParallel tp(comm, kernels::cpu_ops(), comm.new_group("tp", tp_group), nullptr);
       parallel::ContextParallel cp(comm, kernels::cpu_ops(), comm.new_group("cp", cp_group),
                                    spec.train.micro_batch, spec.model.seq_len);
+      std::vector<int> ep_group(static_cast<std::size_t>(ep_ranks));  // expert grid: ep next after tp, cp
+      std::iota(ep_group.begin(), ep_group.end(), r * per_stage);
+      parallel::ExpertParallel ep(comm, kernels::cpu_ops(), comm.new_group("ep", ep_group));
       model::ParamStore store(model::build_registry(spec.model), model::shard_coords(spec, r, 0, 0));
       const train::PipelineStage stage(spec, store, kernels::cpu_ops(), comm, &pp,
                                        tp_ranks > 1 ? &tp : nullptr, cp_ranks > 1 ? &cp : nullptr,
-                                       spec.train.microbatches);
+                                       ep_ranks > 1 ? &ep : nullptr, spec.train.microbatches);
       const auto& mine = held[static_cast<std::size_t>(r)];
       const double sends = mine.send_buffers * plan::bytes_sent(plan::pipeline_message(spec));
       const double predicted = plan::activation_bytes(spec, r, mine) + sends;
