@@ -1,7 +1,8 @@
 """The bytes each axis sends per step in `ptrain run` (metrics.jsonl `comm_bytes`: the Comm's count of
 every collective and message on the axis's groups, in the plan's ring convention, the most over the
 ranks) against `ptrain validate --json`'s `comm_bytes_per_step` for the same job, over data, tensor
-(with and without sequence parallelism), context and pipeline layouts of a small Llama on CPU. The last of 4
+(with and without sequence parallelism), context and pipeline layouts of a small Llama on CPU, and data,
+expert and pipeline layouts of its Mixtral (4 experts, top 2). The last of 4
 steps is compared (ZeRO's parameter gathers after an update count in the next step). Writes
 bench/results/<date>-comm-vs-validate.json.
     python3 bench/comm_vs_validate.py [--ptrain build/ptrain]"""
@@ -32,6 +33,10 @@ LAYOUTS = [
     ("cp 4", dict(cp=4)),
     ("cp 2 x tp 2 sp", dict(cp=2, tp=2, sp=True)),
     ("cp 2 x pp 2, zb-h1, full recompute", dict(cp=2, pp=2, schedule="zb-h1", recompute="full")),
+    ("mixtral dp 2, zero 3", dict(moe=True, dp=2, zero=3)),
+    ("mixtral dp 2 x ep 2, zero 1", dict(moe=True, dp=2, ep=2, zero=1)),
+    ("mixtral dp 4 x ep 4, zero 2", dict(moe=True, dp=4, ep=4, zero=2)),
+    ("mixtral dp 2 x ep 2 x pp 2, zb-h1, full", dict(moe=True, dp=2, ep=2, pp=2, schedule="zb-h1", recompute="full")),
 ]
 
 
@@ -40,7 +45,9 @@ def flags(layout):
     out = {"parallel.tp": tp, "parallel.pp": pp, "parallel.cp": cp, "parallel.zero": layout.get("zero", 0),
            "parallel.sequence_parallel": "true" if layout.get("sp") else "false",
            "schedule.kind": layout.get("schedule", "1f1b"), "cluster.gpus_per_node": tp * pp * dp * cp,
-           "train.recompute": layout.get("recompute", "selective")}
+           "train.recompute": layout.get("recompute", "selective"), "parallel.ep": layout.get("ep", 1)}
+    if layout.get("moe"):
+        out.update({"model.arch": "mixtral", "model.moe": "{experts: 4, top_k: 2}"})
     return [a for k, v in out.items() for a in ("--set", f"{k}={v}")]
 
 
@@ -53,7 +60,7 @@ def main():
             measured, predicted = row["comm_bytes"], report["comm_bytes_per_step"]
             row = {"layout": name}
             text = []
-            for axis in ("tp", "pp", "dp", "cp"):
+            for axis in ("tp", "pp", "dp", "cp", "ep"):
                 m, p = measured[axis], predicted[axis]
                 row[axis] = {"measured_bytes": m, "predicted_bytes": p, "ratio": m / p if p else None}
                 if m or p:

@@ -377,10 +377,12 @@ void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses,
 }
 
 void check_moe_route(const char* backend, Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits,
-                     int B, int T, int E, int k, int capacity) {
+                     int B, int T, int E, int k, int capacity, int first_expert, int experts_here) {
   const Checker c{backend, "moe_route"};
-  c.require_sizes({B, T, E, k, capacity});
+  c.require_sizes({B, T, E, k, capacity, first_expert});
   c.require(k >= 1 && k <= E, "k must be in [1, E]");
+  c.require(experts_here >= 1 && first_expert + experts_here <= E,
+            "the experts here must be a non-empty range of the E experts");
   const std::int64_t N = static_cast<std::int64_t>(B) * T;
   c.require_buf("logits", logits, DType::F32, N * E);
   c.require_buf("probs", probs, DType::F32, N * E);

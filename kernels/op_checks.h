@@ -101,9 +101,10 @@ void check_cross_entropy_shard_forward_backward(const char* backend, Buf losses,
                                                 int shards);
 
 // moe: routing tensors as ops.h states (probs, weight, counts, d_weight F32; choice, slot I32; d_logits
-// F32 or BF16); 1 <= k <= E, capacity >= 0. rows, x, src, out share one type, F32 or BF16.
+// F32 or BF16); 1 <= k <= E, capacity >= 0, the experts here a non-empty range of the E. rows, x, src, out
+// share one type, F32 or BF16.
 void check_moe_route(const char* backend, Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits,
-                     int B, int T, int E, int k, int capacity);
+                     int B, int T, int E, int k, int capacity, int first_expert, int experts_here);
 void check_moe_route_backward(const char* backend, Buf d_logits, Buf d_weight, Buf probs, Buf choice,
                               Buf weight, Buf counts, int B, int T, int E, int k);
 void check_moe_scatter(const char* backend, Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight,

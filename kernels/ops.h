@@ -165,11 +165,12 @@ class Ops {
   // their probabilities renormalised over the k in weight[N,k] (F32). Tokens n = b*T + t belong to
   // sequence b; an expert takes at most `capacity` (token, choice) pairs of one sequence, in position
   // order (a token's choices are distinct experts), and drops the rest: slot[N,k] (I32) is the row
-  // that holds the pair in the experts' buffer, e*(B*capacity) + b*capacity + i for the i-th pair of
-  // sequence b that expert e keeps, or -1 when dropped. counts[B,E] (F32) = the pairs of sequence b
+  // that holds the pair in the buffer of experts [first_expert, first_expert + experts_here),
+  // (e - first_expert)*(B*capacity) + b*capacity + i for the i-th pair of sequence b that expert e
+  // keeps, or -1 when dropped or when e is not one of those. counts[B,E] (F32) = the pairs of sequence b
   // that chose expert e, dropped ones included (the load-balancing loss's token fractions).
   virtual void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T,
-                         int E, int k, int capacity) const = 0;
+                         int E, int k, int capacity, int first_expert, int experts_here) const = 0;
   // d_logits[N,E] (F32 or BF16, overwrite) from d_weight[N,k] (F32: the loss's gradient at the
   // renormalised weights) and from the load-balancing loss aux_scale * sum_b E * sum_e (counts[b,e]/T) *
   // (sum_t probs[b*T+t,e] / T) (HF Mixtral's, per sequence; the counts are constants).

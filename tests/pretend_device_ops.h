@@ -98,8 +98,9 @@ class PretendDeviceOps final : public kernels::Ops {
                                                shards, grad_scale);
   }
   void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T, int E,
-                 int k, int capacity) const override {
-    cpu().moe_route(probs, choice, weight, slot, counts, logits, B, T, E, k, capacity);
+                 int k, int capacity, int first_expert, int experts_here) const override {
+    cpu().moe_route(probs, choice, weight, slot, counts, logits, B, T, E, k, capacity, first_expert,
+                    experts_here);
   }
   void moe_route_backward(Buf d_logits, Buf d_weight, Buf probs, Buf choice, Buf weight, Buf counts, int B,
                           int T, int E, int k, float aux_scale) const override {

@@ -10,9 +10,11 @@ namespace ptrain::model {
 
 using kernels::Buf;
 
-MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep)
+MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep,
+                   parallel::TensorParallel* tp)
     : ops_(ops),
-      ep_(spec.parallel.ep > 1 ? ep : nullptr),
+      ep_(spec.parallel.ep > 1 && spec.parallel.tp == 1 ? ep : nullptr),
+      tp_(spec.parallel.ep > 1 && spec.parallel.tp > 1 ? tp : nullptr),
       B_(spec.train.micro_batch),
       T_(T),
       N_(B_ * T),
@@ -23,29 +25,47 @@ MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, 
       capacity_(expert_capacity(spec)),
       R_(static_cast<std::int64_t>(B_) * capacity_),
       aux_scale_(static_cast<float>(spec.model.moe->aux_loss_coef / spec.train.global_batch)) {
-  if (spec.parallel.ep > 1 && (ep == nullptr || ep->size() != spec.parallel.ep))
-    throw std::invalid_argument("MoeBlock: parallel.ep = " + std::to_string(spec.parallel.ep) +
+  const config::ParallelSpec& p = spec.parallel;
+  if (p.ep > 1 && p.tp == 1 && (ep == nullptr || ep->size() != p.ep))
+    throw std::invalid_argument("MoeBlock: parallel.ep = " + std::to_string(p.ep) +
                                 " needs an expert-parallel group of that size");
+  if (p.ep > 1 && p.tp > 1 && (p.ep != p.tp || tp == nullptr || tp->size() != p.tp))
+    throw std::invalid_argument("MoeBlock: with parallel.tp = " + std::to_string(p.tp) +
+                                " the experts are split over the tp group: parallel.ep must equal it");
+  if (p.ep == 1 && p.tp > 1)
+    throw std::invalid_argument(
+        "MoeBlock: parallel.tp > 1 needs the experts split over the tp group (ep = tp)");
+  if (ep_ != nullptr) split_ = ep_->size(), split_rank_ = ep_->rank();
+  if (tp_ != nullptr) split_ = tp_->size(), split_rank_ = tp_->rank();
+  router_tokens_ = tp_ != nullptr ? N_ / tp_->size() : N_;
+  router_first_ = tp_ != nullptr ? tp_->rank() * router_tokens_ : 0;
 }
 
 Buf MoeBlock::expert_rows(Buf b, int e, int cols) const {
   return runtime::advance(b, e * R_ * cols);
 }
 
+Buf MoeBlock::router_rows(Buf b, int cols) const {
+  return runtime::advance(b, static_cast<std::int64_t>(router_first_) * cols);
+}
+
 void MoeBlock::exchange(Buf from, Buf to) const {
-  ep_->exchange(from, to, rows() / ep_size() * C_);
+  ep_->exchange(from, to, rows() / split_ * C_);
 }
 
 void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const MoeWorkspace& ws) const {
   ops_.linear_forward(a.probs, in, w.router, Buf{}, N_, E_, C_);  // the logits, routed in place
-  ops_.moe_route(a.probs, a.choice, a.weight, a.slot, a.counts, a.probs, B_, T_, E_, k_, capacity_);
-  // Dispatch: this rank's tokens into every expert's slots, then (ep > 1) to the experts' owners.
+  // Slots of every expert under the all-to-all, else of the local ones.
+  const int first = ep_ != nullptr ? 0 : first_local_expert(), here = ep_ != nullptr ? E_ : local_experts();
+  ops_.moe_route(a.probs, a.choice, a.weight, a.slot, a.counts, a.probs, B_, T_, E_, k_, capacity_, first,
+                 here);
+  // Dispatch: the tokens into the slots, then (all-to-all) to the experts' owners.
   const Buf dispatched = ep_ != nullptr ? ws.exchange : a.expert_in;
   ops_.moe_scatter(dispatched, Buf{}, in, Buf{}, a.slot, Buf{}, N_, k_, static_cast<int>(rows()), C_);
   if (ep_ != nullptr) exchange(dispatched, a.expert_in);
   const auto R = static_cast<int>(R_);
   const Buf outputs = ep_ != nullptr ? ws.exchange : a.expert_out;
-  for (int e = 0; e < E_; ++e) {  // expert block e: local expert e % (E/ep)
+  for (int e = 0; e < rows() / R_; ++e) {  // expert block e: local expert e % local_experts()
     const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_), gate = expert_rows(a.gate, e, F_),
               up = expert_rows(a.up, e, F_), act = expert_rows(a.act, e, F_);
@@ -72,7 +92,8 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
   ops_.moe_scatter(d_returned, ws.d_weight, d_out, a.expert_out, a.slot, a.weight, N_, k_,
                    static_cast<int>(rows()), C_);
   if (ep_ != nullptr) exchange(d_returned, g.d_expert_out);  // to the experts' owners
-  for (int e = 0; e < E_; ++e) {
+  if (tp_ != nullptr) tp_->sum_partials(ws.d_weight, static_cast<std::int64_t>(N_) * k_);
+  for (int e = 0; e < rows() / R_; ++e) {
     const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_), d_gate = expert_rows(g.d_gate, e, F_),
               d_up = expert_rows(g.d_up, e, F_), d_act = expert_rows(ws.d_act, e, F_),
@@ -84,18 +105,20 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
     ops_.linear_backward(ws.d_partial, now(x.g_w3), Buf{}, d_up, rows_in, x.w3, R, F_, C_);
     ops_.accumulate(d_rows_in, ws.d_partial, R_ * C_);
   }
-  // The dispatch's backward: (ep > 1) back to the tokens' ranks, each token's rows summed.
+  // The dispatch's backward: (all-to-all) back to the tokens' ranks, each token's rows summed.
   if (ep_ != nullptr) exchange(ws.d_expert_in, ws.exchange);
   ops_.moe_combine(d_in, ep_ != nullptr ? ws.exchange : ws.d_expert_in, a.slot, Buf{}, N_, k_, C_);
   ops_.moe_route_backward(g.d_logits, ws.d_weight, a.probs, a.choice, a.weight, a.counts, B_, T_, E_, k_,
                           aux_scale_);
-  ops_.linear_backward(d_scratch, now(w.g_router), Buf{}, g.d_logits, in, w.router, N_, E_, C_);
-  ops_.accumulate(d_in, d_scratch, static_cast<std::int64_t>(N_) * C_);
+  ops_.linear_backward(router_rows(d_scratch, C_), now(w.g_router), Buf{}, router_rows(g.d_logits, E_),
+                       router_rows(in, C_), w.router, router_tokens_, E_, C_);
+  ops_.accumulate(router_rows(d_in, C_), router_rows(d_scratch, C_),
+                  static_cast<std::int64_t>(router_tokens_) * C_);
 }
 
 void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const MoeGrads& g) const {
   const auto R = static_cast<int>(R_);
-  for (int e = 0; e < E_; ++e) {
+  for (int e = 0; e < rows() / R_; ++e) {
     const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_);
     ops_.linear_backward(Buf{}, x.g_w2, Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_),
@@ -103,7 +126,8 @@ void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const 
     ops_.linear_backward(Buf{}, x.g_w1, Buf{}, expert_rows(g.d_gate, e, F_), rows_in, x.w1, R, F_, C_);
     ops_.linear_backward(Buf{}, x.g_w3, Buf{}, expert_rows(g.d_up, e, F_), rows_in, x.w3, R, F_, C_);
   }
-  ops_.linear_backward(Buf{}, w.g_router, Buf{}, g.d_logits, in, w.router, N_, E_, C_);
+  ops_.linear_backward(Buf{}, w.g_router, Buf{}, router_rows(g.d_logits, E_), router_rows(in, C_), w.router,
+                       router_tokens_, E_, C_);
 }
 
 }  // namespace ptrain::model

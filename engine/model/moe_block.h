@@ -10,11 +10,18 @@
 // static: expert e's slots are rows [e*R, (e+1)*R) with R = micro_batch * capacity, unused slots
 // zero (they cost compute, not correctness: zero rows give zero outputs and gradients).
 //
-// Expert parallelism (parallel/expert_parallel.h): this rank holds E/ep experts; its tokens' slots
-// for every expert are exchanged with the ep group (one all-to-all), so its expert buffers hold, in
-// source-rank order, each rank's R slots per local expert: E*R rows either way. Expert block q of
-// the received buffer (rows [q*R, (q+1)*R)) is local expert q % (E/ep). The outputs go back the same
-// way before they are combined; backward exchanges the gradients alike.
+// Expert parallelism, two ways:
+//  - over data-parallel ranks (tp = 1; parallel/expert_parallel.h): this rank holds E/ep experts; its
+//    tokens' slots for every expert are exchanged with the ep group (one all-to-all), so its expert
+//    buffers hold, in source-rank order, each rank's R slots per local expert: E*R rows either way.
+//    Expert block q of the received buffer (rows [q*R, (q+1)*R)) is local expert q % (E/ep). The
+//    outputs go back the same way before they are combined; backward exchanges the gradients alike.
+//  - over the tensor-parallel group (ep = tp, under sequence parallelism; Megatron's all-gather
+//    dispatch): the block takes the tp group's whole tokens (all-gathered, as every column-parallel
+//    layer does), every rank routes all of them alike and runs its E/tp experts on their slots, and
+//    its output is a partial sum over tp, reduce-scattered like a row-parallel layer's. Backward sums
+//    the combine weights' gradients over tp (each pair's expert is on one rank), and each rank
+//    takes the router's gradients for its own tokens only, so the sums over tp count them once.
 //
 // Load balancing (model.moe.aux_loss_coef): HF Mixtral's auxiliary loss per sequence,
 // E * sum_e (tokens choosing e / T) * (mean router probability of e), averaged over the global
@@ -26,6 +33,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/parallel/expert_parallel.h"
+#include "engine/parallel/tensor_parallel.h"
 #include "kernels/ops.h"
 
 namespace ptrain::model {
@@ -65,15 +73,17 @@ struct MoeWorkspace {
 
 class MoeBlock {
  public:
-  // N = micro_batch * T tokens of whole sequences of length T on this rank; `ep`: its expert-parallel
-  // group (required when parallel.ep > 1, which must be its size).
-  MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep);
+  // N = micro_batch * T tokens of whole sequences of length T (tp > 1: the tp group's). With ep > 1,
+  // `ep` (tp = 1) or `tp` (ep = tp) is the group the experts are split over, of parallel.ep ranks.
+  MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep,
+           parallel::TensorParallel* tp);
 
   int experts() const { return E_; }
-  int local_experts() const { return E_ / ep_size(); }
-  int first_local_expert() const { return ep_ == nullptr ? 0 : ep_->rank() * local_experts(); }
+  int local_experts() const { return E_ / split_; }
+  int first_local_expert() const { return split_rank_ * local_experts(); }
   int top_k() const { return k_; }
-  std::int64_t rows() const { return static_cast<std::int64_t>(E_) * R_; }  // slots of all experts
+  // Slots in the experts' buffers: every expert's under the all-to-all, else the local experts'.
+  std::int64_t rows() const { return static_cast<std::int64_t>(ep_ != nullptr ? E_ : local_experts()) * R_; }
   std::int64_t rows_per_expert() const { return R_; }
   int ffn() const { return F_; }
 
@@ -100,12 +110,16 @@ class MoeBlock {
 
  private:
   kernels::Buf expert_rows(kernels::Buf b, int e, int cols) const;
-  int ep_size() const { return ep_ == nullptr ? 1 : ep_->size(); }
   // Expert-parallel: `from` (in this rank's layout) to `to` (in the experts' owners'), or back.
   void exchange(kernels::Buf from, kernels::Buf to) const;
+  // The rows of an [N, cols] tensor whose router gradients this rank takes (its own tokens under tp).
+  kernels::Buf router_rows(kernels::Buf b, int cols) const;
 
   const kernels::Ops& ops_;
-  parallel::ExpertParallel* ep_;
+  parallel::ExpertParallel* ep_;    // the all-to-all (ep > 1, tp = 1)
+  parallel::TensorParallel* tp_;    // the experts split over the tp group (ep = tp > 1)
+  int split_ = 1, split_rank_ = 0;  // the ranks the experts are split over, and this one's index
+  int router_first_ = 0, router_tokens_ = 0;
   int B_, T_, N_, C_, F_, E_, k_, capacity_;
   std::int64_t R_;
   float aux_scale_;  // aux_loss_coef / sequences of the global batch

@@ -71,9 +71,10 @@ void add_attention(ListBuilder& out, const Dims& x) {
 // Routed experts (expert tensor parallel 1; model/moe_block.h), see expert_token_slots: the router's
 // probabilities, each routed token's choices, weights and slots, the sequences' expert counts, and
 // the experts' static slot buffers.
+// Every rank routes all of its (tp group's) tokens.
 void add_moe(ListBuilder& out, const Dims& x, const config::JobSpec& spec, bool keep_activation) {
   const config::MoeSpec& moe = *spec.model.moe;
-  const std::int64_t routed = x.tokens() / x.t;
+  const std::int64_t routed = x.tokens();
   const std::int64_t slots = expert_token_slots(spec);
   out.fp32("moe.router_probs", routed * moe.experts);
   out.int32("moe.choice", routed * moe.top_k);
@@ -90,7 +91,7 @@ void add_moe(ListBuilder& out, const Dims& x, const config::JobSpec& spec, bool 
 // The gradients at an MoE block's linear outputs: the router's logits, the experts' w1, w3 and w2.
 void add_moe_output_grads(ListBuilder& out, const Dims& x, const config::JobSpec& spec) {
   const std::int64_t slots = expert_token_slots(spec);
-  out.act("moe.d_router_logits", x.tokens() / x.t * spec.model.moe->experts);
+  out.act("moe.d_router_logits", x.tokens() * spec.model.moe->experts);
   out.act("moe.d_w1", slots * x.f);
   out.act("moe.d_w3", slots * x.f);
   out.act("moe.d_expert_output", slots * x.h);
@@ -219,11 +220,12 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     // one expert's w3 input gradient before it is added.
     add_moe_output_grads(temps, x, spec);
     const std::int64_t slots = expert_token_slots(spec);
-    temps.fp32("moe.d_weight", x.tokens() / x.t * spec.model.moe->top_k);
+    temps.fp32("moe.d_weight", x.tokens() * spec.model.moe->top_k);
     temps.act("moe.d_activation", slots * x.f);
     temps.act("moe.d_expert_input", slots * x.h);
     temps.act("moe.d_partial", slots / spec.model.moe->experts * x.h);  // one source rank's block
-    if (spec.parallel.ep > 1) temps.act("moe.exchange", slots * x.h);   // one all-to-all's buffer
+    if (spec.parallel.ep > 1 && spec.parallel.tp == 1)
+      temps.act("moe.exchange", slots * x.h);  // the all-to-all's
   } else {
     // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
     const bool swiglu = spec.model.arch != config::Arch::Gpt2;

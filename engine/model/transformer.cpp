@@ -72,10 +72,12 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   }
   dims_.Ns = sequence_parallel_ ? dims_.N / spec.parallel.tp : dims_.N;
   if (m.arch == config::Arch::Mixtral) {
-    // Routing is per sequence (moe_block.h): the rank must hold whole sequences.
-    if (spec.parallel.tp > 1 || spec.parallel.cp > 1)
-      throw std::invalid_argument("Transformer: MoE layers run with tp = cp = 1 for now");
-    moe_.emplace(spec, ops_, dims_.T, chunk.expert_parallel);
+    // Routing is per sequence (moe_block.h): the block must see whole sequences (the tp group's, all-
+    // gathered under sequence parallelism).
+    if (spec.parallel.cp > 1 || (tp_ != nullptr && !sequence_parallel_))
+      throw std::invalid_argument(
+          "Transformer: MoE layers run with cp = 1, and with tp > 1 under sequence parallelism");
+    moe_.emplace(spec, ops_, dims_.T, chunk.expert_parallel, tp_);
   }
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)
@@ -419,9 +421,9 @@ Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
   const Buf in = gather_tokens(a.norm2, ws_.gathered);
-  if (moe_) {
+  if (moe_) {  // a partial sum over tp when the experts are split over the tp group
     moe_->forward(w.moe, a.moe, in, ws_.proj_out, ws_.moe);
-    return ws_.proj_out;
+    return reduce_tokens(ws_.proj_out);
   }
   if (d.gpt2) {
     ops_.linear_gelu_forward(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
@@ -474,7 +476,8 @@ void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const 
   const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
   auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
   if (moe_)
-    return moe_->backward(w.moe, a.moe, a.norm2, ws_.d_res, ws_.d_norm, ws_.d_tmp, ws_.moe, g.moe, keep);
+    return moe_->backward(w.moe, a.moe, gather_tokens(a.norm2, ws_.gathered),
+                          gather_tokens(ws_.d_res, ws_.d_full), ws_.d_norm, ws_.d_tmp, ws_.moe, g.moe, keep);
   if (keep) ops_.convert(g.d_mlp, ws_.d_res, static_cast<std::int64_t>(d.Ns) * d.C);
   const Buf d_mlp_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);

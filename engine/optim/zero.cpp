@@ -362,7 +362,9 @@ std::vector<ZeroOptimizer::NormPiece> ZeroOptimizer::norm_pieces() const {
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     if (embedding_copy_ && u == store_.embedding_unit()) continue;  // counted once, on the first stage
     const model::FlatRange owned = chunk(u);
-    if (at.tp_rank == 0) {  // every element of tp rank 0 is a first copy
+    // Every element of tp rank 0 is a first copy, and the experts' units of every rank are distinct
+    // (split over ep ranks, which may be the tp group).
+    if (at.tp_rank == 0 || store_.expert_unit(u)) {
       pieces.push_back({u, 0, owned.size()});
       continue;
     }

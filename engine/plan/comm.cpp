@@ -18,6 +18,7 @@ struct Messages {
   double pipeline;    // sbh, /t under SP
   double kv;          // K and V of this rank's tokens (under cp: its two chunks)
   double routed;      // the experts' slots * h: one all-to-all of an MoE layer (model/moe_block.h)
+  double combine_weights;  // the MoE combine weights' gradients: top_k fp32 per token
   double loss_stats;  // one vocab shard's cross-entropy stats: fp32 per token
 
   explicit Messages(const config::JobSpec& spec) {
@@ -30,6 +31,7 @@ struct Messages {
     pipeline = spec.parallel.sequence_parallel ? hidden / tp : hidden;
     kv = 2.0 * tokens * local_kv_heads * m.head_dim() * act;
     routed = static_cast<double>(model::expert_token_slots(spec)) * m.hidden * act;
+    combine_weights = m.moe ? tokens * m.moe->top_k * kFp32 : 0.0;
     loss_stats = kernels::kCrossEntropyShardStats * tokens * kFp32;
   }
 };
@@ -129,10 +131,13 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
     c.tp_forward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
     if (sp) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
   }
-  // zb-h1's W: under SP each layer all-gathers its kept output gradients and its norm outputs again,
-  // the head its input; under full recompute W first runs each layer's forward again.
+  // zb-h1's W: under SP each layer all-gathers its kept output gradients and its norm outputs again
+  // (an MoE block keeps its output gradients whole: one gather fewer), the head its input; under full
+  // recompute W first runs each layer's forward again.
   if (t > 1 && spec.schedule.kind == config::ScheduleKind::ZbH1) {
-    if (sp && layers > 0) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t, 4.0 * layers});
+    const double gathers = spec.model.moe ? 3.0 : 4.0;
+    if (sp && layers > 0)
+      c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t, gathers * layers});
     if (sp && virtual_stage == last_stage)
       c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
     if (full) append(c.tp_backward, tp_layers(spec, msg, layers, false));
@@ -155,7 +160,12 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
     if (full && spec.schedule.kind == config::ScheduleKind::ZbH1) append(c.cp_backward, c.cp_forward);
   }
 
-  if (ep > 1 && spec.model.moe && layers > 0) {
+  // Expert parallelism (model/moe_block.h): over the tp group (ep = tp), the MoE block's tokens are
+  // the all-gathered ones the tp collectives above move, and backward sums the combine weights'
+  // gradients; over data-parallel ranks (tp = 1), all-to-alls of the experts' slots.
+  if (ep > 1 && spec.model.moe && layers > 0 && t > 1)
+    c.tp_backward.push_back({CollectiveKind::AllReduce, msg.combine_weights, t, static_cast<double>(layers)});
+  if (ep > 1 && spec.model.moe && layers > 0 && t == 1) {
     c.ep_forward = {{CollectiveKind::AllToAll, msg.routed, ep, 2.0 * layers}};  // dispatch + combine
     c.ep_backward = c.ep_forward;                                               // the gradients both ways
     if (full) append(c.ep_backward, c.ep_forward);

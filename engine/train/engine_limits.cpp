@@ -1,22 +1,46 @@
 #include "engine/train/engine_limits.h"
 
+#include "engine/grid/rank_grid.h"
+
 namespace ptrain::train {
+namespace {
+
+// Whether the experts are split over exactly the tp groups: ep = tp, and the expert grid's ep groups
+// are the dense grid's tp groups (as the default order makes them, with cp = 1).
+bool experts_split_over_tp(const config::ParallelSpec& p) {
+  if (p.ep != p.tp) return false;
+  std::vector<std::string> problems;
+  const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
+  return problems.empty() && grid.groups("tp") == grid.expert_groups("ep");
+}
+
+}  // namespace
 
 std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu) {
   const config::ParallelSpec& p = spec.parallel;
   std::vector<EngineLimit> limits;
-  // MoE routing is per sequence (model/moe_block.h): a rank must hold whole sequences.
+  // MoE routing is per sequence (model/moe_block.h): the block must see whole sequences.
   if (spec.model.arch == config::Arch::Mixtral) {
-    auto whole_sequences = [&](const char* key, int degree) {
-      if (degree > 1)
-        limits.push_back(
-            {key,
-             std::string("MoE layers (mixtral) run with ") + key + " = 1 for now: `ptrain run` refuses " +
-                 std::string(key) + " = " + std::to_string(degree) + " (validate and plan model it)",
-             std::string("set ") + key + ": 1 (use dp, ep, pp and ZeRO) to train this model now"});
-    };
-    whole_sequences("parallel.tp", p.tp);
-    whole_sequences("parallel.cp", p.cp);
+    if (p.cp > 1)
+      limits.push_back(
+          {"parallel.cp",
+           "MoE layers (mixtral) run with parallel.cp = 1 for now: `ptrain run` refuses parallel.cp = " +
+               std::to_string(p.cp) + " (validate and plan model it)",
+           "set parallel.cp: 1 to train this model now"});
+    if (p.tp > 1 && !p.sequence_parallel)
+      limits.push_back(
+          {"parallel.sequence_parallel",
+           "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +
+               " take the tp group's tokens all-gathered: `ptrain run` needs sequence parallelism",
+           "set parallel.sequence_parallel: true"});
+    if (p.tp > 1 && !experts_split_over_tp(p))
+      limits.push_back(
+          {"parallel.ep",
+           "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +
+               " split their experts over the tp group: `ptrain run` needs parallel.ep = parallel.tp "
+               "with the ep groups on the tp groups, not ep = " +
+               std::to_string(p.ep) + " in order " + p.order + " (validate and plan model it)",
+           "set parallel.ep: " + std::to_string(p.tp) + " and parallel.order: tp-cp-ep-dp-pp"});
     if (p.ep > 1 && p.zero == 3)
       limits.push_back({"parallel.zero",
                         "ZeRO-3 does not shard the experts of parallel.ep = " + std::to_string(p.ep) +

@@ -70,7 +70,7 @@ void cross_entropy_shard_forward_backward(Buf losses, Buf d_logits, Buf logits, 
 
 // moe.cpp
 void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T, int E,
-               int k, int capacity);
+               int k, int capacity, int first_expert, int experts_here);
 void moe_route_backward(Buf d_logits, Buf d_weight, Buf probs, Buf choice, Buf weight, Buf counts, int B,
                         int T, int E, int k, float aux_scale);
 void moe_scatter(Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight, int N, int k, int R, int C);

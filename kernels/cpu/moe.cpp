@@ -15,8 +15,9 @@
 namespace ptrain::kernels::cpu {
 
 void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits, int B, int T, int E,
-               int k, int capacity) {
-  check_moe_route("cpu", probs, choice, weight, slot, counts, logits, B, T, E, k, capacity);
+               int k, int capacity, int first_expert, int experts_here) {
+  check_moe_route("cpu", probs, choice, weight, slot, counts, logits, B, T, E, k, capacity, first_expert,
+                  experts_here);
   const std::int64_t N = static_cast<std::int64_t>(B) * T;
   const float* x = logits.as<const float>();
   float* p = probs.as<float>();
@@ -56,9 +57,11 @@ void moe_route(Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logi
          i < (static_cast<std::int64_t>(b) + 1) * T * k; ++i) {
       const int e = ch[i];
       const std::int64_t used = taken[static_cast<std::size_t>(e)]++;
-      sl[i] = used < capacity
-                  ? static_cast<std::int32_t>(e * per_expert + static_cast<std::int64_t>(b) * capacity + used)
-                  : -1;
+      const int here = e - first_expert;
+      sl[i] =
+          used < capacity && here >= 0 && here < experts_here
+              ? static_cast<std::int32_t>(here * per_expert + static_cast<std::int64_t>(b) * capacity + used)
+              : -1;
     }
     for (int e = 0; e < E; ++e)
       cnt[static_cast<std::int64_t>(b) * E + e] = static_cast<float>(taken[static_cast<std::size_t>(e)]);

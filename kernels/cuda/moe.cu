@@ -50,14 +50,18 @@ __global__ void route_tokens_kernel(float* probs, std::int32_t* choice, float* w
 
 // Block b = sequence b; thread e (strided) = expert e.
 __global__ void route_capacity_kernel(std::int32_t* slot, float* counts, const std::int32_t* choice, int T,
-                                      int E, int k, int capacity, std::int64_t per_expert) {
+                                      int E, int k, int capacity, int first_expert, int experts_here,
+                                      std::int64_t per_expert) {
   const std::int64_t b = blockIdx.x;
   const std::int64_t first = b * T * k, end = first + std::int64_t{T} * k;
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     std::int64_t used = 0;
     for (std::int64_t i = first; i < end; ++i) {
       if (choice[i] != e) continue;
-      slot[i] = used < capacity ? static_cast<std::int32_t>(e * per_expert + b * capacity + used) : -1;
+      const int here = e - first_expert;
+      slot[i] = used < capacity && here >= 0 && here < experts_here
+                    ? static_cast<std::int32_t>(here * per_expert + b * capacity + used)
+                    : -1;
       ++used;
     }
     counts[b * E + e] = static_cast<float>(used);
@@ -130,8 +134,9 @@ unsigned blocks_for(std::int64_t n) {
 }  // namespace
 
 void moe_route(const LaunchContext& ctx, Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits,
-               int B, int T, int E, int k, int capacity) {
-  check_moe_route("cuda", probs, choice, weight, slot, counts, logits, B, T, E, k, capacity);
+               int B, int T, int E, int k, int capacity, int first_expert, int experts_here) {
+  check_moe_route("cuda", probs, choice, weight, slot, counts, logits, B, T, E, k, capacity, first_expert,
+                  experts_here);
   const std::int64_t N = std::int64_t{B} * T;
   if (B == 0) return;
   if (N > 0) {
@@ -142,7 +147,7 @@ void moe_route(const LaunchContext& ctx, Buf probs, Buf choice, Buf weight, Buf 
   }
   route_capacity_kernel<<<static_cast<unsigned>(B), std::min(E, 256), 0, ctx.stream>>>(
       typed<std::int32_t>(slot), typed<float>(counts), typed<const std::int32_t>(choice), T, E, k, capacity,
-      std::int64_t{B} * capacity);
+      first_expert, experts_here, std::int64_t{B} * capacity);
   PTRAIN_CUDA_CHECK_LAUNCH();
 }
 

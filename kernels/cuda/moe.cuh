@@ -7,7 +7,7 @@
 namespace ptrain::kernels::cuda {
 
 void moe_route(const LaunchContext& ctx, Buf probs, Buf choice, Buf weight, Buf slot, Buf counts, Buf logits,
-               int B, int T, int E, int k, int capacity);
+               int B, int T, int E, int k, int capacity, int first_expert, int experts_here);
 void moe_route_backward(const LaunchContext& ctx, Buf d_logits, Buf d_weight, Buf probs, Buf choice,
                         Buf weight, Buf counts, int B, int T, int E, int k, float aux_scale);
 void moe_scatter(const LaunchContext& ctx, Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight,

@@ -131,21 +131,27 @@ class ValidateShippedConfigs(unittest.TestCase):
         r = ptrain("validate", tiny)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("valid, would run", r.stdout)
-        # MoE layers run with whole sequences on a rank: tp 2 is not executed yet, ep 2 is.
+        # MoE layers need whole sequences: cp 2 is not executed yet; tp 2 needs the experts split
+        # over the tp group (ep 2); ep over dp ranks runs too.
         moe = ["--set", "model.arch=mixtral", "--set", "model.ffn_hidden=128", "--set", "model.moe.experts=4",
-               "--set", "model.moe.top_k=2", "--set", "parallel.tp=2", "--set", "parallel.pp=1",
-               "--set", "parallel.sequence_parallel=true"]
+               "--set", "model.moe.top_k=2", "--set", "parallel.cp=2", "--set", "parallel.pp=1"]
         r = ptrain("validate", tiny, *moe)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
-        sentence = ("parallel.tp: MoE layers (mixtral) run with parallel.tp = 1 for now: `ptrain run` refuses "
-                    "parallel.tp = 2")
+        sentence = ("parallel.cp: MoE layers (mixtral) run with parallel.cp = 1 for now: `ptrain run` refuses "
+                    "parallel.cp = 2")
         self.assertIn(sentence, r.stderr)
         r = ptrain("run", tiny, *moe, "--nproc", "4")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(sentence, r.stderr)
-        r = ptrain("validate", tiny, *moe, "--set", "parallel.tp=1", "--set", "parallel.ep=2")
-        self.assertIn("valid, would run", r.stdout)
+        tp2 = [*moe, "--set", "parallel.cp=1", "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true"]
+        r = ptrain("validate", tiny, *tp2)
+        self.assertIn("parallel.ep: MoE layers (mixtral) with parallel.tp = 2 split their experts over the tp group",
+                      r.stderr)
+        for layout in (["--set", "parallel.ep=2"], ["--set", "parallel.tp=1", "--set", "parallel.ep=2"]):
+            r = ptrain("validate", tiny, *tp2, *layout)
+            self.assertIn("valid, would run", r.stdout)
+            self.assertNotIn("does not execute", r.stdout)
         r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true")
         self.assertIn("valid, would run", r.stdout)
         r = ptrain("validate", tiny, "--set", "parallel.cp=2", "--set", "parallel.tp=2", "--set", "parallel.pp=1")

@@ -336,6 +336,16 @@ class MoeLayouts(ModelParallelCurves):
             dict(dp=2, ep=2, pp=2, schedule="zb-h1", recompute="full"),
         ])
 
+    def test_mixtral_experts_split_over_the_tp_group(self):
+        # ep = tp under sequence parallelism: every tp rank routes the group's gathered tokens and
+        # runs its experts on them; the outputs are reduce-scattered like a row-parallel layer's.
+        self.check_layouts("mixtral", [
+            dict(tp=2, sp=True, ep=2),
+            dict(tp=2, sp=True, ep=2, dp=2, zero=2, recompute="none"),
+            dict(tp=2, sp=True, ep=2, pp=2, schedule="zb-h1", recompute="full"),
+            dict(tp=4, sp=True, ep=4, micro_batch=2),
+        ], TensorParallelLayouts.NORM_TOLERANCE)
+
     def test_a_mixtral_checkpoint_resumes_in_other_layouts(self):
         self.check_resumes("mixtral", dict(dp=2, zero=2), [dict(), dict(pp=2, dp=2, zero=1)])
         self.check_resumes("mixtral", dict(dp=4, ep=2, zero=1), [dict(), dict(dp=2, ep=2, zero=2)])

@@ -15,12 +15,13 @@ struct Routed {
   IVec choice, slot;
 };
 
-Routed route(const Vec& logits, int B, int T, int E, int k, int capacity) {
+// All E experts here unless `first`, `here` name a range.
+Routed route(const Vec& logits, int B, int T, int E, int k, int capacity, int first = 0, int here = 0) {
   const std::size_t N = static_cast<std::size_t>(B) * T;
   Routed r{nan_vec(N * E), nan_vec(N * k), nan_vec(static_cast<std::size_t>(B) * E), IVec(N * k, 99),
            IVec(N * k, 99)};
   ops().moe_route(buf(r.probs), buf(r.choice), buf(r.weight), buf(r.slot), buf(r.counts), buf(logits), B, T,
-                  E, k, capacity);
+                  E, k, capacity, first, here > 0 ? here : E);
   return r;
 }
 
@@ -55,6 +56,14 @@ TEST_CASE("moe_route: softmax, top-k renormalised, capacity in position order, c
     // per_expert = B * capacity = 2: expert 0 of sequence 1 is row 0*2 + 1.
     CHECK(t.slot == IVec{0, 2, -1, -1, 1, 3, -1, -1});
     CHECK(t.counts == Vec{2, 2, 0, 0, 2, 2, 0, 0});
+  }
+
+  SECTION("a buffer of some experts: the others' pairs get no slot, the rest are renumbered from 0") {
+    const Routed mine = route(logits, 1, 3, 3, 2, 2, /*first=*/1, /*here=*/2);
+    CHECK(mine.choice == r.choice);
+    CHECK(mine.weight == r.weight);
+    CHECK(mine.counts == r.counts);
+    CHECK(mine.slot == IVec{-1, 2, -1, 0, -1, 3});  // expert 1 from row 0, expert 2 from row 2
   }
 }
 
@@ -138,9 +147,11 @@ TEST_CASE("moe ops reject bad arguments with the op's name", "[moe][contract][er
   Vec f(64, 0.0f);
   IVec i(64, 0);
   const Buf fb = buf(f), ib = buf(i);
-  REQUIRE_THROWS_WITH(ops().moe_route(fb, ib, fb, ib, fb, fb, 1, 2, 4, 5, 1),
+  REQUIRE_THROWS_WITH(ops().moe_route(fb, ib, fb, ib, fb, fb, 1, 2, 4, 2, 1, 3, 2),
+                      Contains("moe_route: the experts here must be a non-empty range"));
+  REQUIRE_THROWS_WITH(ops().moe_route(fb, ib, fb, ib, fb, fb, 1, 2, 4, 5, 1, 0, 4),
                       Contains("moe_route: k must be"));
-  REQUIRE_THROWS_WITH(ops().moe_route(fb, fb, fb, ib, fb, fb, 1, 2, 4, 2, 1),
+  REQUIRE_THROWS_WITH(ops().moe_route(fb, fb, fb, ib, fb, fb, 1, 2, 4, 2, 1, 0, 4),
                       Contains("'choice' must be i32"));
   REQUIRE_THROWS_WITH(ops().moe_route_backward(ib, fb, fb, ib, fb, fb, 1, 2, 4, 2, 0.1f),
                       Contains("moe_route_backward"));

@@ -69,6 +69,9 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       // Expert parallelism: the local experts' slots from every ep rank, the all-to-all's buffer.
       {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2", "model.arch=mixtral", "model.kv_heads=2",
        "model.moe.experts=4", "schedule.kind=zb-h1"},
+      {"parallel.pp=2", "parallel.tp=2", "parallel.sequence_parallel=true", "parallel.ep=2",
+       "model.arch=mixtral", "model.kv_heads=2", "model.moe.experts=4", "schedule.kind=zb-h1",
+       "train.recompute=full"},
       {"parallel.pp=1", "parallel.dp=4", "parallel.ep=4", "model.arch=mixtral", "model.kv_heads=2",
        "model.moe.experts=8", "train.precision=bf16", "train.recompute=selective", "train.micro_batch=2"},
   };

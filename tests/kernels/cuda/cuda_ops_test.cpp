@@ -749,12 +749,12 @@ TEST_CASE("cuda moe ops match the CPU: routing exactly, dispatch and combine in 
   Vec probs = nan_vec(logits.size()), weight = nan_vec(N * k), counts = nan_vec(B * E);
   IVec choice(N * k, 99), slot(N * k, 99);
   cpu().moe_route(buf(probs), buf(choice), buf(weight), buf(slot), buf(counts), buf(logits), B, T, E, k,
-                  capacity);
+                  capacity, 0, E);
   const DeviceBuffer g_logits(logits, F32), g_probs(nan_vec(logits.size()), F32),
       g_weight(nan_vec(N * k), F32), g_counts(nan_vec(B * E), F32), g_choice(IVec(N * k, 99)),
       g_slot(IVec(N * k, 99));
   gpu().moe_route(g_probs.buf(), g_choice.buf(), g_weight.buf(), g_slot.buf(), g_counts.buf(), g_logits.buf(),
-                  B, T, E, k, capacity);
+                  B, T, E, k, capacity, 0, E);
   expect_close(g_probs, probs, tol(F32), "moe_route probs");
   expect_close(g_weight, weight, tol(F32), "moe_route weight");
   CHECK(g_choice.download_ints() == choice);
@@ -762,8 +762,16 @@ TEST_CASE("cuda moe ops match the CPU: routing exactly, dispatch and combine in 
   expect_close(g_counts, counts, kExact, "moe_route counts");
   const DeviceBuffer in_place(logits, F32);  // probs aliasing logits
   gpu().moe_route(in_place.buf(), g_choice.buf(), g_weight.buf(), g_slot.buf(), g_counts.buf(),
-                  in_place.buf(), B, T, E, k, capacity);
+                  in_place.buf(), B, T, E, k, capacity, 0, E);
   expect_close(in_place, probs, tol(F32), "moe_route in place");
+  IVec local_slot(N * k, 99);  // the buffer of experts 3..5
+  Vec scratch_probs = nan_vec(logits.size());
+  cpu().moe_route(buf(scratch_probs), buf(choice), buf(weight), buf(local_slot), buf(counts), buf(logits), B,
+                  T, E, k, capacity, 3, 3);
+  const DeviceBuffer g_local_slot(IVec(N * k, 99));
+  gpu().moe_route(g_probs.buf(), g_choice.buf(), g_weight.buf(), g_local_slot.buf(), g_counts.buf(),
+                  g_logits.buf(), B, T, E, k, capacity, 3, 3);
+  CHECK(g_local_slot.download_ints() == local_slot);
 
   const Vec d_weight = random_vec(N * k, 22);
   const DeviceBuffer g_dw(d_weight, F32);
