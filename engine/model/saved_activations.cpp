@@ -224,8 +224,9 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     temps.act("moe.d_activation", slots * x.f);
     temps.act("moe.d_expert_input", slots * x.h);
     temps.act("moe.d_partial", slots / spec.model.moe->experts * x.h);  // one source rank's block
-    if (spec.parallel.ep > 1 && spec.parallel.tp == 1)
-      temps.act("moe.exchange", slots * x.h);  // the all-to-all's
+    if (spec.parallel.ep > 1 &&
+        spec.parallel.ep != spec.parallel.tp)  // the all-to-all's buffer (not over tp)
+      temps.act("moe.exchange", slots * x.h);
   } else {
     // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
     const bool swiglu = spec.model.arch != config::Arch::Gpt2;

@@ -162,10 +162,11 @@ StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers)
 
   // Expert parallelism (model/moe_block.h): over the tp group (ep = tp), the MoE block's tokens are
   // the all-gathered ones the tp collectives above move, and backward sums the combine weights'
-  // gradients; over data-parallel ranks (tp = 1), all-to-alls of the experts' slots.
-  if (ep > 1 && spec.model.moe && layers > 0 && t > 1)
+  // gradients; otherwise (the engine runs tp = 1), all-to-alls of the experts' slots over ep.
+  const bool experts_over_tp = ep == t;
+  if (ep > 1 && spec.model.moe && layers > 0 && experts_over_tp)
     c.tp_backward.push_back({CollectiveKind::AllReduce, msg.combine_weights, t, static_cast<double>(layers)});
-  if (ep > 1 && spec.model.moe && layers > 0 && t == 1) {
+  if (ep > 1 && spec.model.moe && layers > 0 && !experts_over_tp) {
     c.ep_forward = {{CollectiveKind::AllToAll, msg.routed, ep, 2.0 * layers}};  // dispatch + combine
     c.ep_backward = c.ep_forward;                                               // the gradients both ways
     if (full) append(c.ep_backward, c.ep_forward);
