@@ -64,9 +64,10 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 int expert_capacity(const config::JobSpec& spec);
 // Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each expert takes
 // expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, of which
-// a rank holds 1/(cp * t) under context (and sequence) parallelism; 0 for dense models. Executed
-// with tp = cp = ep = 1 (micro_batch * capacity per expert); the rest is the model `validate` and
-// `plan` use for layouts the engine does not run yet.
+// a rank holds 1/(cp * t) under context (and sequence) parallelism; 0 for dense models. As the
+// engine runs it: E * micro_batch * capacity with ep over data-parallel ranks (or ep = 1), and the
+// local experts' E/t * micro_batch * capacity with the experts split over the tp group (ep = t);
+// the rest is the model `validate` and `plan` use for layouts the engine does not run yet.
 std::int64_t expert_token_slots(const config::JobSpec& spec);
 
 double total_bytes(const std::vector<SavedTensor>& tensors);

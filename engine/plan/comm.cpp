@@ -199,8 +199,8 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
   DataParallelComm c{zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
                      zero_comm(static_cast<double>(params.expert), par.tp * par.cp * par.dp / par.ep)};
   if (zero == 3) {
-    // Dense units as the engine gathers them (zero3_gathers.h); experts (not executed yet) every
-    // unit for each microbatch's forward and again for its backward.
+    // Dense units as the engine gathers them (zero3_gathers.h); experts apart (ZeRO-3 with ep > 1,
+    // which the engine does not run yet) every unit for each microbatch's forward and backward.
     if (par.dp * par.cp > 1 && params.zero3_gather_calls > 0) {
       const double calls = static_cast<double>(params.zero3_gather_calls);
       c.dense.param_gather_zero3 = {{CollectiveKind::AllGather,

@@ -50,9 +50,9 @@ FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t u
                      bool with_experts);
 
 // Whether a layout's experts live in their layers' units of the flat buffer, sharded and reduced
-// over dp-cp with the dense tensors: where the engine runs MoE layers (ep = tp = 1, so expert-dp is
-// the dp-cp group). Other layouts (not executed yet) are modelled with the experts apart, sharded
-// over expert-dp.
+// over dp-cp with the dense tensors: ep = tp = 1 (expert-dp is then the dp-cp group). Under expert
+// parallelism they are apart, a unit per layer sharded over expert-dp (model::experts_apart), and
+// so are they modelled for tp > 1 with ep = 1, which the engine does not run.
 bool experts_in_layer_units(const config::ParallelSpec& parallel);
 
 // Precondition: `local` is local_params(...) of a rank at pipeline rank `pp_rank` of `spec`'s layout
