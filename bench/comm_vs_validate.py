@@ -36,6 +36,8 @@ LAYOUTS = [
     ("mixtral dp 2, zero 3", dict(moe=True, dp=2, zero=3)),
     ("mixtral dp 2 x ep 2, zero 1", dict(moe=True, dp=2, ep=2, zero=1)),
     ("mixtral dp 4 x ep 4, zero 2", dict(moe=True, dp=4, ep=4, zero=2)),
+    ("mixtral dp 4 x ep 2, zero 3", dict(moe=True, dp=4, ep=2, zero=3)),
+    ("mixtral tp 2 sp x ep 2 x dp 2, zero 1", dict(moe=True, tp=2, sp=True, ep=2, dp=2, zero=1)),
     ("mixtral dp 2 x ep 2 x pp 2, zb-h1, full", dict(moe=True, dp=2, ep=2, pp=2, schedule="zb-h1", recompute="full")),
 ]
 

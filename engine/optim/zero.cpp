@@ -18,13 +18,34 @@ DType param_dtype(const config::JobSpec& spec) {
   return spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32;
 }
 
-// Elements of each ZeRO 2/3 window (see zero.h's windows): a tied head's embedding unit gets its own.
-std::vector<std::int64_t> window_elements(const model::ParamStore& store, bool tied) {
-  if (!tied) return {store.largest_unit(), store.largest_unit()};
-  std::int64_t others = 0;
-  for (int u = 0; u < static_cast<int>(store.units().size()); ++u)
-    if (u != store.embedding_unit()) others = std::max(others, store.units()[static_cast<size_t>(u)].size());
-  return {store.units()[static_cast<size_t>(store.embedding_unit())].size(), others, others};
+// The ZeRO 2/3 windows (zero.h): each one's elements, and each unit's window.
+struct Windows {
+  std::vector<std::int64_t> elements;
+  std::vector<int> of_unit;
+};
+Windows plan_windows(const model::ParamStore& store, bool tied) {
+  const int units = static_cast<int>(store.units().size());
+  auto size = [&](int u) { return store.units()[static_cast<size_t>(u)].size(); };
+  auto own_window = [&](int u) { return tied && u == store.embedding_unit(); };
+  std::int64_t dense = 0, experts = 0;
+  for (int u = 0; u < units; ++u) {
+    if (own_window(u)) continue;
+    std::int64_t& biggest = store.expert_unit(u) ? experts : dense;
+    biggest = std::max(biggest, size(u));
+  }
+  Windows w;
+  if (tied) w.elements.push_back(size(store.embedding_unit()));
+  const int dense_first = static_cast<int>(w.elements.size());
+  w.elements.insert(w.elements.end(), {dense, dense});
+  const int expert_first = static_cast<int>(w.elements.size());
+  if (experts > 0) w.elements.insert(w.elements.end(), {experts, experts});
+  int dense_seen = 0, experts_seen = 0;  // the embedding counts among the dense units
+  for (int u = 0; u < units; ++u) {
+    const int ordinal = store.expert_unit(u) ? experts_seen++ : dense_seen++;
+    w.of_unit.push_back(own_window(u) ? 0
+                                      : (store.expert_unit(u) ? expert_first : dense_first) + ordinal % 2);
+  }
+  return w;
 }
 
 }  // namespace
@@ -64,8 +85,7 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
     if (store.expert_unit(u) && (model_groups.experts == nullptr || !model_groups.experts->has_me()))
       throw std::logic_error("ZeroOptimizer: the experts' units need this rank's expert-dp group");
-    if (store.expert_unit(u) && stage_ == 3)  // train::engine_limits refuses it
-      throw std::logic_error("ZeroOptimizer: ZeRO-3 does not shard experts' units yet");
+
     const std::int64_t size = units[static_cast<std::size_t>(u)].size();
     if (size % (model::kFlatAlignment * ranks_of(u)) != 0)
       throw std::logic_error("ZeroOptimizer: the ParamStore was not built with zero_store_options");
@@ -81,14 +101,15 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
   const std::int64_t moments = stage_ == 0 ? store.numel() : shard_numel_;
   exp_avg_ = runtime::Buffer(ops, moments, DType::F32);
   exp_avg_sq_ = runtime::Buffer(ops, moments, DType::F32);
+  const Windows windows = plan_windows(store, tied_);
+  window_of_ = windows.of_unit;
   if (stage_ >= 2) {
     shard_grads_ = runtime::Buffer(ops, shard_numel_, DType::F32);
-    for (std::int64_t n : window_elements(store, tied_)) grad_windows_.emplace_back(ops, n, DType::F32);
+    for (std::int64_t n : windows.elements) grad_windows_.emplace_back(ops, n, DType::F32);
     grads_open_.assign(units.size(), false);
   }
   if (stage_ == 3) {
-    for (std::int64_t n : window_elements(store, tied_))
-      param_windows_.emplace_back(ops, n, store.param_dtype());
+    for (std::int64_t n : windows.elements) param_windows_.emplace_back(ops, n, store.param_dtype());
     resident_.assign(param_windows_.size(), -1);
     window_gathers_.assign(param_windows_.size(), 0);
   }
@@ -128,8 +149,7 @@ model::FlatRange ZeroOptimizer::chunk(int unit) const {
 }
 
 int ZeroOptimizer::window_of(int unit) const {
-  if (tied_) return unit == store_.embedding_unit() ? 0 : 1 + unit % 2;
-  return unit % 2;
+  return window_of_[static_cast<std::size_t>(unit)];
 }
 
 float* ZeroOptimizer::master_params() const {

@@ -9,8 +9,8 @@
 //   2      full; chunks gathered   own chunks + unit windows        own chunks
 //   3      own chunks + windows    own chunks + unit windows        own chunks
 //
-// (windows: two that consecutive units alternate between, plus, with a tied head, one for the
-// embedding's unit; see grad_windows_)
+// (windows: two that consecutive units alternate between, two more for the experts' units under
+// expert parallelism, plus, with a tied head, one for the embedding's unit; see grad_windows_)
 //
 // Mixed precision (train.precision: bf16): the model computes with bf16 parameters (the full
 // buffer, or the stage-3 windows) and fp32 gradients; the fp32 master weights the optimizer updates
@@ -195,11 +195,12 @@ class ZeroOptimizer final : public model::UnitHooks {
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
   // model's fp32 parameters are the master.
   runtime::Buffer master_, shard_grads_, exp_avg_, exp_avg_sq_;
-  // Stages 2, 3: the windows units pass through (window_of). Consecutive units alternate between two,
-  // each as big as the biggest unit; with a tied head the embedding's unit, open from the head to
-  // the end of the backward, has a third of its own (window 0), and the other two fit the biggest
-  // of the other units.
+  // Stages 2, 3: the windows units pass through (window_of). Consecutive dense units alternate
+  // between two, each as big as the biggest of them, and so do the experts' units (expert
+  // parallelism) between two of their own; with a tied head the embedding's unit, open from the head
+  // to the end of the backward, has one of its own (window 0).
   std::vector<runtime::Buffer> param_windows_, grad_windows_;
+  std::vector<int> window_of_;            // each unit's window
   runtime::Buffer reduce_staging_;        // grad_reduce bf16: one unit of gradients in bf16
   std::vector<int> resident_;             // stage 3: the unit whose parameters each window holds (-1: none)
   // Parameter all-gathers in flight (0: none or done): stages 1-2 per unit (publish's), stage 3 per

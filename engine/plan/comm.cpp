@@ -199,8 +199,7 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
   DataParallelComm c{zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
                      zero_comm(static_cast<double>(params.expert), par.tp * par.cp * par.dp / par.ep)};
   if (zero == 3) {
-    // Dense units as the engine gathers them (zero3_gathers.h); experts apart (ZeRO-3 with ep > 1,
-    // which the engine does not run yet) every unit for each microbatch's forward and backward.
+    // Units as the engine gathers them (zero3_gathers.h), the experts' over expert-dp.
     if (par.dp * par.cp > 1 && params.zero3_gather_calls > 0) {
       const double calls = static_cast<double>(params.zero3_gather_calls);
       c.dense.param_gather_zero3 = {{CollectiveKind::AllGather,
@@ -208,10 +207,12 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
                                      par.dp * par.cp, calls}};
     }
     const int expert_ranks = par.tp * par.cp * par.dp / par.ep;
-    if (expert_ranks > 1 && params.expert > 0)
+    if (expert_ranks > 1 && params.zero3_expert_gather_calls > 0) {
+      const double calls = static_cast<double>(params.zero3_expert_gather_calls);
       c.expert.param_gather_zero3 = {{CollectiveKind::AllGather,
-                                      static_cast<double>(params.expert) * bytes.param, expert_ranks,
-                                      2.0 * spec.train.microbatches}};
+                                      static_cast<double>(params.zero3_expert_gathered) * bytes.param / calls,
+                                      expert_ranks, calls}};
+    }
   }
   return c;
 }

@@ -17,37 +17,41 @@ namespace ptrain::plan {
 struct RankParams {
   std::int64_t dense = 0;         // elements ZeRO shards over dp-cp, padded
   std::int64_t expert = 0;  // expert elements apart (ZeRO shards them over expert-dp = tp*cp*dp/ep), padded
-  std::int64_t largest_unit = 0;  // the biggest layer, embedding or head here (ZeRO-3 gathers one at a time)
+  std::int64_t largest_unit = 0;  // the biggest unit of either kind (a bf16 reduction's staging)
+  std::int64_t largest_dense_unit = 0, largest_expert_unit = 0;
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
-  // of the other units: ZeRO 2/3 give it a window of its own (optim/zero.h).
+  // of the other dense units: ZeRO 2/3 give it a window of its own (optim/zero.h).
   std::int64_t tied_unit = 0, largest_other_unit = 0;
-  // Under ZeRO-3 (counted wherever dp * cp > 1): the dense elements the rank's step gathers, and in
-  // how many all-gathers (zero3_gathers.h).
+  // Under ZeRO-3 (counted wherever the units are sharded): the elements the rank's step gathers, and
+  // in how many all-gathers (zero3_gathers.h), of the dense units and of the experts' units apart.
   std::int64_t zero3_gathered = 0, zero3_gather_calls = 0;
+  std::int64_t zero3_expert_gathered = 0, zero3_expert_gather_calls = 0;
   std::int64_t total() const { return dense + expert; }
-  // Elements of ZeRO 2/3's windows: two alternating ones of the biggest unit, or the tied unit's own
-  // plus two of the biggest other one.
+  // Elements of ZeRO 2/3's windows: two alternating ones of the biggest dense unit, or the tied
+  // unit's own plus two of the biggest other one; two more of the biggest experts' unit apart.
   std::int64_t window_elements() const {
-    return tied_unit > 0 ? tied_unit + 2 * largest_other_unit : 2 * largest_unit;
+    return (tied_unit > 0 ? tied_unit + 2 * largest_other_unit : 2 * largest_dense_unit) +
+           2 * largest_expert_unit;
   }
 };
 
-// The dense units of a rank's flat parameter buffer, as model::ParamStore cuts and pads them: the
-// embedding, each layer, the final norm with the head, in the buffer's order.
+// The units of a rank's flat parameter buffer, as model::ParamStore cuts and pads them: the
+// embedding, each layer (and, experts apart, each layer's experts right after it), the final norm
+// with the head, in the buffer's order.
 struct FlatUnits {
-  std::vector<int> key;    // model::unit_key
-  std::vector<int> chunk;  // model chunk of a layer unit (-1 for the others)
+  std::vector<int> chunk;  // model chunk of a layer's unit (-1 for the others)
   std::vector<std::int64_t>
-      size;  // elements, each tensor padded to kFlatAlignment, the unit to unit_multiple
+      size;  // elements, each tensor padded to kFlatAlignment, the unit to its kind's multiple
+  std::vector<bool> expert;        // a layer's experts' unit
   int embedding = -1, final = -1;  // ParamStore::embedding_unit(), final_unit()
   bool tied = false;               // the head reuses the embedding here
   int count() const { return static_cast<int>(size.size()); }
 };
-// `local`: local_params(...) of one rank; `unit_multiple`: kFlatAlignment * the ZeRO ranks;
-// `with_experts`: experts_in_layer_units (else they are left out).
-FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t unit_multiple,
-                     bool with_experts);
+// `local`: local_params(...) of one rank; `dense_multiple`, `expert_multiple`: kFlatAlignment * the
+// ZeRO ranks of the dense and the experts' units; `experts_apart`: !experts_in_layer_units.
+FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t dense_multiple,
+                     std::int64_t expert_multiple, bool experts_apart);
 
 // Whether a layout's experts live in their layers' units of the flat buffer, sharded and reduced
 // over dp-cp with the dense tensors: ep = tp = 1 (expert-dp is then the dp-cp group). Under expert

@@ -5,18 +5,22 @@ namespace ptrain::plan {
 Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const FlatUnits& units, int pp_rank) {
   const int count = units.count();
   const int pp = schedule.pp, vpp = schedule.vpp;
-  // Each model chunk's announcements (Transformer::run_forward, backward, weight_grad), unit by unit.
+  auto is_expert = [&](int u) { return u >= 0 && u < count && units.expert[static_cast<std::size_t>(u)]; };
+  // Each model chunk's announcements (Transformer::run_forward, backward, weight_grad), unit by unit:
+  // a layer's unit, then its experts' when they are apart (the unit right after it).
   std::vector<std::vector<int>> forward(static_cast<std::size_t>(vpp)), backward(forward.size());
   for (int c = 0; c < vpp; ++c) {
     std::vector<int> layers;
     for (int u = 0; u < count; ++u)
-      if (units.chunk[static_cast<std::size_t>(u)] == c) layers.push_back(u);
+      if (units.chunk[static_cast<std::size_t>(u)] == c && !is_expert(u)) layers.push_back(u);
+    auto experts_of = [&](int layer_unit) { return is_expert(layer_unit + 1) ? layer_unit + 1 : -1; };
     const bool first = pp_rank == 0 && c == 0, last = pp_rank == pp - 1 && c == vpp - 1;
     std::vector<int>& f = forward[static_cast<std::size_t>(c)];
     if (first) f.push_back(units.embedding);
     if (!layers.empty() || last) f.push_back(!layers.empty() ? layers.front() : units.final);
     for (std::size_t l = 0; l < layers.size(); ++l) {
       f.push_back(layers[l]);
+      f.push_back(experts_of(layers[l]));
       const bool last_layer = l + 1 == layers.size();
       if (!last_layer) f.push_back(layers[l + 1]);  // the fused add + next norm
       if (last_layer && last) f.push_back(units.final);
@@ -27,18 +31,30 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const FlatUnits& 
       b.push_back(units.final);
       if (units.tied) b.push_back(units.embedding);
     }
-    b.insert(b.end(), layers.rbegin(), layers.rend());
+    for (auto l = layers.rbegin(); l != layers.rend(); ++l) {
+      b.push_back(*l);
+      b.push_back(experts_of(*l));
+    }
     if (first) b.push_back(units.embedding);
   }
 
+  // ZeroOptimizer's windows: a tied embedding's own (0), two that the dense units alternate between,
+  // two for the experts' units.
+  const int dense_first = units.tied ? 1 : 0, expert_first = dense_first + 2;
+  std::vector<int> window(static_cast<std::size_t>(count));
+  for (int u = 0, dense = 0, experts = 0; u < count; ++u) {
+    const int ordinal = is_expert(u) ? experts++ : dense++;
+    window[static_cast<std::size_t>(u)] =
+        units.tied && u == units.embedding ? 0 : (is_expert(u) ? expert_first : dense_first) + ordinal % 2;
+  }
   Zero3Gathers out;
-  std::vector<int> resident(units.tied ? 3 : 2, -1);
+  std::vector<int> resident(static_cast<std::size_t>(expert_first + 2), -1);
   auto gather = [&](int unit) {
-    const int w = units.tied ? (unit == units.embedding ? 0 : 1 + unit % 2) : unit % 2;
-    if (resident[static_cast<std::size_t>(w)] == unit) return;
-    resident[static_cast<std::size_t>(w)] = unit;
-    out.elements += units.size[static_cast<std::size_t>(unit)];
-    out.calls += 1;
+    int& held = resident[static_cast<std::size_t>(window[static_cast<std::size_t>(unit)])];
+    if (held == unit) return;
+    held = unit;
+    (is_expert(unit) ? out.expert_elements : out.elements) += units.size[static_cast<std::size_t>(unit)];
+    (is_expert(unit) ? out.expert_calls : out.calls) += 1;
   };
   for (const pipeline::Instr& in : schedule.ranks[static_cast<std::size_t>(pp_rank)]) {
     const auto c = static_cast<std::size_t>(in.chunk);

@@ -41,11 +41,6 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu)
                "with the ep groups on the tp groups, not ep = " +
                std::to_string(p.ep) + " in order " + p.order + " (validate and plan model it)",
            "set parallel.ep: " + std::to_string(p.tp) + " and parallel.order: tp-cp-ep-dp-pp"});
-    if (p.ep > 1 && p.zero == 3)
-      limits.push_back({"parallel.zero",
-                        "ZeRO-3 does not shard the experts of parallel.ep = " + std::to_string(p.ep) +
-                            " yet: `ptrain run` refuses zero 3 with ep > 1 (validate and plan model it)",
-                        "set parallel.zero: 2 (or parallel.ep: 1) to train this model now"});
   }
   if (p.pp > 1 && on_gpu)
     limits.push_back({"parallel.pp", "pipeline parallelism runs on the CPU backend only for now",

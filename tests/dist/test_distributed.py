@@ -334,6 +334,7 @@ class MoeLayouts(ModelParallelCurves):
             dict(dp=4, ep=2, zero=2, micro_batch=2),
             dict(dp=4, ep=4, zero=0, recompute="none"),
             dict(dp=2, ep=2, pp=2, schedule="zb-h1", recompute="full"),
+            dict(dp=4, ep=2, zero=3, recompute="full"),
         ])
 
     def test_mixtral_experts_split_over_the_tp_group(self):
@@ -343,7 +344,7 @@ class MoeLayouts(ModelParallelCurves):
             dict(tp=2, sp=True, ep=2),
             dict(tp=2, sp=True, ep=2, dp=2, zero=2, recompute="none"),
             dict(tp=2, sp=True, ep=2, pp=2, schedule="zb-h1", recompute="full"),
-            dict(tp=2, sp=True, ep=2, dp=2, zero=1, micro_batch=2),
+            dict(tp=2, sp=True, ep=2, dp=2, zero=3, micro_batch=2),
         ], TensorParallelLayouts.NORM_TOLERANCE)
 
     def test_a_mixtral_checkpoint_resumes_in_other_layouts(self):

@@ -87,7 +87,7 @@ TEST_CASE("communication buffers") {
       {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true", "parallel.zero=3"}, 8);
   plan::RankParams params;
   params.dense = 1'000'000;
-  params.largest_unit = 300'000;
+  params.largest_unit = params.largest_dense_unit = 300'000;
   const double sbh = 128.0 * 256 * 2;
   const pipeline::RankBuffers held{{1}, {}, 2};  // two sends in flight
   CHECK(plan::comm_buffer_bytes(job.spec, params, held) == 2 * sbh / 2 + 2 * 300'000 * 4 + 2 * 300'000 * 2);
