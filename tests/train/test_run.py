@@ -230,16 +230,23 @@ class MixedPrecision(unittest.TestCase):
 class CudaBackend(unittest.TestCase):
     """On a machine with a GPU: the CUDA backend trains the CPU backend's curve (fp32, 1e-4)."""
 
+    def run_on_gpu(self, d, arch, steps, *flags):
+        """`ptrain run` of the test job on the CUDA backend; skips the test where there is no device."""
+        r = run(job(d, arch, steps=steps), "--set", "backend=cuda", *flags)
+        if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
+            self.skipTest("no CUDA device here")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def assert_same_curve(self, a, b, tolerance):
+        for x, y in zip(metrics(a), metrics(b)):
+            self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], tolerance, f"step {x['step']}")
+
     def test_fp32_loss_curve_matches_the_cpu_backend(self):
         for arch in ["gpt2", "llama", "mixtral"]:
             with self.subTest(arch=arch), tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-                r = run(job(b, arch, steps=20), "--set", "backend=cuda", "--set", "train.precision=fp32")
-                if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
-                    self.skipTest("no CUDA device here")
-                self.assertEqual(r.returncode, 0, r.stderr)
+                self.run_on_gpu(b, arch, 20, "--set", "train.precision=fp32")
                 self.assertEqual(run(job(a, arch, steps=20), "--set", "backend=cpu").returncode, 0)
-                for x, y in zip(metrics(a), metrics(b)):
-                    self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-4, f"step {x['step']}")
+                self.assert_same_curve(a, b, 1e-4)
                 self.assertTrue(os.path.isdir(os.path.join(b, "ckpt", "step_20")))
 
     def test_bf16_loss_curve_matches_the_cpu_backend(self):
@@ -248,10 +255,7 @@ class CudaBackend(unittest.TestCase):
         for arch in ["gpt2", "llama", "mixtral"]:
             with self.subTest(arch=arch), tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, \
                     tempfile.TemporaryDirectory() as c:
-                r = run(job(b, arch, steps=20), "--set", "backend=cuda", "--set", "train.precision=bf16")
-                if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
-                    self.skipTest("no CUDA device here")
-                self.assertEqual(r.returncode, 0, r.stderr)
+                self.run_on_gpu(b, arch, 20, "--set", "train.precision=bf16")
                 self.assertEqual(run(job(a, arch, steps=20), "--set", "backend=cpu").returncode, 0)
                 self.assertLess(max_relative_gap(a, b), 0.02)
                 self.assertEqual(run(job(c, arch, steps=20), "--set", "backend=cpu",
@@ -262,17 +266,13 @@ class CudaBackend(unittest.TestCase):
         # Gloo with host staging: two ranks share the device; dp 2 x ZeRO 1 and 3 against dp 1, then
         # tp 2 and 4, cp 2 and cp 2 x tp 2.
         with tempfile.TemporaryDirectory() as one:
-            r = run(job(one, "llama", steps=10), "--set", "backend=cuda", "--set", "train.precision=fp32")
-            if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
-                self.skipTest("no CUDA device here")
-            self.assertEqual(r.returncode, 0, r.stderr)
+            self.run_on_gpu(one, "llama", 10, "--set", "train.precision=fp32")
             for zero in [1, 3]:
                 with self.subTest(zero=zero), tempfile.TemporaryDirectory() as two:
                     r = run(job(two, "llama", steps=10), "--nproc", "2", "--set", "backend=cuda",
                             "--set", "train.precision=fp32", "--set", f"parallel.zero={zero}")
                     self.assertEqual(r.returncode, 0, r.stderr)
-                    for x, y in zip(metrics(one), metrics(two)):
-                        self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-5, f"step {x['step']}")
+                    self.assert_same_curve(one, two, 1e-5)
             # Tensor parallelism over the same Gloo staging, with and without SP (kv heads shared at tp 4),
             # and context parallelism (the attention kernels' query offsets), alone and with tp.
             # Split GEMM shapes make cuBLAS choose other kernels: 1e-4 where dp's reductions hold 1e-5.
@@ -282,26 +282,20 @@ class CudaBackend(unittest.TestCase):
                             "--set", "train.precision=fp32", "--set", f"parallel.tp={tp}",
                             "--set", f"parallel.cp={cp}", "--set", f"parallel.sequence_parallel={sp}")
                     self.assertEqual(r.returncode, 0, r.stderr)
-                    for x, y in zip(metrics(one), metrics(split)):
-                        self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-4, f"step {x['step']}")
+                    self.assert_same_curve(one, split, 1e-4)
 
     def test_expert_parallel_ranks_on_one_gpu_match_one_rank(self):
         # Mixtral's experts over two ranks sharing the device (Gloo with host staging): over dp ranks
         # (the all-to-all) and over the tp group (ep = tp, SP), against one rank.
         with tempfile.TemporaryDirectory() as one:
-            r = run(job(one, "mixtral", steps=10), "--set", "backend=cuda", "--set", "train.precision=fp32")
-            if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
-                self.skipTest("no CUDA device here")
-            self.assertEqual(r.returncode, 0, r.stderr)
+            self.run_on_gpu(one, "mixtral", 10, "--set", "train.precision=fp32")
             for layout in (["--set", "parallel.ep=2"],
                            ["--set", "parallel.ep=2", "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true"]):
                 with self.subTest(layout=layout), tempfile.TemporaryDirectory() as two:
                     r = run(job(two, "mixtral", steps=10), "--nproc", "2", "--set", "backend=cuda",
                             "--set", "train.precision=fp32", *layout)
                     self.assertEqual(r.returncode, 0, r.stderr)
-                    for x, y in zip(metrics(one), metrics(two)):
-                        self.assertLess(abs(x["loss"] - y["loss"]) / x["loss"], 1e-4, f"step {x['step']}")
-
+                    self.assert_same_curve(one, two, 1e-4)
 
 
 if __name__ == "__main__":
