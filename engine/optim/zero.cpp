@@ -83,9 +83,8 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
   const auto& units = store.units();
   bool any_reduction = false;
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
-    if (store.expert_unit(u) && (model_groups.experts == nullptr || !model_groups.experts->has_me()))
-      throw std::logic_error("ZeroOptimizer: the experts' units need this rank's expert-dp group");
-
+    if (store.expert_unit(u) && !group_of(u).has_me())  // group_of throws without the group
+      throw std::logic_error("ZeroOptimizer: this rank is not in its expert-dp group");
     const std::int64_t size = units[static_cast<std::size_t>(u)].size();
     if (size % (model::kFlatAlignment * ranks_of(u)) != 0)
       throw std::logic_error("ZeroOptimizer: the ParamStore was not built with zero_store_options");
