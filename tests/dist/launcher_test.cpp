@@ -82,6 +82,12 @@ bool process_gone(pid_t pid) {
   return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
 }
 
+// A worker's `echo $$ > file` creates the file before it writes the pid: wait for the newline.
+bool pid_written(const std::string& path) {
+  const std::string text = read_text(path);
+  return !text.empty() && text.back() == '\n';
+}
+
 pid_t read_pid(const std::string& path) {
   return static_cast<pid_t>(std::stol(read_text(path)));
 }
@@ -376,7 +382,7 @@ TEST_CASE("a second stop signal within the grace period kills the workers") {
   const std::string d = dir.str();
   const Launch run = run_launcher(
       dir, shell_workers(2, "trap '' INT; echo $$ > " + d + "/pid.$RANK; sleep 30"), {}, [&](pid_t launcher) {
-        REQUIRE(wait_until([&] { return fs::exists(d + "/pid.0") && fs::exists(d + "/pid.1"); },
+        REQUIRE(wait_until([&] { return pid_written(d + "/pid.0") && pid_written(d + "/pid.1"); },
                            std::chrono::milliseconds(3000)));
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the traps be set
         ::kill(launcher, SIGINT);
@@ -399,7 +405,7 @@ TEST_CASE("workers die with the launcher when it is killed outright") {
   const std::string d = dir.str();
   const Launch run = run_launcher(
       dir, shell_workers(2, "echo $$ > " + d + "/pid.$RANK; exec sleep 30"), {}, [&](pid_t launcher) {
-        REQUIRE(wait_until([&] { return fs::exists(d + "/pid.0") && fs::exists(d + "/pid.1"); },
+        REQUIRE(wait_until([&] { return pid_written(d + "/pid.0") && pid_written(d + "/pid.1"); },
                            std::chrono::milliseconds(3000)));
         ::kill(launcher, SIGKILL);
       });
