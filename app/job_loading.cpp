@@ -32,8 +32,7 @@ const plan::HardwareProfile* find_job_hardware(config::LoadResult& job) {
 
 std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job) {
   std::vector<config::Diagnostic> out;
-  for (const train::EngineLimit& limit :
-       train::engine_limits(job.spec, job.spec.backend != config::Backend::Cpu))
+  for (const train::EngineLimit& limit : train::engine_limits(job.spec))
     out.push_back(job.at(limit.key, limit.message, limit.fix));
   return out;
 }

@@ -256,6 +256,18 @@ Comm::SendHandle::~SendHandle() {
   }
 }
 
+void Comm::open_channels(const Group& g, const std::vector<Channel>& channels) {
+  check_member(g, "open_channels");
+  for (const Channel& c : channels) {
+    const bool in_group = c.from >= 0 && c.from < g.size() && c.to >= 0 && c.to < g.size();
+    if (!in_group || c.from == c.to || c.channel < 0 || c.channel > 255)
+      throw DistError("open_channels on group " + g.name + ": bad channel " + std::to_string(c.channel) +
+                      " from " + std::to_string(c.from) + " to " + std::to_string(c.to));
+    if (c.from != g.index && c.to != g.index) continue;
+    logged("open_channel", g, 0, c.from == g.index ? c.to : c.from, [&] { do_open_channel(g, c); });
+  }
+}
+
 void Comm::barrier(const Group& g) {
   check_member(g, "barrier");
   if (g.size() == 1) return;

@@ -183,6 +183,18 @@ class Comm {
   // True when isend returns before the receiver has received (what pipeline schedules need: two
   // ranks may send to each other before either receives).
   virtual bool sends_in_flight() const { return false; }
+  // One point-to-point channel of a group: messages from member `from` to member `to` (group
+  // indices) on `channel`.
+  struct Channel {
+    int from = 0;
+    int to = 0;
+    int channel = 0;
+  };
+  // Sets up the channels that sends and receives on g will use, where the backend needs it (NCCL
+  // gives each its own communicator of two ranks, so that no channel or direction waits behind
+  // another; see nccl_comm.h). Every member of g calls it with the same list; each rank takes part
+  // in the channels it is an end of, in list order, so two ranks never wait for each other in turn.
+  void open_channels(const Group& g, const std::vector<Channel>& channels);
   void barrier(const Group& g);
 
   // Small control messages (checkpoint paths, manifests): `text` of the root replaces everyone's;
@@ -212,6 +224,10 @@ class Comm {
   virtual std::function<void()> do_isend(const Group& g, const void* data, std::size_t bytes, int peer,
                                          int channel);
   virtual void do_barrier(const Group& g) = 0;
+  // Sets up one channel this rank is an end of; the default has nothing to set up.
+  virtual void do_open_channel(const Group& g, const Channel& c) {
+    static_cast<void>(g), static_cast<void>(c);
+  }
 
   // For a backend whose collectives complete after the hook returns (NCCL enqueues them on a
   // stream). Called inside a hook, it keeps the running collective in flight in the log and returns

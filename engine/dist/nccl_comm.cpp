@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <compare>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -121,10 +122,13 @@ class NcclComm final : public Comm {
     for (cudaEvent_t e : {ready_, staged_})
       if (e != nullptr) cudaEventDestroy(e);
     if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
+    for (const auto& [key, stream] : send_streams_) cudaStreamDestroy(stream);
   }
 
   const char* backend() const override { return "nccl"; }
   bool takes_device_memory() const override { return true; }
+  // On an opened channel (open_channels), from device memory; see nccl_comm.h.
+  bool sends_in_flight() const override { return true; }
 
   // The compute stream waits for the collective's done event, if the device has not finished it
   // (finished ones have left pending_; a wait captures the event's state now, so its later reuse
@@ -143,6 +147,7 @@ class NcclComm final : public Comm {
   // then starts the watchdog. Separate from the constructor so that the destructor cleans up
   // whatever a failure here leaves.
   void start(StoreClient& store) {
+    store_ = &store;
     PTRAIN_DIST_CHECK(cudaGetDevice(&device_));
     PTRAIN_DIST_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
     PTRAIN_DIST_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -153,17 +158,13 @@ class NcclComm final : public Comm {
         PTRAIN_DIST_CHECK(ncclGetUniqueId(&id));
         store.set(kUniqueIdKey, std::vector<char>(id.internal, id.internal + sizeof id.internal));
       } else {
-        const std::vector<char> value = store.get(kUniqueIdKey, timeout_);
-        if (value.size() != sizeof id.internal)
-          throw DistError("the NCCL unique id in the store has " + std::to_string(value.size()) + " bytes, not " +
-                          std::to_string(sizeof id.internal));
-        std::memcpy(id.internal, value.data(), sizeof id.internal);
+        read_unique_id(store.get(kUniqueIdKey, timeout_), id);
       }
       std::lock_guard<std::mutex> lock(nccl_mutex_);
       ncclConfig_t config = nonblocking_config();
       ncclComm_t comm = nullptr;
       PTRAIN_DIST_CHECK(ncclCommInitRankConfig(&comm, world(), id, rank(), &config));
-      comms_[world_group().id] = {comm, world_group().name};
+      comms_[key_of(world_group())] = {comm, world_group().name};
       settle(comm, "creating the world communicator");
     }
     watchdog_ = std::thread([this] { watch(); });
@@ -174,7 +175,7 @@ class NcclComm final : public Comm {
   void connect(const Group& g) override {
     std::lock_guard<std::mutex> lock(nccl_mutex_);
     throw_if_aborted();
-    ncclComm_t world_comm = comms_.at(world_group().id).handle;
+    ncclComm_t world_comm = comms_.at(key_of(world_group())).handle;
     ncclConfig_t config = nonblocking_config();
     // NCCL writes the new communicator when the split completes in the background, so the slot is
     // a member: a split abandoned on timeout cannot write into a dead stack frame.
@@ -184,15 +185,45 @@ class NcclComm final : public Comm {
     settle(world_comm, "splitting the world communicator");
     if (!g.has_me()) return;
     if (split_result_ == nullptr) throw DistError("ncclCommSplit gave no communicator to a member of the group");
-    comms_[g.id] = {split_result_, g.name};
+    comms_[key_of(g)] = {split_result_, g.name};
     settle(split_result_, "creating the group's communicator");
+  }
+
+  // A communicator of two ranks (the sender is its rank 0), from a unique id the sender publishes
+  // through the store; the sender also gets a stream for its sends on the channel.
+  void do_open_channel(const Group& g, const Channel& c) override {
+    const CommKey key{g.id, c.from, c.to, c.channel};
+    const bool sender = g.index == c.from;
+    const std::string id_key = "nccl/channel/" + std::to_string(g.id) + "/" + std::to_string(c.from) + "/" +
+                               std::to_string(c.to) + "/" + std::to_string(c.channel);
+    ncclUniqueId id;
+    if (sender) {
+      PTRAIN_DIST_CHECK(ncclGetUniqueId(&id));
+      store_->set(id_key, std::vector<char>(id.internal, id.internal + sizeof id.internal));
+    } else {
+      read_unique_id(store_->get(id_key, timeout_), id);
+    }
+    if (sender && send_streams_.count(key) == 0) {
+      cudaStream_t stream = nullptr;
+      PTRAIN_DIST_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      send_streams_[key] = stream;
+    }
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    throw_if_aborted();
+    if (comms_.count(key) != 0) throw DistError("channel " + std::to_string(c.channel) + " is already open");
+    ncclConfig_t config = nonblocking_config();
+    ncclComm_t comm = nullptr;
+    PTRAIN_DIST_CHECK(ncclCommInitRankConfig(&comm, 2, id, sender ? 0 : 1, &config));
+    comms_[key] = {comm, g.name + " channel " + std::to_string(c.channel) + " " + std::to_string(c.from) +
+                             "->" + std::to_string(c.to)};
+    settle(comm, "creating a channel's communicator");
   }
 
   void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op,
                      bool overlap) override {
     const std::size_t bytes = count * elem_size(type);
     run(
-        g, data, {data, bytes, 0, bytes},
+        key_of(g), data, {data, bytes, 0, bytes},
         [&](void* buf, ncclComm_t comm, cudaStream_t s) {
           PTRAIN_DIST_CHECK(ncclAllReduce(buf, buf, count, nccl_type(type), nccl_op(op), comm, s));
         },
@@ -204,7 +235,7 @@ class NcclComm final : public Comm {
                          bool overlap) override {
     const std::size_t bytes = chunk * elem_size(type) * static_cast<std::size_t>(g.size());
     run(
-        g, data, {data, bytes, 0, bytes},
+        key_of(g), data, {data, bytes, 0, bytes},
         [&](void* buf, ncclComm_t comm, cudaStream_t s) {
           void* mine = static_cast<char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
           PTRAIN_DIST_CHECK(ncclReduceScatter(buf, mine, chunk, nccl_type(type), ncclSum, comm, s));
@@ -215,7 +246,7 @@ class NcclComm final : public Comm {
   void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type, bool overlap) override {
     const std::size_t bytes = chunk * elem_size(type) * static_cast<std::size_t>(g.size());
     run(
-        g, data, {data, bytes, 0, bytes},
+        key_of(g), data, {data, bytes, 0, bytes},
         [&](void* buf, ncclComm_t comm, cudaStream_t s) {
           const void* mine =
               static_cast<const char*>(buf) + static_cast<std::size_t>(g.index) * chunk * elem_size(type);
@@ -233,7 +264,8 @@ class NcclComm final : public Comm {
     if (in != nullptr && out != nullptr && in_device != out_device)
       throw DistError("all_to_allv: `in` and `out` must both be device memory or both host memory");
     const bool staged = !in_device && !out_device;
-    run(g, in_device ? static_cast<const void*>(in) : out,
+    run(
+        key_of(g), in_device ? static_cast<const void*>(in) : out,
         {in, sent * sizeof(float), sent * sizeof(float), received * sizeof(float)},
         [&](void* buf, ncclComm_t comm, cudaStream_t s) {
           const float* from = staged ? static_cast<const float*>(buf) : in;
@@ -253,41 +285,69 @@ class NcclComm final : public Comm {
   }
 
   void do_broadcast(const Group& g, void* data, std::size_t bytes, int root) override {
-    run(g, data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+    run(key_of(g), data, {data, bytes, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
       PTRAIN_DIST_CHECK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s));
     });
   }
 
-  // One communicator orders all messages between two ranks: only channel 0 exists.
-  static void check_channel(int channel) {
-    if (channel != 0) throw DistError("NCCL point-to-point messages have one channel per pair of ranks");
-  }
-
   void do_send(const Group& g, const void* data, std::size_t bytes, int peer, int channel) override {
-    check_channel(channel);
-    run(g, data, {data, bytes, 0, 0}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
-      PTRAIN_DIST_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm, s));
+    const Route route = route_of(g, g.index, peer, channel);
+    run(route.key, data, {data, bytes, 0, 0}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclSend(buf, bytes, ncclUint8, route.peer, comm, s));
     });
   }
 
   void do_recv(const Group& g, void* data, std::size_t bytes, int peer, int channel) override {
-    check_channel(channel);
-    run(g, data, {nullptr, 0, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
-      PTRAIN_DIST_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm, s));
+    const Route route = route_of(g, peer, g.index, channel);
+    run(route.key, data, {nullptr, 0, 0, bytes}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclRecv(buf, bytes, ncclUint8, route.peer, comm, s));
     });
+  }
+
+  // From device memory on an opened channel: enqueued on the channel's stream after the work on the
+  // compute stream, and left in flight; waiting orders the compute stream after it (the buffer may
+  // be written again), the host goes on. (The log marks the send done when it is waited for, and
+  // again with its true end once the watchdog sees the device finish it.) Otherwise a send at once.
+  std::function<void()> do_isend(const Group& g, const void* data, std::size_t bytes, int peer,
+                                 int channel) override {
+    const Route route = route_of(g, g.index, peer, channel);
+    const auto stream = send_streams_.find(route.key);
+    if (stream == send_streams_.end() || !is_device(data)) {
+      do_send(g, data, bytes, peer, channel);
+      return {};
+    }
+    reap();
+    auto enqueue = [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+      PTRAIN_DIST_CHECK(ncclSend(buf, bytes, ncclUint8, route.peer, comm, s));
+    };
+    const Ticket ticket = run_on_device(route.key, const_cast<void*>(data), enqueue, true, stream->second);
+    return [this, ticket] { join(ticket); };
   }
 
   // One element all-reduced on the scratch, waited for on the host.
   void do_barrier(const Group& g) override {
-    run(g, nullptr, {nullptr, 0, 0, 0}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
+    run(key_of(g), nullptr, {nullptr, 0, 0, 0}, [&](void* buf, ncclComm_t comm, cudaStream_t s) {
       PTRAIN_DIST_CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm, s));
     });
   }
 
  private:
+  // A communicator's key: a group's (its id alone), or one opened channel of a group's.
+  struct CommKey {
+    int group = 0;
+    int from = -1, to = -1, channel = -1;
+    auto operator<=>(const CommKey&) const = default;
+  };
+  static CommKey key_of(const Group& g) { return {g.id}; }
   struct Communicator {
     ncclComm_t handle = nullptr;
-    std::string group;
+    std::string group;  // its name in messages: the group's, and the channel's
+  };
+  // Where a message from member `from` to member `to` of g goes: the channel's communicator when
+  // opened (the sender is its rank 0), else, for channel 0 only, the group's.
+  struct Route {
+    CommKey key;
+    int peer;  // the other end's rank in that communicator
   };
   // A collective enqueued on device memory that the device has not finished yet.
   struct Pending {
@@ -303,6 +363,25 @@ class NcclComm final : public Comm {
     std::size_t out_offset;
     std::size_t out_bytes;
   };
+
+  Route route_of(const Group& g, int from, int to, int channel) {
+    const CommKey opened{g.id, from, to, channel};
+    std::lock_guard<std::mutex> lock(nccl_mutex_);
+    throw_if_aborted();
+    if (comms_.count(opened) != 0) return {opened, g.index == from ? 1 : 0};
+    if (channel != 0)
+      throw DistError("channel " + std::to_string(channel) + " from rank " + std::to_string(from) +
+                      " to rank " + std::to_string(to) + " of group " + g.name +
+                      " was not opened (open_channels)");
+    return {key_of(g), g.index == from ? to : from};
+  }
+
+  static void read_unique_id(const std::vector<char>& value, ncclUniqueId& id) {
+    if (value.size() != sizeof id.internal)
+      throw DistError("an NCCL unique id in the store has " + std::to_string(value.size()) + " bytes, not " +
+                      std::to_string(sizeof id.internal));
+    std::memcpy(id.internal, value.data(), sizeof id.internal);
+  }
 
   static std::size_t total(const std::vector<std::size_t>& counts) {
     std::size_t sum = 0;
@@ -332,43 +411,49 @@ class NcclComm final : public Comm {
   // the caller's data when `data` is device memory, else the device scratch. `out` is where staged
   // results go (default: `data`). `overlap`: see run_on_device (staged collectives are waited for).
   template <typename Enqueue>
-  void run(const Group& g, const void* data, Staging staging, Enqueue&& enqueue, void* out = nullptr,
+  void run(const CommKey& key, const void* data, Staging staging, Enqueue&& enqueue, void* out = nullptr,
            bool overlap = false) {
     reap();
-    if (is_device(data)) return run_on_device(g, const_cast<void*>(data), enqueue, overlap);
-    run_staged(g, staging, out != nullptr ? out : const_cast<void*>(data), enqueue);
+    if (is_device(data)) {
+      run_on_device(key, const_cast<void*>(data), enqueue, overlap, comm_stream_);
+      return;
+    }
+    run_staged(key, staging, out != nullptr ? out : const_cast<void*>(data), enqueue);
   }
 
-  // Ordered after the work already on the compute stream and, unless `overlap` (then the caller
-  // joins its ticket), before the work enqueued after it, with events only: the host goes on at once
-  // and the watchdog follows the collective.
+  // On `stream` (the comm stream, or a channel's for its sends), ordered after the work already on
+  // the compute stream and, unless `overlap` (then the caller joins the ticket returned), before
+  // the work enqueued after it, with events only: the host goes on at once and the watchdog
+  // follows the collective.
   template <typename Enqueue>
-  void run_on_device(const Group& g, void* data, Enqueue& enqueue, bool overlap) {
+  Ticket run_on_device(const CommKey& key, void* data, Enqueue& enqueue, bool overlap, cudaStream_t stream) {
     PTRAIN_DIST_CHECK(cudaEventRecord(ready_, compute_));
-    PTRAIN_DIST_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
-    issue(g, [&](ncclComm_t comm) { enqueue(data, comm, comm_stream_); });
+    PTRAIN_DIST_CHECK(cudaStreamWaitEvent(stream, ready_, 0));
+    issue(key, [&](ncclComm_t comm) { enqueue(data, comm, stream); });
     cudaEvent_t done = take_event();
-    PTRAIN_DIST_CHECK(cudaEventRecord(done, comm_stream_));
+    PTRAIN_DIST_CHECK(cudaEventRecord(done, stream));
     if (!overlap) PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
+    const Deferred op = defer_completion();
     std::lock_guard<std::mutex> lock(pending_mutex_);
-    pending_.push_back({defer_completion(), done, Clock::now()});
+    pending_.push_back({op, done, Clock::now()});
+    return op.seq;
   }
 
   // Host memory: through the device scratch, and waited for, since the caller reads the result
   // when the call returns. Host data depends on nothing on the compute stream, so no event.
   template <typename Enqueue>
-  void run_staged(const Group& g, Staging staging, void* out, Enqueue& enqueue) {
+  void run_staged(const CommKey& key, Staging staging, void* out, Enqueue& enqueue) {
     char* scratch = reserve(std::max(staging.in_bytes, staging.out_offset + staging.out_bytes));
     if (staging.in_bytes > 0) {
       std::memcpy(pinned_, staging.in, staging.in_bytes);
       PTRAIN_DIST_CHECK(cudaMemcpyAsync(scratch, pinned_, staging.in_bytes, cudaMemcpyHostToDevice, comm_stream_));
     }
-    issue(g, [&](ncclComm_t comm) { enqueue(scratch, comm, comm_stream_); });
+    issue(key, [&](ncclComm_t comm) { enqueue(scratch, comm, comm_stream_); });
     if (staging.out_bytes > 0)
       PTRAIN_DIST_CHECK(cudaMemcpyAsync(pinned_ + staging.out_offset, scratch + staging.out_offset, staging.out_bytes,
                                         cudaMemcpyDeviceToHost, comm_stream_));
     PTRAIN_DIST_CHECK(cudaEventRecord(staged_, comm_stream_));
-    wait(g, staged_);
+    wait(key, staged_);
     if (staging.out_bytes > 0) std::memcpy(out, pinned_ + staging.out_offset, staging.out_bytes);
   }
 
@@ -391,14 +476,14 @@ class NcclComm final : public Comm {
     return scratch_;
   }
 
-  // Issues NCCL calls on g's communicator, then waits until NCCL has put them on the stream: a
-  // non-blocking communicator may return ncclInProgress and go on issuing in the background, and
-  // an event recorded before that is done would not follow the collective.
+  // Issues NCCL calls on the communicator of `key`, then waits until NCCL has put them on the
+  // stream: a non-blocking communicator may return ncclInProgress and go on issuing in the
+  // background, and an event recorded before that is done would not follow the collective.
   template <typename Fn>
-  void issue(const Group& g, Fn&& fn) {
+  void issue(const CommKey& key, Fn&& fn) {
     std::lock_guard<std::mutex> lock(nccl_mutex_);
     throw_if_aborted();
-    ncclComm_t comm = comms_.at(g.id).handle;
+    ncclComm_t comm = comms_.at(key).handle;
     fn(comm);
     settle(comm, "issuing the collective");
   }
@@ -419,8 +504,8 @@ class NcclComm final : public Comm {
     }
   }
 
-  // Waits for `event` on the host, bounded by the timeout, watching g's communicator for errors.
-  void wait(const Group& g, cudaEvent_t event) {
+  // Waits for `event` on the host, bounded by the timeout, watching key's communicator for errors.
+  void wait(const CommKey& key, cudaEvent_t event) {
     const auto deadline = Clock::now() + timeout_;
     for (Backoff backoff;; backoff.pause()) {
       const cudaError_t query = cudaEventQuery(event);
@@ -430,9 +515,10 @@ class NcclComm final : public Comm {
       std::lock_guard<std::mutex> lock(nccl_mutex_);
       throw_if_aborted();
       ncclResult_t state = ncclSuccess;
-      PTRAIN_DIST_CHECK(ncclCommGetAsyncError(comms_.at(g.id).handle, &state));
+      const Communicator& c = comms_.at(key);
+      PTRAIN_DIST_CHECK(ncclCommGetAsyncError(c.handle, &state));
       if (state != ncclSuccess && state != ncclInProgress) {
-        abort_all("NCCL error '" + nccl_error(state) + "' on group " + g.name);
+        abort_all("NCCL error '" + nccl_error(state) + "' on group " + c.group);
         throw DistError(abort_reason_);
       }
       if (Clock::now() > deadline) {
@@ -456,27 +542,30 @@ class NcclComm final : public Comm {
     return e;
   }
 
-  // Retires the collectives the device has finished (they complete in order: one comm stream),
-  // marking them done in the log. Returns a failure message if the oldest one failed or is older
-  // than the timeout, else "".
+  // Retires the collectives the device has finished (in any order: sends in flight on a channel's
+  // stream may finish after later work on the comm stream), marking them done in the log. Returns a
+  // failure message if one failed, or if the oldest unfinished one is older than the timeout, else "".
   std::string reap() {
     std::lock_guard<std::mutex> lock(pending_mutex_);
-    while (!pending_.empty()) {
-      Pending& oldest = pending_.front();
-      const cudaError_t query = cudaEventQuery(oldest.done);
+    std::string late;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const cudaError_t query = cudaEventQuery(it->done);
       if (query == cudaErrorNotReady) {
         static_cast<void>(cudaGetLastError());  // no error: keep it from later launch checks
-        if (Clock::now() - oldest.start <= timeout_) return {};
-        return "rank " + std::to_string(rank()) + ": " + oldest.op.name + " did not finish within " + seconds(timeout_);
+        if (late.empty() && Clock::now() - it->start > timeout_)
+          late = "rank " + std::to_string(rank()) + ": " + it->op.name + " did not finish within " +
+                 seconds(timeout_);
+        ++it;
+        continue;
       }
       if (query != cudaSuccess)
-        return "rank " + std::to_string(rank()) + ": " + oldest.op.name + " failed on the device: " +
-               cudaGetErrorString(query);
-      finished(oldest.op.seq);
-      free_events_.push_back(oldest.done);
-      pending_.pop_front();
+        return "rank " + std::to_string(rank()) + ": " + it->op.name +
+               " failed on the device: " + cudaGetErrorString(query);
+      finished(it->op.seq);
+      free_events_.push_back(it->done);
+      it = pending_.erase(it);
     }
-    return {};
+    return late;
   }
 
   // NCCL's asynchronous errors (a peer vanished, a network failure), or "".
@@ -561,7 +650,10 @@ class NcclComm final : public Comm {
   // nccl_mutex_ guards the communicators: the trainer thread issues and polls, the watchdog polls
   // and may abort them, after which nobody may touch them.
   std::mutex nccl_mutex_;
-  std::map<int, Communicator> comms_;  // by group id, in creation order (the world first)
+  std::map<CommKey, Communicator>
+      comms_;  // groups' by id, in creation order (the world first), then channels'
+  std::map<CommKey, cudaStream_t> send_streams_;  // the channels this rank sends on
+  StoreClient* store_ = nullptr;                  // for the channels' unique ids
   ncclComm_t split_result_ = nullptr;
   bool aborted_ = false;
   std::string abort_reason_;

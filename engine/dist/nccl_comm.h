@@ -13,6 +13,15 @@
 // memory (loss sums, flags, checkpoint manifests) is staged through a device buffer and waited for,
 // bounded by the timeout. all_to_allv takes `in` and `out` of the same kind.
 //
+// Point to point (the pipeline's messages): without open_channels, sends and receives go over the
+// group's communicator on channel 0 only, on the comm stream. open_channels gives each channel a
+// communicator of its own (two ranks, one direction: messages on one never wait behind another's)
+// and its sender a stream of its own: isend from device memory is enqueued there after the compute
+// stream's work and stays in flight, the host going on; waiting for it orders the compute stream
+// after it. Receives run on the comm stream, in program order with the collectives, and the compute
+// stream waits for them. So the device keeps the schedule's execution contract (pipeline/schedule.h:
+// sends in flight, receives in order) with no host sync. isend from host memory is a send at once.
+//
 // Hangs and errors: a watchdog thread polls every communicator's asynchronous error and the oldest
 // collective still running on the device. On an error or a collective older than the timeout it
 // aborts every communicator and calls NcclOptions::on_failure with a message naming the collective

@@ -1,5 +1,6 @@
 #include "engine/pipeline/schedule.h"
 
+#include "engine/pipeline/channels.h"
 #include "engine/pipeline/schedule_builders.h"
 
 namespace ptrain::pipeline {
@@ -99,6 +100,17 @@ Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
       break;
   }
   return s;
+}
+
+std::vector<Channel> channels(const Schedule& s) {
+  std::vector<bool> used(static_cast<std::size_t>(detail::channel_count(s.pp)), false);
+  for (int r = 0; r < s.pp; ++r)
+    for (const Instr& in : s.ranks[static_cast<std::size_t>(r)])
+      if (is_send(in.op)) used[static_cast<std::size_t>(detail::channel_of(in, r, s.pp))] = true;
+  std::vector<Channel> out;
+  for (int c = 0; c < detail::channel_count(s.pp); ++c)  // channel_of's numbering is this order
+    if (used[static_cast<std::size_t>(c)]) out.push_back({c / 2 / s.pp, c / 2 % s.pp, c % 2 == 0});
+  return out;
 }
 
 }  // namespace ptrain::pipeline

@@ -62,6 +62,17 @@ struct Schedule {
   int compute_ops() const { return microbatches * virtual_stages() * (split_weight_grad ? 3 : 2); }
 };
 
+// A channel of the schedule's messages: what pp rank `from` sends pp rank `to`.
+struct Channel {
+  int from = 0;
+  int to = 0;
+  bool activations = true;  // else gradients
+  bool operator==(const Channel&) const = default;
+};
+// The channels the messages of a schedule use, each once, ordered by sender, receiver, then
+// activations before gradients (an order every rank can agree on without talking).
+std::vector<Channel> channels(const Schedule& s);
+
 // Problems with the arguments for a kind (e.g. interleaved needs microbatches % pp == 0), each a
 // sentence; empty when build() accepts them.
 std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int vpp, int microbatches);

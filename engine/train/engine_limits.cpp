@@ -16,7 +16,7 @@ bool experts_split_over_tp(const config::ParallelSpec& p) {
 
 }  // namespace
 
-std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu) {
+std::vector<EngineLimit> engine_limits(const config::JobSpec& spec) {
   const config::ParallelSpec& p = spec.parallel;
   std::vector<EngineLimit> limits;
   // MoE routing is per sequence (model/moe_block.h): the block must see whole sequences.
@@ -42,9 +42,6 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu)
                std::to_string(p.ep) + " in order " + p.order + " (validate and plan model it)",
            "set parallel.ep: " + std::to_string(p.tp) + " and parallel.order: tp-cp-ep-dp-pp"});
   }
-  if (p.pp > 1 && on_gpu)
-    limits.push_back({"parallel.pp", "pipeline parallelism runs on the CPU backend only for now",
-                      "set backend: cpu, or pp: 1 on the GPU"});
   return limits;
 }
 

@@ -16,7 +16,7 @@ struct EngineLimit {
   std::string fix;
 };
 
-// `on_gpu`: the job runs on the CUDA backend (validate: backend is not cpu).
-std::vector<EngineLimit> engine_limits(const config::JobSpec& spec, bool on_gpu);
+// The same on both backends.
+std::vector<EngineLimit> engine_limits(const config::JobSpec& spec);
 
 }  // namespace ptrain::train

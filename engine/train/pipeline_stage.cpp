@@ -1,5 +1,6 @@
 #include "engine/train/pipeline_stage.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,7 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
       pp_rank_(pp_group != nullptr ? pp_group->index : 0),
       pp_(spec.parallel.pp),
       ops_(ops),
+      staged_(ops.device() != kernels::Device::Cpu && !comm.takes_device_memory()),
       schedule_(
           pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches)) {
   if (schedule_.split_weight_grad && spec.parallel.zero >= 2)  // config::load refuses it (rules_schedule.cpp)
@@ -68,6 +70,12 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   if (pp_ > 1 && !comm.sends_in_flight())
     throw std::invalid_argument(std::string("parallel.pp: the ") + comm.backend() +
                                 " transport cannot leave sends in flight, which pipeline schedules need");
+  if (pp_ > 1) {
+    std::vector<dist::Comm::Channel> open;
+    for (const pipeline::Channel& c : pipeline::channels(schedule_))
+      open.push_back({c.from, c.to, c.activations ? kActivations : kGradients});
+    comm.open_channels(*pp_group, open);
+  }
   const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
   check_messages_beside_compute(list);
   check_backward_order(schedule_, list);
@@ -85,6 +93,10 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   const model::Transformer& first = *chunks_.front();
   send_buffers_ =
       runtime::Buffer(ops, first.boundary_elements() * buffers_.send_buffers, first.activation_dtype());
+  if (staged_ && pp_ > 1) {  // evaluate() sends from mirror 0 too
+    host_sends_.resize(first.boundary_bytes() * index(std::max(buffers_.send_buffers, 1)));
+    host_receive_.resize(first.boundary_bytes());
+  }
   const std::size_t tokens = static_cast<std::size_t>(spec.train.micro_batch) * static_cast<std::size_t>(spec.model.seq_len);
   tokens_.resize(tokens);
   targets_.resize(tokens);
@@ -106,6 +118,20 @@ std::int64_t PipelineStage::activation_bytes() const {
 
 int PipelineStage::prev_rank() const { return (pp_rank_ + pp_ - 1) % pp_; }
 int PipelineStage::next_rank() const { return (pp_rank_ + 1) % pp_; }
+
+const void* PipelineStage::outgoing(kernels::Buf buffer, int index_of_buffer) {
+  if (!staged_) return buffer.ptr;
+  const std::size_t bytes = chunks_.front()->boundary_bytes();
+  std::byte* mirror = host_sends_.data() + bytes * index(index_of_buffer);
+  ops_.copy_to_host(mirror, buffer, bytes);
+  return mirror;
+}
+
+void PipelineStage::receive(kernels::Buf into, std::size_t bytes, int peer, int channel) {
+  if (!staged_) return comm_.recv(*pp_group_, into.ptr, bytes, peer, channel);
+  comm_.recv(*pp_group_, host_receive_.data(), bytes, peer, channel);
+  ops_.copy_to_device(into, host_receive_.data(), bytes);
+}
 
 double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
                             const runtime::DeviceScalars& loss_sums, optim::ZeroOptimizer& zero) {
@@ -134,7 +160,7 @@ double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
     const kernels::Buf buffer = send_buffers_.at(elements * b);
     ops_.convert(buffer, what, elements);
     in_flight.push_back({buffers_.send_released_after[index(i)], b,
-                         comm_.isend(*pp_group_, buffer.ptr, bytes, peer, channel)});
+                         comm_.isend(*pp_group_, outgoing(buffer, b), bytes, peer, channel)});
   };
   auto release_until = [&](int i) {  // frees the sends known to be over before instruction i
     std::size_t kept = 0;
@@ -164,7 +190,7 @@ double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
     }
     switch (in.op) {
       case Op::RecvAct:
-        timed([&] { comm_.recv(*pp_group_, chunk.input(slot).ptr, bytes, in.peer, kActivations); });
+        timed([&] { receive(chunk.input(slot), bytes, in.peer, kActivations); });
         break;
       case Op::Forward:
         if (chunk.first_stage() || chunk.last_stage()) load(in.microbatch, tokens_.data(), targets_.data());
@@ -175,7 +201,7 @@ double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
         send(i, chunk.output(slot), in.peer, kActivations);
         break;
       case Op::RecvGrad:
-        timed([&] { comm_.recv(*pp_group_, chunk.output_grad().ptr, bytes, in.peer, kGradients); });
+        timed([&] { receive(chunk.output_grad(), bytes, in.peer, kGradients); });
         break;
       case Op::Backward:
       case Op::WeightGrad:
@@ -202,9 +228,10 @@ std::int64_t PipelineStage::evaluate(const std::int32_t* tokens, const std::int3
   std::int64_t counted = 0;
   for (auto& chunk : chunks_) {
     const std::size_t bytes = chunk->boundary_bytes();
-    if (!chunk->first_stage()) comm_.recv(*pp_group_, chunk->input(0).ptr, bytes, prev_rank(), kActivations);
+    if (!chunk->first_stage()) receive(chunk->input(0), bytes, prev_rank(), kActivations);
     counted += chunk->evaluate(0, tokens, targets, loss_sum);
-    if (!chunk->last_stage()) comm_.send(*pp_group_, chunk->output(0).ptr, bytes, next_rank(), kActivations);
+    if (!chunk->last_stage())
+      comm_.send(*pp_group_, outgoing(chunk->output(0), 0), bytes, next_rank(), kActivations);
   }
   return counted;
 }

@@ -9,9 +9,13 @@
 // (RecvAct F SendAct, RecvGrad B SendGrad): a received activation goes straight into its slot's
 // input, a received gradient into the backward workspace, and what is sent is copied into a send
 // buffer, left in flight and freed where pipeline::rank_buffers proves the send over. Slots and
-// send buffers are counted by pipeline::rank_buffers, which validate counts too.
+// send buffers are counted by pipeline::rank_buffers, which validate counts too. The pp group opens
+// the schedule's channels first (Comm::open_channels: NCCL gives each its own communicator).
+// Device buffers with a Comm that cannot take them (Gloo, for ranks that share a GPU) go through
+// host copies: a host mirror per send buffer, kept until its send is over, and one for receiving.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,12 +51,15 @@ class PipelineStage {
 
   // The rank that holds the last virtual stage computes the loss.
   bool computes_loss() const { return chunks_.back()->last_stage(); }
+  // False where messages of device memory go through NCCL: the device waits for them, not the host.
+  bool messages_wait_on_host() const { return ops_.device() == kernels::Device::Cpu || staged_; }
   void set_hooks(model::UnitHooks* hooks);
   std::int64_t activation_bytes() const;  // all chunks' arenas and the send buffers
 
   // One step's forward and backward of every microbatch; on the last stage microbatch mb's loss sum
   // goes to loss_sums.at(mb). `zero` learns which microbatch each backward belongs to. Returns the
-  // seconds this rank waited for messages (receives, and sends it needed done).
+  // seconds the host waited for messages (receives, and sends it needed done): the rank's idle time
+  // where messages_wait_on_host().
   double train(const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
                optim::ZeroOptimizer& zero);
   // Forward only of one microbatch through every stage (validation): the counted tokens and the loss
@@ -62,17 +69,23 @@ class PipelineStage {
  private:
   int prev_rank() const;  // pp rank of the previous (next) virtual stage's holder
   int next_rank() const;
+  // What the Comm sends for send buffer `index` holding `buffer`: the buffer, or its host mirror.
+  const void* outgoing(kernels::Buf buffer, int index);
+  // Receives a message of `bytes` into `into`, through the host when staged.
+  void receive(kernels::Buf into, std::size_t bytes, int peer, int channel);
 
   dist::Comm& comm_;
   const dist::Group* pp_group_;
   int pp_rank_, pp_;
   const kernels::Ops& ops_;
+  bool staged_;  // messages go through host_sends_ and host_receive_
   pipeline::Schedule schedule_;
   pipeline::RankBuffers buffers_;
   std::vector<std::unique_ptr<model::Transformer>> chunks_;
   std::vector<std::vector<int>> slot_of_;     // [chunk][microbatch]: its activation slot, -1 if none
   std::vector<std::vector<int>> free_slots_;  // [chunk]
   runtime::Buffer send_buffers_;              // buffers_.send_buffers messages
+  std::vector<std::byte> host_sends_, host_receive_;
   std::vector<std::int32_t> tokens_, targets_;
 };
 

@@ -70,9 +70,9 @@ grid::GroupList kv_copy_groups(const grid::GroupList& tp_groups, int tp, int kv_
   return out;
 }
 
-StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm, const kernels::Ops& ops) {
+StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) {
   const config::ParallelSpec& p = spec.parallel;
-  const std::vector<EngineLimit> limits = engine_limits(spec, ops.device() != kernels::Device::Cpu);
+  const std::vector<EngineLimit> limits = engine_limits(spec);
   if (!limits.empty())
     throw std::invalid_argument(limits.front().key + ": " + limits.front().message +
                                 " (fix: " + limits.front().fix + ")");
@@ -166,7 +166,7 @@ struct Trainer::State {
         ops(backend),
         options(std::move(opts)),
         comm(c),
-        groups(step_groups(s, c, backend)),
+        groups(step_groups(s, c)),
         dp_group(*groups.dp),
         leader(c.rank() == 0),
         tensor_parallel(groups.tp == nullptr ? std::nullopt
@@ -329,7 +329,7 @@ struct Trainer::State {
                         this_step.ep};
       sent_before = sent;
       comm.all_reduce(comm.world_group(), most, 6, dist::ReduceOp::Max);
-      if (groups.pp != nullptr) out.pipeline_idle = most[0];
+      if (groups.pp != nullptr && pipeline.messages_wait_on_host()) out.pipeline_idle = most[0];
       out.comm_bytes = AxisBytes{most[1], most[2], most[3], most[4], most[5]};
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;

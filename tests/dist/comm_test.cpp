@@ -245,6 +245,9 @@ TEST_CASE("gloo: sends left in flight, on independent channels") {
   run_gloo_ranks(2, [](Comm& comm) {
     const Group& world = comm.world_group();
     const int me = comm.rank(), peer = 1 - me;
+    comm.open_channels(world, {{0, 1, 0}, {1, 0, 0}, {0, 1, 1}});  // Gloo has nothing to set up
+    REQUIRE_THROWS_WITH(comm.open_channels(world, {{0, 0, 1}}), Catch::Contains("bad channel 1 from 0 to 0"));
+    REQUIRE_THROWS_AS(comm.open_channels(world, {{0, 2, 0}}), DistError);
     // Both ranks send before either receives: blocking sends would wait for each other forever.
     const std::vector<float> out(1000, static_cast<float>(me + 1));
     Comm::SendHandle pending = comm.isend(world, out.data(), out.size() * sizeof(float), peer);

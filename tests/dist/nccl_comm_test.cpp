@@ -181,6 +181,29 @@ TEST_CASE("device collectives follow the compute stream and the compute stream f
   });
 }
 
+TEST_CASE("opened channels keep sends in flight: two ranks send each other 64 MiB before receiving") {
+  run_ranks(2, [](Rank& r) {
+    const int me = r.comm.rank(), peer = 1 - me;
+    const Group& world = r.comm.world_group();
+    REQUIRE(r.comm.sends_in_flight());
+    // The pipeline's pattern: activations 0 -> 1 on channel 0, gradients 1 -> 0 on channel 1; and
+    // both directions of channel 0 (interleaved schedules send activations around the ring).
+    r.comm.open_channels(world, {{0, 1, 0}, {1, 0, 0}, {1, 0, 1}});
+    const std::size_t n = std::size_t{16} << 20;  // far beyond NCCL's buffers: a send waits for its receive
+    for (int round = 0; round < 3; ++round) {
+      DeviceArray<float> out(std::vector<float>(n, static_cast<float>(10 * me + round)), r.stream);
+      DeviceArray<float> in(std::vector<float>(n, -1.0f), r.stream);
+      const int channel = me == 1 && round == 1 ? 1 : 0;  // rank 1 sends gradients in round 1
+      Comm::SendHandle sent = r.comm.isend(world, out.data(), n * sizeof(float), peer, channel);
+      r.comm.recv(world, in.data(), n * sizeof(float), peer, me == 0 && round == 1 ? 1 : 0);
+      sent.wait();
+      const auto got = in.read();
+      for (std::size_t i = 0; i < n; i += 4099) REQUIRE(got[i] == static_cast<float>(10 * peer + round));
+    }
+    CHECK_THROWS_WITH(r.comm.send(world, nullptr, 0, peer, 2), Catch::Contains("was not opened"));
+  });
+}
+
 TEST_CASE("host memory is staged: scalars, strings, point-to-point, barrier, all_to_allv") {
   run_ranks(2, [](Rank& r) {
     const int me = r.comm.rank();

@@ -120,3 +120,15 @@ TEST_CASE("sends and receives sit right around their compute op, over the sweep"
     CHECK(compute == s.compute_ops());
   }
 }
+
+TEST_CASE("channels lists each message channel once, in an order every rank derives alike") {
+  const std::vector<Channel> straight = {{0, 1, true},  {1, 0, false}, {1, 2, true},
+                                         {2, 1, false}, {2, 3, true},  {3, 2, false}};
+  CHECK(channels(build(ScheduleKind::OneFOneB, 4, 1, 8)) == straight);
+  CHECK(channels(build(ScheduleKind::ZbH1, 4, 1, 8)) == straight);
+  // Interleaved: the last rank's chunk feeds the first rank's next chunk, so messages go around.
+  const std::vector<Channel> ring = {{0, 1, true}, {0, 1, false}, {1, 0, true}, {1, 0, false}};
+  CHECK(channels(build(ScheduleKind::Interleaved1F1B, 2, 2, 4)) == ring);
+  CHECK(channels(build(ScheduleKind::Interleaved1F1B, 3, 2, 6)).size() == 6);
+  CHECK(channels(build(ScheduleKind::Gpipe, 1, 1, 4)).empty());
+}

@@ -284,6 +284,20 @@ class CudaBackend(unittest.TestCase):
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assert_same_curve(one, split, 1e-4)
 
+    def test_pipeline_stages_on_one_gpu_match_one_rank(self):
+        # Two pipeline stages sharing the device (Gloo, the messages staged through the host): 1f1b,
+        # zb-h1 (W split from B) and interleaved 1f1b (two chunks a rank), against one rank.
+        four_layers = ["--set", "train.precision=fp32", "--set", "model.layers=4"]
+        with tempfile.TemporaryDirectory() as one:
+            self.run_on_gpu(one, "llama", 10, *four_layers)
+            for schedule in (["--set", "schedule.kind=1f1b"], ["--set", "schedule.kind=zb-h1"],
+                             ["--set", "schedule.kind=interleaved-1f1b", "--set", "schedule.virtual_stages=2"]):
+                with self.subTest(schedule=schedule), tempfile.TemporaryDirectory() as two:
+                    r = run(job(two, "llama", steps=10), "--nproc", "2", "--set", "backend=cuda", *four_layers,
+                            "--set", "parallel.pp=2", *schedule)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assert_same_curve(one, two, 1e-5)
+
     def test_expert_parallel_ranks_on_one_gpu_match_one_rank(self):
         # Mixtral's experts over two ranks sharing the device (Gloo with host staging): over dp ranks
         # (the all-to-all) and over the tp group (ep = tp, SP), against one rank.
