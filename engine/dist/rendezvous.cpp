@@ -15,6 +15,8 @@ namespace ptrain::dist {
 namespace {
 
 constexpr const char* kAbortKey = "ptrain/abort";
+constexpr const char* kAbortSeenKey = "ptrain/abort_seen";  // how many watchdogs read the reason
+constexpr auto kReadersGrace = std::chrono::seconds(2);     // a dead rank never reads it
 constexpr const char* kBackendKey = "ptrain/comm_backend";
 constexpr auto kWatchPeriod = std::chrono::milliseconds(200);
 
@@ -117,6 +119,7 @@ void Session::watch() {
       if (!watch_client_->check({kAbortKey})) continue;
       const std::vector<char> value = watch_client_->get(kAbortKey, std::chrono::seconds(5));
       reason = std::string(value.begin(), value.end());
+      watch_client_->add(kAbortSeenKey, 1);
     } catch (const DistError& e) {
       reason = std::string("the job's store is gone (") + e.what() + ")";
     }
@@ -124,6 +127,7 @@ void Session::watch() {
     std::fprintf(stderr, "error: rank %d stops: %s\nrank %d's last collectives:\n%s", env_.rank, reason.c_str(),
                  env_.rank, comm_->log().dump().c_str());
     std::fflush(stderr);
+    wait_for_readers(*watch_client_);
     // Let the failing rank exit first, so the launcher reports it rather than this echo.
     std::this_thread::sleep_for(std::chrono::seconds(1));
     std::_Exit(1);
@@ -140,9 +144,18 @@ void Session::report_abort(const std::string& what) {
     } catch (const DistError&) {
       return;  // the store is gone already: the others notice that themselves
     }
-    // Rank 0 hosts the store: keep it up a moment so every watchdog reads the reason.
-    if (server_) std::this_thread::sleep_for(2 * kWatchPeriod);
+    wait_for_readers(*client_);
   });
+}
+
+void Session::wait_for_readers(StoreClient& client) const {
+  if (!server_) return;
+  const auto deadline = std::chrono::steady_clock::now() + kReadersGrace;
+  try {
+    while (client.add(kAbortSeenKey, 0) < env_.world - 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(kWatchPeriod / 10);
+  } catch (const DistError&) {  // nothing to wait for without the store
+  }
 }
 
 void Session::finish() {

@@ -44,6 +44,9 @@ class Session {
                                              const NcclOffer& offer);
   Session() = default;
   void watch();
+  // Rank 0 hosts the store: after an abort it keeps it up until every other rank has read the
+  // reason (each watchdog counts itself in), or two seconds at most. Nothing elsewhere.
+  void wait_for_readers(StoreClient& client) const;
 
   WorkerEnv env_;
   std::unique_ptr<StoreServer> server_;

@@ -38,7 +38,7 @@ std::vector<std::string> join(const std::vector<std::string>& gpus) {
       env.token = "t";
       env.store_fd = r == 0 ? fd : -1;
       try {
-        auto session = rendezvous(env, 3s, {gpus[static_cast<std::size_t>(r)], nullptr});
+        auto session = rendezvous(env, 30s, {gpus[static_cast<std::size_t>(r)], nullptr});
         outcome[static_cast<std::size_t>(r)] = session->comm().backend();
         session->finish();
       } catch (const std::exception& e) {

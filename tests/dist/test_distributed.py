@@ -437,8 +437,8 @@ class Faults(Timed):
 
     def test_sigterm_checkpoints_every_rank_and_resume_continues_exactly(self):
         with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as d:
-            self.assertEqual(run(job(ref, dp=2, zero=3, steps=40)).returncode, 0)
-            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=3, steps=40)], stderr=subprocess.PIPE,
+            self.assertEqual(run(job(ref, dp=2, zero=3, steps=200)).returncode, 0)
+            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=3, steps=200)], stderr=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, text=True, env=env())
             deadline = time.time() + 60
             while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
@@ -448,8 +448,8 @@ class Faults(Timed):
             self.assertEqual(p.returncode, 0, err)
             self.assertIn("checkpoint saved", err)
             stopped = len(metrics(d))
-            self.assertLess(stopped, 40, "the run ended before the signal: make it longer")
-            r = run(job(d, dp=2, zero=3, steps=40))
+            self.assertLess(stopped, 200, "the run ended before the signal: make it longer")
+            r = run(job(d, dp=2, zero=3, steps=200))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(curve(metrics(d)), curve(metrics(ref)))  # same layout: bitwise
 
