@@ -249,14 +249,17 @@ Comm::SendHandle& Comm::SendHandle::operator=(SendHandle&& other) noexcept {
 }
 
 Comm::SendHandle::~SendHandle() {
-  if (std::uncaught_exceptions() > 0) return;
+  if (std::uncaught_exceptions() > 0) {
+    if (wait_) comm_->abandon_in_flight();
+    return;
+  }
   try {
     wait();
   } catch (const std::exception&) {  // see operator=
   }
 }
 
-void Comm::open_channels(const Group& g, const std::vector<Channel>& channels) {
+void Comm::open_channels(const Group& g, const std::vector<Channel>& channels, std::size_t message_bytes) {
   check_member(g, "open_channels");
   for (const Channel& c : channels) {
     const bool in_group = c.from >= 0 && c.from < g.size() && c.to >= 0 && c.to < g.size();
@@ -264,7 +267,8 @@ void Comm::open_channels(const Group& g, const std::vector<Channel>& channels) {
       throw DistError("open_channels on group " + g.name + ": bad channel " + std::to_string(c.channel) +
                       " from " + std::to_string(c.from) + " to " + std::to_string(c.to));
     if (c.from != g.index && c.to != g.index) continue;
-    logged("open_channel", g, 0, c.from == g.index ? c.to : c.from, [&] { do_open_channel(g, c); });
+    logged("open_channel", g, message_bytes, c.from == g.index ? c.to : c.from,
+           [&] { do_open_channel(g, c, message_bytes); });
   }
 }
 

@@ -192,9 +192,14 @@ class Comm {
   };
   // Sets up the channels that sends and receives on g will use, where the backend needs it (NCCL
   // gives each its own communicator of two ranks, so that no channel or direction waits behind
-  // another; see nccl_comm.h). Every member of g calls it with the same list; each rank takes part
-  // in the channels it is an end of, in list order, so two ranks never wait for each other in turn.
-  void open_channels(const Group& g, const std::vector<Channel>& channels);
+  // another, and sends one message of `message_bytes`, the largest the channels carry, through it;
+  // see nccl_comm.h). Every member of g calls it with the same list; each rank takes part in the
+  // channels it is an end of, in list order, so two ranks never wait for each other in turn.
+  void open_channels(const Group& g, const std::vector<Channel>& channels, std::size_t message_bytes);
+  // Called when an error unwinds past work this rank left in flight (a send never waited for, a
+  // step's collectives on the device): a backend whose collectives outlive the call (NCCL) aborts
+  // them, so that nothing waits for peers that will never match. Every later collective fails.
+  virtual void abandon_in_flight() noexcept {}
   void barrier(const Group& g);
 
   // Small control messages (checkpoint paths, manifests): `text` of the root replaces everyone's;
@@ -225,8 +230,8 @@ class Comm {
                                          int channel);
   virtual void do_barrier(const Group& g) = 0;
   // Sets up one channel this rank is an end of; the default has nothing to set up.
-  virtual void do_open_channel(const Group& g, const Channel& c) {
-    static_cast<void>(g), static_cast<void>(c);
+  virtual void do_open_channel(const Group& g, const Channel& c, std::size_t message_bytes) {
+    static_cast<void>(g), static_cast<void>(c), static_cast<void>(message_bytes);
   }
 
   // For a backend whose collectives complete after the hook returns (NCCL enqueues them on a

@@ -7,6 +7,7 @@
 #include <compare>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -190,9 +191,21 @@ class NcclComm final : public Comm {
   }
 
   // A communicator of two ranks (the sender is its rank 0), from a unique id the sender publishes
-  // through the store; the sender also gets a stream for its sends on the channel.
-  void do_open_channel(const Group& g, const Channel& c) override {
+  // through the store, warmed up with one message; the sender also gets a stream for its sends.
+  void do_open_channel(const Group& g, const Channel& c, std::size_t message_bytes) override {
     const CommKey key{g.id, c.from, c.to, c.channel};
+    const std::string name = g.name + " channel " + std::to_string(c.channel) + " " + std::to_string(c.from) +
+                             "->" + std::to_string(c.to);
+    if (const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+        queues != nullptr && std::string(queues) == "1")
+      throw DistError(
+          "CUDA_DEVICE_MAX_CONNECTIONS=1 puts every stream on one hardware queue, where a pipeline send "
+          "can wait behind a receive that waits for the peer's send: unset it to run pipeline stages");
+    {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      throw_if_aborted();
+      if (comms_.count(key) != 0) throw DistError(name + " is already open");
+    }
     const bool sender = g.index == c.from;
     const std::string id_key = "nccl/channel/" + std::to_string(g.id) + "/" + std::to_string(c.from) + "/" +
                                std::to_string(c.to) + "/" + std::to_string(c.channel);
@@ -203,20 +216,58 @@ class NcclComm final : public Comm {
     } else {
       read_unique_id(store_->get(id_key, timeout_), id);
     }
-    if (sender && send_streams_.count(key) == 0) {
+    if (sender) {
       cudaStream_t stream = nullptr;
       PTRAIN_DIST_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       send_streams_[key] = stream;
     }
+    {
+      std::lock_guard<std::mutex> lock(nccl_mutex_);
+      throw_if_aborted();
+      ncclConfig_t config = nonblocking_config();
+      ncclComm_t comm = nullptr;
+      PTRAIN_DIST_CHECK(ncclCommInitRankConfig(&comm, 2, id, sender ? 0 : 1, &config));
+      comms_[key] = {comm, name};
+      settle(comm, "creating a channel's communicator");
+    }
+    warm_up(key, sender, message_bytes);
+  }
+
+  // NCCL connects a pair on its first message, and issuing that message waits until the peer issues
+  // its side: the pipeline's first send would block the host. So both ends exchange one message of
+  // the channel's size here (they reach this at the same point of the shared list), connecting
+  // every path a message of that size takes.
+  void warm_up(const CommKey& key, bool sender, std::size_t bytes) {
+    bytes = std::max<std::size_t>(bytes, 1);
+    void* buffer = nullptr;
+    PTRAIN_DIST_CHECK(cudaMalloc(&buffer, bytes));
+    try {
+      issue(key, [&](ncclComm_t comm) {
+        if (sender)
+          PTRAIN_DIST_CHECK(ncclSend(buffer, bytes, ncclUint8, 1, comm, comm_stream_));
+        else
+          PTRAIN_DIST_CHECK(ncclRecv(buffer, bytes, ncclUint8, 0, comm, comm_stream_));
+      });
+      PTRAIN_DIST_CHECK(cudaEventRecord(staged_, comm_stream_));
+      wait(key, staged_);
+    } catch (...) {
+      cudaFree(buffer);
+      throw;
+    }
+    PTRAIN_DIST_CHECK(cudaFree(buffer));
+  }
+
+  // An error unwinds past device work in flight (a send abandoned, receives the compute stream waits
+  // for): abort, so that NCCL's kernels end instead of waiting for peers that will never match, and
+  // freeing the step's buffers (which waits for the device) does not hang until the watchdog fires.
+  void abandon_in_flight() noexcept override {
+    reap();
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      if (pending_.empty()) return;
+    }
     std::lock_guard<std::mutex> lock(nccl_mutex_);
-    throw_if_aborted();
-    if (comms_.count(key) != 0) throw DistError("channel " + std::to_string(c.channel) + " is already open");
-    ncclConfig_t config = nonblocking_config();
-    ncclComm_t comm = nullptr;
-    PTRAIN_DIST_CHECK(ncclCommInitRankConfig(&comm, 2, id, sender ? 0 : 1, &config));
-    comms_[key] = {comm, g.name + " channel " + std::to_string(c.channel) + " " + std::to_string(c.from) +
-                             "->" + std::to_string(c.to)};
-    settle(comm, "creating a channel's communicator");
+    abort_all("an error on this rank left collectives in flight");
   }
 
   void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op,

@@ -70,12 +70,6 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   if (pp_ > 1 && !comm.sends_in_flight())
     throw std::invalid_argument(std::string("parallel.pp: the ") + comm.backend() +
                                 " transport cannot leave sends in flight, which pipeline schedules need");
-  if (pp_ > 1) {
-    std::vector<dist::Comm::Channel> open;
-    for (const pipeline::Channel& c : pipeline::channels(schedule_))
-      open.push_back({c.from, c.to, c.activations ? kActivations : kGradients});
-    comm.open_channels(*pp_group, open);
-  }
   const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
   check_messages_beside_compute(list);
   check_backward_order(schedule_, list);
@@ -96,6 +90,12 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   if (staged_ && pp_ > 1) {  // evaluate() sends from mirror 0 too
     host_sends_.resize(first.boundary_bytes() * index(std::max(buffers_.send_buffers, 1)));
     host_receive_.resize(first.boundary_bytes());
+  }
+  if (pp_ > 1) {
+    std::vector<dist::Comm::Channel> open;
+    for (const pipeline::Channel& c : pipeline::channels(schedule_))
+      open.push_back({c.from, c.to, c.activations ? kActivations : kGradients});
+    comm.open_channels(*pp_group, open, first.boundary_bytes());
   }
   const std::size_t tokens = static_cast<std::size_t>(spec.train.micro_batch) * static_cast<std::size_t>(spec.model.seq_len);
   tokens_.resize(tokens);

@@ -212,6 +212,8 @@ struct Trainer::State {
 
   static constexpr int kEvalBatches = 4;  // global batches of the validation set per evaluation
 
+  RunResult run();  // Trainer::run's steps
+
   // How the ParamStore is laid out for ZeRO over the dp-cp group (and the experts over expert-dp).
   model::StoreOptions store_options(const kernels::Ops& memory) const {
     return optim::zero_store_options(spec, dp_group.size(), memory,
@@ -402,25 +404,32 @@ Trainer::Trainer(const config::JobSpec& spec, const kernels::Ops& ops, dist::Com
 Trainer::~Trainer() = default;
 
 RunResult Trainer::run() {
-  State& s = *state_;
-  const config::JobSpec& spec = s.spec;
+  try {
+    return state_->run();
+  } catch (...) {  // before the buffers go, which waits for the device: nothing may wait for peers
+    state_->comm.abandon_in_flight();
+    throw;
+  }
+}
+
+RunResult Trainer::State::run() {
   RunResult result;
-  result.steps_done = s.start_step;
+  result.steps_done = start_step;
   const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
   double seconds_total = 0;
   double device_peak = 0;  // the most device memory in use after a step (where the backend measures it)
   std::int64_t timed_steps = 0;
-  for (std::int64_t step = s.start_step; step < spec.train.steps; ++step) {
-    s.inject_fault(step + 1);
+  for (std::int64_t step = start_step; step < spec.train.steps; ++step) {
+    inject_fault(step + 1);
     const auto t0 = Clock::now();
     const double lr = optim::learning_rate(spec.optimizer, spec.train.steps, step);
-    const State::StepOutcome outcome = s.train_step(step, lr);
+    const StepOutcome outcome = train_step(step, lr);
     const double loss = outcome.loss, grad_norm = outcome.grad_norm;
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       result.status = RunStatus::NonFinite;
       result.failed_step = step + 1;
-      s.note("non-finite " + std::string(std::isfinite(loss) ? "gradient norm" : "loss") + " at step " +
-                 std::to_string(step + 1) + ": stopping");
+      note("non-finite " + std::string(std::isfinite(loss) ? "gradient norm" : "loss") + " at step " +
+           std::to_string(step + 1) + ": stopping");
       break;
     }
     const double seconds = seconds_since(t0);
@@ -434,28 +443,31 @@ RunResult Trainer::run() {
     m.grad_norm = grad_norm;
     m.step_seconds = seconds;
     m.tokens_per_s = tokens_per_step / seconds;
-    m.mfu = s.peak_flops > 0 ? s.flops_per_step / (seconds * s.peak_flops) : 0.0;
-    m.memory_bytes = s.memory_bytes();
+    m.mfu = peak_flops > 0 ? flops_per_step / (seconds * peak_flops) : 0.0;
+    m.memory_bytes = memory_bytes();
     m.pipeline_idle = outcome.pipeline_idle;
     m.comm_bytes = outcome.comm_bytes;
-    if (const auto in_use = s.ops.device_bytes_in_use()) {
+    if (const auto in_use = ops.device_bytes_in_use()) {
       device_peak = std::max(device_peak, static_cast<double>(*in_use));
       m.device_memory_peak_bytes = device_peak;
     }
-    if (s.eval_loader && (m.step % spec.data.eval_every == 0 || m.step == spec.train.steps))
-      m.val_loss = s.validation_loss();
-    if (s.log) s.log->record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total / static_cast<double>(timed_steps));
+    if (eval_loader && (m.step % spec.data.eval_every == 0 || m.step == spec.train.steps))
+      m.val_loss = validation_loss();
+    if (log)
+      log->record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total /
+                         static_cast<double>(timed_steps));
     result.steps_done = m.step;
     result.final_loss = loss;
-    if (spec.checkpoint.every > 0 && m.step % spec.checkpoint.every == 0 && m.step != spec.train.steps) s.save(m.step);
+    if (spec.checkpoint.every > 0 && m.step % spec.checkpoint.every == 0 && m.step != spec.train.steps)
+      save(m.step);
     if (outcome.stop && m.step != spec.train.steps) {
       result.status = RunStatus::Interrupted;
-      s.note("stop requested: checkpointing after step " + std::to_string(m.step));
-      s.save(m.step);
+      note("stop requested: checkpointing after step " + std::to_string(m.step));
+      save(m.step);
       return result;
     }
   }
-  if (result.status == RunStatus::Completed && result.steps_done > s.start_step) s.save(result.steps_done);
+  if (result.status == RunStatus::Completed && result.steps_done > start_step) save(result.steps_done);
   return result;
 }
 

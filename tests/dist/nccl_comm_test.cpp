@@ -188,7 +188,7 @@ TEST_CASE("opened channels keep sends in flight: two ranks send each other 64 Mi
     REQUIRE(r.comm.sends_in_flight());
     // The pipeline's pattern: activations 0 -> 1 on channel 0, gradients 1 -> 0 on channel 1; and
     // both directions of channel 0 (interleaved schedules send activations around the ring).
-    r.comm.open_channels(world, {{0, 1, 0}, {1, 0, 0}, {1, 0, 1}});
+    r.comm.open_channels(world, {{0, 1, 0}, {1, 0, 0}, {1, 0, 1}}, 64 << 20);
     const std::size_t n = std::size_t{16} << 20;  // far beyond NCCL's buffers: a send waits for its receive
     for (int round = 0; round < 3; ++round) {
       DeviceArray<float> out(std::vector<float>(n, static_cast<float>(10 * me + round)), r.stream);
