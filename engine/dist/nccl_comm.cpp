@@ -233,30 +233,6 @@ class NcclComm final : public Comm {
     warm_up(key, sender, message_bytes);
   }
 
-  // NCCL connects a pair on its first message, and issuing that message waits until the peer issues
-  // its side: the pipeline's first send would block the host. So both ends exchange one message of
-  // the channel's size here (they reach this at the same point of the shared list), connecting
-  // every path a message of that size takes.
-  void warm_up(const CommKey& key, bool sender, std::size_t bytes) {
-    bytes = std::max<std::size_t>(bytes, 1);
-    void* buffer = nullptr;
-    PTRAIN_DIST_CHECK(cudaMalloc(&buffer, bytes));
-    try {
-      issue(key, [&](ncclComm_t comm) {
-        if (sender)
-          PTRAIN_DIST_CHECK(ncclSend(buffer, bytes, ncclUint8, 1, comm, comm_stream_));
-        else
-          PTRAIN_DIST_CHECK(ncclRecv(buffer, bytes, ncclUint8, 0, comm, comm_stream_));
-      });
-      PTRAIN_DIST_CHECK(cudaEventRecord(staged_, comm_stream_));
-      wait(key, staged_);
-    } catch (...) {
-      cudaFree(buffer);
-      throw;
-    }
-    PTRAIN_DIST_CHECK(cudaFree(buffer));
-  }
-
   // An error unwinds past device work in flight (a send abandoned, receives the compute stream waits
   // for): abort, so that NCCL's kernels end instead of waiting for peers that will never match, and
   // freeing the step's buffers (which waits for the device) does not hang until the watchdog fires.
@@ -425,6 +401,30 @@ class NcclComm final : public Comm {
                       " to rank " + std::to_string(to) + " of group " + g.name +
                       " was not opened (open_channels)");
     return {key_of(g), g.index == from ? to : from};
+  }
+
+  // NCCL connects a pair on its first message, and issuing that message waits until the peer issues
+  // its side: the pipeline's first send would block the host. So both ends exchange one message of
+  // the channel's size here (they reach this at the same point of the shared list), connecting
+  // every path a message of that size takes.
+  void warm_up(const CommKey& key, bool sender, std::size_t bytes) {
+    bytes = std::max<std::size_t>(bytes, 1);
+    void* buffer = nullptr;
+    PTRAIN_DIST_CHECK(cudaMalloc(&buffer, bytes));
+    try {
+      issue(key, [&](ncclComm_t comm) {
+        if (sender)
+          PTRAIN_DIST_CHECK(ncclSend(buffer, bytes, ncclUint8, 1, comm, comm_stream_));
+        else
+          PTRAIN_DIST_CHECK(ncclRecv(buffer, bytes, ncclUint8, 0, comm, comm_stream_));
+      });
+      PTRAIN_DIST_CHECK(cudaEventRecord(staged_, comm_stream_));
+      wait(key, staged_);
+    } catch (...) {
+      cudaFree(buffer);
+      throw;
+    }
+    PTRAIN_DIST_CHECK(cudaFree(buffer));
   }
 
   static void read_unique_id(const std::vector<char>& value, ncclUniqueId& id) {

@@ -15,12 +15,16 @@
 //
 // Point to point (the pipeline's messages): without open_channels, sends and receives go over the
 // group's communicator on channel 0 only, on the comm stream. open_channels gives each channel a
-// communicator of its own (two ranks, one direction: messages on one never wait behind another's)
-// and its sender a stream of its own: isend from device memory is enqueued there after the compute
-// stream's work and stays in flight, the host going on; waiting for it orders the compute stream
-// after it. Receives run on the comm stream, in program order with the collectives, and the compute
-// stream waits for them. So the device keeps the schedule's execution contract (pipeline/schedule.h:
-// sends in flight, receives in order) with no host sync. isend from host memory is a send at once.
+// communicator of its own (two ranks, one direction: messages on one never wait behind another's),
+// connected by one warm-up message (NCCL connects a pair on its first message, whose issue would
+// otherwise wait for the peer's), and its sender a stream of its own: isend from device memory is
+// enqueued there after the compute stream's work and stays in flight, the host going on; waiting
+// for it orders the compute stream after it. Receives run on the comm stream, in program order with
+// the collectives, and the compute stream waits for them. So the device keeps the schedule's
+// execution contract (pipeline/schedule.h: sends in flight, receives in order) with no host sync,
+// provided the streams run side by side: open_channels refuses CUDA_DEVICE_MAX_CONNECTIONS=1. isend
+// from host memory is a send at once. An error that unwinds past work in flight aborts every
+// communicator (abandon_in_flight), so that freeing buffers does not wait for peers forever.
 //
 // Hangs and errors: a watchdog thread polls every communicator's asynchronous error and the oldest
 // collective still running on the device. On an error or a collective older than the timeout it
