@@ -266,6 +266,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--json-out", default=None, help="also write the JSON result here")
     ap.add_argument("--describe", action="store_true", help="print N and FLOPs per token, do not train")
+    ap.add_argument("--profile-last-step", action="store_true",
+                    help="bracket the last step with cudaProfilerStart/Stop (bench/kernel_profile.sh)")
     for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
         ap.add_argument("--" + key.replace("_", "-"), type=int, default=None, help="override (dry runs)")
     args = ap.parse_args()
@@ -365,6 +367,10 @@ def main():
             ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             ev0.record()
         t0 = time.perf_counter()
+        profiled = cuda and args.profile_last_step and step == args.warmup + args.steps - 1
+        if profiled:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
         try:
             loss = train_step(step)
         except RuntimeError as e:  # flash-only failed (e.g. "No available kernel"): fall back, say so
@@ -388,6 +394,8 @@ def main():
             ev1.record()
             torch.cuda.synchronize()
             ms = ev0.elapsed_time(ev1)
+            if profiled:
+                torch.cuda.profiler.stop()
         else:
             ms = (time.perf_counter() - t0) * 1000.0
         loss_value = float(loss.item())

@@ -126,7 +126,8 @@ inline DVec to_double(const Vec& v) {
   return DVec(v.begin(), v.end());
 }
 
-// Every got[i] within atol + rtol * |ref[i]| (NaN fails). Reports the count and the worst element.
+// Every got[i] equal to ref[i] (infinities of one sign included) or within atol + rtol * |ref[i]|
+// (NaN fails). Reports the count and the worst element.
 template <typename Got, typename Ref>
 void check_close(const Got& got, const Ref& ref, double atol, double rtol, const std::string& what) {
   REQUIRE(got.size() == ref.size());
@@ -138,7 +139,7 @@ void check_close(const Got& got, const Ref& ref, double atol, double rtol, const
     const double r = static_cast<double>(ref[i]);
     const double err = std::fabs(g - r);
     const double tol = atol + rtol * std::fabs(r);
-    const bool ok = err <= tol;  // false for NaN
+    const bool ok = g == r || err <= tol;  // false for NaN; inf - inf is NaN, hence g == r
     if (!ok) {
       ++bad;
       const double excess = std::isnan(err) ? std::numeric_limits<double>::infinity() : err / tol;

@@ -294,7 +294,14 @@ TEST_CASE("cuda linear_gelu_forward matches the CPU, and its fallback the device
     const DeviceBuffer g_out(offset_by(nan_vec(n), off), c.out), g_pre(offset_by(nan_vec(n), off), c.out);
     gpu().linear_gelu_forward(g_out.at(off), g_pre.at(off), g_in.at(off), g_w.at(off), bias, c.M, c.N, c.K);
     expect_close(g_pre, offset_by(ref_pre.values(), off), tol(c.out, 3e-5), "pre");
-    expect_close(g_out, offset_by(ref_out.values(), off), fallback ? tol(c.out, 5e-5) : kGeluEpilogue, "out");
+    // out against the CPU's GELU of the device's own pre: a pre one bf16 step off the CPU's (GEMM
+    // summation order) moves GELU's rounded output by up to two steps, which is not the GELU's error.
+    const Vec pre_view = g_pre.download();
+    HostTensor device_pre(Vec(pre_view.begin() + static_cast<std::ptrdiff_t>(off), pre_view.end()), c.out);
+    HostTensor gelu_of_pre(nan_vec(n), c.out);
+    cpu().gelu_forward(gelu_of_pre.buf(), device_pre.buf(), n);
+    expect_close(g_out, offset_by(gelu_of_pre.values(), off), fallback ? tol(c.out, 5e-5) : kGeluEpilogue,
+                 "out, as GELU of pre");
 
     if (fallback) {
       const DeviceBuffer u_out(offset_by(nan_vec(n), off), c.out), u_pre(offset_by(nan_vec(n), off), c.out);
@@ -608,8 +615,10 @@ TEST_CASE("cuda add_layernorm_forward matches the CPU and the unfused device ops
                                       g_bias_opt, N, C, eps);
           expect_close(f.sum(), hx.values(), kExact, "x_out");  // one fp32 add, rounded alike
           expect_close(f.out, hout.values(), tol(nt.x), "out");
-          expect_close(f.mean, ref_mean, tol(F32), "mean");
-          expect_close(f.rstd, ref_rstd, tol(F32), "rstd");
+          if (optional) {  // else both stay poisoned
+            expect_close(f.mean, ref_mean, tol(F32), "mean");
+            expect_close(f.rstd, ref_rstd, tol(F32), "rstd");
+          }
 
           const DeviceAddNorm u = device_add_norm(a, b, nt.x, N, XOut::Separate);
           gpu().add(u.x.buf(), u.a.buf(), u.b.buf(), std::int64_t{N} * C);
@@ -650,7 +659,7 @@ TEST_CASE("cuda add_rmsnorm_forward matches the CPU and the unfused device ops",
                                     f.b.buf(), g_w.buf(), N, C, eps);
           expect_close(f.sum(), hx.values(), kExact, "x_out");
           expect_close(f.out, hout.values(), tol(nt.x), "out");
-          expect_close(f.rstd, ref_rstd, tol(F32), "rstd");
+          if (with_rstd) expect_close(f.rstd, ref_rstd, tol(F32), "rstd");
 
           const DeviceAddNorm u = device_add_norm(a, b, nt.x, N, XOut::Separate);
           gpu().add(u.x.buf(), u.a.buf(), u.b.buf(), std::int64_t{N} * C);
