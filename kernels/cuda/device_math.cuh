@@ -1,5 +1,5 @@
 // Device helpers shared by the kernels: F32/BF16 loads and stores (math is always fp32; BF16 stores
-// round to nearest even), deterministic warp/block sums (a fixed shuffle tree, then the warps'
+// round to nearest even), one element or a 16-byte vector at a time (Pack), deterministic warp/block sums (a fixed shuffle tree, then the warps'
 // partials in warp order: the same bits on every run for a given block size) and a block's row add.
 #pragma once
 
@@ -23,6 +23,35 @@ __device__ __forceinline__ void store_f32(float* p, float v) {
 __device__ __forceinline__ void store_f32(__nv_bfloat16* p, float v) {
   *p = __float2bfloat16(v);
 }
+
+// W consecutive elements of E as fp32, moved in one access: a 16-byte vector when W * sizeof(E) == 16
+// (the caller checks the address is 16-byte aligned), else W == 1, one element.
+template <typename E, int W>
+struct Pack {
+  static_assert(W == 1 || W * sizeof(E) == 16, "a Pack is one element or one 16-byte vector");
+  float v[W];
+
+  __device__ __forceinline__ void load(const E* p) {
+    if constexpr (W == 1) {
+      v[0] = to_f32(*p);
+    } else {
+      alignas(16) E e[W];
+      *reinterpret_cast<uint4*>(e) = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[j] = to_f32(e[j]);
+    }
+  }
+  __device__ __forceinline__ void store(E* p) const {
+    if constexpr (W == 1) {
+      store_f32(p, v[0]);
+    } else {
+      alignas(16) E e[W];
+#pragma unroll
+      for (int j = 0; j < W; ++j) store_f32(e + j, v[j]);
+      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(e);
+    }
+  }
+};
 
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
