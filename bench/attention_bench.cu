@@ -5,7 +5,7 @@
 //
 // Not part of the CMake build; build and run by hand on a machine with a GPU, from the repo root:
 //   nvcc -std=c++20 -O3 -arch=sm_90 -I. bench/attention_bench.cu kernels/cuda/attention.cu \
-//        kernels/buffer.cpp -lcublasLt -o /tmp/attention_bench && /tmp/attention_bench
+//        kernels/buffer.cpp kernels/op_checks.cpp -lcublasLt -o /tmp/attention_bench && /tmp/attention_bench
 // (-arch=sm_80 for A100.) With no arguments it runs the reference shapes
 //   B=8 T=1024 H=12 D=64            (GPT-2 124M, as bench/jobs: per 8 sequences)
 //   B=2 T=4096 Hq=32 Hkv=8 D=64     (the 1.25B Llama of bench/jobs, one microbatch)

@@ -64,7 +64,7 @@ is_compat_lib() {
 build_dir=$(dirname "$bin")
 read -r -a extra <<<"${BUNDLE_EXTRA:-}"
 for t in tests/kernels/cuda_op_tests tests/dist/nccl_comm_tests; do
-  [[ -z "${BUNDLE_EXTRA:-}" && -x "$build_dir/$t" ]] && extra+=("$build_dir/$t")
+  [[ -x "$build_dir/$t" ]] && extra+=("$build_dir/$t")
 done
 for b in "${extra[@]}"; do
   if ldd "$b" | grep -q "not found"; then

@@ -21,9 +21,10 @@
 // Two element paths share that structure:
 //   BF16  tensor cores through inline PTX mma.sync.m16n8k16 (bf16 in, fp32 accumulate; sm_80+),
 //         ldmatrix fragment loads, cp.async global->shared copies (double-buffered in the backward,
-//         K/V overlap in the forward). Each warp owns 16 rows of the tile it iterates over, so the
-//         S accumulator fragment is reused directly as the A operand of the next GEMM (P V, dS K...).
-//         Tiles: forward 64 queries x 64 keys; dK/dV 64 keys x (64 | 32 for D > 64) queries;
+//         K/V overlap in the forward). Each warp owns whole 16-row tiles of the rows it iterates over
+//         (two in the forward for D <= 96, else one), so the S accumulator fragment is reused directly
+//         as the A operand of the next GEMM (P V, dS K...).
+//         Tiles: forward (128 | 64 for D > 96) queries x 64 keys; dK/dV 64 keys x (64 | 32 for D > 64) queries;
 //         dQ 64 queries x (64 | 32 for D > 64) keys. Shared rows are padded by 8 elements
 //         (16 bytes), which makes every ldmatrix conflict-free.
 //   F32   plain fp32 FMA on 32 x 32 tiles in shared memory: the correctness reference path
@@ -493,25 +494,42 @@ __device__ __forceinline__ void gemm_abt(float (&acc)[kNT][4], const bf16* a, in
   }
 }
 
-// acc[kD/8][4] (16 x kD) += P (16 x kK, the C fragments p[kK/8][4], rounded to bf16) x B, B a row-major
-// [kK][kD] tile: O += P V style.
-template <int kD, int kK>
-__device__ __forceinline__ void gemm_pb(float (&acc)[kD / 8][4], const float (&p)[kK / 8][4], const bf16* b,
-                                        int lane) {
+// For each of kMT 16-row tiles mt: acc[mt] (16 x kD) += P[mt] (16 x kK, the C fragments p[mt][kK/8][4],
+// rounded to bf16) x B, B a row-major [kK][kD] tile: O += P V style. Each B fragment read from shared
+// memory feeds all kMT tiles.
+template <int kD, int kK, int kMT>
+__device__ __forceinline__ void gemm_pb_tiles(float (&acc)[kMT][kD / 8][4], const float (&p)[kMT][kK / 8][4],
+                                              const bf16* b, int lane) {
   constexpr int kLD = kD + 8;
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
-    const std::uint32_t af[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
-                                 pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                                 pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    std::uint32_t af[kMT][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      af[mt][0] = pack_bf16(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      af[mt][1] = pack_bf16(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      af[mt][2] = pack_bf16(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      af[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
       std::uint32_t bfr[4];
       ldsm_x4_trans(bfr, frag_rowmajor(b, kLD, kk * 16, dp * 16, lane));
-      mma_bf16(acc[2 * dp], af, bfr[0], bfr[1]);
-      mma_bf16(acc[2 * dp + 1], af, bfr[2], bfr[3]);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        mma_bf16(acc[mt][2 * dp], af[mt], bfr[0], bfr[1]);
+        mma_bf16(acc[mt][2 * dp + 1], af[mt], bfr[2], bfr[3]);
+      }
     }
   }
+}
+
+// gemm_pb_tiles for one tile.
+template <int kD, int kK>
+__device__ __forceinline__ void gemm_pb(float (&acc)[kD / 8][4], const float (&p)[kK / 8][4], const bf16* b,
+                                        int lane) {
+  gemm_pb_tiles<kD, kK, 1>(reinterpret_cast<float (&)[1][kD / 8][4]>(acc),
+                           reinterpret_cast<const float (&)[1][kK / 8][4]>(p), b, lane);
 }
 
 // Rows [row0, row0 + kRows) of one head (row t at g + t*stride) into a [kRows][kD + 8] tile, 16 bytes per
@@ -539,12 +557,22 @@ __device__ __forceinline__ void zero(float (&a)[kD][4]) {
   for (int i = 0; i < kD; ++i) a[i][0] = a[i][1] = a[i][2] = a[i][3] = 0.0f;
 }
 
-constexpr int kFwdRows = 64;  // query rows per forward CTA (4 warps x 16)
+// Each forward warp owns fwd_tiles 16-row tiles of queries, so every K and V fragment it reads from
+// shared memory feeds that many MMAs: at one tile per warp the kernel is bound by shared-memory reads.
+// Two for D <= 96; at D = 128 two tiles' accumulators would not fit in 255 registers.
+template <int kD>
+__host__ __device__ constexpr int fwd_tiles() {
+  return kD <= 96 ? 2 : 1;
+}
+template <int kD>
+__host__ __device__ constexpr int fwd_rows() {  // query rows per forward CTA: 4 warps' tiles
+  return 4 * 16 * fwd_tiles<kD>();
+}
 constexpr int kFwdCols = 64;  // keys per forward step
 
 template <int kD>
 constexpr int fwd_bf16_smem() {
-  return (kFwdRows + 2 * kFwdCols) * (kD + 8) * 2;
+  return (fwd_rows<kD>() + 2 * kFwdCols) * (kD + 8) * 2;
 }
 
 template <int kD>
@@ -553,6 +581,7 @@ __global__ void __launch_bounds__(kThreads)
                     bf16* __restrict__ out, float* __restrict__ lse, int Tq, int Tk, int off, int Hq, int Hkv,
                     int D, int G, float scale_log2) {
   constexpr int kLD = kD + 8, kKS = kD / 16, kNT = kFwdCols / 8, kDT = kD / 8;
+  constexpr int kFwdTiles = fwd_tiles<kD>(), kFwdRows = fwd_rows<kD>();
   extern __shared__ float4 smem_f4[];
   bf16* Qs = reinterpret_cast<bf16*>(smem_f4);
   bf16* Ks = Qs + kFwdRows * kLD;
@@ -567,22 +596,31 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const int rows_end = min(q0 + kFwdRows, Tq);
   const int n_kt = (off + rows_end + kFwdCols - 1) / kFwdCols;  // key tiles up to the diagonal
-  const int warp_row0 = q0 + warp * 16;
-  const int row_a = warp_row0 + g, row_b = row_a + 8;
+  const int warp_row0 = q0 + warp * 16 * kFwdTiles;
 
   load_tile_bf16<kFwdRows, kD>(Qs, q + qhead * D, qstride, q0, Tq, D);
   load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, 0, Tk, D);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  std::uint32_t qf[kKS][4];  // this warp's 16 query rows, kept in registers
+  std::uint32_t qf[kFwdTiles][kKS][4];  // this warp's query rows, kept in registers
 #pragma unroll
-  for (int ks = 0; ks < kKS; ++ks) ldsm_x4(qf[ks], frag_rowmajor(Qs, kLD, warp * 16, ks * 16, lane));
+  for (int mt = 0; mt < kFwdTiles; ++mt) {
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks)
+      ldsm_x4(qf[mt][ks], frag_rowmajor(Qs, kLD, warp * 16 * kFwdTiles + mt * 16, ks * 16, lane));
+  }
 
-  float o[kDT][4];
-  zero(o);
-  float m_a = -INFINITY, m_b = -INFINITY;  // running max of rows a, b (log2 units)
-  float l_a = 0.0f, l_b = 0.0f;            // this thread's part of the running sums
+  // Per tile mt: rows a = warp_row0 + 16 mt + g and b = a + 8 of this thread.
+  float o[kFwdTiles][kDT][4];
+  float m_a[kFwdTiles], m_b[kFwdTiles];  // running max of rows a, b (log2 units)
+  float l_a[kFwdTiles], l_b[kFwdTiles];  // this thread's part of the running sums
+#pragma unroll
+  for (int mt = 0; mt < kFwdTiles; ++mt) {
+    zero(o[mt]);
+    m_a[mt] = m_b[mt] = -INFINITY;
+    l_a[mt] = l_b[mt] = 0.0f;
+  }
 
   for (int kt = 0; kt < n_kt; ++kt) {
     const int k0 = kt * kFwdCols;
@@ -590,85 +628,97 @@ __global__ void __launch_bounds__(kThreads)
     load_tile_bf16<kFwdCols, kD>(Vs, vg, kvstride, k0, Tk, D);
     cp_async_commit();
 
-    float s[kNT][4];
-    zero(s);
+    float s[kFwdTiles][kNT][4];
+#pragma unroll
+    for (int mt = 0; mt < kFwdTiles; ++mt) zero(s[mt]);
 #pragma unroll
     for (int ks = 0; ks < kKS; ++ks) {
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         std::uint32_t bfr[4];
         ldsm_x4(bfr, frag_b_nk(Ks, kLD, np * 16, ks * 16, lane));
-        mma_bf16(s[2 * np], qf[ks], bfr[0], bfr[1]);
-        mma_bf16(s[2 * np + 1], qf[ks], bfr[2], bfr[3]);
+#pragma unroll
+        for (int mt = 0; mt < kFwdTiles; ++mt) {
+          mma_bf16(s[mt][2 * np], qf[mt][ks], bfr[0], bfr[1]);
+          mma_bf16(s[mt][2 * np + 1], qf[mt][ks], bfr[2], bfr[3]);
+        }
       }
     }
-    // Causal mask where some key of the step is later than some row's position (off + row) of the
-    // warp; keys >= Tk are later than every valid row's, so this masks them too.
-    const bool masked = k0 + kFwdCols - 1 > off + warp_row0;
-    float mx_a = m_a, mx_b = m_b;
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
+    for (int mt = 0; mt < kFwdTiles; ++mt) {
+      const int tile_row0 = warp_row0 + mt * 16;
+      const int row_a = tile_row0 + g, row_b = row_a + 8;
+      // Causal mask where some key of the step is later than some row's position (off + row) of the
+      // tile; keys >= Tk are later than every valid row's, so this masks them too.
+      const bool masked = k0 + kFwdCols - 1 > off + tile_row0;
+      float mx_a = m_a[mt], mx_b = m_b[mt];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * scale_log2;
-        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > off + (e < 2 ? row_a : row_b)) x = -INFINITY;
-        s[nt][e] = x;
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[mt][nt][e] * scale_log2;
+          if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > off + (e < 2 ? row_a : row_b)) x = -INFINITY;
+          s[mt][nt][e] = x;
+        }
+        mx_a = fmaxf(mx_a, fmaxf(s[mt][nt][0], s[mt][nt][1]));
+        mx_b = fmaxf(mx_b, fmaxf(s[mt][nt][2], s[mt][nt][3]));
       }
-      mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
-      mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
-    }
-    mx_a = quad_max(mx_a);
-    mx_b = quad_max(mx_b);
-    const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
-    const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
-    const float corr_a = exp2f(m_a - mu_a), corr_b = exp2f(m_b - mu_b);
-    m_a = mx_a;
-    m_b = mx_b;
-    float sum_a = 0.0f, sum_b = 0.0f;
+      mx_a = quad_max(mx_a);
+      mx_b = quad_max(mx_b);
+      const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
+      const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
+      const float corr_a = exp2f(m_a[mt] - mu_a), corr_b = exp2f(m_b[mt] - mu_b);
+      m_a[mt] = mx_a;
+      m_b[mt] = mx_b;
+      float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-      s[nt][0] = exp2f(s[nt][0] - mu_a);
-      s[nt][1] = exp2f(s[nt][1] - mu_a);
-      s[nt][2] = exp2f(s[nt][2] - mu_b);
-      s[nt][3] = exp2f(s[nt][3] - mu_b);
-      sum_a += s[nt][0] + s[nt][1];
-      sum_b += s[nt][2] + s[nt][3];
-    }
-    l_a = l_a * corr_a + sum_a;
-    l_b = l_b * corr_b + sum_b;
+      for (int nt = 0; nt < kNT; ++nt) {
+        s[mt][nt][0] = exp2f(s[mt][nt][0] - mu_a);
+        s[mt][nt][1] = exp2f(s[mt][nt][1] - mu_a);
+        s[mt][nt][2] = exp2f(s[mt][nt][2] - mu_b);
+        s[mt][nt][3] = exp2f(s[mt][nt][3] - mu_b);
+        sum_a += s[mt][nt][0] + s[mt][nt][1];
+        sum_b += s[mt][nt][2] + s[mt][nt][3];
+      }
+      l_a[mt] = l_a[mt] * corr_a + sum_a;
+      l_b[mt] = l_b[mt] * corr_b + sum_b;
 #pragma unroll
-    for (int dt = 0; dt < kDT; ++dt) {
-      o[dt][0] *= corr_a;
-      o[dt][1] *= corr_a;
-      o[dt][2] *= corr_b;
-      o[dt][3] *= corr_b;
+      for (int dt = 0; dt < kDT; ++dt) {
+        o[mt][dt][0] *= corr_a;
+        o[mt][dt][1] *= corr_a;
+        o[mt][dt][2] *= corr_b;
+        o[mt][dt][3] *= corr_b;
+      }
     }
     __syncthreads();  // every warp is done with K_kt: K_kt+1 streams in while O += P V_kt
     if (kt + 1 < n_kt) load_tile_bf16<kFwdCols, kD>(Ks, kg, kvstride, k0 + kFwdCols, Tk, D);
     cp_async_commit();
     cp_async_wait<1>();  // V_kt has landed (only K_kt+1 may be in flight)
     __syncthreads();
-    gemm_pb<kD, kFwdCols>(o, s, Vs, lane);
+    gemm_pb_tiles<kD, kFwdCols, kFwdTiles>(o, s, Vs, lane);
     cp_async_wait<0>();
     __syncthreads();  // K_kt+1 has landed, and every warp is done with V_kt
   }
 
-  l_a = quad_sum(l_a);
-  l_b = quad_sum(l_b);
-  const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
   bf16* og = out + qhead * D;
+  float* lrow = lse != nullptr ? lse + (static_cast<long long>(b) * Hq + h) * Tq : nullptr;
 #pragma unroll
-  for (int dt = 0; dt < kDT; ++dt) {
-    const int col = dt * 8 + tg * 2;
-    if (col < D) {
-      if (row_a < Tq) store_bf16x2(og + row_a * qstride + col, o[dt][0] * inv_a, o[dt][1] * inv_a);
-      if (row_b < Tq) store_bf16x2(og + row_b * qstride + col, o[dt][2] * inv_b, o[dt][3] * inv_b);
+  for (int mt = 0; mt < kFwdTiles; ++mt) {
+    const int row_a = warp_row0 + mt * 16 + g, row_b = row_a + 8;
+    const float sum_a = quad_sum(l_a[mt]), sum_b = quad_sum(l_b[mt]);
+    const float inv_a = 1.0f / sum_a, inv_b = 1.0f / sum_b;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      const int col = dt * 8 + tg * 2;
+      if (col < D) {
+        if (row_a < Tq) store_bf16x2(og + row_a * qstride + col, o[mt][dt][0] * inv_a, o[mt][dt][1] * inv_a);
+        if (row_b < Tq) store_bf16x2(og + row_b * qstride + col, o[mt][dt][2] * inv_b, o[mt][dt][3] * inv_b);
+      }
     }
-  }
-  if (lse != nullptr && tg == 0) {
-    float* lrow = lse + (static_cast<long long>(b) * Hq + h) * Tq;
-    if (row_a < Tq) lrow[row_a] = (m_a + log2f(l_a)) * kLn2;
-    if (row_b < Tq) lrow[row_b] = (m_b + log2f(l_b)) * kLn2;
+    if (lrow != nullptr && tg == 0) {
+      if (row_a < Tq) lrow[row_a] = (m_a[mt] + log2f(sum_a)) * kLn2;
+      if (row_b < Tq) lrow[row_b] = (m_b[mt] + log2f(sum_b)) * kLn2;
+    }
   }
 }
 
@@ -971,7 +1021,7 @@ void forward_impl(cudaStream_t stream, const Geometry& g, Buf out, Buf lse, Buf 
            q.as<const float>(), k.as<const float>(), v.as<const float>(), out.as<float>(), l, g.Tq, g.Tk,
            g.off, g.Hq, g.Hkv, g.D, g.G, g.scale_log2);
   } else {
-    launch(fwd_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, kFwdRows)), fwd_bf16_smem<kD>(), stream,
+    launch(fwd_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, fwd_rows<kD>())), fwd_bf16_smem<kD>(), stream,
            q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), out.as<bf16>(), l, g.Tq, g.Tk, g.off,
            g.Hq, g.Hkv, g.D, g.G, g.scale_log2);
   }
