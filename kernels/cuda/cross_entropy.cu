@@ -238,20 +238,13 @@ void cross_entropy_forward_backward(const LaunchContext& ctx, Buf losses, Buf d_
 
   dispatch_float(logits.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
-    constexpr int kVector = 16 / static_cast<int>(sizeof(E));
-    const auto aligned = [](Buf b) { return reinterpret_cast<std::uintptr_t>(b.ptr) % 16 == 0; };
-    const bool vectors = Vp % kVector == 0 && aligned(logits) && (!d_logits || aligned(d_logits));
-    const auto launch = [&](auto kernel, int width) {
-      kernel<<<static_cast<unsigned>(N), row_block(Vp / width), 0, ctx.stream>>>(
+    with_row_pack<E>(rows_vectorizable<E>(Vp, {logits, d_logits}), [&](auto pack) {
+      constexpr int P = decltype(pack)::value;
+      cross_entropy_kernel<E, P><<<static_cast<unsigned>(N), row_block(Vp / P), 0, ctx.stream>>>(
           typed<float>(losses), typed<E>(d_logits), typed<const E>(logits), typed<const std::int32_t>(targets),
           V, Vp, grad_scale, ctx.bad_target);
       PTRAIN_CUDA_CHECK_LAUNCH();
-    };
-    if (vectors) {
-      launch(cross_entropy_kernel<E, kVector>, kVector);
-    } else {
-      launch(cross_entropy_kernel<E, 1>, 1);
-    }
+    });
   });
 }
 

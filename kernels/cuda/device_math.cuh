@@ -1,12 +1,14 @@
 // Device helpers shared by the kernels: F32/BF16 loads and stores (math is always fp32; BF16 stores
-// round to nearest even), one element or a 16-byte vector at a time (Pack), deterministic warp/block sums (a fixed shuffle tree, then the warps'
-// partials in warp order: the same bits on every run for a given block size) and a block's row add.
+// round to nearest even), one element or up to 16 bytes at a time (Pack), deterministic warp/block
+// sums (a fixed shuffle tree, then the warps' partials in warp order: the same bits on every run for a
+// given block size) and a block's row add.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace ptrain::kernels::cuda {
 
@@ -24,32 +26,32 @@ __device__ __forceinline__ void store_f32(__nv_bfloat16* p, float v) {
   *p = __float2bfloat16(v);
 }
 
-// W consecutive elements of E as fp32, moved in one access: a 16-byte vector when W * sizeof(E) == 16
-// (the caller checks the address is 16-byte aligned), else W == 1, one element.
+// W consecutive elements of E (W a power of two) as fp32, moved in the widest accesses their size
+// allows, up to 16 bytes each. The address must be aligned to min(16, W * sizeof(E)) bytes: element
+// c of a row with c a multiple of W is, when the row starts 16-byte aligned (launch.cuh's
+// rows_vectorizable checks that).
 template <typename E, int W>
 struct Pack {
-  static_assert(W == 1 || W * sizeof(E) == 16, "a Pack is one element or one 16-byte vector");
+  static constexpr int kBytes = W * static_cast<int>(sizeof(E));
+  using Chunk = std::conditional_t<
+      kBytes % 16 == 0, uint4,
+      std::conditional_t<kBytes % 8 == 0, uint2, std::conditional_t<kBytes % 4 == 0, unsigned, unsigned short>>>;
+  static constexpr int kChunks = kBytes / static_cast<int>(sizeof(Chunk));
   float v[W];
 
   __device__ __forceinline__ void load(const E* p) {
-    if constexpr (W == 1) {
-      v[0] = to_f32(*p);
-    } else {
-      alignas(16) E e[W];
-      *reinterpret_cast<uint4*>(e) = *reinterpret_cast<const uint4*>(p);
+    alignas(16) E e[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) v[j] = to_f32(e[j]);
-    }
+    for (int q = 0; q < kChunks; ++q) reinterpret_cast<Chunk*>(e)[q] = reinterpret_cast<const Chunk*>(p)[q];
+#pragma unroll
+    for (int j = 0; j < W; ++j) v[j] = to_f32(e[j]);
   }
   __device__ __forceinline__ void store(E* p) const {
-    if constexpr (W == 1) {
-      store_f32(p, v[0]);
-    } else {
-      alignas(16) E e[W];
+    alignas(16) E e[W];
 #pragma unroll
-      for (int j = 0; j < W; ++j) store_f32(e + j, v[j]);
-      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(e);
-    }
+    for (int j = 0; j < W; ++j) store_f32(e + j, v[j]);
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) reinterpret_cast<Chunk*>(p)[q] = reinterpret_cast<const Chunk*>(e)[q];
   }
 };
 
@@ -76,14 +78,19 @@ __device__ T block_sum(T v) {
   return warp_sum(v);
 }
 
-// Row `row` of x_out = a + b ([rows, C], fp32 sums stored as X), by the whole block: the residual add
-// of the fused add + norm kernels. Ends with a barrier, after which every thread of the block reads
-// the stored (rounded) sums, whichever elements it reads. x_out may alias a or b.
-template <typename X>
+// Row `row` of x_out = a + b ([rows, C], fp32 sums stored as X), by the whole block in Packs of P: the
+// residual add of the fused add + norm kernels. Ends with a barrier, after which every thread of the
+// block reads the stored (rounded) sums, whichever elements it reads. x_out may alias a or b.
+template <int P, typename X>
 __device__ void block_add_row(X* x_out, const X* a, const X* b, int C, std::int64_t row) {
   const std::int64_t base = row * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    store_f32(x_out + base + c, to_f32(a[base + c]) + to_f32(b[base + c]));
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> sum, addend;
+    sum.load(a + base + c);
+    addend.load(b + base + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) sum.v[j] += addend.v[j];
+    sum.store(x_out + base + c);
   }
   __syncthreads();
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "kernels/buffer.h"
@@ -83,12 +84,36 @@ inline unsigned grid_for(std::int64_t n, int block = kBlock) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks));
 }
 
-// Threads for a kernel with one block per row of C values: about 4 values per thread, 32 to 512
-// threads, a multiple of 32 (block_sum's requirement). Depends on C only, so reductions are
-// reproducible.
+// Threads for a kernel with one block per row of C items (values, or Packs of them): about 4 items per
+// thread, 32 to 512 threads, a multiple of 32 (block_sum's requirement). Depends on C only, so
+// reductions are reproducible.
 inline int row_block_size(int C) {
   const int per_thread_4 = ((C + 3) / 4 + 31) / 32 * 32;
   return std::clamp(per_thread_4, 32, 512);
+}
+
+// Elements of X in 16 bytes: the Pack width of the row kernels' vector path.
+template <typename X>
+inline constexpr int kRowVector = 16 / static_cast<int>(sizeof(X));
+
+// Whether rows of C elements of X can be moved in Packs of kRowVector<X>: C a multiple of it and every
+// given buffer (null ones are skipped) 16-byte aligned, so that each row starts aligned.
+template <typename X>
+bool rows_vectorizable(int C, std::initializer_list<Buf> bufs) {
+  if (C % kRowVector<X> != 0) return false;
+  return std::all_of(bufs.begin(), bufs.end(),
+                     [](Buf b) { return !b || reinterpret_cast<std::uintptr_t>(b.ptr) % 16 == 0; });
+}
+
+// Calls launch(std::integral_constant<int, P>{}) with P = kRowVector<X> when `vectors`, else 1: the
+// row kernels are templates on their Pack width.
+template <typename X, typename Launch>
+void with_row_pack(bool vectors, Launch&& launch) {
+  if (vectors) {
+    launch(std::integral_constant<int, kRowVector<X>>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
 }
 
 // f(i) for every i in [0, n): f is a small trivially copyable functor with a __device__ operator().

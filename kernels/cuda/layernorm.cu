@@ -3,7 +3,8 @@
 //   xhat = (x - mean) rstd, g = d_out * weight
 //   d_in += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))      (accumulates)
 //   d_weight += sum_n d_out * xhat,  d_bias += sum_n d_out         (accumulate)
-// One block per row, fp32 math, two-pass mean/variance like the CPU; parameter gradients through the
+// One block per row, rows moved in 16-byte Packs where C and the alignment allow (launch.cuh), fp32
+// math, two-pass mean/variance like the CPU; parameter gradients through the
 // deterministic column reduction (column_sums.cuh). add_layernorm_forward: one kernel whose block adds
 // its row (block_add_row, stored as X) and then runs the plain forward's row code on the stored row.
 // Dtypes: in, out, d_out, d_in share one element type X; weight and bias one type W; d_weight and
@@ -20,10 +21,10 @@
 namespace ptrain::kernels::cuda {
 namespace {
 
-// Row `row` of the forward, by the whole block: the one copy of the forward math. Not inlined, so
-// layernorm_forward_kernel and add_layernorm_forward_kernel run the same machine code and the fused
-// op gives the plain norm's bits.
-template <typename X, typename W>
+// Row `row` of the forward, by the whole block in Packs of P: the one copy of the forward math. Not
+// inlined, so layernorm_forward_kernel and add_layernorm_forward_kernel run the same machine code and
+// the fused op gives the plain norm's bits (at the same P, which depends on C and the alignment).
+template <int P, typename X, typename W>
 __device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* rstd, const X* in,
                                                    const W* weight, const W* bias, int C, float eps,
                                                    std::int64_t row) {
@@ -31,18 +32,37 @@ __device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* r
   X* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
   float sum = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) sum += to_f32(x[c]);
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> xs;
+    xs.load(x + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) sum += xs.v[j];
+  }
   const float mu = block_sum(sum) * inv_c;
   float sq = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float d = to_f32(x[c]) - mu;
-    sq += d * d;
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> xs;
+    xs.load(x + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const float d = xs.v[j] - mu;
+      sq += d * d;
+    }
   }
   const float rs = 1.0f / sqrtf(block_sum(sq) * inv_c + eps);
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    float v = (to_f32(x[c]) - mu) * rs * to_f32(weight[c]);
-    if (bias != nullptr) v += to_f32(bias[c]);
-    store_f32(y + c, v);
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> xs;
+    Pack<W, P> ws, bs;
+    xs.load(x + c);
+    ws.load(weight + c);
+    if (bias != nullptr) bs.load(bias + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      float v = (xs.v[j] - mu) * rs * ws.v[j];
+      if (bias != nullptr) v += bs.v[j];
+      xs.v[j] = v;
+    }
+    xs.store(y + c);
   }
   if (threadIdx.x == 0) {
     if (mean != nullptr) mean[row] = mu;
@@ -50,20 +70,20 @@ __device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* r
   }
 }
 
-template <typename X, typename W>
+template <int P, typename X, typename W>
 __global__ void layernorm_forward_kernel(X* out, float* mean, float* rstd, const X* in, const W* weight,
                                          const W* bias, int C, float eps) {
-  layernorm_forward_row(out, mean, rstd, in, weight, bias, C, eps, blockIdx.x);
+  layernorm_forward_row<P>(out, mean, rstd, in, weight, bias, C, eps, blockIdx.x);
 }
 
-template <typename X, typename W>
+template <int P, typename X, typename W>
 __global__ void add_layernorm_forward_kernel(X* x_out, X* out, float* mean, float* rstd, const X* a,
                                              const X* b, const W* weight, const W* bias, int C, float eps) {
-  block_add_row(x_out, a, b, C, blockIdx.x);
-  layernorm_forward_row(out, mean, rstd, x_out, weight, bias, C, eps, blockIdx.x);
+  block_add_row<P>(x_out, a, b, C, blockIdx.x);
+  layernorm_forward_row<P>(out, mean, rstd, x_out, weight, bias, C, eps, blockIdx.x);
 }
 
-template <typename X, typename W>
+template <int P, typename X, typename W>
 __global__ void layernorm_backward_kernel(X* d_in, const X* d_out, const X* in, const W* weight,
                                           const float* mean, const float* rstd, int C) {
   const std::int64_t row = blockIdx.x;
@@ -75,17 +95,35 @@ __global__ void layernorm_backward_kernel(X* d_in, const X* d_out, const X* in, 
   const float inv_c = 1.0f / static_cast<float>(C);
   float sum_g = 0.0f;
   float sum_gx = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float g = to_f32(dy[c]) * to_f32(weight[c]);
-    sum_g += g;
-    sum_gx += g * (to_f32(x[c]) - mu) * rs;
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> dys, xs;
+    Pack<W, P> ws;
+    dys.load(dy + c);
+    xs.load(x + c);
+    ws.load(weight + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const float g = dys.v[j] * ws.v[j];
+      sum_g += g;
+      sum_gx += g * (xs.v[j] - mu) * rs;
+    }
   }
   const float mean_g = block_sum(sum_g) * inv_c;
   const float mean_gx = block_sum(sum_gx) * inv_c;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float xhat = (to_f32(x[c]) - mu) * rs;
-    const float g = to_f32(dy[c]) * to_f32(weight[c]);
-    store_f32(dx + c, to_f32(dx[c]) + rs * (g - mean_g - xhat * mean_gx));
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> dys, xs, dxs;
+    Pack<W, P> ws;
+    dys.load(dy + c);
+    xs.load(x + c);
+    ws.load(weight + c);
+    dxs.load(dx + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const float xhat = (xs.v[j] - mu) * rs;
+      const float g = dys.v[j] * ws.v[j];
+      dxs.v[j] += rs * (g - mean_g - xhat * mean_gx);
+    }
+    dxs.store(dx + c);
   }
 }
 
@@ -115,10 +153,13 @@ void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Bu
     using X = std::remove_pointer_t<decltype(x_tag)>;
     dispatch_float(weight.dtype, [&](auto* w_tag) {
       using W = std::remove_pointer_t<decltype(w_tag)>;
-      layernorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
-          typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(in), typed<const W>(weight),
-          typed<const W>(bias), C, eps);
-      PTRAIN_CUDA_CHECK_LAUNCH();
+      with_row_pack<X>(rows_vectorizable<X>(C, {out, in, weight, bias}), [&](auto pack) {
+        constexpr int P = decltype(pack)::value;
+        layernorm_forward_kernel<P, X, W><<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
+            typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(in), typed<const W>(weight),
+            typed<const W>(bias), C, eps);
+        PTRAIN_CUDA_CHECK_LAUNCH();
+      });
     });
   });
 }
@@ -131,10 +172,14 @@ void add_layernorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf mea
     using X = std::remove_pointer_t<decltype(x_tag)>;
     dispatch_float(weight.dtype, [&](auto* w_tag) {
       using W = std::remove_pointer_t<decltype(w_tag)>;
-      add_layernorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
-          typed<X>(x_out), typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(a),
-          typed<const X>(b), typed<const W>(weight), typed<const W>(bias), C, eps);
-      PTRAIN_CUDA_CHECK_LAUNCH();
+      with_row_pack<X>(rows_vectorizable<X>(C, {x_out, out, a, b, weight, bias}), [&](auto pack) {
+        constexpr int P = decltype(pack)::value;
+        add_layernorm_forward_kernel<P, X, W>
+            <<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
+                typed<X>(x_out), typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(a),
+                typed<const X>(b), typed<const W>(weight), typed<const W>(bias), C, eps);
+        PTRAIN_CUDA_CHECK_LAUNCH();
+      });
     });
   });
 }
@@ -148,10 +193,14 @@ void layernorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_
     if (d_in) {
       dispatch_float(weight.dtype, [&](auto* w_tag) {
         using W = std::remove_pointer_t<decltype(w_tag)>;
-        layernorm_backward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
-            typed<X>(d_in), typed<const X>(d_out), typed<const X>(in), typed<const W>(weight),
-            typed<const float>(mean), typed<const float>(rstd), C);
-        PTRAIN_CUDA_CHECK_LAUNCH();
+        with_row_pack<X>(rows_vectorizable<X>(C, {d_in, d_out, in, weight}), [&](auto pack) {
+          constexpr int P = decltype(pack)::value;
+          layernorm_backward_kernel<P, X, W>
+              <<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
+                  typed<X>(d_in), typed<const X>(d_out), typed<const X>(in), typed<const W>(weight),
+                  typed<const float>(mean), typed<const float>(rstd), C);
+          PTRAIN_CUDA_CHECK_LAUNCH();
+        });
       });
     }
     if (d_weight || d_bias) {

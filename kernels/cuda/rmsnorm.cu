@@ -16,37 +16,47 @@
 namespace ptrain::kernels::cuda {
 namespace {
 
-// Row `row` of the forward, by the whole block: the one copy of the forward math, not inlined (as
-// layernorm_forward_row) so the fused op gives the plain norm's bits.
-template <typename X, typename W>
+// Row `row` of the forward, by the whole block in Packs of P: the one copy of the forward math, not
+// inlined (as layernorm_forward_row) so the fused op gives the plain norm's bits.
+template <int P, typename X, typename W>
 __device__ __noinline__ void rmsnorm_forward_row(X* out, float* rstd, const X* in, const W* weight, int C,
                                                  float eps, std::int64_t row) {
   const X* x = in + row * C;
   X* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
   float sq = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float v = to_f32(x[c]);
-    sq += v * v;
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> xs;
+    xs.load(x + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) sq += xs.v[j] * xs.v[j];
   }
   const float rs = 1.0f / sqrtf(block_sum(sq) * inv_c + eps);
-  for (int c = threadIdx.x; c < C; c += blockDim.x) store_f32(y + c, to_f32(x[c]) * rs * to_f32(weight[c]));
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> xs;
+    Pack<W, P> ws;
+    xs.load(x + c);
+    ws.load(weight + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) xs.v[j] = xs.v[j] * rs * ws.v[j];
+    xs.store(y + c);
+  }
   if (threadIdx.x == 0 && rstd != nullptr) rstd[row] = rs;
 }
 
-template <typename X, typename W>
+template <int P, typename X, typename W>
 __global__ void rmsnorm_forward_kernel(X* out, float* rstd, const X* in, const W* weight, int C, float eps) {
-  rmsnorm_forward_row(out, rstd, in, weight, C, eps, blockIdx.x);
+  rmsnorm_forward_row<P>(out, rstd, in, weight, C, eps, blockIdx.x);
 }
 
-template <typename X, typename W>
+template <int P, typename X, typename W>
 __global__ void add_rmsnorm_forward_kernel(X* x_out, X* out, float* rstd, const X* a, const X* b,
                                            const W* weight, int C, float eps) {
-  block_add_row(x_out, a, b, C, blockIdx.x);
-  rmsnorm_forward_row(out, rstd, x_out, weight, C, eps, blockIdx.x);
+  block_add_row<P>(x_out, a, b, C, blockIdx.x);
+  rmsnorm_forward_row<P>(out, rstd, x_out, weight, C, eps, blockIdx.x);
 }
 
-template <typename X, typename W>
+template <int P, typename X, typename W>
 __global__ void rmsnorm_backward_kernel(X* d_in, const X* d_out, const X* in, const W* weight,
                                         const float* rstd, int C) {
   const std::int64_t row = blockIdx.x;
@@ -56,13 +66,29 @@ __global__ void rmsnorm_backward_kernel(X* d_in, const X* d_out, const X* in, co
   const float rs = rstd[row];
   const float inv_c = 1.0f / static_cast<float>(C);
   float sum_gx = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    sum_gx += to_f32(dy[c]) * to_f32(weight[c]) * (to_f32(x[c]) * rs);
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> dys, xs;
+    Pack<W, P> ws;
+    dys.load(dy + c);
+    xs.load(x + c);
+    ws.load(weight + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) sum_gx += dys.v[j] * ws.v[j] * (xs.v[j] * rs);
   }
   const float mean_gx = block_sum(sum_gx) * inv_c;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float g = to_f32(dy[c]) * to_f32(weight[c]);
-    store_f32(dx + c, to_f32(dx[c]) + rs * (g - (to_f32(x[c]) * rs) * mean_gx));
+  for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+    Pack<X, P> dys, xs, dxs;
+    Pack<W, P> ws;
+    dys.load(dy + c);
+    xs.load(x + c);
+    ws.load(weight + c);
+    dxs.load(dx + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const float g = dys.v[j] * ws.v[j];
+      dxs.v[j] += rs * (g - (xs.v[j] * rs) * mean_gx);
+    }
+    dxs.store(dx + c);
   }
 }
 
@@ -89,9 +115,12 @@ void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf we
     using X = std::remove_pointer_t<decltype(x_tag)>;
     dispatch_float(weight.dtype, [&](auto* w_tag) {
       using W = std::remove_pointer_t<decltype(w_tag)>;
-      rmsnorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
-          typed<X>(out), typed<float>(rstd), typed<const X>(in), typed<const W>(weight), C, eps);
-      PTRAIN_CUDA_CHECK_LAUNCH();
+      with_row_pack<X>(rows_vectorizable<X>(C, {out, in, weight}), [&](auto pack) {
+        constexpr int P = decltype(pack)::value;
+        rmsnorm_forward_kernel<P, X, W><<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
+            typed<X>(out), typed<float>(rstd), typed<const X>(in), typed<const W>(weight), C, eps);
+        PTRAIN_CUDA_CHECK_LAUNCH();
+      });
     });
   });
 }
@@ -104,10 +133,14 @@ void add_rmsnorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf rstd,
     using X = std::remove_pointer_t<decltype(x_tag)>;
     dispatch_float(weight.dtype, [&](auto* w_tag) {
       using W = std::remove_pointer_t<decltype(w_tag)>;
-      add_rmsnorm_forward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
-          typed<X>(x_out), typed<X>(out), typed<float>(rstd), typed<const X>(a), typed<const X>(b),
-          typed<const W>(weight), C, eps);
-      PTRAIN_CUDA_CHECK_LAUNCH();
+      with_row_pack<X>(rows_vectorizable<X>(C, {x_out, out, a, b, weight}), [&](auto pack) {
+        constexpr int P = decltype(pack)::value;
+        add_rmsnorm_forward_kernel<P, X, W>
+            <<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
+                typed<X>(x_out), typed<X>(out), typed<float>(rstd), typed<const X>(a), typed<const X>(b),
+                typed<const W>(weight), C, eps);
+        PTRAIN_CUDA_CHECK_LAUNCH();
+      });
     });
   });
 }
@@ -121,10 +154,14 @@ void rmsnorm_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_ou
     if (d_in) {
       dispatch_float(weight.dtype, [&](auto* w_tag) {
         using W = std::remove_pointer_t<decltype(w_tag)>;
-        rmsnorm_backward_kernel<X, W><<<static_cast<unsigned>(N), row_block_size(C), 0, ctx.stream>>>(
-            typed<X>(d_in), typed<const X>(d_out), typed<const X>(in), typed<const W>(weight),
-            typed<const float>(rstd), C);
-        PTRAIN_CUDA_CHECK_LAUNCH();
+        with_row_pack<X>(rows_vectorizable<X>(C, {d_in, d_out, in, weight}), [&](auto pack) {
+          constexpr int P = decltype(pack)::value;
+          rmsnorm_backward_kernel<P, X, W>
+              <<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
+                  typed<X>(d_in), typed<const X>(d_out), typed<const X>(in), typed<const W>(weight),
+                  typed<const float>(rstd), C);
+          PTRAIN_CUDA_CHECK_LAUNCH();
+        });
       });
     }
     if (d_weight) {
