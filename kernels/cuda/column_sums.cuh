@@ -4,8 +4,9 @@
 //
 // Pass 1: a 2D grid of (32 columns) x (a split of the rows); the block's 8 row lanes each walk every
 // 8th row of the split, then sum their partials in lane order into a [splits, K, C] scratch. Pass 2:
-// one thread per column adds the splits in order, in double, to the output. No atomics: the result
-// depends only on (R, C), never on timing. The split count depends on R only.
+// one warp per column: lane l adds splits l, l + 32, ... in double, then the lanes' sums meet in a
+// fixed shuffle tree, and lane 0 adds the total to the output. No atomics: the result depends only on
+// (R, C), never on timing. The split count depends on R only.
 #pragma once
 
 #include <algorithm>
@@ -56,15 +57,17 @@ __global__ void column_partials_kernel(F f, int R, int C, int rows_per_split, fl
 
 template <int K, typename G>
 __global__ void column_finish_kernel(const float* partial, int splits, int C, ColumnOutputs<K, G> outs) {
-  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (c >= C) return;
+  const int c = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);  // one warp per column
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  if (c >= C) return;  // the whole warp leaves together
   for (int k = 0; k < K; ++k) {
     G* out = outs.out[k];
     if (out == nullptr) continue;
     double s = 0.0;
-    for (int split = 0; split < splits; ++split)
+    for (int split = lane; split < splits; split += 32)
       s += partial[(static_cast<std::size_t>(split) * K + k) * C + c];
-    store_f32(out + c, to_f32(out[c]) + static_cast<float>(s));
+    s = warp_sum(s);
+    if (lane == 0) store_f32(out + c, to_f32(out[c]) + static_cast<float>(s));
   }
 }
 
@@ -79,8 +82,10 @@ void column_sums_accumulate(const LaunchContext& ctx, ColumnOutputs<K, G> outs, 
   const dim3 block(kColumnTile, kColumnLanes);
   column_partials_kernel<K><<<grid, block, 0, ctx.stream>>>(f, R, C, rows_per_split, partial.get());
   PTRAIN_CUDA_CHECK_LAUNCH();
-  column_finish_kernel<K, G><<<static_cast<unsigned>((C + kBlock - 1) / kBlock), kBlock, 0, ctx.stream>>>(
-      partial.get(), splits, C, outs);
+  constexpr int kColumnsPerBlock = kBlock / 32;
+  column_finish_kernel<K, G>
+      <<<static_cast<unsigned>((C + kColumnsPerBlock - 1) / kColumnsPerBlock), kBlock, 0, ctx.stream>>>(
+          partial.get(), splits, C, outs);
   PTRAIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -24,11 +24,20 @@ struct Add {
   __device__ void operator()(std::int64_t i) const { store_f32(out + i, to_f32(a[i]) + to_f32(b[i])); }
 };
 
-template <typename A, typename X>
+// Elements [i P, (i + 1) P) of acc += x.
+template <int P, typename A, typename X>
 struct Accumulate {
   A* acc;
   const X* x;
-  __device__ void operator()(std::int64_t i) const { store_f32(acc + i, to_f32(acc[i]) + to_f32(x[i])); }
+  __device__ void operator()(std::int64_t i) const {
+    Pack<A, P> sum;
+    Pack<X, P> addend;
+    sum.load(acc + i * P);
+    addend.load(x + i * P);
+#pragma unroll
+    for (int j = 0; j < P; ++j) sum.v[j] += addend.v[j];
+    sum.store(acc + i * P);
+  }
 };
 
 template <typename E>
@@ -68,7 +77,11 @@ void accumulate(const LaunchContext& ctx, Buf acc, Buf x, std::int64_t n) {
     using A = std::remove_pointer_t<decltype(a_tag)>;
     dispatch_float(x.dtype, [&](auto* x_tag) {
       using X = std::remove_pointer_t<decltype(x_tag)>;
-      launch_map(ctx.stream, n, Accumulate<A, X>{typed<A>(acc), typed<const X>(x)});
+      // In Packs of 16 bytes of x where n and the alignment allow (the residual branches' gradients).
+      with_row_pack<X>(rows_vectorizable<X>(n, {acc, x}), [&](auto pack) {
+        constexpr int P = decltype(pack)::value;
+        launch_map(ctx.stream, n / P, Accumulate<P, A, X>{typed<A>(acc), typed<const X>(x)});
+      });
     });
   });
 }

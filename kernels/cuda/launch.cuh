@@ -99,7 +99,7 @@ inline constexpr int kRowVector = 16 / static_cast<int>(sizeof(X));
 // Whether rows of C elements of X can be moved in Packs of kRowVector<X>: C a multiple of it and every
 // given buffer (null ones are skipped) 16-byte aligned, so that each row starts aligned.
 template <typename X>
-bool rows_vectorizable(int C, std::initializer_list<Buf> bufs) {
+bool rows_vectorizable(std::int64_t C, std::initializer_list<Buf> bufs) {
   if (C % kRowVector<X> != 0) return false;
   return std::all_of(bufs.begin(), bufs.end(),
                      [](Buf b) { return !b || reinterpret_cast<std::uintptr_t>(b.ptr) % 16 == 0; });

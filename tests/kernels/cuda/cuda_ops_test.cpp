@@ -204,7 +204,9 @@ TEST_CASE("cuda linear_backward matches the CPU: d_in overwritten, d_weight and 
     DType compute, d_in, d_param;
   };
   for (const Case c : {Case{37, 67, 45, F32, F32, F32}, Case{130, 33, 257, F32, F32, F32},
-                       Case{37, 67, 45, BF16, BF16, F32}, Case{37, 67, 45, BF16, F32, BF16}}) {
+                       Case{37, 67, 45, BF16, BF16, F32}, Case{37, 67, 45, BF16, F32, BF16},
+                       // 65 row splits for d_bias's column sums: more than one per lane of a warp
+                       Case{4100, 33, 16, BF16, BF16, F32}}) {
     INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " compute=" << to_string(c.compute)
               << " d_in=" << to_string(c.d_in) << " d_param=" << to_string(c.d_param));
     const Vec in = as_dtype(random_vec(c.M * c.K, 11), c.compute);
@@ -847,13 +849,15 @@ TEST_CASE("cuda add, accumulate, scale and fill match the CPU", "[cuda][elementw
   }
   for (const DType acc_t : {F32, BF16}) {
     for (const DType x_t : {F32, BF16}) {
-      INFO("acc=" << to_string(acc_t) << " x=" << to_string(x_t));
-      const Vec acc0 = as_dtype(random_vec(n, 3), acc_t), x = as_dtype(random_vec(n, 4), x_t);
-      Vec ref = acc0;
-      cpu().accumulate(buf(ref), buf(x), n);
-      const DeviceBuffer g_acc(acc0, acc_t), g_x(x, x_t);
-      gpu().accumulate(g_acc.buf(), g_x.buf(), n);
-      expect_close(g_acc, ref, acc_t == F32 ? kExact : tol(acc_t), "accumulate");
+      for (const std::int64_t m : {n, std::int64_t{100000}}) {  // element by element; 16-byte Packs
+        INFO("acc=" << to_string(acc_t) << " x=" << to_string(x_t) << " n=" << m);
+        const Vec acc0 = as_dtype(random_vec(m, 3), acc_t), x = as_dtype(random_vec(m, 4), x_t);
+        Vec ref = acc0;
+        cpu().accumulate(buf(ref), buf(x), m);
+        const DeviceBuffer g_acc(acc0, acc_t), g_x(x, x_t);
+        gpu().accumulate(g_acc.buf(), g_x.buf(), m);
+        expect_close(g_acc, ref, acc_t == F32 ? kExact : tol(acc_t), "accumulate");
+      }
     }
   }
 }
