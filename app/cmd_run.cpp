@@ -208,7 +208,13 @@ int run_training(const RunArgs& args) {
                  env->launcher.c_str(), env->world);
     return kExitBadInput;
   }
-  const config::LoadResult job = load_job(args.job, env ? std::optional<int>(env->world) : args.nproc);
+  config::LoadResult job = load_job(args.job, env ? std::optional<int>(env->world) : args.nproc);
+  // run refuses what validate refuses: beyond the rules, an unknown cluster.gpu or a job whose
+  // predicted memory exceeds the device's (the error names the breakdown and the nearest fit).
+  if (job.ok()) {
+    const std::optional<plan::Estimate> est = estimate_job(job);
+    if (est) job.diags.errors.insert(job.diags.errors.end(), est->diags.errors.begin(), est->diags.errors.end());
+  }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) print_diagnostics(job.diags);  // once per job
   if (!job.ok()) {
     // Under mpirun/srun the first rank to exit may bring the job down: let rank 0 print first.

@@ -8,7 +8,6 @@
 #include "app/job_loading.h"
 #include "app/validate_report.h"
 #include "engine/plan/estimate.h"
-#include "engine/plan/hardware.h"
 
 namespace ptrain::app {
 namespace {
@@ -33,10 +32,9 @@ int run_validate(const ValidateArgs& args) {
   config::LoadResult job = load_job(args.job, args.world);
   if (!job.ok()) return emit_problems(job.diags, args.json);
 
-  const plan::HardwareProfile* hw = find_job_hardware(job);
-  if (hw == nullptr) return emit_problems(job.diags, args.json);
-
-  plan::Estimate est = plan::estimate(job, *hw);
+  std::optional<plan::Estimate> estimated = estimate_job(job);
+  if (!estimated) return emit_problems(job.diags, args.json);
+  plan::Estimate& est = *estimated;
   est.diags.warnings.insert(est.diags.warnings.begin(), job.diags.warnings.begin(), job.diags.warnings.end());
   const std::vector<config::Diagnostic> limits = engine_limit_warnings(job);
   est.diags.warnings.insert(est.diags.warnings.end(), limits.begin(), limits.end());

@@ -30,6 +30,12 @@ const plan::HardwareProfile* find_job_hardware(config::LoadResult& job) {
   return nullptr;
 }
 
+std::optional<plan::Estimate> estimate_job(config::LoadResult& job) {
+  const plan::HardwareProfile* hw = find_job_hardware(job);
+  if (hw == nullptr) return std::nullopt;
+  return plan::estimate(job, *hw);
+}
+
 std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job) {
   std::vector<config::Diagnostic> out;
   for (const train::EngineLimit& limit : train::engine_limits(job.spec))

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/config/loader.h"
+#include "engine/plan/estimate.h"
 #include "engine/plan/hardware.h"
 
 namespace ptrain::app {
@@ -24,6 +25,11 @@ config::LoadResult load_job(const JobArgs& args, std::optional<int> world);
 // The profile of the job's cluster.gpu, or nullptr after adding an "unknown GPU" error (located
 // at cluster.gpu, listing the known names) to job.diags.
 const plan::HardwareProfile* find_job_hardware(config::LoadResult& job);
+
+// validate's verdict beyond the rules, which `run` applies too: the hardware profile of
+// cluster.gpu exists and plan::estimate finds the job fits its memory. nullopt when the GPU is
+// unknown (the error is added to job.diags); else the estimate, whose diags hold its problems.
+std::optional<plan::Estimate> estimate_job(config::LoadResult& job);
 
 // A warning at each key that asks for what this build's `ptrain run` does not execute yet
 // (train::engine_limits; the CUDA backend unless the job says cpu): what validate and plan add.

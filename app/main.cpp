@@ -1,5 +1,7 @@
 // ptrain: train transformers from a YAML job spec across TP x PP x DP x CP x EP.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
@@ -25,6 +27,11 @@ int main(int argc, char** argv) {
     // --help and --version are "errors" with exit code 0; anything else is a bad flag: exit 2.
     const int printed = cli.exit(e);
     return printed == 0 ? ptrain::app::kExitOk : ptrain::app::kExitBadInput;
+  } catch (const std::exception& e) {
+    // Every command reports its own failures; one that escapes is a bug, which still ends with a
+    // message and exit 1 rather than an abort.
+    std::fprintf(stderr, "error: internal error (please report it): %s\n", e.what());
+    return ptrain::app::kExitRuntimeFailure;
   }
   return exit_code;
 }

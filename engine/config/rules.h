@@ -17,7 +17,7 @@ inline constexpr int kMaxPipelineStages = 1 << 12;
 void resolve_parallel(LoadContext& ctx, std::optional<int> world);
 // Attention heads, kv_heads, ffn_hidden, padded_vocab, seq_len, tie_embeddings.
 void resolve_model(LoadContext& ctx);
-// model.moe and parallel.ep.
+// model.moe and parallel.ep, then the rank grid (job_grid.h) they and parallel.* give.
 void resolve_experts(LoadContext& ctx);
 // virtual_stages vs kind, resolved_layers_per_stage, microbatches, ZeRO stages the pipeline allows.
 void resolve_schedule(LoadContext& ctx);

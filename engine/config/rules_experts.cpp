@@ -1,4 +1,5 @@
 #include "engine/config/arith.h"
+#include "engine/config/job_grid.h"
 #include "engine/config/rules.h"
 #include "engine/config/text.h"
 
@@ -46,7 +47,20 @@ void check_experts(LoadContext& ctx) {
               cat("parallel.ep = ", p.ep, " must divide tp*cp*dp = ", spelled_product({p.tp, p.cp, p.dp}),
                   " (expert ranks are carved from the tp*cp*dp ranks of each pipeline stage)"),
               cat("use parallel.ep dividing ", expert_pool, ": ", list_numbers(divisors(expert_pool))));
+    ctx.mark_bad("parallel.ep");
   }
+}
+
+// What the order check and the rules above leave to the grid itself: whether the dense and the
+// expert grid agree on the pipeline stages (a model with experts only).
+void check_grid(LoadContext& ctx) {
+  if (ctx.any_bad({"parallel.tp", "parallel.cp", "parallel.ep", "parallel.dp", "parallel.pp", "parallel.order",
+                   "model.moe"}))
+    return;
+  std::vector<std::string> problems;
+  make_job_grid(ctx.spec(), &problems);
+  for (const std::string& problem : problems) ctx.error("parallel.order", problem);
+  if (!problems.empty()) ctx.mark_bad("parallel.order");
 }
 
 }  // namespace
@@ -58,6 +72,7 @@ void resolve_experts(LoadContext& ctx) {
   } else {
     check_dense_model(ctx);
   }
+  check_grid(ctx);
 }
 
 }  // namespace ptrain::config

@@ -125,7 +125,8 @@ int Degrees::operator[](Axis a) const {
   return 1;
 }
 
-RankGrid RankGrid::make(const Degrees& degrees, std::string_view order, std::vector<std::string>* problems) {
+RankGrid RankGrid::make(const Degrees& degrees, std::string_view order, bool experts,
+                        std::vector<std::string>* problems) {
   std::vector<std::string> found;
   RankGrid grid;
   grid.degrees_ = degrees;
@@ -150,7 +151,7 @@ RankGrid RankGrid::make(const Degrees& degrees, std::string_view order, std::vec
                     ": expert ranks are carved from the tensor, context and data ranks");
   }
 
-  if (found.empty() && grid.groups("pp") != grid.expert_groups("pp")) {
+  if (experts && found.empty() && grid.groups("pp") != grid.expert_groups("pp")) {
     int dense_before = 1, expert_before = 1;
     const Sizes dense = grid.dense_sizes(), expert = grid.expert_sizes();
     for (Axis a : grid.order_) {
@@ -158,12 +159,16 @@ RankGrid RankGrid::make(const Degrees& degrees, std::string_view order, std::vec
       dense_before *= dense[index(a)];
       expert_before *= expert[index(a)];
     }
+    const auto ranks = [](int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); };
     found.push_back(
-        "parallel.order " + quoted(order) +
-        " gives the expert grid different pp groups than the dense grid: the axes before pp span " +
-        std::to_string(dense_before) + " dense ranks but " + std::to_string(expert_before) +
-        " expert ranks; put pp last (e.g. " + std::string(kDefaultOrder) +
-        ") or first, so that tp, cp, ep and dp all sit on one side of it");
+        "order " + quoted(order) + " gives the experts different pp groups than attention: with tp = " +
+        std::to_string(degrees.tp) + ", cp = " + std::to_string(degrees.cp) + ", ep = " + std::to_string(degrees.ep) +
+        ", dp = " + std::to_string(degrees.dp) + ", the axes before pp span " + ranks(dense_before) +
+        " for attention (tp*cp*dp laid out as ordered) but " + ranks(expert_before) +
+        " for the experts (ep*expert-dp, where expert-dp = tp*cp*dp/ep = " + std::to_string(grid.expert_dp()) +
+        "), so the two would disagree on which ranks form a pipeline stage; a model with experts needs both "
+        "spans equal, which tp, cp, ep and dp all on one side of pp always give: put pp last (e.g. " +
+        std::string(kDefaultOrder) + ") or first (e.g. pp-tp-cp-ep-dp)");
   }
   if (problems) problems->insert(problems->end(), found.begin(), found.end());
   return grid;

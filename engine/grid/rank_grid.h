@@ -4,7 +4,9 @@
 // Two generators share the same ranks:
 //  - the dense grid  (tp, cp, dp, pp; ep = 1) used by attention/dense layers;
 //  - the expert grid (etp = 1, ep, edp = tp*cp*dp/ep, pp; cp = 1) used by MoE experts: expert
-//    ranks are carved from tp*cp*dp (DESIGN.md). Both must yield identical pp groups.
+//    ranks are carved from tp*cp*dp (DESIGN.md). For a model with experts both must yield
+//    identical pp groups; a dense model has no experts to lay out, so any order whose dense grid
+//    is valid is usable (Llama 3's tp-cp-pp-dp among them).
 // Both use the same order string; in the expert grid tp and cp have size 1 and "dp" means edp.
 // Every rank computes every group in the same order (group creation is collective).
 //
@@ -41,9 +43,11 @@ using GroupList = std::vector<Group>;  // all groups of one kind, ordered by the
 
 class RankGrid {
  public:
-  // Problems (bad order string, a degree < 1, ep not dividing tp*cp*dp, pp groups of the two
-  // generators disagreeing) are returned as messages; the grid is usable only if none.
-  static RankGrid make(const Degrees& degrees, std::string_view order, std::vector<std::string>* problems);
+  // Problems (bad order string, a degree < 1, ep not dividing tp*cp*dp, and with `experts` pp
+  // groups of the two generators disagreeing) are returned as messages; the grid is usable only if
+  // none. Without `experts` (a dense model, ep = 1) the expert grid is never consulted for layout.
+  static RankGrid make(const Degrees& degrees, std::string_view order, bool experts,
+                       std::vector<std::string>* problems);
 
   const Degrees& degrees() const { return degrees_; }
   // Every axis exactly once, first varies fastest (axes left out of the string appended).

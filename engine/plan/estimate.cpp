@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "engine/config/job_grid.h"
 #include "engine/model/param_registry.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
@@ -126,16 +127,13 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   const config::ParallelSpec& par = spec.parallel;
   Estimate est;
   est.world = spec.world;
-  est.degrees = {par.tp, par.cp, par.ep, par.dp, par.pp};
+  est.degrees = config::job_degrees(spec);
   est.hardware = hw.name;
   est.device_memory_bytes = hw.memory_bytes;
   est.microbatches = spec.train.microbatches;
   est.tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
 
-  std::vector<std::string> problems;
-  const grid::RankGrid grid = grid::RankGrid::make(est.degrees, par.order, &problems);
-  for (const std::string& p : problems) est.diags.errors.push_back(job.at("parallel.order", p));
-  if (!problems.empty()) return est;
+  const grid::RankGrid grid = config::job_grid(spec);
   for (const char* axis : {"tp", "pp", "dp", "cp"}) est.groups[axis] = grid.groups(axis);
   est.groups["ep"] = grid.expert_groups("ep");
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <tuple>
 
-#include "engine/grid/rank_grid.h"
+#include "engine/config/job_grid.h"
 #include "engine/model/param_registry.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
@@ -115,10 +115,8 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
   const config::ParallelSpec& p = derived.parallel;
   const bool experts = derived.model.moe.has_value();
   const std::vector<RankParams> params = stage_params(derived, run.schedule, model.registry);
-  std::vector<std::string> problems;  // none: the order passed the rules
   const std::vector<LinkTiers> tiers =
-      stage_link_tiers(grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems),
-                       derived.cluster.gpus_per_node, experts);
+      stage_link_tiers(config::job_grid(derived), derived.cluster.gpus_per_node, experts);
 
   const bool sharded = p.dp * p.cp > 1 || (experts && p.tp * p.cp * p.dp / p.ep > 1);
   config::JobSpec spec = derived;  // only the ZeRO stage and the recompute change below

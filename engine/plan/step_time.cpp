@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/grid/rank_grid.h"
+#include "engine/config/job_grid.h"
 #include "engine/plan/comm.h"
 #include "engine/plan/dtypes.h"
 
@@ -41,9 +41,7 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
 
 pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw) {
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
-  const config::ParallelSpec& p = spec.parallel;
-  std::vector<std::string> problems;
-  const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
+  const grid::RankGrid grid = config::job_grid(spec);
   return stage_op_costs(spec, hw, stage_flops(spec, matmul_params(registry, spec.model)),
                         stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()));
 }

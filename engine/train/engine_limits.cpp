@@ -1,16 +1,16 @@
 #include "engine/train/engine_limits.h"
 
-#include "engine/grid/rank_grid.h"
+#include "engine/config/job_grid.h"
 
 namespace ptrain::train {
 namespace {
 
 // Whether the experts are split over exactly the tp groups: ep = tp, and the expert grid's ep groups
 // are the dense grid's tp groups (as the default order makes them, with cp = 1).
-bool experts_split_over_tp(const config::ParallelSpec& p) {
-  if (p.ep != p.tp) return false;
+bool experts_split_over_tp(const config::JobSpec& spec) {
+  if (spec.parallel.ep != spec.parallel.tp) return false;
   std::vector<std::string> problems;
-  const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
+  const grid::RankGrid grid = config::make_job_grid(spec, &problems);
   return problems.empty() && grid.groups("tp") == grid.expert_groups("ep");
 }
 
@@ -33,7 +33,7 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec) {
            "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +
                " take the tp group's tokens all-gathered: `ptrain run` needs sequence parallelism",
            "set parallel.sequence_parallel: true"});
-    if (p.tp > 1 && !experts_split_over_tp(p))
+    if (p.tp > 1 && !experts_split_over_tp(spec))
       limits.push_back(
           {"parallel.ep",
            "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +

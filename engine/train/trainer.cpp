@@ -16,7 +16,7 @@
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
-#include "engine/grid/rank_grid.h"
+#include "engine/config/job_grid.h"
 #include "engine/model/param_store.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/zero.h"
@@ -79,9 +79,7 @@ StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) {
   if (comm.world() != spec.world)
     throw std::invalid_argument("the job has " + std::to_string(spec.world) + " ranks but " +
                                 std::to_string(comm.world()) + " processes were started");
-  std::vector<std::string> problems;
-  const grid::RankGrid grid = grid::RankGrid::make({p.tp, p.cp, p.ep, p.dp, p.pp}, p.order, &problems);
-  if (!problems.empty()) throw std::invalid_argument(problems.front());
+  const grid::RankGrid grid = config::job_grid(spec);
   auto make = [&](const char* kind, const grid::GroupList& groups) {
     const dist::Group* mine = nullptr;
     for (const std::vector<int>& ranks : groups) {

@@ -225,6 +225,33 @@ class ValidateBadInput(unittest.TestCase):
         self.assertTrue(j["errors"])
         self.assertTrue(all("key" in e and "message" in e for e in j["errors"]))
 
+    def test_llama3_rank_order_validates_for_a_dense_model(self):
+        # Llama 3 ran 405B with TP, CP, PP, DP from fastest to slowest; a dense model has no expert
+        # grid to disagree with it (issue 23: this aborted with std::out_of_range under --json).
+        for extra in ((), ("--json",)):
+            r = ptrain("validate", config("llama3-8b"), "--set", "parallel.order=tp-cp-ep-pp-dp",
+                       "--set", "parallel.pp=2", *extra)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        report = json.loads(r.stdout)
+        self.assertEqual(report["errors"], [])
+        # pp comes right after tp (2) and cp (1): the stages of a pipeline are 2 ranks apart
+        self.assertEqual(report["grid"]["pp"][0], [0, 2])
+
+    def test_an_order_the_experts_cannot_follow_prints_no_estimate(self):
+        bad = ("--set", "parallel.order=tp-cp-ep-pp-dp", "--set", "parallel.ep=2", "--set", "parallel.pp=2")
+        r = ptrain("validate", config("mixtral-8x7b"), *bad)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("parallel.order", r.stderr)
+        self.assertIn("different pp groups", r.stderr)
+        self.assertIn("expert-dp = tp*cp*dp/ep", r.stderr)
+        self.assertNotIn("Estimate", r.stdout + r.stderr)
+        self.assertNotIn("MFU", r.stdout + r.stderr)
+        r = ptrain("validate", config("mixtral-8x7b"), *bad, "--json")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        report = json.loads(r.stdout)
+        self.assertTrue(any(e["key"] == "parallel.order" for e in report["errors"]))
+        self.assertNotIn("step_time_s", report)
+
     def test_garbage_file(self):
         path = write_temp("")
         with open(path, "wb") as f:

@@ -154,7 +154,7 @@ TEST_CASE("properties over degree combinations and all 120 orders") {
       INFO("tp=" << d.tp << " cp=" << d.cp << " dp=" << d.dp << " pp=" << d.pp << " ep=" << d.ep << " order "
                  << order_text);
       std::vector<std::string> problems;
-      const RankGrid grid = RankGrid::make(d, order_text, &problems);
+      const RankGrid grid = RankGrid::make(d, order_text, true, &problems);
 
       const auto dense = dense_sizes(d), expert = expert_sizes(d);
       // pp groups are {first + k * (ranks before pp)}: they agree iff those spans agree.

@@ -13,7 +13,7 @@ namespace {
 
 RankGrid make_ok(const Degrees& d, std::string_view order) {
   std::vector<std::string> problems;
-  RankGrid grid = RankGrid::make(d, order, &problems);
+  RankGrid grid = RankGrid::make(d, order, true, &problems);
   INFO("order " << order);
   for (const auto& p : problems) INFO(p);
   REQUIRE(problems.empty());
@@ -22,7 +22,7 @@ RankGrid make_ok(const Degrees& d, std::string_view order) {
 
 std::vector<std::string> problems_of(const Degrees& d, std::string_view order) {
   std::vector<std::string> problems;
-  RankGrid::make(d, order, &problems);
+  RankGrid::make(d, order, true, &problems);
   return problems;
 }
 
@@ -135,6 +135,16 @@ TEST_CASE("problems are reported with the fix") {
     REQUIRE(problems.size() == 1);
     CHECK(any_contains(problems, "different pp groups"));
     CHECK(any_contains(problems, "put pp last (e.g. tp-cp-ep-dp-pp)"));
+  }
+  SECTION("a dense model has no expert grid to disagree: Llama 3's tp-cp-pp-dp is usable") {
+    for (const char* order : {"tp-pp-cp-ep-dp", "tp-cp-ep-pp-dp"}) {
+      std::vector<std::string> problems;
+      const RankGrid dense = RankGrid::make(d, order, false, &problems);
+      INFO(order);
+      CHECK(problems.empty());
+      CHECK(dense.groups("pp") == GroupList{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+      CHECK(dense.groups("dp") == GroupList{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+    }
   }
 }
 

@@ -9,7 +9,7 @@ namespace {
 
 grid::RankGrid make_grid(grid::Degrees d, std::string_view order = "tp-cp-ep-dp-pp") {
   std::vector<std::string> problems;
-  grid::RankGrid g = grid::RankGrid::make(d, order, &problems);
+  grid::RankGrid g = grid::RankGrid::make(d, order, true, &problems);
   REQUIRE(problems.empty());
   return g;
 }

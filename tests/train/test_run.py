@@ -178,6 +178,20 @@ class Failures(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("model.layers", r.stderr)
 
+    def test_run_refuses_what_validate_refuses(self):
+        # Over the device's memory: validate says exit 2 with the breakdown; run must too, before it
+        # allocates anything (issue 23: it ended in std::bad_alloc, exit 1), with one rank and with two.
+        with tempfile.TemporaryDirectory() as d:
+            for extra in ((), ("--nproc", "2")):
+                r = run(job(d), "--set", "model.hidden=64000", *extra)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("exceeds the 24.00 GiB", r.stderr)
+                self.assertIn("params", r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(d, "ckpt")))
+            r = run(job(d), "--set", "cluster.gpu=h900")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("cluster.gpu", r.stderr)
+
 
 def max_relative_gap(a, b):
     """The largest relative loss difference, step by step, of two runs' metrics (same steps)."""
