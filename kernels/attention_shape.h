@@ -12,6 +12,12 @@
 
 namespace ptrain::kernels {
 
+// The head dims the CUDA attention kernels take: multiples of kCudaHeadDimStep up to kCudaMaxHeadDim
+// (as FlashAttention and cuDNN); the CPU op takes any. The config rules check backend-cuda jobs
+// against them.
+inline constexpr int kCudaHeadDimStep = 8;
+inline constexpr int kCudaMaxHeadDim = 256;
+
 struct AttentionShape {
   int B = 0, Tq = 0, Tk = 0, q_pos0 = 0, Hq = 0, Hkv = 0, D = 0;
 

@@ -2,25 +2,28 @@
 #include "engine/config/rules.h"
 #include "engine/config/text.h"
 #include "engine/config/value_reader.h"
+#include "kernels/attention_shape.h"
 
 namespace ptrain::config {
 namespace {
 
-// The head dims the CUDA attention kernels take (kernels/cuda/attention.cuh): an error for
+// The head dims the CUDA attention kernels take (kernels/attention_shape.h): an error for
 // backend: cuda, a warning for auto (which picks CUDA where there is a GPU).
 void check_cuda_head_dim(LoadContext& ctx) {
+  using kernels::kCudaHeadDimStep, kernels::kCudaMaxHeadDim;
   const ModelSpec& m = ctx.spec().model;
   const Backend backend = ctx.spec().backend;
   if (backend == Backend::Cpu || ctx.any_bad({"model.hidden", "model.heads", "backend"})) return;
   if (m.heads <= 0 || m.hidden % m.heads != 0) return;
+  const auto supported = [](std::int64_t d) { return d % kCudaHeadDimStep == 0 && d <= kCudaMaxHeadDim; };
   const int d = m.hidden / m.heads;
-  if (d % 8 == 0 && d <= 128) return;
+  if (supported(d)) return;
   std::vector<std::int64_t> fitting;
   for (const std::int64_t h : divisors(m.hidden))
-    if (m.hidden / h % 8 == 0 && m.hidden / h <= 128) fitting.push_back(h);
-  const std::string problem =
-      cat("head dim hidden/heads = ", d, ": the CUDA backend's attention takes multiples of 8 up to 128");
-  const std::string fix = fitting.empty() ? cat("use a hidden size that is a multiple of 8")
+    if (supported(m.hidden / h)) fitting.push_back(h);
+  const std::string problem = cat("head dim hidden/heads = ", d, ": the CUDA backend's attention takes multiples of ",
+                                  kCudaHeadDimStep, " up to ", kCudaMaxHeadDim);
+  const std::string fix = fitting.empty() ? cat("use a hidden size that is a multiple of ", kCudaHeadDimStep)
                                           : cat("use heads in ", list_numbers(fitting));
   if (backend == Backend::Cuda) return ctx.error("model.heads", problem, fix);
   ctx.warning("model.heads", problem + " (backend auto picks CUDA where there is a GPU)",

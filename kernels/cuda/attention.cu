@@ -30,9 +30,13 @@
 //   F32   plain fp32 FMA on 32 x 32 tiles in shared memory: the correctness reference path
 //         (fp32 training, tests), ~1 shared load per FMA.
 // Exponentials are exp2f on scores pre-multiplied by scale * log2(e); lse is stored in natural log.
-// The head dim D runs on tiles padded to kD in {32, 64, 80, 96, 128} (zero-filled, never stored).
-// Shared memory per CTA stays below 75 KB (opt-in above 48 KB via cudaFuncSetAttribute, once per
-// kernel and device).
+// The head dim D runs on tiles padded to kD in {32, 64, 80, 96, 128, 160, 192, 224, 256} (zero-filled,
+// never stored). Above 128 the bf16 kernels split the columns they accumulate (O, dQ, dK/dV) into two
+// chunks of kD / 2, one CTA each (blockIdx.z): S and dP still contract the whole head, recomputed by
+// both CTAs, and every thread's accumulators stay the size they have at kD = 128.
+// Shared memory per CTA stays below 75 KB up to kD = 128, so two CTAs share an SM; above it a CTA
+// takes up to 140 KB (within sm_80's 163 KB). Above 48 KB it is opted into via cudaFuncSetAttribute,
+// once per kernel and device.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -68,14 +72,16 @@ __device__ __forceinline__ float to_f(bf16 x) {
   return __bfloat162float(x);
 }
 
-// D_i of query row `row` = (b*Tq + t)*Hq + h lives in the first 4 bytes of d_q's row.
+// D_i of query row `row` = (b*Tq + t)*Hq + h lives in 4 bytes of d_q's row at column `col`: column 0,
+// and for the bf16 dQ kernel's second column chunk also its first column (each dQ CTA reads the slot
+// in the columns it alone overwrites, so no CTA can overwrite a slot another has yet to read).
 template <typename T>
-__device__ __forceinline__ float* dvec_slot(T* d_q, long long row, int D) {
-  return reinterpret_cast<float*>(d_q + row * D);
+__device__ __forceinline__ float* dvec_slot(T* d_q, long long row, int D, int col = 0) {
+  return reinterpret_cast<float*>(d_q + row * D + col);
 }
 template <typename T>
-__device__ __forceinline__ const float* dvec_slot(const T* d_q, long long row, int D) {
-  return reinterpret_cast<const float*>(d_q + row * D);
+__device__ __forceinline__ const float* dvec_slot(const T* d_q, long long row, int D, int col = 0) {
+  return reinterpret_cast<const float*>(d_q + row * D + col);
 }
 
 __device__ __forceinline__ float quad_max(float x) {
@@ -87,10 +93,12 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// D_i = dot(d_out_i, out_i) for every query row (one warp per row), written into d_q's row i.
+// D_i = dot(d_out_i, out_i) for every query row (one warp per row), written into d_q's row i at
+// column 0 and, when `second_slot` > 0, at that column too.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    row_dot_kernel(const T* __restrict__ d_out, const T* __restrict__ out, T* d_q, long long rows, int D) {
+    row_dot_kernel(const T* __restrict__ d_out, const T* __restrict__ out, T* d_q, long long rows, int D,
+                   int second_slot) {
   const long long row = static_cast<long long>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;  // warp-uniform
   const int lane = threadIdx.x & 31;
@@ -101,6 +109,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
   if (lane == 0) *dvec_slot(d_q, row, D) = s;
+  if (lane == 0 && second_slot > 0) *dvec_slot(d_q, row, D, second_slot) = s;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -494,11 +503,11 @@ __device__ __forceinline__ void gemm_abt(float (&acc)[kNT][4], const bf16* a, in
   }
 }
 
-// For each of kMT 16-row tiles mt: acc[mt] (16 x kD) += P[mt] (16 x kK, the C fragments p[mt][kK/8][4],
-// rounded to bf16) x B, B a row-major [kK][kD] tile: O += P V style. Each B fragment read from shared
-// memory feeds all kMT tiles.
-template <int kD, int kK, int kMT>
-__device__ __forceinline__ void gemm_pb_tiles(float (&acc)[kMT][kD / 8][4], const float (&p)[kMT][kK / 8][4],
+// For each of kMT 16-row tiles mt: acc[mt] (16 x kDo) += P[mt] (16 x kK, the C fragments p[mt][kK/8][4],
+// rounded to bf16) x B, B kDo columns of a row-major [kK][kD] tile (`b` points at the first of them):
+// O += P V style. Each B fragment read from shared memory feeds all kMT tiles.
+template <int kD, int kDo, int kK, int kMT>
+__device__ __forceinline__ void gemm_pb_tiles(float (&acc)[kMT][kDo / 8][4], const float (&p)[kMT][kK / 8][4],
                                               const bf16* b, int lane) {
   constexpr int kLD = kD + 8;
 #pragma unroll
@@ -512,7 +521,7 @@ __device__ __forceinline__ void gemm_pb_tiles(float (&acc)[kMT][kD / 8][4], cons
       af[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
     }
 #pragma unroll
-    for (int dp = 0; dp < kD / 16; ++dp) {
+    for (int dp = 0; dp < kDo / 16; ++dp) {
       std::uint32_t bfr[4];
       ldsm_x4_trans(bfr, frag_rowmajor(b, kLD, kk * 16, dp * 16, lane));
 #pragma unroll
@@ -525,11 +534,11 @@ __device__ __forceinline__ void gemm_pb_tiles(float (&acc)[kMT][kD / 8][4], cons
 }
 
 // gemm_pb_tiles for one tile.
-template <int kD, int kK>
-__device__ __forceinline__ void gemm_pb(float (&acc)[kD / 8][4], const float (&p)[kK / 8][4], const bf16* b,
+template <int kD, int kDo, int kK>
+__device__ __forceinline__ void gemm_pb(float (&acc)[kDo / 8][4], const float (&p)[kK / 8][4], const bf16* b,
                                         int lane) {
-  gemm_pb_tiles<kD, kK, 1>(reinterpret_cast<float (&)[1][kD / 8][4]>(acc),
-                           reinterpret_cast<const float (&)[1][kK / 8][4]>(p), b, lane);
+  gemm_pb_tiles<kD, kDo, kK, 1>(reinterpret_cast<float (&)[1][kDo / 8][4]>(acc),
+                                reinterpret_cast<const float (&)[1][kK / 8][4]>(p), b, lane);
 }
 
 // Rows [row0, row0 + kRows) of one head (row t at g + t*stride) into a [kRows][kD + 8] tile, 16 bytes per
@@ -557,6 +566,18 @@ __device__ __forceinline__ void zero(float (&a)[kD][4]) {
   for (int i = 0; i < kD; ++i) a[i][0] = a[i][1] = a[i][2] = a[i][3] = 0.0f;
 }
 
+// The columns one bf16 CTA accumulates (O, dQ, dK and dV): the whole head up to kD = 128, above it one of
+// two halves (blockIdx.z), so that a thread's accumulators never outgrow their kD = 128 size. Halves of
+// 160, 192, 224 and 256 are multiples of 16, as the P V GEMM's k16 steps need.
+template <int kD>
+__host__ __device__ constexpr int out_chunks() {
+  return kD > 128 ? 2 : 1;
+}
+template <int kD>
+__host__ __device__ constexpr int out_cols() {
+  return kD / out_chunks<kD>();
+}
+
 // Each forward warp owns fwd_tiles 16-row tiles of queries, so every K and V fragment it reads from
 // shared memory feeds that many MMAs: at one tile per warp the kernel is bound by shared-memory reads.
 // Two for D <= 96; at D = 128 two tiles' accumulators would not fit in 255 registers.
@@ -580,8 +601,9 @@ __global__ void __launch_bounds__(kThreads)
     fwd_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                     bf16* __restrict__ out, float* __restrict__ lse, int Tq, int Tk, int off, int Hq, int Hkv,
                     int D, int G, float scale_log2) {
-  constexpr int kLD = kD + 8, kKS = kD / 16, kNT = kFwdCols / 8, kDT = kD / 8;
+  constexpr int kLD = kD + 8, kKS = kD / 16, kNT = kFwdCols / 8, kDo = out_cols<kD>(), kDT = kDo / 8;
   constexpr int kFwdTiles = fwd_tiles<kD>(), kFwdRows = fwd_rows<kD>();
+  const int c0 = static_cast<int>(blockIdx.z) * kDo;  // the output columns of this CTA
   extern __shared__ float4 smem_f4[];
   bf16* Qs = reinterpret_cast<bf16*>(smem_f4);
   bf16* Ks = Qs + kFwdRows * kLD;
@@ -695,7 +717,7 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_commit();
     cp_async_wait<1>();  // V_kt has landed (only K_kt+1 may be in flight)
     __syncthreads();
-    gemm_pb_tiles<kD, kFwdCols, kFwdTiles>(o, s, Vs, lane);
+    gemm_pb_tiles<kD, kDo, kFwdCols, kFwdTiles>(o, s, Vs + c0, lane);
     cp_async_wait<0>();
     __syncthreads();  // K_kt+1 has landed, and every warp is done with V_kt
   }
@@ -709,13 +731,13 @@ __global__ void __launch_bounds__(kThreads)
     const float inv_a = 1.0f / sum_a, inv_b = 1.0f / sum_b;
 #pragma unroll
     for (int dt = 0; dt < kDT; ++dt) {
-      const int col = dt * 8 + tg * 2;
+      const int col = c0 + dt * 8 + tg * 2;
       if (col < D) {
         if (row_a < Tq) store_bf16x2(og + row_a * qstride + col, o[mt][dt][0] * inv_a, o[mt][dt][1] * inv_a);
         if (row_b < Tq) store_bf16x2(og + row_b * qstride + col, o[mt][dt][2] * inv_b, o[mt][dt][3] * inv_b);
       }
     }
-    if (lrow != nullptr && tg == 0) {
+    if (lrow != nullptr && tg == 0 && blockIdx.z == 0) {  // every chunk's CTA has the same statistics
       if (row_a < Tq) lrow[row_a] = (m_a[mt] + log2f(sum_a)) * kLn2;
       if (row_b < Tq) lrow[row_b] = (m_b[mt] + log2f(sum_b)) * kLn2;
     }
@@ -738,7 +760,8 @@ __global__ void __launch_bounds__(kThreads)
                      const bf16* __restrict__ d_out, const float* __restrict__ lse, const bf16* d_q,
                      bf16* __restrict__ d_k, bf16* __restrict__ d_v, int Tq, int Tk, int off, int Hq, int Hkv,
                      int D, int G, float scale_log2, float scale) {
-  constexpr int kBr = dkdv_rows<kD>(), kLD = kD + 8, kNT = kBr / 8, kDT = kD / 8;
+  constexpr int kBr = dkdv_rows<kD>(), kLD = kD + 8, kNT = kBr / 8, kDo = out_cols<kD>(), kDT = kDo / 8;
+  const int c0 = static_cast<int>(blockIdx.z) * kDo;  // the d_k, d_v columns of this CTA
   extern __shared__ float4 smem_f4[];
   bf16* Ks = reinterpret_cast<bf16*>(smem_f4);
   bf16* Vs = Ks + kDkdvCols * kLD;
@@ -812,7 +835,7 @@ __global__ void __launch_bounds__(kThreads)
         st[nt][e] = p;
       }
     }
-    gemm_pb<kD, kBr>(dv, st, dOb, lane);  // dV += P^T dO
+    gemm_pb<kD, kDo, kBr>(dv, st, dOb + c0, lane);  // dV += P^T dO
     // dP^T = V_w dO^T, dS^T = P^T (dP^T - D)
     float dpt[kNT][4];
     zero(dpt);
@@ -822,7 +845,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - db[nt * 8 + tg * 2 + (e & 1)]);
     }
-    gemm_pb<kD, kBr>(dk, dpt, Qb, lane);  // dK += dS^T Q
+    gemm_pb<kD, kDo, kBr>(dk, dpt, Qb + c0, lane);  // dK += dS^T Q
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }
 
@@ -830,7 +853,7 @@ __global__ void __launch_bounds__(kThreads)
   bf16* dvg = d_v + kvhead * D;
 #pragma unroll
   for (int dt = 0; dt < kDT; ++dt) {
-    const int col = dt * 8 + tg * 2;
+    const int col = c0 + dt * 8 + tg * 2;
     if (col < D) {
       if (key_a < Tk) {
         store_bf16x2(dkg + key_a * kvstride + col, dk[dt][0] * scale, dk[dt][1] * scale);
@@ -859,7 +882,8 @@ __global__ void __launch_bounds__(kThreads)
     dq_bf16_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                    const bf16* __restrict__ d_out, const float* __restrict__ lse, bf16* d_q, int Tq, int Tk,
                    int off, int Hq, int Hkv, int D, int G, float scale_log2, float scale) {
-  constexpr int kBc = dq_cols<kD>(), kLD = kD + 8, kNT = kBc / 8, kDT = kD / 8;
+  constexpr int kBc = dq_cols<kD>(), kLD = kD + 8, kNT = kBc / 8, kDo = out_cols<kD>(), kDT = kDo / 8;
+  const int c0 = static_cast<int>(blockIdx.z) * kDo;  // the d_q columns of this CTA
   extern __shared__ float4 smem_f4[];
   bf16* Qs = reinterpret_cast<bf16*>(smem_f4);
   bf16* dOs = Qs + kDqRows * kLD;
@@ -883,12 +907,13 @@ __global__ void __launch_bounds__(kThreads)
   load_tile_bf16<kBc, kD>(Ks, kg, kvstride, 0, Tk, D);
   load_tile_bf16<kBc, kD>(Vs, vg, kvstride, 0, Tk, D);
   cp_async_commit();
-  // Row statistics; D_i is read from d_q's rows here, before this CTA (their only writer) stores them.
+  // Row statistics; D_i is read from the slot in d_q's columns c0.. here, before this CTA (their only
+  // writer) stores them.
   const float* lrow = lse + (static_cast<long long>(b) * Hq + h) * Tq;
   const float lse_a = row_a < Tq ? lrow[row_a] * kLog2e : 0.0f;
   const float lse_b = row_b < Tq ? lrow[row_b] * kLog2e : 0.0f;
-  const float dd_a = row_a < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(row_a) * Hq, D) : 0.0f;
-  const float dd_b = row_b < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(row_b) * Hq, D) : 0.0f;
+  const float dd_a = row_a < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(row_a) * Hq, D, c0) : 0.0f;
+  const float dd_b = row_b < Tq ? *dvec_slot(d_q, qhead + static_cast<long long>(row_b) * Hq, D, c0) : 0.0f;
 
   float dq[kDT][4];
   zero(dq);
@@ -921,14 +946,14 @@ __global__ void __launch_bounds__(kThreads)
         s[nt][e] = p * (dp[nt][e] - (ra ? dd_a : dd_b));  // dS
       }
     }
-    gemm_pb<kD, kBc>(dq, s, Kb, lane);  // dQ += dS K
+    gemm_pb<kD, kDo, kBc>(dq, s, Kb + c0, lane);  // dQ += dS K
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }
 
   bf16* dqg = d_q + qhead * D;
 #pragma unroll
   for (int dt = 0; dt < kDT; ++dt) {
-    const int col = dt * 8 + tg * 2;
+    const int col = c0 + dt * 8 + tg * 2;
     if (col < D) {
       if (row_a < Tq) store_bf16x2(dqg + row_a * qstride + col, dq[dt][0] * scale, dq[dt][1] * scale);
       if (row_b < Tq) store_bf16x2(dqg + row_b * qstride + col, dq[dt][2] * scale, dq[dt][3] * scale);
@@ -939,13 +964,19 @@ __global__ void __launch_bounds__(kThreads)
 // ------------------------------------------------------------------------------------------------
 // Host side
 
-// Every kernel fits the opt-in shared memory of sm_86/sm_89 (99 KB) with room to spare (sm_80: 163 KB,
-// sm_90: 227 KB), so at least two CTAs share an SM on A100/H100.
+// Up to kD = 128 every kernel fits the opt-in shared memory of sm_86/sm_89 (99 KB) with room to spare
+// (sm_80: 163 KB, sm_90: 227 KB), so at least two CTAs share an SM on A100/H100. The wider head dims
+// need one SM each, within sm_80's 163 KB (the architectures this backend builds for: 80 and 90).
 static_assert(fwd_f32_smem<128>() <= 75 * 1024 && dq_f32_smem<128>() <= 75 * 1024 &&
               dkdv_f32_smem<128>() <= 75 * 1024);
 static_assert(fwd_bf16_smem<128>() <= 75 * 1024 && dq_bf16_smem<128>() <= 75 * 1024 &&
               dkdv_bf16_smem<128>() <= 75 * 1024 && dkdv_bf16_smem<64>() <= 75 * 1024 &&
               dq_bf16_smem<64>() <= 75 * 1024);
+constexpr int kSm80SmemBytes = 163 * 1024;
+static_assert(fwd_f32_smem<256>() <= kSm80SmemBytes && dq_f32_smem<256>() <= kSm80SmemBytes &&
+              dkdv_f32_smem<256>() <= kSm80SmemBytes);
+static_assert(fwd_bf16_smem<256>() <= kSm80SmemBytes && dq_bf16_smem<256>() <= kSm80SmemBytes &&
+              dkdv_bf16_smem<256>() <= kSm80SmemBytes);
 
 // Dynamic shared memory above 48 KB needs an opt-in per kernel and device (once).
 void allow_smem(const void* kernel, int bytes) {
@@ -969,7 +1000,10 @@ void launch(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, Args... arg
 
 // Head dims run on tiles padded to one of these.
 int padded_head_dim(int D) {
-  return D <= 32 ? 32 : D <= 64 ? 64 : D <= 80 ? 80 : D <= 96 ? 96 : 128;
+  for (const int padded : {32, 64, 80, 96, 128, 160, 192, 224}) {
+    if (D <= padded) return padded;
+  }
+  return 256;
 }
 
 struct Geometry {
@@ -981,8 +1015,10 @@ struct Geometry {
 // the tiles support and sequences whose tiles fit the grid.
 Geometry check_geometry(const char* op, const AttentionShape& s) {
   const int D = s.D, T = std::max(s.Tq, s.Tk);
-  if (D % 8 != 0 || D > 128) {
-    fail("cuda", op, "head dim D=" + std::to_string(D) + " is not supported (multiples of 8 up to 128)");
+  if (D % kCudaHeadDimStep != 0 || D > kCudaMaxHeadDim) {
+    fail("cuda", op,
+         "head dim D=" + std::to_string(D) + " is not supported (multiples of " + std::to_string(kCudaHeadDimStep) +
+             " up to " + std::to_string(kCudaMaxHeadDim) + ")");
   }
   // Query tiles go to gridDim.y (at most 65535); the smallest tile is 32 rows.
   if ((static_cast<long long>(T) + kF32Tile - 1) / kF32Tile > 65535) {
@@ -1021,7 +1057,8 @@ void forward_impl(cudaStream_t stream, const Geometry& g, Buf out, Buf lse, Buf 
            q.as<const float>(), k.as<const float>(), v.as<const float>(), out.as<float>(), l, g.Tq, g.Tk,
            g.off, g.Hq, g.Hkv, g.D, g.G, g.scale_log2);
   } else {
-    launch(fwd_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, fwd_rows<kD>())), fwd_bf16_smem<kD>(), stream,
+    launch(fwd_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, fwd_rows<kD>()), out_chunks<kD>()),
+           fwd_bf16_smem<kD>(), stream,
            q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), out.as<bf16>(), l, g.Tq, g.Tk, g.off,
            g.Hq, g.Hkv, g.D, g.G, g.scale_log2);
   }
@@ -1035,7 +1072,7 @@ void backward_impl(cudaStream_t stream, const Geometry& g, Buf d_q, Buf d_k, Buf
   const float* l = lse.as<const float>();
   if (q.dtype == DType::F32) {
     launch(row_dot_kernel<float>, dim3(dot_blocks), 0, stream, d_out.as<const float>(), out.as<const float>(),
-           d_q.as<float>(), rows, g.D);
+           d_q.as<float>(), rows, g.D, 0);
     launch(dkdv_f32_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.Tk, kF32Tile)), dkdv_f32_smem<kD>(), stream,
            q.as<const float>(), k.as<const float>(), v.as<const float>(), d_out.as<const float>(), l,
            d_q.as<const float>(), d_k.as<float>(), d_v.as<float>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G,
@@ -1044,13 +1081,16 @@ void backward_impl(cudaStream_t stream, const Geometry& g, Buf d_q, Buf d_k, Buf
            q.as<const float>(), k.as<const float>(), v.as<const float>(), d_out.as<const float>(), l,
            d_q.as<float>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
   } else {
+    // The second column chunk's dQ CTAs read D_i from their own first column (see dvec_slot).
     launch(row_dot_kernel<bf16>, dim3(dot_blocks), 0, stream, d_out.as<const bf16>(), out.as<const bf16>(),
-           d_q.as<bf16>(), rows, g.D);
-    launch(dkdv_bf16_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.Tk, kDkdvCols)), dkdv_bf16_smem<kD>(), stream,
+           d_q.as<bf16>(), rows, g.D, out_chunks<kD>() > 1 ? out_cols<kD>() : 0);
+    launch(dkdv_bf16_kernel<kD>, dim3(g.B * g.Hkv, tiles(g.Tk, kDkdvCols), out_chunks<kD>()),
+           dkdv_bf16_smem<kD>(), stream,
            q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), d_out.as<const bf16>(), l,
            d_q.as<const bf16>(), d_k.as<bf16>(), d_v.as<bf16>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G,
            g.scale_log2, g.scale);
-    launch(dq_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, kDqRows)), dq_bf16_smem<kD>(), stream,
+    launch(dq_bf16_kernel<kD>, dim3(g.B * g.Hq, tiles(g.Tq, kDqRows), out_chunks<kD>()), dq_bf16_smem<kD>(),
+           stream,
            q.as<const bf16>(), k.as<const bf16>(), v.as<const bf16>(), d_out.as<const bf16>(), l,
            d_q.as<bf16>(), g.Tq, g.Tk, g.off, g.Hq, g.Hkv, g.D, g.G, g.scale_log2, g.scale);
   }
@@ -1075,7 +1115,11 @@ void attention_forward(cudaStream_t stream, Buf out, Buf lse, Buf q, Buf k, Buf 
     case 64: return forward_impl<64>(stream, g, out, lse, q, k, v);
     case 80: return forward_impl<80>(stream, g, out, lse, q, k, v);
     case 96: return forward_impl<96>(stream, g, out, lse, q, k, v);
-    default: return forward_impl<128>(stream, g, out, lse, q, k, v);
+    case 128: return forward_impl<128>(stream, g, out, lse, q, k, v);
+    case 160: return forward_impl<160>(stream, g, out, lse, q, k, v);
+    case 192: return forward_impl<192>(stream, g, out, lse, q, k, v);
+    case 224: return forward_impl<224>(stream, g, out, lse, q, k, v);
+    default: return forward_impl<256>(stream, g, out, lse, q, k, v);
   }
 }
 
@@ -1108,7 +1152,11 @@ void attention_backward(cudaStream_t stream, Buf d_q, Buf d_k, Buf d_v, Buf d_ou
     case 64: return backward_impl<64>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
     case 80: return backward_impl<80>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
     case 96: return backward_impl<96>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
-    default: return backward_impl<128>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    case 128: return backward_impl<128>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    case 160: return backward_impl<160>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    case 192: return backward_impl<192>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    case 224: return backward_impl<224>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
+    default: return backward_impl<256>(stream, g, d_q, d_k, d_v, d_out, q, k, v, out, lse);
   }
 }
 

@@ -8,12 +8,12 @@
 //   Backward overwrites d_q, d_k, d_v (d_k, d_v sum over the query heads of their group; keys no
 //   query sees get zeros).
 // Dtypes: q, k, v, out, d_out, d_q, d_k, d_v all F32 or all BF16 (math and accumulation in fp32).
-// Head dim: any multiple of 8 up to 128 (tiles are padded to 32, 64, 80, 96 or 128); anything else
-// throws std::invalid_argument. BF16 tensors must be 16-byte aligned (cp.async); T is arbitrary.
+// Head dim: any multiple of 8 up to 256 (kCudaMaxHeadDim; tiles are padded to 32, 64, 80, 96, 128, 160,
+// 192, 224 or 256); anything else throws std::invalid_argument. BF16 tensors must be 16-byte aligned (cp.async); T is arbitrary.
 //
 // Scratch: none. The backward's per-row D_i = dot(d_out_i, out_i) is parked in the first 4 bytes of
-// the d_q row (b, i, h) it belongs to (d_q is overwritten anyway; each row is read back before the
-// kernel that owns it writes it), so the op needs no workspace and is safe on any stream / thread.
+// the d_q row (b, i, h) it belongs to, and for head dims above 128 also at its first column of the
+// second half (d_q is overwritten anyway; each slot is read back before the CTA that owns it writes it), so the op needs no workspace and is safe on any stream / thread.
 // d_q must therefore not alias another argument (ops.h allows no aliasing for attention).
 //
 // All work is enqueued on `stream`; nothing synchronises the host. Argument errors throw

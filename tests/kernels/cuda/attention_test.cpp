@@ -1,6 +1,6 @@
 // CUDA attention_forward / attention_backward (kernels/cuda/attention.cuh) against the CPU reference
 // ops (kernels::cpu_ops()) on random inputs: GQA, MQA and Hq == Hkv, T not a multiple of any tile,
-// queries offset into longer keys (context parallelism), head dims 8..128 (including the padded ones), F32
+// queries offset into longer keys (context parallelism), head dims 8..256 (including the padded ones), F32
 // and BF16 (the CPU reference gets the bf16-rounded inputs). Every output is poisoned with NaN before the
 // call. Plus determinism, the optional lse, and the argument checks.
 //
@@ -82,6 +82,14 @@ const Shape kShapes[] = {
     {1, 70, 3, 1, 40},    // D = 40 runs on 64-wide tiles (zero padding)
     {3, 130, 4, 4, 96},   // D = 96
     {1, 1, 2, 1, 8},      // a single token, smallest head dim
+    // Head dims above 128 (GPT-3 530B/1T: 160; Gemma: 256): the bf16 kernels split the output columns
+    // over two CTAs; 136 and 232 pad to 160 and 256, so the second half is partly padding.
+    {2, 77, 4, 2, 160},
+    {1, 70, 4, 2, 136},
+    {1, 33, 2, 2, 192},
+    {1, 65, 3, 1, 224},
+    {2, 40, 3, 3, 256},
+    {1, 50, 2, 1, 232},
     // Queries offset into longer keys (context parallelism): the last of four chunks; a middle chunk
     // whose later keys no query sees (their d_k, d_v are zero); offsets off every tile boundary.
     {2, 48, 4, 2, 64, 192, 144},
@@ -90,6 +98,7 @@ const Shape kShapes[] = {
     {1, 37, 6, 1, 128, 200, 45},
     {2, 70, 4, 4, 96, 300, 129},
     {1, 1, 2, 1, 8, 9, 3},
+    {1, 37, 4, 2, 200, 100, 45},
 };
 
 double max_abs(const Vec& v) {
@@ -233,7 +242,7 @@ TEST_CASE("cuda attention rejects bad arguments before launching", "[cuda][atten
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, 2, 2, 0, 8), std::invalid_argument);
   REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 20), Catch::Contains("attention_forward") &&
                                                                Catch::Contains("D=20"));
-  REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, 2, 2, 1, 136), std::invalid_argument);
+  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 264), Catch::Contains("D=264") && Catch::Contains("up to 256"));
   // dtypes: integer inputs, mixed F32/BF16, a non-F32 lse; a missing input.
   REQUIRE_THROWS_AS(fwd(i32, f, i32, i32, i32, 1, 2, 2, 1, 8), std::invalid_argument);
   REQUIRE_THROWS_AS(fwd(f, f, f, b16, f, 1, 2, 2, 1, 8), std::invalid_argument);
