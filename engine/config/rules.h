@@ -21,7 +21,7 @@ void resolve_model(LoadContext& ctx);
 void resolve_experts(LoadContext& ctx);
 // virtual_stages vs kind, resolved_layers_per_stage, microbatches, ZeRO stages the pipeline allows.
 void resolve_schedule(LoadContext& ctx);
-// Optimizer, data, checkpoint consistency.
+// Optimizer, data, checkpoint and logging consistency.
 void check_training(LoadContext& ctx);
 
 }  // namespace ptrain::config
