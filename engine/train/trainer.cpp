@@ -16,7 +16,7 @@
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
-#include "engine/config/job_grid.h"
+#include "engine/dist/parallel_groups.h"
 #include "engine/model/param_store.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/zero.h"
@@ -38,80 +38,15 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// This rank's groups of the step. Every rank builds every group, in grid order: the dp-cp groups
-// (ZeRO); with tp > 1 the tp groups (tensor parallelism, the gradient norm) and, with fewer kv heads
-// than tp ranks, the groups of tp ranks sharing a kv head; with cp > 1 the cp groups (attention's
-// keys and values); with ep > 1 the ep groups (the experts' all-to-alls) and the expert-dp groups
-// (ZeRO of the experts); with pp > 1 the pp groups (the pipeline's messages, the gradient norm)
-// and, with a tied head, the embedding groups (first and last stage).
-struct StepGroups {
-  const dist::Group* dp = nullptr;
-  const dist::Group* tp = nullptr;
-  const dist::Group* kv_copies = nullptr;
-  const dist::Group* cp = nullptr;
-  const dist::Group* ep = nullptr;
-  const dist::Group* expert_dp = nullptr;
-  const dist::Group* pp = nullptr;
-  const dist::Group* embedding = nullptr;
-  int pp_rank = 0, tp_rank = 0, ep_rank = 0;
-  int dp_rank = 0;  // which slice of each global batch this rank trains on (its cp group shares it)
-};
-
-// The tp ranks that hold the same kv head: consecutive runs of tp / kv_heads within each tp group
-// (model/param_registry.h); none when every rank has its own kv heads.
-grid::GroupList kv_copy_groups(const grid::GroupList& tp_groups, int tp, int kv_heads) {
-  grid::GroupList out;
-  if (kv_heads >= tp) return out;
-  const int sharers = tp / kv_heads;
-  for (const grid::Group& g : tp_groups)
-    for (std::size_t first = 0; first < g.size(); first += static_cast<std::size_t>(sharers))
-      out.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(first),
-                       g.begin() + static_cast<std::ptrdiff_t>(first) + sharers);
-  return out;
-}
-
-StepGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) {
-  const config::ParallelSpec& p = spec.parallel;
+// This rank's groups, after refusing what this build's engine does not execute yet.
+dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) {
   const std::vector<EngineLimit> limits = engine_limits(spec);
   if (!limits.empty())
     throw std::invalid_argument(limits.front().key + ": " + limits.front().message +
                                 " (fix: " + limits.front().fix + ")");
-  if (comm.world() != spec.world)
-    throw std::invalid_argument("the job has " + std::to_string(spec.world) + " ranks but " +
-                                std::to_string(comm.world()) + " processes were started");
-  const grid::RankGrid grid = config::job_grid(spec);
-  auto make = [&](const char* kind, const grid::GroupList& groups) {
-    const dist::Group* mine = nullptr;
-    for (const std::vector<int>& ranks : groups) {
-      std::string name = std::string(kind) + "[";
-      for (std::size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
-      const dist::Group& g = comm.new_group(name + "]", ranks);
-      if (g.has_me()) mine = &g;
-    }
-    return mine;
-  };
-  StepGroups out;
-  out.dp = make("dp-cp", grid.groups("dp-cp"));
-  out.pp_rank = grid.coord(comm.rank(), grid::Axis::Pp);
-  out.tp_rank = grid.coord(comm.rank(), grid::Axis::Tp);
-  out.dp_rank = grid.coord(comm.rank(), grid::Axis::Dp);
-  if (p.tp > 1) {
-    out.tp = make("tp", grid.groups("tp"));
-    const grid::GroupList kv = kv_copy_groups(grid.groups("tp"), p.tp, spec.model.kv_heads);
-    if (!kv.empty()) out.kv_copies = make("kv", kv);
-  }
-  if (p.cp > 1) out.cp = make("cp", grid.groups("cp"));
-  if (p.ep > 1) {
-    out.ep = make("ep", grid.expert_groups("ep"));
-    out.expert_dp = make("expert-dp", grid.expert_groups("dp"));
-    out.ep_rank = grid.coord(comm.rank(), grid::Axis::Ep);
-  }
-  if (p.pp == 1) return out;
-  out.pp = make("pp", grid.groups("pp"));
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
   const bool tied = std::any_of(registry.begin(), registry.end(), [](const model::ParamInfo& i) { return i.tied_head; });
-  if (tied) out.embedding = make("embedding", grid.embedding_groups());
-  return out;
+  return dist::make_parallel_groups(spec, comm, tied);
 }
 
 // The bytes this rank has sent on `g` since the start, by the plan's convention (plan::bytes_sent);
@@ -138,7 +73,7 @@ struct Trainer::State {
   const kernels::Ops& ops;
   TrainerOptions options;
   dist::Comm& comm;
-  StepGroups groups;
+  dist::ParallelGroups groups;
   const dist::Group& dp_group;
   bool leader;  // world rank 0: logs, commits checkpoints
   std::optional<parallel::TensorParallel> tensor_parallel;  // tp > 1

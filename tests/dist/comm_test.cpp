@@ -11,9 +11,11 @@
 #include <thread>
 
 #include "engine/dist/gloo_comm.h"
+#include "engine/dist/parallel_groups.h"
 #include "engine/dist/store.h"
 #include "kernels/bf16.h"
 #include "tests/gloo_ranks.h"
+#include "tests/load_job.h"
 
 namespace {
 
@@ -194,6 +196,29 @@ TEST_CASE("new_group connects every group of two or more on every rank, members 
   CHECK(comm.connected == std::vector<std::pair<std::string, bool>>{
                               {"pair01", true}, {"pair23", false}, {"others", false}});
   CHECK_FALSE(comm.takes_device_memory());
+}
+
+TEST_CASE("parallel groups: every rank builds every group in grid order and keeps its own") {
+  // Megatron's worked example (8 ranks, tp = dp = pp = 2), llama with 1 kv head: the two tp ranks
+  // share it; a tied head would add embedding groups of the first and last stage.
+  const ptrain::config::LoadResult job = ptrain::test::load_job(
+      "name: t\nmodel: {arch: llama, layers: 2, hidden: 64, heads: 4, kv_heads: 1, ffn_hidden: 128, vocab: 64}\n"
+      "parallel: {tp: 2, pp: 2}\ntrain: {global_batch: 8}\ncluster: {gpus_per_node: 8}\n");
+  RecordingComm comm(5, 8);
+  const ParallelGroups g = make_parallel_groups(job.spec, comm, true);
+  CHECK(g.dp->name == "dp-cp[5,7]");
+  CHECK(g.tp->name == "tp[4,5]");
+  CHECK(g.kv_copies->name == "kv[4,5]");
+  CHECK(g.pp->name == "pp[1,5]");
+  CHECK(g.embedding->name == "embedding[1,5]");
+  CHECK((g.cp == nullptr && g.ep == nullptr && g.expert_dp == nullptr));
+  CHECK((g.tp_rank == 1 && g.pp_rank == 1 && g.dp_rank == 0 && g.ep_rank == 0));
+  CHECK(comm.connected.size() == 4 + 4 + 4 + 4 + 4);  // dp-cp, tp, kv, pp, embedding: 4 groups each
+  RecordingComm too_few(0, 4);
+  CHECK_THROWS_WITH(make_parallel_groups(job.spec, too_few, false),
+                    Catch::Contains("the job has 8 ranks but 4 processes were started"));
+  CHECK(kv_copy_groups({{0, 1, 2, 3}}, 4, 2) == ptrain::grid::GroupList{{0, 1}, {2, 3}});
+  CHECK(kv_copy_groups({{0, 1}}, 2, 2).empty());
 }
 
 TEST_CASE("all_to_allv, broadcast, send/recv and barrier") {
