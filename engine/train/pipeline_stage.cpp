@@ -4,6 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace ptrain::train {
 namespace {
@@ -11,44 +12,6 @@ namespace {
 constexpr int kActivations = 0, kGradients = 1;  // channels (pipeline/schedule.h)
 
 std::size_t index(int i) { return static_cast<std::size_t>(i); }
-
-// The executor receives into and sends from buffers that live only between a message and its
-// compute op: every RecvAct must come right before its F, SendAct right after it, RecvGrad right
-// before its B and SendGrad right after it (what pipeline::build produces).
-void check_messages_beside_compute(const std::vector<pipeline::Instr>& list) {
-  using pipeline::Op;
-  auto is = [&](std::size_t i, Op op, const pipeline::Instr& like) {
-    return i < list.size() && list[i].op == op && list[i].microbatch == like.microbatch &&
-           list[i].chunk == like.chunk;
-  };
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const pipeline::Instr& in = list[i];
-    const bool ok = (in.op == Op::RecvAct && is(i + 1, Op::Forward, in)) ||
-                    (in.op == Op::SendAct && i > 0 && is(i - 1, Op::Forward, in)) ||
-                    (in.op == Op::RecvGrad && is(i + 1, Op::Backward, in)) ||
-                    (in.op == Op::SendGrad && i > 0 && is(i - 1, Op::Backward, in)) ||
-                    pipeline::is_compute(in.op);
-    if (!ok)
-      throw std::logic_error("pipeline executor: " + pipeline::to_string(in) +
-                             " is not beside its compute op");
-  }
-}
-
-// The op after which a microbatch's gradients are all written.
-pipeline::Op gradients_done(const pipeline::Schedule& s) {
-  return s.split_weight_grad ? pipeline::Op::WeightGrad : pipeline::Op::Backward;
-}
-
-// ZeRO stages 0 and 1 reduce a unit once the last microbatch's gradients are written: in every
-// chunk that must be the last microbatch to finish.
-void check_backward_order(const pipeline::Schedule& s, const std::vector<pipeline::Instr>& list) {
-  std::vector<int> last(index(s.vpp), -1);
-  for (const pipeline::Instr& in : list)
-    if (in.op == gradients_done(s)) last[index(in.chunk)] = in.microbatch;
-  for (int mb : last)
-    if (mb != s.microbatches - 1)
-      throw std::logic_error("pipeline executor: a chunk's last gradients are not the last microbatch's");
-}
 
 }  // namespace
 
@@ -61,39 +24,34 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
       pp_(spec.parallel.pp),
       ops_(ops),
       staged_(ops.device() != kernels::Device::Cpu && !comm.takes_device_memory()),
-      schedule_(
-          pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches)) {
-  if (schedule_.split_weight_grad && spec.parallel.zero >= 2)  // config::load refuses it (rules_schedule.cpp)
+      executor_(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches),
+                pp_rank_) {
+  const pipeline::Schedule& schedule = executor_.schedule();
+  const pipeline::RankBuffers& buffers = executor_.buffers();
+  if (schedule.split_weight_grad && spec.parallel.zero >= 2)  // config::load refuses it (rules_schedule.cpp)
     throw std::logic_error("PipelineStage: ZeRO 2/3 would reduce before W");
   if ((pp_group == nullptr ? 1 : pp_group->size()) != pp_)
     throw std::logic_error("PipelineStage: the pp group does not have parallel.pp ranks");
   if (pp_ > 1 && !comm.sends_in_flight())
     throw std::invalid_argument(std::string("parallel.pp: the ") + comm.backend() +
                                 " transport cannot leave sends in flight, which pipeline schedules need");
-  const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
-  check_messages_beside_compute(list);
-  check_backward_order(schedule_, list);
-  buffers_ = std::move(pipeline::rank_buffers(schedule_)[index(pp_rank_)]);
-  for (int c = 0; c < schedule_.vpp; ++c) {
-    const int slots = buffers_.activation_slots[index(c)];
+  for (int c = 0; c < schedule.vpp; ++c) {
+    const int slots = buffers.activation_slots[index(c)];
     chunks_.push_back(std::make_unique<model::Transformer>(
         spec, params, ops,
-        model::ChunkOptions{c, slots, c > 0 ? chunks_.front().get() : nullptr, schedule_.split_weight_grad,
+        model::ChunkOptions{c, slots, c > 0 ? chunks_.front().get() : nullptr, schedule.split_weight_grad,
                             tp, cp, ep}));
-    slot_of_.emplace_back(index(microbatches), -1);
-    free_slots_.emplace_back();
-    for (int s = slots - 1; s >= 0; --s) free_slots_.back().push_back(s);
   }
   const model::Transformer& first = *chunks_.front();
   send_buffers_ =
-      runtime::Buffer(ops, first.boundary_elements() * buffers_.send_buffers, first.activation_dtype());
+      runtime::Buffer(ops, first.boundary_elements() * buffers.send_buffers, first.activation_dtype());
   if (staged_ && pp_ > 1) {  // evaluate() sends from mirror 0 too
-    host_sends_.resize(first.boundary_bytes() * index(std::max(buffers_.send_buffers, 1)));
+    host_sends_.resize(first.boundary_bytes() * index(std::max(buffers.send_buffers, 1)));
     host_receive_.resize(first.boundary_bytes());
   }
   if (pp_ > 1) {
     std::vector<dist::Comm::Channel> open;
-    for (const pipeline::Channel& c : pipeline::channels(schedule_))
+    for (const pipeline::Channel& c : pipeline::channels(schedule))
       open.push_back({c.from, c.to, c.activations ? kActivations : kGradients});
     comm.open_channels(*pp_group, open, first.boundary_bytes());
   }
@@ -133,95 +91,85 @@ void PipelineStage::receive(kernels::Buf into, std::size_t bytes, int peer, int 
   ops_.copy_to_device(into, host_receive_.data(), bytes);
 }
 
-double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
-                            const runtime::DeviceScalars& loss_sums, optim::ZeroOptimizer& zero) {
-  using pipeline::Op;
-  double waited = 0;
-  auto timed = [&](auto&& wait) {
+// One step's work for the executor: the chunks' compute and the pp group's messages, timing the
+// host's waits for messages.
+class PipelineStage::Step final : public pipeline::StageWork {
+ public:
+  Step(PipelineStage& stage, const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
+       optim::ZeroOptimizer& zero)
+      : stage_(stage),
+        load_(load),
+        grad_scale_(grad_scale),
+        loss_sums_(loss_sums),
+        zero_(zero),
+        sends_(index(stage.executor_.buffers().send_buffers)) {}
+  double waited() const { return waited_; }
+
+  void receive_activation(int chunk, int slot, int peer) override {
+    model::Transformer& c = *stage_.chunks_[index(chunk)];
+    timed([&] { stage_.receive(c.input(slot), c.boundary_bytes(), peer, kActivations); });
+  }
+  void forward(int chunk, int slot, int microbatch) override {
+    model::Transformer& c = *stage_.chunks_[index(chunk)];
+    if (c.first_stage() || c.last_stage()) load_(microbatch, stage_.tokens_.data(), stage_.targets_.data());
+    c.forward(slot, stage_.tokens_.data(), stage_.targets_.data(), grad_scale_,
+              c.last_stage() ? loss_sums_.at(microbatch) : kernels::Buf{});
+  }
+  void send_activation(int chunk, int slot, int buffer, int peer) override {
+    send(stage_.chunks_[index(chunk)]->output(slot), buffer, peer, kActivations);
+  }
+  void receive_gradient(int chunk, int peer) override {
+    model::Transformer& c = *stage_.chunks_[index(chunk)];
+    timed([&] { stage_.receive(c.output_grad(), c.boundary_bytes(), peer, kGradients); });
+  }
+  void backward(int chunk, int slot, int microbatch) override {
+    zero_.begin_microbatch(microbatch);
+    stage_.chunks_[index(chunk)]->backward(slot);
+  }
+  void weight_grad(int chunk, int slot, int microbatch) override {
+    zero_.begin_microbatch(microbatch);
+    stage_.chunks_[index(chunk)]->weight_grad(slot);
+  }
+  void send_gradient(int chunk, int buffer, int peer) override {
+    send(stage_.chunks_[index(chunk)]->input_grad(), buffer, peer, kGradients);
+  }
+  void wait_send(int buffer) override {
+    timed([&] { sends_[index(buffer)].wait(); });
+  }
+
+ private:
+  template <typename Wait>
+  void timed(Wait&& wait) {
     const auto t0 = std::chrono::steady_clock::now();
     wait();
-    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  struct InFlight {
-    int released_after;  // list index (pipeline::RankBuffers)
-    int buffer;
-    dist::Comm::SendHandle handle;
-  };
-  std::vector<InFlight> in_flight;
-  std::vector<int> free_buffers;
-  for (int b = buffers_.send_buffers - 1; b >= 0; --b) free_buffers.push_back(b);
-  const std::int64_t elements = chunks_.front()->boundary_elements();
-  const std::size_t bytes = chunks_.front()->boundary_bytes();
-  auto send = [&](int i, kernels::Buf what, int peer, int channel) {
-    if (free_buffers.empty())
-      throw std::logic_error("pipeline executor: no free send buffer (rank_buffers is wrong)");
-    const int b = free_buffers.back();
-    free_buffers.pop_back();
-    const kernels::Buf buffer = send_buffers_.at(elements * b);
-    ops_.convert(buffer, what, elements);
-    in_flight.push_back({buffers_.send_released_after[index(i)], b,
-                         comm_.isend(*pp_group_, outgoing(buffer, b), bytes, peer, channel)});
-  };
-  auto release_until = [&](int i) {  // frees the sends known to be over before instruction i
-    std::size_t kept = 0;
-    for (InFlight& f : in_flight) {
-      if (f.released_after < i) {
-        timed([&] { f.handle.wait(); });
-        free_buffers.push_back(f.buffer);
-      } else {
-        in_flight[kept++] = std::move(f);
-      }
-    }
-    in_flight.resize(kept);
-  };
-
-  const std::vector<pipeline::Instr>& list = schedule_.ranks[index(pp_rank_)];
-  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-    release_until(i);
-    const pipeline::Instr& in = list[index(i)];
-    model::Transformer& chunk = *chunks_[index(in.chunk)];
-    int& slot = slot_of_[index(in.chunk)][index(in.microbatch)];
-    if (in.op == Op::RecvAct || (in.op == Op::Forward && chunk.first_stage())) {
-      std::vector<int>& free = free_slots_[index(in.chunk)];
-      if (free.empty())
-        throw std::logic_error("pipeline executor: no free activation slot (rank_buffers is wrong)");
-      slot = free.back();
-      free.pop_back();
-    }
-    switch (in.op) {
-      case Op::RecvAct:
-        timed([&] { receive(chunk.input(slot), bytes, in.peer, kActivations); });
-        break;
-      case Op::Forward:
-        if (chunk.first_stage() || chunk.last_stage()) load(in.microbatch, tokens_.data(), targets_.data());
-        chunk.forward(slot, tokens_.data(), targets_.data(), grad_scale,
-                      chunk.last_stage() ? loss_sums.at(in.microbatch) : kernels::Buf{});
-        break;
-      case Op::SendAct:
-        send(i, chunk.output(slot), in.peer, kActivations);
-        break;
-      case Op::RecvGrad:
-        timed([&] { receive(chunk.output_grad(), bytes, in.peer, kGradients); });
-        break;
-      case Op::Backward:
-      case Op::WeightGrad:
-        zero.begin_microbatch(in.microbatch);
-        if (in.op == Op::Backward)
-          chunk.backward(slot);
-        else
-          chunk.weight_grad(slot);
-        if (in.op == gradients_done(schedule_)) {
-          free_slots_[index(in.chunk)].push_back(slot);
-          slot = -1;
-        }
-        break;
-      case Op::SendGrad:
-        send(i, chunk.input_grad(), in.peer, kGradients);
-        break;
-    }
+    waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  release_until(static_cast<int>(list.size()) + 1);
-  return waited;
+  // Copies `what` into send buffer `buffer` and leaves its send in flight.
+  void send(kernels::Buf what, int buffer, int peer, int channel) {
+    const model::Transformer& first = *stage_.chunks_.front();
+    const std::int64_t elements = first.boundary_elements();
+    const kernels::Buf from = stage_.send_buffers_.at(elements * buffer);
+    stage_.ops_.convert(from, what, elements);
+    sends_[index(buffer)] = stage_.comm_.isend(*stage_.pp_group_, stage_.outgoing(from, buffer),
+                                                      first.boundary_bytes(), peer, channel);
+  }
+
+  PipelineStage& stage_;
+  const MicrobatchLoader& load_;
+  float grad_scale_;
+  const runtime::DeviceScalars& loss_sums_;
+  optim::ZeroOptimizer& zero_;
+  // The send from each send buffer. Local to the step, so that an exception unwinding out of it
+  // abandons what is in flight rather than waiting for it (Comm::SendHandle).
+  std::vector<dist::Comm::SendHandle> sends_;
+  double waited_ = 0;
+};
+
+double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
+                            const runtime::DeviceScalars& loss_sums, optim::ZeroOptimizer& zero) {
+  Step step(*this, load, grad_scale, loss_sums, zero);
+  executor_.run(step);
+  return step.waited();
 }
 
 std::int64_t PipelineStage::evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum) {

@@ -1,18 +1,17 @@
-// The pipeline part of one rank: its model chunks (virtual stages) and the instruction list that
-// pipeline::build gives its pp rank, executed for each step's microbatches (DESIGN.md: the
-// simulator, the drawing and the executor run the same lists), and the forward-only chain of
-// validation. With pp = 1 there is one chunk, the whole model, and the list is F and B per
+// The pipeline part of one rank: its model chunks (virtual stages), run for each step's microbatches
+// by pipeline::ScheduleExecutor over the instruction list that pipeline::build gives its pp rank
+// (DESIGN.md: the simulator, the drawing and the executor run the same lists), and the forward-only
+// chain of validation. With pp = 1 there is one chunk, the whole model, and the list is F and B per
 // microbatch. Schedules that split weight gradients (zb-h1) run W as Transformer::weight_grad.
 //
 // Messages go over the pp group, activations on channel 0 and gradients on channel 1 (the execution
-// contract of pipeline/schedule.h). Each message sits right next to its compute op in the list
-// (RecvAct F SendAct, RecvGrad B SendGrad): a received activation goes straight into its slot's
-// input, a received gradient into the backward workspace, and what is sent is copied into a send
-// buffer, left in flight and freed where pipeline::rank_buffers proves the send over. Slots and
-// send buffers are counted by pipeline::rank_buffers, which validate counts too. The pp group opens
-// the schedule's channels first (Comm::open_channels: NCCL gives each its own communicator).
-// Device buffers with a Comm that cannot take them (Gloo, for ranks that share a GPU) go through
-// host copies: a host mirror per send buffer, kept until its send is over, and one for receiving.
+// contract of pipeline/schedule.h). A received activation goes straight into its slot's input, a
+// received gradient into the backward workspace, and what is sent is copied into the send buffer the
+// executor names, left in flight and waited for where it says (pipeline::rank_buffers, which
+// validate counts too). The pp group opens the schedule's channels first (Comm::open_channels: NCCL
+// gives each its own communicator). Device buffers with a Comm that cannot take them (Gloo, for
+// ranks that share a GPU) go through host copies: a host mirror per send buffer, kept until its send
+// is over, and one for receiving.
 #pragma once
 
 #include <cstddef>
@@ -29,8 +28,7 @@
 #include "engine/optim/zero.h"
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
-#include "engine/pipeline/buffers.h"
-#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/executor.h"
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/device_scalars.h"
 #include "kernels/ops.h"
@@ -74,17 +72,16 @@ class PipelineStage {
   // Receives a message of `bytes` into `into`, through the host when staged.
   void receive(kernels::Buf into, std::size_t bytes, int peer, int channel);
 
+  class Step;  // one step's pipeline::StageWork
+
   dist::Comm& comm_;
   const dist::Group* pp_group_;
   int pp_rank_, pp_;
   const kernels::Ops& ops_;
   bool staged_;  // messages go through host_sends_ and host_receive_
-  pipeline::Schedule schedule_;
-  pipeline::RankBuffers buffers_;
+  pipeline::ScheduleExecutor executor_;
   std::vector<std::unique_ptr<model::Transformer>> chunks_;
-  std::vector<std::vector<int>> slot_of_;     // [chunk][microbatch]: its activation slot, -1 if none
-  std::vector<std::vector<int>> free_slots_;  // [chunk]
-  runtime::Buffer send_buffers_;              // buffers_.send_buffers messages
+  runtime::Buffer send_buffers_;  // executor_.buffers().send_buffers messages
   std::vector<std::byte> host_sends_, host_receive_;
   std::vector<std::int32_t> tokens_, targets_;
 };

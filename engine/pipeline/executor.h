@@ -1,0 +1,58 @@
+// The schedule executor: runs one pp rank's instruction list (pipeline::build) for a training step,
+// in list order, deciding what the list implies and nothing else: which activation slot each
+// microbatch of a chunk holds from its F until its gradients are written (its B, or its W when the
+// schedule splits weight gradients), which send buffer each message leaves from, and when a
+// buffer's send is known to be over so the buffer can be reused (pipeline::rank_buffers, which
+// validate counts too). The work itself — compute on a device, messages over a Comm — is a
+// StageWork's: train::PipelineStage does it for a run, tests record it.
+//
+// Pure, like the rest of pipeline/ (no devices, no communication, no threads).
+#pragma once
+
+#include <vector>
+
+#include "engine/pipeline/buffers.h"
+#include "engine/pipeline/schedule.h"
+
+namespace ptrain::pipeline {
+
+// What a rank does at each instruction. `slot`: the chunk's activation slot of the microbatch;
+// `buffer`: the send buffer a message leaves from (0 .. RankBuffers::send_buffers - 1).
+class StageWork {
+ public:
+  virtual ~StageWork() = default;
+  virtual void receive_activation(int chunk, int slot, int peer) = 0;  // into the slot's input
+  virtual void forward(int chunk, int slot, int microbatch) = 0;
+  virtual void send_activation(int chunk, int slot, int buffer, int peer) = 0;  // started, not awaited
+  virtual void receive_gradient(int chunk, int peer) = 0;  // into the chunk's backward workspace
+  virtual void backward(int chunk, int slot, int microbatch) = 0;
+  virtual void weight_grad(int chunk, int slot, int microbatch) = 0;
+  virtual void send_gradient(int chunk, int buffer, int peer) = 0;  // started, not awaited
+  // The send from `buffer` is over (waits for it if it is not yet): the buffer may be reused.
+  virtual void wait_send(int buffer) = 0;
+};
+
+class ScheduleExecutor {
+ public:
+  // Throws std::logic_error when the list breaks what the executor relies on: every message right
+  // beside its compute op (RecvAct F SendAct, RecvGrad B SendGrad), and in every chunk the last
+  // microbatch the last to have its gradients written (ZeRO 0/1 reduce a unit then).
+  ScheduleExecutor(Schedule schedule, int pp_rank);
+
+  const Schedule& schedule() const { return schedule_; }
+  const RankBuffers& buffers() const { return buffers_; }
+  // Whether chunk `chunk` of this rank is the model's first virtual stage (it embeds the tokens).
+  bool first_stage(int chunk) const { return pp_rank_ == 0 && chunk == 0; }
+  // The op after which a microbatch's gradients are all written (W when the schedule splits them).
+  Op gradients_done() const { return schedule_.split_weight_grad ? Op::WeightGrad : Op::Backward; }
+
+  // One step: every instruction of the rank's list, then a wait for every send still in flight.
+  void run(StageWork& work);
+
+ private:
+  Schedule schedule_;
+  int pp_rank_;
+  RankBuffers buffers_;
+};
+
+}  // namespace ptrain::pipeline
