@@ -25,13 +25,9 @@
 
 #include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
+#include "kernels/op_constants.h"
 
 namespace ptrain::kernels {
-
-// The token id of a row another tensor-parallel rank holds (embedding_forward/backward).
-inline constexpr std::int32_t kRowElsewhere = INT32_MIN;
-// F32 values per token of a vocab shard's cross-entropy stats (cross_entropy_shard_stats).
-inline constexpr int kCrossEntropyShardStats = 3;
 
 class Ops {
  public:

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/ops.h"
+#include "kernels/op_constants.h"
 
 namespace ptrain::model {
 namespace {

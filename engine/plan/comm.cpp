@@ -5,7 +5,7 @@
 
 #include "engine/model/saved_activations.h"
 #include "engine/plan/dtypes.h"
-#include "kernels/ops.h"
+#include "kernels/op_constants.h"
 
 namespace ptrain::plan {
 namespace {
