@@ -11,7 +11,7 @@
 #include "engine/model/param_registry.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 #include "engine/plan/fit.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/rank_params.h"
@@ -48,7 +48,7 @@ void add_volume(CommVolume& to, double bytes, bool inter_node) {
   (inter_node ? to.inter_node : to.intra_node) += bytes;
 }
 
-std::map<std::string, CommVolume> axis_volumes(const StepComm& s, const LinkTiers& t) {
+std::map<std::string, CommVolume> axis_volumes(const StepTraffic& s, const LinkTiers& t) {
   std::map<std::string, CommVolume> v = {{"tp", {}}, {"pp", {}}, {"dp", {}}, {"cp", {}}, {"ep", {}}};
   add_volume(v["tp"], s.tp, t.tp);
   add_volume(v["pp"], s.pp, t.pp);
@@ -108,7 +108,7 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
 
   const LinkTiers tiers =
       link_tiers(in.grid, pos.rank, spec.cluster.gpus_per_node, spec.model.moe.has_value());
-  for (const auto& [axis, volume] : axis_volumes(step_comm(spec, params, pos.pp_rank), tiers)) {
+  for (const auto& [axis, volume] : axis_volumes(step_traffic(spec, params, pos.pp_rank), tiers)) {
     CommVolume& most = est.comm_bytes_per_step[axis];
     if (volume.total() >= most.total()) most = volume;
   }

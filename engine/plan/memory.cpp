@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/model/saved_activations.h"
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 #include "engine/plan/dtypes.h"
 
 namespace ptrain::plan {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "engine/config/job_grid.h"
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 #include "engine/plan/dtypes.h"
 
 namespace ptrain::plan {
@@ -21,7 +21,7 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
   costs.weight_grad.resize(stages);
   for (size_t v = 0; v < stages; ++v) {
     const LinkTiers& tiers = tiers_by_pp_rank[v % static_cast<size_t>(pp)];
-    const StageComm comm = stage_comm(spec, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
+    const StageTraffic comm = stage_traffic(spec, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
     const double tp_forward = seconds(comm.tp_forward, hw, tiers.tp),
                  tp_backward = seconds(comm.tp_backward, hw, tiers.tp);
     const double ep_forward = seconds(comm.ep_forward, hw, tiers.ep),
@@ -49,7 +49,7 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
 double data_parallel_exposed_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
                                      const RankParams& params, const LinkTiers& tiers,
                                      double backward_window_s, double busy_s) {
-  const DataParallelComm dp = data_parallel_comm(spec, params);
+  const DataParallelTraffic dp = data_parallel_traffic(spec, params);
   double exposed = 0;
   for (const auto& [zero, inter_node] :
        {std::pair{&dp.dense, tiers.dp_cp}, std::pair{&dp.expert, tiers.expert_dp}}) {

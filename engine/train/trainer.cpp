@@ -22,7 +22,7 @@
 #include "engine/optim/zero.h"
 #include "engine/parallel/expert_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
 #include "engine/runtime/device_scalars.h"

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 #include "tests/plan/jobs.h"
 
 using namespace ptrain;
@@ -58,7 +58,7 @@ TEST_CASE("exposed data-parallel time") {
   plan::RankParams params;
   params.dense = 100'000'000;  // 4 buckets of 25M
   const plan::LinkTiers intra;
-  const plan::DataParallelComm dp = plan::data_parallel_comm(job.spec, params);
+  const plan::DataParallelTraffic dp = plan::data_parallel_traffic(job.spec, params);
   const double bucket = 0.75 * 25e6 * 4 / 450e9 + 5e-6;  // one fp32 reduce-scatter over 4 ranks
   const double gather = plan::seconds(dp.dense.param_gather_after_step, h100(), false);
   // a long backward hides all but the last bucket; the param all-gather after the step is exposed

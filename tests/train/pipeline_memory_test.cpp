@@ -11,7 +11,7 @@
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/pipeline/buffers.h"
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 #include "engine/plan/memory.h"
 #include "engine/train/pipeline_stage.h"
 #include "kernels/ops.h"

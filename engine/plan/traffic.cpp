@@ -1,4 +1,4 @@
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 
 #include <algorithm>
 #include <cmath>
@@ -113,13 +113,13 @@ double seconds(const std::vector<Collective>& list, const HardwareProfile& hw, b
   return sum;
 }
 
-StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers) {
+StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage, int layers) {
   const Messages msg(spec);
   const int t = spec.parallel.tp, cp = spec.parallel.cp, ep = spec.parallel.ep;
   const bool sp = spec.parallel.sequence_parallel;
   const bool full = spec.train.recompute == config::Recompute::Full;
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
-  StageComm c;
+  StageTraffic c;
 
   c.tp_forward = tp_layers(spec, msg, layers, false);
   c.tp_backward = tp_layers(spec, msg, layers, true);
@@ -179,7 +179,7 @@ Collective pipeline_message(const config::JobSpec& spec) {
   return {CollectiveKind::SendRecv, Messages(spec).pipeline, 2};
 }
 
-DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParams& params) {
+DataParallelTraffic data_parallel_traffic(const config::JobSpec& spec, const RankParams& params) {
   const BytesPerElement bytes = bytes_per_element(spec.train.precision);
   const int zero = spec.parallel.zero;
   const config::ParallelSpec& par = spec.parallel;
@@ -196,7 +196,7 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
       z.param_gather_after_step = {{CollectiveKind::AllGather, bucket * bytes.param, ranks, buckets}};
     return z;
   };
-  DataParallelComm c{zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
+  DataParallelTraffic c{zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
                      zero_comm(static_cast<double>(params.expert), par.tp * par.cp * par.dp / par.ep)};
   if (zero == 3) {
     // Units as the engine gathers them (zero3_gathers.h), the experts' over expert-dp.
@@ -217,14 +217,14 @@ DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParam
   return c;
 }
 
-StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp_rank) {
+StepTraffic step_traffic(const config::JobSpec& spec, const RankParams& params, int pp_rank) {
   const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
   const double m = spec.train.microbatches;
   const double message = bytes_sent(pipeline_message(spec));
-  StepComm s;
+  StepTraffic s;
   for (int chunk = 0; chunk < vpp; ++chunk) {
     const int v = chunk * pp + pp_rank;
-    const StageComm c = stage_comm(spec, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
+    const StageTraffic c = stage_traffic(spec, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
     s.tp += m * (bytes_sent(c.tp_forward) + bytes_sent(c.tp_backward)) +
             sequence_parallel_grad_bytes(spec, v,
                                          spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
@@ -238,7 +238,7 @@ StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp
         static_cast<double>(params.tied_embedding) * grad_reduce_bytes(spec.train);
     s.pp += bytes_sent(Collective{CollectiveKind::AllReduce, grad, 2});
   }
-  const DataParallelComm dp = data_parallel_comm(spec, params);
+  const DataParallelTraffic dp = data_parallel_traffic(spec, params);
   s.dp_dense = zero_bytes_sent(dp.dense);
   s.dp_expert = zero_bytes_sent(dp.expert);
   return s;

@@ -1,5 +1,5 @@
 // Communication volumes: ring formulas, and every axis of a small layout worked out by hand.
-#include "engine/plan/comm.h"
+#include "engine/plan/traffic.h"
 
 #include <catch2/catch.hpp>
 
@@ -33,7 +33,7 @@ TEST_CASE("small layout by hand: tp 2, pp 2, dp 2, no SP, zero 0") {
   plan::RankParams first;
   first.dense = 500 * 256 + 4 * (512 + 32768 + 2 * 16384 + 32768 + 3 * 65536);
   REQUIRE(first.dense == 1'309'696);
-  const plan::StepComm c = plan::step_comm(job.spec, first, 0);
+  const plan::StepTraffic c = plan::step_traffic(job.spec, first, 0);
   // tp, n = 2 (2(n-1)/n = 1): per microbatch 4 layers x 2 all-reduces forward + the embedding's, and
   // 4 x 2 backward.
   CHECK(c.tp == m * (8 + 1 + 8) * S);
@@ -42,12 +42,12 @@ TEST_CASE("small layout by hand: tp 2, pp 2, dp 2, no SP, zero 0") {
   // dp: all-reduce of the fp32 grads over 2 ranks: 2(n-1)/n * 4 bytes * Psi; half that in bf16.
   CHECK(c.dp_dense == Approx(4.0 * first.dense));
   job.spec.train.grad_reduce = config::Precision::Bf16;
-  CHECK(plan::step_comm(job.spec, first, 0).dp_dense == Approx(2.0 * first.dense));
+  CHECK(plan::step_traffic(job.spec, first, 0).dp_dense == Approx(2.0 * first.dense));
   CHECK(c.cp == 0);
   CHECK(c.ep == 0);
 
   // The last stage: 4 layers, the LM head's backward all-reduce and the 3 fp32 loss statistics.
-  const plan::StepComm last = plan::step_comm(job.spec, first, 1);
+  const plan::StepTraffic last = plan::step_traffic(job.spec, first, 1);
   CHECK(last.tp == m * (8 + 8 + 1) * S + m * 3 * 128 * 4);
   CHECK(last.pp == m * S);  // gradients backward
 }
@@ -56,7 +56,7 @@ TEST_CASE("sequence parallelism: all-gather + reduce-scatter instead of all-redu
   config::LoadResult ar = test::load_job(test::kSmallLlama, {"parallel.tp=4"}, 4);
   config::LoadResult sp =
       test::load_job(test::kSmallLlama, {"parallel.tp=4", "parallel.sequence_parallel=true"}, 4);
-  const plan::StageComm a = plan::stage_comm(ar.spec, 3, 2), s = plan::stage_comm(sp.spec, 3, 2);
+  const plan::StageTraffic a = plan::stage_traffic(ar.spec, 3, 2), s = plan::stage_traffic(sp.spec, 3, 2);
   CHECK(plan::bytes_sent(a.tp_forward) == plan::bytes_sent(s.tp_forward));
   CHECK(s.tp_forward.front().kind == CollectiveKind::AllGather);
   // and p2p messages shrink by t
@@ -66,7 +66,7 @@ TEST_CASE("sequence parallelism: all-gather + reduce-scatter instead of all-redu
 TEST_CASE("sequence parallelism's backward all-gathers inputs and output gradients again (Megatron)") {
   config::LoadResult sp =
       test::load_job(test::kSmallLlama, {"parallel.tp=4", "parallel.sequence_parallel=true"}, 4);
-  const plan::StageComm c = plan::stage_comm(sp.spec, 3, 2);  // a middle stage of 2 layers
+  const plan::StageTraffic c = plan::stage_traffic(sp.spec, 3, 2);  // a middle stage of 2 layers
   const double S = 128 * 256 * 2;                             // hidden: b*s*h bf16
   CHECK(plan::bytes_sent(c.tp_forward) == Approx(2 * (2 + 2) * 0.75 * S));
   CHECK(plan::bytes_sent(c.tp_backward) == Approx(2 * (4 + 2) * 0.75 * S));
@@ -76,17 +76,17 @@ TEST_CASE("kv heads shared by tp ranks sum their k and v gradients in backward")
   config::LoadResult shared =
       test::load_job(test::kSmallLlama, {"parallel.tp=8"}, 8);  // 4 kv heads: 2 ranks each
   config::LoadResult own = test::load_job(test::kSmallLlama, {"parallel.tp=4"}, 4);
-  const plan::StageComm c = plan::stage_comm(shared.spec, 3, 2);
+  const plan::StageTraffic c = plan::stage_traffic(shared.spec, 3, 2);
   REQUIRE(c.tp_backward.size() == 2);
   CHECK(c.tp_backward.back().ranks == 2);
   CHECK(c.tp_backward.back().count == 4);             // d_k and d_v of 2 layers
   CHECK(c.tp_backward.back().bytes == 128 * 32 * 2);  // tokens x head_dim x bf16
-  CHECK(plan::stage_comm(own.spec, 3, 2).tp_backward.size() == 1);
+  CHECK(plan::stage_traffic(own.spec, 3, 2).tp_backward.size() == 1);
 }
 
 TEST_CASE("full recompute repeats the forward collectives in backward") {
   config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.tp=2", "train.recompute=full"}, 2);
-  const plan::StageComm c = plan::stage_comm(job.spec, 3, 4);  // a middle stage, no embedding/head
+  const plan::StageTraffic c = plan::stage_traffic(job.spec, 3, 4);  // a middle stage, no embedding/head
   CHECK(plan::bytes_sent(c.tp_backward) == 2 * plan::bytes_sent(c.tp_forward));
 }
 
@@ -94,7 +94,7 @@ TEST_CASE("ZeRO 1 reduce-scatters grads and all-gathers params") {
   plan::RankParams params;
   params.dense = 100'000'000;  // 4 buckets of 25M
   config::LoadResult z1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
-  const plan::DataParallelComm c1 = plan::data_parallel_comm(z1.spec, params);
+  const plan::DataParallelTraffic c1 = plan::data_parallel_traffic(z1.spec, params);
   REQUIRE(c1.dense.grad_reduction.size() == 1);
   CHECK(c1.dense.grad_reduction[0].kind == CollectiveKind::ReduceScatter);
   CHECK(c1.dense.grad_reduction[0].count == 4);
@@ -119,7 +119,7 @@ TEST_CASE("ZeRO 3 gathers the units its windows do not hold, by hand") {
   // E and the first layer resident and gathers the other 8.
   CHECK(params.zero3_gathered == (E + 8 * L + F) + 4 * (E + 7 * L) + 3 * (7 * L + F));
   CHECK(params.zero3_gather_calls == 10 + 4 * 8 + 3 * 8);
-  const plan::DataParallelComm c3 = plan::data_parallel_comm(z3.spec, params);
+  const plan::DataParallelTraffic c3 = plan::data_parallel_traffic(z3.spec, params);
   CHECK(c3.dense.param_gather_after_step.empty());
   CHECK(plan::bytes_sent(c3.dense.param_gather_zero3) == Approx(0.75 * 2 * params.zero3_gathered));  // bf16
   CHECK(c3.dense.param_gather_zero3[0].count == 66);
@@ -130,7 +130,7 @@ TEST_CASE("context and expert parallelism by hand") {
   // s/cp = 32 tokens; a rank's K,V = 2 * 32 * 4 kv heads * 32 * 2 bytes = 16384 bytes. Forward all-gathers
   // the sequence's (4 ranks' 16384 bytes: each sends 3 of them); backward gathers again and
   // reduce-scatters their gradients.
-  const plan::StageComm c = plan::stage_comm(cp.spec, 0, 1);
+  const plan::StageTraffic c = plan::stage_traffic(cp.spec, 0, 1);
   CHECK(plan::bytes_sent(c.cp_forward) == 3 * 16384);
   CHECK(plan::bytes_sent(c.cp_backward) == 3 * 2 * 16384);
 
@@ -139,7 +139,7 @@ TEST_CASE("context and expert parallelism by hand") {
   // one MoE layer: dispatch + combine forward, each (ep-1)/ep of the experts' slots * h * 2 bytes: an
   // expert takes ceil(1.25 * top 2 * 4096 / 8 experts) = 1280 tokens of a sequence, 8 experts' slots
   // = 10240 rows (model/moe_block.h: the capacity-padded buffers travel whole).
-  const plan::StageComm e = plan::stage_comm(ep.spec, 0, 1);
+  const plan::StageTraffic e = plan::stage_traffic(ep.spec, 0, 1);
   CHECK(plan::bytes_sent(e.ep_forward) == Approx(2 * 7.0 / 8 * 10240 * 4096 * 2));
   CHECK(plan::bytes_sent(e.ep_backward) == plan::bytes_sent(e.ep_forward));
 }
@@ -169,16 +169,16 @@ TEST_CASE("zb-h1's W all-gathers again under SP and reruns the forward under ful
   const std::vector<std::string> sp = {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true"};
   std::vector<std::string> zb = sp;
   zb.push_back("schedule.kind=zb-h1");
-  const plan::StageComm b = plan::stage_comm(test::load_job(test::kSmallLlama, sp, 4).spec, 1, 4);
-  const plan::StageComm w = plan::stage_comm(test::load_job(test::kSmallLlama, zb, 4).spec, 1, 4);
+  const plan::StageTraffic b = plan::stage_traffic(test::load_job(test::kSmallLlama, sp, 4).spec, 1, 4);
+  const plan::StageTraffic w = plan::stage_traffic(test::load_job(test::kSmallLlama, zb, 4).spec, 1, 4);
   const double S = 128 * 256 * 2;  // hidden: b*s*h bf16; the last stage, 4 layers
   // 4 all-gathers per layer and the head's input, each sending half of S at tp 2
   CHECK(plan::bytes_sent(w.tp_backward) - plan::bytes_sent(b.tp_backward) == Approx((4 * 4 + 1) * 0.5 * S));
   zb.push_back("train.recompute=full");
   std::vector<std::string> full = sp;
   full.push_back("train.recompute=full");
-  const plan::StageComm wf = plan::stage_comm(test::load_job(test::kSmallLlama, zb, 4).spec, 1, 4);
-  const plan::StageComm bf = plan::stage_comm(test::load_job(test::kSmallLlama, full, 4).spec, 1, 4);
+  const plan::StageTraffic wf = plan::stage_traffic(test::load_job(test::kSmallLlama, zb, 4).spec, 1, 4);
+  const plan::StageTraffic bf = plan::stage_traffic(test::load_job(test::kSmallLlama, full, 4).spec, 1, 4);
   // and each layer's forward again: 2 all-gathers and 2 reduce-scatters
   CHECK(plan::bytes_sent(wf.tp_backward) - plan::bytes_sent(bf.tp_backward) ==
         Approx((4 * 4 + 1 + 4 * 4) * 0.5 * S));
@@ -191,10 +191,10 @@ TEST_CASE("sequence parallelism sums the norm gradients over tp: per step, per m
   const config::LoadResult a = test::load_job(test::kSmallLlama, sp, 2),
                            b = test::load_job(test::kSmallLlama, zero2, 2);
   plan::RankParams params;
-  const double per_microbatch = plan::step_comm(a.spec, params, 0).tp / a.spec.train.microbatches;
+  const double per_microbatch = plan::step_traffic(a.spec, params, 0).tp / a.spec.train.microbatches;
   // 8 layers x 2 RMSNorm weights + the final norm, h = 256 fp32 each, all-reduced over 2 ranks
   const double norms = (8 * 2 + 1) * 256 * 4.0;
-  CHECK(plan::step_comm(a.spec, params, 0).tp == Approx(per_microbatch * a.spec.train.microbatches));
-  CHECK(plan::step_comm(b.spec, params, 0).tp - plan::step_comm(a.spec, params, 0).tp ==
+  CHECK(plan::step_traffic(a.spec, params, 0).tp == Approx(per_microbatch * a.spec.train.microbatches));
+  CHECK(plan::step_traffic(b.spec, params, 0).tp - plan::step_traffic(a.spec, params, 0).tp ==
         Approx((b.spec.train.microbatches - 1) * norms));
 }

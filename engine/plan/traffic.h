@@ -1,4 +1,5 @@
-// Communication volume: the bytes one rank sends, by collective, with ring algorithms (NCCL's
+// The traffic model (what validate predicts, not the communicator: that is dist/comm.h). Communication
+// volume: the bytes one rank sends, by collective, with ring algorithms (NCCL's
 // bandwidth-optimal ones) on a group of n ranks and a buffer of S bytes:
 //   all-reduce 2(n-1)/n * S;  all-gather, reduce-scatter (n-1)/n * S (S = the full, gathered size);
 //   all-to-all (n-1)/n * S (S = this rank's send buffer);  send/recv S.
@@ -54,12 +55,12 @@ double seconds(const std::vector<Collective>& list, const HardwareProfile& hw, b
 
 // One microbatch through one virtual stage holding `layers` transformer layers, on one rank.
 // Backward lists include the forward redone under full recompute.
-struct StageComm {
+struct StageTraffic {
   std::vector<Collective> tp_forward, tp_backward;
   std::vector<Collective> cp_forward, cp_backward;
   std::vector<Collective> ep_forward, ep_backward;
 };
-StageComm stage_comm(const config::JobSpec& spec, int virtual_stage, int layers);
+StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage, int layers);
 
 // The activation (or its gradient) sent between pipeline stages for one microbatch.
 Collective pipeline_message(const config::JobSpec& spec);
@@ -74,16 +75,16 @@ struct ZeroComm {
   std::vector<Collective> param_gather_after_step;  // zero 1/2
   std::vector<Collective> param_gather_zero3;       // zero 3: the units the engine gathers (zero3_gathers.h)
 };
-struct DataParallelComm {
+struct DataParallelTraffic {
   ZeroComm dense, expert;
 };
-DataParallelComm data_parallel_comm(const config::JobSpec& spec, const RankParams& params);
+DataParallelTraffic data_parallel_traffic(const config::JobSpec& spec, const RankParams& params);
 
-struct StepComm {  // bytes one rank at `pp_rank` sends per step, by axis
+struct StepTraffic {  // bytes one rank at `pp_rank` sends per step, by axis
   double tp = 0, cp = 0, ep = 0;
   double pp = 0;                       // activations/grads + the tied-embedding all-reduce
   double dp_dense = 0, dp_expert = 0;  // over dp-cp and over expert-dp
 };
-StepComm step_comm(const config::JobSpec& spec, const RankParams& params, int pp_rank);
+StepTraffic step_traffic(const config::JobSpec& spec, const RankParams& params, int pp_rank);
 
 }  // namespace ptrain::plan
