@@ -4,7 +4,7 @@
 #include <string>
 
 #include "engine/model/saved_activations.h"
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 
 namespace ptrain::model {
 

@@ -90,8 +90,8 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
   }
   if (!units_.empty()) close_unit();
   numel_ = offset;
-  if (options.own_params) params_ = runtime::Buffer(*memory_, numel_, param_dtype_);
-  if (options.own_grads) grads_ = runtime::Buffer(*memory_, numel_, kernels::DType::F32);
+  if (options.own_params) params_ = runtime::OwnedBuffer(*memory_, numel_, param_dtype_);
+  if (options.own_grads) grads_ = runtime::OwnedBuffer(*memory_, numel_, kernels::DType::F32);
   for (const FlatRange& u : units_) {
     param_base_.push_back(options.own_params ? params_.at(u.begin).ptr : nullptr);
     grad_base_.push_back(options.own_grads ? grads() + u.begin : nullptr);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/model/param_registry.h"
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 #include "kernels/buffer.h"
 
 namespace ptrain::model {
@@ -98,7 +98,7 @@ class ParamStore {
   std::int64_t numel_ = 0;
   const kernels::Ops* memory_;
   kernels::DType param_dtype_;
-  runtime::Buffer params_, grads_;
+  runtime::OwnedBuffer params_, grads_;
   std::vector<void*> param_base_;
   std::vector<float*> grad_base_;
 };

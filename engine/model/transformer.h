@@ -44,7 +44,7 @@
 #include "engine/model/unit_hooks.h"
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 #include "kernels/ops.h"
 
 namespace ptrain::model {

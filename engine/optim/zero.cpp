@@ -96,14 +96,14 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
     throw std::logic_error("ZeroOptimizer: the ParamStore's parameter dtype does not follow train.precision");
   for (const model::ParamSlot& s : store.slots()) tied_ = tied_ || s.local.info->tied_head;
   const bool mixed = store.param_dtype() != DType::F32;
-  if (mixed || stage_ == 3) master_ = runtime::Buffer(ops, stage_ == 0 ? store.numel() : shard_numel_, DType::F32);
+  if (mixed || stage_ == 3) master_ = runtime::OwnedBuffer(ops, stage_ == 0 ? store.numel() : shard_numel_, DType::F32);
   const std::int64_t moments = stage_ == 0 ? store.numel() : shard_numel_;
-  exp_avg_ = runtime::Buffer(ops, moments, DType::F32);
-  exp_avg_sq_ = runtime::Buffer(ops, moments, DType::F32);
+  exp_avg_ = runtime::OwnedBuffer(ops, moments, DType::F32);
+  exp_avg_sq_ = runtime::OwnedBuffer(ops, moments, DType::F32);
   const Windows windows = plan_windows(store, tied_);
   window_of_ = windows.of_unit;
   if (stage_ >= 2) {
-    shard_grads_ = runtime::Buffer(ops, shard_numel_, DType::F32);
+    shard_grads_ = runtime::OwnedBuffer(ops, shard_numel_, DType::F32);
     for (std::int64_t n : windows.elements) grad_windows_.emplace_back(ops, n, DType::F32);
     grads_open_.assign(units.size(), false);
   }
@@ -114,7 +114,7 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
   }
   unit_gathers_.assign(units.size(), 0);
   if (spec.train.grad_reduce == config::Precision::Bf16 && any_reduction)
-    reduce_staging_ = runtime::Buffer(ops, store.largest_unit(), DType::BF16);
+    reduce_staging_ = runtime::OwnedBuffer(ops, store.largest_unit(), DType::BF16);
 }
 
 ZeroBytes ZeroOptimizer::allocated_bytes() const {
@@ -124,8 +124,8 @@ ZeroBytes ZeroOptimizer::allocated_bytes() const {
   b.params = stage_ < 3 ? full(store_.param_dtype()) : master_is_params ? static_cast<double>(master_.bytes()) : 0.0;
   b.grads = static_cast<double>(stage_ >= 2 ? shard_grads_.bytes() : static_cast<std::size_t>(full(DType::F32)));
   b.optimizer = static_cast<double>(exp_avg_.bytes() + exp_avg_sq_.bytes() + (master_is_params ? 0 : master_.bytes()));
-  for (const runtime::Buffer& w : param_windows_) b.windows += static_cast<double>(w.bytes());
-  for (const runtime::Buffer& w : grad_windows_) b.windows += static_cast<double>(w.bytes());
+  for (const runtime::OwnedBuffer& w : param_windows_) b.windows += static_cast<double>(w.bytes());
+  for (const runtime::OwnedBuffer& w : grad_windows_) b.windows += static_cast<double>(w.bytes());
   b.windows += static_cast<double>(reduce_staging_.bytes());
   return b;
 }
@@ -171,7 +171,7 @@ float* ZeroOptimizer::owned_grads(int unit) const {
   return store_.grads() + chunk(unit).begin;
 }
 
-float* ZeroOptimizer::owned_moment(const runtime::Buffer& m, int unit) const {
+float* ZeroOptimizer::owned_moment(const runtime::OwnedBuffer& m, int unit) const {
   return static_cast<float*>(m.data()) + (stage_ == 0 ? chunk(unit).begin : shard_offset(unit));
 }
 

@@ -47,8 +47,8 @@
 #include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
-#include "engine/parallel/host_staged.h"
-#include "engine/runtime/buffer.h"
+#include "engine/parallel/staged_collectives.h"
+#include "engine/runtime/owned_buffer.h"
 #include "engine/runtime/device_scalars.h"
 #include "kernels/ops.h"
 
@@ -147,7 +147,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   model::FlatRange master_range(int unit) const;  // what this rank keeps of `unit` in the master
   float* owned_params(int unit) const;            // this rank's chunk of the unit's master weights
   float* owned_grads(int unit) const;
-  float* owned_moment(const runtime::Buffer& m, int unit) const;
+  float* owned_moment(const runtime::OwnedBuffer& m, int unit) const;
   // Starts summing the unit's fp32 gradients at `grads` over the group (all of them at stage 0,
   // this rank's chunk otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
   // buffer, and queues what must follow it in pending_.
@@ -194,14 +194,14 @@ class ZeroOptimizer final : public model::UnitHooks {
   std::int64_t shard_numel_ = 0;
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
   // model's fp32 parameters are the master.
-  runtime::Buffer master_, shard_grads_, exp_avg_, exp_avg_sq_;
+  runtime::OwnedBuffer master_, shard_grads_, exp_avg_, exp_avg_sq_;
   // Stages 2, 3: the windows units pass through (window_of). Consecutive dense units alternate
   // between two, each as big as the biggest of them, and so do the experts' units (expert
   // parallelism) between two of their own; with a tied head the embedding's unit, open from the head
   // to the end of the backward, has one of its own (window 0).
-  std::vector<runtime::Buffer> param_windows_, grad_windows_;
+  std::vector<runtime::OwnedBuffer> param_windows_, grad_windows_;
   std::vector<int> window_of_;            // each unit's window
-  runtime::Buffer reduce_staging_;        // grad_reduce bf16: one unit of gradients in bf16
+  runtime::OwnedBuffer reduce_staging_;        // grad_reduce bf16: one unit of gradients in bf16
   std::vector<int> resident_;             // stage 3: the unit whose parameters each window holds (-1: none)
   // Parameter all-gathers in flight (0: none or done): stages 1-2 per unit (publish's), stage 3 per
   // window.
@@ -211,7 +211,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   std::vector<PendingReduction> pending_;
   int microbatches_ = 1, microbatch_ = 0;
   bool backward_ended_ = false;           // end_backward ran this step
-  parallel::HostStaged staged_;           // collectives on buffers the Comm cannot reach: via the host
+  parallel::StagedCollectives staged_;           // collectives on buffers the Comm cannot reach: via the host
 };
 
 }  // namespace ptrain::optim

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 
 namespace ptrain::parallel {
 namespace {

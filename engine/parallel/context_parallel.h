@@ -17,13 +17,13 @@
 // (and zb-h1's W, re-running forward under full recompute, gathers once more): what validate's comm
 // model counts (plan/comm.cpp).
 //
-// Buffers are in `memory`'s device; a Comm that cannot reach it works on host copies (HostStaged).
+// Buffers are in `memory`'s device; a Comm that cannot reach it works on host copies (StagedCollectives).
 #pragma once
 
 #include <cstdint>
 
 #include "engine/dist/comm.h"
-#include "engine/parallel/host_staged.h"
+#include "engine/parallel/staged_collectives.h"
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
 
@@ -66,7 +66,7 @@ class ContextParallel {
   const kernels::Ops& memory_;
   const dist::Group& cp_;
   int micro_batch_, seq_len_, chunk_len_;
-  HostStaged staged_;
+  StagedCollectives staged_;
 };
 
 }  // namespace ptrain::parallel

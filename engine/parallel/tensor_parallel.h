@@ -17,13 +17,13 @@
 //    the first copy passes its k/v input gradient on (first_kv_copy), so the tp sum counts it once.
 //
 // Buffers are in `memory`'s device; a Comm that cannot reach it (Gloo with ranks sharing a GPU)
-// works on host copies (HostStaged).
+// works on host copies (StagedCollectives).
 #pragma once
 
 #include <cstdint>
 
 #include "engine/dist/comm.h"
-#include "engine/parallel/host_staged.h"
+#include "engine/parallel/staged_collectives.h"
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
 
@@ -52,7 +52,7 @@ class TensorParallel {
   dist::Comm& comm_;
   const dist::Group& tp_;
   const dist::Group* kv_copies_;
-  HostStaged staged_;
+  StagedCollectives staged_;
 };
 
 }  // namespace ptrain::parallel

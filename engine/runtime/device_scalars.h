@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 #include "kernels/ops.h"
 
 namespace ptrain::runtime {
@@ -21,7 +21,7 @@ class DeviceScalars {
 
  private:
   const kernels::Ops& memory_;
-  Buffer values_;
+  OwnedBuffer values_;
   mutable std::vector<float> host_;
 };
 

@@ -44,7 +44,7 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   }
   const model::Transformer& first = *chunks_.front();
   send_buffers_ =
-      runtime::Buffer(ops, first.boundary_elements() * buffers.send_buffers, first.activation_dtype());
+      runtime::OwnedBuffer(ops, first.boundary_elements() * buffers.send_buffers, first.activation_dtype());
   if (staged_ && pp_ > 1) {  // evaluate() sends from mirror 0 too
     host_sends_.resize(first.boundary_bytes() * index(std::max(buffers.send_buffers, 1)));
     host_receive_.resize(first.boundary_bytes());

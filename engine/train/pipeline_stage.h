@@ -29,7 +29,7 @@
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/pipeline/executor.h"
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 #include "engine/runtime/device_scalars.h"
 #include "kernels/ops.h"
 
@@ -81,7 +81,7 @@ class PipelineStage {
   bool staged_;  // messages go through host_sends_ and host_receive_
   pipeline::ScheduleExecutor executor_;
   std::vector<std::unique_ptr<model::Transformer>> chunks_;
-  runtime::Buffer send_buffers_;  // executor_.buffers().send_buffers messages
+  runtime::OwnedBuffer send_buffers_;  // executor_.buffers().send_buffers messages
   std::vector<std::byte> host_sends_, host_receive_;
   std::vector<std::int32_t> tokens_, targets_;
 };

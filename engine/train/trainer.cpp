@@ -27,7 +27,7 @@
 #include "engine/plan/hardware.h"
 #include "engine/runtime/device_scalars.h"
 #include "engine/train/engine_limits.h"
-#include "engine/train/host_staging.h"
+#include "engine/train/shard_mirror.h"
 #include "engine/train/metrics.h"
 #include "engine/train/pipeline_stage.h"
 
@@ -167,7 +167,7 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
-        HostStaging staged(ops, zero.restored_shards());
+        ShardMirror staged(ops, zero.restored_shards());
         ckpt::restore_flat_shards(loaded, params, staged.host());
         staged.upload();
         zero.after_restore();
@@ -207,7 +207,7 @@ struct Trainer::State {
     const dist::Group& world = comm.world_group();
     std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
     comm.broadcast_string(world, tmp_dir, 0);
-    HostStaging staged(ops, zero.saved_shards());
+    ShardMirror staged(ops, zero.saved_shards());
     staged.download();
     const ckpt::RankFileInfo info =
         ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, staged.host()));

@@ -18,17 +18,17 @@ inline kernels::Buf advance(kernels::Buf b, std::int64_t elements) {
   return {static_cast<char*>(b.ptr) + elements * static_cast<std::int64_t>(kernels::dtype_size(b.dtype)), b.dtype};
 }
 
-// Gives a Buffer's memory back to the backend that allocated it.
+// Gives a OwnedBuffer's memory back to the backend that allocated it.
 struct ReleaseTo {
   const kernels::Ops* memory = nullptr;
   void operator()(void* p) const;
 };
 
-class Buffer {
+class OwnedBuffer {
  public:
-  Buffer() = default;
+  OwnedBuffer() = default;
   // Zero-filled storage for `count` elements of `dtype` in `memory`'s device, 256-byte aligned.
-  Buffer(const kernels::Ops& memory, std::int64_t count, kernels::DType dtype);
+  OwnedBuffer(const kernels::Ops& memory, std::int64_t count, kernels::DType dtype);
 
   std::int64_t size() const { return count_; }
   std::size_t bytes() const { return static_cast<std::size_t>(count_) * kernels::dtype_size(dtype_); }
@@ -43,7 +43,7 @@ class Buffer {
   kernels::DType dtype_ = kernels::DType::F32;
 };
 
-// Bump allocator over one Buffer: hands out aligned views; reset() frees them all at once.
+// Bump allocator over one OwnedBuffer: hands out aligned views; reset() frees them all at once.
 class Arena {
  public:
   Arena() = default;
@@ -54,7 +54,7 @@ class Arena {
   void reset() { used_ = 0; }
 
  private:
-  Buffer storage_;
+  OwnedBuffer storage_;
   std::int64_t used_ = 0;
 };
 

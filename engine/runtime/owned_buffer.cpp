@@ -1,4 +1,4 @@
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 
 #include <stdexcept>
 #include <string>
@@ -13,13 +13,13 @@ void ReleaseTo::operator()(void* p) const {
   if (memory != nullptr) memory->release(p);
 }
 
-Buffer::Buffer(const kernels::Ops& memory, std::int64_t count, kernels::DType dtype)
+OwnedBuffer::OwnedBuffer(const kernels::Ops& memory, std::int64_t count, kernels::DType dtype)
     : data_(nullptr, ReleaseTo{&memory}), count_(count), dtype_(dtype) {
-  if (count < 0) throw std::invalid_argument("Buffer: negative size");
+  if (count < 0) throw std::invalid_argument("OwnedBuffer: negative size");
   data_.reset(memory.allocate(bytes()));
 }
 
-kernels::Buf Buffer::at(std::int64_t offset) const {
+kernels::Buf OwnedBuffer::at(std::int64_t offset) const {
   return advance({data_.get(), dtype_}, offset);
 }
 

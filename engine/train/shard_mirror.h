@@ -9,9 +9,9 @@
 
 namespace ptrain::train {
 
-class HostStaging {
+class ShardMirror {
  public:
-  HostStaging(const kernels::Ops& memory, std::vector<ckpt::FlatShard> shards);
+  ShardMirror(const kernels::Ops& memory, std::vector<ckpt::FlatShard> shards);
   // The same ranges, in host memory.
   const std::vector<ckpt::FlatShard>& host() const { return host_; }
   void download();  // the shards' current values into host()

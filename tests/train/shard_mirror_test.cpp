@@ -1,10 +1,10 @@
-// Checkpoints read and write host memory: HostStaging copies a device backend's shards out and
+// Checkpoints read and write host memory: ShardMirror copies a device backend's shards out and
 // back (here the CPU ops under a device's name), and passes host shards through untouched.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "engine/train/host_staging.h"
+#include "engine/train/shard_mirror.h"
 #include "tests/pretend_device_ops.h"
 
 using namespace ptrain;
@@ -14,11 +14,11 @@ TEST_CASE("host staging copies device shards out and back, and passes host shard
   for (int i = 0; i < 10; ++i) params[static_cast<size_t>(i)] = static_cast<float>(i);
   const ckpt::FlatShard shard{{20, 30}, params.data(), moments.data(), nullptr};
 
-  train::HostStaging host(kernels::cpu_ops(), {shard});
+  train::ShardMirror host(kernels::cpu_ops(), {shard});
   CHECK(host.host()[0].params == params.data());  // CPU: the shard itself
 
   test::PretendDeviceOps device;
-  train::HostStaging staged(device, {shard});
+  train::ShardMirror staged(device, {shard});
   const ckpt::FlatShard& h = staged.host()[0];
   REQUIRE(h.params != params.data());
   CHECK(h.exp_avg_sq == nullptr);

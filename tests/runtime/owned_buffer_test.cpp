@@ -2,13 +2,13 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "engine/runtime/buffer.h"
+#include "engine/runtime/owned_buffer.h"
 #include "kernels/ops.h"
 
 using namespace ptrain;
 
 TEST_CASE("buffers are zeroed and 256-byte aligned") {
-  runtime::Buffer b(kernels::cpu_ops(), 1001, kernels::DType::F32);
+  runtime::OwnedBuffer b(kernels::cpu_ops(), 1001, kernels::DType::F32);
   CHECK(b.size() == 1001);
   CHECK(b.bytes() == 4004);
   CHECK(reinterpret_cast<std::uintptr_t>(b.data()) % 256 == 0);
@@ -31,7 +31,7 @@ TEST_CASE("the arena hands out aligned, disjoint views and refuses to overflow")
 
 TEST_CASE("the backend's copies move bytes in and out of its memory") {
   const kernels::Ops& ops = kernels::cpu_ops();
-  runtime::Buffer a(ops, 5, kernels::DType::F32), b(ops, 5, kernels::DType::F32);
+  runtime::OwnedBuffer a(ops, 5, kernels::DType::F32), b(ops, 5, kernels::DType::F32);
   const float in[5] = {1, 2, 3, 4, 5};
   ops.copy_to_device(a.at(), in, sizeof in);
   ops.copy(b.at(1), a.at(0), 4 * sizeof(float));

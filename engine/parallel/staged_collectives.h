@@ -21,9 +21,9 @@ inline dist::ElemType comm_type(kernels::DType dtype) {
                               kernels::to_string(dtype));
 }
 
-class HostStaged {
+class StagedCollectives {
  public:
-  HostStaged(const kernels::Ops& memory, const dist::Comm& comm)
+  StagedCollectives(const kernels::Ops& memory, const dist::Comm& comm)
       : memory_(memory),
         passes_through_(memory.device() == kernels::Device::Cpu || comm.takes_device_memory()) {}
 

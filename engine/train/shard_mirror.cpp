@@ -1,4 +1,4 @@
-#include "engine/train/host_staging.h"
+#include "engine/train/shard_mirror.h"
 
 namespace ptrain::train {
 namespace {
@@ -8,7 +8,7 @@ std::vector<float*> buffers(const ckpt::FlatShard& s) { return {s.params, s.exp_
 
 }  // namespace
 
-HostStaging::HostStaging(const kernels::Ops& memory, std::vector<ckpt::FlatShard> shards)
+ShardMirror::ShardMirror(const kernels::Ops& memory, std::vector<ckpt::FlatShard> shards)
     : memory_(memory), device_(std::move(shards)) {
   if (memory_.device() == kernels::Device::Cpu) {
     host_ = device_;
@@ -27,7 +27,7 @@ HostStaging::HostStaging(const kernels::Ops& memory, std::vector<ckpt::FlatShard
   }
 }
 
-void HostStaging::download() {
+void ShardMirror::download() {
   if (memory_.device() == kernels::Device::Cpu) return;
   for (std::size_t k = 0; k < device_.size(); ++k) {
     const std::vector<float*> from = buffers(device_[k]), to = buffers(host_[k]);
@@ -37,7 +37,7 @@ void HostStaging::download() {
   }
 }
 
-void HostStaging::upload() {
+void ShardMirror::upload() {
   if (memory_.device() == kernels::Device::Cpu) return;
   for (std::size_t k = 0; k < device_.size(); ++k) {
     const std::vector<float*> to = buffers(device_[k]), from = buffers(host_[k]);
