@@ -1,29 +1,45 @@
-// AdamW (Loshchilov & Hutter 2019) over a range of the flat parameter layout: fp32 moments,
-// decoupled weight decay except for norms and biases (ParamInfo::weight_decay). Who holds which
-// range, and the global gradient norm, are ZeRO's business (zero.h).
+// AdamW (Loshchilov & Hutter 2019) over a rank's flat fp32 shards: the moments m and v of every
+// element the rank updates, and one update of a contiguous run of them. Decoupled weight decay
+// where a span asks for it (the model's norms and biases take none). Which elements a rank holds,
+// and where its gradients come from, is data parallelism's business (parallel/data_parallel.h);
+// this file knows nothing of ranks, units or parameters.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "engine/config/job_spec.h"
-#include "engine/model/param_store.h"
+#include "engine/runtime/owned_buffer.h"
 #include "kernels/ops.h"
 
 namespace ptrain::optim {
 
-// The flat elements `range` of one rank: params[0], grads[0], exp_avg[0], exp_avg_sq[0] belong to
-// element range.begin. Padding between parameters is left alone.
-struct AdamWRange {
-  model::FlatRange range;
-  float* params = nullptr;
-  float* grads = nullptr;
-  float* exp_avg = nullptr;
-  float* exp_avg_sq = nullptr;
+// Elements [begin, end) of a run (offsets from its first element), decayed or not. Elements of the
+// run in no span (padding between parameters) are left alone.
+struct DecaySpan {
+  std::int64_t begin = 0, end = 0;
+  bool decay = true;
 };
 
-// One update with learning rate lr; `step` counts updates from 1 (bias correction).
-void adamw_update(const config::OptimizerSpec& spec, const std::vector<model::ParamSlot>& slots,
-                  const kernels::Ops& ops, const AdamWRange& r, double lr, std::int64_t step);
+class AdamW {
+ public:
+  AdamW() = default;
+  // Zeroed moments for `elements` fp32 values in `ops`' memory.
+  AdamW(const config::OptimizerSpec& spec, const kernels::Ops& ops, std::int64_t elements);
+
+  // One update with learning rate lr of the run of `params` whose moments start at element
+  // `moment_offset`, from `grads`; `step` counts updates from 1 (bias correction).
+  void update(float* params, float* grads, std::int64_t moment_offset, const std::vector<DecaySpan>& spans,
+              double lr, std::int64_t step) const;
+
+  float* exp_avg(std::int64_t offset) const { return static_cast<float*>(exp_avg_.data()) + offset; }
+  float* exp_avg_sq(std::int64_t offset) const { return static_cast<float*>(exp_avg_sq_.data()) + offset; }
+  std::size_t bytes() const { return exp_avg_.bytes() + exp_avg_sq_.bytes(); }
+
+ private:
+  const config::OptimizerSpec* spec_ = nullptr;
+  const kernels::Ops* ops_ = nullptr;
+  runtime::OwnedBuffer exp_avg_, exp_avg_sq_;
+};
 
 }  // namespace ptrain::optim

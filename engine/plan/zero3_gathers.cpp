@@ -38,7 +38,7 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const FlatUnits& 
     if (first) b.push_back(units.embedding);
   }
 
-  // ZeroOptimizer's windows: a tied embedding's own (0), two that the dense units alternate between,
+  // DataParallel's windows: a tied embedding's own (0), two that the dense units alternate between,
   // two for the experts' units.
   const int dense_first = units.tied ? 1 : 0, expert_first = dense_first + 2;
   std::vector<int> window(static_cast<std::size_t>(count));
@@ -59,7 +59,7 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const FlatUnits& 
   for (const pipeline::Instr& in : schedule.ranks[static_cast<std::size_t>(pp_rank)]) {
     const auto c = static_cast<std::size_t>(in.chunk);
     if (in.op == pipeline::Op::Forward) {
-      for (int unit : forward[c]) {  // ZeroOptimizer::before_forward: prefetches the next unit
+      for (int unit : forward[c]) {  // DataParallel::before_forward: prefetches the next unit
         if (unit < 0) continue;
         gather(unit);
         if (unit != units.embedding && unit + 1 < count) gather(unit + 1);

@@ -96,7 +96,7 @@ void PipelineStage::receive(kernels::Buf into, std::size_t bytes, int peer, int 
 class PipelineStage::Step final : public pipeline::StageWork {
  public:
   Step(PipelineStage& stage, const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
-       optim::ZeroOptimizer& zero)
+       parallel::DataParallel& zero)
       : stage_(stage),
         load_(load),
         grad_scale_(grad_scale),
@@ -158,7 +158,7 @@ class PipelineStage::Step final : public pipeline::StageWork {
   const MicrobatchLoader& load_;
   float grad_scale_;
   const runtime::DeviceScalars& loss_sums_;
-  optim::ZeroOptimizer& zero_;
+  parallel::DataParallel& zero_;
   // The send from each send buffer. Local to the step, so that an exception unwinding out of it
   // abandons what is in flight rather than waiting for it (Comm::SendHandle).
   std::vector<dist::Comm::SendHandle> sends_;
@@ -166,7 +166,7 @@ class PipelineStage::Step final : public pipeline::StageWork {
 };
 
 double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
-                            const runtime::DeviceScalars& loss_sums, optim::ZeroOptimizer& zero) {
+                            const runtime::DeviceScalars& loss_sums, parallel::DataParallel& zero) {
   Step step(*this, load, grad_scale, loss_sums, zero);
   executor_.run(step);
   return step.waited();

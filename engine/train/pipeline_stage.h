@@ -25,7 +25,7 @@
 #include "engine/model/param_store.h"
 #include "engine/model/transformer.h"
 #include "engine/model/unit_hooks.h"
-#include "engine/optim/zero.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/pipeline/executor.h"
@@ -59,7 +59,7 @@ class PipelineStage {
   // seconds the host waited for messages (receives, and sends it needed done): the rank's idle time
   // where messages_wait_on_host().
   double train(const MicrobatchLoader& load, float grad_scale, const runtime::DeviceScalars& loss_sums,
-               optim::ZeroOptimizer& zero);
+               parallel::DataParallel& zero);
   // Forward only of one microbatch through every stage (validation): the counted tokens and the loss
   // sum in `loss_sum` on the last stage, 0 elsewhere.
   std::int64_t evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum);

@@ -19,7 +19,7 @@
 #include "engine/dist/parallel_groups.h"
 #include "engine/model/param_store.h"
 #include "engine/optim/lr_schedule.h"
-#include "engine/optim/zero.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/parallel/expert_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/plan/traffic.h"
@@ -27,6 +27,7 @@
 #include "engine/plan/hardware.h"
 #include "engine/runtime/device_scalars.h"
 #include "engine/train/engine_limits.h"
+#include "engine/train/grad_norm.h"
 #include "engine/train/shard_mirror.h"
 #include "engine/train/metrics.h"
 #include "engine/train/pipeline_stage.h"
@@ -81,7 +82,8 @@ struct Trainer::State {
   std::optional<parallel::ExpertParallel> expert_parallel;    // ep > 1
   model::ParamStore params;
   PipelineStage pipeline;
-  optim::ZeroOptimizer zero;
+  parallel::DataParallel zero;
+  GradNorm global_norm;  // of the gradients, and clipping
   std::unique_ptr<data::TokenSource> train_source, valid_source;
   data::BatchLoader train_loader;
   std::unique_ptr<data::EvalLoader> eval_loader;
@@ -118,7 +120,9 @@ struct Trainer::State {
         pipeline(s, params, backend, c, groups.pp, tensor_parallel ? &*tensor_parallel : nullptr,
                  context_parallel ? &*context_parallel : nullptr,
                  expert_parallel ? &*expert_parallel : nullptr, s.train.microbatches),
-        zero(s, params, backend, c, dp_group, {groups.tp, groups.pp, groups.embedding, groups.expert_dp}),
+        zero(s, params, backend, c, dp_group, {groups.tp, groups.embedding, groups.expert_dp}),
+        global_norm(params, zero, backend, c,
+                    {&dp_group, groups.tp, groups.pp, groups.embedding != nullptr && groups.pp_rank != 0}),
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
         train_loader(data::make_train_loader(s, *train_source, groups.dp_rank)),
@@ -149,7 +153,7 @@ struct Trainer::State {
 
   // How the ParamStore is laid out for ZeRO over the dp-cp group (and the experts over expert-dp).
   model::StoreOptions store_options(const kernels::Ops& memory) const {
-    return optim::zero_store_options(spec, dp_group.size(), memory,
+    return parallel::zero_store_options(spec, dp_group.size(), memory,
                                      groups.expert_dp != nullptr ? groups.expert_dp->size() : 0);
   }
 
@@ -227,7 +231,7 @@ struct Trainer::State {
   }
 
   double memory_bytes() const {
-    const optim::ZeroBytes z = zero.allocated_bytes();
+    const parallel::ZeroBytes z = zero.allocated_bytes();
     return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(pipeline.activation_bytes());
   }
 
@@ -252,8 +256,7 @@ struct Trainer::State {
                            std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
                        grad_scale, loss_sums, zero);
     const double pipeline_seconds = seconds_since(t0);
-    zero.end_backward();
-    out.grad_norm = zero.grad_norm();  // waits for the device: the losses are there now too
+    out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
     if (comm.world() > 1) {            // the most over the ranks: pipeline idle, then each axis's bytes
       const AxisBytes sent = sent_so_far(), this_step = sent - sent_before;
       double most[6] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
@@ -274,7 +277,7 @@ struct Trainer::State {
     // behind the parameter gathers that the next forward overlaps.
     out.stop = stop_agreed(step + 1);
     if (std::isfinite(out.grad_norm)) {
-      zero.clip(out.grad_norm, spec.train.grad_clip);
+      global_norm.clip(out.grad_norm, spec.train.grad_clip);
       zero.step(lr, step + 1);
     }
     return out;

@@ -14,7 +14,8 @@
 
 #include "engine/model/param_registry.h"
 #include "engine/model/transformer.h"
-#include "engine/optim/zero.h"
+#include "engine/parallel/data_parallel.h"
+#include "engine/train/grad_norm.h"
 #include "engine/runtime/device_scalars.h"
 #include "kernels/bf16.h"
 #include "tests/gloo_ranks.h"
@@ -54,9 +55,10 @@ Trace train(dist::Comm& comm, const config::JobSpec& spec) {
   const kernels::Ops& ops = kernels::cpu_ops();
   const dist::Group& dp = comm.new_group("dp", {0, 1});
   model::ParamStore store(model::build_registry(spec.model), model::shard_coords(spec, 0, 0, 0),
-                          optim::zero_store_options(spec, dp.size(), ops));
+                          parallel::zero_store_options(spec, dp.size(), ops));
   model::Transformer model(spec, store, ops);
-  optim::ZeroOptimizer zero(spec, store, ops, comm, dp);
+  parallel::DataParallel zero(spec, store, ops, comm, dp);
+  train::GradNorm grad_norm(store, zero, ops, comm, {&dp});
   model.set_hooks(&zero);
   zero.initialize(spec.train.seed, spec.model.layers);
   runtime::DeviceScalars losses(ops, kMicrobatches);
@@ -77,10 +79,10 @@ Trace train(dist::Comm& comm, const config::JobSpec& spec) {
       model.forward(0, tokens.data(), targets.data(), 1.0f / 32, losses.at(mb));
       model.backward(0);
     }
-    const double norm = zero.grad_norm();
+    const double norm = grad_norm.compute();
     trace.values.push_back(norm);
     trace.values.push_back(losses.read_sum(kMicrobatches));
-    zero.clip(norm, 0.5);
+    grad_norm.clip(norm, 0.5);
     zero.step(1e-2, step + 1);
   }
   for (const ckpt::FlatShard& shard : zero.saved_shards())  // what a checkpoint would write now

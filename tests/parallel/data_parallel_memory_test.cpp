@@ -5,7 +5,7 @@
 
 #include "engine/dist/comm.h"
 #include "engine/model/param_registry.h"
-#include "engine/optim/zero.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/plan/memory.h"
 #include "engine/plan/rank_params.h"
 #include "kernels/ops.h"
@@ -52,11 +52,11 @@ TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
             plan::count_rank_params(spec, schedule, model::local_params(registry, coords), 0);
         const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, {{1}, {}, 0});
 
-        model::ParamStore store(std::move(registry), coords, optim::zero_store_options(spec, 2, kernels::cpu_ops()));
+        model::ParamStore store(std::move(registry), coords, parallel::zero_store_options(spec, 2, kernels::cpu_ops()));
         test::SilentComm comm(0, 2);
         const dist::Group& dp = comm.new_group("dp", {0, 1});
-        const optim::ZeroOptimizer engine(spec, store, kernels::cpu_ops(), comm, dp);
-        const optim::ZeroBytes allocated = engine.allocated_bytes();
+        const parallel::DataParallel engine(spec, store, kernels::cpu_ops(), comm, dp);
+        const parallel::ZeroBytes allocated = engine.allocated_bytes();
 
         CHECK(allocated.params == Approx(predicted.params).epsilon(1e-9));
         CHECK(allocated.grads == Approx(predicted.grads).epsilon(1e-9));

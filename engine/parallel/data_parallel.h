@@ -1,5 +1,8 @@
 // Data parallelism with ZeRO (Rajbhandari et al. 2020) over the dp-cp group, on the flat buffers of
-// a ParamStore. Every unit (embedding, layer, final norm + head) is padded to a multiple of
+// a ParamStore: who owns which chunk of every unit, the reductions of the gradients, the gathers of
+// the parameters, the master weights, and AdamW (optim/adamw.h) applied to what this rank owns. The
+// global gradient norm and clipping are the trainer's (train/grad_norm.h), over owned_grads().
+// Every unit (embedding, layer, final norm + head) is padded to a multiple of
 // 16 * D elements (D = group size) and split into D equal chunks; rank i owns chunk i of every unit.
 // Each stage keeps:
 //
@@ -31,7 +34,7 @@
 // they do. What must follow a reduction (bf16 results converted back, stage 2/3 chunks added into
 // the owned gradients) waits in pending_ with the buffer the collective works on, and is done, after
 // joining its ticket, only when that buffer is about to be written again (the next unit's bf16
-// staging, a grad window's next unit) or when the gradients are read (grad_norm, clip, step).
+// staging, a grad window's next unit) or when the gradients are read (finish_reductions, step).
 // Parameter gathers are overlapped too: at stages 1 and 2 each unit's gather after the step is
 // joined before the unit's first use in the next forward, so the forward starts while later units
 // are still gathered; at stage 3 a window's gather is joined before its unit is used or the window
@@ -47,12 +50,12 @@
 #include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
+#include "engine/optim/adamw.h"
 #include "engine/parallel/staged_collectives.h"
 #include "engine/runtime/owned_buffer.h"
-#include "engine/runtime/device_scalars.h"
 #include "kernels/ops.h"
 
-namespace ptrain::optim {
+namespace ptrain::parallel {
 
 // How the ParamStore of a rank must be built for `spec`'s ZeRO stage and precision over `ranks`
 // data-parallel ranks (and `expert_ranks` expert-dp ranks for the experts' units; 0: `ranks`), its
@@ -67,28 +70,25 @@ struct ZeroBytes {
   double windows = 0;    // gather and reduction windows (stages 2 and 3), the bf16 reduction staging
 };
 
-// The model-parallel groups around one data-parallel group. The gradient norm is summed over the tp
-// group (tp > 1; each element counted once: replicated tensors on tp rank 0, model::first_tp_copy)
-// and the pp group (pp > 1). Under sequence parallelism the norms' gradients are summed over the tp
-// group before the data-parallel reduction. With a tied head and pp > 1, the embedding group (this rank's
+// The model-parallel groups around one data-parallel group. Under sequence parallelism the norms'
+// gradients are summed over the tp group before the data-parallel reduction. With a tied head and pp > 1, the embedding group (this rank's
 // first and last stage) is where the two copies of the word embedding sum their gradients before the
 // data-parallel reduction, once the step's backward is done (Megatron), so that both stay equal.
 struct ModelParallelGroups {
   const dist::Group* tensor = nullptr;
-  const dist::Group* stages = nullptr;
   const dist::Group* embedding = nullptr;  // on the first and the last stage only
   // Expert parallelism: the expert-dp group (the ranks holding the same experts), over which the
   // experts' units (model::ParamStore::expert_unit) are sharded and reduced instead of the dp-cp
-  // group. Their owned chunks are distinct over the dp-cp group, whose sum the gradient norm takes.
+  // group. Their owned chunks are distinct over the dp-cp group.
   const dist::Group* experts = nullptr;
 };
 
-class ZeroOptimizer final : public model::UnitHooks {
+class DataParallel final : public model::UnitHooks {
  public:
   // `store` must have been built with zero_store_options(spec, group.size(), ops). ZeRO stages 2 and 3
   // reduce per microbatch, so they take no embedding group (std::logic_error; config::load refuses).
-  ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops,
-                dist::Comm& comm, const dist::Group& group, ModelParallelGroups model_groups = {});
+  DataParallel(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops, dist::Comm& comm,
+               const dist::Group& group, ModelParallelGroups model_groups = {});
 
   int stage() const { return stage_; }
   ZeroBytes allocated_bytes() const;
@@ -105,19 +105,26 @@ class ZeroOptimizer final : public model::UnitHooks {
   void before_backward(int unit) override;
   void after_backward(int unit) override;
 
-  // After the step's last backward: sums the tied embedding's copies over the embedding group and
-  // reduces its unit (what after_backward deferred). Once per step; grad_norm, clip and step call it
-  // if the caller did not.
-  void end_backward();
-  // The global L2 norm of the reduced gradients (a collective). Waits for the device: the step's
-  // one read back (the trainer reads its losses right after, at no further wait).
-  double grad_norm();
-  // Scales the gradients so their global norm is at most max_norm (0 = no clipping).
-  void clip(double norm, double max_norm);
+  // After the step's last backward: sums the tied embedding's copies over the embedding group,
+  // reduces its unit (what after_backward deferred) and completes every reduction, so that
+  // owned_grads() hold the step's reduced gradients. Once per step; step() calls it if the caller
+  // did not.
+  void finish_reductions();
+  // The chunk of `unit` this rank owns, and its reduced gradients once finish_reductions() ran. At
+  // stage 0 every rank holds all of the unit's reduced gradients but owns only this chunk of them,
+  // which is what a sum over the ranks (the gradient norm) must count.
+  model::FlatRange owned_range(int unit) const { return chunk(unit); }
+  float* owned_grads(int unit) const;
+  // Multiplies every owned gradient by `factor` (clipping).
+  void scale_grads(float factor);
   // AdamW on the owned chunks (everything at stage 0), then the model's parameters are rebuilt from
   // the masters: gathered where the stage keeps them whole, converted to bf16 under mixed precision
   // (a collective).
   void step(double lr, std::int64_t step);
+
+  // The group ZeRO shards and reduces `unit` over (the dp-cp group, or the expert-dp group for an
+  // expert unit).
+  const dist::Group& group_of(int unit) const;
 
   // What this rank writes to a checkpoint: its chunks of (master) parameters and moments.
   std::vector<ckpt::FlatShard> saved_shards();
@@ -130,9 +137,7 @@ class ZeroOptimizer final : public model::UnitHooks {
   void assign_weights(const float* full);
 
  private:
-  // The group ZeRO shards and reduces `unit` over (the dp-cp group, or the expert-dp group for an
-  // expert unit), its size and this rank's index in it.
-  const dist::Group& group_of(int unit) const;
+  // The size of group_of(unit) and this rank's index in it.
   int ranks_of(int unit) const { return group_of(unit).size(); }
   int index_of(int unit) const { return group_of(unit).index; }
   model::FlatRange chunk(int unit) const;         // the range of `unit` this rank owns
@@ -146,8 +151,9 @@ class ZeroOptimizer final : public model::UnitHooks {
   float* master_params() const;
   model::FlatRange master_range(int unit) const;  // what this rank keeps of `unit` in the master
   float* owned_params(int unit) const;            // this rank's chunk of the unit's master weights
-  float* owned_grads(int unit) const;
-  float* owned_moment(const runtime::OwnedBuffer& m, int unit) const;
+  std::int64_t moment_offset(int unit) const;     // where the unit's chunk starts in adamw_'s moments
+  // The spans of AdamW's decay over the flat elements `range` (offsets from range.begin).
+  std::vector<optim::DecaySpan> decay_spans(model::FlatRange range) const;
   // Starts summing the unit's fp32 gradients at `grads` over the group (all of them at stage 0,
   // this rank's chunk otherwise) in train.grad_reduce's dtype, on `grads` itself or the bf16 staging
   // buffer, and queues what must follow it in pending_.
@@ -164,6 +170,9 @@ class ZeroOptimizer final : public model::UnitHooks {
   // Sequence parallelism: the unit's norm gradients (`grads` = the unit's start), partial sums over
   // the tp ranks' tokens, summed over tp before the data-parallel reduction.
   void sum_sequence_parallel_grads(float* grads, int unit);
+  // With a tied head over pp stages: sums the word embedding's two copies over the embedding group,
+  // then starts the reduction of its unit.
+  void sum_tied_embedding();
   // Completes the pending reductions working on `buffer` (all of them for nullptr).
   void settle(const void* buffer = nullptr);
   // Stage 3: starts gathering the unit's parameters into its window unless they are there; with
@@ -181,20 +190,12 @@ class ZeroOptimizer final : public model::UnitHooks {
   int stage_;
   bool tied_ = false;                     // the head reuses the embedding (its unit stays resident)
   ModelParallelGroups model_groups_;
-  bool embedding_copy_ = false;           // the last stage's copy of the tied embedding (not in the norm)
-  // The gradient norm's terms: ranges of a unit's owned chunk (offset from its start, length) that
-  // this rank counts (all but the tied embedding's last-stage copy and, on tp ranks > 0, replicas).
-  struct NormPiece {
-    int unit = 0;
-    std::int64_t offset = 0, length = 0;
-  };
-  std::vector<NormPiece> norm_pieces() const;
-  std::vector<NormPiece> norm_pieces_;
   std::vector<std::int64_t> shard_offsets_;  // where each unit's owned chunk starts in the shard buffers
   std::int64_t shard_numel_ = 0;
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
   // model's fp32 parameters are the master.
-  runtime::OwnedBuffer master_, shard_grads_, exp_avg_, exp_avg_sq_;
+  runtime::OwnedBuffer master_, shard_grads_;
+  optim::AdamW adamw_;  // its moments: of the whole flat layout at stage 0, else of the owned chunks
   // Stages 2, 3: the windows units pass through (window_of). Consecutive dense units alternate
   // between two, each as big as the biggest of them, and so do the experts' units (expert
   // parallelism) between two of their own; with a tied head the embedding's unit, open from the head
@@ -206,12 +207,11 @@ class ZeroOptimizer final : public model::UnitHooks {
   // Parameter all-gathers in flight (0: none or done): stages 1-2 per unit (publish's), stage 3 per
   // window.
   std::vector<dist::Comm::Ticket> unit_gathers_, window_gathers_;
-  runtime::DeviceScalars piece_norms_;    // each norm piece's sum of squares
   std::vector<bool> grads_open_;          // stages 2, 3: the unit's gradients are accumulating in its window
   std::vector<PendingReduction> pending_;
   int microbatches_ = 1, microbatch_ = 0;
-  bool backward_ended_ = false;           // end_backward ran this step
+  bool backward_ended_ = false;           // finish_reductions ran this step
   parallel::StagedCollectives staged_;           // collectives on buffers the Comm cannot reach: via the host
 };
 
-}  // namespace ptrain::optim
+}  // namespace ptrain::parallel

@@ -1,12 +1,9 @@
-#include "engine/optim/zero.h"
+#include "engine/parallel/data_parallel.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
-#include "engine/optim/adamw.h"
-
-namespace ptrain::optim {
+namespace ptrain::parallel {
 namespace {
 
 using kernels::Buf;
@@ -18,7 +15,7 @@ DType param_dtype(const config::JobSpec& spec) {
   return spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32;
 }
 
-// The ZeRO 2/3 windows (zero.h): each one's elements, and each unit's window.
+// The ZeRO 2/3 windows (data_parallel.h): each one's elements, and each unit's window.
 struct Windows {
   std::vector<std::int64_t> elements;
   std::vector<int> of_unit;
@@ -63,7 +60,7 @@ model::StoreOptions zero_store_options(const config::JobSpec& spec, int ranks, c
   return o;
 }
 
-ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops,
+DataParallel::DataParallel(const config::JobSpec& spec, model::ParamStore& store, const kernels::Ops& ops,
                              dist::Comm& comm, const dist::Group& group, ModelParallelGroups model_groups)
     : spec_(spec),
       store_(store),
@@ -72,34 +69,29 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
       group_(group),
       stage_(spec.parallel.zero),
       model_groups_(model_groups),
-      embedding_copy_(model_groups.embedding != nullptr && store.coords().pp_rank != 0),
-      norm_pieces_(norm_pieces()),
-      piece_norms_(ops, static_cast<int>(norm_pieces_.size())),
       staged_(ops, comm) {
-  if (!group.has_me()) throw std::logic_error("ZeroOptimizer: this rank is not in its data-parallel group");
+  if (!group.has_me()) throw std::logic_error("DataParallel: this rank is not in its data-parallel group");
   if (model_groups.embedding != nullptr && stage_ >= 2)  // config::load refuses it (rules_schedule.cpp)
     throw std::logic_error(
-        "ZeroOptimizer: ZeRO 2/3 would reduce the tied embedding before its copies are summed");
+        "DataParallel: ZeRO 2/3 would reduce the tied embedding before its copies are summed");
   const auto& units = store.units();
   bool any_reduction = false;
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
     if (store.expert_unit(u) && !group_of(u).has_me())  // group_of throws without the group
-      throw std::logic_error("ZeroOptimizer: this rank is not in its expert-dp group");
+      throw std::logic_error("DataParallel: this rank is not in its expert-dp group");
     const std::int64_t size = units[static_cast<std::size_t>(u)].size();
     if (size % (model::kFlatAlignment * ranks_of(u)) != 0)
-      throw std::logic_error("ZeroOptimizer: the ParamStore was not built with zero_store_options");
+      throw std::logic_error("DataParallel: the ParamStore was not built with zero_store_options");
     shard_offsets_.push_back(shard_numel_);
     shard_numel_ += size / ranks_of(u);
     any_reduction = any_reduction || ranks_of(u) > 1;
   }
   if (store.param_dtype() != param_dtype(spec))
-    throw std::logic_error("ZeroOptimizer: the ParamStore's parameter dtype does not follow train.precision");
+    throw std::logic_error("DataParallel: the ParamStore's parameter dtype does not follow train.precision");
   for (const model::ParamSlot& s : store.slots()) tied_ = tied_ || s.local.info->tied_head;
   const bool mixed = store.param_dtype() != DType::F32;
   if (mixed || stage_ == 3) master_ = runtime::OwnedBuffer(ops, stage_ == 0 ? store.numel() : shard_numel_, DType::F32);
-  const std::int64_t moments = stage_ == 0 ? store.numel() : shard_numel_;
-  exp_avg_ = runtime::OwnedBuffer(ops, moments, DType::F32);
-  exp_avg_sq_ = runtime::OwnedBuffer(ops, moments, DType::F32);
+  adamw_ = optim::AdamW(spec.optimizer, ops, stage_ == 0 ? store.numel() : shard_numel_);
   const Windows windows = plan_windows(store, tied_);
   window_of_ = windows.of_unit;
   if (stage_ >= 2) {
@@ -117,65 +109,74 @@ ZeroOptimizer::ZeroOptimizer(const config::JobSpec& spec, model::ParamStore& sto
     reduce_staging_ = runtime::OwnedBuffer(ops, store.largest_unit(), DType::BF16);
 }
 
-ZeroBytes ZeroOptimizer::allocated_bytes() const {
+ZeroBytes DataParallel::allocated_bytes() const {
   ZeroBytes b;
   const auto full = [&](DType t) { return static_cast<double>(store_.numel()) * static_cast<double>(kernels::dtype_size(t)); };
   const bool master_is_params = stage_ == 3 && store_.param_dtype() == DType::F32;
   b.params = stage_ < 3 ? full(store_.param_dtype()) : master_is_params ? static_cast<double>(master_.bytes()) : 0.0;
   b.grads = static_cast<double>(stage_ >= 2 ? shard_grads_.bytes() : static_cast<std::size_t>(full(DType::F32)));
-  b.optimizer = static_cast<double>(exp_avg_.bytes() + exp_avg_sq_.bytes() + (master_is_params ? 0 : master_.bytes()));
+  b.optimizer = static_cast<double>(adamw_.bytes() + (master_is_params ? 0 : master_.bytes()));
   for (const runtime::OwnedBuffer& w : param_windows_) b.windows += static_cast<double>(w.bytes());
   for (const runtime::OwnedBuffer& w : grad_windows_) b.windows += static_cast<double>(w.bytes());
   b.windows += static_cast<double>(reduce_staging_.bytes());
   return b;
 }
 
-const dist::Group& ZeroOptimizer::group_of(int unit) const {
+const dist::Group& DataParallel::group_of(int unit) const {
   if (!store_.expert_unit(unit)) return group_;
   if (model_groups_.experts == nullptr)
-    throw std::logic_error("ZeroOptimizer: the experts' units need this rank's expert-dp group");
+    throw std::logic_error("DataParallel: the experts' units need this rank's expert-dp group");
   return *model_groups_.experts;
 }
 
-std::int64_t ZeroOptimizer::chunk_size(int unit) const {
+std::int64_t DataParallel::chunk_size(int unit) const {
   return unit_size(unit) / ranks_of(unit);
 }
 
-model::FlatRange ZeroOptimizer::chunk(int unit) const {
+model::FlatRange DataParallel::chunk(int unit) const {
   const std::int64_t n = chunk_size(unit),
                      begin = store_.units()[static_cast<size_t>(unit)].begin + index_of(unit) * n;
   return {begin, begin + n};
 }
 
-int ZeroOptimizer::window_of(int unit) const {
+int DataParallel::window_of(int unit) const {
   return window_of_[static_cast<std::size_t>(unit)];
 }
 
-float* ZeroOptimizer::master_params() const {
+float* DataParallel::master_params() const {
   return separate_master() ? static_cast<float*>(master_.data()) : store_.params();
 }
 
-model::FlatRange ZeroOptimizer::master_range(int unit) const {
+model::FlatRange DataParallel::master_range(int unit) const {
   return stage_ == 0 ? store_.units()[static_cast<size_t>(unit)] : chunk(unit);
 }
 
-float* ZeroOptimizer::owned_params(int unit) const {
+float* DataParallel::owned_params(int unit) const {
   // The master holds the whole flat layout (stage 0, or stages 1-2 in fp32 where it is the model's
   // parameters) or only the owned chunks, packed.
   const bool packed = separate_master() && stage_ > 0;
   return master_params() + (packed ? shard_offset(unit) : chunk(unit).begin);
 }
 
-float* ZeroOptimizer::owned_grads(int unit) const {
+float* DataParallel::owned_grads(int unit) const {
   if (stage_ >= 2) return static_cast<float*>(shard_grads_.data()) + shard_offset(unit);
   return store_.grads() + chunk(unit).begin;
 }
 
-float* ZeroOptimizer::owned_moment(const runtime::OwnedBuffer& m, int unit) const {
-  return static_cast<float*>(m.data()) + (stage_ == 0 ? chunk(unit).begin : shard_offset(unit));
+std::int64_t DataParallel::moment_offset(int unit) const {
+  return stage_ == 0 ? chunk(unit).begin : shard_offset(unit);
 }
 
-void ZeroOptimizer::initialize(std::uint64_t seed, int layers) {
+std::vector<optim::DecaySpan> DataParallel::decay_spans(model::FlatRange range) const {
+  std::vector<optim::DecaySpan> spans;
+  for (const model::ParamSlot& s : store_.slots()) {
+    const std::int64_t lo = std::max(range.begin, s.offset), hi = std::min(range.end, s.offset + s.numel);
+    if (lo < hi) spans.push_back({lo - range.begin, hi - range.begin, s.local.info->weight_decay});
+  }
+  return spans;
+}
+
+void DataParallel::initialize(std::uint64_t seed, int layers) {
   await_gathers();
   std::vector<float> host;
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
@@ -188,7 +189,7 @@ void ZeroOptimizer::initialize(std::uint64_t seed, int layers) {
   publish();
 }
 
-void ZeroOptimizer::assign_weights(const float* full) {
+void DataParallel::assign_weights(const float* full) {
   await_gathers();
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     const model::FlatRange range = master_range(u);
@@ -198,7 +199,7 @@ void ZeroOptimizer::assign_weights(const float* full) {
   publish();
 }
 
-void ZeroOptimizer::begin_step(int microbatches) {
+void DataParallel::begin_step(int microbatches) {
   settle();
   microbatches_ = microbatches;
   microbatch_ = 0;
@@ -207,7 +208,7 @@ void ZeroOptimizer::begin_step(int microbatches) {
   ops_.fill(f32(static_cast<float*>(shard_grads_.data())), 0.0f, shard_numel_);
 }
 
-void ZeroOptimizer::sum_sequence_parallel_grads(float* grads, int unit) {
+void DataParallel::sum_sequence_parallel_grads(float* grads, int unit) {
   if (model_groups_.tensor == nullptr || !spec_.parallel.sequence_parallel) return;
   const std::int64_t begin = store_.units()[static_cast<size_t>(unit)].begin;
   for (const model::ParamSlot& slot : store_.slots()) {
@@ -218,7 +219,7 @@ void ZeroOptimizer::sum_sequence_parallel_grads(float* grads, int unit) {
   }
 }
 
-void ZeroOptimizer::reduce(float* grads, int unit) {
+void DataParallel::reduce(float* grads, int unit) {
   sum_sequence_parallel_grads(grads, unit);
   const std::int64_t size = unit_size(unit);
   Buf data = f32(grads);
@@ -240,7 +241,7 @@ void ZeroOptimizer::reduce(float* grads, int unit) {
   pending_.push_back({ticket, unit, data, grads});
 }
 
-void ZeroOptimizer::finish(const PendingReduction& p) {
+void DataParallel::finish(const PendingReduction& p) {
   comm_.join(p.ticket);
   const std::int64_t n = chunk_size(p.unit), mine = index_of(p.unit) * n;
   if (stage_ >= 2) return ops_.accumulate(f32(owned_grads(p.unit)), runtime::advance(p.reduced, mine), n);
@@ -252,7 +253,7 @@ void ZeroOptimizer::finish(const PendingReduction& p) {
     ops_.convert(f32(p.grads + mine), runtime::advance(p.reduced, mine), n);
 }
 
-void ZeroOptimizer::settle(const void* buffer) {
+void DataParallel::settle(const void* buffer) {
   std::size_t kept = 0;
   for (const PendingReduction& p : pending_) {
     if (buffer == nullptr || p.reduced.ptr == buffer)
@@ -263,17 +264,17 @@ void ZeroOptimizer::settle(const void* buffer) {
   pending_.resize(kept);
 }
 
-void ZeroOptimizer::join_gather(dist::Comm::Ticket& ticket) {
+void DataParallel::join_gather(dist::Comm::Ticket& ticket) {
   comm_.join(ticket);
   ticket = 0;
 }
 
-void ZeroOptimizer::await_gathers() {
+void DataParallel::await_gathers() {
   for (dist::Comm::Ticket& t : unit_gathers_) join_gather(t);
   for (dist::Comm::Ticket& t : window_gathers_) join_gather(t);
 }
 
-void ZeroOptimizer::gather_params(int unit, bool wait) {
+void DataParallel::gather_params(int unit, bool wait) {
   const auto w = static_cast<std::size_t>(window_of(unit));
   if (resident_[w] != unit) {
     // The window's previous gather may still be in flight (a prefetch its unit never used).
@@ -295,7 +296,7 @@ void ZeroOptimizer::gather_params(int unit, bool wait) {
   if (wait) join_gather(window_gathers_[w]);
 }
 
-void ZeroOptimizer::publish() {
+void DataParallel::publish() {
   if (stage_ == 3) {  // the windows are stale: gathered again at their next use
     for (int& unit : resident_) {
       if (unit >= 0) store_.bind_params(unit, nullptr);
@@ -323,7 +324,7 @@ void ZeroOptimizer::publish() {
   }
 }
 
-void ZeroOptimizer::before_forward(int unit) {
+void DataParallel::before_forward(int unit) {
   if (stage_ < 3) return join_gather(unit_gathers_[static_cast<size_t>(unit)]);
   gather_params(unit, true);
   // The next unit in forward order, while this one computes. Not after the embedding: at the start
@@ -333,7 +334,7 @@ void ZeroOptimizer::before_forward(int unit) {
     gather_params(unit + 1, false);
 }
 
-void ZeroOptimizer::before_backward(int unit) {
+void DataParallel::before_backward(int unit) {
   if (stage_ < 3) {
     join_gather(unit_gathers_[static_cast<size_t>(unit)]);
   } else {
@@ -348,11 +349,11 @@ void ZeroOptimizer::before_backward(int unit) {
   grads_open_[static_cast<size_t>(unit)] = true;
 }
 
-void ZeroOptimizer::after_backward(int unit) {
+void DataParallel::after_backward(int unit) {
   if (stage_ < 2) {
     if (microbatch_ != microbatches_ - 1) return;  // accumulate in place until the last microbatch
     if (model_groups_.embedding != nullptr && unit == store_.embedding_unit())
-      return;  // end_backward reduces it
+      return;  // finish_reductions reduces it
     return reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
   }
   reduce(static_cast<float*>(grad_windows_[static_cast<std::size_t>(window_of(unit))].data()), unit);
@@ -360,9 +361,13 @@ void ZeroOptimizer::after_backward(int unit) {
   grads_open_[static_cast<size_t>(unit)] = false;
 }
 
-void ZeroOptimizer::end_backward() {
-  if (backward_ended_) return;
+void DataParallel::finish_reductions() {
+  if (!backward_ended_) sum_tied_embedding();
   backward_ended_ = true;
+  settle();
+}
+
+void DataParallel::sum_tied_embedding() {
   if (model_groups_.embedding == nullptr) return;
   const int unit = store_.embedding_unit();
   for (const model::ParamSlot& slot : store_.slots()) {
@@ -375,89 +380,39 @@ void ZeroOptimizer::end_backward() {
   reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
 }
 
-std::vector<ZeroOptimizer::NormPiece> ZeroOptimizer::norm_pieces() const {
-  const model::ShardCoords& at = store_.coords();
-  std::vector<NormPiece> pieces;
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
-    if (embedding_copy_ && u == store_.embedding_unit()) continue;  // counted once, on the first stage
-    const model::FlatRange owned = chunk(u);
-    // Every element of tp rank 0 is a first copy, and the experts' units of every rank are distinct
-    // (split over ep ranks, which may be the tp group).
-    if (at.tp_rank == 0 || store_.expert_unit(u)) {
-      pieces.push_back({u, 0, owned.size()});
-      continue;
-    }
-    for (const model::ParamSlot& slot : store_.slots()) {
-      if (slot.unit != u || !model::first_tp_copy(*slot.local.info, at.tp_rank, at.tp)) continue;
-      const std::int64_t begin = std::max(slot.offset, owned.begin);
-      const std::int64_t end = std::min(slot.offset + slot.numel, owned.end);
-      if (begin >= end) continue;
-      if (!pieces.empty() && pieces.back().unit == u &&
-          pieces.back().offset + pieces.back().length == begin - owned.begin)
-        pieces.back().length += end - begin;  // adjacent first copies: one sum
-      else
-        pieces.push_back({u, begin - owned.begin, end - begin});
-    }
-  }
-  return pieces;
-}
-
-double ZeroOptimizer::grad_norm() {
-  end_backward();
-  settle();
-  for (int i = 0; i < piece_norms_.size(); ++i) {
-    const NormPiece& p = norm_pieces_[static_cast<size_t>(i)];
-    ops_.sum_squares(piece_norms_.at(i), f32(owned_grads(p.unit) + p.offset), p.length);
-  }
-  double sum = norm_pieces_.empty() ? 0.0 : piece_norms_.read_sum(piece_norms_.size());
-  comm_.all_reduce(group_, &sum, 1);
-  if (model_groups_.tensor != nullptr) comm_.all_reduce(*model_groups_.tensor, &sum, 1);
-  if (model_groups_.stages != nullptr) comm_.all_reduce(*model_groups_.stages, &sum, 1);
-  return std::sqrt(sum);
-}
-
-void ZeroOptimizer::clip(double norm, double max_norm) {
-  end_backward();
-  settle();
-  if (max_norm <= 0 || norm <= max_norm) return;
-  const auto factor = static_cast<float>(max_norm / (norm + 1e-6));
+void DataParallel::scale_grads(float factor) {
+  finish_reductions();
   if (stage_ == 0) return ops_.scale(f32(store_.grads()), factor, store_.numel());
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
     ops_.scale(f32(owned_grads(u)), factor, chunk_size(u));
 }
 
-void ZeroOptimizer::step(double lr, std::int64_t step) {
-  end_backward();
-  settle();
+void DataParallel::step(double lr, std::int64_t step) {
+  finish_reductions();
   await_gathers();  // AdamW writes the owned chunks (the model's own parameters in fp32 at stages 1-2)
-  const auto& cfg = spec_.optimizer;
   if (stage_ == 0) {
-    float* m = static_cast<float*>(exp_avg_.data());
-    float* v = static_cast<float*>(exp_avg_sq_.data());
-    adamw_update(cfg, store_.slots(), ops_, {{0, store_.numel()}, master_params(), store_.grads(), m, v}, lr, step);
+    const model::FlatRange all{0, store_.numel()};
+    adamw_.update(master_params(), store_.grads(), 0, decay_spans(all), lr, step);
   } else {
     for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-      adamw_update(cfg, store_.slots(), ops_,
-                   {chunk(u), owned_params(u), owned_grads(u), owned_moment(exp_avg_, u), owned_moment(exp_avg_sq_, u)},
-                   lr, step);
+      adamw_.update(owned_params(u), owned_grads(u), moment_offset(u), decay_spans(chunk(u)), lr, step);
   }
   publish();
 }
 
-std::vector<ckpt::FlatShard> ZeroOptimizer::saved_shards() {
+std::vector<ckpt::FlatShard> DataParallel::saved_shards() {
   await_gathers();
   std::vector<ckpt::FlatShard> out;
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-    out.push_back({chunk(u), owned_params(u), owned_moment(exp_avg_, u), owned_moment(exp_avg_sq_, u)});
+    out.push_back({chunk(u), owned_params(u), adamw_.exp_avg(moment_offset(u)), adamw_.exp_avg_sq(moment_offset(u))});
   return out;
 }
 
-std::vector<ckpt::FlatShard> ZeroOptimizer::restored_shards() {
+std::vector<ckpt::FlatShard> DataParallel::restored_shards() {
   if (stage_ > 0) return saved_shards();
-  return {{{0, store_.numel()}, master_params(), static_cast<float*>(exp_avg_.data()),
-           static_cast<float*>(exp_avg_sq_.data())}};
+  return {{{0, store_.numel()}, master_params(), adamw_.exp_avg(0), adamw_.exp_avg_sq(0)}};
 }
 
-void ZeroOptimizer::after_restore() { publish(); }
+void DataParallel::after_restore() { publish(); }
 
-}  // namespace ptrain::optim
+}  // namespace ptrain::parallel

@@ -8,7 +8,8 @@
 
 #include "engine/dist/comm.h"
 #include "engine/model/param_registry.h"
-#include "engine/optim/zero.h"
+#include "engine/parallel/data_parallel.h"
+#include "engine/train/grad_norm.h"
 #include "kernels/bf16.h"
 #include "tests/gloo_ranks.h"
 #include "tests/late_comm.h"
@@ -58,8 +59,9 @@ std::vector<float> one_step(const kernels::Ops& ops, dist::Comm& comm, int zero,
     return all;
   }());
   model::ParamStore store(model::build_registry(spec.model), model::shard_coords(spec, 0, 0, 0),
-                          optim::zero_store_options(spec, dp.size(), ops));
-  optim::ZeroOptimizer opt(spec, store, ops, comm, dp);
+                          parallel::zero_store_options(spec, dp.size(), ops));
+  parallel::DataParallel opt(spec, store, ops, comm, dp);
+  train::GradNorm grad_norm(store, opt, ops, comm, {&dp});
   opt.initialize(spec.train.seed, spec.model.layers);
   // Two microbatches, each adding half of every gradient (exact in binary floating point).
   constexpr int kMicrobatches = 2;
@@ -84,8 +86,8 @@ std::vector<float> one_step(const kernels::Ops& ops, dist::Comm& comm, int zero,
       opt.after_backward(u);
     }
   }
-  const double norm = opt.grad_norm();
-  opt.clip(norm, 0.05);
+  const double norm = grad_norm.compute();
+  grad_norm.clip(norm, 0.05);
   opt.step(1e-2, 1);
   // The parameters as the model sees them, by name (layout independent).
   std::vector<float> out;
