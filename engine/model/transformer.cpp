@@ -324,118 +324,6 @@ Transformer::NormInto Transformer::norm1_of(int slot_layer, Slot& s) const {
   return {a.norm1, a.mean1, a.rstd1, p + "input_layernorm.weight", ""};
 }
 
-// From the norm1 output to the attention output projection (in ws_.proj_out).
-Buf Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
-  const auto& d = dims_;
-  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  const Buf in = gather_tokens(a.norm1, ws_.gathered);
-  ops_.linear_forward(a.q, in, w.wq, w.bq, d.N, q_cols, d.C);
-  ops_.linear_forward(a.k, in, w.wk, w.bk, d.N, kv_cols, d.C);
-  ops_.linear_forward(a.v, in, w.wv, w.bv, d.N, kv_cols, d.C);
-  if (!d.gpt2) {
-    rope(a.q, d.Hq, false);
-    rope(a.k, d.Hkv, false);
-  }
-  attend(a);
-  ops_.linear_forward(ws_.proj_out, a.att, w.wo, row_parallel_bias(w.bo), d.N, d.C, q_cols);
-  return reduce_tokens(ws_.proj_out);
-}
-
-void Transformer::rope(Buf x, int H, bool inverse) const {
-  const auto& d = dims_;
-  for (const QueryChunk& c : query_chunks_) {
-    const Buf rows = runtime::advance(x, c.first_row * H * d.D);
-    if (inverse)
-      ops_.rope_backward(rows, d.B, c.len, H, d.D, d.rope_theta, c.pos0);
-    else
-      ops_.rope_forward(rows, d.B, c.len, H, d.D, d.rope_theta, c.pos0);
-  }
-}
-
-void Transformer::attend(LayerActs& a) {
-  const auto& d = dims_;
-  const int q_cols = d.Hq * d.D;
-  Buf k = a.k, v = a.v;
-  int keys = d.T;
-  if (cp_ != nullptr) {
-    cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, d.Hkv * d.D);
-    k = ws_.cp_k, v = ws_.cp_v, keys = cp_->seq_len();
-  }
-  for (std::size_t i = 0; i < query_chunks_.size(); ++i) {
-    const QueryChunk& c = query_chunks_[i];
-    const Buf lse =
-        a.lse ? runtime::advance(a.lse, static_cast<std::int64_t>(i) * d.B * d.Hq * c.len) : Buf{};
-    ops_.attention_forward(runtime::advance(a.att, c.first_row * q_cols), lse,
-                           runtime::advance(a.q, c.first_row * q_cols), k, v,
-                           {d.B, c.len, keys, c.pos0, d.Hq, d.Hkv, d.D});
-  }
-}
-
-void Transformer::attend_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a, bool kv_gathered) {
-  const auto& d = dims_;
-  if (cp_ == nullptr)
-    return ops_.attention_backward(d_q, d_k, d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse,
-                                   kernels::AttentionShape::self_attention(d.B, d.T, d.Hq, d.Hkv, d.D));
-  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  if (!kv_gathered) cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, kv_cols);
-  // The sequence's d_k and d_v: the late chunk's into cp_dk and cp_dv, the early chunk's into the
-  // staging (free until the sum over cp), added.
-  const std::int64_t sequence_kv = static_cast<std::int64_t>(d.N) * cp_->size() * kv_cols;
-  for (int i : {1, 0}) {
-    const QueryChunk& c = query_chunks_[static_cast<std::size_t>(i)];
-    const Buf dk = i == 1 ? ws_.cp_dk : ws_.cp_staging;
-    const Buf dv = i == 1 ? ws_.cp_dv : runtime::advance(ws_.cp_staging, sequence_kv);
-    const auto q_rows = [&](Buf x) { return runtime::advance(x, c.first_row * q_cols); };
-    ops_.attention_backward(q_rows(d_q), dk, dv, q_rows(ws_.d_att), q_rows(a.q), ws_.cp_k, ws_.cp_v,
-                            q_rows(a.att),
-                            runtime::advance(a.lse, static_cast<std::int64_t>(i) * d.B * d.Hq * c.len),
-                            {d.B, c.len, cp_->seq_len(), c.pos0, d.Hq, d.Hkv, d.D});
-  }
-  ops_.accumulate(ws_.cp_dk, ws_.cp_staging, sequence_kv);
-  ops_.accumulate(ws_.cp_dv, runtime::advance(ws_.cp_staging, sequence_kv), sequence_kv);
-  cp_->sum_into_chunks(ws_.cp_dk, ws_.cp_dv, d_k, d_v, ws_.cp_staging, kv_cols);
-}
-
-void Transformer::embed(Buf out, Buf tokens, Buf positions) {
-  const auto& d = dims_;
-  for (const QueryChunk& c : query_chunks_)
-    ops_.embedding_forward(
-        runtime::advance(out, c.first_row * d.C), runtime::advance(tokens, c.first_row),
-        params_.param(name("wte.weight", "model.embed_tokens.weight")),
-        positions ? runtime::advance(positions, static_cast<std::int64_t>(c.pos0) * d.C) : Buf{}, d.B * c.len,
-        c.len, d.C);
-}
-
-void Transformer::embed_backward(Buf d_out, Buf tokens, Buf d_positions) {
-  const auto& d = dims_;
-  for (const QueryChunk& c : query_chunks_)
-    ops_.embedding_backward(
-        params_.grad(name("wte.weight", "model.embed_tokens.weight")),
-        d_positions ? runtime::advance(d_positions, static_cast<std::int64_t>(c.pos0) * d.C) : Buf{},
-        runtime::advance(d_out, c.first_row * d.C), runtime::advance(tokens, c.first_row), d.B * c.len, c.len,
-        d.C);
-}
-
-// From the norm2 output to the MLP output projection (in ws_.proj_out).
-Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
-  const auto& d = dims_;
-  const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
-  const Buf in = gather_tokens(a.norm2, ws_.gathered);
-  if (moe_) {  // a partial sum over tp when the experts are split over the tp group
-    moe_->forward(w.moe, a.moe, in, ws_.proj_out, ws_.moe);
-    return reduce_tokens(ws_.proj_out);
-  }
-  if (d.gpt2) {
-    ops_.linear_gelu_forward(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
-  } else {
-    ops_.linear_forward(a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
-    ops_.linear_forward(a.gate, in, w.w_gate, Buf{}, d.N, d.F, d.C);
-    ops_.swiglu_forward(a.act, a.gate, a.up, nf);
-  }
-  ops_.linear_forward(ws_.proj_out, a.act, w.w_down, row_parallel_bias(w.b_down), d.N, d.C, d.F);
-  return reduce_tokens(ws_.proj_out);
-}
-
 void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
                                 int next_unit) {
   const Buf attention = attention_forward(w, a);
@@ -470,92 +358,19 @@ bool Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
   return false;
 }
 
-void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g,
-                               bool keep) {
-  const auto& d = dims_;
-  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
-  auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
-  if (moe_)
-    return moe_->backward(w.moe, a.moe, gather_tokens(a.norm2, ws_.gathered),
-                          gather_tokens(ws_.d_res, ws_.d_full), ws_.d_norm, ws_.d_tmp, ws_.moe, g.moe, keep);
-  if (keep) ops_.convert(g.d_mlp, ws_.d_res, static_cast<std::int64_t>(d.Ns) * d.C);
-  const Buf d_mlp_out = gather_tokens(ws_.d_res, ws_.d_full);
-  const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
-  const Buf d_up = g.d_up;
-  if (d.gpt2) {
-    ops_.linear_backward_gelu(d_up, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, a.up, d.N,
-                              d.C, d.F);
-    ops_.linear_backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, up_in, w.w_up, d.N, d.F, d.C);
-  } else {
-    const Buf d_gate = g.d_gate;
-    ops_.linear_backward(ws_.d_act, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, d.N, d.C,
-                         d.F);
-    ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
-    ops_.linear_backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-    ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
-    ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
-  }
-}
-
 void Transformer::layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep,
                                  bool kv_gathered) {
-  const auto& d = dims_;
-  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C;
-  const std::int64_t mine = static_cast<std::int64_t>(d.Ns) * d.C;  // this rank's residual stream
-  // A linear layer's weight gradient now, or (keep) its output gradient for weight_grad.
-  auto now = [&](Buf grad) { return keep == nullptr ? grad : Buf{}; };
   const LayerOutputGrads& g = keep == nullptr ? ws_.outputs : *keep;
   // ws_.d_res holds dLoss/d(layer output); the residual passes it through unchanged, the branches add.
   mlp_backward(w, a, g, keep != nullptr);
   norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), a.x_mid, a.mean2, a.rstd2, w.norm2_w, w.norm2_b);
-  // Attention branch
-  if (keep != nullptr) ops_.convert(keep->d_attention, ws_.d_res, mine);
-  const Buf d_attention_out = gather_tokens(ws_.d_res, ws_.d_full);
-  const Buf d_q = g.d_q, d_k = g.d_k, d_v = g.d_v;
-  ops_.linear_backward(ws_.d_att, now(w.g_wo), now(w.g_bo), d_attention_out, a.att, w.wo, d.N, d.C, q_cols);
-  attend_backward(d_q, d_k, d_v, a, kv_gathered);
-  if (!d.gpt2) {
-    rope(d_q, d.Hq, true);
-    rope(d_k, d.Hkv, true);
-  }
-  // kv heads shared by several tp ranks: each copy's weight gradient takes every sharer's output
-  // gradient, and one copy passes the input gradient on.
-  const std::int64_t kv_elements = static_cast<std::int64_t>(d.N) * kv_cols;
-  const bool passes_kv = tp_ == nullptr || tp_->first_kv_copy();
-  if (tp_ != nullptr) {
-    tp_->sum_kv_copies(d_k, kv_elements);
-    tp_->sum_kv_copies(d_v, kv_elements);
-  }
-  const Buf d_in_kv = passes_kv ? ws_.d_tmp : Buf{};
-  const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
-  ops_.linear_backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, qkv_in, w.wq, d.N, q_cols, d.C);
-  ops_.linear_backward(d_in_kv, now(w.g_wk), now(w.g_bk), d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
-  if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
-  ops_.linear_backward(d_in_kv, now(w.g_wv), now(w.g_bv), d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
-  if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  attention_backward(w, a, g, keep != nullptr, kv_gathered);
   norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), x_in, a.mean1, a.rstd1, w.norm1_w, w.norm1_b);
 }
 
 void Transformer::layer_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g) {
-  const auto& d = dims_;
-  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  // Sequence parallelism: the kept residual gradients and the norm outputs are this rank's tokens.
-  const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
-  if (moe_) {
-    moe_->weight_grad(w.moe, a.moe, up_in, g.moe);
-  } else {
-    ops_.linear_backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down,
-                         d.N, d.C, d.F);
-    if (!d.gpt2) ops_.linear_backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-    ops_.linear_backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
-  }
-  ops_.linear_backward(Buf{}, w.g_wo, w.g_bo, gather_tokens(g.d_attention, ws_.d_full), a.att, w.wo, d.N, d.C,
-                       q_cols);
-  const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
-  ops_.linear_backward(Buf{}, w.g_wq, w.g_bq, g.d_q, qkv_in, w.wq, d.N, q_cols, d.C);
-  ops_.linear_backward(Buf{}, w.g_wk, w.g_bk, g.d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
-  ops_.linear_backward(Buf{}, w.g_wv, w.g_bv, g.d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
+  mlp_weight_grad(w, a, g);
+  attention_weight_grad(w, a, g);
 }
 
 std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets,
@@ -610,23 +425,6 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   return std::count_if(targets, targets + d.N, [](std::int32_t t) { return t >= 0; });
 }
 
-// The fused loss only reads the targets; with a gradient it overwrites the logits by it.
-void Transformer::cross_entropy(Slot& s, bool with_grad, float grad_scale) {
-  const auto& d = dims_;
-  const Buf d_logits = with_grad ? s.logits : Buf{};
-  if (tp_ == nullptr)
-    return ops_.cross_entropy_forward_backward(s.losses, d_logits, s.logits, s.targets, d.N, d.V, d.Vp,
-                                               grad_scale);
-  // Vocab-parallel: this shard's (max, sum, target logit) per row, every shard's gathered, then the
-  // loss and this shard's gradient.
-  const std::int64_t stats = static_cast<std::int64_t>(d.N) * kernels::kCrossEntropyShardStats;
-  ops_.cross_entropy_shard_stats(runtime::advance(s.loss_stats, tp_rank() * stats), s.logits, s.targets, d.N,
-                                 d.V, d.Vp, tp_rank());
-  tp_->gather_chunks(s.loss_stats, stats);
-  ops_.cross_entropy_shard_forward_backward(s.losses, d_logits, s.logits, s.loss_stats, s.targets, d.N, d.V,
-                                            d.Vp, tp_rank(), tp_->size(), grad_scale);
-}
-
 void Transformer::sum_over_tp(Buf x, std::int64_t n) const {
   if (tp_ != nullptr) tp_->sum_partials(x, n);
 }
@@ -655,15 +453,6 @@ const std::int32_t* Transformer::take_chunks(const std::int32_t* batch,
   mine.resize(static_cast<std::size_t>(dims_.N));
   cp_->take_chunks(batch, mine.data());
   return mine.data();
-}
-
-const std::int32_t* Transformer::shard_token_ids(const std::int32_t* tokens) {
-  const std::int64_t begin = static_cast<std::int64_t>(tp_rank()) * dims_.Vp, end = begin + dims_.Vp;
-  shard_ids_.resize(static_cast<std::size_t>(dims_.N));
-  for (std::size_t n = 0; n < shard_ids_.size(); ++n)
-    shard_ids_[n] = tokens[n] >= begin && tokens[n] < end ? static_cast<std::int32_t>(tokens[n] - begin)
-                                                          : kernels::kRowElsewhere;
-  return shard_ids_.data();
 }
 
 std::int64_t Transformer::forward(int slot, const std::int32_t* tokens, const std::int32_t* targets,

@@ -227,6 +227,14 @@ class Transformer {
   // The MLP branch's backward from ws_.d_res into ws_.d_norm (the norm2 output's gradient, partial
   // sums over tp); `g` receives the output gradients, kept for weight_grad when `keep`.
   void mlp_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g, bool keep);
+  // The attention branch's backward from ws_.d_res into ws_.d_norm (the norm1 output's gradient,
+  // partial sums over tp); `g` receives the output gradients, kept for weight_grad when `keep`.
+  // `kv_gathered`: recompute() just ran this layer's attention (see attend_backward).
+  void attention_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g, bool keep,
+                          bool kv_gathered);
+  // split_weight_grad: the branches' weight gradients from the output gradients backward kept.
+  void mlp_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g);
+  void attention_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g);
   // The layer from its norm1 output (a.norm1, already computed from x_in) to x_out = its residual
   // output. With `next`, the final residual add is fused with the norm that reads x_out (the next
   // layer's norm1, or the final norm), announcing `next_unit` first; without, x_out is only added.

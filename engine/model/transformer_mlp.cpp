@@ -1,0 +1,68 @@
+// The MLP branch of a transformer layer (model/transformer.h): GPT-2's GELU MLP, Llama's SwiGLU, or
+// Mixtral's routed experts (model/moe_block.h), with their backward and weight gradients.
+#include "engine/model/transformer.h"
+
+namespace ptrain::model {
+
+using kernels::Buf;
+
+// From the norm2 output to the MLP output projection (in ws_.proj_out).
+Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
+  const auto& d = dims_;
+  const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
+  const Buf in = gather_tokens(a.norm2, ws_.gathered);
+  if (moe_) {  // a partial sum over tp when the experts are split over the tp group
+    moe_->forward(w.moe, a.moe, in, ws_.proj_out, ws_.moe);
+    return reduce_tokens(ws_.proj_out);
+  }
+  if (d.gpt2) {
+    ops_.linear_gelu_forward(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
+  } else {
+    ops_.linear_forward(a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
+    ops_.linear_forward(a.gate, in, w.w_gate, Buf{}, d.N, d.F, d.C);
+    ops_.swiglu_forward(a.act, a.gate, a.up, nf);
+  }
+  ops_.linear_forward(ws_.proj_out, a.act, w.w_down, row_parallel_bias(w.b_down), d.N, d.C, d.F);
+  return reduce_tokens(ws_.proj_out);
+}
+
+void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g,
+                               bool keep) {
+  const auto& d = dims_;
+  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
+  auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
+  if (moe_)
+    return moe_->backward(w.moe, a.moe, gather_tokens(a.norm2, ws_.gathered),
+                          gather_tokens(ws_.d_res, ws_.d_full), ws_.d_norm, ws_.d_tmp, ws_.moe, g.moe, keep);
+  if (keep) ops_.convert(g.d_mlp, ws_.d_res, static_cast<std::int64_t>(d.Ns) * d.C);
+  const Buf d_mlp_out = gather_tokens(ws_.d_res, ws_.d_full);
+  const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
+  const Buf d_up = g.d_up;
+  if (d.gpt2) {
+    ops_.linear_backward_gelu(d_up, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, a.up, d.N,
+                              d.C, d.F);
+    ops_.linear_backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, up_in, w.w_up, d.N, d.F, d.C);
+  } else {
+    const Buf d_gate = g.d_gate;
+    ops_.linear_backward(ws_.d_act, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, d.N, d.C,
+                         d.F);
+    ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
+    ops_.linear_backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+    ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
+    ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  }
+}
+
+void Transformer::mlp_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g) {
+  const auto& d = dims_;
+  // Sequence parallelism: the kept residual gradient and the norm output are this rank's tokens.
+  const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
+  if (moe_) return moe_->weight_grad(w.moe, a.moe, up_in, g.moe);
+  ops_.linear_backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down, d.N, d.C,
+                       d.F);
+  if (!d.gpt2) ops_.linear_backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+  ops_.linear_backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
+}
+
+
+}  // namespace ptrain::model
