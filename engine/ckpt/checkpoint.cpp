@@ -171,16 +171,17 @@ void prune(const std::string& dir, std::int64_t step, int keep) {
   }
 }
 
-// Moves the finished temporary directory to its final name. An existing step directory (the same
-// step saved again) is swapped out atomically and then removed.
-void install_step_dir(const std::string& tmp_dir, const std::string& final_dir) {
-  if (::rename(tmp_dir.c_str(), final_dir.c_str()) == 0) return;
+// Moves the finished temporary directory to its final name; true if that name was free. An
+// existing step directory (the same step saved again) is swapped out atomically and then removed.
+bool install_step_dir(const std::string& tmp_dir, const std::string& final_dir) {
+  if (::rename(tmp_dir.c_str(), final_dir.c_str()) == 0) return true;
   if (errno != ENOTEMPTY && errno != EEXIST)
     throw CheckpointIoError(final_dir, "cannot rename " + tmp_dir + " to it", errno);
   if (::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0)
     throw CheckpointIoError(final_dir, "cannot replace it with " + tmp_dir, errno);
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);  // now the old contents
+  return false;
 }
 
 }  // namespace
@@ -331,9 +332,17 @@ std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir
   fsync_directory(tmp_dir);
 
   const std::string final_dir = join(dir, step_dir_name(step));
-  install_step_dir(tmp_dir, final_dir);
-  fsync_directory(dir);
-  write_file_atomically(join(dir, kLatestName), step_dir_name(step) + "\n");
+  const bool fresh = install_step_dir(tmp_dir, final_dir);
+  try {
+    fsync_directory(dir);
+    write_file_atomically(join(dir, kLatestName), step_dir_name(step) + "\n");
+  } catch (const CheckpointIoError&) {
+    // `latest` still names the previous checkpoint: take the new step back out, so that a failed
+    // save leaves the directory as it found it (and frees the space).
+    std::error_code ec;
+    if (fresh) fs::remove_all(final_dir, ec);
+    throw;
+  }
   prune(dir, step, keep);
   return final_dir;
 }
@@ -345,10 +354,14 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
     const RankFileInfo info = write_rank_file(tmp, 0, step, shards);
     return commit_checkpoint(dir, tmp, step, job_meta, state, {info}, keep);
   } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
+    abandon_checkpoint(tmp);
     throw;
   }
+}
+
+void abandon_checkpoint(const std::string& tmp_dir) {
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
 }
 
 // ------------------------------------------------------------------------------------------ finding

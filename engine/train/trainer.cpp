@@ -267,28 +267,37 @@ struct Trainer::State {
   }
 
   // Writes step `step` (steps done) to checkpoint.dir: every rank its shards, rank 0 the manifest;
-  // the step counts only once rank 0 has renamed it into place.
+  // the step counts only once rank 0 has renamed it into place. A failure anywhere (a full disk on
+  // any rank, a rank that died) ends the job and leaves the previous checkpoint current: a failed
+  // write removes its own file, and rank 0 (whose gather or commit fails then too) removes the
+  // temporary directory. Only rank 0 does: a rank that fails after the gather must not delete files
+  // rank 0 may be committing.
   void save(std::int64_t step) {
     if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
     last_saved_step = step;
     const dist::Group& world = comm.world_group();
     std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
     comm.broadcast_string(world, tmp_dir, 0);
-    HostStaging staged(ops, zero.saved_shards());
-    staged.download();
-    const ckpt::RankFileInfo info =
-        ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, staged.host()));
-    const std::vector<std::string> infos = comm.gather_strings(world, ckpt::to_json(info).dump(), 0);
-    if (leader) {
-      std::vector<ckpt::RankFileInfo> ranks;
-      for (const std::string& text : infos) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
-      const nlohmann::json state = {{"step", step},
-                                    {"consumed_samples", train_loader.consumed_samples(step)},
-                                    {"seed", spec.train.seed},
-                                    {"lr_step", step}};
-      const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec),
-                                                       state, ranks, spec.checkpoint.keep);
-      note("checkpoint saved: " + path);
+    try {
+      HostStaging staged(ops, zero.saved_shards());
+      staged.download();
+      const ckpt::RankFileInfo info =
+          ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, staged.host()));
+      const std::vector<std::string> infos = comm.gather_strings(world, ckpt::to_json(info).dump(), 0);
+      if (leader) {
+        std::vector<ckpt::RankFileInfo> ranks;
+        for (const std::string& text : infos) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
+        const nlohmann::json state = {{"step", step},
+                                      {"consumed_samples", train_loader.consumed_samples(step)},
+                                      {"seed", spec.train.seed},
+                                      {"lr_step", step}};
+        const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec),
+                                                         state, ranks, spec.checkpoint.keep);
+        note("checkpoint saved: " + path);
+      }
+    } catch (...) {
+      if (leader) ckpt::abandon_checkpoint(tmp_dir);
+      throw;
     }
     comm.barrier(world);
   }

@@ -1,11 +1,15 @@
 #include "engine/ckpt/checkpoint.h"
 
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/file_io.h"
 #include "engine/ckpt/index_runs.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "tests/ckpt/ckpt_test_util.h"
@@ -279,6 +283,46 @@ TEST_CASE("corrupt and truncated checkpoints are detected", "[ckpt][checkpoint]"
     ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
     CHECK_THAT(error_of(restore), Catch::Contains("are in no file"));
   }
+}
+
+TEST_CASE("a failed write leaves no partial file behind", "[ckpt][checkpoint]") {
+  // Files may not grow past 4 KiB: write() fails with EFBIG (SIGXFSZ ignored), as on a full disk.
+  struct FileSizeLimit {
+    rlimit saved{};
+    void (*handler)(int) = nullptr;
+    FileSizeLimit() {
+      handler = std::signal(SIGXFSZ, SIG_IGN);
+      ::getrlimit(RLIMIT_FSIZE, &saved);
+      rlimit small = saved;
+      small.rlim_cur = 4096;
+      ::setrlimit(RLIMIT_FSIZE, &small);
+    }
+    ~FileSizeLimit() {
+      ::setrlimit(RLIMIT_FSIZE, &saved);
+      std::signal(SIGXFSZ, handler);
+    }
+  };
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  const std::string tmp_dir = begin_checkpoint(tmp.path(), 1);
+  {
+    FileSizeLimit limit;
+    CHECK_THROWS_AS(write_rank_file(tmp_dir, 0, 1, flat_shard_tensors(store, {whole_store(store)})),
+                    CheckpointIoError);
+    CHECK_THROWS_AS(write_file_atomically(tmp / "latest", std::string(8192, 'x')), CheckpointIoError);
+  }
+  CHECK(entries(tmp_dir).empty());
+  CHECK(entries(tmp.path()) == std::vector<std::string>{fs::path(tmp_dir).filename().string()});
+}
+
+TEST_CASE("a save whose `latest` cannot be replaced leaves the directory as it was", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  save_store(tmp.path(), 2, store, nullptr);
+  fs::remove(tmp / "latest");
+  fs::create_directories(tmp / "latest/blocked");  // rename() onto a non-empty directory fails
+  CHECK_THROWS_AS(save_store(tmp.path(), 4, store, nullptr), CheckpointIoError);
+  CHECK(entries(tmp.path()) == std::vector<std::string>{"latest", "step_2"});
 }
 
 TEST_CASE("a checkpoint written at tp=1 loads into tp=2 and tp=4 ranks", "[ckpt][reshard]") {

@@ -1,6 +1,8 @@
 """End-to-end tests of the ptrain command line: exit codes, messages, and the JSON report."""
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -336,6 +338,62 @@ class Plan(unittest.TestCase):
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(message, r.stderr)
             self.assertFalse(os.path.exists(out))
+
+
+# A single-rank job that checkpoints every 2 steps: a run takes about a second.
+CKPT_JOB = """\
+name: ckpt-test
+backend: cpu
+model: {{arch: gpt2, layers: 2, hidden: 32, heads: 4, ffn_hidden: 64, vocab: 97, seq_len: 16}}
+train: {{steps: {steps}, global_batch: 4, micro_batch: 2, precision: fp32, seed: 3}}
+data: {{format: synthetic}}
+checkpoint: {{dir: {ckpt}, every: 2, keep: 3}}
+cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
+logging: {{every: 1, metrics: {dir}/metrics.jsonl}}
+"""
+
+
+def limit_file_size():
+    """preexec_fn: files may not grow past 32 KiB (write() fails with EFBIG instead of a signal):
+    a checkpoint's rank file hits the limit like a full disk, the small files do not."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
+
+
+class Checkpoints(unittest.TestCase):
+    """What `ptrain run` guarantees about checkpoint.dir and its checkpoints (issue #23, 8-11)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=SCRATCH.name)
+        self.ckpt = os.path.join(self.dir, "ckpt")
+
+    def job(self, steps, ckpt=None):
+        path = os.path.join(self.dir, "job.yaml")
+        with open(path, "w") as f:
+            f.write(CKPT_JOB.format(steps=steps, ckpt=ckpt or self.ckpt, dir=self.dir))
+        return path
+
+    def run_job(self, steps, *args, ckpt=None, preexec_fn=None):
+        return subprocess.run([PTRAIN, "run", self.job(steps, ckpt), *args], capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, OMP_NUM_THREADS="1"), preexec_fn=preexec_fn)
+
+    def leftovers(self):
+        return [n for n in os.listdir(self.ckpt) if ".tmp-" in n]
+
+    # 9: a failed save leaves no temporary directory, and the previous checkpoint current.
+    def test_a_failed_save_leaves_no_temp_directory(self):
+        self.assertEqual(self.run_job(2).returncode, 0)
+        r = self.run_job(4, preexec_fn=limit_file_size)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("rank_0.safetensors", r.stderr)
+        self.assertIn("File too large", r.stderr)
+        self.assertEqual(self.leftovers(), [])
+        self.assertFalse(os.path.exists(os.path.join(self.ckpt, "step_4")))
+        with open(os.path.join(self.ckpt, "latest")) as f:
+            self.assertEqual(f.read(), "step_2\n")
+        r = self.run_job(4)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("at step 2", r.stderr)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ faults end the job cleanly (the launcher names the rank, leaves no process behin
 15 s)."""
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -52,9 +53,10 @@ def env(**extra):
     return e
 
 
-def run(*args, timeout=300, **extra):
+def run(*args, timeout=300, preexec_fn=None, **extra):
     t0 = time.time()
-    r = subprocess.run([PTRAIN, "run", *args], capture_output=True, text=True, timeout=timeout, env=env(**extra))
+    r = subprocess.run([PTRAIN, "run", *args], capture_output=True, text=True, timeout=timeout, env=env(**extra),
+                       preexec_fn=preexec_fn)
     r.seconds = time.time() - t0
     return r
 
@@ -375,6 +377,25 @@ class DistributedCheckpoints(Timed):
             r = run(job(d, dp=2, zero=2, every=5))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("at step 5", r.stderr)
+
+    def test_a_save_that_fails_on_every_rank_leaves_no_temp_directory(self):
+        # Files may not grow past 32 KiB in the second run (the launcher and its workers): every
+        # rank's shard of step 10 fails like on a full disk.
+        def limit_file_size():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
+
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(job(d, dp=2, zero=1, steps=5, every=5)).returncode, 0)
+            r = run(job(d, dp=2, zero=1, steps=10, every=5), preexec_fn=limit_file_size)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("File too large", r.stderr)
+            ckpt = os.path.join(d, "ckpt")
+            self.assertEqual([n for n in os.listdir(ckpt) if ".tmp-" in n], [])
+            self.assertFalse(os.path.exists(os.path.join(ckpt, "step_10")))
+            with open(os.path.join(ckpt, "latest")) as f:
+                self.assertEqual(f.read(), "step_5\n")
+
 
 
 class Faults(Timed):
