@@ -150,25 +150,16 @@ bool is_leftover_name(const std::string& name) {
 void prune(const std::string& dir, std::int64_t step, int keep) {
   std::error_code ec;
   std::vector<std::pair<std::int64_t, fs::path>> older;
-  std::vector<fs::path> leftovers;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (const auto n = parse_step_dir_name(name); n && *n < step && e.is_directory(ec)) {
-      older.emplace_back(*n, e.path());
-    } else if (is_leftover_name(name)) {
-      leftovers.push_back(e.path());
-    }
+    if (const auto n = parse_step_dir_name(name); n && *n < step && e.is_directory(ec)) older.emplace_back(*n, e.path());
   }
   if (keep > 0) {
     std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i)
       fs::remove_all(older[i].second, ec);
   }
-  for (const fs::path& p : leftovers) fs::remove_all(p, ec);
-  try {
-    fsync_directory(dir);
-  } catch (const CheckpointIoError&) {
-  }
+  remove_leftovers(dir);
 }
 
 // Moves the finished temporary directory to its final name; true if that name was free. An
@@ -356,6 +347,18 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
   } catch (...) {
     abandon_checkpoint(tmp);
     throw;
+  }
+}
+
+void remove_leftovers(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+    if (is_leftover_name(e.path().filename().string())) leftovers.push_back(e.path());
+  for (const fs::path& p : leftovers) fs::remove_all(p, ec);
+  try {
+    fsync_directory(dir);
+  } catch (const CheckpointIoError&) {
   }
 }
 

@@ -15,10 +15,10 @@
 // Saving is atomic: everything is written into <dir>/step_<N>.tmp-<random>/, each file and the
 // directory fsync'd, the directory renamed to step_<N>, <dir> fsync'd, then `latest` replaced, then
 // checkpoints older than the newest `keep` removed. A crash leaves either the previous state or the
-// new one; leftover temporary directories are ignored by loading and removed by the next save. A
-// save that fails (disk full) leaves the previous state: the failed write removes its file, the
-// saver abandons the temporary directory, and a step directory whose `latest` could not be
-// written is taken back out.
+// new one; leftover temporary directories are ignored by loading and removed by the next save and
+// by the next job's claim of the directory (dir_lock.h). A save that fails (disk full) leaves the
+// previous state: the failed write removes its file, the saver abandons the temporary directory,
+// and a step directory whose `latest` could not be written is taken back out.
 //
 // Distributed use: rank 0 calls begin_checkpoint and shares the temporary path; every rank calls
 // write_rank_file and sends its RankFileInfo (to_json) to rank 0; after a barrier rank 0 calls
@@ -85,6 +85,10 @@ std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir
 // Removes a temporary directory of begin_checkpoint whose save failed, with whatever is in it (a
 // no-op once commit_checkpoint has renamed it). Only the process that began the save may call it.
 void abandon_checkpoint(const std::string& tmp_dir);
+// Removes what crashed saves left in `dir` (step_<N>.tmp-* and latest.tmp-*), best effort. Only
+// safe where no other process is saving into `dir`: after a commit, or holding its lock
+// (dir_lock.h).
+void remove_leftovers(const std::string& dir);
 // Single process: begin + write_rank_file(rank 0) + commit; abandons the save if any of them fails.
 std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlohmann::json& job_meta,
                             const nlohmann::json& state, const std::vector<TensorShard>& shards, int keep);

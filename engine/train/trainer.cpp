@@ -7,12 +7,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/dir_lock.h"
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
@@ -133,6 +136,28 @@ double bytes_sent_on(const dist::Comm& comm, const dist::Group* g) {
   return sum;
 }
 
+// Rank 0 claims checkpoint.dir for the job (ckpt/dir_lock.h: why rank 0, and how) before any rank
+// reads it, and tells every rank whether it could: when it could not, all of them fail alike, as
+// on bad input, rather than the others waiting in a collective rank 0 never joins.
+std::unique_ptr<ckpt::CheckpointDirLock> claim_checkpoint_dir(const config::JobSpec& spec, dist::Comm& comm) {
+  if (spec.checkpoint.dir.empty()) return nullptr;
+  std::unique_ptr<ckpt::CheckpointDirLock> lock;
+  std::exception_ptr failure;
+  std::string refusal;
+  if (comm.rank() == 0) {
+    try {
+      lock = std::make_unique<ckpt::CheckpointDirLock>(spec.checkpoint.dir);
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      refusal = e.what();
+    }
+  }
+  comm.broadcast_string(comm.world_group(), refusal, 0);
+  if (failure) std::rethrow_exception(failure);
+  if (!refusal.empty()) throw ckpt::CheckpointError(spec.checkpoint.dir, "rank 0 cannot use it: " + refusal);
+  return lock;
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -143,6 +168,7 @@ struct Trainer::State {
   StepGroups groups;
   const dist::Group& dp_group;
   bool leader;  // world rank 0: logs, commits checkpoints
+  std::unique_ptr<ckpt::CheckpointDirLock> dir_lock;  // rank 0, with checkpoint.dir: held while training
   std::optional<parallel::TensorParallel> tensor_parallel;  // tp > 1
   std::optional<parallel::ContextParallel> context_parallel;  // cp > 1
   std::optional<parallel::ExpertParallel> expert_parallel;    // ep > 1
@@ -169,6 +195,7 @@ struct Trainer::State {
         groups(step_groups(s, c)),
         dp_group(*groups.dp),
         leader(c.rank() == 0),
+        dir_lock(claim_checkpoint_dir(s, c)),
         tensor_parallel(groups.tp == nullptr ? std::nullopt
                                              : std::make_optional<parallel::TensorParallel>(
                                                    c, backend, *groups.tp, groups.kv_copies)),
@@ -191,6 +218,8 @@ struct Trainer::State {
         train_loader(data::make_train_loader(s, *train_source, groups.dp_rank)),
         loss_sums(backend, kEvalBatches * train_loader.microbatches()) {  // evaluation batches slice alike
     if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.train.steps, s.logging.every);
+    if (dir_lock)
+      for (const std::string& w : dir_lock->warnings()) note("warning: " + w);
     pipeline.set_hooks(&zero);
     start_step = restore();
     last_saved_step = start_step;

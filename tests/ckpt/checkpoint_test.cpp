@@ -17,6 +17,7 @@
 using namespace ptrain;
 using namespace ptrain::ckpt;
 using ckpt::testing::make_store;
+using ckpt::testing::error_of;
 using ckpt::testing::TempDir;
 using ckpt::testing::tiny_gpt2;
 using ckpt::testing::tiny_llama;
@@ -84,15 +85,6 @@ std::vector<std::string> entries(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import xml.dom.minidom
 
@@ -377,6 +378,19 @@ class Checkpoints(unittest.TestCase):
         return subprocess.run([PTRAIN, "run", self.job(steps, ckpt), *args], capture_output=True, text=True,
                               timeout=60, env=dict(os.environ, OMP_NUM_THREADS="1"), preexec_fn=preexec_fn)
 
+    def start_job(self, steps):
+        """A job in the background (its output to a file), once it holds checkpoint.dir (its metrics file exists)."""
+        log = open(os.path.join(self.dir, "background.log"), "w")
+        self.addCleanup(log.close)
+        p = subprocess.Popen([PTRAIN, "run", self.job(steps)], stdout=log, stderr=log,
+                             env=dict(os.environ, OMP_NUM_THREADS="1"))
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        deadline = time.time() + 30
+        while time.time() < deadline and not os.path.exists(os.path.join(self.dir, "metrics.jsonl")):
+            time.sleep(0.05)
+        self.assertIsNone(p.poll(), "the background job ended early")
+        return p
+
     def leftovers(self):
         return [n for n in os.listdir(self.ckpt) if ".tmp-" in n]
 
@@ -394,6 +408,47 @@ class Checkpoints(unittest.TestCase):
         r = self.run_job(4)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("at step 2", r.stderr)
+
+    # 10: one job per checkpoint directory.
+    def test_a_second_job_on_the_same_directory_is_refused(self):
+        first = self.start_job(100000)
+        r = self.run_job(100000, "--stop-after-steps", "1")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(os.path.join(self.ckpt, "job.lock"), r.stderr)
+        self.assertIn(f"pid {first.pid}", r.stderr)
+        self.assertNotIn("resumed from", r.stderr)
+        first.send_signal(signal.SIGTERM)
+        self.assertEqual(first.wait(timeout=30), 0)
+        r = self.run_job(100000, "--stop-after-steps", "1")  # the first job is gone: free again
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("resumed from", r.stderr)
+
+    def test_the_lock_of_a_killed_job_is_taken_over(self):
+        first = self.start_job(100000)
+        first.kill()
+        first.wait()
+        r = self.run_job(100000, "--stop-after-steps", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, rf"stale lock.*pid {first.pid}")
+
+    # 11: an unusable checkpoint.dir is bad input at the start, not at the first save.
+    def test_an_unusable_checkpoint_dir_is_refused_before_training(self):
+        a_file = os.path.join(self.dir, "a-file")
+        with open(a_file, "w") as f:
+            f.write("x")
+        cases = [(a_file, "not a directory"), (os.path.join(a_file, "ckpt"), "cannot create")]
+        if os.geteuid() != 0:  # root writes into read-only directories
+            read_only = os.path.join(self.dir, "read-only")
+            os.mkdir(read_only, 0o555)
+            cases.append((read_only, "not writable"))
+        for path, message in cases:
+            with self.subTest(path=path):
+                r = self.run_job(4, ckpt=path)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("checkpoint.dir", r.stderr)
+                self.assertIn(path, r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "metrics.jsonl")), "it trained")
 
 
 if __name__ == "__main__":

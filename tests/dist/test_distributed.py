@@ -396,6 +396,30 @@ class DistributedCheckpoints(Timed):
             with open(os.path.join(ckpt, "latest")) as f:
                 self.assertEqual(f.read(), "step_5\n")
 
+    def test_a_second_job_on_a_locked_directory_is_refused_by_every_rank(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = open(os.path.join(d, "first.log"), "w")
+            first = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=100000)], stdout=log, stderr=log,
+                                     env=env())
+            try:
+                deadline = time.time() + 60
+                while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+                    time.sleep(0.05)
+                holder = workers_of(first.pid)[0]
+                r = run(job(d, dp=2, zero=1, steps=100000), "--stop-after-steps", "1", timeout=60)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertLess(r.seconds, 15)
+                self.assertIn(os.path.join(d, "ckpt", "job.lock"), r.stderr)
+                self.assertIn(f"pid {holder}", r.stderr)
+                self.assertNotIn("resumed from", r.stderr)
+                self.assertIsNone(first.poll(), "the first job was disturbed")
+                first.send_signal(signal.SIGTERM)
+                self.assertEqual(first.wait(timeout=60), 0)
+            finally:
+                if first.poll() is None:
+                    first.kill()
+                    first.wait()
+                log.close()
 
 
 class Faults(Timed):
