@@ -1,10 +1,12 @@
 // The distributed checkpoint format (DESIGN.md "Checkpoints"):
 //
 //   <dir>/latest                      "step_<N>\n", replaced atomically after each save
-//   <dir>/step_<N>/manifest.json      format version, step, job essentials, trainer state, the
-//                                     rank files with their sizes and CRC32C, and for every global
-//                                     tensor its shape, dtype and which stored tensors hold which
-//                                     global elements (runs of flat indices)
+//   <dir>/job.lock                    held by the job using <dir> (dir_lock.h)
+//   <dir>/step_<N>/manifest.json      its own CRC32C (manifest.h), format version, step, job
+//                                     essentials, trainer state, the rank files with their sizes
+//                                     and CRC32C, and for every global tensor its shape, dtype and
+//                                     which stored tensors hold which global elements (runs of flat
+//                                     indices)
 //   <dir>/step_<N>/rank_<R>.safetensors   what rank R held, in its local layout
 //
 // Because the manifest maps stored elements to global flat indices, any layout loads any layout:
@@ -38,8 +40,9 @@
 
 namespace ptrain::ckpt {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kCheckpointFormatVersion = 2;  // 2: the manifest's checksum line; 1 is still read
 inline constexpr const char* kCheckpointFormatName = "ptrain-checkpoint";
+inline constexpr const char* kLatestName = "latest";  // <dir>/latest
 
 // One rank's part of one global tensor (fp32).
 struct TensorShard {
@@ -95,10 +98,17 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
 
 // The newest complete checkpoint in `dir`: the step directory named by `latest` if it has a
 // manifest, else the highest step_<N> with a manifest; nullopt if there is none (or no `dir`).
-std::optional<std::string> latest_checkpoint(const std::string& dir);
+// Whatever it passes over is said in `warnings` (when given), one line each naming the directory or
+// file and why: a step_<N> newer than the one chosen (no manifest.json: a damaged or unfinished
+// save; or complete but newer than `latest`), or a `latest` that names nothing usable. Whether a
+// manifest is valid is not looked at here: a damaged one is an error when it is opened, not a
+// reason to fall back silently to older weights.
+std::optional<std::string> latest_checkpoint(const std::string& dir, std::vector<std::string>* warnings = nullptr);
 
-// A checkpoint opened for reading. The manifest is validated on open; rank files are opened when
-// first needed, their size and CRC32C checked against the manifest before any byte is used.
+// A checkpoint opened for reading. The manifest is verified (its checksum) and validated on open,
+// every member read by type, a CheckpointError naming the file and the key otherwise; rank files
+// are opened when first needed, their size and CRC32C checked against the manifest before any
+// byte is used.
 class LoadedCheckpoint {
  public:
   explicit LoadedCheckpoint(const std::string& step_dir);
@@ -111,6 +121,8 @@ class LoadedCheckpoint {
   const nlohmann::json& job_meta() const { return job_; }
   const nlohmann::json& state() const { return state_; }
   const nlohmann::json& manifest() const { return manifest_; }
+  // Caveats to print: a format version 1 manifest has no checksum to vouch for it.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   std::vector<std::string> tensor_names() const;
   bool has_tensor(const std::string& name) const;
@@ -131,10 +143,12 @@ class LoadedCheckpoint {
   std::string dir_;
   std::int64_t step_ = 0;
   nlohmann::json manifest_, job_, state_;
+  std::vector<std::string> warnings_;
   std::unique_ptr<Impl> impl_;
 };
 
-// Opens `path` if it is a step directory (has manifest.json), else the latest checkpoint under it.
-LoadedCheckpoint open_checkpoint(const std::string& path);
+// Opens `path` if it is a step directory (has manifest.json), else the latest checkpoint under it
+// (latest_checkpoint, with its warnings).
+LoadedCheckpoint open_checkpoint(const std::string& path, std::vector<std::string>* warnings = nullptr);
 
 }  // namespace ptrain::ckpt

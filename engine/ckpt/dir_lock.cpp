@@ -73,7 +73,7 @@ bool flock_unsupported(int err) {
 
 // Creates and removes a file in `dir`: what every save does first.
 void check_writable(const std::string& dir) {
-  const std::string probe = (fs::path(dir) / ("latest.tmp-" + random_hex_suffix())).string();
+  const std::string probe = join_path(dir, "latest.tmp-" + random_hex_suffix());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     throw CheckpointError(dir, std::string("checkpoint.dir is not writable: cannot create a file in it: ") +
@@ -84,7 +84,7 @@ void check_writable(const std::string& dir) {
 
 }  // namespace
 
-CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_((fs::path(dir) / kLockName).string()) {
+CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_path(dir, kLockName)) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw CheckpointError(dir, std::string("checkpoint.dir is not a directory") + kFix);

@@ -106,6 +106,10 @@ void make_directory(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0) throw CheckpointIoError(path, "cannot create directory", errno);
 }
 
+std::string join_path(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
 std::string random_hex_suffix() {
   std::random_device device;
   const std::uint64_t r = (std::uint64_t{device()} << 32) ^ device();

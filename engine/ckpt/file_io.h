@@ -50,6 +50,9 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 // Creates a directory (mode 0755); throws CheckpointIoError if it fails or exists.
 void make_directory(const std::string& path);
 
+// `dir`/`name`.
+std::string join_path(const std::string& dir, const std::string& name);
+
 // 16 random hex digits, for temporary names that do not collide between processes.
 std::string random_hex_suffix();
 

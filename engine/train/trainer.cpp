@@ -258,8 +258,12 @@ struct Trainer::State {
   std::int64_t restore() {
     const auto& c = spec.checkpoint;
     if (!c.dir.empty() && c.resume == config::Resume::Auto) {
-      if (const auto latest = ckpt::latest_checkpoint(c.dir)) {
-        ckpt::LoadedCheckpoint loaded = ckpt::open_checkpoint(*latest);
+      std::vector<std::string> warnings;  // step directories passed over: an older step is no secret
+      const auto latest = ckpt::latest_checkpoint(c.dir, &warnings);
+      for (const std::string& w : warnings) note("warning: " + w);
+      if (latest) {
+        ckpt::LoadedCheckpoint loaded(*latest);
+        for (const std::string& w : loaded.warnings()) note("warning: " + w);
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
@@ -267,7 +271,7 @@ struct Trainer::State {
         ckpt::restore_flat_shards(loaded, params, staged.host());
         staged.upload();
         zero.after_restore();
-        const std::int64_t step = loaded.state().at("step").get<std::int64_t>();
+        const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
         note("resumed from " + loaded.path() + " at step " + std::to_string(step));
         return step;
       }

@@ -1,6 +1,7 @@
 """End-to-end tests of the ptrain command line: exit codes, messages, and the JSON report."""
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -354,6 +355,38 @@ logging: {{every: 1, metrics: {dir}/metrics.jsonl}}
 """
 
 
+def crc32c(data):
+    """CRC32C (Castagnoli, reflected), bit by bit: the manifest checksum as README "Formats" defines it."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+CHECKSUM_LINE = '{"manifest_crc32c": "'
+
+
+def edit_manifest(path, edit):
+    """Applies edit(manifest dict) to a manifest.json and writes it back in its own format: with a
+    valid checksum line where it had one (as a deliberate, careful edit would)."""
+    with open(path, "rb") as f:
+        text = f.read().decode()
+    checksummed = text.startswith(CHECKSUM_LINE)
+    m = json.loads(text)
+    m.pop("manifest_crc32c", None)
+    edit(m)
+    body = json.dumps(m, indent=1)
+    if checksummed:
+        rest = (body[2:] + "\n").encode()  # the object's members after its opening "{\n"
+        data = (CHECKSUM_LINE + "%08x" % crc32c(rest) + '",\n').encode() + rest
+    else:
+        data = (body + "\n").encode()
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def limit_file_size():
     """preexec_fn: files may not grow past 32 KiB (write() fails with EFBIG instead of a signal):
     a checkpoint's rank file hits the limit like a full disk, the small files do not."""
@@ -391,8 +424,46 @@ class Checkpoints(unittest.TestCase):
         self.assertIsNone(p.poll(), "the background job ended early")
         return p
 
+    def manifest(self, step):
+        return os.path.join(self.ckpt, f"step_{step}", "manifest.json")
+
     def leftovers(self):
         return [n for n in os.listdir(self.ckpt) if ".tmp-" in n]
+
+    # 8: a checkpoint's manifest is not trusted blindly.
+    def test_an_edited_manifest_fails_its_checksum(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        with open(self.manifest(4)) as f:
+            text = f.read()
+        edited = re.sub(r'("state": \{[^}]*"step": )4', r"\g<1>3", text)  # as in an editor: 4 -> 3
+        self.assertNotEqual(edited, text)
+        with open(self.manifest(4), "w") as f:
+            f.write(edited)
+        r = self.run_job(6)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(self.manifest(4), r.stderr)
+        self.assertIn("checksum mismatch", r.stderr)
+        self.assertNotIn("resumed from", r.stderr)
+
+    def test_manifest_fields_are_read_by_type_naming_the_file_and_key(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        for value, message in [("four", "state.step: expected an integer"),
+                               (3, "state.step is 3 but the manifest is of step 4")]:
+            with self.subTest(value=value):
+                edit_manifest(self.manifest(4), lambda m: m["state"].update(step=value))
+                r = self.run_job(6)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(self.manifest(4), r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertNotIn("json.exception", r.stderr)
+
+    def test_a_missing_newest_manifest_falls_back_out_loud(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        os.remove(self.manifest(4))
+        r = self.run_job(6)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"warning: .*step_4.*no manifest\.json")
+        self.assertIn("resumed from " + os.path.join(self.ckpt, "step_2") + " at step 2", r.stderr)
 
     # 9: a failed save leaves no temporary directory, and the previous checkpoint current.
     def test_a_failed_save_leaves_no_temp_directory(self):
