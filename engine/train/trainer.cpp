@@ -300,39 +300,73 @@ struct Trainer::State {
   }
 
   // Writes step `step` (steps done) to checkpoint.dir: every rank its shards, rank 0 the manifest;
-  // the step counts only once rank 0 has renamed it into place. A failure anywhere (a full disk on
-  // any rank, a rank that died) ends the job and leaves the previous checkpoint current: a failed
-  // write removes its own file, and rank 0 (whose gather or commit fails then too) removes the
-  // temporary directory. Only rank 0 does: a rank that fails after the gather must not delete files
-  // rank 0 may be committing.
+  // the step counts only once rank 0 has renamed it into place. A failure on any rank (a full disk)
+  // fails the save on every rank, exit 1, and leaves the previous checkpoint current: a failed write
+  // removes its own file; every rank reports to rank 0 whether its write succeeded, so that rank 0
+  // removes the temporary directory only once no rank writes into it any more; then rank 0 tells
+  // every rank how the save ended. (A rank that dies instead fails rank 0's gather, and rank 0
+  // removes the directory then; whatever a late writer leaves, the next claim of the directory
+  // removes.) Only rank 0 removes it: a rank failing after the gather must not delete files rank 0
+  // may be committing.
   void save(std::int64_t step) {
     if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
     last_saved_step = step;
     const dist::Group& world = comm.world_group();
     std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
     comm.broadcast_string(world, tmp_dir, 0);
+    std::exception_ptr failure;  // this rank's own
+    std::string report;          // to rank 0: what this rank wrote (RankFileInfo JSON), or why nothing
     try {
       HostStaging staged(ops, zero.saved_shards());
       staged.download();
-      const ckpt::RankFileInfo info =
-          ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, staged.host()));
-      const std::vector<std::string> infos = comm.gather_strings(world, ckpt::to_json(info).dump(), 0);
-      if (leader) {
-        std::vector<ckpt::RankFileInfo> ranks;
-        for (const std::string& text : infos) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
-        const nlohmann::json state = {{"step", step},
-                                      {"consumed_samples", train_loader.consumed_samples(step)},
-                                      {"seed", spec.train.seed},
-                                      {"lr_step", step}};
-        const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec),
-                                                         state, ranks, spec.checkpoint.keep);
-        note("checkpoint saved: " + path);
-      }
+      report = ckpt::to_json(ckpt::write_rank_file(tmp_dir, comm.rank(), step,
+                                                   ckpt::flat_shard_tensors(params, staged.host())))
+                   .dump();
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      report = kSaveFailed + ("rank " + std::to_string(comm.rank()) + ": " + e.what());
+    }
+    std::string outcome;  // from rank 0: empty once the step is committed, else why it is not
+    try {
+      const std::vector<std::string> reports = comm.gather_strings(world, report, 0);
+      if (leader) outcome = commit_or_abandon(step, tmp_dir, reports, failure);
     } catch (...) {
       if (leader) ckpt::abandon_checkpoint(tmp_dir);
       throw;
     }
-    comm.barrier(world);
+    comm.broadcast_string(world, outcome, 0);
+    if (failure) std::rethrow_exception(failure);
+    if (!outcome.empty()) throw std::runtime_error("checkpoint step " + std::to_string(step) + " not saved: " + outcome);
+  }
+
+  static constexpr const char* kSaveFailed = "failed: ";  // a save report without a rank file
+
+  // Rank 0: commits the step that every rank's report describes, or abandons it when a rank failed
+  // (or the commit does: then `failure` is set); returns "" or why the step was not saved.
+  std::string commit_or_abandon(std::int64_t step, const std::string& tmp_dir, const std::vector<std::string>& reports,
+                                std::exception_ptr& failure) {
+    const std::string failed = kSaveFailed;
+    for (const std::string& r : reports) {
+      if (r.compare(0, failed.size(), failed) != 0) continue;
+      ckpt::abandon_checkpoint(tmp_dir);
+      return r.substr(failed.size());
+    }
+    try {
+      std::vector<ckpt::RankFileInfo> ranks;
+      for (const std::string& text : reports) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
+      const nlohmann::json state = {{"step", step},
+                                    {"consumed_samples", train_loader.consumed_samples(step)},
+                                    {"seed", spec.train.seed},
+                                    {"lr_step", step}};
+      const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec), state,
+                                                       ranks, spec.checkpoint.keep);
+      note("checkpoint saved: " + path);
+      return "";
+    } catch (const std::exception& e) {
+      ckpt::abandon_checkpoint(tmp_dir);
+      failure = std::current_exception();
+      return std::string("rank 0: ") + e.what();
+    }
   }
 
   double memory_bytes() const {
