@@ -69,7 +69,10 @@ int convert(const ConvertArgs& args) {
       for (const std::string& note : r.notes) std::printf("note: %s\n", note.c_str());
       source = "HF model " + args.from_hf;
     } else {
-      ckpt::LoadedCheckpoint ckpt = ckpt::open_checkpoint(args.from);
+      std::vector<std::string> warnings;
+      ckpt::LoadedCheckpoint ckpt = ckpt::open_checkpoint(args.from, &warnings);
+      warnings.insert(warnings.end(), ckpt.warnings().begin(), ckpt.warnings().end());
+      for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       if (const auto bad = ckpt::model_mismatches(ckpt.job_meta(), spec.model); !bad.empty()) {
         std::string message = ckpt.path() + " holds another model than " + args.job.job_path + ":";
         for (const std::string& b : bad) message += "\n  " + b;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
@@ -13,41 +12,13 @@
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/crc32c.h"
 #include "engine/ckpt/file_io.h"
+#include "engine/ckpt/manifest.h"
 #include "engine/ckpt/safetensors.h"
 #include "engine/ckpt/strict_json.h"
 
 namespace ptrain::ckpt {
 namespace fs = std::filesystem;
 namespace {
-
-constexpr const char* kManifestName = "manifest.json";
-constexpr const char* kLatestName = "latest";
-constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;
-
-std::string join(const std::string& dir, const std::string& name) {
-  return (fs::path(dir) / name).string();
-}
-
-std::string crc_hex(std::uint32_t crc) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", crc);
-  return buf;
-}
-
-bool parse_crc_hex(const std::string& text, std::uint32_t& out) {
-  if (text.size() != 8) return false;
-  std::uint32_t v = 0;
-  for (char c : text) {
-    int digit = -1;
-    if (c >= '0' && c <= '9') digit = c - '0';
-    if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-    if (digit < 0) return false;
-    v = (v << 4) | static_cast<std::uint32_t>(digit);
-  }
-  out = v;
-  return true;
-}
 
 // A file name inside a step directory: no separators, no "..", nothing hidden.
 bool plain_file_name(const std::string& name) {
@@ -136,73 +107,37 @@ std::optional<std::pair<std::int64_t, std::int64_t>> first_gap(const std::vector
   return std::nullopt;
 }
 
-bool is_leftover_name(const std::string& name) {
-  // step_<N>.tmp-* (a crashed save, or the old contents of a re-saved step) and latest.tmp-* (a
-  // crashed update of `latest`)
-  if (name.rfind("latest.tmp-", 0) == 0) return true;
-  const auto dot = name.find('.');
-  return dot != std::string::npos && parse_step_dir_name(name.substr(0, dot)) &&
-         name.compare(dot, 5, ".tmp-") == 0;
-}
-
 // Removes checkpoints older than `step` beyond the newest `keep` (counting `step` itself), and
 // leftovers of crashed saves. Best effort: the new checkpoint is already committed.
 void prune(const std::string& dir, std::int64_t step, int keep) {
   std::error_code ec;
   std::vector<std::pair<std::int64_t, fs::path>> older;
-  std::vector<fs::path> leftovers;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (const auto n = parse_step_dir_name(name); n && *n < step && e.is_directory(ec)) {
-      older.emplace_back(*n, e.path());
-    } else if (is_leftover_name(name)) {
-      leftovers.push_back(e.path());
-    }
+    if (const auto n = parse_step_dir_name(name); n && *n < step && e.is_directory(ec)) older.emplace_back(*n, e.path());
   }
   if (keep > 0) {
     std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i)
       fs::remove_all(older[i].second, ec);
   }
-  for (const fs::path& p : leftovers) fs::remove_all(p, ec);
-  try {
-    fsync_directory(dir);
-  } catch (const CheckpointIoError&) {
-  }
+  remove_leftovers(dir);
 }
 
-// Moves the finished temporary directory to its final name. An existing step directory (the same
-// step saved again) is swapped out atomically and then removed.
-void install_step_dir(const std::string& tmp_dir, const std::string& final_dir) {
-  if (::rename(tmp_dir.c_str(), final_dir.c_str()) == 0) return;
+// Moves the finished temporary directory to its final name; true if that name was free. An
+// existing step directory (the same step saved again) is swapped out atomically and then removed.
+bool install_step_dir(const std::string& tmp_dir, const std::string& final_dir) {
+  if (::rename(tmp_dir.c_str(), final_dir.c_str()) == 0) return true;
   if (errno != ENOTEMPTY && errno != EEXIST)
     throw CheckpointIoError(final_dir, "cannot rename " + tmp_dir + " to it", errno);
   if (::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0)
     throw CheckpointIoError(final_dir, "cannot replace it with " + tmp_dir, errno);
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);  // now the old contents
+  return false;
 }
 
 }  // namespace
-
-// ------------------------------------------------------------------------------------------ names
-
-std::string step_dir_name(std::int64_t step) {
-  return "step_" + std::to_string(step);
-}
-
-std::optional<std::int64_t> parse_step_dir_name(const std::string& name) {
-  constexpr std::string_view prefix = "step_";
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  const std::string digits = name.substr(prefix.size());
-  if (digits.size() > 18 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
-  std::int64_t n = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + (c - '0');
-  }
-  return n;
-}
 
 // ------------------------------------------------------------------------------------------ rank info
 
@@ -214,7 +149,7 @@ nlohmann::json to_json(const RankFileInfo& info) {
   return {{"rank", info.rank},
           {"file", info.file},
           {"bytes", info.bytes},
-          {"crc32c", crc_hex(info.crc32c)},
+          {"crc32c", crc32c_hex(info.crc32c)},
           {"pieces", std::move(pieces)}};
 }
 
@@ -226,7 +161,7 @@ RankFileInfo rank_file_info_from_json(const nlohmann::json& value) {
   info.file = r.string("file");
   if (!plain_file_name(info.file)) r.fail("bad file name \"" + info.file + "\"");
   info.bytes = r.non_negative("bytes");
-  if (!parse_crc_hex(r.string("crc32c"), info.crc32c)) r.fail("crc32c is not 8 hex digits");
+  if (!parse_crc32c_hex(r.string("crc32c"), info.crc32c)) r.fail("crc32c is not 8 hex digits");
   for (const nlohmann::json& p : r.array("pieces")) {
     JsonReader pr(p, origin, "rank.pieces[]");
     RankFileInfo::Piece piece;
@@ -247,7 +182,7 @@ std::string begin_checkpoint(const std::string& dir, std::int64_t step) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw CheckpointIoError(dir, "cannot create checkpoint directory", ec.value());
-  const std::string tmp = join(dir, step_dir_name(step) + ".tmp-" + random_hex_suffix());
+  const std::string tmp = join_path(dir, step_dir_name(step) + ".tmp-" + random_hex_suffix());
   make_directory(tmp);
   return tmp;
 }
@@ -274,7 +209,7 @@ RankFileInfo write_rank_file(const std::string& tmp_dir, int rank, std::int64_t 
     writer.add_f32(s.name, std::move(stored), s.data);
     info.pieces.push_back({s.name, s.global_shape, s.name, s.runs});
   }
-  const SafetensorsWriter::Written w = writer.write(join(tmp_dir, info.file), /*sync=*/true);
+  const SafetensorsWriter::Written w = writer.write(join_path(tmp_dir, info.file), /*sync=*/true);
   info.bytes = w.bytes;
   info.crc32c = w.crc32c;
   return info;
@@ -295,7 +230,7 @@ std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir
     if (!file_names.insert(rank.file).second)
       throw std::invalid_argument("commit_checkpoint: two ranks wrote " + rank.file);
     files.push_back(
-        {{"file", rank.file}, {"rank", rank.rank}, {"bytes", rank.bytes}, {"crc32c", crc_hex(rank.crc32c)}});
+        {{"file", rank.file}, {"rank", rank.rank}, {"bytes", rank.bytes}, {"crc32c", crc32c_hex(rank.crc32c)}});
     for (const RankFileInfo::Piece& p : rank.pieces) {
       auto [it, fresh] = tensors.try_emplace(p.tensor);
       if (fresh) it->second.shape = p.global_shape;
@@ -322,18 +257,26 @@ std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir
                                    {"state", state.is_null() ? nlohmann::json::object() : state},
                                    {"files", std::move(files)},
                                    {"tensors", std::move(tensor_json)}};
-  const std::string text = manifest.dump(1) + "\n";
+  const std::string text = manifest_text(manifest);
   {
-    FileWriter out(join(tmp_dir, kManifestName));
+    FileWriter out(join_path(tmp_dir, kManifestName));
     out.write(text.data(), text.size());
     out.finish();
   }
   fsync_directory(tmp_dir);
 
-  const std::string final_dir = join(dir, step_dir_name(step));
-  install_step_dir(tmp_dir, final_dir);
-  fsync_directory(dir);
-  write_file_atomically(join(dir, kLatestName), step_dir_name(step) + "\n");
+  const std::string final_dir = join_path(dir, step_dir_name(step));
+  const bool fresh = install_step_dir(tmp_dir, final_dir);
+  try {
+    fsync_directory(dir);
+    write_file_atomically(join_path(dir, kLatestName), step_dir_name(step) + "\n");
+  } catch (const CheckpointIoError&) {
+    // `latest` still names the previous checkpoint: take the new step back out, so that a failed
+    // save leaves the directory as it found it (and frees the space).
+    std::error_code ec;
+    if (fresh) fs::remove_all(final_dir, ec);
+    throw;
+  }
   prune(dir, step, keep);
   return final_dir;
 }
@@ -345,39 +288,14 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
     const RankFileInfo info = write_rank_file(tmp, 0, step, shards);
     return commit_checkpoint(dir, tmp, step, job_meta, state, {info}, keep);
   } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
+    abandon_checkpoint(tmp);
     throw;
   }
 }
 
-// ------------------------------------------------------------------------------------------ finding
-
-std::optional<std::string> latest_checkpoint(const std::string& dir) {
+void abandon_checkpoint(const std::string& tmp_dir) {
   std::error_code ec;
-  auto complete = [&](const std::string& name) {
-    return fs::is_regular_file(join(join(dir, name), kManifestName), ec);
-  };
-  if (!fs::is_directory(dir, ec)) return std::nullopt;
-
-  const std::string latest_path = join(dir, kLatestName);
-  if (fs::is_regular_file(latest_path, ec) && fs::file_size(latest_path, ec) < 4096 && !ec) {
-    try {
-      const runtime::MappedFile bytes = map_file(latest_path);
-      std::string name(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size());
-      while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' '))
-        name.pop_back();
-      if (parse_step_dir_name(name) && complete(name)) return join(dir, name);
-    } catch (const CheckpointError&) {  // unreadable: fall back to scanning
-    }
-  }
-  std::optional<std::int64_t> best;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (const auto n = parse_step_dir_name(name); n && (!best || *n > *best) && complete(name)) best = n;
-  }
-  if (!best) return std::nullopt;
-  return join(dir, step_dir_name(*best));
+  fs::remove_all(tmp_dir, ec);
 }
 
 // ------------------------------------------------------------------------------------------ loading
@@ -418,15 +336,15 @@ struct LoadedCheckpoint::Impl {
   SafetensorsFile& open_file(std::size_t index, const std::string& dir) {
     File& f = files[index];
     if (f.opened) return *f.opened;
-    runtime::MappedFile bytes = map_file(join(dir, f.name));
+    runtime::MappedFile bytes = map_file(join_path(dir, f.name));
     if (bytes.size() != f.bytes)
       throw CheckpointError(bytes.path(), "file is " + std::to_string(bytes.size()) +
                                               " bytes but the manifest records " + std::to_string(f.bytes) +
                                               " (truncated or replaced)");
     const std::uint32_t crc = crc32c(bytes.bytes().data(), bytes.bytes().size());
     if (crc != f.crc32c)
-      throw CheckpointError(bytes.path(), "checksum mismatch: CRC32C is " + crc_hex(crc) +
-                                              ", the manifest records " + crc_hex(f.crc32c) +
+      throw CheckpointError(bytes.path(), "checksum mismatch: CRC32C is " + crc32c_hex(crc) +
+                                              ", the manifest records " + crc32c_hex(f.crc32c) +
                                               " (the file is corrupt)");
     f.opened = std::make_unique<SafetensorsFile>(std::move(bytes));
     return *f.opened;
@@ -454,29 +372,19 @@ struct LoadedCheckpoint::Impl {
 LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir)
     : dir_(step_dir), impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
-  impl.manifest_path = join(dir_, kManifestName);
+  impl.manifest_path = join_path(dir_, kManifestName);
   const std::string& mpath = impl.manifest_path;
-  {
-    std::error_code ec;
-    if (!fs::exists(mpath, ec))
-      throw CheckpointError(
-          dir_, "not a checkpoint: no manifest.json (an unfinished save leaves only a .tmp directory)");
-    const runtime::MappedFile bytes = map_file(mpath);
-    if (bytes.size() > kMaxManifestBytes) throw CheckpointError(mpath, "manifest larger than 1 GiB");
-    manifest_ = parse_json_strict(
-        std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()), mpath);
-  }
+  std::error_code ec;
+  if (!fs::exists(mpath, ec))
+    throw CheckpointError(dir_,
+                          "not a checkpoint: no manifest.json (an unfinished save leaves only a .tmp directory)");
+  ManifestFile read = read_manifest_file(mpath);
+  step_ = check_manifest_header(read, mpath, dir_).step;
+  if (!read.checksummed)
+    warnings_.push_back(mpath + ": written before manifests carried a checksum (format version 1): nothing "
+                                "vouches that it is unchanged; it is read as before");
+  manifest_ = std::move(read.value);
   const JsonReader m(manifest_, mpath, "");
-  m.only_keys({"format", "version", "step", "job", "state", "files", "tensors"});
-  if (m.string("format") != kCheckpointFormatName)
-    m.fail("format is \"" + m.string("format") + "\", expected \"" + kCheckpointFormatName + "\"");
-  const std::int64_t version = m.integer("version");
-  if (version != kCheckpointFormatVersion)
-    m.fail("format version " + std::to_string(version) + " is not supported (this ptrain reads version " +
-           std::to_string(kCheckpointFormatVersion) + ")");
-  step_ = m.non_negative("step");
-  if (const auto named = parse_step_dir_name(fs::path(dir_).filename().string()); named && *named != step_)
-    m.fail("step is " + std::to_string(step_) + " but the directory is named " + step_dir_name(*named));
   job_ = m.object("job");
   state_ = m.object("state");
 
@@ -489,7 +397,7 @@ LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir)
     if (!plain_file_name(file.name)) fr.fail("bad file name \"" + file.name + "\"");
     fr.non_negative("rank");
     file.bytes = fr.non_negative("bytes");
-    if (!parse_crc_hex(fr.string("crc32c"), file.crc32c))
+    if (!parse_crc32c_hex(fr.string("crc32c"), file.crc32c))
       fr.fail("crc32c of " + file.name + " is not 8 hex digits");
     if (!file_index.emplace(file.name, impl.files.size()).second)
       fr.fail("file " + file.name + " listed twice");
@@ -587,11 +495,11 @@ void LoadedCheckpoint::verify() {
     for (Impl::Piece& p : t.pieces) impl_->stored(p, name, dir_);
 }
 
-LoadedCheckpoint open_checkpoint(const std::string& path) {
+LoadedCheckpoint open_checkpoint(const std::string& path, std::vector<std::string>* warnings) {
   std::error_code ec;
-  if (fs::is_regular_file(join(path, kManifestName), ec)) return LoadedCheckpoint(path);
+  if (fs::is_regular_file(join_path(path, kManifestName), ec)) return LoadedCheckpoint(path);
   if (!fs::is_directory(path, ec)) throw CheckpointError(path, "no such checkpoint directory");
-  const std::optional<std::string> latest = latest_checkpoint(path);
+  const std::optional<std::string> latest = latest_checkpoint(path, warnings);
   if (!latest)
     throw CheckpointError(path,
                           "no checkpoint here: neither a manifest.json nor a complete step_<N> directory");

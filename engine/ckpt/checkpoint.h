@@ -1,10 +1,12 @@
 // The distributed checkpoint format (DESIGN.md "Checkpoints"):
 //
 //   <dir>/latest                      "step_<N>\n", replaced atomically after each save
-//   <dir>/step_<N>/manifest.json      format version, step, job essentials, trainer state, the
-//                                     rank files with their sizes and CRC32C, and for every global
-//                                     tensor its shape, dtype and which stored tensors hold which
-//                                     global elements (runs of flat indices)
+//   <dir>/job.lock                    held by the job using <dir> (dir_lock.h)
+//   <dir>/step_<N>/manifest.json      its own CRC32C (manifest.h), format version, step, job
+//                                     essentials, trainer state, the rank files with their sizes
+//                                     and CRC32C, and for every global tensor its shape, dtype and
+//                                     which stored tensors hold which global elements (runs of flat
+//                                     indices)
 //   <dir>/step_<N>/rank_<R>.safetensors   what rank R held, in its local layout
 //
 // Because the manifest maps stored elements to global flat indices, any layout loads any layout:
@@ -15,11 +17,15 @@
 // Saving is atomic: everything is written into <dir>/step_<N>.tmp-<random>/, each file and the
 // directory fsync'd, the directory renamed to step_<N>, <dir> fsync'd, then `latest` replaced, then
 // checkpoints older than the newest `keep` removed. A crash leaves either the previous state or the
-// new one; leftover temporary directories are ignored by loading and removed by the next save.
+// new one; leftover temporary directories are ignored by loading and removed by the next save and
+// by the next job's claim of the directory (dir_lock.h). A save that fails (disk full) leaves the
+// previous state: the failed write removes its file, the saver abandons the temporary directory,
+// and a step directory whose `latest` could not be written is taken back out.
 //
 // Distributed use: rank 0 calls begin_checkpoint and shares the temporary path; every rank calls
 // write_rank_file and sends its RankFileInfo (to_json) to rank 0; after a barrier rank 0 calls
-// commit_checkpoint. save_checkpoint does all three for a single process.
+// commit_checkpoint, or abandon_checkpoint if anything failed on any rank. save_checkpoint does
+// all of it for a single process.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +40,9 @@
 
 namespace ptrain::ckpt {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kCheckpointFormatVersion = 2;  // 2: the manifest's checksum line; 1 is still read
 inline constexpr const char* kCheckpointFormatName = "ptrain-checkpoint";
+inline constexpr const char* kLatestName = "latest";  // <dir>/latest
 
 // One rank's part of one global tensor (fp32).
 struct TensorShard {
@@ -78,16 +85,30 @@ RankFileInfo write_rank_file(const std::string& tmp_dir, int rank, std::int64_t 
 std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir, std::int64_t step,
                               const nlohmann::json& job_meta, const nlohmann::json& state,
                               const std::vector<RankFileInfo>& ranks, int keep);
-// Single process: begin + write_rank_file(rank 0) + commit.
+// Removes a temporary directory of begin_checkpoint whose save failed, with whatever is in it (a
+// no-op once commit_checkpoint has renamed it). Only the process that began the save may call it.
+void abandon_checkpoint(const std::string& tmp_dir);
+// Removes what crashed saves left in `dir` (step_<N>.tmp-* and latest.tmp-*), best effort. Only
+// safe where no other process is saving into `dir`: after a commit, or holding its lock
+// (dir_lock.h).
+void remove_leftovers(const std::string& dir);
+// Single process: begin + write_rank_file(rank 0) + commit; abandons the save if any of them fails.
 std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlohmann::json& job_meta,
                             const nlohmann::json& state, const std::vector<TensorShard>& shards, int keep);
 
 // The newest complete checkpoint in `dir`: the step directory named by `latest` if it has a
 // manifest, else the highest step_<N> with a manifest; nullopt if there is none (or no `dir`).
-std::optional<std::string> latest_checkpoint(const std::string& dir);
+// Whatever it passes over is said in `warnings` (when given), one line each naming the directory or
+// file and why: a step_<N> newer than the one chosen (no manifest.json: a damaged or unfinished
+// save; or complete but newer than `latest`), or a `latest` that names nothing usable. Whether a
+// manifest is valid is not looked at here: a damaged one is an error when it is opened, not a
+// reason to fall back silently to older weights.
+std::optional<std::string> latest_checkpoint(const std::string& dir, std::vector<std::string>* warnings = nullptr);
 
-// A checkpoint opened for reading. The manifest is validated on open; rank files are opened when
-// first needed, their size and CRC32C checked against the manifest before any byte is used.
+// A checkpoint opened for reading. The manifest is verified (its checksum) and validated on open,
+// every member read by type, a CheckpointError naming the file and the key otherwise; rank files
+// are opened when first needed, their size and CRC32C checked against the manifest before any
+// byte is used.
 class LoadedCheckpoint {
  public:
   explicit LoadedCheckpoint(const std::string& step_dir);
@@ -100,6 +121,8 @@ class LoadedCheckpoint {
   const nlohmann::json& job_meta() const { return job_; }
   const nlohmann::json& state() const { return state_; }
   const nlohmann::json& manifest() const { return manifest_; }
+  // Caveats to print: a format version 1 manifest has no checksum to vouch for it.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   std::vector<std::string> tensor_names() const;
   bool has_tensor(const std::string& name) const;
@@ -120,10 +143,12 @@ class LoadedCheckpoint {
   std::string dir_;
   std::int64_t step_ = 0;
   nlohmann::json manifest_, job_, state_;
+  std::vector<std::string> warnings_;
   std::unique_ptr<Impl> impl_;
 };
 
-// Opens `path` if it is a step directory (has manifest.json), else the latest checkpoint under it.
-LoadedCheckpoint open_checkpoint(const std::string& path);
+// Opens `path` if it is a step directory (has manifest.json), else the latest checkpoint under it
+// (latest_checkpoint, with its warnings).
+LoadedCheckpoint open_checkpoint(const std::string& path, std::vector<std::string>* warnings = nullptr);
 
 }  // namespace ptrain::ckpt

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 
 namespace ptrain::ckpt {
@@ -77,6 +78,27 @@ std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::s
   }
   while (size-- > 0) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xFFu];
   return ~c;
+}
+
+std::string crc32c_hex(std::uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", crc);
+  return buf;
+}
+
+bool parse_crc32c_hex(const std::string& text, std::uint32_t& out) {
+  if (text.size() != 8) return false;
+  std::uint32_t v = 0;
+  for (char c : text) {
+    int digit = -1;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+    if (digit < 0) return false;
+    v = (v << 4) | static_cast<std::uint32_t>(digit);
+  }
+  out = v;
+  return true;
 }
 
 }  // namespace ptrain::ckpt

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace ptrain::ckpt {
 
@@ -18,5 +19,10 @@ std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::s
 inline std::uint32_t crc32c(const void* data, std::size_t size) {
   return crc32c_extend(0, data, size);
 }
+
+// A CRC as checkpoint files record it: 8 lowercase hex digits.
+std::string crc32c_hex(std::uint32_t crc);
+// Reads 8 hex digits (either case) into `out`; false for anything else.
+bool parse_crc32c_hex(const std::string& text, std::uint32_t& out);
 
 }  // namespace ptrain::ckpt

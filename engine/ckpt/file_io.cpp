@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
 #include <filesystem>
 #include <random>
 #include <utility>
@@ -46,13 +47,14 @@ runtime::MappedFile map_file(std::string path) {
   }
 }
 
-FileWriter::FileWriter(std::string path) : path_(std::move(path)) {
+FileWriter::FileWriter(std::string path) : path_(std::move(path)), exceptions_at_start_(std::uncaught_exceptions()) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw CheckpointIoError(path_, "cannot create", errno);
 }
 
 FileWriter::~FileWriter() {
   if (fd_ >= 0) ::close(fd_);
+  if (!finished_ && std::uncaught_exceptions() > exceptions_at_start_) ::unlink(path_.c_str());
 }
 
 void FileWriter::write(const void* data, std::size_t size) {
@@ -75,6 +77,7 @@ void FileWriter::finish() {
   if (::fsync(fd_) != 0) throw CheckpointIoError(path_, "fsync failed", errno);
   const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) throw CheckpointIoError(path_, "close failed", errno);
+  finished_ = true;
 }
 
 void fsync_directory(const std::string& dir) {
@@ -101,6 +104,10 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 
 void make_directory(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0) throw CheckpointIoError(path, "cannot create directory", errno);
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
 }
 
 std::string random_hex_suffix() {

@@ -15,8 +15,9 @@ namespace ptrain::ckpt {
 runtime::MappedFile map_file(std::string path);
 
 // Creates (truncates) a file and appends to it, keeping its size and CRC32C. finish() fsyncs and
-// closes; a writer destroyed without finish() closes the descriptor and leaves the partial file
-// (it lives in a temporary directory). Failures throw CheckpointIoError.
+// closes. A writer destroyed by an exception (a failed write: disk full) before finish() removes
+// its partial file, so a failure frees what it took; one destroyed otherwise closes the file as it
+// is. Failures throw CheckpointIoError.
 class FileWriter {
  public:
   explicit FileWriter(std::string path);
@@ -33,6 +34,8 @@ class FileWriter {
  private:
   std::string path_;
   int fd_ = -1;
+  int exceptions_at_start_ = 0;  // std::uncaught_exceptions() when constructed
+  bool finished_ = false;
   std::int64_t bytes_ = 0;
   std::uint32_t crc_ = 0;
 };
@@ -41,11 +44,14 @@ class FileWriter {
 void fsync_directory(const std::string& dir);
 
 // Replaces `path` with `contents` atomically: writes `path`.tmp-<random>, fsyncs, renames, fsyncs
-// the parent directory.
+// the parent directory. On failure `path` is as it was and the temporary file is gone.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
 // Creates a directory (mode 0755); throws CheckpointIoError if it fails or exists.
 void make_directory(const std::string& path);
+
+// `dir`/`name`.
+std::string join_path(const std::string& dir, const std::string& name);
 
 // 16 random hex digits, for temporary names that do not collide between processes.
 std::string random_hex_suffix();

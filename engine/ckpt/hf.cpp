@@ -23,9 +23,6 @@ namespace {
 using Shape = std::vector<std::int64_t>;
 using config::Arch;
 
-std::string join(const std::string& dir, const std::string& name) {
-  return (fs::path(dir) / name).string();
-}
 std::string shape_text(const Shape& shape) {
   return nlohmann::json(shape).dump();
 }
@@ -158,7 +155,7 @@ struct HfTensors {
 
 std::vector<std::string> shard_files(const std::string& hf_dir) {
   std::error_code ec;
-  const std::string index_path = join(hf_dir, "model.safetensors.index.json");
+  const std::string index_path = join_path(hf_dir, "model.safetensors.index.json");
   if (fs::is_regular_file(index_path, ec)) {
     const runtime::MappedFile bytes = map_file(index_path);
     const nlohmann::json index = parse_json_strict(
@@ -176,7 +173,7 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
     }
     return files;
   }
-  if (fs::is_regular_file(join(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
+  if (fs::is_regular_file(join_path(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
   throw CheckpointError(
       hf_dir,
       "no model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read: "
@@ -186,7 +183,7 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
 HfTensors open_hf_tensors(const std::string& hf_dir, Arch arch) {
   HfTensors t;
   for (const std::string& name : shard_files(hf_dir)) {
-    t.files.push_back(std::make_unique<SafetensorsFile>(join(hf_dir, name)));
+    t.files.push_back(std::make_unique<SafetensorsFile>(join_path(hf_dir, name)));
     const SafetensorsFile& file = *t.files.back();
     for (const StTensorInfo& info : file.tensors()) {
       std::string key = info.name;
@@ -347,8 +344,8 @@ HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec
     writer.add_f32(info.name, std::move(shape), data);  // vocab tables: the first `vocab` rows
   }
   HfExportResult result;
-  result.model_path = join(out_dir, "model.safetensors");
-  result.config_path = join(out_dir, "config.json");
+  result.model_path = join_path(out_dir, "model.safetensors");
+  result.config_path = join_path(out_dir, "config.json");
   result.tensors = static_cast<std::int64_t>(store.registry().size());
   const std::string tmp = result.model_path + ".tmp-" + random_hex_suffix();
   result.bytes = writer.write(tmp, /*sync=*/true).bytes;
@@ -361,7 +358,7 @@ HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec
 HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, model::ParamStore& store) {
   std::error_code ec;
   if (!fs::is_directory(hf_dir, ec)) throw CheckpointError(hf_dir, "no such directory");
-  const std::string config_path = join(hf_dir, "config.json");
+  const std::string config_path = join_path(hf_dir, "config.json");
   if (!fs::is_regular_file(config_path, ec)) throw CheckpointError(hf_dir, "no config.json");
   nlohmann::json cfg;
   {

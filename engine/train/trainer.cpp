@@ -7,12 +7,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/dir_lock.h"
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
@@ -67,6 +70,28 @@ double bytes_sent_on(const dist::Comm& comm, const dist::Group* g) {
   return sum;
 }
 
+// Rank 0 claims checkpoint.dir for the job (ckpt/dir_lock.h: why rank 0, and how) before any rank
+// reads it, and tells every rank whether it could: when it could not, all of them fail alike, as
+// on bad input, rather than the others waiting in a collective rank 0 never joins.
+std::unique_ptr<ckpt::CheckpointDirLock> claim_checkpoint_dir(const config::JobSpec& spec, dist::Comm& comm) {
+  if (spec.checkpoint.dir.empty()) return nullptr;
+  std::unique_ptr<ckpt::CheckpointDirLock> lock;
+  std::exception_ptr failure;
+  std::string refusal;
+  if (comm.rank() == 0) {
+    try {
+      lock = std::make_unique<ckpt::CheckpointDirLock>(spec.checkpoint.dir);
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      refusal = e.what();
+    }
+  }
+  comm.broadcast_string(comm.world_group(), refusal, 0);
+  if (failure) std::rethrow_exception(failure);
+  if (!refusal.empty()) throw ckpt::CheckpointError(spec.checkpoint.dir, "rank 0 cannot use it: " + refusal);
+  return lock;
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -77,6 +102,7 @@ struct Trainer::State {
   dist::ParallelGroups groups;
   const dist::Group& dp_group;
   bool leader;  // world rank 0: logs, commits checkpoints
+  std::unique_ptr<ckpt::CheckpointDirLock> dir_lock;  // rank 0, with checkpoint.dir: held while training
   std::optional<parallel::TensorParallel> tensor_parallel;  // tp > 1
   std::optional<parallel::ContextParallel> context_parallel;  // cp > 1
   std::optional<parallel::ExpertParallel> expert_parallel;    // ep > 1
@@ -104,6 +130,7 @@ struct Trainer::State {
         groups(step_groups(s, c)),
         dp_group(*groups.dp),
         leader(c.rank() == 0),
+        dir_lock(claim_checkpoint_dir(s, c)),
         tensor_parallel(groups.tp == nullptr ? std::nullopt
                                              : std::make_optional<parallel::TensorParallel>(
                                                    c, backend, *groups.tp, groups.kv_copies)),
@@ -128,6 +155,8 @@ struct Trainer::State {
         train_loader(data::make_train_loader(s, *train_source, groups.dp_rank)),
         loss_sums(backend, kEvalBatches * train_loader.microbatches()) {  // evaluation batches slice alike
     if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.train.steps, s.logging.every);
+    if (dir_lock)
+      for (const std::string& w : dir_lock->warnings()) note("warning: " + w);
     pipeline.set_hooks(&zero);
     start_step = restore();
     last_saved_step = start_step;
@@ -166,8 +195,12 @@ struct Trainer::State {
   std::int64_t restore() {
     const auto& c = spec.checkpoint;
     if (!c.dir.empty() && c.resume == config::Resume::Auto) {
-      if (const auto latest = ckpt::latest_checkpoint(c.dir)) {
-        ckpt::LoadedCheckpoint loaded = ckpt::open_checkpoint(*latest);
+      std::vector<std::string> warnings;  // step directories passed over: an older step is no secret
+      const auto latest = ckpt::latest_checkpoint(c.dir, &warnings);
+      for (const std::string& w : warnings) note("warning: " + w);
+      if (latest) {
+        ckpt::LoadedCheckpoint loaded(*latest);
+        for (const std::string& w : loaded.warnings()) note("warning: " + w);
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
@@ -175,7 +208,7 @@ struct Trainer::State {
         ckpt::restore_flat_shards(loaded, params, staged.host());
         staged.upload();
         zero.after_restore();
-        const std::int64_t step = loaded.state().at("step").get<std::int64_t>();
+        const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
         note("resumed from " + loaded.path() + " at step " + std::to_string(step));
         return step;
       }
@@ -204,30 +237,73 @@ struct Trainer::State {
   }
 
   // Writes step `step` (steps done) to checkpoint.dir: every rank its shards, rank 0 the manifest;
-  // the step counts only once rank 0 has renamed it into place.
+  // the step counts only once rank 0 has renamed it into place. A failure on any rank (a full disk)
+  // fails the save on every rank, exit 1, and leaves the previous checkpoint current: a failed write
+  // removes its own file; every rank reports to rank 0 whether its write succeeded, so that rank 0
+  // removes the temporary directory only once no rank writes into it any more; then rank 0 tells
+  // every rank how the save ended. (A rank that dies instead fails rank 0's gather, and rank 0
+  // removes the directory then; whatever a late writer leaves, the next claim of the directory
+  // removes.) Only rank 0 removes it: a rank failing after the gather must not delete files rank 0
+  // may be committing.
   void save(std::int64_t step) {
     if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
     last_saved_step = step;
     const dist::Group& world = comm.world_group();
     std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
     comm.broadcast_string(world, tmp_dir, 0);
-    ShardMirror staged(ops, zero.saved_shards());
-    staged.download();
-    const ckpt::RankFileInfo info =
-        ckpt::write_rank_file(tmp_dir, comm.rank(), step, ckpt::flat_shard_tensors(params, staged.host()));
-    const std::vector<std::string> infos = comm.gather_strings(world, ckpt::to_json(info).dump(), 0);
-    if (leader) {
+    std::exception_ptr failure;  // this rank's own
+    std::string report;          // to rank 0: what this rank wrote (RankFileInfo JSON), or why nothing
+    try {
+      ShardMirror staged(ops, zero.saved_shards());
+      staged.download();
+      report = ckpt::to_json(ckpt::write_rank_file(tmp_dir, comm.rank(), step,
+                                                   ckpt::flat_shard_tensors(params, staged.host())))
+                   .dump();
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      report = kSaveFailed + ("rank " + std::to_string(comm.rank()) + ": " + e.what());
+    }
+    std::string outcome;  // from rank 0: empty once the step is committed, else why it is not
+    try {
+      const std::vector<std::string> reports = comm.gather_strings(world, report, 0);
+      if (leader) outcome = commit_or_abandon(step, tmp_dir, reports, failure);
+    } catch (...) {
+      if (leader) ckpt::abandon_checkpoint(tmp_dir);
+      throw;
+    }
+    comm.broadcast_string(world, outcome, 0);
+    if (failure) std::rethrow_exception(failure);
+    if (!outcome.empty()) throw std::runtime_error("checkpoint step " + std::to_string(step) + " not saved: " + outcome);
+  }
+
+  static constexpr const char* kSaveFailed = "failed: ";  // a save report without a rank file
+
+  // Rank 0: commits the step that every rank's report describes, or abandons it when a rank failed
+  // (or the commit does: then `failure` is set); returns "" or why the step was not saved.
+  std::string commit_or_abandon(std::int64_t step, const std::string& tmp_dir, const std::vector<std::string>& reports,
+                                std::exception_ptr& failure) {
+    const std::string failed = kSaveFailed;
+    for (const std::string& r : reports) {
+      if (r.compare(0, failed.size(), failed) != 0) continue;
+      ckpt::abandon_checkpoint(tmp_dir);
+      return r.substr(failed.size());
+    }
+    try {
       std::vector<ckpt::RankFileInfo> ranks;
-      for (const std::string& text : infos) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
+      for (const std::string& text : reports) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
       const nlohmann::json state = {{"step", step},
                                     {"consumed_samples", train_loader.consumed_samples(step)},
                                     {"seed", spec.train.seed},
                                     {"lr_step", step}};
-      const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec),
-                                                       state, ranks, spec.checkpoint.keep);
+      const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec), state,
+                                                       ranks, spec.checkpoint.keep);
       note("checkpoint saved: " + path);
+      return "";
+    } catch (const std::exception& e) {
+      ckpt::abandon_checkpoint(tmp_dir);
+      failure = std::current_exception();
+      return std::string("rank 0: ") + e.what();
     }
-    comm.barrier(world);
   }
 
   double memory_bytes() const {

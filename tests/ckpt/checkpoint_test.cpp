@@ -1,18 +1,26 @@
 #include "engine/ckpt/checkpoint.h"
 
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/crc32c.h"
+#include "engine/ckpt/file_io.h"
 #include "engine/ckpt/index_runs.h"
+#include "engine/ckpt/manifest.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "tests/ckpt/ckpt_test_util.h"
 
 using namespace ptrain;
 using namespace ptrain::ckpt;
 using ckpt::testing::make_store;
+using ckpt::testing::error_of;
 using ckpt::testing::TempDir;
 using ckpt::testing::tiny_gpt2;
 using ckpt::testing::tiny_llama;
@@ -80,15 +88,6 @@ std::vector<std::string> entries(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -177,7 +176,15 @@ TEST_CASE("manifest records layout-free tensors, files and checksums", "[ckpt][c
   LoadedCheckpoint ckpt(path);
   const nlohmann::json& m = ckpt.manifest();
   CHECK(m["format"] == "ptrain-checkpoint");
-  CHECK(m["version"] == 1);
+  CHECK(m["version"] == 2);
+  CHECK(ckpt.warnings().empty());
+  // The first line is the checksum of the rest of the file (manifest.h); the file is plain JSON.
+  const std::string text = ckpt::testing::read_bytes(path + "/manifest.json");
+  const std::size_t newline = text.find('\n');
+  CHECK(text.substr(0, newline) == "{\"manifest_crc32c\": \"" +
+                                       crc32c_hex(crc32c(text.data() + newline + 1, text.size() - newline - 1)) +
+                                       "\",");
+  CHECK(nlohmann::json::parse(text) == m);
   CHECK(m["files"].size() == 1);
   CHECK(m["files"][0]["file"] == "rank_0.safetensors");
   CHECK(m["files"][0]["crc32c"].get<std::string>().size() == 8);
@@ -261,24 +268,166 @@ TEST_CASE("corrupt and truncated checkpoints are detected", "[ckpt][checkpoint]"
   SECTION("a broken manifest") {
     const std::string manifest = ckpt::testing::read_bytes(path + "/manifest.json");
     ckpt::testing::write_bytes(path + "/manifest.json", manifest.substr(0, manifest.size() / 2));
+    CHECK_THAT(error_of(restore), Catch::Contains("manifest.json") && Catch::Contains("checksum mismatch"));
+    const std::string cut = manifest.substr(manifest.find('\n') + 1, manifest.size() / 2);  // its checksum right
+    ckpt::testing::write_bytes(path + "/manifest.json",
+                               "{\"manifest_crc32c\": \"" + crc32c_hex(crc32c(cut.data(), cut.size())) + "\",\n" + cut);
     CHECK_THAT(error_of(restore), Catch::Contains("manifest.json") && Catch::Contains("invalid JSON"));
-    nlohmann::json m = nlohmann::json::parse(manifest);
-    m["tensors"]["model/wte.weight"]["pieces"][0]["runs"] = nlohmann::json::parse("[[0, 99999999]]");
-    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    // Edited with a valid checksum, so that the check under test is the one that fails.
+    auto rewrite = [&](const std::function<void(nlohmann::json&)>& edit) {
+      nlohmann::json m = nlohmann::json::parse(manifest);
+      m.erase(kManifestChecksumKey);
+      edit(m);
+      ckpt::testing::write_bytes(path + "/manifest.json", manifest_text(m));
+    };
+    rewrite([](nlohmann::json& m) {
+      m["tensors"]["model/wte.weight"]["pieces"][0]["runs"] = nlohmann::json::parse("[[0, 99999999]]");
+    });
     CHECK_THAT(error_of(restore), Catch::Contains("past the end of the tensor"));
-    m = nlohmann::json::parse(manifest);
-    m["files"][0]["file"] = "../../etc/passwd";
-    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    rewrite([](nlohmann::json& m) { m["files"][0]["file"] = "../../etc/passwd"; });
     CHECK_THAT(error_of(restore), Catch::Contains("bad file name"));
-    m = nlohmann::json::parse(manifest);
-    m["version"] = 2;
-    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
-    CHECK_THAT(error_of(restore), Catch::Contains("version 2 is not supported"));
-    m = nlohmann::json::parse(manifest);
-    m["tensors"]["model/wte.weight"]["pieces"] = nlohmann::json::array();
-    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    rewrite([](nlohmann::json& m) { m["version"] = 3; });
+    CHECK_THAT(error_of(restore), Catch::Contains("version 3 is not supported"));
+    rewrite([](nlohmann::json& m) { m["tensors"]["model/wte.weight"]["pieces"] = nlohmann::json::array(); });
     CHECK_THAT(error_of(restore), Catch::Contains("are in no file"));
+    rewrite([](nlohmann::json& m) { m["state"]["step"] = "one"; });
+    CHECK_THAT(error_of(restore), Catch::Contains("manifest.json: state.step: expected an integer, found \"one\""));
+    rewrite([](nlohmann::json& m) { m["state"]["step"] = 0; });
+    CHECK_THAT(error_of(restore), Catch::Contains("manifest.json: state.step is 0 but the manifest is of step 1"));
+    rewrite([](nlohmann::json& m) { m["step"] = 2; });
+    CHECK_THAT(error_of(restore), Catch::Contains("step is 2 but the directory is named step_1"));
+    // The whole file rewritten by a JSON tool: the checksum is no longer on the first line.
+    ckpt::testing::write_bytes(path + "/manifest.json", nlohmann::json::parse(manifest).dump(2));
+    CHECK_THAT(error_of(restore), Catch::Contains("manifest_crc32c is not on the first line"));
+    // A version 2 manifest without its checksum line.
+    nlohmann::json m = nlohmann::json::parse(manifest);
+    m.erase(kManifestChecksumKey);
+    ckpt::testing::write_bytes(path + "/manifest.json", m.dump());
+    CHECK_THAT(error_of(restore), Catch::Contains("checksum line") && Catch::Contains("missing"));
   }
+}
+
+TEST_CASE("an edited manifest fails its checksum, naming the file", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  const std::string path = save_store(tmp.path(), 4, store, nullptr);
+  const std::string manifest_path = path + "/manifest.json";
+  const std::string text = ckpt::testing::read_bytes(manifest_path);
+  // state.step 4 -> 3, as in an editor: still valid JSON, the same length.
+  const std::string from = "\"lr_step\": 4,\n  \"rng\": {\n   \"offset\": 99,\n   \"seed\": 1234\n  },\n  \"step\": 4";
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  std::string edited = text;
+  edited[at + from.size() - 1] = '3';
+  ckpt::testing::write_bytes(manifest_path, edited);
+  CHECK_THAT(error_of([&] { LoadedCheckpoint{path}; }),
+             Catch::Contains(manifest_path) && Catch::Contains("checksum mismatch"));
+}
+
+TEST_CASE("a manifest written before the checksum (version 1) loads, with a warning", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  const std::string path = save_store(tmp.path(), 4, store, nullptr);
+  // As ptrain wrote it at version 1: the same members without the checksum, dump(1), a newline.
+  nlohmann::json m = nlohmann::json::parse(ckpt::testing::read_bytes(path + "/manifest.json"));
+  m.erase(kManifestChecksumKey);
+  m["version"] = 1;
+  ckpt::testing::write_bytes(path + "/manifest.json", m.dump(1) + "\n");
+  LoadedCheckpoint ckpt(path);
+  CHECK(ckpt.step() == 4);
+  REQUIRE(ckpt.warnings().size() == 1);
+  CHECK_THAT(ckpt.warnings()[0], Catch::Contains("manifest.json") && Catch::Contains("format version 1"));
+  model::ParamStore target = make_store(tiny_llama(), 0, 1, 99);
+  restore_flat_shards(ckpt, target, {whole_store(target)});
+  CHECK(same_slots(store, target));
+  // Its members are checked all the same.
+  m["state"]["step"] = 3;
+  ckpt::testing::write_bytes(path + "/manifest.json", m.dump(1) + "\n");
+  CHECK_THAT(error_of([&] { LoadedCheckpoint{path}; }), Catch::Contains("state.step is 3"));
+}
+
+TEST_CASE("finding the latest checkpoint says what it passes over and why", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  const std::string dir = tmp.path();
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  for (int step : {2, 4, 6}) save_store(dir, step, store, nullptr);
+  auto found = [&](std::vector<std::string>& warnings) {
+    warnings.clear();
+    return latest_checkpoint(dir, &warnings).value_or("none");
+  };
+  std::vector<std::string> w;
+  CHECK(found(w) == dir + "/step_6");
+  CHECK(w.empty());
+
+  // The newest manifest deleted: step_4, and a warning naming step_6 and why.
+  fs::remove(dir + "/step_6/manifest.json");
+  CHECK(found(w) == dir + "/step_4");
+  REQUIRE(w.size() == 1);
+  CHECK(w[0] == "skipping " + dir + "/step_6: no manifest.json in it (a damaged checkpoint, or a save that did not finish)");
+
+  // `latest` naming an older complete step than one that exists (a crash before `latest` was replaced).
+  save_store(dir, 8, store, nullptr);
+  ckpt::testing::write_bytes(dir + "/latest", "step_4\n");
+  CHECK(found(w) == dir + "/step_4");
+  REQUIRE(w.size() == 2);
+  CHECK_THAT(w[0], Catch::StartsWith("skipping " + dir + "/step_8: it is newer than step_4, which `latest` names"));
+  CHECK_THAT(w[1], Catch::StartsWith("skipping " + dir + "/step_6: no manifest.json"));
+
+  // `latest` naming nothing usable.
+  ckpt::testing::write_bytes(dir + "/latest", "step_10\n");
+  CHECK(found(w) == dir + "/step_8");
+  CHECK(w == std::vector<std::string>{dir + "/latest names step_10, which does not exist: ignored"});
+  ckpt::testing::write_bytes(dir + "/latest", "../../etc\n");
+  CHECK(found(w) == dir + "/step_8");
+  CHECK(w == std::vector<std::string>{dir + "/latest does not name a step directory: ignored"});
+  fs::remove_all(dir + "/step_8");
+  fs::remove_all(dir + "/step_4");
+  fs::remove_all(dir + "/step_2");
+  CHECK(found(w) == "none");
+  CHECK(w.size() == 2);  // `latest`, and step_6 without its manifest
+  std::vector<std::string> opened;
+  CHECK_THROWS_AS(open_checkpoint(dir, &opened), CheckpointError);
+  CHECK(opened == w);
+}
+
+TEST_CASE("a failed write leaves no partial file behind", "[ckpt][checkpoint]") {
+  // Files may not grow past 4 KiB: write() fails with EFBIG (SIGXFSZ ignored), as on a full disk.
+  struct FileSizeLimit {
+    rlimit saved{};
+    void (*handler)(int) = nullptr;
+    FileSizeLimit() {
+      handler = std::signal(SIGXFSZ, SIG_IGN);
+      ::getrlimit(RLIMIT_FSIZE, &saved);
+      rlimit small = saved;
+      small.rlim_cur = 4096;
+      ::setrlimit(RLIMIT_FSIZE, &small);
+    }
+    ~FileSizeLimit() {
+      ::setrlimit(RLIMIT_FSIZE, &saved);
+      std::signal(SIGXFSZ, handler);
+    }
+  };
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  const std::string tmp_dir = begin_checkpoint(tmp.path(), 1);
+  {
+    FileSizeLimit limit;
+    CHECK_THROWS_AS(write_rank_file(tmp_dir, 0, 1, flat_shard_tensors(store, {whole_store(store)})),
+                    CheckpointIoError);
+    CHECK_THROWS_AS(write_file_atomically(tmp / "latest", std::string(8192, 'x')), CheckpointIoError);
+  }
+  CHECK(entries(tmp_dir).empty());
+  CHECK(entries(tmp.path()) == std::vector<std::string>{fs::path(tmp_dir).filename().string()});
+}
+
+TEST_CASE("a save whose `latest` cannot be replaced leaves the directory as it was", "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  save_store(tmp.path(), 2, store, nullptr);
+  fs::remove(tmp / "latest");
+  fs::create_directories(tmp / "latest/blocked");  // rename() onto a non-empty directory fails
+  CHECK_THROWS_AS(save_store(tmp.path(), 4, store, nullptr), CheckpointIoError);
+  CHECK(entries(tmp.path()) == std::vector<std::string>{"latest", "step_2"});
 }
 
 TEST_CASE("a checkpoint written at tp=1 loads into tp=2 and tp=4 ranks", "[ckpt][reshard]") {

@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "engine/ckpt/checkpoint_error.h"
 #include "engine/config/job_spec.h"
 #include "engine/model/param_registry.h"
 #include "engine/model/param_store.h"
@@ -43,6 +45,16 @@ class TempDir {
 inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The message of the CheckpointError `fn` throws, or "" if it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 inline std::string read_bytes(const std::string& path) {

@@ -12,6 +12,7 @@
 using namespace ptrain;
 using namespace ptrain::ckpt;
 using ckpt::testing::make_store;
+using ckpt::testing::error_of;
 using ckpt::testing::TempDir;
 using ckpt::testing::tiny_gpt2;
 using ckpt::testing::tiny_llama;
@@ -20,15 +21,6 @@ using ckpt::testing::whole;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Rewrites <dir>/model.safetensors through `edit(name, values, shape) -> keep?`, e.g. to drop,
 // rename or reshape tensors, or to store them as another dtype.

@@ -1,9 +1,13 @@
 """End-to-end tests of the ptrain command line: exit codes, messages, and the JSON report."""
 import json
 import os
+import re
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import xml.dom.minidom
 
@@ -363,6 +367,186 @@ class Plan(unittest.TestCase):
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(message, r.stderr)
             self.assertFalse(os.path.exists(out))
+
+
+# A single-rank job that checkpoints every 2 steps: a run takes about a second.
+CKPT_JOB = """\
+name: ckpt-test
+backend: cpu
+model: {{arch: gpt2, layers: 2, hidden: 32, heads: 4, ffn_hidden: 64, vocab: 97, seq_len: 16}}
+train: {{steps: {steps}, global_batch: 4, micro_batch: 2, precision: fp32, seed: 3}}
+data: {{format: synthetic}}
+checkpoint: {{dir: {ckpt}, every: 2, keep: 3}}
+cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
+logging: {{every: 1, metrics: {dir}/metrics.jsonl}}
+"""
+
+
+def crc32c(data):
+    """CRC32C (Castagnoli, reflected), bit by bit: the manifest checksum as README "Formats" defines it."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+CHECKSUM_LINE = '{"manifest_crc32c": "'
+
+
+def edit_manifest(path, edit):
+    """Applies edit(manifest dict) to a manifest.json and writes it back in its own format: with a
+    valid checksum line where it had one (as a deliberate, careful edit would)."""
+    with open(path, "rb") as f:
+        text = f.read().decode()
+    checksummed = text.startswith(CHECKSUM_LINE)
+    m = json.loads(text)
+    m.pop("manifest_crc32c", None)
+    edit(m)
+    body = json.dumps(m, indent=1)
+    if checksummed:
+        rest = (body[2:] + "\n").encode()  # the object's members after its opening "{\n"
+        data = (CHECKSUM_LINE + "%08x" % crc32c(rest) + '",\n').encode() + rest
+    else:
+        data = (body + "\n").encode()
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def limit_file_size():
+    """preexec_fn: files may not grow past 32 KiB (write() fails with EFBIG instead of a signal):
+    a checkpoint's rank file hits the limit like a full disk, the small files do not."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
+
+
+class Checkpoints(unittest.TestCase):
+    """What `ptrain run` guarantees about checkpoint.dir and its checkpoints (issue #23, 8-11)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=SCRATCH.name)
+        self.ckpt = os.path.join(self.dir, "ckpt")
+
+    def job(self, steps, ckpt=None):
+        path = os.path.join(self.dir, "job.yaml")
+        with open(path, "w") as f:
+            f.write(CKPT_JOB.format(steps=steps, ckpt=ckpt or self.ckpt, dir=self.dir))
+        return path
+
+    def run_job(self, steps, *args, ckpt=None, preexec_fn=None):
+        return subprocess.run([PTRAIN, "run", self.job(steps, ckpt), *args], capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, OMP_NUM_THREADS="1"), preexec_fn=preexec_fn)
+
+    def start_job(self, steps):
+        """A job in the background (its output to a file), once it holds checkpoint.dir (its metrics file exists)."""
+        log = open(os.path.join(self.dir, "background.log"), "w")
+        self.addCleanup(log.close)
+        p = subprocess.Popen([PTRAIN, "run", self.job(steps)], stdout=log, stderr=log,
+                             env=dict(os.environ, OMP_NUM_THREADS="1"))
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        deadline = time.time() + 30
+        while time.time() < deadline and not os.path.exists(os.path.join(self.dir, "metrics.jsonl")):
+            time.sleep(0.05)
+        self.assertIsNone(p.poll(), "the background job ended early")
+        return p
+
+    def manifest(self, step):
+        return os.path.join(self.ckpt, f"step_{step}", "manifest.json")
+
+    def leftovers(self):
+        return [n for n in os.listdir(self.ckpt) if ".tmp-" in n]
+
+    # 8: a checkpoint's manifest is not trusted blindly.
+    def test_an_edited_manifest_fails_its_checksum(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        with open(self.manifest(4)) as f:
+            text = f.read()
+        edited = re.sub(r'("state": \{[^}]*"step": )4', r"\g<1>3", text)  # as in an editor: 4 -> 3
+        self.assertNotEqual(edited, text)
+        with open(self.manifest(4), "w") as f:
+            f.write(edited)
+        r = self.run_job(6)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(self.manifest(4), r.stderr)
+        self.assertIn("checksum mismatch", r.stderr)
+        self.assertNotIn("resumed from", r.stderr)
+
+    def test_manifest_fields_are_read_by_type_naming_the_file_and_key(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        for value, message in [("four", "state.step: expected an integer"),
+                               (3, "state.step is 3 but the manifest is of step 4")]:
+            with self.subTest(value=value):
+                edit_manifest(self.manifest(4), lambda m: m["state"].update(step=value))
+                r = self.run_job(6)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(self.manifest(4), r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertNotIn("json.exception", r.stderr)
+
+    def test_a_missing_newest_manifest_falls_back_out_loud(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        os.remove(self.manifest(4))
+        r = self.run_job(6)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"warning: .*step_4.*no manifest\.json")
+        self.assertIn("resumed from " + os.path.join(self.ckpt, "step_2") + " at step 2", r.stderr)
+
+    # 9: a failed save leaves no temporary directory, and the previous checkpoint current.
+    def test_a_failed_save_leaves_no_temp_directory(self):
+        self.assertEqual(self.run_job(2).returncode, 0)
+        r = self.run_job(4, preexec_fn=limit_file_size)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("rank_0.safetensors", r.stderr)
+        self.assertIn("File too large", r.stderr)
+        self.assertEqual(self.leftovers(), [])
+        self.assertFalse(os.path.exists(os.path.join(self.ckpt, "step_4")))
+        with open(os.path.join(self.ckpt, "latest")) as f:
+            self.assertEqual(f.read(), "step_2\n")
+        r = self.run_job(4)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("at step 2", r.stderr)
+
+    # 10: one job per checkpoint directory.
+    def test_a_second_job_on_the_same_directory_is_refused(self):
+        first = self.start_job(100000)
+        r = self.run_job(100000, "--stop-after-steps", "1")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(os.path.join(self.ckpt, "job.lock"), r.stderr)
+        self.assertIn(f"pid {first.pid}", r.stderr)
+        self.assertNotIn("resumed from", r.stderr)
+        first.send_signal(signal.SIGTERM)
+        self.assertEqual(first.wait(timeout=30), 0)
+        r = self.run_job(100000, "--stop-after-steps", "1")  # the first job is gone: free again
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("resumed from", r.stderr)
+
+    def test_the_lock_of_a_killed_job_is_taken_over(self):
+        first = self.start_job(100000)
+        first.kill()
+        first.wait()
+        r = self.run_job(100000, "--stop-after-steps", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, rf"stale lock.*pid {first.pid}")
+
+    # 11: an unusable checkpoint.dir is bad input at the start, not at the first save.
+    def test_an_unusable_checkpoint_dir_is_refused_before_training(self):
+        a_file = os.path.join(self.dir, "a-file")
+        with open(a_file, "w") as f:
+            f.write("x")
+        cases = [(a_file, "not a directory"), (os.path.join(a_file, "ckpt"), "cannot create")]
+        if os.geteuid() != 0:  # root writes into read-only directories
+            read_only = os.path.join(self.dir, "read-only")
+            os.mkdir(read_only, 0o555)
+            cases.append((read_only, "not writable"))
+        for path, message in cases:
+            with self.subTest(path=path):
+                r = self.run_job(4, ckpt=path)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("checkpoint.dir", r.stderr)
+                self.assertIn(path, r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "metrics.jsonl")), "it trained")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ faults end the job cleanly (the launcher names the rank, leaves no process behin
 15 s)."""
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -53,11 +54,19 @@ def env(**extra):
     return e
 
 
-def run(*args, timeout=300, **extra):
+def run(*args, timeout=300, preexec_fn=None, **extra):
     t0 = time.time()
-    r = subprocess.run([PTRAIN, "run", *args], capture_output=True, text=True, timeout=timeout, env=env(**extra))
+    r = subprocess.run([PTRAIN, "run", *args], capture_output=True, text=True, timeout=timeout, env=env(**extra),
+                       preexec_fn=preexec_fn)
     r.seconds = time.time() - t0
     return r
+
+
+def limit_file_size():
+    """preexec_fn: files may not grow past 32 KiB (write() fails with EFBIG instead of a signal), so
+    a rank's checkpoint shard fails as on a full disk while the small files are written."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
 
 
 def metrics(d, name="metrics.jsonl"):
@@ -378,6 +387,68 @@ class DistributedCheckpoints(Timed):
             r = run(job(d, dp=2, zero=2, every=5))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("at step 5", r.stderr)
+
+    def test_a_save_that_fails_on_every_rank_leaves_no_temp_directory(self):
+        # Files may not grow past 32 KiB in the second run (the launcher and its workers): every
+        # rank's shard of step 10 fails like on a full disk.
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(job(d, dp=2, zero=1, steps=5, every=5)).returncode, 0)
+            r = run(job(d, dp=2, zero=1, steps=10, every=5), preexec_fn=limit_file_size)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("File too large", r.stderr)
+            # Rank 0 removed the temporary directory only once every rank was done with it.
+            self.assertNotIn("No such file or directory", r.stderr)
+            ckpt = os.path.join(d, "ckpt")
+            self.assertEqual([n for n in os.listdir(ckpt) if ".tmp-" in n], [])
+            self.assertFalse(os.path.exists(os.path.join(ckpt, "step_10")))
+            with open(os.path.join(ckpt, "latest")) as f:
+                self.assertEqual(f.read(), "step_5\n")
+
+    def test_a_save_that_fails_on_one_rank_fails_on_every_rank(self):
+        # Two torchrun-style ranks started by hand, only rank 1 with the file size limit: rank 0
+        # writes its shard, but the step is abandoned and both ranks say why.
+        with tempfile.TemporaryDirectory() as d, socket.socket() as s:
+            self.assertEqual(run(job(d, dp=2, zero=1, steps=5, every=5)).returncode, 0)
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+            s.close()
+            ranks = [subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=10, every=5)], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True, preexec_fn=limit_file_size if rank else None,
+                                      env=env(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                                              PTRAIN_JOB_TOKEN="one-rank-fails"))
+                     for rank in range(2)]
+            errors = [p.communicate(timeout=60)[1] for p in ranks]
+            self.assertEqual([p.returncode for p in ranks], [1, 1], errors)
+            self.assertIn("checkpoint step 10 not saved: rank 1: ", errors[0])
+            self.assertIn("rank_1.safetensors: write failed: File too large", errors[0])
+            self.assertIn("rank_1.safetensors: write failed: File too large", errors[1])
+            ckpt = os.path.join(d, "ckpt")
+            self.assertEqual(sorted(os.listdir(ckpt)), ["job.lock", "latest", "step_5"])
+
+    def test_a_second_job_on_a_locked_directory_is_refused_by_every_rank(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = open(os.path.join(d, "first.log"), "w")
+            first = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=100000)], stdout=log, stderr=log,
+                                     env=env())
+            try:
+                deadline = time.time() + 60
+                while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+                    time.sleep(0.05)
+                holder = workers_of(first.pid)[0]
+                r = run(job(d, dp=2, zero=1, steps=100000), "--stop-after-steps", "1", timeout=60)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertLess(r.seconds, 15)
+                self.assertIn(os.path.join(d, "ckpt", "job.lock"), r.stderr)
+                self.assertIn(f"pid {holder}", r.stderr)
+                self.assertNotIn("resumed from", r.stderr)
+                self.assertIsNone(first.poll(), "the first job was disturbed")
+                first.send_signal(signal.SIGTERM)
+                self.assertEqual(first.wait(timeout=60), 0)
+            finally:
+                if first.poll() is None:
+                    first.kill()
+                    first.wait()
+                log.close()
 
 
 class Faults(Timed):

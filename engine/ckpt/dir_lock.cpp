@@ -1,0 +1,140 @@
+#include "engine/ckpt/dir_lock.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "engine/ckpt/checkpoint.h"
+#include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/file_io.h"
+
+namespace ptrain::ckpt {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kLockName = "job.lock";
+constexpr const char* kFix = " (fix: point checkpoint.dir at a directory this job can create and write)";
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// Who a lock file names: "host=<name> pid=<n> started=<UTC time>\n", or nothing.
+struct Holder {
+  std::string host, pid, started;
+
+  bool empty() const { return host.empty() && pid.empty(); }
+  std::string describe() const {
+    if (empty()) return "a process that has not written its name yet";
+    return "host " + host + ", pid " + pid + (started.empty() ? "" : " (since " + started + ")");
+  }
+  bool alive_here() const {  // a live process of this host
+    char* end = nullptr;
+    const long n = std::strtol(pid.c_str(), &end, 10);
+    if (host != this_host() || end == pid.c_str() || *end != '\0' || n <= 0) return false;
+    return ::kill(static_cast<pid_t>(n), 0) == 0 || errno == EPERM;
+  }
+};
+
+std::string field(const std::string& text, const std::string& key) {
+  const auto at = text.find(key + "=");
+  if (at == std::string::npos) return "";
+  const auto begin = at + key.size() + 1;
+  return text.substr(begin, text.find_first_of(" \n", begin) - begin);
+}
+
+Holder read_holder(int fd) {
+  char buf[512] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  const std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  return {field(text, "host"), field(text, "pid"), field(text, "started")};
+}
+
+bool flock_unsupported(int err) {
+  return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL;
+}
+
+// Creates and removes a file in `dir`: what every save does first.
+void check_writable(const std::string& dir) {
+  const std::string probe = join_path(dir, "latest.tmp-" + random_hex_suffix());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw CheckpointError(dir, std::string("checkpoint.dir is not writable: cannot create a file in it: ") +
+                                   std::strerror(errno) + kFix);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+}  // namespace
+
+CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_path(dir, kLockName)) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw CheckpointError(dir, std::string("checkpoint.dir is not a directory") + kFix);
+  fs::create_directories(dir, ec);
+  if (ec) throw CheckpointError(dir, "cannot create checkpoint.dir: " + ec.message() + kFix);
+
+  fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw CheckpointError(dir, "checkpoint.dir is not writable: cannot create " + lock_path_ + ": " +
+                                   std::strerror(errno) + kFix);
+  try {
+    const std::string refused = "checkpoint.dir is in use by another job: ";
+    const std::string why = "; two jobs saving into one directory overwrite each other's checkpoints (fix: stop "
+                            "that job first, or give this one its own checkpoint.dir)";
+    bool locked = ::flock(fd_, LOCK_EX | LOCK_NB) == 0;
+    const int err = errno;
+    const Holder previous = read_holder(fd_);
+    if (!locked && !flock_unsupported(err)) {
+      if (err == EWOULDBLOCK) throw CheckpointError(lock_path_, refused + previous.describe() + " holds this lock" + why);
+      throw CheckpointError(lock_path_, std::string("cannot lock checkpoint.dir: ") + std::strerror(err) + kFix);
+    }
+    if (!locked) {  // no flock here: the contents are the lock
+      warnings_.push_back(lock_path_ + ": this filesystem does not support flock (" + std::strerror(err) +
+                          "): the lock file's contents stand in for a lock, which cannot tell whether a "
+                          "process of another host is still alive");
+      if (previous.alive_here()) throw CheckpointError(lock_path_, refused + previous.describe() + " holds it" + why);
+      if (!previous.empty() && previous.host != this_host())
+        throw CheckpointError(lock_path_, refused + previous.describe() + " holds it" + why +
+                                              "; if that job is gone, remove this file and start again");
+    }
+    check_writable(dir);  // before the file names this process: a refusal leaves it as it was
+    if (!previous.empty())
+      warnings_.push_back(lock_path_ + ": stale lock of " + previous.describe() +
+                          ", which ended without releasing it: taken over");
+    const std::string me = "host=" + this_host() + " pid=" + std::to_string(::getpid()) + " started=" + utc_now() + "\n";
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
+      throw CheckpointError(dir, "checkpoint.dir is not writable: cannot write " + lock_path_ + ": " +
+                                     std::strerror(errno) + kFix);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  remove_leftovers(dir);
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (::ftruncate(fd_, 0) != 0) {
+    // Left filled in: the next job takes it for a stale lock and says so; nothing is lost.
+  }
+  ::close(fd_);
+}
+
+}  // namespace ptrain::ckpt

@@ -1,0 +1,72 @@
+#include "engine/ckpt/dir_lock.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <memory>
+
+#include "engine/ckpt/checkpoint_error.h"
+#include "tests/ckpt/ckpt_test_util.h"
+
+using namespace ptrain::ckpt;
+using ptrain::ckpt::testing::error_of;
+using ptrain::ckpt::testing::read_bytes;
+using ptrain::ckpt::testing::TempDir;
+using ptrain::ckpt::testing::write_bytes;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string refusal_of(const std::string& dir) {
+  return error_of([&] { CheckpointDirLock lock(dir); });
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint directory is held by one job at a time", "[ckpt][lock]") {
+  TempDir tmp;
+  const std::string dir = tmp / "ckpt";
+  auto first = std::make_unique<CheckpointDirLock>(dir);
+  CHECK(first->lock_path() == dir + "/job.lock");
+  CHECK(first->warnings().empty());
+  CHECK_THAT(read_bytes(dir + "/job.lock"), Catch::Contains("pid=" + std::to_string(::getpid())));
+  const std::string refused = refusal_of(dir);
+  CHECK_THAT(refused, Catch::Contains(dir + "/job.lock") && Catch::Contains("in use by another job") &&
+                          Catch::Contains("pid " + std::to_string(::getpid())));
+  first.reset();  // released: emptied, free for the next job, which finds nothing stale
+  CHECK(read_bytes(dir + "/job.lock").empty());
+  CheckpointDirLock second(dir);
+  CHECK(second.warnings().empty());
+}
+
+TEST_CASE("a lock its holder did not release is stale and taken over, saying whose", "[ckpt][lock]") {
+  TempDir tmp;
+  write_bytes(tmp / "job.lock", "host=elsewhere pid=4242 started=2024-01-01T00:00:00Z\n");
+  CheckpointDirLock lock(tmp.path());
+  REQUIRE(lock.warnings().size() == 1);
+  CHECK_THAT(lock.warnings()[0], Catch::Contains("stale lock of host elsewhere, pid 4242 (since 2024-01-01"));
+}
+
+TEST_CASE("claiming a checkpoint directory checks it and clears what crashed saves left", "[ckpt][lock]") {
+  TempDir tmp;
+  fs::create_directories(tmp / "ckpt/step_3.tmp-0123456789abcdef");
+  fs::create_directories(tmp / "ckpt/step_2");
+  write_bytes(tmp / "ckpt/latest.tmp-deadbeef", "step_3");
+  { CheckpointDirLock lock(tmp / "ckpt"); }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp / "ckpt")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"job.lock", "step_2"});
+
+  write_bytes(tmp / "a-file", "x");
+  CHECK_THAT(refusal_of(tmp / "a-file"), Catch::Contains("checkpoint.dir is not a directory"));
+  CHECK_THAT(refusal_of(tmp / "a-file/ckpt"), Catch::Contains("cannot create checkpoint.dir"));
+  if (::geteuid() != 0) {  // root writes into read-only directories
+    fs::create_directories(tmp / "read-only");
+    fs::permissions(tmp / "read-only", fs::perms::owner_read | fs::perms::owner_exec);
+    CHECK_THAT(refusal_of(tmp / "read-only"), Catch::Contains("checkpoint.dir is not writable"));
+    fs::permissions(tmp / "read-only", fs::perms::owner_all);
+  }
+}
