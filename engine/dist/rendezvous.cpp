@@ -68,9 +68,13 @@ std::string local_address_towards(const std::string& host, int port) {
 std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout, const NcclOffer& offer) {
   std::unique_ptr<Session> s(new Session());
   s->env_ = env;
-  if (env.rank == 0)
-    s->server_ = env.store_fd >= 0 ? std::make_unique<StoreServer>(env.store_fd, env.token)
-                                   : std::make_unique<StoreServer>(env.store_host, env.store_port, env.token);
+  if (env.rank == 0) {
+    const std::size_t clients = kStoreClientsPerRank * static_cast<std::size_t>(env.world);
+    s->server_ = env.store_fd >= 0
+                     ? std::make_unique<StoreServer>(env.store_fd, env.token, kStoreHandshakeTimeout, clients)
+                     : std::make_unique<StoreServer>(env.store_host, env.store_port, env.token,
+                                                     kStoreHandshakeTimeout, clients);
+  }
   s->client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
   s->watch_client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
 

@@ -149,6 +149,10 @@ struct StoreServer::Impl {
   UniqueFd listen_fd, wake_read, wake_write;
   std::string token;
   milliseconds handshake_timeout{};
+  std::size_t max_clients = 0;
+  std::size_t pending = 0, clients = 0;  // open connections before and after the handshake
+  std::size_t evicted = 0;               // pending connections dropped for the cap, not yet reported
+  Clock::time_point next_eviction_note{};
   std::atomic<bool> stop{false};
   std::thread thread;
   std::vector<std::unique_ptr<Connection>> conns;
@@ -179,6 +183,7 @@ struct StoreServer::Impl {
         if (!c->authenticated) next = std::min(next, c->handshake_deadline);
         if (c->waiting) next = std::min(next, c->wait_deadline);
       }
+      if (evicted > 0) next = std::min(next, next_eviction_note);
       const long long wait_ms =
           next == Clock::time_point::max()
               ? -1
@@ -193,7 +198,6 @@ struct StoreServer::Impl {
         }
         if (stop.load()) return;
       }
-      if (fds[1].revents != 0) accept_all();
       for (std::size_t i = 0; i < polled.size(); ++i) {
         Connection& c = *polled[i];
         const short revents = fds[i + 2].revents;
@@ -215,6 +219,10 @@ struct StoreServer::Impl {
       for (auto& c : conns) {
         if (!c->closed && c->in.size() > kMaxMessageBytes) drop(*c, "sent more than the largest message");
       }
+      // New connections last: a client accepted in the previous turn has had its handshake read
+      // by now, so a flood arriving meanwhile cannot push it out as the oldest pending one.
+      if (fds[1].revents != 0) accept_all();
+      note_evictions(Clock::now());
       std::erase_if(conns, [](const auto& c) { return c->closed; });
     }
   }
@@ -241,10 +249,32 @@ struct StoreServer::Impl {
       c->peer = address_text(addr, len);
       c->handshake_deadline = Clock::now() + handshake_timeout;
       conns.push_back(std::move(c));
+      if (++pending > kStoreMaxPendingConnections) evict_oldest_pending();
     }
   }
 
+  // Over the cap of pending connections: the one that has waited longest has had the most time to
+  // present the token. Dropped quietly; note_evictions reports how many.
+  void evict_oldest_pending() {
+    const auto oldest = std::find_if(conns.begin(), conns.end(),
+                                     [](const auto& c) { return !c->closed && !c->authenticated; });
+    close(**oldest);
+    ++evicted;
+  }
+
+  // At most one line a second however many go.
+  void note_evictions(Clock::time_point now) {
+    if (evicted == 0 || now < next_eviction_note) return;
+    std::fprintf(stderr,
+                 "ptrain store: dropped %zu connections without a handshake: more than %zu were waiting "
+                 "for theirs at once\n",
+                 evicted, kStoreMaxPendingConnections);
+    evicted = 0;
+    next_eviction_note = now + std::chrono::seconds(1);
+  }
+
   void close(Connection& c) {
+    if (!c.closed) --(c.authenticated ? clients : pending);
     c.fd.reset();
     c.closed = true;
     c.waiting = false;
@@ -312,12 +342,17 @@ struct StoreServer::Impl {
         progress = true;
         if (c.authenticated) {
           execute(c, q);
-        } else if (tokens_equal(presented, token)) {
-          c.authenticated = true;
-          reply(c, {kAccepted});
-        } else {
+        } else if (!tokens_equal(presented, token)) {
           (void)::send(c.fd.get(), &kRejected, 1, MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort
           drop(c, "bad token");
+        } else if (clients >= max_clients) {
+          (void)::send(c.fd.get(), &kFull, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          drop(c, "all " + std::to_string(max_clients) + " client connections are in use");
+        } else {
+          --pending;
+          ++clients;
+          c.authenticated = true;
+          reply(c, {kAccepted});
         }
       }
     } catch (const std::bad_alloc&) {
@@ -401,7 +436,8 @@ struct StoreServer::Impl {
   }
 };
 
-StoreServer::StoreServer(int listen_fd, std::string token, milliseconds handshake_timeout) {
+StoreServer::StoreServer(int listen_fd, std::string token, milliseconds handshake_timeout,
+                         std::size_t max_clients) {
   UniqueFd fd(listen_fd);  // owned from here on: closed on every failure path
   const std::string what = "store server: fd " + std::to_string(listen_fd);
   check_token(token, "store server");
@@ -428,12 +464,13 @@ StoreServer::StoreServer(int listen_fd, std::string token, milliseconds handshak
   impl_->listen_fd.reset(fd.release());
   impl_->token = std::move(token);
   impl_->handshake_timeout = handshake_timeout;
+  impl_->max_clients = max_clients;
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
 StoreServer::StoreServer(const std::string& address, int port, std::string token,
-                         milliseconds handshake_timeout)
-    : StoreServer(listen_socket(address, port), std::move(token), handshake_timeout) {}
+                         milliseconds handshake_timeout, std::size_t max_clients)
+    : StoreServer(listen_socket(address, port), std::move(token), handshake_timeout, max_clients) {}
 
 StoreServer::~StoreServer() {
   impl_->stop.store(true);

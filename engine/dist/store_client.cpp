@@ -83,13 +83,17 @@ StoreClient::StoreClient(std::string host, int port, std::string token, millisec
   char answer = 0;
   error = transfer(fd_, hello.data(), hello.size(), true, reply_deadline);
   if (error.empty()) error = transfer(fd_, &answer, 1, false, reply_deadline);
+  fd_ = -1;  // until accepted: the guard closes it
+  if (error.empty() && answer == kFull) {
+    throw DistError("store at " + endpoint() +
+                    " has no room for another client: every connection it allows is in use (is a second "
+                    "job with the same token using this port?)");
+  }
   if (error.empty() && answer != kAccepted)
     error = answer == kRejected ? "rejected the job token" : "bad reply";
-  if (!error.empty()) {
-    fd_ = -1;
+  if (!error.empty())
     throw DistError("store at " + endpoint() + " refused the handshake (is the job token right?): " + error);
-  }
-  guard.release();
+  fd_ = guard.release();
 }
 
 StoreClient::~StoreClient() {

@@ -53,7 +53,6 @@ std::uint64_t get_be(const char* p, int bytes) {
   return v;
 }
 
-
 std::string transfer(int fd, char* data, std::size_t size, bool out, Clock::time_point deadline) {
   while (size > 0) {
     const ssize_t n =

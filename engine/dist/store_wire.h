@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 inline constexpr char kMagic[4] = {'P', 'T', 'R', 'S'};
-inline constexpr char kVersion = 1, kAccepted = 0, kRejected = 1;
+inline constexpr char kVersion = 1, kAccepted = 0, kRejected = 1, kFull = 2;  // handshake replies
 enum Op : char { kSet = 1, kGet = 2, kWait = 3, kAdd = 4, kCheck = 5 };
 enum Status : char { kOk = 0, kTimeout = 1, kError = 2 };
 // The largest well-formed message (a SET at both caps); a peer buffering more is dropped.

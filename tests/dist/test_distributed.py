@@ -4,6 +4,7 @@ faults end the job cleanly (the launcher names the rank, leaves no process behin
 15 s)."""
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -85,6 +86,16 @@ def workers_of(launcher_pid):
         except (OSError, KeyError, ValueError, IndexError):
             continue
     return out
+
+
+def store_port_once_training(launcher, d):
+    """The store port of the job that `launcher` (a Popen) runs in `d`, once it has started training."""
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+        time.sleep(0.05)
+    with open(f"/proc/{workers_of(launcher.pid)[0]}/environ", "rb") as f:
+        variables = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    return int(variables[b"MASTER_PORT"])
 
 
 def alive(pid):
@@ -457,12 +468,7 @@ class Faults(Timed):
         with tempfile.TemporaryDirectory() as d:
             p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=200)], stderr=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, text=True, env=env())
-            deadline = time.time() + 60
-            while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
-                time.sleep(0.05)
-            with open(f"/proc/{workers_of(p.pid)[0]}/environ", "rb") as f:
-                variables = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-            port = int(variables[b"MASTER_PORT"])
+            port = store_port_once_training(p, d)
             wrong_token = b"PTRS\x01" + (5).to_bytes(4, "big") + b"guess"
             strangers = []
             for payload in [b"GET / HTTP/1.0\r\n\r\n", wrong_token, b"PTRS\x01\xff\xff\xff\xff", b""]:
@@ -475,6 +481,53 @@ class Faults(Timed):
             self.assertEqual(p.returncode, 0, err)
             self.assertEqual(len(metrics(d)), 200)
             self.assertIn("dropped connection", err)
+
+    def test_a_flood_of_idle_connections_leaves_the_job_its_descriptors(self):
+        # 1,100 connections that never send their handshake, held open while the job trains and
+        # checkpoints every 2 steps with the usual limit of 1024 descriptors: the store must cap
+        # them, so the job's own files still open, and its clients keep working.
+        flood = 1100
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard < flood + 200:
+            self.skipTest(f"the hard descriptor limit {hard} is too low to hold {flood} connections")
+        if soft != resource.RLIM_INFINITY and soft < flood + 200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (flood + 200, hard))  # for our own sockets
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        job_limit = 1024 if hard == resource.RLIM_INFINITY else min(1024, hard)
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=100000, every=2)], stderr=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, text=True, env=env(),
+                                 preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (job_limit, hard)))
+            socks = []
+            try:
+                port = store_port_once_training(p, d)
+                for _ in range(flood):
+                    try:
+                        socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+                    except OSError:
+                        break  # the job died (the failure checked below) or stopped accepting
+                held_from = len(metrics(d))
+                # Held until the job has checkpointed a few times more (or died).
+                deadline = time.time() + 60
+                while time.time() < deadline and p.poll() is None and len(metrics(d)) < held_from + 8:
+                    time.sleep(0.05)
+                ended_early = p.poll() is not None
+                if not ended_early:
+                    p.send_signal(signal.SIGTERM)
+                _, err = p.communicate(timeout=120)
+            finally:
+                for sock in socks:
+                    sock.close()
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+            errors = "\n".join(line for line in err.splitlines() if "dropped connection" not in line)
+            self.assertFalse(ended_early, f"the job ended while the connections were held:\n{errors[-5000:]}")
+            self.assertEqual(len(socks), flood)
+            self.assertEqual(p.returncode, 0, errors[-5000:])
+            self.assertNotIn("Too many open files", err)
+            self.assertIn("checkpoint saved", err)
+            self.assertGreaterEqual(len(metrics(d)), held_from + 8)
 
     def test_the_local_launcher_honours_master_addr_and_port(self):
         with tempfile.TemporaryDirectory() as d, socket.socket() as taken:
