@@ -4,6 +4,8 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <cstdlib>
 #include <cstdio>
@@ -70,6 +72,15 @@ std::string self_executable() {
   std::error_code ec;
   const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("ptrain") : path.string();
+}
+
+// What every rank of one job starts from, for the rendezvous to tell its job's store from another
+// job's (it adds the world size): the job file as read and the --set overrides.
+std::string job_identity(const RunArgs& args) {
+  std::ifstream in(args.job.job_path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string& o : args.job.overrides) text += "\n# --set " + o;
+  return dist::text_digest(text);
 }
 
 // The local launcher: one worker process per rank, each running this same command.
@@ -167,8 +178,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       if (env->rank == 0 && !env->token_from_env)
         std::fprintf(stderr, "warning: PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids "
                              "and keeps out mistakes, not attackers\n");
-      session = dist::rendezvous(*env, std::chrono::milliseconds(static_cast<std::int64_t>(spec.comm.timeout_s * 1000)),
-                                 nccl_offer(*ops));
+      const std::chrono::milliseconds timeout(static_cast<std::int64_t>(spec.comm.timeout_s * 1000));
+      session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
       comm = &session->comm();
     } else {
       solo = dist::make_solo_comm();
@@ -187,6 +198,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   } catch (const ckpt::CheckpointError& e) {
     return fail(session.get(), kExitBadInput, std::string("checkpoint: ") + e.what());
   } catch (const std::invalid_argument& e) {
+    return fail(session.get(), kExitBadInput, e.what());
+  } catch (const dist::LaunchConfigError& e) {  // this process does not belong to the store's job
     return fail(session.get(), kExitBadInput, e.what());
   } catch (const dist::CollectiveError& e) {
     return fail(session.get(), kExitRuntimeFailure, e.what(), e.log_dump());
@@ -240,7 +253,8 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "checkpoints at the next step boundary, exit 0. A NaN loss exits 1; a failed rank ends the job with 1.\n\n"
       "Environment: MASTER_ADDR, MASTER_PORT (where rank 0 hosts the rendezvous store; default 127.0.0.1 and\n"
       "a free port locally), PTRAIN_JOB_TOKEN (shared secret every connection to the store must present;\n"
-      "random per local launch), OMP_NUM_THREADS (threads per rank; default cores / local ranks),\n"
+      "random per local launch; a torchrun-style launch must set one, the same on every rank, unless\n"
+      "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank; default cores / local ranks),\n"
       "PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")

@@ -492,7 +492,9 @@ int StoreServer::listen_socket(const std::string& address, int port) {
     int one = 1;
     if (fd.get() < 0 || ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         ::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
-      error = std::strerror(errno);
+      const int err = errno;
+      error = std::strerror(err);
+      if (err == EADDRINUSE) error += " (another job's store? give each job its own MASTER_PORT)";
       continue;
     }
     return fd.release();

@@ -102,9 +102,10 @@ class StoreClient {
 
   const std::string& host() const { return host_; }
   int port() const { return port_; }
+  // "host:port", "[v6 address]:port", for messages.
+  std::string endpoint() const;
 
  private:
-  std::string endpoint() const;
   // op | keys (counted for WAIT and CHECK), after checking the caps.
   std::vector<char> encode(char op, const std::vector<std::string>& keys) const;
   // Sends `request` and reads the reply status, allowing `wait` of server-side waiting.

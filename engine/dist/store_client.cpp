@@ -89,10 +89,15 @@ StoreClient::StoreClient(std::string host, int port, std::string token, millisec
                     " has no room for another client: every connection it allows is in use (is a second "
                     "job with the same token using this port?)");
   }
-  if (error.empty() && answer != kAccepted)
-    error = answer == kRejected ? "rejected the job token" : "bad reply";
-  if (!error.empty())
-    throw DistError("store at " + endpoint() + " refused the handshake (is the job token right?): " + error);
+  // A wrong token is final, whatever the deadline: this store belongs to someone else.
+  if (error.empty() && answer == kRejected) {
+    throw DistError("store at " + endpoint() +
+                    " rejected the job token: it is another job's store, or this job's ranks were given "
+                    "different tokens (give each job its own MASTER_PORT, and every rank of a job the "
+                    "same PTRAIN_JOB_TOKEN)");
+  }
+  if (error.empty() && answer != kAccepted) error = "bad reply";
+  if (!error.empty()) throw DistError("store at " + endpoint() + " refused the handshake: " + error);
   fd_ = guard.release();
 }
 
