@@ -1,4 +1,6 @@
 // `ptrain run job.yaml [--nproc N] [--set key=value ...]`: train.
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -39,6 +41,15 @@ struct RunArgs {
 std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled once per step
 
 extern "C" void request_stop(int) { g_stop_requested.store(true); }
+
+// Blocks (SIG_BLOCK) or unblocks (SIG_UNBLOCK) the stop signals in this thread: SIGINT, SIGTERM and
+// SIGHUP, which the local launcher forwards as SIGTERM.
+void mask_stop_signals(int how) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  pthread_sigmask(how, &set, nullptr);
+}
 
 // OMP_NUM_THREADS when set (the usual knob), else the cores of this machine shared by its ranks.
 int cpu_threads(int local_ranks) {
@@ -166,6 +177,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
+  mask_stop_signals(SIG_UNBLOCK);  // one that came during start-up is delivered now: a clean stop
   // A peer that dies mid-collective must surface as a failed collective (with its log), not kill
   // this rank with SIGPIPE from inside Gloo's socket writes.
   std::signal(SIGPIPE, SIG_IGN);
@@ -209,6 +221,11 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
 }
 
 int run_training(const RunArgs& args) {
+  // From here on a stop signal waits instead of killing: the launcher reads it from its signalfd
+  // (launch_local); a worker, or a run alone, unblocks it once its handler is installed (train).
+  // Workers start with this mask (launch_local hands them the caller's), so a signal that the
+  // launcher forwards before a worker has reached its handler waits for it too.
+  mask_stop_signals(SIG_BLOCK);
   std::optional<dist::WorkerEnv> env;
   try {
     env = dist::detect_worker_env();

@@ -98,6 +98,39 @@ def store_port_once_training(launcher, d):
     return int(variables[b"MASTER_PORT"])
 
 
+def children_of(pid):
+    """Pids of the children of `pid` (their own main threads' children file when the kernel has it)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def blocks_sigterm(pid):
+    """Whether the main thread of `pid` blocks SIGTERM (ptrain run does from its start)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigBlk:"):
+                    return int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)) != 0
+    except OSError:
+        pass
+    return False
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -463,6 +496,43 @@ class Faults(Timed):
             r = run(job(d, dp=2, zero=3, steps=200))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(curve(metrics(d)), curve(metrics(ref)))  # same layout: bitwise
+
+    def test_sigterm_during_start_up_stops_cleanly(self):
+        # The launcher forwards a stop signal at once, maybe before a worker has reached its handler
+        # (or its main()): every early moment must end like a later SIGTERM, exit 0. Right after the
+        # first worker is spawned, or as soon as the launcher can take the signal, nothing can have
+        # been trained: nothing is saved, and it says so.
+        for moment in ["a worker was spawned", 0.0, 0.1, 0.3]:
+            with self.subTest(moment=moment), tempfile.TemporaryDirectory() as d:
+                t0 = time.monotonic()
+                p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=100000, every=1)],
+                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env())
+                try:
+                    if moment == "a worker was spawned":
+                        deadline = time.monotonic() + 60
+                        while time.monotonic() < deadline and not children_of(p.pid):
+                            time.sleep(0.001)
+                        self.assertTrue(children_of(p.pid), "the launcher spawned no worker within 60 s")
+                    else:
+                        time.sleep(max(0.0, t0 + moment - time.monotonic()))
+                        # Before its main() runs no program can catch a signal: on a loaded machine
+                        # wait for the launcher to get there (it blocks the stop signals first).
+                        deadline = time.monotonic() + 60
+                        while time.monotonic() < deadline and not blocks_sigterm(p.pid):
+                            time.sleep(0.001)
+                    p.send_signal(signal.SIGTERM)
+                    _, err = p.communicate(timeout=120)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.communicate()
+                self.assertEqual(p.returncode, 0, err)
+                self.assertNotIn("killed by signal", err)
+                if moment in ("a worker was spawned", 0.0):
+                    self.assertIn("[rank 0] stop requested before the first step: nothing to save", err)
+                    self.assertFalse(os.path.exists(os.path.join(d, "ckpt")), err)
+                else:
+                    self.assertTrue("nothing to save" in err or "checkpoint saved" in err, err)
 
     def test_strangers_on_the_store_port_do_not_disturb_the_job(self):
         with tempfile.TemporaryDirectory() as d:
