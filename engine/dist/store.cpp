@@ -258,6 +258,7 @@ struct StoreServer::Impl {
   void evict_oldest_pending() {
     const auto oldest = std::find_if(conns.begin(), conns.end(),
                                      [](const auto& c) { return !c->closed && !c->authenticated; });
+    if (oldest == conns.end()) return;  // cannot be: `pending` counts them
     close(**oldest);
     ++evicted;
   }
