@@ -1,9 +1,13 @@
 // `ptrain run job.yaml [--nproc N] [--set key=value ...]`: train.
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <cstdlib>
 #include <cstdio>
@@ -38,6 +42,15 @@ std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled onc
 
 extern "C" void request_stop(int) { g_stop_requested.store(true); }
 
+// Blocks (SIG_BLOCK) or unblocks (SIG_UNBLOCK) the stop signals in this thread: SIGINT, SIGTERM and
+// SIGHUP, which the local launcher forwards as SIGTERM.
+void mask_stop_signals(int how) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  pthread_sigmask(how, &set, nullptr);
+}
+
 // OMP_NUM_THREADS when set (the usual knob), else the cores of this machine shared by its ranks.
 int cpu_threads(int local_ranks) {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
@@ -70,6 +83,15 @@ std::string self_executable() {
   std::error_code ec;
   const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("ptrain") : path.string();
+}
+
+// What every rank of one job starts from, for the rendezvous to tell its job's store from another
+// job's (it adds the world size): the job file as read and the --set overrides.
+std::string job_identity(const RunArgs& args) {
+  std::ifstream in(args.job.job_path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string& o : args.job.overrides) text += "\n# --set " + o;
+  return dist::text_digest(text);
 }
 
 // The local launcher: one worker process per rank, each running this same command.
@@ -155,6 +177,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
+  mask_stop_signals(SIG_UNBLOCK);  // one that came during start-up is delivered now: a clean stop
   // A peer that dies mid-collective must surface as a failed collective (with its log), not kill
   // this rank with SIGPIPE from inside Gloo's socket writes.
   std::signal(SIGPIPE, SIG_IGN);
@@ -167,8 +190,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       if (env->rank == 0 && !env->token_from_env)
         std::fprintf(stderr, "warning: PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids "
                              "and keeps out mistakes, not attackers\n");
-      session = dist::rendezvous(*env, std::chrono::milliseconds(static_cast<std::int64_t>(spec.comm.timeout_s * 1000)),
-                                 nccl_offer(*ops));
+      const std::chrono::milliseconds timeout(static_cast<std::int64_t>(spec.comm.timeout_s * 1000));
+      session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
       comm = &session->comm();
     } else {
       solo = dist::make_solo_comm();
@@ -188,6 +211,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     return fail(session.get(), kExitBadInput, std::string("checkpoint: ") + e.what());
   } catch (const std::invalid_argument& e) {
     return fail(session.get(), kExitBadInput, e.what());
+  } catch (const dist::LaunchConfigError& e) {  // this process does not belong to the store's job
+    return fail(session.get(), kExitBadInput, e.what());
   } catch (const dist::CollectiveError& e) {
     return fail(session.get(), kExitRuntimeFailure, e.what(), e.log_dump());
   } catch (const std::exception& e) {
@@ -196,6 +221,11 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
 }
 
 int run_training(const RunArgs& args) {
+  // From here on a stop signal waits instead of killing: the launcher reads it from its signalfd
+  // (launch_local); a worker, or a run alone, unblocks it once its handler is installed (train).
+  // Workers start with this mask (launch_local hands them the caller's), so a signal that the
+  // launcher forwards before a worker has reached its handler waits for it too.
+  mask_stop_signals(SIG_BLOCK);
   std::optional<dist::WorkerEnv> env;
   try {
     env = dist::detect_worker_env();
@@ -246,7 +276,8 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "checkpoints at the next step boundary, exit 0. A NaN loss exits 1; a failed rank ends the job with 1.\n\n"
       "Environment: MASTER_ADDR, MASTER_PORT (where rank 0 hosts the rendezvous store; default 127.0.0.1 and\n"
       "a free port locally), PTRAIN_JOB_TOKEN (shared secret every connection to the store must present;\n"
-      "random per local launch), OMP_NUM_THREADS (threads per rank; default cores / local ranks),\n"
+      "random per local launch; a torchrun-style launch must set one, the same on every rank, unless\n"
+      "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank; default cores / local ranks),\n"
       "PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")

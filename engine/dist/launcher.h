@@ -14,7 +14,10 @@
 // - SIGINT/SIGTERM to the launcher are forwarded to every worker as the same signal, SIGHUP as
 //   SIGTERM (workers checkpoint and exit 0); a second one within grace_seconds sends SIGKILL.
 //   A signal the caller ignores (nohup, a background job of a script) stays ignored; workers
-//   start with these signals at their default action either way.
+//   start with these signals at their default action either way, and with the caller's signal
+//   mask (not the launcher's): a caller that blocks the stop signals before it calls launch_local,
+//   as `ptrain run` does from its start, gets workers that hold a signal forwarded before they
+//   have installed their handler pending until they unblock it, instead of dying of it.
 // - The first worker that exits non-zero or dies by a signal is reported on stderr with its last
 //   tail_lines lines; the others get SIGTERM, then SIGKILL after grace_seconds.
 // - Workers run in their own process groups (a terminal's Ctrl-C reaches them only through the

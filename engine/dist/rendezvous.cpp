@@ -19,8 +19,35 @@ constexpr const char* kAbortSeenKey = "ptrain/abort_seen";  // how many watchdog
 constexpr auto kReadersGrace = std::chrono::seconds(2);     // a dead rank never reads it
 constexpr const char* kBackendKey = "ptrain/comm_backend";
 constexpr auto kWatchPeriod = std::chrono::milliseconds(200);
+constexpr const char* kJobIdentityKey = "ptrain/job_identity";  // rank 0's
 
 std::string offer_key(int rank) { return "ptrain/nccl_offer/" + std::to_string(rank); }
+std::string rank_claim_key(int rank) { return "ptrain/rank_claims/" + std::to_string(rank); }
+
+// The same port and token can reach another job's store (a token from a static environment, two
+// launches of one job): the identity check keeps out another job, the claim a second process for
+// a rank, whichever comes first. Identity first, so a stranger claims nothing.
+void join_job(StoreClient& store, const WorkerEnv& env, const std::string& job_identity,
+              std::chrono::milliseconds timeout) {
+  const std::string advice = "give each job its own MASTER_PORT and PTRAIN_JOB_TOKEN";
+  const std::string mine = std::to_string(env.world) + " ranks, job " + job_identity;
+  if (env.rank == 0) {
+    store.set(kJobIdentityKey, mine);
+  } else if (const std::vector<char> theirs = store.get(kJobIdentityKey, timeout);
+             std::string(theirs.begin(), theirs.end()) != mine) {
+    throw LaunchConfigError("the store at " + store.endpoint() +
+                            " belongs to another job: its rank 0 runs another job file, other --set overrides "
+                            "or another world size than this rank (" +
+                            std::to_string(env.world) + " ranks); " + advice +
+                            ", and start every rank of a job with the same job file and overrides");
+  }
+  if (const std::int64_t claims = store.add(rank_claim_key(env.rank), 1); claims != 1) {
+    throw LaunchConfigError("rank " + std::to_string(env.rank) + " is already taken in the store at " +
+                            store.endpoint() +
+                            ": another process with this job's token and job file claimed it first (one job "
+                            "launched twice on one port?); " + advice);
+  }
+}
 
 // Rank 0 reads every rank's offered GPU and decides: "nccl", or why not (then Gloo).
 std::string decide_backend(StoreClient& store, int world, std::chrono::milliseconds timeout) {
@@ -65,13 +92,19 @@ std::string local_address_towards(const std::string& host, int port) {
   return address;
 }
 
-std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout, const NcclOffer& offer) {
+std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job_identity,
+                                    std::chrono::milliseconds timeout, const NcclOffer& offer) {
   std::unique_ptr<Session> s(new Session());
   s->env_ = env;
-  if (env.rank == 0)
-    s->server_ = env.store_fd >= 0 ? std::make_unique<StoreServer>(env.store_fd, env.token)
-                                   : std::make_unique<StoreServer>(env.store_host, env.store_port, env.token);
+  if (env.rank == 0) {
+    const std::size_t clients = kStoreClientsPerRank * static_cast<std::size_t>(env.world);
+    s->server_ = env.store_fd >= 0
+                     ? std::make_unique<StoreServer>(env.store_fd, env.token, kStoreHandshakeTimeout, clients)
+                     : std::make_unique<StoreServer>(env.store_host, env.store_port, env.token,
+                                                     kStoreHandshakeTimeout, clients);
+  }
   s->client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
+  join_job(*s->client_, env, job_identity, timeout);
   s->watch_client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
 
   s->client_->set(offer_key(env.rank), offer.gpu);

@@ -1,7 +1,8 @@
 // dist::rendezvous: how a worker joins its job (DESIGN.md data flow). Rank 0 hosts the store (on
 // the socket the local launcher inherited to it, or bound to the store address), every rank
-// connects with the job token, and the world Comm is connected through it: NCCL when every rank
-// computes on a GPU of its own, else Gloo. A watchdog thread then watches the store's abort flag:
+// connects with the job token, checks that the store is its own job's and claims its rank there,
+// and the world Comm is connected through it: NCCL when every rank computes on a GPU of its own,
+// else Gloo. A watchdog thread then watches the store's abort flag:
 // when any rank reports a fatal error (a collective timed out, a peer vanished), every other rank
 // prints its collective log and exits 1, so a hang ends with the logs of all ranks, naming which
 // one was where.
@@ -40,8 +41,8 @@ class Session {
   void finish();
 
  private:
-  friend std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout,
-                                             const NcclOffer& offer);
+  friend std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job_identity,
+                                             std::chrono::milliseconds timeout, const NcclOffer& offer);
   Session() = default;
   void watch();
   // Rank 0 hosts the store: after an abort it keeps it up until every other rank has read the
@@ -57,13 +58,20 @@ class Session {
   std::once_flag abort_reported_;
 };
 
-// Joins the job described by `env`; `timeout` bounds connecting and every collective. Every rank
-// publishes its offer; rank 0 decides for the whole job (so every rank agrees): NCCL when every
-// rank offers a GPU and no two offer the same one (ranks sharing a GPU cannot share an NCCL
-// communicator), else Gloo, with a note from rank 0 when GPUs were offered. On an NCCL failure the
-// rank prints it with its collective log, reports it to every rank and exits 1.
-std::unique_ptr<Session> rendezvous(const WorkerEnv& env, std::chrono::milliseconds timeout,
-                                    const NcclOffer& offer = {});
+// Joins the job described by `env`; `timeout` bounds connecting and every collective.
+// `job_identity` is what every rank of the job has in common (the app's digest of the job file and
+// its --set overrides): rank 0 publishes it with the world size, every other rank compares, then
+// each rank claims its rank number in the store, once. So a process of another job that reaches
+// this store (the same port and token by mistake) fails at once with a LaunchConfigError naming the
+// store's host:port, instead of joining: "belongs to another job" when its identity differs, "rank
+// R is already taken" when it is a second process for a rank (then the job goes on with the
+// first). A wrong token fails the same way, as a DistError from the store client.
+// Every rank publishes its offer; rank 0 decides for the whole job (so every rank agrees): NCCL
+// when every rank offers a GPU and no two offer the same one (ranks sharing a GPU cannot share an
+// NCCL communicator), else Gloo, with a note from rank 0 when GPUs were offered. On an NCCL failure
+// the rank prints it with its collective log, reports it to every rank and exits 1.
+std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job_identity,
+                                    std::chrono::milliseconds timeout, const NcclOffer& offer = {});
 
 // The local address this machine uses to reach host:port (what peers should connect back to).
 std::string local_address_towards(const std::string& host, int port);

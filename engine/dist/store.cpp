@@ -20,43 +20,14 @@
 #include <unordered_map>
 #include <utility>
 
+#include "engine/dist/store_wire.h"
+
 namespace ptrain::dist {
+
+using namespace wire;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-constexpr char kMagic[4] = {'P', 'T', 'R', 'S'};
-constexpr char kVersion = 1, kAccepted = 0, kRejected = 1;
-enum Op : char { kSet = 1, kGet = 2, kWait = 3, kAdd = 4, kCheck = 5 };
-enum Status : char { kOk = 0, kTimeout = 1, kError = 2 };
-// The largest well-formed message (a SET at both caps); a peer buffering more is dropped.
-constexpr std::size_t kMaxMessageBytes = kStoreMaxValueBytes + kStoreMaxKeyBytes + 64;
-constexpr milliseconds kMaxTimeout = std::chrono::hours(24 * 365);
-// Client side: how long the server may stall while it owes us bytes before we give up on it.
-constexpr milliseconds kStallTimeout = std::chrono::seconds(60);
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
-
-std::string join_host_port(const std::string& host, int port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
 // "host:port" of a socket address; `port` receives the port.
 std::string address_text(const sockaddr_storage& addr, socklen_t len, int* port = nullptr) {
   char host[NI_MAXHOST], serv[NI_MAXSERV];
@@ -67,45 +38,6 @@ std::string address_text(const sockaddr_storage& addr, socklen_t len, int* port 
   const int number = std::stoi(serv);
   if (port != nullptr) *port = number;
   return join_host_port(host, number);
-}
-// A key for an error message: quoted, and cut short when long.
-std::string quote(const std::string& key) {
-  return "'" + (key.size() > 100 ? key.substr(0, 100) + "..." : key) + "'";
-}
-std::string ms_text(milliseconds ms) {
-  return std::to_string(ms.count()) + " ms";
-}
-milliseconds clamp_timeout(milliseconds ms) {
-  return std::clamp(ms, milliseconds(0), kMaxTimeout);
-}
-std::string errno_text(const char* what) {
-  return std::string(what) + ": " + std::strerror(errno);
-}
-
-using AddrInfoList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
-AddrInfoList resolve(const std::string& host, int port, std::string& error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
-    error = std::string("cannot resolve ") + join_host_port(host, port) + ": " + ::gai_strerror(rc);
-  }
-  return AddrInfoList(found, ::freeaddrinfo);
-}
-
-void put_be(std::vector<char>& out, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void put_key(std::vector<char>& out, const std::string& key) {
-  put_be(out, key.size(), 4);
-  out.insert(out.end(), key.begin(), key.end());
-}
-std::uint64_t get_be(const char* p, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
 }
 
 // Reads one message from the bytes received so far. Each getter returns false when its bytes have
@@ -198,70 +130,6 @@ bool tokens_equal(const std::string& presented, const std::string& expected) {
   return diff == 0;
 }
 
-// Moves `size` bytes over a non-blocking socket (sends when `out`), giving up at `deadline`, which
-// each moved byte pushes out to at least kStallTimeout ahead. Returns "" or what went wrong.
-std::string transfer(int fd, char* data, std::size_t size, bool out, Clock::time_point deadline) {
-  while (size > 0) {
-    const ssize_t n =
-        out ? ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, data, size, MSG_DONTWAIT);
-    if (n > 0) {
-      data += n;
-      size -= static_cast<std::size_t>(n);
-      deadline = std::max(deadline, Clock::now() + kStallTimeout);
-      continue;
-    }
-    if (n == 0 || errno == ECONNRESET || errno == EPIPE) return "closed the connection";
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return errno_text("connection failed");
-    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return "did not answer in time";
-    pollfd p{fd, static_cast<short>(out ? POLLOUT : POLLIN), 0};
-    ::poll(&p, 1, static_cast<int>(std::min<long long>(left, INT_MAX)));
-  }
-  return "";
-}
-
-// One attempt to connect to each address of host:port; -1 with `error` set on failure.
-int try_connect(const std::string& host, int port, Clock::time_point deadline, std::string& error) {
-  const AddrInfoList list = resolve(host, port, error);
-  for (const addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
-    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
-    if (fd.get() < 0) {
-      error = errno_text("socket");
-      continue;
-    }
-    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        error = std::strerror(errno);
-        continue;
-      }
-      // Every attempt gets a fair chance, even right at the deadline.
-      const auto left = std::max(deadline - Clock::now(), Clock::duration(milliseconds(200)));
-      pollfd p{fd.get(), POLLOUT, 0};
-      int so_error = ETIMEDOUT;
-      socklen_t len = sizeof so_error;
-      if (::poll(&p, 1, static_cast<int>(std::chrono::ceil<milliseconds>(left).count())) == 1) {
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
-      }
-      if (so_error != 0) {
-        error = std::strerror(so_error);
-        continue;
-      }
-    }
-    int one = 1;
-    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd.release();
-  }
-  return -1;
-}
-
-void check_token(const std::string& token, const char* who) {
-  if (token.empty() || token.size() > kStoreMaxKeyBytes) {
-    throw DistError(std::string(who) + ": the job token must be 1 to 4096 bytes, got " +
-                    std::to_string(token.size()));
-  }
-}
-
 // ------------------------------------------------------------------------------------------ server
 
 struct Connection {
@@ -281,6 +149,10 @@ struct StoreServer::Impl {
   UniqueFd listen_fd, wake_read, wake_write;
   std::string token;
   milliseconds handshake_timeout{};
+  std::size_t max_clients = 0;
+  std::size_t pending = 0, clients = 0;  // open connections before and after the handshake
+  std::size_t evicted = 0;               // pending connections dropped for the cap, not yet reported
+  Clock::time_point next_eviction_note{};
   std::atomic<bool> stop{false};
   std::thread thread;
   std::vector<std::unique_ptr<Connection>> conns;
@@ -311,6 +183,7 @@ struct StoreServer::Impl {
         if (!c->authenticated) next = std::min(next, c->handshake_deadline);
         if (c->waiting) next = std::min(next, c->wait_deadline);
       }
+      if (evicted > 0) next = std::min(next, next_eviction_note);
       const long long wait_ms =
           next == Clock::time_point::max()
               ? -1
@@ -325,7 +198,6 @@ struct StoreServer::Impl {
         }
         if (stop.load()) return;
       }
-      if (fds[1].revents != 0) accept_all();
       for (std::size_t i = 0; i < polled.size(); ++i) {
         Connection& c = *polled[i];
         const short revents = fds[i + 2].revents;
@@ -347,6 +219,10 @@ struct StoreServer::Impl {
       for (auto& c : conns) {
         if (!c->closed && c->in.size() > kMaxMessageBytes) drop(*c, "sent more than the largest message");
       }
+      // New connections last: a client accepted in the previous turn has had its handshake read
+      // by now, so a flood arriving meanwhile cannot push it out as the oldest pending one.
+      if (fds[1].revents != 0) accept_all();
+      note_evictions(Clock::now());
       std::erase_if(conns, [](const auto& c) { return c->closed; });
     }
   }
@@ -373,10 +249,33 @@ struct StoreServer::Impl {
       c->peer = address_text(addr, len);
       c->handshake_deadline = Clock::now() + handshake_timeout;
       conns.push_back(std::move(c));
+      if (++pending > kStoreMaxPendingConnections) evict_oldest_pending();
     }
   }
 
+  // Over the cap of pending connections: the one that has waited longest has had the most time to
+  // present the token. Dropped quietly; note_evictions reports how many.
+  void evict_oldest_pending() {
+    const auto oldest = std::find_if(conns.begin(), conns.end(),
+                                     [](const auto& c) { return !c->closed && !c->authenticated; });
+    if (oldest == conns.end()) return;  // cannot be: `pending` counts them
+    close(**oldest);
+    ++evicted;
+  }
+
+  // At most one line a second however many go.
+  void note_evictions(Clock::time_point now) {
+    if (evicted == 0 || now < next_eviction_note) return;
+    std::fprintf(stderr,
+                 "ptrain store: dropped %zu connections without a handshake: more than %zu were waiting "
+                 "for theirs at once\n",
+                 evicted, kStoreMaxPendingConnections);
+    evicted = 0;
+    next_eviction_note = now + std::chrono::seconds(1);
+  }
+
   void close(Connection& c) {
+    if (!c.closed) --(c.authenticated ? clients : pending);
     c.fd.reset();
     c.closed = true;
     c.waiting = false;
@@ -444,12 +343,17 @@ struct StoreServer::Impl {
         progress = true;
         if (c.authenticated) {
           execute(c, q);
-        } else if (tokens_equal(presented, token)) {
-          c.authenticated = true;
-          reply(c, {kAccepted});
-        } else {
+        } else if (!tokens_equal(presented, token)) {
           (void)::send(c.fd.get(), &kRejected, 1, MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort
           drop(c, "bad token");
+        } else if (clients >= max_clients) {
+          (void)::send(c.fd.get(), &kFull, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          drop(c, "all " + std::to_string(max_clients) + " client connections are in use");
+        } else {
+          --pending;
+          ++clients;
+          c.authenticated = true;
+          reply(c, {kAccepted});
         }
       }
     } catch (const std::bad_alloc&) {
@@ -533,7 +437,8 @@ struct StoreServer::Impl {
   }
 };
 
-StoreServer::StoreServer(int listen_fd, std::string token, milliseconds handshake_timeout) {
+StoreServer::StoreServer(int listen_fd, std::string token, milliseconds handshake_timeout,
+                         std::size_t max_clients) {
   UniqueFd fd(listen_fd);  // owned from here on: closed on every failure path
   const std::string what = "store server: fd " + std::to_string(listen_fd);
   check_token(token, "store server");
@@ -560,12 +465,13 @@ StoreServer::StoreServer(int listen_fd, std::string token, milliseconds handshak
   impl_->listen_fd.reset(fd.release());
   impl_->token = std::move(token);
   impl_->handshake_timeout = handshake_timeout;
+  impl_->max_clients = max_clients;
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }
 
 StoreServer::StoreServer(const std::string& address, int port, std::string token,
-                         milliseconds handshake_timeout)
-    : StoreServer(listen_socket(address, port), std::move(token), handshake_timeout) {}
+                         milliseconds handshake_timeout, std::size_t max_clients)
+    : StoreServer(listen_socket(address, port), std::move(token), handshake_timeout, max_clients) {}
 
 StoreServer::~StoreServer() {
   impl_->stop.store(true);
@@ -587,170 +493,14 @@ int StoreServer::listen_socket(const std::string& address, int port) {
     int one = 1;
     if (fd.get() < 0 || ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         ::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
-      error = std::strerror(errno);
+      const int err = errno;
+      error = std::strerror(err);
+      if (err == EADDRINUSE) error += " (another job's store? give each job its own MASTER_PORT)";
       continue;
     }
     return fd.release();
   }
   throw DistError("store server: cannot listen on " + where + ": " + error);
-}
-
-// ------------------------------------------------------------------------------------------ client
-
-StoreClient::StoreClient(std::string host, int port, std::string token, milliseconds connect_timeout)
-    : host_(std::move(host)), port_(port) {
-  if (host_.empty() || port_ <= 0 || port_ > 65535) {
-    throw DistError("store client: invalid store address '" + endpoint() +
-                    "' (need a host and a port 1-65535)");
-  }
-  check_token(token, "store client");
-  connect_timeout = clamp_timeout(connect_timeout);
-  const auto deadline = Clock::now() + connect_timeout;
-  std::string error;
-  for (milliseconds backoff(10); (fd_ = try_connect(host_, port_, deadline, error)) < 0;
-       backoff = std::min(backoff * 2, milliseconds(500))) {
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      throw DistError("cannot connect to the store at " + endpoint() + " within " + ms_text(connect_timeout) +
-                      ": " + error);
-    }
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-  }
-  UniqueFd guard(fd_);
-  std::vector<char> hello(kMagic, kMagic + 4);
-  hello.push_back(kVersion);
-  put_key(hello, token);
-  // Rank 0 may still be starting while the kernel holds our connection: wait up to the deadline.
-  const auto reply_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(1));
-  char answer = 0;
-  error = transfer(fd_, hello.data(), hello.size(), true, reply_deadline);
-  if (error.empty()) error = transfer(fd_, &answer, 1, false, reply_deadline);
-  if (error.empty() && answer != kAccepted)
-    error = answer == kRejected ? "rejected the job token" : "bad reply";
-  if (!error.empty()) {
-    fd_ = -1;
-    throw DistError("store at " + endpoint() + " refused the handshake (is the job token right?): " + error);
-  }
-  guard.release();
-}
-
-StoreClient::~StoreClient() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-std::string StoreClient::endpoint() const {
-  return join_host_port(host_, port_);
-}
-
-void StoreClient::fail(const std::string& what) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  throw DistError("store at " + endpoint() + " " + what);
-}
-
-void StoreClient::recv_exact(char* data, std::size_t size, Clock::time_point deadline) {
-  if (auto error = transfer(fd_, data, size, false, deadline); !error.empty()) fail(error);
-}
-
-std::vector<char> StoreClient::encode(char op, const std::vector<std::string>& keys) const {
-  if (keys.size() > kStoreMaxKeysPerRequest) {
-    throw DistError("store request for " + std::to_string(keys.size()) + " keys is over the cap");
-  }
-  std::vector<char> request{op};
-  if (op == kWait || op == kCheck) put_be(request, keys.size(), 4);
-  for (const auto& key : keys) {
-    if (key.size() > kStoreMaxKeyBytes) {
-      throw DistError("store key " + quote(key) + " of " + std::to_string(key.size()) +
-                      " bytes is over the cap");
-    }
-    put_key(request, key);
-  }
-  return request;
-}
-
-char StoreClient::roundtrip(std::vector<char>& request, milliseconds wait) {
-  if (fd_ < 0) throw DistError("store client for " + endpoint() + " is closed after an earlier failure");
-  if (auto error = transfer(fd_, request.data(), request.size(), true, Clock::now() + kStallTimeout);
-      !error.empty()) {
-    fail(error);
-  }
-  char status = 0;
-  recv_exact(&status, 1, Clock::now() + wait + kStallTimeout);
-  if (status == kError) {
-    char len[4];
-    recv_exact(len, 4, Clock::now() + kStallTimeout);
-    std::string message(std::min<std::uint64_t>(get_be(len, 4), kStoreMaxKeyBytes), '\0');
-    recv_exact(message.data(), message.size(), Clock::now() + kStallTimeout);
-    throw DistError("store at " + endpoint() + ": " + message);
-  }
-  if (status != kOk && status != kTimeout) fail("sent an unknown reply status " + std::to_string(status));
-  return status;
-}
-
-void StoreClient::set(const std::string& key, const std::vector<char>& value) {
-  if (value.size() > kStoreMaxValueBytes) {
-    throw DistError("store value of " + std::to_string(value.size()) + " bytes for key " + quote(key) +
-                    " is over the cap");
-  }
-  auto request = encode(kSet, {key});
-  put_be(request, value.size(), 8);
-  request.insert(request.end(), value.begin(), value.end());
-  std::lock_guard lock(mutex_);
-  roundtrip(request, milliseconds(0));
-}
-
-void StoreClient::set(const std::string& key, const std::string& value) {
-  set(key, std::vector<char>(value.begin(), value.end()));
-}
-
-std::vector<char> StoreClient::get(const std::string& key, milliseconds timeout) {
-  timeout = clamp_timeout(timeout);
-  auto request = encode(kGet, {key});
-  put_be(request, static_cast<std::uint64_t>(timeout.count()), 8);
-  std::lock_guard lock(mutex_);
-  if (roundtrip(request, timeout) == kTimeout) {
-    throw DistError("timed out after " + ms_text(timeout) + " waiting for key " + quote(key) +
-                    " in the store at " + endpoint());
-  }
-  char len[8];
-  recv_exact(len, 8, Clock::now() + kStallTimeout);
-  if (get_be(len, 8) > kStoreMaxValueBytes) fail("sent a malformed reply");
-  std::vector<char> value(get_be(len, 8));
-  recv_exact(value.data(), value.size(), Clock::now() + kStallTimeout);
-  return value;
-}
-
-void StoreClient::wait(const std::vector<std::string>& keys, milliseconds timeout) {
-  timeout = clamp_timeout(timeout);
-  auto request = encode(kWait, keys);
-  put_be(request, static_cast<std::uint64_t>(timeout.count()), 8);
-  std::lock_guard lock(mutex_);
-  if (roundtrip(request, timeout) == kTimeout) {
-    std::string names;
-    for (std::size_t i = 0; i < keys.size() && i < 5; ++i) names += (i > 0 ? ", " : "") + quote(keys[i]);
-    if (keys.size() > 5) names += ", ... (" + std::to_string(keys.size()) + " keys)";
-    throw DistError("timed out after " + ms_text(timeout) + " waiting for keys " + names +
-                    " in the store at " + endpoint());
-  }
-}
-
-std::int64_t StoreClient::add(const std::string& key, std::int64_t delta) {
-  auto request = encode(kAdd, {key});
-  put_be(request, static_cast<std::uint64_t>(delta), 8);
-  std::lock_guard lock(mutex_);
-  if (roundtrip(request, milliseconds(0)) != kOk) fail("sent a malformed reply");
-  char value[8];
-  recv_exact(value, 8, Clock::now() + kStallTimeout);
-  return static_cast<std::int64_t>(get_be(value, 8));
-}
-
-bool StoreClient::check(const std::vector<std::string>& keys) {
-  auto request = encode(kCheck, keys);
-  std::lock_guard lock(mutex_);
-  if (roundtrip(request, milliseconds(0)) != kOk) fail("sent a malformed reply");
-  char present = 0;
-  recv_exact(&present, 1, Clock::now() + kStallTimeout);
-  return present != 0;
 }
 
 }  // namespace ptrain::dist

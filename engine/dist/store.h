@@ -4,9 +4,10 @@
 //
 // Wire protocol, version 1. Integers are big-endian; i64 is two's complement.
 //   Handshake, client -> server: "PTRS" | u8 version (1) | u32 token_len (<= 4 KiB) | token bytes
-//             server -> client: u8 0 when accepted; on a wrong token u8 1, then close; on anything
-//             else (bad magic or version, oversized length, nothing within the handshake timeout):
-//             close.
+//             server -> client: u8 0 when accepted; on a wrong token u8 1, then close; with the
+//             right token but every client connection in use (see the limits below) u8 2, then
+//             close; on anything else (bad magic or version, oversized length, nothing within the
+//             handshake timeout): close.
 //   Request: u8 op | body. The client sends one request and reads its reply before the next.
 //     SET   1: u32 klen | key | u64 vlen | value                 -> OK
 //     GET   2: u32 klen | key | u64 timeout_ms                   -> OK | u64 vlen | value, or TIMEOUT
@@ -17,6 +18,12 @@
 //   GET and WAIT wait on the server (no polling); the server answers TIMEOUT at the deadline.
 //   ADD keeps the counter as decimal text, so GET reads it. Keys are at most 4 KiB, values at most
 //   256 MiB, n at most 65536; a message over a cap, or an unknown op, drops that connection only.
+// Connection limits, so that whatever connects, the host keeps descriptors for its job's own work:
+//   at most kStoreMaxPendingConnections connections that have not finished the handshake (one more
+//   drops the oldest of them, which has had the most time), and at most `max_clients`
+//   authenticated ones (the rendezvous allows kStoreClientsPerRank per rank of the job; a rank
+//   opens two). So a flood of idle connections holds at most 64 descriptors, each for at most the
+//   handshake timeout.
 #pragma once
 
 #include <chrono>
@@ -34,18 +41,25 @@ namespace ptrain::dist {
 inline constexpr std::size_t kStoreMaxKeyBytes = 4096;
 inline constexpr std::size_t kStoreMaxValueBytes = std::size_t{256} << 20;
 inline constexpr std::size_t kStoreMaxKeysPerRequest = 65536;
+inline constexpr std::size_t kStoreMaxPendingConnections = 64;
+inline constexpr std::size_t kStoreClientsPerRank = 4;
+inline constexpr std::size_t kStoreDefaultMaxClients = 256;  // a server not told its job's size
+inline constexpr std::chrono::milliseconds kStoreHandshakeTimeout = std::chrono::seconds(5);
 
 // Serves the store from one background thread (a poll() loop over non-blocking sockets). The
 // destructor wakes the loop, closes every connection (blocked clients then fail promptly) and joins.
 class StoreServer {
  public:
   // Takes ownership of `listen_fd`, an already bound and listening TCP socket (see listen_socket).
+  // `max_clients`: authenticated connections served at once (see the limits above).
   StoreServer(int listen_fd, std::string token,
-              std::chrono::milliseconds handshake_timeout = std::chrono::seconds(5));
+              std::chrono::milliseconds handshake_timeout = kStoreHandshakeTimeout,
+              std::size_t max_clients = kStoreDefaultMaxClients);
   // Binds to exactly `address` (numeric IPv4/IPv6 or a host name; "0.0.0.0" for every interface)
   // and `port` (0 = any free port, see port()).
   StoreServer(const std::string& address, int port, std::string token,
-              std::chrono::milliseconds handshake_timeout = std::chrono::seconds(5));
+              std::chrono::milliseconds handshake_timeout = kStoreHandshakeTimeout,
+              std::size_t max_clients = kStoreDefaultMaxClients);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
@@ -88,9 +102,10 @@ class StoreClient {
 
   const std::string& host() const { return host_; }
   int port() const { return port_; }
+  // "host:port", "[v6 address]:port", for messages.
+  std::string endpoint() const;
 
  private:
-  std::string endpoint() const;
   // op | keys (counted for WAIT and CHECK), after checking the caps.
   std::vector<char> encode(char op, const std::vector<std::string>& keys) const;
   // Sends `request` and reads the reply status, allowing `wait` of server-side waiting.

@@ -132,7 +132,7 @@ int derived_port(const std::string& job_key) {
 }
 
 std::string derived_token(const std::string& job_key) {
-  return hex64(fnv1a("ptrain-token-a:" + job_key)) + hex64(fnv1a("ptrain-token-b:" + job_key));
+  return text_digest("ptrain-token:" + job_key);
 }
 
 int parse_port(const std::string& name, const std::string& text) {
@@ -364,24 +364,46 @@ int store_port(const Env& env, const WorkerEnv& w) {
       " exports no job id to derive one from: export MASTER_PORT=<free port> to every rank");
 }
 
+// torchrun's rendezvous id: the same for every rank of a run, another for another run when the user
+// gives one or --standalone draws one; "none" (its default) names nothing.
+std::optional<std::string> torchelastic_run_key(const Env& env) {
+  const std::optional<std::string> id = env.get("TORCHELASTIC_RUN_ID");
+  if (!id || *id == "none") return std::nullopt;
+  return "torchelastic:" + *id;
+}
+
 void assign_token(const Env& env, WorkerEnv& w) {
   if (const std::optional<std::string> token = env.get("PTRAIN_JOB_TOKEN")) {
     w.token = *token;
     w.token_from_env = true;
     return;
   }
+  w.token_from_env = false;
   // Open MPI's mpirun hands every rank the same random per-job key: harder to guess than a job
   // id, but how far it is kept from other users is Open MPI's business, so it is not called
   // secret (token_from_env stays false).
   if (const std::optional<std::string> key = env.get("OMPI_MCA_orte_precondition_transports");
       key && w.launcher == "mpirun") {
     w.token = derived_token("ompi-transports:" + *key);
-    w.token_from_env = false;
     return;
   }
-  const std::optional<std::string> key = job_key(env, w);
-  w.token = derived_token(key.value_or("store:" + w.store_host + ":" + std::to_string(w.store_port)));
-  w.token_from_env = false;
+  std::optional<std::string> key = job_key(env, w);
+  if (!key && w.launcher == "env") key = torchelastic_run_key(env);
+  if (key) {
+    w.token = derived_token(*key);
+    return;
+  }
+  // What is left (MASTER_ADDR:MASTER_PORT, the ranks) is the same for another job on the same
+  // port: a token derived from it would let the two jobs join each other.
+  const std::string launch =
+      w.launcher == "env" ? "a torchrun-style launch (RANK, WORLD_SIZE, MASTER_*)" : "this MPI launcher";
+  throw LaunchConfigError(
+      "PTRAIN_JOB_TOKEN is not set, and nothing " + launch +
+      " exports names this job: another job given the same store address " + w.store_host + ":" +
+      std::to_string(w.store_port) +
+      " could join it. Draw one token per job and export that same value to every rank, e.g. "
+      "export PTRAIN_JOB_TOKEN=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \\n') where the "
+      "job is launched (ptrain's own launcher, srun and mpirun name their jobs themselves)");
 }
 
 // ---------------------------------------------------------------- hostlists
@@ -502,6 +524,10 @@ std::optional<WorkerEnv> detect_worker_env(const GetenvFn& getenv_fn) {
 
 std::optional<WorkerEnv> detect_worker_env() {
   return detect_worker_env([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+std::string text_digest(const std::string& text) {
+  return hex64(fnv1a("ptrain-digest-a:" + text)) + hex64(fnv1a("ptrain-digest-b:" + text));
 }
 
 std::string new_job_token() {

@@ -30,10 +30,14 @@
 // SLURM_JOB_ID and SLURM_STEP_ID; mpirun: derived from PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid
 // (or, for an MPI launcher inside a Slurm allocation, the srun step that started it); otherwise a
 // LaunchConfigError asking for MASTER_PORT. Derived ports lie in [20000, 50000).
-// Job token: PTRAIN_JOB_TOKEN when set (token_from_env = true); otherwise derived, with
-// token_from_env = false (the worker warns that the token keeps out mistakes, not attackers):
-// Open MPI from its per-job random OMPI_MCA_orte_precondition_transports, srun/mpirun from the
-// job ids, torchrun-style from MASTER_ADDR:MASTER_PORT.
+// Job token: PTRAIN_JOB_TOKEN when set (token_from_env = true); otherwise derived from a value the
+// launcher exports that names this one job, with token_from_env = false (the worker warns that the
+// token keeps out mistakes, not attackers): Open MPI from its per-job random
+// OMPI_MCA_orte_precondition_transports, srun/mpirun from the job ids, torchrun from
+// TORCHELASTIC_RUN_ID unless it is "none" (its default; --standalone draws a random one). With
+// none of these (a hand-made RANK/WORLD_SIZE launch, MPICH's mpiexec outside Slurm) a
+// LaunchConfigError asks for PTRAIN_JOB_TOKEN: MASTER_ADDR:MASTER_PORT is the same for another job
+// on that port, and a token derived from it would let the two jobs join each other.
 #pragma once
 
 #include <functional>
@@ -78,5 +82,10 @@ std::vector<int> expand_slurm_tasks_per_node(const std::string& counts);
 // 32 lowercase hex characters from the kernel's random source (getrandom). Throws DistError if no
 // randomness is available.
 std::string new_job_token();
+
+// 32 lowercase hex characters that depend only on `text` (two salted 64-bit FNV-1a hashes), the
+// same on every machine: for ranks to compare what they started from without sending it, and to
+// derive tokens from job ids. Keeps out mistakes, not attackers.
+std::string text_digest(const std::string& text);
 
 }  // namespace ptrain::dist

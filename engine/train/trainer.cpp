@@ -431,6 +431,13 @@ RunResult Trainer::State::run() {
   double seconds_total = 0;
   double device_peak = 0;  // the most device memory in use after a step (where the backend measures it)
   std::int64_t timed_steps = 0;
+  // A stop requested during start-up (a signal the worker held until its handler was in place, one
+  // during the rendezvous) ends the run before its first step, on every rank: nothing new to save.
+  if (start_step < spec.train.steps && stop_agreed(start_step)) {
+    result.status = RunStatus::Interrupted;
+    note("stop requested before the first step: nothing to save");
+    return result;
+  }
   for (std::int64_t step = start_step; step < spec.train.steps; ++step) {
     inject_fault(step + 1);
     const auto t0 = Clock::now();

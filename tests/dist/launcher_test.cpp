@@ -127,6 +127,12 @@ Launch run_launcher(const ScratchDir& dir, const LaunchOptions& options,
       ::signal(SIGHUP, SIG_IGN);
       ::signal(SIGINT, SIG_IGN);
     }
+    if (env.count("PTRAIN_TEST_BLOCK") != 0) {  // as `ptrain run` does before it launches
+      sigset_t stop;
+      sigemptyset(&stop);
+      sigaddset(&stop, SIGTERM);
+      ::sigprocmask(SIG_BLOCK, &stop, nullptr);
+    }
     int rc = 0;
     try {
       rc = launch_local(options);
@@ -389,6 +395,25 @@ TEST_CASE("signals the caller ignores stay ignored, and workers start with defau
   REQUIRE(at != std::string::npos);
   const unsigned long long ignored = std::stoull(run.out.substr(at + 8, 16), nullptr, 16);
   CHECK((ignored & 0x4003u) == 0);
+}
+
+TEST_CASE("workers start with the caller's signal mask, not the launcher's") {
+  // `ptrain run` blocks the stop signals from its start, so that its workers hold a signal the
+  // launcher forwards before they have installed their handler until they are ready for it.
+  ScratchDir dir;
+  const bool caller_blocks = GENERATE(false, true);
+  INFO("the caller blocks SIGTERM: " << caller_blocks);
+  std::map<std::string, std::string> env;
+  if (caller_blocks) env["PTRAIN_TEST_BLOCK"] = "1";
+  const Launch run =
+      run_launcher(dir, shell_workers(1, "echo blocked=$(awk '/^SigBlk/ {print $2}' /proc/$$/status)"), env);
+  INFO(run.out << run.err);
+  CHECK(run.exit_code() == 0);
+  const std::size_t at = run.out.find("blocked=");
+  REQUIRE(at != std::string::npos);
+  const unsigned long long blocked = std::stoull(run.out.substr(at + 8, 16), nullptr, 16);
+  CHECK(((blocked >> (SIGTERM - 1)) & 1u) == (caller_blocks ? 1u : 0u));
+  CHECK((blocked & (1u << (SIGCHLD - 1))) == 0);  // the launcher's own blocked set stays its own
 }
 
 TEST_CASE("a second stop signal within the grace period kills the workers") {

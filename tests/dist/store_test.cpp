@@ -1,14 +1,18 @@
 #include "engine/dist/store.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -231,6 +235,86 @@ TEST_CASE("garbage, oversized lengths and silent peers are dropped without distu
   auto late = connect_client(server.port());
   CHECK(text(late->get("after", 1s)) == "still");
   CHECK(text(late->get("kept", 1s)) == "safe");
+}
+
+TEST_CASE("a flood of idle connections is capped and leaves descriptors for the job's own work") {
+  // 1,100 connections that never send a handshake, held (the handshake timeout is long), under a
+  // descriptor limit with room for them and ~300 more: the server must not take a descriptor per
+  // connection, so the job's clients keep working and the process can still open files.
+  constexpr int kFlood = 1100;
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  const rlim_t limit = kFlood + 300;
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < limit) {
+    WARN("the hard descriptor limit is too low for this test");
+    return;
+  }
+  const auto open_fds = [] {
+    namespace fs = std::filesystem;
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+  };
+  StoreServer server("127.0.0.1", 0, kToken, 60s);
+  auto good = connect_client(server.port());
+  good->set("kept", std::string("safe"));
+  const auto before = open_fds();
+  rlimit lowered = saved;
+  lowered.rlim_cur = limit;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  std::vector<int> flood;
+  for (int i = 0; i < kFlood; ++i) {  // loopback only; each closed below
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    flood.push_back(fd);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) break;
+  }
+  CHECK(flood.size() == static_cast<std::size_t>(kFlood));
+  // A new client queues behind the whole flood: once it is in, the server has seen every connection.
+  std::string late_value;
+  try {
+    late_value = text(connect_client(server.port(), kToken, 10s)->get("kept", 1s));
+  } catch (const DistError& e) {
+    late_value = e.what();
+  }
+  CHECK(late_value == "safe");
+  CHECK(text(good->get("kept", 1s)) == "safe");
+  // The flood's own descriptors, the capped pending connections on the server's side, a few more.
+  CHECK(open_fds() - before <= kFlood + static_cast<long>(ptrain::dist::kStoreMaxPendingConnections) + 16);
+  std::vector<int> files;
+  for (int i = 0; i < 64; ++i) files.push_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  CHECK(std::count(files.begin(), files.end(), -1) == 0);
+  for (const int fd : files) ::close(fd);
+  for (const int fd : flood) ::close(fd);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  good->set("after", std::string("still"));
+  CHECK(text(connect_client(server.port())->get("after", 1s)) == "still");
+}
+
+TEST_CASE("authenticated connections are capped and a client past the cap is told so at once") {
+  StoreServer server("127.0.0.1", 0, kToken, 5s, 3);
+  std::vector<std::unique_ptr<StoreClient>> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(connect_client(server.port()));
+  clients[0]->set("kept", std::string("safe"));
+  const auto start = Clock::now();
+  CHECK_THROWS_WITH(connect_client(server.port(), kToken, 10s),
+                    Catch::Contains("store at 127.0.0.1:" + std::to_string(server.port())) &&
+                        Catch::Contains("no room for another client"));
+  CHECK(seconds_since(start) < 5.0);
+  for (const auto& c : clients) CHECK(text(c->get("kept", 1s)) == "safe");
+  // A slot frees once the server has seen a client leave.
+  clients.pop_back();
+  std::unique_ptr<StoreClient> next;
+  for (const auto end = Clock::now() + 10s; !next && Clock::now() < end; std::this_thread::sleep_for(20ms)) {
+    try {
+      next = connect_client(server.port());
+    } catch (const DistError&) {
+    }
+  }
+  REQUIRE(next);
+  CHECK(text(next->get("kept", 1s)) == "safe");
 }
 
 TEST_CASE("a server built from listen_socket's fd serves clients that connected before it started") {

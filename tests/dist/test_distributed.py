@@ -97,6 +97,49 @@ def workers_of(launcher_pid):
     return out
 
 
+def store_port_once_training(launcher, d):
+    """The store port of the job that `launcher` (a Popen) runs in `d`, once it has started training."""
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+        time.sleep(0.05)
+    with open(f"/proc/{workers_of(launcher.pid)[0]}/environ", "rb") as f:
+        variables = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    return int(variables[b"MASTER_PORT"])
+
+
+def children_of(pid):
+    """Pids of the children of `pid` (their own main threads' children file when the kernel has it)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def blocks_sigterm(pid):
+    """Whether the main thread of `pid` blocks SIGTERM (ptrain run does from its start)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigBlk:"):
+                    return int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)) != 0
+    except OSError:
+        pass
+    return False
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -527,16 +570,48 @@ class Faults(Timed):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(curve(metrics(d)), curve(metrics(ref)))  # same layout: bitwise
 
+    def test_sigterm_during_start_up_stops_cleanly(self):
+        # The launcher forwards a stop signal at once, maybe before a worker has reached its handler
+        # (or its main()): every early moment must end like a later SIGTERM, exit 0. Right after the
+        # first worker is spawned, or as soon as the launcher can take the signal, nothing can have
+        # been trained: nothing is saved, and it says so.
+        for moment in ["a worker was spawned", 0.0, 0.1, 0.3]:
+            with self.subTest(moment=moment), tempfile.TemporaryDirectory() as d:
+                t0 = time.monotonic()
+                p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=100000, every=1)],
+                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env())
+                try:
+                    if moment == "a worker was spawned":
+                        deadline = time.monotonic() + 60
+                        while time.monotonic() < deadline and not children_of(p.pid):
+                            time.sleep(0.001)
+                        self.assertTrue(children_of(p.pid), "the launcher spawned no worker within 60 s")
+                    else:
+                        time.sleep(max(0.0, t0 + moment - time.monotonic()))
+                        # Before its main() runs no program can catch a signal: on a loaded machine
+                        # wait for the launcher to get there (it blocks the stop signals first).
+                        deadline = time.monotonic() + 60
+                        while time.monotonic() < deadline and not blocks_sigterm(p.pid):
+                            time.sleep(0.001)
+                    p.send_signal(signal.SIGTERM)
+                    _, err = p.communicate(timeout=120)
+                finally:
+                    if p.poll() is None:
+                        p.kill()
+                        p.communicate()
+                self.assertEqual(p.returncode, 0, err)
+                self.assertNotIn("killed by signal", err)
+                if moment in ("a worker was spawned", 0.0):
+                    self.assertIn("[rank 0] stop requested before the first step: nothing to save", err)
+                    self.assertFalse(os.path.exists(os.path.join(d, "ckpt")), err)
+                else:
+                    self.assertTrue("nothing to save" in err or "checkpoint saved" in err, err)
+
     def test_strangers_on_the_store_port_do_not_disturb_the_job(self):
         with tempfile.TemporaryDirectory() as d:
             p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=200)], stderr=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, text=True, env=env())
-            deadline = time.time() + 60
-            while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
-                time.sleep(0.05)
-            with open(f"/proc/{workers_of(p.pid)[0]}/environ", "rb") as f:
-                variables = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-            port = int(variables[b"MASTER_PORT"])
+            port = store_port_once_training(p, d)
             wrong_token = b"PTRS\x01" + (5).to_bytes(4, "big") + b"guess"
             strangers = []
             for payload in [b"GET / HTTP/1.0\r\n\r\n", wrong_token, b"PTRS\x01\xff\xff\xff\xff", b""]:
@@ -549,6 +624,53 @@ class Faults(Timed):
             self.assertEqual(p.returncode, 0, err)
             self.assertEqual(len(metrics(d)), 200)
             self.assertIn("dropped connection", err)
+
+    def test_a_flood_of_idle_connections_leaves_the_job_its_descriptors(self):
+        # 1,100 connections that never send their handshake, held open while the job trains and
+        # checkpoints every 2 steps with the usual limit of 1024 descriptors: the store must cap
+        # them, so the job's own files still open, and its clients keep working.
+        flood = 1100
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard < flood + 200:
+            self.skipTest(f"the hard descriptor limit {hard} is too low to hold {flood} connections")
+        if soft != resource.RLIM_INFINITY and soft < flood + 200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (flood + 200, hard))  # for our own sockets
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        job_limit = 1024 if hard == resource.RLIM_INFINITY else min(1024, hard)
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=100000, every=2)], stderr=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, text=True, env=env(),
+                                 preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (job_limit, hard)))
+            socks = []
+            try:
+                port = store_port_once_training(p, d)
+                for _ in range(flood):
+                    try:
+                        socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+                    except OSError:
+                        break  # the job died (the failure checked below) or stopped accepting
+                held_from = len(metrics(d))
+                # Held until the job has checkpointed a few times more (or died).
+                deadline = time.time() + 60
+                while time.time() < deadline and p.poll() is None and len(metrics(d)) < held_from + 8:
+                    time.sleep(0.05)
+                ended_early = p.poll() is not None
+                if not ended_early:
+                    p.send_signal(signal.SIGTERM)
+                _, err = p.communicate(timeout=120)
+            finally:
+                for sock in socks:
+                    sock.close()
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+            errors = "\n".join(line for line in err.splitlines() if "dropped connection" not in line)
+            self.assertFalse(ended_early, f"the job ended while the connections were held:\n{errors[-5000:]}")
+            self.assertEqual(len(socks), flood)
+            self.assertEqual(p.returncode, 0, errors[-5000:])
+            self.assertNotIn("Too many open files", err)
+            self.assertIn("checkpoint saved", err)
+            self.assertGreaterEqual(len(metrics(d)), held_from + 8)
 
     def test_the_local_launcher_honours_master_addr_and_port(self):
         with tempfile.TemporaryDirectory() as d, socket.socket() as taken:

@@ -93,12 +93,16 @@ const Vars kSbatchScript = {{"SLURM_JOB_ID", "4242"},
                             {"SLURM_JOB_NODELIST", "gpu[01-02]"},
                             {"ENVIRONMENT", "BATCH"}};
 
+// What torchrun exports to rank 3 of 8 (abridged; its default rendezvous id is "none").
 const Vars kTorchrun = {{"RANK", "3"},
                         {"WORLD_SIZE", "8"},
                         {"LOCAL_RANK", "3"},
                         {"LOCAL_WORLD_SIZE", "4"},
                         {"MASTER_ADDR", "node0"},
-                        {"MASTER_PORT", "29400"}};
+                        {"MASTER_PORT", "29400"},
+                        {"TORCHELASTIC_RUN_ID", "none"}};
+// A torchrun-style launch that hands every rank the job's token.
+const Vars kTorchrunWithToken = with(kTorchrun, {{"PTRAIN_JOB_TOKEN", "fresh-per-job"}});
 
 }  // namespace
 
@@ -217,16 +221,19 @@ TEST_CASE("Open MPI across machines needs MASTER_ADDR") {
 }
 
 TEST_CASE("PMI launchers: local ranks from MPICH or PMI names, else one rank per machine") {
-  const WorkerEnv mpich = detect_some({{"PMI_RANK", "3"},
-                                       {"PMI_SIZE", "4"},
-                                       {"MPI_LOCALRANKID", "3"},
-                                       {"MPI_LOCALNRANKS", "4"},
-                                       {"MASTER_PORT", "29000"}});
+  const Vars mpich_vars = {{"PMI_RANK", "3"},
+                           {"PMI_SIZE", "4"},
+                           {"MPI_LOCALRANKID", "3"},
+                           {"MPI_LOCALNRANKS", "4"},
+                           {"MASTER_PORT", "29000"}};
+  // MPICH's hydra outside Slurm exports no job id: like a torchrun-style launch, it needs a token.
+  CHECK_THAT(error_of(mpich_vars), Catch::Contains("PTRAIN_JOB_TOKEN is not set"));
+  const WorkerEnv mpich = detect_some(with(mpich_vars, {{"PTRAIN_JOB_TOKEN", "t"}}));
   CHECK(mpich.launcher == "mpirun");
   CHECK(mpich.local_rank == 3);
   CHECK(mpich.local_world == 4);
   CHECK(mpich.store_host == "127.0.0.1");
-  CHECK_FALSE(mpich.token_from_env);
+  CHECK(mpich.token_from_env);
 
   const WorkerEnv pmi = detect_some({{"PMI_RANK", "1"},
                                      {"PMI_SIZE", "2"},
@@ -236,8 +243,11 @@ TEST_CASE("PMI launchers: local ranks from MPICH or PMI names, else one rank per
   CHECK(pmi.local_rank == 1);
   CHECK(pmi.store_port >= 20000);
 
-  const WorkerEnv bare =
-      detect_some({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "1"}});
+  const WorkerEnv bare = detect_some({{"PMI_RANK", "2"},
+                                      {"PMI_SIZE", "4"},
+                                      {"MASTER_ADDR", "h0"},
+                                      {"MASTER_PORT", "1"},
+                                      {"PTRAIN_JOB_TOKEN", "t"}});
   CHECK(bare.local_rank == 0);
   CHECK(bare.local_world == 1);
   CHECK_THAT(error_of({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MASTER_PORT", "1"}}),
@@ -312,7 +322,7 @@ TEST_CASE("malformed Slurm variables are named in the error") {
 }
 
 TEST_CASE("torchrun-style RANK/WORLD_SIZE") {
-  const WorkerEnv w = detect_some(kTorchrun);
+  const WorkerEnv w = detect_some(kTorchrunWithToken);
   CHECK(w.launcher == "env");
   CHECK(w.rank == 3);
   CHECK(w.world == 8);
@@ -320,19 +330,39 @@ TEST_CASE("torchrun-style RANK/WORLD_SIZE") {
   CHECK(w.local_world == 4);
   CHECK(w.store_host == "node0");
   CHECK(w.store_port == 29400);
-  CHECK(is_hex_token(w.token));
-  CHECK_FALSE(w.token_from_env);
-  CHECK(detect_some(with(kTorchrun, {{"MASTER_PORT", "29401"}})).token != w.token);
+  CHECK(w.token == "fresh-per-job");
+  CHECK(w.token_from_env);
 
   // Without local variables all ranks are taken to be on this machine.
-  const WorkerEnv local = detect_some({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29400"}});
+  const WorkerEnv local =
+      detect_some({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29400"}, {"PTRAIN_JOB_TOKEN", "t"}});
   CHECK(local.local_rank == 1);
   CHECK(local.local_world == 2);
   CHECK(local.store_host == "127.0.0.1");
 
-  CHECK_THAT(error_of(without(kTorchrun, "MASTER_PORT")), Catch::Contains("export MASTER_PORT"));
-  CHECK_THAT(error_of(without(kTorchrun, "MASTER_ADDR")), Catch::Contains("MASTER_ADDR is not set"));
+  CHECK_THAT(error_of(without(kTorchrunWithToken, "MASTER_PORT")), Catch::Contains("export MASTER_PORT"));
+  CHECK_THAT(error_of(without(kTorchrunWithToken, "MASTER_ADDR")), Catch::Contains("MASTER_ADDR is not set"));
   CHECK_THAT(error_of({{"WORLD_SIZE", "2"}}), Catch::Contains("RANK is not set"));
+}
+
+TEST_CASE("a torchrun-style launch needs a token that names its job") {
+  // RANK/WORLD_SIZE/MASTER_* are the same for another job on the same port: a token derived from
+  // them would let the two join each other. Without a per-job value the user must hand one out.
+  for (const Vars& vars : {kTorchrun, without(kTorchrun, "TORCHELASTIC_RUN_ID"),
+                           Vars{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29400"}}}) {
+    const std::string message = error_of(vars);
+    CHECK_THAT(message, Catch::Contains("PTRAIN_JOB_TOKEN is not set") && Catch::Contains("every rank") &&
+                            Catch::Contains("head -c16 /dev/urandom"));
+  }
+  // torchrun's rendezvous id names the job when it is not the default "none" (--standalone draws a
+  // random one): every rank derives the same token from it, another run id another token.
+  const Vars standalone = with(kTorchrun, {{"TORCHELASTIC_RUN_ID", "5f0c7ad6-2a41-4c51-9b0e-3c1f0f6f2f11"}});
+  const WorkerEnv w = detect_some(standalone);
+  CHECK(is_hex_token(w.token));
+  CHECK_FALSE(w.token_from_env);
+  CHECK(detect_some(with(standalone, {{"RANK", "0"}, {"LOCAL_RANK", "0"}})).token == w.token);
+  CHECK(detect_some(with(standalone, {{"TORCHELASTIC_RUN_ID", "another"}})).token != w.token);
+  CHECK(detect_some(with(standalone, {{"PTRAIN_JOB_TOKEN", "mine"}})).token == "mine");
 }
 
 TEST_CASE("rank variables must be strict integers in range") {
@@ -357,7 +387,7 @@ TEST_CASE("MASTER_PORT must be a TCP port") {
     INFO(bad);
     CHECK_THAT(error_of(with(kTorchrun, {{"MASTER_PORT", bad}})), Catch::Contains("is not a TCP port"));
   }
-  CHECK(detect_some(with(kTorchrun, {{"MASTER_PORT", "65535"}})).store_port == 65535);
+  CHECK(detect_some(with(kTorchrunWithToken, {{"MASTER_PORT", "65535"}})).store_port == 65535);
 }
 
 TEST_CASE("Slurm host lists expand ranges, keep zero padding and multiply bracket groups") {

@@ -3,7 +3,9 @@
 Every launcher runs the same 4-rank data-parallel job (ZeRO-1) on CPU. Changing dp keeps the
 global batch, so each loss curve must match a 1-rank run of the job within 1e-5 relative; the
 checkpoint must hold 4 shards of a dp=4 layout (each process really was one rank of four), bitwise
-the same as the local launcher's. A bad launch environment must be a clear error with exit 2.
+the same as the local launcher's. A bad launch environment must be a clear error with exit 2, and a
+process that reaches another job's store (the same MASTER_ADDR:MASTER_PORT) must fail at once, naming
+it, instead of training with that job.
 
 The srun tests start a private one-node Slurm cluster (tests/launch/slurm_cluster.sh, as root) in a
 temporary state directory on free ports, and always stop it, then check that none of its daemons,
@@ -70,20 +72,25 @@ def make_job(d):
     return path
 
 
-def run_timed(label, cmd, env, cwd, timeout=300):
-    """Runs cmd in its own process group, prints its wall time; on timeout kills the group."""
-    start = time.monotonic()
-    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+def wait_for(p, label, timeout):
+    """Waits for p, started in its own process group; on timeout kills the group and fails."""
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
         raise AssertionError(f"{label}: no exit after {timeout} s (hung?)\n--- stdout\n{out}\n--- stderr\n{err}")
-    wall = time.monotonic() - start
-    log(f"{label}: exit {p.returncode}, {wall:.2f} s wall")
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def run_timed(label, cmd, env, cwd, timeout=300):
+    """Runs cmd in its own process group, prints its wall time; on timeout kills the group."""
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    r = wait_for(p, label, timeout)
+    log(f"{label}: exit {p.returncode}, {time.monotonic() - start:.2f} s wall")
+    return r
 
 
 def metrics(d):
@@ -394,8 +401,94 @@ class BadLaunchEnv(unittest.TestCase):
 
     def test_nproc_disagrees_with_launcher(self):
         r = self.run_with("env: WORLD_SIZE=2 with --nproc 4", "--nproc", "4", RANK="0", WORLD_SIZE="2",
-                          MASTER_PORT="29500")
+                          MASTER_PORT="29500", PTRAIN_JOB_TOKEN="t0")
         self.check_bad(r, "--nproc 4", "2 ranks")
+
+    def test_torchrun_style_launch_without_a_job_token(self):
+        # Nothing in RANK/WORLD_SIZE/MASTER_* names the job: a token derived from them would let a
+        # second job on the same port join this one. The user must hand every rank a fresh token.
+        for extra in [{}, {"TORCHELASTIC_RUN_ID": "none"}]:
+            with self.subTest(**extra):
+                r = self.run_with("env: no PTRAIN_JOB_TOKEN", RANK="0", WORLD_SIZE="2", MASTER_PORT=str(free_port()),
+                                  **extra)
+                self.check_bad(r, "PTRAIN_JOB_TOKEN", "/dev/urandom", "every rank")
+
+
+def start_rank(job, cwd, rank, port, token, *args, world=2):
+    """One torchrun-style rank of a `world`-rank job whose store is 127.0.0.1:port."""
+    env = clean_env(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                    PTRAIN_JOB_TOKEN=token)
+    return subprocess.Popen([PTRAIN, "run", job, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+class SharedStorePort(LauncherCase):
+    """Two jobs given the same MASTER_ADDR:MASTER_PORT must never train together: a process that does
+    not belong to the job whose store it reaches fails at once, naming the store's address."""
+
+    def setUp(self):
+        super().setUp()
+        self.procs = []
+        self.addCleanup(self.kill_all)
+
+    def kill_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
+
+    def start(self, *args, **kwargs):
+        p = start_rank(self.job, self.dir, *args, **kwargs)
+        self.procs.append(p)
+        return p
+
+    def test_another_job_on_the_store_fails_at_once_and_the_job_trains_alone(self):
+        port = free_port()
+        rank0 = self.start(0, port, "job-a")
+        where = f"127.0.0.1:{port}"
+        # Strangers to job a, each started while a's rank 0 waits for its rank 1: another job's rank 1
+        # with another token, one with a's token but another job file, and another job's rank 0.
+        strangers = [("another token", (1, port, "job-b"), 1, ["token"]),
+                     ("same token, another spec", (1, port, "job-a", "--set", "train.seed=4"), 2,
+                      ["another job", "PTRAIN_JOB_TOKEN"]),
+                     ("a second rank 0", (0, port, "job-b"), 1, ["in use"])]
+        for label, args, code, words in strangers:
+            with self.subTest(stranger=label):
+                t0 = time.monotonic()
+                r = wait_for(self.start(*args), label, timeout=45)
+                seconds = time.monotonic() - t0
+                log(f"stranger ({label}): exit {r.returncode}, {seconds:.2f} s")
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertLess(seconds, 20, "not at once: it waited for something")  # comm.timeout_s is 60
+                for word in [where, *words]:
+                    self.assertIn(word, r.stderr)
+        self.assertIsNone(rank0.poll(), "job a's rank 0 did not wait for its own rank 1")
+        rank1 = self.start(1, port, "job-a")
+        r1 = wait_for(rank1, "job a's rank 1", timeout=120)
+        r0 = wait_for(rank0, "job a's rank 0", timeout=60)
+        self.assertEqual((r0.returncode, r1.returncode), (0, 0), r0.stderr + r1.stderr)
+        losses = [x["loss"] for x in metrics(self.dir)]
+        ref = reference_losses()
+        self.assertEqual(len(losses), len(ref))
+        for step, (got, want) in enumerate(zip(losses, ref), start=1):
+            self.assertLessEqual(abs(got - want), RTOL * abs(want), f"step {step}: {losses} vs {ref}")
+
+    def test_a_rank_claimed_twice_fails_the_second_claim(self):
+        # Two processes with the same token and job both say they are rank 1 (one job launched twice
+        # on one port): the second to claim the rank fails at once naming the store; the job goes on
+        # with the first, which runs the same job file and overrides.
+        port = free_port()
+        claims = [self.start(1, port, "job-a"), self.start(1, port, "job-a")]
+        time.sleep(1)  # both wait for rank 0's store
+        rank0 = self.start(0, port, "job-a")
+        results = [wait_for(p, label, timeout=120)
+                   for p, label in [(claims[0], "rank 1"), (claims[1], "rank 1 again"), (rank0, "rank 0")]]
+        everything = "\n".join(r.stderr for r in results)
+        self.assertEqual(sorted(r.returncode for r in results), [0, 0, 2], everything)
+        loser = next(r for r in results if r.returncode == 2)
+        self.assertIn(f"127.0.0.1:{port}", loser.stderr)
+        self.assertIn("rank 1 is already taken", loser.stderr)
+        self.assertEqual(len(metrics(self.dir)), STEPS)
 
 
 if __name__ == "__main__":
