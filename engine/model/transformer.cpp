@@ -57,6 +57,8 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
                                 " needs a tensor-parallel group of that size");
   if (spec.parallel.tp == 1) tp_ = nullptr;
   sequence_parallel_ = tp_ != nullptr && spec.parallel.sequence_parallel;
+  if (tp_ != nullptr && tp_->sequence_parallel() != spec.parallel.sequence_parallel)
+    throw std::invalid_argument("Transformer: the tensor-parallel group's sequence parallelism is not the job's");
   if (spec.parallel.cp > 1 && (cp_ == nullptr || cp_->size() != spec.parallel.cp ||
                                cp_->seq_len() != m.seq_len || cp_->micro_batch() != dims_.B))
     throw std::invalid_argument("Transformer: parallel.cp = " + std::to_string(spec.parallel.cp) +
@@ -425,27 +427,12 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   return std::count_if(targets, targets + d.N, [](std::int32_t t) { return t >= 0; });
 }
 
-void Transformer::sum_over_tp(Buf x, std::int64_t n) const {
-  if (tp_ != nullptr) tp_->sum_partials(x, n);
-}
-
 Buf Transformer::reduce_tokens(Buf full) {
-  const std::int64_t mine = static_cast<std::int64_t>(dims_.Ns) * dims_.C;
-  if (!sequence_parallel_) {
-    sum_over_tp(full, mine);
-    return full;
-  }
-  tp_->sum_scatter(full, mine);
-  return runtime::advance(full, tp_rank() * mine);
+  return tp_ == nullptr ? full : tp_->reduce_tokens(full, static_cast<std::int64_t>(dims_.Ns) * dims_.C);
 }
 
 Buf Transformer::gather_tokens(Buf mine, Buf full) {
-  if (!sequence_parallel_) return mine;
-  const std::int64_t n = static_cast<std::int64_t>(dims_.Ns) * dims_.C;
-  ops_.copy(runtime::advance(full, tp_rank() * n), mine,
-            static_cast<std::size_t>(n) * kernels::dtype_size(act_));
-  tp_->gather_chunks(full, n);
-  return full;
+  return tp_ == nullptr ? mine : tp_->gather_tokens(mine, full, static_cast<std::int64_t>(dims_.Ns) * dims_.C);
 }
 
 const std::int32_t* Transformer::take_chunks(const std::int32_t* batch,

@@ -257,16 +257,11 @@ class Transformer {
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
   std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
-  // Partial sums of a row-parallel product (or of a column-parallel input gradient) summed over tp.
-  void sum_over_tp(Buf x, std::int64_t n) const;
-  // The [N, C] partial sums in `full` summed over tp: this rank's [Ns, C] tokens of the sum
-  // (reduce-scatter, in place) under sequence parallelism, else all of it (all-reduce).
+  // The residual stream around the tensor-parallel layers (parallel::TensorParallel, which also says
+  // how under sequence parallelism); with tp = 1, `full` and `mine` themselves.
   Buf reduce_tokens(Buf full);
-  // The full-token [N, C] tensor of which `mine` is this rank's [Ns, C] part: all-gathered into
-  // `full` under sequence parallelism, else `mine` itself.
   Buf gather_tokens(Buf mine, Buf full);
-  // A row-parallel layer's replicated bias: added by tp rank 0 only, before the sum over tp.
-  Buf row_parallel_bias(Buf bias) const { return tp_rank() == 0 ? bias : Buf{}; }
+  Buf row_parallel_bias(Buf bias) const { return tp_ == nullptr ? bias : tp_->row_parallel_bias(bias); }
   // This context-parallel rank's chunks of a [B, T*cp] batch, in `mine`.
   const std::int32_t* take_chunks(const std::int32_t* batch, std::vector<std::int32_t>& mine) const;
   // The token ids as rows of this rank's vocabulary shard (kernels::kRowElsewhere if another's).

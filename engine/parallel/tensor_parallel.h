@@ -9,7 +9,9 @@
 //  - Under sequence parallelism the residual stream between those layers is split by tokens
 //    instead: sum_scatter (reduce-scatter) replaces the sum, each rank keeping its tokens' part, and
 //    gather_chunks (all-gather) rebuilds the full-token input of a column-parallel layer (and, in
-//    backward, the full-token gradient of a row-parallel one).
+//    backward, the full-token gradient of a row-parallel one). reduce_tokens and gather_tokens are
+//    those two steps of the residual stream, with or without sequence parallelism.
+//  - A row-parallel layer's bias is replicated: tp rank 0 adds it, before the sum (row_parallel_bias).
 //  - gather_chunks also collects the vocab-parallel cross-entropy's per-shard statistics.
 //  - kv copies: with fewer kv heads than tp ranks, each kv head's projections are replicated on the
 //    tp / kv_heads consecutive ranks that share it (param_registry.h). Their k/v output gradients
@@ -31,13 +33,25 @@ namespace ptrain::parallel {
 
 class TensorParallel {
  public:
-  // `kv_copies`: this rank's group of ranks sharing a kv head (nullptr when every rank has its own).
+  // `kv_copies`: this rank's group of ranks sharing a kv head (nullptr when every rank has its own);
+  // `sequence_parallel`: the residual stream is split by tokens over the group (parallel.sequence_parallel).
   TensorParallel(dist::Comm& comm, const kernels::Ops& memory, const dist::Group& tp,
-                 const dist::Group* kv_copies);
+                 const dist::Group* kv_copies, bool sequence_parallel = false);
 
   int rank() const { return tp_.index; }
   int size() const { return tp_.size(); }
   bool first_kv_copy() const { return kv_copies_ == nullptr || kv_copies_->index == 0; }
+  bool sequence_parallel() const { return sequence_parallel_; }
+
+  // The residual stream after a row-parallel layer: the partial sums in `full` (every token) summed
+  // over the group; under sequence parallelism this rank's part of the sum (`mine` elements,
+  // reduce-scattered in place), else all of it (all-reduced). Returns where the result is.
+  kernels::Buf reduce_tokens(kernels::Buf full, std::int64_t mine);
+  // The input of a column-parallel layer: the full-token tensor of which `mine` is this rank's part
+  // (`n` elements), all-gathered into `full` under sequence parallelism, else `mine` itself.
+  kernels::Buf gather_tokens(kernels::Buf mine, kernels::Buf full, std::int64_t n);
+  // A row-parallel layer's replicated bias, for this rank to add before the sum: tp rank 0's only.
+  kernels::Buf row_parallel_bias(kernels::Buf bias) const { return rank() == 0 ? bias : kernels::Buf{}; }
 
   // x (n elements, F32 or BF16) summed over the tp group, in place.
   void sum_partials(kernels::Buf x, std::int64_t n);
@@ -50,8 +64,10 @@ class TensorParallel {
 
  private:
   dist::Comm& comm_;
+  const kernels::Ops& memory_;
   const dist::Group& tp_;
   const dist::Group* kv_copies_;
+  bool sequence_parallel_;
   StagedCollectives staged_;
 };
 

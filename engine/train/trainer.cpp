@@ -133,7 +133,8 @@ struct Trainer::State {
         dir_lock(claim_checkpoint_dir(s, c)),
         tensor_parallel(groups.tp == nullptr ? std::nullopt
                                              : std::make_optional<parallel::TensorParallel>(
-                                                   c, backend, *groups.tp, groups.kv_copies)),
+                                                   c, backend, *groups.tp, groups.kv_copies,
+                                                   s.parallel.sequence_parallel)),
         context_parallel(groups.cp == nullptr
                              ? std::nullopt
                              : std::make_optional<parallel::ContextParallel>(

@@ -57,6 +57,36 @@ void check_collectives(const kernels::Ops& memory) {
 
 }  // namespace
 
+TEST_CASE("the residual stream around tensor-parallel layers, with and without sequence parallelism") {
+  for (const bool sp : {false, true}) {
+    test::run_gloo_ranks(2, [&](dist::Comm& comm) {
+      const dist::Group& tp = comm.new_group("tp", {0, 1});
+      parallel::TensorParallel group(comm, kernels::cpu_ops(), tp, nullptr, sp);
+      const int r = comm.rank();
+      INFO("sequence parallel " << sp << ", rank " << r);
+      CHECK(group.sequence_parallel() == sp);
+      std::vector<float> bias = {1.0f};
+      CHECK(group.row_parallel_bias({bias.data(), DType::F32}).ptr == (r == 0 ? bias.data() : nullptr));
+      // Four tokens' partial sums (one value each); with SP this rank keeps tokens 2r, 2r + 1.
+      std::vector<float> full = {1.0f + r, 2.0f + r, 3.0f + r, 4.0f + r};
+      const std::int64_t mine = sp ? 2 : 4;
+      const Buf sum = group.reduce_tokens({full.data(), DType::F32}, mine);
+      const float* got = sum.as<float>();
+      CHECK(got == full.data() + (sp ? 2 * r : 0));
+      for (std::int64_t i = 0; i < mine; ++i) CHECK(got[i] == 2.0f * ((sp ? 2 * r : 0) + i + 1) + 1.0f);
+      // Back to every token: this rank's part gathered with the other's (SP), else itself.
+      std::vector<float> part = {10.0f * r, 10.0f * r + 1.0f}, gathered(4, -1.0f);
+      const Buf all = group.gather_tokens({part.data(), DType::F32}, {gathered.data(), DType::F32}, 2);
+      if (sp) {
+        CHECK(all.ptr == gathered.data());
+        CHECK(gathered == std::vector<float>{0.0f, 1.0f, 10.0f, 11.0f});
+      } else {
+        CHECK(all.ptr == part.data());
+      }
+    });
+  }
+}
+
 TEST_CASE("tensor-parallel collectives over 4 Gloo ranks, in host memory and through host staging") {
   SECTION("CPU buffers pass straight through") {
     check_collectives(kernels::cpu_ops());

@@ -100,7 +100,8 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       std::iota(tp_group.begin(), tp_group.end(), r * per_stage);
       for (int i = 0; i < cp_ranks; ++i) cp_group[static_cast<std::size_t>(i)] = r * per_stage + i * tp_ranks;
       const dist::Group& pp = comm.new_group("pp", pp_group);
-      parallel::TensorParallel tp(comm, kernels::cpu_ops(), comm.new_group("tp", tp_group), nullptr);
+      parallel::TensorParallel tp(comm, kernels::cpu_ops(), comm.new_group("tp", tp_group), nullptr,
+                                  spec.parallel.sequence_parallel);
       parallel::ContextParallel cp(comm, kernels::cpu_ops(), comm.new_group("cp", cp_group),
                                    spec.train.micro_batch, spec.model.seq_len);
       std::vector<int> ep_group(static_cast<std::size_t>(ep_ranks));  // expert grid: ep next after tp, cp
