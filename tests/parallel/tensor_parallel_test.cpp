@@ -58,32 +58,48 @@ void check_collectives(const kernels::Ops& memory) {
 }  // namespace
 
 TEST_CASE("the residual stream around tensor-parallel layers, with and without sequence parallelism") {
+  // What each rank saw, checked on the test's thread once the ranks are done (Catch2 assertions are
+  // not thread-safe).
+  struct Seen {
+    bool sequence_parallel = false, adds_bias = false, sum_in_place = false, gathered_into_full = false;
+    std::vector<float> sum, gathered;
+  };
   for (const bool sp : {false, true}) {
+    std::vector<Seen> seen(2);
     test::run_gloo_ranks(2, [&](dist::Comm& comm) {
       const dist::Group& tp = comm.new_group("tp", {0, 1});
       parallel::TensorParallel group(comm, kernels::cpu_ops(), tp, nullptr, sp);
       const int r = comm.rank();
-      INFO("sequence parallel " << sp << ", rank " << r);
-      CHECK(group.sequence_parallel() == sp);
+      Seen& s = seen[static_cast<std::size_t>(r)];
+      s.sequence_parallel = group.sequence_parallel();
       std::vector<float> bias = {1.0f};
-      CHECK(group.row_parallel_bias({bias.data(), DType::F32}).ptr == (r == 0 ? bias.data() : nullptr));
+      s.adds_bias = group.row_parallel_bias({bias.data(), DType::F32}).ptr == bias.data();
       // Four tokens' partial sums (one value each); with SP this rank keeps tokens 2r, 2r + 1.
       std::vector<float> full = {1.0f + r, 2.0f + r, 3.0f + r, 4.0f + r};
       const std::int64_t mine = sp ? 2 : 4;
-      const Buf sum = group.reduce_tokens({full.data(), DType::F32}, mine);
-      const float* got = sum.as<float>();
-      CHECK(got == full.data() + (sp ? 2 * r : 0));
-      for (std::int64_t i = 0; i < mine; ++i) CHECK(got[i] == 2.0f * ((sp ? 2 * r : 0) + i + 1) + 1.0f);
+      const float* got = group.reduce_tokens({full.data(), DType::F32}, mine).as<float>();
+      s.sum_in_place = got == full.data() + (sp ? 2 * r : 0);
+      s.sum.assign(got, got + mine);
       // Back to every token: this rank's part gathered with the other's (SP), else itself.
       std::vector<float> part = {10.0f * r, 10.0f * r + 1.0f}, gathered(4, -1.0f);
       const Buf all = group.gather_tokens({part.data(), DType::F32}, {gathered.data(), DType::F32}, 2);
-      if (sp) {
-        CHECK(all.ptr == gathered.data());
-        CHECK(gathered == std::vector<float>{0.0f, 1.0f, 10.0f, 11.0f});
-      } else {
-        CHECK(all.ptr == part.data());
-      }
+      s.gathered_into_full = all.ptr == gathered.data();
+      s.gathered = sp ? gathered : part;
     });
+    for (int r = 0; r < 2; ++r) {
+      INFO("sequence parallel " << sp << ", rank " << r);
+      const Seen& s = seen[static_cast<std::size_t>(r)];
+      CHECK(s.sequence_parallel == sp);
+      CHECK(s.adds_bias == (r == 0));
+      CHECK(s.sum_in_place);
+      // Token t's sum over the two ranks: (t + 1) + (t + 2).
+      std::vector<float> want;
+      for (int t = sp ? 2 * r : 0; t < (sp ? 2 * r + 2 : 4); ++t) want.push_back(2.0f * t + 3.0f);
+      CHECK(s.sum == want);
+      CHECK(s.gathered_into_full == sp);
+      CHECK(s.gathered == (sp ? std::vector<float>{0.0f, 1.0f, 10.0f, 11.0f}
+                              : std::vector<float>{10.0f * r, 10.0f * r + 1.0f}));
+    }
   }
 }
 
