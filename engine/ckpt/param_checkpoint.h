@@ -18,16 +18,8 @@ std::string model_tensor_name(const std::string& param);       // "model/<hf nam
 std::string exp_avg_tensor_name(const std::string& param);     // "optim/exp_avg/<hf name>"
 std::string exp_avg_sq_tensor_name(const std::string& param);  // "optim/exp_avg_sq/<hf name>"
 
-// A range of a ParamStore's flat layout and where this rank keeps it: params[0], exp_avg[0] and
-// exp_avg_sq[0] belong to flat element range.begin (nullptr: not held). ZeRO ranks hold one such
-// range per unit; a single rank holds the whole layout. Padding elements are neither saved nor
-// restored.
-struct FlatShard {
-  model::FlatRange range;
-  float* params = nullptr;
-  float* exp_avg = nullptr;
-  float* exp_avg_sq = nullptr;
-};
+// A rank's flat shards (model::FlatShard): padding elements are neither saved nor restored.
+using model::FlatShard;
 
 // The tensors a rank saves for its flat shards. The shards point into the buffers, which must stay
 // unchanged until the rank file is written. A tensor replicated over tp is saved by the rank of its

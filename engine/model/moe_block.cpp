@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/model/saved_activations.h"
+#include "engine/model/layer_description.h"
 #include "engine/runtime/owned_buffer.h"
 
 namespace ptrain::model {

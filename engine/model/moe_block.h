@@ -47,7 +47,7 @@ struct MoeWeights {
   std::vector<ExpertWeights> experts;  // this rank's E/ep
 };
 
-// What one MoE layer keeps per microbatch (model::layer_saved_activations lists the same).
+// What one MoE layer keeps per microbatch (sized by model/layer_description.h).
 struct MoeActs {
   kernels::Buf probs;                 // [N, E] F32 router probabilities (the logits before routing)
   kernels::Buf choice, weight, slot;  // [N, k]: I32 experts, F32 renormalised weights, I32 slots
@@ -84,17 +84,6 @@ class MoeBlock {
   int top_k() const { return k_; }
   // Slots in the experts' buffers: every expert's under the all-to-all, else the local experts'.
   std::int64_t rows() const { return static_cast<std::int64_t>(ep_ != nullptr ? E_ : local_experts()) * R_; }
-  std::int64_t rows_per_expert() const { return R_; }
-  int ffn() const { return F_; }
-
-  // Takes the layer's tensors from `take(count, dtype)`; `keep_act` false: act points to `shared`'s
-  // (selective recompute rebuilds it).
-  template <typename Take>
-  void take_acts(MoeActs& a, Take&& take, kernels::DType act, bool keep_act, const MoeActs* shared) const;
-  template <typename Take>
-  void take_grads(MoeGrads& g, Take&& take, kernels::DType act) const;
-  template <typename Take>
-  void take_workspace(MoeWorkspace& ws, Take&& take, kernels::DType act) const;
 
   // out[N, C] = the block applied to in[N, C] (both of the activation dtype).
   void forward(const MoeWeights& w, MoeActs& a, kernels::Buf in, kernels::Buf out,
@@ -124,39 +113,5 @@ class MoeBlock {
   std::int64_t R_;
   float aux_scale_;  // aux_loss_coef / sequences of the global batch
 };
-
-template <typename Take>
-void MoeBlock::take_acts(MoeActs& a, Take&& take, kernels::DType act, bool keep_act,
-                         const MoeActs* shared) const {
-  using kernels::DType;
-  const std::int64_t N = N_, pairs = static_cast<std::int64_t>(N_) * k_;
-  a.probs = take(N * E_, DType::F32);
-  a.choice = take(pairs, DType::I32);
-  a.weight = take(pairs, DType::F32);
-  a.slot = take(pairs, DType::I32);
-  a.counts = take(static_cast<std::int64_t>(B_) * E_, DType::F32);
-  a.expert_in = take(rows() * C_, act);
-  a.gate = take(rows() * F_, act);
-  a.up = take(rows() * F_, act);
-  a.act = keep_act ? take(rows() * F_, act) : shared->act;
-  a.expert_out = take(rows() * C_, act);
-}
-
-template <typename Take>
-void MoeBlock::take_grads(MoeGrads& g, Take&& take, kernels::DType act) const {
-  g.d_logits = take(static_cast<std::int64_t>(N_) * E_, act);
-  g.d_gate = take(rows() * F_, act);
-  g.d_up = take(rows() * F_, act);
-  g.d_expert_out = take(rows() * C_, act);
-}
-
-template <typename Take>
-void MoeBlock::take_workspace(MoeWorkspace& ws, Take&& take, kernels::DType act) const {
-  ws.d_weight = take(static_cast<std::int64_t>(N_) * k_, kernels::DType::F32);
-  ws.d_act = take(rows() * F_, act);
-  ws.d_expert_in = take(rows() * C_, act);
-  ws.d_partial = take(R_ * C_, act);
-  if (ep_ != nullptr) ws.exchange = take(rows() * C_, act);
-}
 
 }  // namespace ptrain::model

@@ -35,6 +35,17 @@ struct FlatRange {  // elements [begin, end) of the flat layout
   std::int64_t size() const { return end - begin; }
 };
 
+// A view of a range of the flat layout where a rank keeps it: params[0], exp_avg[0] and
+// exp_avg_sq[0] belong to flat element range.begin (nullptr: not held). ZeRO ranks hold one such
+// range per unit (parallel/data_parallel.h hands them out); a single rank holds the whole layout.
+// The checkpoint code reads and fills these views (ckpt/param_checkpoint.h).
+struct FlatShard {
+  FlatRange range;
+  float* params = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+};
+
 struct StoreOptions {
   std::int64_t unit_multiple = 16;  // every unit's padded size is a multiple of this
   std::int64_t expert_unit_multiple = 16;  // that of the experts' units (model::experts_apart)

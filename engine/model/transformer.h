@@ -28,17 +28,19 @@
 // the positions (RoPE, learned positions) are each chunk's own.
 //
 // Activations live in slots, one per microbatch in flight; what a layer keeps for backward depends
-// on train.recompute (see saved_activations.h, the list validate counts):
+// on train.recompute (see layer_description.h, the list validate counts):
 //   none      keeps every intermediate;
 //   selective recomputes the norm outputs and the activation function output in backward;
 //   full      keeps only each layer's input and re-runs the layer's forward in backward.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/model/layer_description.h"
 #include "engine/model/moe_block.h"
 #include "engine/model/param_store.h"
 #include "engine/model/unit_hooks.h"
@@ -103,9 +105,6 @@ class Transformer {
   // Bytes of the activation arena: its slots, and the backward workspace where this chunk owns it
   // (no workspace_from).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
-  // Bytes one transformer layer keeps for its backward per microbatch (its input included): what
-  // model::layer_saved_activations predicts for validate.
-  std::int64_t layer_activation_bytes() const { return layer_bytes_; }
 
   // Forward of one microbatch (tokens, targets: [B*T] whole sequences, of which a context-parallel
   // rank takes its chunks; the first stage reads the tokens, the last the
@@ -205,8 +204,16 @@ class Transformer {
     std::string weight, bias;
   };
 
-  template <typename TakeFromArena>
-  void lay_out(TakeFromArena&& take_from_arena, int slots);
+  // Gives every tensor of the layer description (model/layer_description.h: the layers', the
+  // model's ends', the backward workspace's) its buffer from `take` (transformer_layout.cpp).
+  using TakeFromArena = std::function<Buf(std::int64_t count, kernels::DType dtype)>;
+  void lay_out(const config::JobSpec& spec, const TakeFromArena& take, int slots);
+  kernels::DType dtype_of(const SavedTensor& t) const;
+  // Where each described tensor lives; nullptr where the struct has no such buffer.
+  static Buf* layer_field(LayerActs& a, ArenaTensor id);
+  static Buf* output_grad_field(LayerOutputGrads& g, ArenaTensor id);
+  static Buf* slot_field(Slot& s, ArenaTensor id);
+  static Buf* workspace_field(Workspace& w, ArenaTensor id);
   std::int64_t run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
                            float grad_scale, Buf loss_sum);
   LayerWeights layer_weights(int layer, bool with_grads) const;
@@ -293,7 +300,6 @@ class Transformer {
   void announce_backward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_backward(unit); }
   void announce_done(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->after_backward(unit); }
   runtime::Arena arena_;
-  std::int64_t layer_bytes_ = 0;
   std::vector<Slot> slots_;
   Workspace ws_;
 };

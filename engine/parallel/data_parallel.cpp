@@ -400,15 +400,15 @@ void DataParallel::step(double lr, std::int64_t step) {
   publish();
 }
 
-std::vector<ckpt::FlatShard> DataParallel::saved_shards() {
+std::vector<model::FlatShard> DataParallel::saved_shards() {
   await_gathers();
-  std::vector<ckpt::FlatShard> out;
+  std::vector<model::FlatShard> out;
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
     out.push_back({chunk(u), owned_params(u), adamw_.exp_avg(moment_offset(u)), adamw_.exp_avg_sq(moment_offset(u))});
   return out;
 }
 
-std::vector<ckpt::FlatShard> DataParallel::restored_shards() {
+std::vector<model::FlatShard> DataParallel::restored_shards() {
   if (stage_ > 0) return saved_shards();
   return {{{0, store_.numel()}, master_params(), adamw_.exp_avg(0), adamw_.exp_avg_sq(0)}};
 }

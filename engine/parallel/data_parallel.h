@@ -45,7 +45,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/ckpt/param_checkpoint.h"
 #include "engine/config/job_spec.h"
 #include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
@@ -127,10 +126,10 @@ class DataParallel final : public model::UnitHooks {
   const dist::Group& group_of(int unit) const;
 
   // What this rank writes to a checkpoint: its chunks of (master) parameters and moments.
-  std::vector<ckpt::FlatShard> saved_shards();
+  std::vector<model::FlatShard> saved_shards();
   // What this rank reads on resume (stage 0: everything; else its chunks); call
   // after_restore() once they are filled.
-  std::vector<ckpt::FlatShard> restored_shards();
+  std::vector<model::FlatShard> restored_shards();
   void after_restore();
   // Replaces the weights by `full` (host memory, the whole flat layout in fp32, e.g. imported HF
   // weights): each rank takes what it keeps.

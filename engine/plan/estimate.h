@@ -1,7 +1,7 @@
 // The dry-run model of a job: parameters, memory per rank, FLOPs, communication per link tier,
 // pipeline bubble from simulating the real schedule, step time and MFU. Pure: no devices, no I/O.
 // Every formula is documented next to its code (memory.h, flops.h, comm.h, step_time.h, fit.h,
-// model/saved_activations.h) and in README.md ("How validate estimates").
+// model/layer_description.h) and in README.md ("How validate estimates").
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "engine/config/diagnostics.h"
 #include "engine/config/loader.h"
 #include "engine/grid/rank_grid.h"
-#include "engine/model/saved_activations.h"
+#include "engine/model/layer_description.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/memory.h"
 

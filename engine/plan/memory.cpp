@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/model/saved_activations.h"
+#include "engine/model/layer_description.h"
 #include "engine/plan/traffic.h"
 #include "engine/plan/dtypes.h"
 

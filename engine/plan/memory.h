@@ -7,7 +7,7 @@
 //   fp32: params 4 Psi, grads 4 Psi, optimizer  8 Psi (m, v)
 //   zero 1 divides the optimizer by Nd, zero 2 also the grads, zero 3 also the params.
 //
-// Activations (model/saved_activations.h lists the tensors): per microbatch, a rank keeps
+// Activations (model/layer_description.h lists the tensors): per microbatch, a rank keeps
 //   sum over its chunks of  layers * layer_set + token ids (virtual stage 0) + head set (last)
 // and multiplies it by the schedule's peak number of live microbatches on that rank (simulating
 // pipeline::build's lists: forward done, weight grad not yet, i.e. until B, or until W when zb-h1

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/model/saved_activations.h"
+#include "engine/model/layer_description.h"
 #include "engine/plan/dtypes.h"
-#include "kernels/op_constants.h"
 
 namespace ptrain::plan {
 namespace {
@@ -14,25 +13,15 @@ constexpr double kFp32 = 4;
 
 // The sizes of one microbatch's messages on one rank.
 struct Messages {
-  double hidden;      // s*b*h activations: what tp collectives and (full-size) p2p move
-  double pipeline;    // sbh, /t under SP
-  double kv;          // K and V of this rank's tokens (under cp: its two chunks)
-  double routed;      // the experts' slots * h: one all-to-all of an MoE layer (model/moe_block.h)
-  double combine_weights;  // the MoE combine weights' gradients: top_k fp32 per token
-  double loss_stats;  // one vocab shard's cross-entropy stats: fp32 per token
+  double hidden;    // s*b*h activations: what tp collectives and (full-size) p2p move
+  double pipeline;  // sbh, /t under SP
 
   explicit Messages(const config::JobSpec& spec) {
     const config::ModelSpec& m = spec.model;
     const double act = bytes_per_element(spec.train.precision).activation;
     const double tokens = static_cast<double>(spec.train.micro_batch) * m.seq_len / spec.parallel.cp;
-    const int tp = spec.parallel.tp;
-    const double local_kv_heads = std::max(m.kv_heads / tp, 1);
     hidden = tokens * m.hidden * act;
-    pipeline = spec.parallel.sequence_parallel ? hidden / tp : hidden;
-    kv = 2.0 * tokens * local_kv_heads * m.head_dim() * act;
-    routed = static_cast<double>(model::expert_token_slots(spec)) * m.hidden * act;
-    combine_weights = m.moe ? tokens * m.moe->top_k * kFp32 : 0.0;
-    loss_stats = kernels::kCrossEntropyShardStats * tokens * kFp32;
+    pipeline = spec.parallel.sequence_parallel ? hidden / spec.parallel.tp : hidden;
   }
 };
 
@@ -41,24 +30,24 @@ double zero_bytes_sent(const ZeroComm& z) {
          bytes_sent(z.param_gather_zero3);
 }
 
-void append(std::vector<Collective>& to, const std::vector<Collective>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
-// Tensor-parallel collectives of `layers` layers' forward or backward: per layer two all-reduces
-// (the output projections' partial sums; in backward the column-parallel input gradients), or under
-// SP an all-gather before and a reduce-scatter after each pair of GEMMs, and in backward two more
-// all-gathers: the column-parallel inputs again (kept sharded) and the row-parallel output
-// gradients (Megatron; what model/transformer.cpp does).
-std::vector<Collective> tp_layers(const config::JobSpec& spec, const Messages& msg, int layers,
-                                  bool backward) {
-  const int t = spec.parallel.tp;
-  if (t == 1 || layers == 0) return {};
-  if (spec.parallel.sequence_parallel) {
-    return {{CollectiveKind::AllGather, msg.hidden, t, (backward ? 4.0 : 2.0) * layers},
-            {CollectiveKind::ReduceScatter, msg.hidden, t, 2.0 * layers}};
+// Adds the collectives `ops` run on `axis` in forward or backward, `times` over (layers, or one for
+// the model's ends); a collective already in the list counts once more.
+void add_collectives(std::vector<Collective>& to, const std::vector<model::Op>& ops, model::Axis axis,
+                     bool backward, double times) {
+  if (times == 0) return;
+  for (const model::Op& op : ops) {
+    if (op.kind != model::OpKind::Collective || op.collective.axis != axis) continue;
+    const model::CollectiveStep& step = op.collective;
+    for (CollectiveKind kind : backward ? step.backward : step.forward) {
+      auto same = std::find_if(to.begin(), to.end(), [&](const Collective& c) {
+        return c.kind == kind && c.bytes == step.bytes && c.ranks == step.ranks;
+      });
+      if (same != to.end())
+        same->count += times;
+      else
+        to.push_back({kind, step.bytes, step.ranks, times});
+    }
   }
-  return {{CollectiveKind::AllReduce, msg.hidden, t, 2.0 * layers}};
 }
 
 // Sequence parallelism: the norms' (and MoE routers') weight gradients are partial sums over the tp
@@ -115,62 +104,40 @@ double seconds(const std::vector<Collective>& list, const HardwareProfile& hw, b
 
 StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage, int layers) {
   const Messages msg(spec);
-  const int t = spec.parallel.tp, cp = spec.parallel.cp, ep = spec.parallel.ep;
+  const int t = spec.parallel.tp;
   const bool sp = spec.parallel.sequence_parallel;
   const bool full = spec.train.recompute == config::Recompute::Full;
+  const bool zb = spec.schedule.kind == config::ScheduleKind::ZbH1;
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
+  using model::Axis;
+  // The collectives of the layer description (model/layer_description.h): the layers', and the
+  // embedding's and the head's on the first and last virtual stage.
+  std::vector<model::Op> ends;
+  if (virtual_stage == 0) ends = model::embedding_ops(spec);
+  if (virtual_stage == last_stage) {
+    std::vector<model::Op> head = model::head_ops(spec);
+    ends.insert(ends.end(), head.begin(), head.end());
+  }
+  const std::vector<model::Op> layer = model::layer_ops(spec);
   StageTraffic c;
-
-  c.tp_forward = tp_layers(spec, msg, layers, false);
-  c.tp_backward = tp_layers(spec, msg, layers, true);
-  if (full) append(c.tp_backward, c.tp_forward);
-  // kv heads replicated on t / kv_heads ranks: their k and v output gradients are summed over them.
-  if (t > spec.model.kv_heads && layers > 0)
-    c.tp_backward.push_back({CollectiveKind::AllReduce, msg.kv / 2, t / spec.model.kv_heads, 2.0 * layers});
-  if (t > 1 && virtual_stage == 0) {  // vocab-parallel embedding
-    c.tp_forward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
-    if (sp) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
-  }
+  auto add_axis = [&](std::vector<Collective>& forward, std::vector<Collective>& backward, Axis axis) {
+    add_collectives(forward, layer, axis, false, layers);
+    add_collectives(forward, ends, axis, false, 1);
+    add_collectives(backward, layer, axis, true, layers);
+    add_collectives(backward, ends, axis, true, 1);
+    // Full recompute runs each layer's forward again before its backward, and zb-h1's W once more.
+    const double redone = full ? (zb ? 2.0 : 1.0) * layers : 0.0;
+    add_collectives(backward, layer, axis, false, redone);
+  };
+  add_axis(c.tp_forward, c.tp_backward, Axis::Tp);
+  add_axis(c.cp_forward, c.cp_backward, Axis::Cp);
+  add_axis(c.ep_forward, c.ep_backward, Axis::Ep);
   // zb-h1's W: under SP each layer all-gathers its kept output gradients and its norm outputs again
-  // (an MoE block keeps its output gradients whole: one gather fewer), the head its input; under full
-  // recompute W first runs each layer's forward again.
-  if (t > 1 && spec.schedule.kind == config::ScheduleKind::ZbH1) {
+  // (an MoE block keeps its output gradients whole: one gather fewer), the head its input.
+  if (t > 1 && zb && sp) {
     const double gathers = spec.model.moe ? 3.0 : 4.0;
-    if (sp && layers > 0)
-      c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t, gathers * layers});
-    if (sp && virtual_stage == last_stage)
-      c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
-    if (full) append(c.tp_backward, tp_layers(spec, msg, layers, false));
-  }
-  if (t > 1 && virtual_stage == last_stage) {  // LM head and vocab-parallel cross-entropy
-    if (sp) c.tp_forward.push_back({CollectiveKind::AllGather, msg.hidden, t});
-    c.tp_forward.push_back({CollectiveKind::AllGather, t * msg.loss_stats, t});   // every shard's
-    if (sp) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});  // the head's input again
-    c.tp_backward.push_back({sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, msg.hidden, t});
-  }
-
-  // Context parallelism (parallel/context_parallel.h): each layer all-gathers the sequence's k and v
-  // in forward, and in backward gathers them again (full recompute's forward just did, and backward
-  // uses those) and reduce-scatters their gradients; zb-h1's W re-runs forward under full recompute.
-  if (cp > 1 && layers > 0) {
-    const double sequence_kv = cp * msg.kv;
-    c.cp_forward = {{CollectiveKind::AllGather, sequence_kv, cp, static_cast<double>(layers)}};
-    c.cp_backward = {{CollectiveKind::AllGather, sequence_kv, cp, static_cast<double>(layers)},
-                     {CollectiveKind::ReduceScatter, sequence_kv, cp, static_cast<double>(layers)}};
-    if (full && spec.schedule.kind == config::ScheduleKind::ZbH1) append(c.cp_backward, c.cp_forward);
-  }
-
-  // Expert parallelism (model/moe_block.h): over the tp group (ep = tp), the MoE block's tokens are
-  // the all-gathered ones the tp collectives above move, and backward sums the combine weights'
-  // gradients; otherwise (the engine runs tp = 1), all-to-alls of the experts' slots over ep.
-  const bool experts_over_tp = ep == t;
-  if (ep > 1 && spec.model.moe && layers > 0 && experts_over_tp)
-    c.tp_backward.push_back({CollectiveKind::AllReduce, msg.combine_weights, t, static_cast<double>(layers)});
-  if (ep > 1 && spec.model.moe && layers > 0 && !experts_over_tp) {
-    c.ep_forward = {{CollectiveKind::AllToAll, msg.routed, ep, 2.0 * layers}};  // dispatch + combine
-    c.ep_backward = c.ep_forward;                                               // the gradients both ways
-    if (full) append(c.ep_backward, c.ep_forward);
-    if (full && spec.schedule.kind == config::ScheduleKind::ZbH1) append(c.ep_backward, c.ep_forward);
+    if (layers > 0) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t, gathers * layers});
+    if (virtual_stage == last_stage) c.tp_backward.push_back({CollectiveKind::AllGather, msg.hidden, t});
   }
   return c;
 }

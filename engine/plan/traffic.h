@@ -5,7 +5,8 @@
 //   all-to-all (n-1)/n * S (S = this rank's send buffer);  send/recv S.
 // Time of one collective = bytes sent / per-GPU link bandwidth + one link latency.
 //
-// What each parallelism moves, with s = seq_len/cp, b = micro_batch, h = hidden, t = tp, m =
+// What each parallelism moves (the collectives of tp, cp and ep are the layer description's,
+// model/layer_description.h; this is what they add up to), with s = seq_len/cp, b = micro_batch, h = hidden, t = tp, m =
 // microbatches per step and the activation dtype (gradients travel in it too):
 //   tp  per layer per microbatch, forward: 2 all-reduces of sbh (attention and MLP outputs), or
 //       with sequence parallelism 2 all-gathers + 2 reduce-scatters of sbh (Korthikanti et al.
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/model/layer_description.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/rank_params.h"
 
@@ -39,7 +41,7 @@ namespace ptrain::plan {
 // Megatron use buckets of tens of millions of elements); each bucket is one collective.
 inline constexpr double kGradBucketElements = 25e6;
 
-enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
+using CollectiveKind = model::CollectiveKind;
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::AllReduce;

@@ -4,18 +4,18 @@ namespace ptrain::train {
 namespace {
 
 // The shard's buffers, in a fixed order.
-std::vector<float*> buffers(const ckpt::FlatShard& s) { return {s.params, s.exp_avg, s.exp_avg_sq}; }
+std::vector<float*> buffers(const model::FlatShard& s) { return {s.params, s.exp_avg, s.exp_avg_sq}; }
 
 }  // namespace
 
-ShardMirror::ShardMirror(const kernels::Ops& memory, std::vector<ckpt::FlatShard> shards)
+ShardMirror::ShardMirror(const kernels::Ops& memory, std::vector<model::FlatShard> shards)
     : memory_(memory), device_(std::move(shards)) {
   if (memory_.device() == kernels::Device::Cpu) {
     host_ = device_;
     return;
   }
-  for (const ckpt::FlatShard& s : device_) {
-    ckpt::FlatShard h{s.range, nullptr, nullptr, nullptr};
+  for (const model::FlatShard& s : device_) {
+    model::FlatShard h{s.range, nullptr, nullptr, nullptr};
     float** targets[] = {&h.params, &h.exp_avg, &h.exp_avg_sq};
     const std::vector<float*> sources = buffers(s);
     for (std::size_t i = 0; i < sources.size(); ++i) {

@@ -4,22 +4,22 @@
 
 #include <vector>
 
-#include "engine/ckpt/param_checkpoint.h"
+#include "engine/model/param_store.h"
 #include "kernels/ops.h"
 
 namespace ptrain::train {
 
 class ShardMirror {
  public:
-  ShardMirror(const kernels::Ops& memory, std::vector<ckpt::FlatShard> shards);
+  ShardMirror(const kernels::Ops& memory, std::vector<model::FlatShard> shards);
   // The same ranges, in host memory.
-  const std::vector<ckpt::FlatShard>& host() const { return host_; }
+  const std::vector<model::FlatShard>& host() const { return host_; }
   void download();  // the shards' current values into host()
   void upload();    // host() back into the shards
 
  private:
   const kernels::Ops& memory_;
-  std::vector<ckpt::FlatShard> device_, host_;
+  std::vector<model::FlatShard> device_, host_;
   std::vector<std::vector<float>> storage_;  // behind host_ when the shards are not host memory
 };
 

@@ -85,7 +85,7 @@ Trace train(dist::Comm& comm, const config::JobSpec& spec) {
     grad_norm.clip(norm, 0.5);
     zero.step(1e-2, step + 1);
   }
-  for (const ckpt::FlatShard& shard : zero.saved_shards())  // what a checkpoint would write now
+  for (const model::FlatShard& shard : zero.saved_shards())  // what a checkpoint would write now
     for (std::int64_t i = 0; i < shard.range.size(); ++i) trace.values.push_back(shard.params[i]);
   load(100);
   model.evaluate(0, tokens.data(), targets.data(), losses.at(0));

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "engine/model/saved_activations.h"
+#include "engine/model/layer_description.h"
 #include "tests/plan/jobs.h"
 
 using namespace ptrain;

@@ -12,14 +12,14 @@ using namespace ptrain;
 TEST_CASE("host staging copies device shards out and back, and passes host shards through") {
   std::vector<float> params(10), moments(10, 0.0f);
   for (int i = 0; i < 10; ++i) params[static_cast<size_t>(i)] = static_cast<float>(i);
-  const ckpt::FlatShard shard{{20, 30}, params.data(), moments.data(), nullptr};
+  const model::FlatShard shard{{20, 30}, params.data(), moments.data(), nullptr};
 
   train::ShardMirror host(kernels::cpu_ops(), {shard});
   CHECK(host.host()[0].params == params.data());  // CPU: the shard itself
 
   test::PretendDeviceOps device;
   train::ShardMirror staged(device, {shard});
-  const ckpt::FlatShard& h = staged.host()[0];
+  const model::FlatShard& h = staged.host()[0];
   REQUIRE(h.params != params.data());
   CHECK(h.exp_avg_sq == nullptr);
   CHECK(h.range.begin == 20);

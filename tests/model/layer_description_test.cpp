@@ -1,9 +1,13 @@
-// The saved-activation lists against hand-computed sizes of small layers, and their scaling laws
-// (sequence parallelism, recompute modes, flash attention, context parallelism).
-#include "engine/model/saved_activations.h"
+// The layer description against hand-computed sizes of small layers, its scaling laws (sequence
+// parallelism, recompute modes, flash attention, context parallelism), its GEMM and attention work
+// against the weights, and its collectives.
+#include "engine/model/layer_description.h"
+
+#include <stdexcept>
 
 #include <catch2/catch.hpp>
 
+#include "engine/model/param_registry.h"
 #include "tests/model/model_specs.h"
 
 using namespace ptrain;
@@ -38,10 +42,10 @@ std::vector<std::string> names(const std::vector<model::SavedTensor>& list) {
 TEST_CASE("llama layer, tp 2, by hand") {
   const config::JobSpec spec = small_llama(2, false);
   const auto list = model::layer_saved_activations(spec, Recompute::None);
-  CHECK(names(list) == std::vector<std::string>{"attn_norm.input", "attn_norm.stats", "attn_norm.output",
-                                                "attn.qkv", "attn.output", "attn.logsumexp", "ffn_norm.input",
-                                                "ffn_norm.stats", "ffn_norm.output", "mlp.gate", "mlp.up",
-                                                "mlp.swiglu"});
+  CHECK(names(list) == std::vector<std::string>{"attn_norm.input", "attn_norm.rstd", "attn_norm.output",
+                                                "attn.q", "attn.k", "attn.v", "attn.output", "attn.logsumexp",
+                                                "ffn_norm.input", "ffn_norm.rstd", "ffn_norm.output", "mlp.gate",
+                                                "mlp.up", "mlp.swiglu"});
   // tokens sb = 16. sbh = 256 elements = 512 B; rstd 16 fp32 = 64 B; q,k,v: 16 * 4 * (2 + 2*1) = 256
   // elements (2 local heads, kv 2/2 = 1) = 512 B; attention out 16 * 4 * 2 = 128 el = 256 B;
   // logsumexp b*a_l*s = 2*2*8 fp32 = 128 B; gate, up, swiglu sbf/t = 256 el = 512 B each.
@@ -149,4 +153,94 @@ TEST_CASE("backward workspace: recomputed tensors per mode plus the backward tem
   const double rebuilt = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None)) -
                          model::total_bytes(model::layer_saved_activations(spec, config::Recompute::Full));
   CHECK(model::total_bytes(model::backward_workspace(spec)) == temps + rebuilt);
+}
+
+namespace {
+
+double gemm_flops(const std::vector<model::Op>& ops) {
+  double sum = 0;
+  for (const model::Op& op : ops)
+    if (op.kind == model::OpKind::Gemm) sum += op.gemm.forward_flops();
+  return sum;
+}
+
+const model::Op& op_named(const std::vector<model::Op>& ops, const std::string& name) {
+  for (const model::Op& op : ops)
+    if (op.name == name) return op;
+  FAIL("no op " << name);
+  throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("a dense layer's GEMMs are its weights' work: 2 FLOPs per weight per token of the rank") {
+  for (const int tp : {1, 2}) {
+    for (config::JobSpec spec : {small_llama(tp, false), small_llama(tp, true)}) {
+      for (const config::Arch arch : {config::Arch::Llama, config::Arch::Gpt2}) {
+        spec.model.arch = arch;
+        if (arch == config::Arch::Gpt2) spec.model.kv_heads = spec.model.heads;  // no GQA
+        double layer_weights = 0;  // layer 0's 2-D weights, whole
+        for (const model::ParamInfo& p : model::build_registry(spec.model))
+          if (p.layer == 0 && p.is_matmul()) layer_weights += static_cast<double>(p.numel());
+        const double tokens = static_cast<double>(spec.train.micro_batch) * spec.model.seq_len / tp;
+        INFO("tp " << tp << " sp " << spec.parallel.sequence_parallel);
+        CHECK(gemm_flops(model::layer_ops(spec)) == 2 * tokens * layer_weights);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention: exact causal work, and context parallel ranks share it evenly") {
+  config::JobSpec spec = small_llama(1, false);  // s = 8, b = 2, 4 heads of d = 4
+  const model::AttentionShape one = op_named(model::layer_ops(spec), "attn.core").attention;
+  // Query i sees i + 1 keys: 36 pairs per sequence and head, 4 FLOPs per pair and head dim.
+  CHECK(one.forward_flops() == 4.0 * 36 * 2 * 4 * 4);
+  spec.parallel.cp = 2;  // rank 0 holds chunks 0 and 3 of 2 positions: 3 + (2*6 + 3) = 18 pairs
+  const model::AttentionShape half = op_named(model::layer_ops(spec), "attn.core").attention;
+  CHECK(half.forward_flops() == 4.0 * 18 * 2 * 4 * 4);
+  CHECK(2 * half.forward_flops() == one.forward_flops());
+}
+
+TEST_CASE("the collectives of a layer: Megatron's f and g, sequence parallelism's gathers, cp and kv copies") {
+  using K = model::CollectiveKind;
+  auto kinds = [](const std::vector<model::Op>& ops, model::Axis axis, bool backward) {
+    std::vector<K> out;
+    for (const model::Op& op : ops)
+      if (op.kind == model::OpKind::Collective && op.collective.axis == axis)
+        for (K k : backward ? op.collective.backward : op.collective.forward) out.push_back(k);
+    return out;
+  };
+  CHECK(kinds(model::layer_ops(small_llama(1, false)), model::Axis::Tp, false).empty());
+  const auto plain = model::layer_ops(small_llama(2, false));
+  CHECK(kinds(plain, model::Axis::Tp, false) == std::vector<K>{K::AllReduce, K::AllReduce});
+  CHECK(kinds(plain, model::Axis::Tp, true) == std::vector<K>{K::AllReduce, K::AllReduce});
+  const auto sp = model::layer_ops(small_llama(2, true));
+  CHECK(kinds(sp, model::Axis::Tp, false) ==
+        std::vector<K>{K::AllGather, K::ReduceScatter, K::AllGather, K::ReduceScatter});
+  CHECK(kinds(sp, model::Axis::Tp, true) == std::vector<K>{K::AllGather, K::ReduceScatter, K::AllGather,
+                                                           K::AllGather, K::ReduceScatter, K::AllGather});
+  // 2 kv heads over tp 4: pairs of ranks hold one kv head and sum its k and v gradients.
+  const model::Op copies = op_named(model::layer_ops(small_llama(4, true)), "attn.kv_copies");
+  CHECK(copies.collective.ranks == 2);
+  CHECK(copies.collective.backward == std::vector<K>{K::AllReduce, K::AllReduce});
+  config::JobSpec cp = small_llama(1, false);
+  cp.parallel.cp = 2;
+  CHECK(kinds(model::layer_ops(cp), model::Axis::Cp, true) == std::vector<K>{K::AllGather, K::ReduceScatter});
+  cp.train.recompute = Recompute::Full;  // the redone forward just gathered k and v
+  CHECK(kinds(model::layer_ops(cp), model::Axis::Cp, true) == std::vector<K>{K::ReduceScatter});
+}
+
+TEST_CASE("moe layer: every local expert's GEMMs cover the rank's slots") {
+  config::JobSpec spec = small_llama(1, false);
+  spec.model.arch = config::Arch::Mixtral;
+  spec.model.moe = config::MoeSpec{8, 2, 1.25, 0.01};
+  spec.parallel.ep = 2;
+  const auto ops = model::layer_ops(spec);
+  const model::GemmShape w1 = op_named(ops, "moe.w1").gemm;
+  // 8 blocks of R = micro_batch 2 x capacity 3 slots: each of the 4 local experts, from each of 2 ranks
+  CHECK(w1.m == 6);
+  CHECK(w1.count == 8);
+  CHECK(w1.m * w1.count == model::expert_token_slots(spec));
+  CHECK(op_named(ops, "moe.dispatch_exchange").collective.forward == std::vector<model::CollectiveKind>{
+                                                                          model::CollectiveKind::AllToAll});
 }

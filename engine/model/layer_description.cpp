@@ -1,0 +1,425 @@
+#include "engine/model/layer_description.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/op_constants.h"
+
+namespace ptrain::model {
+namespace {
+
+constexpr int kFp32 = 4;
+constexpr int kInt32 = 4;
+
+// The sizes every list is made of, for one microbatch on one rank.
+struct Dims {
+  std::int64_t s, b, h, d, f, t;
+  std::int64_t local_heads, local_kv_heads;
+  std::int64_t seq_shard;  // t under sequence parallelism, else 1
+  int act_bytes;
+  bool gpt2;
+
+  explicit Dims(const config::JobSpec& spec) {
+    const config::ModelSpec& m = spec.model;
+    s = m.seq_len / spec.parallel.cp;
+    b = spec.train.micro_batch;
+    h = m.hidden;
+    d = m.head_dim();
+    f = m.ffn_hidden;
+    t = spec.parallel.tp;
+    local_heads = m.heads / t;
+    local_kv_heads = std::max<std::int64_t>(m.kv_heads / t, 1);
+    seq_shard = spec.parallel.sequence_parallel ? t : 1;
+    act_bytes = spec.train.precision == config::Precision::Bf16 ? 2 : 4;
+    gpt2 = m.arch == config::Arch::Gpt2;
+  }
+  std::int64_t tokens() const { return s * b; }
+  std::int64_t sharded_hidden() const { return tokens() * h / seq_shard; }  // sbh, /t under SP
+  std::int64_t sharded_tokens() const { return tokens() / seq_shard; }
+  std::int64_t q_cols() const { return local_heads * d; }
+  std::int64_t kv_cols() const { return local_kv_heads * d; }
+  std::int64_t local_ffn() const { return f / t; }
+  double hidden_bytes() const { return static_cast<double>(tokens() * h) * act_bytes; }  // sbh
+};
+
+SavedTensor act(const Dims& x, ArenaTensor id, std::string name, std::int64_t elements, bool recomputable = false) {
+  return {id, std::move(name), elements, Element::Activation, x.act_bytes, recomputable};
+}
+SavedTensor fp32(ArenaTensor id, std::string name, std::int64_t elements) {
+  return {id, std::move(name), elements, Element::F32, kFp32, false};
+}
+SavedTensor int32(ArenaTensor id, std::string name, std::int64_t elements) {
+  return {id, std::move(name), elements, Element::I32, kInt32, false};
+}
+
+Op make_op(std::string name, OpKind kind) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  return op;
+}
+Op gemm(std::string name, GemmShape shape, std::vector<SavedTensor> saves = {}) {
+  Op op = make_op(std::move(name), OpKind::Gemm);
+  op.gemm = shape;
+  op.saves = std::move(saves);
+  return op;
+}
+Op memory_op(std::string name, OpKind kind, double bytes, std::vector<SavedTensor> saves = {}) {
+  Op op = make_op(std::move(name), kind);
+  op.memory_bytes = bytes;
+  op.saves = std::move(saves);
+  return op;
+}
+Op collective(std::string name, CollectiveStep step) {
+  Op op = make_op(std::move(name), OpKind::Collective);
+  op.collective = std::move(step);
+  return op;
+}
+
+// The residual stream into a column-parallel layer over tp: under sequence parallelism all-gathered
+// (backward: gathered again for the weight gradient, and the input gradient reduce-scattered),
+// else replicated (backward: the input gradient's partial sums all-reduced).
+void add_column_parallel_input(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec,
+                               const std::string& name) {
+  if (x.t == 1) return;
+  using K = CollectiveKind;
+  if (spec.parallel.sequence_parallel)
+    ops.push_back(collective(name, {Axis::Tp, static_cast<int>(x.t), x.hidden_bytes(), {K::AllGather},
+                                    {K::AllGather, K::ReduceScatter}}));
+  else
+    ops.push_back(collective(name, {Axis::Tp, static_cast<int>(x.t), x.hidden_bytes(), {}, {K::AllReduce}}));
+}
+
+// A row-parallel layer's partial sums over tp into the residual stream: reduce-scattered under
+// sequence parallelism (backward: the output gradient all-gathered), else all-reduced.
+void add_row_parallel_output(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec,
+                             const std::string& name) {
+  if (x.t == 1) return;
+  using K = CollectiveKind;
+  if (spec.parallel.sequence_parallel)
+    ops.push_back(collective(name, {Axis::Tp, static_cast<int>(x.t), x.hidden_bytes(), {K::ReduceScatter},
+                                    {K::AllGather}}));
+  else
+    ops.push_back(collective(name, {Axis::Tp, static_cast<int>(x.t), x.hidden_bytes(), {K::AllReduce}, {}}));
+}
+
+// A norm over sequence-sharded hidden states (after the residual add it is fused with): its
+// input, fp32 statistics (rstd; LayerNorm also the mean) and its output (the next GEMM's input,
+// recomputable).
+Op norm(const Dims& x, const std::string& name, ArenaTensor input, ArenaTensor mean, ArenaTensor rstd,
+        ArenaTensor output) {
+  std::vector<SavedTensor> saves{act(x, input, name + ".input", x.sharded_hidden())};
+  if (x.gpt2) saves.push_back(fp32(mean, name + ".mean", x.sharded_tokens()));
+  saves.push_back(fp32(rstd, name + ".rstd", x.sharded_tokens()));
+  saves.push_back(act(x, output, name + ".output", x.sharded_hidden(), true));
+  // Reads the residual stream and the branch output, writes their sum and the norm output.
+  return memory_op(name, OpKind::Norm, 4.0 * x.sharded_hidden() * x.act_bytes, std::move(saves));
+}
+
+// q, k, v (RoPE'd for llama), flash attention over the sequence (gathered over cp), the output
+// projection and its sum over tp.
+void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
+  const std::int64_t N = x.tokens(), C = x.h;
+  const int cp = spec.parallel.cp;
+  using K = CollectiveKind;
+  add_column_parallel_input(ops, x, spec, "attn.input");
+  ops.push_back(gemm("attn.q_proj", {N, x.q_cols(), C, 1, x.gpt2}));
+  ops.push_back(gemm("attn.k_proj", {N, x.kv_cols(), C, 1, x.gpt2}));
+  ops.push_back(gemm("attn.v_proj", {N, x.kv_cols(), C, 1, x.gpt2}));
+  const double kv_bytes = 2.0 * static_cast<double>(N * x.kv_cols()) * x.act_bytes;  // k and v
+  if (!x.gpt2) ops.push_back(memory_op("attn.rope", OpKind::Rope, 2.0 * (N * (x.q_cols() + x.kv_cols())) * x.act_bytes));
+  // The whole sequence's k and v; backward gathers them again (under full recompute the redone
+  // forward just did) and reduce-scatters their gradients.
+  if (cp > 1) {
+    const bool regather = spec.train.recompute != config::Recompute::Full;
+    ops.push_back(collective("attn.sequence_kv",
+                             {Axis::Cp, cp, cp * kv_bytes, {K::AllGather},
+                              regather ? std::vector<K>{K::AllGather, K::ReduceScatter} : std::vector<K>{K::ReduceScatter}}));
+  }
+  Op core = make_op("attn.core", OpKind::Attention);
+  core.attention = {x.b, x.local_heads, x.local_kv_heads, x.d, {}};
+  if (cp == 1) {
+    core.attention.blocks = {{x.s, 0}};
+  } else {  // two chunks of L positions: rank 0's first and last (every rank's pair does as much work)
+    const std::int64_t L = x.s / 2;
+    core.attention.blocks = {{L, 0}, {L, (2 * cp - 1) * L}};
+  }
+  core.saves = {act(x, ArenaTensor::Q, "attn.q", N * x.q_cols()), act(x, ArenaTensor::K, "attn.k", N * x.kv_cols()),
+                act(x, ArenaTensor::V, "attn.v", N * x.kv_cols()),
+                act(x, ArenaTensor::AttentionOutput, "attn.output", N * x.q_cols()),
+                fp32(ArenaTensor::AttentionLse, "attn.logsumexp", x.b * x.local_heads * x.s)};
+  ops.push_back(std::move(core));
+  // kv heads replicated on t / kv_heads ranks: their k and v output gradients are summed over them.
+  const int kv_heads = spec.model.kv_heads;
+  if (x.t > kv_heads)
+    ops.push_back(collective("attn.kv_copies", {Axis::Tp, static_cast<int>(x.t) / kv_heads, kv_bytes / 2, {},
+                                                {K::AllReduce, K::AllReduce}}));
+  ops.push_back(gemm("attn.o_proj", {N, C, x.q_cols(), 1, x.gpt2}));
+  add_row_parallel_output(ops, x, spec, "attn.output_sum");
+}
+
+void add_dense_mlp(std::vector<Op>& ops, const Dims& x) {
+  const std::int64_t N = x.tokens(), C = x.h, F = x.local_ffn();
+  const double ffn_bytes = static_cast<double>(N * F) * x.act_bytes;
+  if (x.gpt2) {
+    ops.push_back(gemm("mlp.c_fc", {N, F, C, 1, true}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}));
+    ops.push_back(memory_op("mlp.gelu", OpKind::Activation, 2 * ffn_bytes,
+                            {act(x, ArenaTensor::MlpActivation, "mlp.gelu", N * F, true)}));
+    ops.push_back(gemm("mlp.c_proj", {N, C, F, 1, true}));
+    return;
+  }
+  ops.push_back(gemm("mlp.gate_proj", {N, F, C}, {act(x, ArenaTensor::MlpGate, "mlp.gate", N * F)}));
+  ops.push_back(gemm("mlp.up_proj", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.up", N * F)}));
+  ops.push_back(memory_op("mlp.swiglu", OpKind::Activation, 3 * ffn_bytes,
+                          {act(x, ArenaTensor::MlpActivation, "mlp.swiglu", N * F, true)}));
+  ops.push_back(gemm("mlp.down_proj", {N, C, F}));
+}
+
+// Routed experts (expert tensor parallel 1; model/moe_block.h), see expert_token_slots: the router's
+// probabilities, each routed token's choices, weights and slots, the sequences' expert counts, and
+// the experts' static slot buffers, exchanged over ep (ep over data-parallel ranks) or split over
+// the tp group (ep = tp: every rank routes all of the tp group's tokens; the combine weights'
+// gradients are summed over tp).
+void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
+  const config::MoeSpec& moe = *spec.model.moe;
+  const int ep = spec.parallel.ep;
+  const std::int64_t N = x.tokens(), C = x.h, F = x.f, E = moe.experts, pairs = N * moe.top_k;
+  const std::int64_t slots = expert_token_slots(spec);
+  const double slot_bytes = static_cast<double>(slots * C) * x.act_bytes;
+  using K = CollectiveKind;
+  ops.push_back(gemm("moe.router", {N, E, C}, {fp32(ArenaTensor::MoeProbs, "moe.router_probs", N * E)}));
+  ops.push_back(memory_op("moe.route", OpKind::Routing, static_cast<double>(N * E) * kFp32 + 3.0 * pairs * 4,
+                          {int32(ArenaTensor::MoeChoice, "moe.choice", pairs),
+                           fp32(ArenaTensor::MoeWeight, "moe.weight", pairs),
+                           int32(ArenaTensor::MoeSlot, "moe.slot", pairs),
+                           fp32(ArenaTensor::MoeCounts, "moe.counts", x.b * E)}));
+  ops.push_back(memory_op("moe.dispatch", OpKind::Routing, 2 * slot_bytes,
+                          {act(x, ArenaTensor::MoeExpertInput, "moe.expert_input", slots * C)}));
+  const bool exchanged = ep > 1 && ep != x.t;
+  if (exchanged)
+    ops.push_back(collective("moe.dispatch_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
+  // The experts run on blocks of one source rank's slots for one expert.
+  const std::int64_t rows = expert_block_rows(spec), blocks = slots / rows;
+  ops.push_back(gemm("moe.w1", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeGate, "moe.w1", slots * F)}));
+  ops.push_back(gemm("moe.w3", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeUp, "moe.w3", slots * F)}));
+  ops.push_back(memory_op("moe.swiglu", OpKind::Activation, 3.0 * slots * F * x.act_bytes,
+                          {act(x, ArenaTensor::MoeActivation, "moe.swiglu", slots * F, true)}));
+  ops.push_back(gemm("moe.w2", {rows, C, F, blocks},
+                     {act(x, ArenaTensor::MoeExpertOutput, "moe.expert_output", slots * C)}));
+  if (exchanged)
+    ops.push_back(collective("moe.combine_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
+  ops.push_back(memory_op("moe.combine", OpKind::Routing, slot_bytes + 2.0 * N * C * x.act_bytes));
+  if (ep > 1 && ep == x.t)
+    ops.push_back(collective("moe.combine_weights", {Axis::Tp, static_cast<int>(x.t),
+                                                     static_cast<double>(pairs) * kFp32, {}, {K::AllReduce}}));
+}
+
+}  // namespace
+
+double AttentionShape::forward_flops() const {
+  double visible = 0;  // query-key pairs per sequence and head
+  for (const QueryBlock& q : blocks)
+    visible += static_cast<double>(q.rows) * q.first + static_cast<double>(q.rows) * (q.rows + 1) / 2.0;
+  return 4.0 * visible * static_cast<double>(batch) * heads * head_dim;  // QK^T and AV, 2 FLOPs a MAC
+}
+
+std::vector<Op> layer_ops(const config::JobSpec& spec) {
+  const Dims x(spec);
+  using T = ArenaTensor;
+  std::vector<Op> ops;
+  const char* norm1 = x.gpt2 ? "ln_1" : "attn_norm";
+  const char* norm2 = x.gpt2 ? "ln_2" : "ffn_norm";
+  ops.push_back(norm(x, norm1, T::LayerInput, T::Norm1Mean, T::Norm1Rstd, T::Norm1Output));
+  add_attention(ops, x, spec);
+  ops.push_back(norm(x, norm2, T::MidResidual, T::Norm2Mean, T::Norm2Rstd, T::Norm2Output));
+  add_column_parallel_input(ops, x, spec, "mlp.input");
+  if (spec.model.moe)
+    add_moe(ops, x, spec);
+  else
+    add_dense_mlp(ops, x);
+  add_row_parallel_output(ops, x, spec, "mlp.output_sum");
+  return ops;
+}
+
+std::vector<Op> embedding_ops(const config::JobSpec& spec) {
+  const Dims x(spec);
+  std::vector<Op> ops;
+  // Each tp rank looks up the rows of its vocabulary shard; their sum is the embedding.
+  ops.push_back(memory_op("embedding", OpKind::Embedding, 2.0 * x.tokens() * x.h * x.act_bytes,
+                          {int32(ArenaTensor::TokenIds, "embedding.token_ids", x.tokens())}));
+  if (x.t > 1) {
+    using K = CollectiveKind;
+    const bool sp = spec.parallel.sequence_parallel;
+    ops.push_back(collective("embedding.sum", {Axis::Tp, static_cast<int>(x.t), x.hidden_bytes(),
+                                               {sp ? K::ReduceScatter : K::AllReduce},
+                                               sp ? std::vector<K>{K::AllGather} : std::vector<K>{}}));
+  }
+  return ops;
+}
+
+std::vector<Op> head_ops(const config::JobSpec& spec) {
+  const Dims x(spec);
+  using T = ArenaTensor;
+  std::vector<Op> ops;
+  Op final_norm = norm(x, "final_norm", T::FinalNormInput, T::FinalNormMean, T::FinalNormRstd, T::FinalNormOutput);
+  final_norm.saves.back().recomputable = false;  // recompute applies to the layers
+  ops.push_back(std::move(final_norm));
+  add_column_parallel_input(ops, x, spec, "head.input");
+  const std::int64_t N = x.tokens(), V = spec.model.padded_vocab / x.t;
+  ops.push_back(gemm("head", {N, V, x.h}, {act(x, T::Logits, "head.logits", N * V)}));
+  Op loss = memory_op("loss", OpKind::Loss, 2.0 * N * V * x.act_bytes,
+                      {int32(T::Targets, "loss.targets", N), fp32(T::TokenLosses, "loss.per_token", N)});
+  if (x.t > 1)  // every shard's statistics
+    loss.saves.push_back(fp32(T::LossShardStats, "loss.shard_stats", x.t * N * kernels::kCrossEntropyShardStats));
+  ops.push_back(std::move(loss));
+  if (x.t > 1)
+    ops.push_back(collective("loss.shard_stats", {Axis::Tp, static_cast<int>(x.t),
+                                                  x.t * static_cast<double>(N) * kernels::kCrossEntropyShardStats * kFp32,
+                                                  {CollectiveKind::AllGather}, {}}));
+  return ops;
+}
+
+std::vector<SavedTensor> saved_tensors(const std::vector<Op>& ops, config::Recompute mode) {
+  std::vector<SavedTensor> out;
+  for (const Op& op : ops) {
+    for (const SavedTensor& t : op.saves) {
+      if (mode == config::Recompute::Full && t.id != ArenaTensor::LayerInput) continue;
+      if (mode == config::Recompute::Selective && t.recomputable) continue;
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+std::vector<SavedTensor> layer_saved_activations(const config::JobSpec& spec, config::Recompute mode) {
+  return saved_tensors(layer_ops(spec), mode);
+}
+
+std::vector<SavedTensor> embedding_saved_activations(const config::JobSpec& spec) {
+  return saved_tensors(embedding_ops(spec), config::Recompute::None);
+}
+
+std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec) {
+  return saved_tensors(head_ops(spec), config::Recompute::None);
+}
+
+std::vector<SavedTensor> layer_output_grads(const config::JobSpec& spec, bool residual_copies) {
+  const Dims x(spec);
+  using T = ArenaTensor;
+  const std::int64_t N = x.tokens();
+  std::vector<SavedTensor> out{act(x, T::DQ, "d_q", N * x.q_cols()), act(x, T::DK, "d_k", N * x.kv_cols()),
+                               act(x, T::DV, "d_v", N * x.kv_cols())};
+  if (residual_copies) out.push_back(act(x, T::DAttentionOutput, "d_attention_output", x.sharded_hidden()));
+  if (spec.model.moe) {
+    const std::int64_t slots = expert_token_slots(spec);
+    out.push_back(act(x, T::MoeDLogits, "moe.d_router_logits", N * spec.model.moe->experts));
+    out.push_back(act(x, T::MoeDGate, "moe.d_w1", slots * x.f));
+    out.push_back(act(x, T::MoeDUp, "moe.d_w3", slots * x.f));
+    out.push_back(act(x, T::MoeDExpertOutput, "moe.d_expert_output", slots * x.h));
+    return out;
+  }
+  if (residual_copies) out.push_back(act(x, T::DMlpOutput, "d_mlp_output", x.sharded_hidden()));
+  out.push_back(act(x, T::DMlpUp, "d_mlp_up", N * x.local_ffn()));
+  if (!x.gpt2) out.push_back(act(x, T::DMlpGate, "d_mlp_gate", N * x.local_ffn()));
+  return out;
+}
+
+std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec) {
+  return layer_output_grads(spec, true);
+}
+
+std::vector<SavedTensor> recomputed_tensors(const config::JobSpec& spec) {
+  std::vector<SavedTensor> out;
+  if (spec.train.recompute == config::Recompute::None) return out;
+  const std::vector<SavedTensor> all = layer_saved_activations(spec, config::Recompute::None);
+  const std::vector<SavedTensor> kept = layer_saved_activations(spec, spec.train.recompute);
+  for (const SavedTensor& t : all) {
+    const bool is_kept = std::any_of(kept.begin(), kept.end(), [&](const SavedTensor& k) { return k.id == t.id; });
+    if (!is_kept) out.push_back({t.id, "recomputed." + t.name, t.elements, t.element, t.bytes_per_element, false});
+  }
+  return out;
+}
+
+std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
+  const Dims x(spec);
+  using T = ArenaTensor;
+  std::vector<SavedTensor> out = recomputed_tensors(spec);
+  auto add = [&](T id, const char* name, std::int64_t elements) { out.push_back(act(x, id, name, elements)); };
+  // A row-parallel output and a column-parallel input gradient are full-token partial sums before
+  // their sum over tp; under sequence parallelism the residual gradient is this rank's tokens, and
+  // the column-parallel inputs and row-parallel output gradients are all-gathered into full tokens.
+  const std::int64_t N = x.tokens(), full_hidden = N * x.h;
+  add(T::ProjectionOutput, "projection_output", full_hidden);
+  add(T::DResidual, "d_residual", x.sharded_hidden());
+  add(T::DNorm, "d_norm", full_hidden);
+  add(T::DScratch, "d_scratch", full_hidden);
+  if (x.seq_shard > 1) {
+    add(T::SpGatheredInput, "sequence_parallel.gathered_input", full_hidden);
+    add(T::SpGatheredGradient, "sequence_parallel.gathered_gradient", full_hidden);
+  }
+  if (spec.parallel.cp > 1) {  // the whole sequence's k and v, their gradients, the collectives' staging
+    const std::int64_t sequence_kv = N * x.kv_cols() * spec.parallel.cp;
+    add(T::CpKeys, "context_parallel.keys", sequence_kv);
+    add(T::CpValues, "context_parallel.values", sequence_kv);
+    add(T::CpDKeys, "context_parallel.d_keys", sequence_kv);
+    add(T::CpDValues, "context_parallel.d_values", sequence_kv);
+    add(T::CpStaging, "context_parallel.staging", 2 * sequence_kv);
+  }
+  add(T::DAttention, "d_attention", N * x.q_cols());
+  for (SavedTensor& t : layer_output_grads(spec, false)) out.push_back(std::move(t));
+  if (spec.model.moe) {
+    // The combine weights' gradient, the experts' SwiGLU and input gradients, one expert's w3 input
+    // gradient before it is added, and the all-to-all's buffer (not over tp).
+    const std::int64_t slots = expert_token_slots(spec);
+    out.push_back(fp32(T::MoeDWeight, "moe.d_weight", N * spec.model.moe->top_k));
+    add(T::MoeDActivation, "moe.d_activation", slots * x.f);
+    add(T::MoeDExpertInput, "moe.d_expert_input", slots * x.h);
+    add(T::MoeDPartial, "moe.d_partial", expert_block_rows(spec) * x.h);  // one block's
+    if (spec.parallel.ep > 1 && spec.parallel.ep != spec.parallel.tp) add(T::MoeExchange, "moe.exchange", slots * x.h);
+  } else if (!x.gpt2) {
+    // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
+    add(T::DMlpActivation, "d_mlp_activation", N * x.local_ffn());
+  }
+  return out;
+}
+
+int expert_capacity(const config::JobSpec& spec) {
+  if (!spec.model.moe) return 0;
+  const config::MoeSpec& moe = *spec.model.moe;
+  const int T = spec.model.seq_len;
+  const double wanted = std::ceil(moe.capacity_factor * moe.top_k * static_cast<double>(T) / moe.experts);
+  return static_cast<int>(std::min<double>(T, wanted));
+}
+
+std::int64_t expert_token_slots(const config::JobSpec& spec) {
+  if (!spec.model.moe) return 0;
+  const config::ParallelSpec& p = spec.parallel;
+  const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
+  const std::int64_t sharers = static_cast<std::int64_t>(p.cp) * (p.sequence_parallel ? p.tp : 1);
+  const std::int64_t per_expert = (sequences * expert_capacity(spec) + sharers - 1) / sharers;
+  return spec.model.moe->experts / p.ep * per_expert;
+}
+
+std::int64_t expert_block_rows(const config::JobSpec& spec) {
+  if (!spec.model.moe) return 0;
+  const config::ParallelSpec& p = spec.parallel;
+  const bool exchanged = p.ep > 1 && p.ep != p.tp;  // every source rank's slots of each local expert
+  return expert_token_slots(spec) / (spec.model.moe->experts / p.ep) / (exchanged ? p.ep : 1);
+}
+
+double total_bytes(const std::vector<SavedTensor>& tensors) {
+  double sum = 0;
+  for (const SavedTensor& t : tensors) sum += t.bytes();
+  return sum;
+}
+
+double forward_flops(const std::vector<Op>& ops) {
+  double sum = 0;
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::Gemm) sum += op.gemm.forward_flops();
+    if (op.kind == OpKind::Attention) sum += op.attention.forward_flops();
+  }
+  return sum;
+}
+
+}  // namespace ptrain::model

@@ -1,0 +1,167 @@
+// One description of the model's work on one rank, per microbatch: a transformer layer's ops in
+// execution order (GEMMs with their shapes, attention with its shape, the memory-bound ops with the
+// bytes they move, the collectives with their group and bytes) and the tensors each op keeps for
+// backward; the model's two ends (embedding, LM head and loss) alike; and the backward workspace.
+// Pure data from the job spec. The engine lays out its activation arena by walking these tensors
+// (model/transformer_layout.cpp binds each ArenaTensor to its buffer), `validate` counts memory
+// from them (plan/memory.h), and the traffic model reads the layer's collectives (plan/traffic.h).
+//
+// Symbols (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+// Models"): s = seq_len / cp (context parallel splits the sequence), b = micro_batch, h = hidden,
+// a = heads, g = kv_heads, d = h/a, f = ffn_hidden, t = tp, V = padded vocab. Local heads
+// a/t and max(g/t, 1) (kv heads are replicated when g < t). Under sequence parallelism the tensors
+// outside attention and MLP (norm inputs/outputs, residuals) are sharded along s, i.e. divided by
+// t; norm outputs are kept sharded and all-gathered again in backward (Megatron). No dropout.
+// Attention is flash attention: no s x s matrix, only its output and the fp32 logsumexp (b*a*s).
+// Activations use the training dtype (2 bytes bf16, 4 fp32); norm statistics are fp32.
+//
+// Recompute modes (what a layer keeps of its ops' saved tensors):
+//   none      - all of them;
+//   selective - norms and the activation function are recomputed: the tensors marked
+//               `recomputable` (norm outputs, SwiGLU/GELU output) are dropped; inputs and
+//               statistics stay;
+//   full      - a layer keeps only its input (sbh, /t under SP) and recomputes its forward in
+//               backward; the recomputed layer's full set is transient (in the backward workspace,
+//               once per rank, not per microbatch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config/job_spec.h"
+
+namespace ptrain::model {
+
+// Every tensor of the activation arena, by what it is (the engine binds each to its buffer).
+enum class ArenaTensor {
+  // A layer's, per microbatch.
+  LayerInput, Norm1Mean, Norm1Rstd, Norm1Output, Q, K, V, AttentionOutput, AttentionLse, MidResidual,
+  Norm2Mean, Norm2Rstd, Norm2Output, MlpUp, MlpGate, MlpActivation,
+  MoeProbs, MoeChoice, MoeWeight, MoeSlot, MoeCounts, MoeExpertInput, MoeGate, MoeUp, MoeActivation,
+  MoeExpertOutput,
+  // Output gradients of a layer's linear layers (backward temporaries; per microbatch under zb-h1).
+  DQ, DK, DV, DAttentionOutput, DMlpOutput, DMlpUp, DMlpGate, MoeDLogits, MoeDGate, MoeDUp,
+  MoeDExpertOutput,
+  // The model's ends, per microbatch.
+  TokenIds, FinalNormInput, FinalNormMean, FinalNormRstd, FinalNormOutput, Logits, Targets, TokenLosses,
+  LossShardStats,
+  // The backward workspace's own temporaries.
+  ProjectionOutput, DResidual, DNorm, DScratch, SpGatheredInput, SpGatheredGradient, CpKeys, CpValues,
+  CpDKeys, CpDValues, CpStaging, DAttention, DMlpActivation, MoeDWeight, MoeDActivation, MoeDExpertInput,
+  MoeDPartial, MoeExchange,
+};
+
+// Activation: the training dtype (bf16 or fp32).
+enum class Element { Activation, F32, I32 };
+
+struct SavedTensor {
+  ArenaTensor id = ArenaTensor::LayerInput;
+  std::string name;           // e.g. "attn_norm.output"
+  std::int64_t elements = 0;  // per microbatch on one rank
+  Element element = Element::Activation;
+  int bytes_per_element = 0;
+  bool recomputable = false;  // dropped under selective recompute (rebuilt in backward)
+  double bytes() const { return static_cast<double>(elements) * bytes_per_element; }
+};
+
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
+enum class Axis { Tp, Cp, Ep };
+
+// out[m, n] = in[m, k] x W^T, `count` times (one per local expert); backward runs the input
+// gradient [m, n] x [n, k] and the weight gradient [n, m] x [m, k].
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0, count = 1;
+  bool bias = false;
+  double forward_flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
+};
+
+// Causal flash attention of this rank's queries over the sequence's keys: blocks of `rows` query
+// positions per sequence starting at position `first` (one block; two under context parallelism).
+struct AttentionShape {
+  struct QueryBlock {
+    std::int64_t rows = 0, first = 0;
+  };
+  std::int64_t batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  std::vector<QueryBlock> blocks;
+  // QK^T and AV over each query's visible keys (the diagonal included), forward.
+  double forward_flops() const;
+};
+
+// A collective over one axis of the rank grid: `forward` runs in the op's forward, `backward` in its
+// backward (the transposes, and what backward gathers again), each once with a buffer of `bytes`
+// (the full, gathered size for all-gather / reduce-scatter; the send buffer for all-to-all).
+struct CollectiveStep {
+  Axis axis = Axis::Tp;
+  int ranks = 1;
+  double bytes = 0;
+  std::vector<CollectiveKind> forward, backward;
+};
+
+enum class OpKind { Norm, Gemm, Rope, Attention, Activation, Routing, Residual, Collective, Embedding, Loss };
+
+struct Op {
+  std::string name;  // e.g. "attn.q_proj"
+  OpKind kind = OpKind::Gemm;
+  GemmShape gemm;                 // Gemm
+  AttentionShape attention;       // Attention
+  CollectiveStep collective;      // Collective
+  double memory_bytes = 0;        // memory-bound ops: bytes read and written in forward
+  std::vector<SavedTensor> saves;  // what the op keeps for backward
+};
+
+// The ops of one transformer layer (gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU; mixtral:
+// RMSNorm + routed SwiGLU experts with capacity factor), in execution order; the residual add that
+// ends the layer is fused with the next norm.
+std::vector<Op> layer_ops(const config::JobSpec& spec);
+// Virtual stage 0's embedding and the last virtual stage's final norm, LM head and loss.
+std::vector<Op> embedding_ops(const config::JobSpec& spec);
+std::vector<Op> head_ops(const config::JobSpec& spec);
+
+// The tensors a list of ops keeps under `mode` (recompute applies to transformer layers).
+std::vector<SavedTensor> saved_tensors(const std::vector<Op>& ops, config::Recompute mode);
+// One layer's under `mode`; the embedding's (the token ids: its backward scatters by them; its
+// output is the first layer's input); the head's (final norm, vocab-parallel logits overwritten by
+// their gradient in the chunked cross-entropy, targets, fp32 loss per token, every shard's stats).
+std::vector<SavedTensor> layer_saved_activations(const config::JobSpec& spec, config::Recompute mode);
+std::vector<SavedTensor> embedding_saved_activations(const config::JobSpec& spec);
+std::vector<SavedTensor> head_saved_activations(const config::JobSpec& spec);
+
+// The gradient at each linear layer's output of one layer (q, k, v, the attention and MLP output
+// projections, the MLP up and gate projections; MoE layers: the router's and the experts'). Backward
+// computes them into the workspace; when the schedule splits weight gradients (zb-h1) a layer keeps
+// them until its W (the inputs are the layer's activations, rebuilt in W where the recompute mode
+// dropped them). `residual_copies`: with the two output projections' (kept apart from the
+// residual-stream gradient they equal).
+std::vector<SavedTensor> layer_output_grads(const config::JobSpec& spec, bool residual_copies);
+// What zb-h1 keeps per layer and microbatch: layer_output_grads(spec, true).
+std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec);
+
+// What backward uses once per rank, shared by every layer and microbatch: the tensors recompute
+// rebuilds (full: one layer's complete set but its input; selective: the recomputable ones), the
+// layer's output gradients, and the backward temporaries (the residual-stream gradient, projection
+// outputs, the attention and MLP input gradients; under sequence parallelism the gathered input and
+// gradient; under context parallelism the whole sequence's k, v, their gradients and the
+// collectives' staging; the MoE block's).
+std::vector<SavedTensor> recomputed_tensors(const config::JobSpec& spec);
+std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
+
+// The tokens of one sequence an expert takes (model/moe_block.h): min(seq_len, ceil(capacity_factor *
+// top_k * seq_len / experts)); 0 for dense models.
+int expert_capacity(const config::JobSpec& spec);
+// Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each expert takes
+// expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, of which
+// a rank holds 1/(cp * t) under context (and sequence) parallelism; 0 for dense models. As the
+// engine runs it: E * micro_batch * capacity with ep over data-parallel ranks (or ep = 1), and the
+// local experts' E/t * micro_batch * capacity with the experts split over the tp group (ep = t);
+// the rest is the model `validate` and `plan` use for layouts the engine does not run yet.
+std::int64_t expert_token_slots(const config::JobSpec& spec);
+// The slots of one expert from one source rank (micro_batch * capacity as the engine runs it): the
+// rows of one expert GEMM.
+std::int64_t expert_block_rows(const config::JobSpec& spec);
+
+double total_bytes(const std::vector<SavedTensor>& tensors);
+// Forward FLOPs of a list of ops: its GEMMs and attention.
+double forward_flops(const std::vector<Op>& ops);
+
+}  // namespace ptrain::model
