@@ -42,36 +42,36 @@ struct Dims {
   double hidden_bytes() const { return static_cast<double>(tokens() * h) * act_bytes; }  // sbh
 };
 
-SavedTensor act(const Dims& x, ArenaTensor id, std::string name, std::int64_t elements, bool recomputable = false) {
-  return {id, std::move(name), elements, Element::Activation, x.act_bytes, recomputable};
+SavedTensor act(const Dims& x, ArenaTensor id, const char* name, std::int64_t elements, bool recomputable = false) {
+  return {id, name, elements, Element::Activation, x.act_bytes, recomputable};
 }
-SavedTensor fp32(ArenaTensor id, std::string name, std::int64_t elements) {
-  return {id, std::move(name), elements, Element::F32, kFp32, false};
+SavedTensor fp32(ArenaTensor id, const char* name, std::int64_t elements) {
+  return {id, name, elements, Element::F32, kFp32, false};
 }
-SavedTensor int32(ArenaTensor id, std::string name, std::int64_t elements) {
-  return {id, std::move(name), elements, Element::I32, kInt32, false};
+SavedTensor int32(ArenaTensor id, const char* name, std::int64_t elements) {
+  return {id, name, elements, Element::I32, kInt32, false};
 }
 
-Op make_op(std::string name, OpKind kind) {
+Op make_op(const char* name, OpKind kind) {
   Op op;
-  op.name = std::move(name);
+  op.name = name;
   op.kind = kind;
   return op;
 }
-Op gemm(std::string name, GemmShape shape, std::vector<SavedTensor> saves = {}) {
-  Op op = make_op(std::move(name), OpKind::Gemm);
+Op gemm(const char* name, GemmShape shape, std::vector<SavedTensor> saves = {}) {
+  Op op = make_op(name, OpKind::Gemm);
   op.gemm = shape;
   op.saves = std::move(saves);
   return op;
 }
-Op memory_op(std::string name, OpKind kind, double bytes, std::vector<SavedTensor> saves = {}) {
-  Op op = make_op(std::move(name), kind);
+Op memory_op(const char* name, OpKind kind, double bytes, std::vector<SavedTensor> saves = {}) {
+  Op op = make_op(name, kind);
   op.memory_bytes = bytes;
   op.saves = std::move(saves);
   return op;
 }
-Op collective(std::string name, CollectiveStep step) {
-  Op op = make_op(std::move(name), OpKind::Collective);
+Op collective(const char* name, CollectiveStep step) {
+  Op op = make_op(name, OpKind::Collective);
   op.collective = std::move(step);
   return op;
 }
@@ -80,7 +80,7 @@ Op collective(std::string name, CollectiveStep step) {
 // (backward: gathered again for the weight gradient, and the input gradient reduce-scattered),
 // else replicated (backward: the input gradient's partial sums all-reduced).
 void add_column_parallel_input(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec,
-                               const std::string& name) {
+                               const char* name) {
   if (x.t == 1) return;
   using K = CollectiveKind;
   if (spec.parallel.sequence_parallel)
@@ -93,7 +93,7 @@ void add_column_parallel_input(std::vector<Op>& ops, const Dims& x, const config
 // A row-parallel layer's partial sums over tp into the residual stream: reduce-scattered under
 // sequence parallelism (backward: the output gradient all-gathered), else all-reduced.
 void add_row_parallel_output(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec,
-                             const std::string& name) {
+                             const char* name) {
   if (x.t == 1) return;
   using K = CollectiveKind;
   if (spec.parallel.sequence_parallel)
@@ -103,17 +103,28 @@ void add_row_parallel_output(std::vector<Op>& ops, const Dims& x, const config::
     ops.push_back(collective(name, {Axis::Tp, static_cast<int>(x.t), x.hidden_bytes(), {K::AllReduce}, {}}));
 }
 
+// The names of a norm's tensors.
+struct NormNames {
+  const char *op, *input, *mean, *rstd, *output;
+};
+constexpr NormNames kLn1{"ln_1", "ln_1.input", "ln_1.mean", "ln_1.rstd", "ln_1.output"};
+constexpr NormNames kLn2{"ln_2", "ln_2.input", "ln_2.mean", "ln_2.rstd", "ln_2.output"};
+constexpr NormNames kAttnNorm{"attn_norm", "attn_norm.input", "attn_norm.mean", "attn_norm.rstd", "attn_norm.output"};
+constexpr NormNames kFfnNorm{"ffn_norm", "ffn_norm.input", "ffn_norm.mean", "ffn_norm.rstd", "ffn_norm.output"};
+constexpr NormNames kFinalNorm{"final_norm", "final_norm.input", "final_norm.mean", "final_norm.rstd",
+                               "final_norm.output"};
+
 // A norm over sequence-sharded hidden states (after the residual add it is fused with): its
 // input, fp32 statistics (rstd; LayerNorm also the mean) and its output (the next GEMM's input,
 // recomputable).
-Op norm(const Dims& x, const std::string& name, ArenaTensor input, ArenaTensor mean, ArenaTensor rstd,
+Op norm(const Dims& x, const NormNames& names, ArenaTensor input, ArenaTensor mean, ArenaTensor rstd,
         ArenaTensor output) {
-  std::vector<SavedTensor> saves{act(x, input, name + ".input", x.sharded_hidden())};
-  if (x.gpt2) saves.push_back(fp32(mean, name + ".mean", x.sharded_tokens()));
-  saves.push_back(fp32(rstd, name + ".rstd", x.sharded_tokens()));
-  saves.push_back(act(x, output, name + ".output", x.sharded_hidden(), true));
+  std::vector<SavedTensor> saves{act(x, input, names.input, x.sharded_hidden())};
+  if (x.gpt2) saves.push_back(fp32(mean, names.mean, x.sharded_tokens()));
+  saves.push_back(fp32(rstd, names.rstd, x.sharded_tokens()));
+  saves.push_back(act(x, output, names.output, x.sharded_hidden(), true));
   // Reads the residual stream and the branch output, writes their sum and the norm output.
-  return memory_op(name, OpKind::Norm, 4.0 * x.sharded_hidden() * x.act_bytes, std::move(saves));
+  return memory_op(names.op, OpKind::Norm, 4.0 * x.sharded_hidden() * x.act_bytes, std::move(saves));
 }
 
 // q, k, v (RoPE'd for llama), flash attention over the sequence (gathered over cp), the output
@@ -227,11 +238,10 @@ std::vector<Op> layer_ops(const config::JobSpec& spec) {
   const Dims x(spec);
   using T = ArenaTensor;
   std::vector<Op> ops;
-  const char* norm1 = x.gpt2 ? "ln_1" : "attn_norm";
-  const char* norm2 = x.gpt2 ? "ln_2" : "ffn_norm";
-  ops.push_back(norm(x, norm1, T::LayerInput, T::Norm1Mean, T::Norm1Rstd, T::Norm1Output));
+  ops.reserve(24);
+  ops.push_back(norm(x, x.gpt2 ? kLn1 : kAttnNorm, T::LayerInput, T::Norm1Mean, T::Norm1Rstd, T::Norm1Output));
   add_attention(ops, x, spec);
-  ops.push_back(norm(x, norm2, T::MidResidual, T::Norm2Mean, T::Norm2Rstd, T::Norm2Output));
+  ops.push_back(norm(x, x.gpt2 ? kLn2 : kFfnNorm, T::MidResidual, T::Norm2Mean, T::Norm2Rstd, T::Norm2Output));
   add_column_parallel_input(ops, x, spec, "mlp.input");
   if (spec.model.moe)
     add_moe(ops, x, spec);
@@ -261,7 +271,7 @@ std::vector<Op> head_ops(const config::JobSpec& spec) {
   const Dims x(spec);
   using T = ArenaTensor;
   std::vector<Op> ops;
-  Op final_norm = norm(x, "final_norm", T::FinalNormInput, T::FinalNormMean, T::FinalNormRstd, T::FinalNormOutput);
+  Op final_norm = norm(x, kFinalNorm, T::FinalNormInput, T::FinalNormMean, T::FinalNormRstd, T::FinalNormOutput);
   final_norm.saves.back().recomputable = false;  // recompute applies to the layers
   ops.push_back(std::move(final_norm));
   add_column_parallel_input(ops, x, spec, "head.input");
@@ -277,6 +287,10 @@ std::vector<Op> head_ops(const config::JobSpec& spec) {
                                                   x.t * static_cast<double>(N) * kernels::kCrossEntropyShardStats * kFp32,
                                                   {CollectiveKind::AllGather}, {}}));
   return ops;
+}
+
+ModelOps model_ops(const config::JobSpec& spec) {
+  return {layer_ops(spec), embedding_ops(spec), head_ops(spec)};
 }
 
 std::vector<SavedTensor> saved_tensors(const std::vector<Op>& ops, config::Recompute mode) {
@@ -331,11 +345,12 @@ std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec) {
 std::vector<SavedTensor> recomputed_tensors(const config::JobSpec& spec) {
   std::vector<SavedTensor> out;
   if (spec.train.recompute == config::Recompute::None) return out;
-  const std::vector<SavedTensor> all = layer_saved_activations(spec, config::Recompute::None);
-  const std::vector<SavedTensor> kept = layer_saved_activations(spec, spec.train.recompute);
+  const std::vector<Op> ops = layer_ops(spec);
+  const std::vector<SavedTensor> all = saved_tensors(ops, config::Recompute::None);
+  const std::vector<SavedTensor> kept = saved_tensors(ops, spec.train.recompute);
   for (const SavedTensor& t : all) {
     const bool is_kept = std::any_of(kept.begin(), kept.end(), [&](const SavedTensor& k) { return k.id == t.id; });
-    if (!is_kept) out.push_back({t.id, "recomputed." + t.name, t.elements, t.element, t.bytes_per_element, false});
+    if (!is_kept) out.push_back({t.id, t.name, t.elements, t.element, t.bytes_per_element, false});
   }
   return out;
 }

@@ -57,7 +57,7 @@ enum class Element { Activation, F32, I32 };
 
 struct SavedTensor {
   ArenaTensor id = ArenaTensor::LayerInput;
-  std::string name;           // e.g. "attn_norm.output"
+  const char* name = "";      // e.g. "attn_norm.output"
   std::int64_t elements = 0;  // per microbatch on one rank
   Element element = Element::Activation;
   int bytes_per_element = 0;
@@ -101,7 +101,7 @@ struct CollectiveStep {
 enum class OpKind { Norm, Gemm, Rope, Attention, Activation, Routing, Residual, Collective, Embedding, Loss };
 
 struct Op {
-  std::string name;  // e.g. "attn.q_proj"
+  const char* name = "";  // e.g. "attn.q_proj"
   OpKind kind = OpKind::Gemm;
   GemmShape gemm;                 // Gemm
   AttentionShape attention;       // Attention
@@ -117,6 +117,12 @@ std::vector<Op> layer_ops(const config::JobSpec& spec);
 // Virtual stage 0's embedding and the last virtual stage's final norm, LM head and loss.
 std::vector<Op> embedding_ops(const config::JobSpec& spec);
 std::vector<Op> head_ops(const config::JobSpec& spec);
+
+// All three, built once where many stages are counted (validate, plan).
+struct ModelOps {
+  std::vector<Op> layer, embedding, head;
+};
+ModelOps model_ops(const config::JobSpec& spec);
 
 // The tensors a list of ops keeps under `mode` (recompute applies to transformer layers).
 std::vector<SavedTensor> saved_tensors(const std::vector<Op>& ops, config::Recompute mode);

@@ -114,7 +114,7 @@ DType Transformer::dtype_of(const SavedTensor& t) const {
 void Transformer::lay_out(const config::JobSpec& spec, const TakeFromArena& take, int slots) {
   auto place = [&](Buf* field, const SavedTensor& t) {
     if (field == nullptr)
-      throw std::logic_error("Transformer: the layer description's " + t.name + " has no buffer in the engine");
+      throw std::logic_error(std::string("Transformer: the layer description's ") + t.name + " has no buffer in the engine");
     *field = take(t.elements, dtype_of(t));
   };
 

@@ -28,22 +28,40 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
   return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer};
 }
 
+namespace {
+
+// What one microbatch keeps, by part (model/layer_description.h).
+struct MicrobatchBytes {
+  double layer, weight_grad_inputs, embedding, head;
+  explicit MicrobatchBytes(const config::JobSpec& spec) {
+    const model::ModelOps ops = model::model_ops(spec);
+    layer = model::total_bytes(model::saved_tensors(ops.layer, spec.train.recompute));
+    weight_grad_inputs = model::total_bytes(model::layer_weight_grad_inputs(spec));
+    embedding = model::total_bytes(model::saved_tensors(ops.embedding, config::Recompute::None));
+    head = model::total_bytes(model::saved_tensors(ops.head, config::Recompute::None));
+  }
+  double stage(const config::JobSpec& spec, int stage, bool split_weight_grad) const {
+    const int stages = spec.parallel.pp * spec.schedule.virtual_stages;
+    double sum = spec.schedule.resolved_layers_per_stage[static_cast<size_t>(stage)] *
+                 (layer + (split_weight_grad ? weight_grad_inputs : 0.0));
+    if (stage == 0) sum += embedding;
+    if (stage == stages - 1) sum += head;
+    return sum;
+  }
+};
+
+}  // namespace
+
 double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad) {
-  const double layer = model::total_bytes(model::layer_saved_activations(spec, spec.train.recompute)) +
-                       (split_weight_grad ? model::total_bytes(model::layer_weight_grad_inputs(spec)) : 0.0);
-  const int stages = spec.parallel.pp * spec.schedule.virtual_stages;
-  double sum = spec.schedule.resolved_layers_per_stage[static_cast<size_t>(stage)] * layer;
-  if (stage == 0) sum += model::total_bytes(model::embedding_saved_activations(spec));
-  if (stage == stages - 1) sum += model::total_bytes(model::head_saved_activations(spec));
-  return sum;
+  return MicrobatchBytes(spec).stage(spec, stage, split_weight_grad);
 }
 
 double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
   const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
+  const MicrobatchBytes microbatch(spec);
   double sum = model::total_bytes(model::backward_workspace(spec));
   for (int c = 0; c < vpp; ++c)
-    sum += held.activation_slots[static_cast<size_t>(c)] *
-           stage_activation_bytes(spec, c * pp + pp_rank, held.split_weight_grad);
+    sum += held.activation_slots[static_cast<size_t>(c)] * microbatch.stage(spec, c * pp + pp_rank, held.split_weight_grad);
   if (model::sends_stage_output(model::shard_coords(spec, pp_rank, 0, 0)))
     sum += bytes_sent(pipeline_message(spec));
   return sum;

@@ -15,13 +15,14 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
   const double flops_per_s = hw.peak_flops(spec.train.precision) * kGemmEfficiency;
   const int pp = spec.parallel.pp;
   const size_t stages = flops.forward.size();
+  const model::ModelOps ops = model::model_ops(spec);
   pipeline::OpCosts costs;
   costs.forward.resize(stages);
   costs.backward.resize(stages);
   costs.weight_grad.resize(stages);
   for (size_t v = 0; v < stages; ++v) {
     const LinkTiers& tiers = tiers_by_pp_rank[v % static_cast<size_t>(pp)];
-    const StageTraffic comm = stage_traffic(spec, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
+    const StageTraffic comm = stage_traffic(spec, ops, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
     const double tp_forward = seconds(comm.tp_forward, hw, tiers.tp),
                  tp_backward = seconds(comm.tp_backward, hw, tiers.tp);
     const double ep_forward = seconds(comm.ep_forward, hw, tiers.ep),

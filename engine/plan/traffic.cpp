@@ -102,7 +102,7 @@ double seconds(const std::vector<Collective>& list, const HardwareProfile& hw, b
   return sum;
 }
 
-StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage, int layers) {
+StageTraffic stage_traffic(const config::JobSpec& spec, const model::ModelOps& ops, int virtual_stage, int layers) {
   const Messages msg(spec);
   const int t = spec.parallel.tp;
   const bool sp = spec.parallel.sequence_parallel;
@@ -112,19 +112,16 @@ StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage, int l
   using model::Axis;
   // The collectives of the layer description (model/layer_description.h): the layers', and the
   // embedding's and the head's on the first and last virtual stage.
-  std::vector<model::Op> ends;
-  if (virtual_stage == 0) ends = model::embedding_ops(spec);
-  if (virtual_stage == last_stage) {
-    std::vector<model::Op> head = model::head_ops(spec);
-    ends.insert(ends.end(), head.begin(), head.end());
-  }
-  const std::vector<model::Op> layer = model::layer_ops(spec);
+  const double embedding = virtual_stage == 0 ? 1 : 0, head = virtual_stage == last_stage ? 1 : 0;
+  const std::vector<model::Op>& layer = ops.layer;
   StageTraffic c;
   auto add_axis = [&](std::vector<Collective>& forward, std::vector<Collective>& backward, Axis axis) {
-    add_collectives(forward, layer, axis, false, layers);
-    add_collectives(forward, ends, axis, false, 1);
-    add_collectives(backward, layer, axis, true, layers);
-    add_collectives(backward, ends, axis, true, 1);
+    for (const bool backward_pass : {false, true}) {
+      std::vector<Collective>& to = backward_pass ? backward : forward;
+      add_collectives(to, layer, axis, backward_pass, layers);
+      add_collectives(to, ops.embedding, axis, backward_pass, embedding);
+      add_collectives(to, ops.head, axis, backward_pass, head);
+    }
     // Full recompute runs each layer's forward again before its backward, and zb-h1's W once more.
     const double redone = full ? (zb ? 2.0 : 1.0) * layers : 0.0;
     add_collectives(backward, layer, axis, false, redone);
@@ -188,10 +185,11 @@ StepTraffic step_traffic(const config::JobSpec& spec, const RankParams& params, 
   const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
   const double m = spec.train.microbatches;
   const double message = bytes_sent(pipeline_message(spec));
+  const model::ModelOps ops = model::model_ops(spec);
   StepTraffic s;
   for (int chunk = 0; chunk < vpp; ++chunk) {
     const int v = chunk * pp + pp_rank;
-    const StageTraffic c = stage_traffic(spec, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
+    const StageTraffic c = stage_traffic(spec, ops, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
     s.tp += m * (bytes_sent(c.tp_forward) + bytes_sent(c.tp_backward)) +
             sequence_parallel_grad_bytes(spec, v,
                                          spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);

@@ -62,7 +62,10 @@ struct StageTraffic {
   std::vector<Collective> cp_forward, cp_backward;
   std::vector<Collective> ep_forward, ep_backward;
 };
-StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage, int layers);
+StageTraffic stage_traffic(const config::JobSpec& spec, const model::ModelOps& ops, int virtual_stage, int layers);
+inline StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage, int layers) {
+  return stage_traffic(spec, model::model_ops(spec), virtual_stage, layers);
+}
 
 // The activation (or its gradient) sent between pipeline stages for one microbatch.
 Collective pipeline_message(const config::JobSpec& spec);

@@ -120,7 +120,7 @@ TEST_CASE("moe layer: capacity-bounded expert buffers") {
   const auto list = model::layer_saved_activations(spec, Recompute::None);
   double moe = 0;
   for (const auto& t : list)
-    if (t.name.rfind("moe.", 0) == 0) moe += t.bytes();
+    if (std::string(t.name).rfind("moe.", 0) == 0) moe += t.bytes();
   // router probs 16*8 fp32; choices, weights, slots 32 x 4 B each; counts 2*8 fp32; expert input 48*16
   // bf16, w1/w3/swiglu 3 * 48*32 bf16, expert output 48*16 bf16
   CHECK(moe == 16 * 8 * 4 + 3 * 32 * 4 + 2 * 8 * 4 + 48 * 16 * 2 + 3 * 48 * 32 * 2 + 48 * 16 * 2);
