@@ -18,11 +18,13 @@
 // NVLink, ~10 us over InfiniBand, charged once per collective (comm.h).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/plan/measured_profile.h"
 
 namespace ptrain::plan {
 
@@ -36,6 +38,9 @@ struct HardwareProfile {
   double inter_node_bytes_per_s;  // per-GPU network bandwidth
   double intra_node_latency_s;
   double inter_node_latency_s;
+  // A `ptrain profile` measurement of this hardware (cluster.profile): compute is timed op by op
+  // from it (compute_time.h); without one, at kGemmEfficiency of the peak (step_time.h).
+  std::shared_ptr<const MeasuredProfile> measured = nullptr;
 
   double peak_flops(config::Precision precision) const;
   double link_bytes_per_s(bool inter_node) const {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/config/job_grid.h"
+#include "engine/plan/compute_time.h"
 #include "engine/plan/traffic.h"
 #include "engine/plan/dtypes.h"
 
@@ -31,10 +32,17 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
     // block like tp's.
     const double cp_forward = seconds(comm.cp_forward, hw, tiers.cp),
                  cp_backward = seconds(comm.cp_backward, hw, tiers.cp);
-    costs.forward[v] = flops.forward[v] / flops_per_s + tp_forward + ep_forward + cp_forward;
-    costs.backward[v] =
-        (flops.forward[v] + flops.recompute[v]) / flops_per_s + tp_backward + ep_backward + cp_backward;
-    costs.weight_grad[v] = flops.forward[v] / flops_per_s;
+    StageCompute compute;
+    if (hw.measured) {
+      compute = stage_compute(spec, ops, *hw.measured, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
+    } else {
+      compute.forward.gemm = flops.forward[v] / flops_per_s;
+      compute.backward.gemm = (flops.forward[v] + flops.recompute[v]) / flops_per_s;
+      compute.weight_grad.gemm = flops.forward[v] / flops_per_s;
+    }
+    costs.forward[v] = compute.forward.total() + tp_forward + ep_forward + cp_forward;
+    costs.backward[v] = compute.backward.total() + tp_backward + ep_backward + cp_backward;
+    costs.weight_grad[v] = compute.weight_grad.total();
   }
   costs.p2p_seconds = pp > 1 ? seconds(pipeline_message(spec), hw, tiers_by_pp_rank.front().pp) : 0.0;
   return costs;

@@ -1,0 +1,33 @@
+// The compute of one microbatch on one virtual stage, timed op by op from a measured profile
+// (measured_profile.h) over the layer description (model/layer_description.h): the stage's
+// layers, plus the embedding on the first virtual stage and the head and loss on the last.
+//   forward      every op's forward;
+//   backward     every op's input gradient, plus what recompute redoes first: full recompute the
+//                layer's whole forward, selective the ops whose outputs it dropped (norms,
+//                activation functions);
+//   weight_grad  the GEMMs' weight gradients (zb-h1 runs them apart as W, after rebuilding what the
+//                recompute mode dropped once more; other schedules inside B).
+// Collectives are not here: the traffic model times them (traffic.h).
+#pragma once
+
+#include "engine/config/job_spec.h"
+#include "engine/model/layer_description.h"
+#include "engine/plan/measured_profile.h"
+
+namespace ptrain::plan {
+
+struct ComputeSeconds {
+  double gemm = 0, attention = 0, memory = 0;
+  double total() const { return gemm + attention + memory; }
+  ComputeSeconds& operator+=(const ComputeSeconds& o);
+};
+ComputeSeconds operator*(double times, const ComputeSeconds& c);
+
+struct StageCompute {
+  ComputeSeconds forward, backward, weight_grad;
+};
+
+StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& ops, const MeasuredProfile& profile,
+                           int virtual_stage, int layers);
+
+}  // namespace ptrain::plan

@@ -1,0 +1,254 @@
+#include "engine/plan/measured_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace ptrain::plan {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSchema = "ptrain.profile.v1";
+
+// Where x falls on an ascending grid, in log space: between points lo and hi with weight t of hi
+// (clamped to the ends: lo = hi, t = 0).
+struct Bracket {
+  std::size_t lo = 0, hi = 0;
+  double t = 0;
+};
+Bracket bracket(const std::vector<std::int64_t>& grid, double x) {
+  if (x <= static_cast<double>(grid.front())) return {0, 0, 0};
+  if (x >= static_cast<double>(grid.back())) return {grid.size() - 1, grid.size() - 1, 0};
+  std::size_t i = 0;
+  while (static_cast<double>(grid[i + 1]) <= x) ++i;
+  const double a = std::log(static_cast<double>(grid[i])), b = std::log(static_cast<double>(grid[i + 1]));
+  return {i, i + 1, (std::log(x) - a) / (b - a)};
+}
+double clamp_to(const std::vector<std::int64_t>& grid, double x) {
+  return std::clamp(x, static_cast<double>(grid.front()), static_cast<double>(grid.back()));
+}
+
+double gemm_seconds(const GemmTable& g, const std::vector<double>& s, const model::GemmShape& shape) {
+  const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
+  const Bracket bm = bracket(g.m, m), bn = bracket(g.n, n), bk = bracket(g.k, k);
+  double log_seconds = 0;
+  for (int corner = 0; corner < 8; ++corner) {
+    const bool hm = corner & 1, hn = corner & 2, hk = corner & 4;
+    const double w = (hm ? bm.t : 1 - bm.t) * (hn ? bn.t : 1 - bn.t) * (hk ? bk.t : 1 - bk.t);
+    if (w == 0) continue;
+    const std::size_t i = hm ? bm.hi : bm.lo, j = hn ? bn.hi : bn.lo, l = hk ? bk.hi : bk.lo;
+    log_seconds += w * std::log(s[(i * g.n.size() + j) * g.k.size() + l]);
+  }
+  // Outside the grid the edge's throughput holds: scale by the FLOPs beyond it.
+  const double beyond = (m * n * k) / (clamp_to(g.m, m) * clamp_to(g.n, n) * clamp_to(g.k, k));
+  return std::exp(log_seconds) * beyond * static_cast<double>(shape.count);
+}
+
+double pairs_per_head(std::int64_t seq) { return static_cast<double>(seq) * (seq + 1) / 2.0; }
+
+// Seconds of attention per query-key pair, head and sequence at `keys`, from one table.
+double pair_seconds(const AttentionTable& a, const std::vector<double>& s, double keys) {
+  const Bracket b = bracket(a.seq, keys);
+  auto at = [&](std::size_t i) {
+    return std::log(s[i] / (static_cast<double>(a.batch) * a.heads * pairs_per_head(a.seq[i])));
+  };
+  return std::exp((1 - b.t) * at(b.lo) + b.t * at(b.hi));
+}
+
+OpSeconds attention_seconds(const std::vector<AttentionTable>& tables, const model::AttentionShape& shape) {
+  const AttentionTable* best = nullptr;
+  for (const AttentionTable& a : tables)
+    if (best == nullptr || std::abs(std::log(static_cast<double>(a.head_dim) / shape.head_dim)) <
+                               std::abs(std::log(static_cast<double>(best->head_dim) / shape.head_dim)))
+      best = &a;
+  double pairs = 0, keys = 0;
+  for (const auto& q : shape.blocks) {
+    pairs += static_cast<double>(q.rows) * q.first + pairs_per_head(q.rows);
+    keys = std::max(keys, static_cast<double>(q.first + q.rows));
+  }
+  const double work = pairs * static_cast<double>(shape.batch) * shape.heads *
+                      (static_cast<double>(shape.head_dim) / best->head_dim);
+  return {work * pair_seconds(*best, best->forward_s, keys), work * pair_seconds(*best, best->backward_s, keys),
+          0};
+}
+
+double memory_seconds(const std::vector<MemoryPoint>& points, double bytes, bool backward) {
+  auto t = [&](std::size_t i) { return backward ? points[i].backward_s : points[i].forward_s; };
+  if (points.size() == 1) return t(0) * bytes / points[0].bytes;
+  std::size_t i = 0;
+  while (i + 2 < points.size() && points[i + 1].bytes < bytes) ++i;
+  const double slope = (t(i + 1) - t(i)) / (points[i + 1].bytes - points[i].bytes);
+  return std::max(0.0, t(i) + slope * (bytes - points[i].bytes));
+}
+
+template <typename Map>
+const auto& table(const Map& map, const std::string& key, const char* what) {
+  auto it = map.find(key);
+  if (it == map.end()) throw std::invalid_argument(std::string("the profile has no ") + what + " table for " + key);
+  return it->second;
+}
+
+// Reading: every failure names the field.
+[[noreturn]] void bad(const std::string& field, const std::string& why) {
+  throw std::invalid_argument("profile field " + field + ": " + why);
+}
+const json& member(const json& j, const std::string& field, const std::string& path) {
+  if (!j.is_object() || !j.contains(field)) bad(path + field, "missing");
+  return j.at(field);
+}
+std::vector<std::int64_t> sizes(const json& j, const std::string& field, const std::string& path) {
+  const json& v = member(j, field, path);
+  if (!v.is_array() || v.empty()) bad(path + field, "must be a non-empty list of sizes");
+  std::vector<std::int64_t> out;
+  for (const json& x : v) {
+    if (!x.is_number_integer() || x.get<std::int64_t>() <= 0) bad(path + field, "sizes must be positive integers");
+    if (!out.empty() && x.get<std::int64_t>() <= out.back()) bad(path + field, "sizes must ascend");
+    out.push_back(x.get<std::int64_t>());
+  }
+  return out;
+}
+std::vector<double> seconds(const json& j, const std::string& field, const std::string& path, std::size_t count) {
+  const json& v = member(j, field, path);
+  if (!v.is_array() || v.size() != count)
+    bad(path + field, "must list " + std::to_string(count) + " times, one per grid point");
+  std::vector<double> out;
+  for (const json& x : v) {
+    if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>()))
+      bad(path + field, "times must be positive seconds");
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
+double positive_number(const json& j, const std::string& field, const std::string& path) {
+  const json& v = member(j, field, path);
+  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+    bad(path + field, "must be a positive number");
+  return v.get<double>();
+}
+std::int64_t positive(const json& j, const std::string& field, const std::string& path) {
+  const json& v = member(j, field, path);
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) bad(path + field, "must be a positive integer");
+  return v.get<std::int64_t>();
+}
+std::string text(const json& j, const std::string& field, const std::string& path) {
+  const json& v = member(j, field, path);
+  if (!v.is_string()) bad(path + field, "must be a string");
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+const char* memory_family(model::OpKind kind) {
+  switch (kind) {
+    case model::OpKind::Norm: return "norm";
+    case model::OpKind::Rope: return "rope";
+    case model::OpKind::Activation: return "activation";
+    case model::OpKind::Routing: return "routing";
+    case model::OpKind::Residual: return "norm";
+    case model::OpKind::Embedding: return "embedding";
+    case model::OpKind::Loss: return "loss";
+    case model::OpKind::Gemm:
+    case model::OpKind::Attention:
+    case model::OpKind::Collective: return nullptr;
+  }
+  return nullptr;
+}
+
+const char* element_name(bool bf16) { return bf16 ? "bf16" : "f32"; }
+
+OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool bf16) {
+  const std::string element = element_name(bf16);
+  switch (op.kind) {
+    case model::OpKind::Gemm: {
+      const GemmTable& g = table(profile.gemm, element, "GEMM");
+      return {gemm_seconds(g, g.forward_s, op.gemm), gemm_seconds(g, g.input_grad_s, op.gemm),
+              gemm_seconds(g, g.weight_grad_s, op.gemm)};
+    }
+    case model::OpKind::Attention:
+      return attention_seconds(table(profile.attention, element, "attention"), op.attention);
+    case model::OpKind::Collective:
+      return {};
+    default: {
+      const auto& points = table(profile.memory, std::string(memory_family(op.kind)) + "/" + element, "memory");
+      return {memory_seconds(points, op.memory_bytes, false), memory_seconds(points, op.memory_bytes, true), 0};
+    }
+  }
+}
+
+std::string to_json(const MeasuredProfile& p) {
+  json j;
+  j["schema"] = kSchema;
+  j["device"] = p.device;
+  j["backend"] = p.backend;
+  j["date"] = p.date;
+  j["ptrain"] = p.ptrain_version;
+  j["versions"] = p.versions;
+  j["quick"] = p.quick;
+  for (const auto& [element, g] : p.gemm)
+    j["gemm"][element] = {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"forward_s", g.forward_s},
+                          {"input_grad_s", g.input_grad_s}, {"weight_grad_s", g.weight_grad_s}};
+  for (const auto& [element, tables] : p.attention)
+    for (const AttentionTable& a : tables)
+      j["attention"][element].push_back({{"batch", a.batch}, {"heads", a.heads}, {"kv_heads", a.kv_heads},
+                                         {"head_dim", a.head_dim}, {"seq", a.seq}, {"forward_s", a.forward_s},
+                                         {"backward_s", a.backward_s}});
+  for (const auto& [family, points] : p.memory)
+    for (const MemoryPoint& m : points)
+      j["memory"][family].push_back({{"bytes", m.bytes}, {"forward_s", m.forward_s}, {"backward_s", m.backward_s}});
+  return j.dump(1) + "\n";
+}
+
+MeasuredProfile from_json(const std::string& source) {
+  const json j = json::parse(source, nullptr, false);
+  if (j.is_discarded()) throw std::invalid_argument("the profile is not JSON");
+  if (text(j, "schema", "") != kSchema) bad("schema", std::string("must be ") + kSchema);
+  MeasuredProfile p;
+  p.device = text(j, "device", "");
+  p.backend = text(j, "backend", "");
+  p.date = text(j, "date", "");
+  p.ptrain_version = text(j, "ptrain", "");
+  if (j.contains("versions") && j["versions"].is_object())
+    for (const auto& [name, value] : j["versions"].items())
+      if (value.is_string()) p.versions[name] = value.get<std::string>();
+  p.quick = j.value("quick", false);
+  for (const auto& [element, g] : member(j, "gemm", "").items()) {
+    const std::string path = "gemm." + element + ".";
+    GemmTable t{sizes(g, "m", path), sizes(g, "n", path), sizes(g, "k", path), {}, {}, {}};
+    const std::size_t points = t.m.size() * t.n.size() * t.k.size();
+    t.forward_s = seconds(g, "forward_s", path, points);
+    t.input_grad_s = seconds(g, "input_grad_s", path, points);
+    t.weight_grad_s = seconds(g, "weight_grad_s", path, points);
+    p.gemm[element] = std::move(t);
+  }
+  for (const auto& [element, list] : member(j, "attention", "").items()) {
+    if (!list.is_array() || list.empty()) bad("attention." + element, "must be a non-empty list of tables");
+    for (const json& a : list) {
+      const std::string path = "attention." + element + ".";
+      AttentionTable t;
+      t.batch = positive(a, "batch", path);
+      t.heads = positive(a, "heads", path);
+      t.kv_heads = positive(a, "kv_heads", path);
+      t.head_dim = positive(a, "head_dim", path);
+      t.seq = sizes(a, "seq", path);
+      t.forward_s = seconds(a, "forward_s", path, t.seq.size());
+      t.backward_s = seconds(a, "backward_s", path, t.seq.size());
+      p.attention[element].push_back(std::move(t));
+    }
+  }
+  for (const auto& [family, list] : member(j, "memory", "").items()) {
+    const std::string path = "memory." + family;
+    if (!list.is_array() || list.empty()) bad(path, "must be a non-empty list of points");
+    for (const json& m : list) {
+      const MemoryPoint point{positive_number(m, "bytes", path + "."), positive_number(m, "forward_s", path + "."),
+                              positive_number(m, "backward_s", path + ".")};
+      if (!p.memory[family].empty() && point.bytes <= p.memory[family].back().bytes) bad(path, "bytes must ascend");
+      p.memory[family].push_back(point);
+    }
+  }
+  return p;
+}
+
+}  // namespace ptrain::plan

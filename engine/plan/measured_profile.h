@@ -1,0 +1,71 @@
+// A hardware profile measured by `ptrain profile` with the engine's own kernels: the times of the
+// ops the layer description (model/layer_description.h) is made of, on a grid of shapes, and how
+// to read a time between the grid's points. Pure: JSON in and out, interpolation.
+//
+// Tables (one per element type: "f32", "bf16"):
+//   gemm       linear_forward, linear_backward's input gradient and its weight gradient, each
+//              on every (m, n, k) of three size lists; read trilinearly in log2 m, n, k on log
+//              seconds; outside the grid, at the nearest grid point scaled by the FLOPs (the
+//              throughput of the edge).
+//   attention  causal attention forward and backward over sequence lengths for one head_dim and
+//              head count; read per query-key pair and head, linear in log seq on log seconds,
+//              the nearest measured head_dim scaled by head_dim.
+//   memory     each memory-bound op family (norm, rope, activation, routing, embedding, loss) at
+//              a few sizes, forward and backward; read piecewise linear in bytes (a latency and a
+//              bandwidth), extrapolated from the last two points.
+// File format (JSON, schema "ptrain.profile.v1"): see to_json / from_json; README "Profiles".
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/layer_description.h"
+
+namespace ptrain::plan {
+
+struct GemmTable {
+  std::vector<std::int64_t> m, n, k;  // ascending
+  // Seconds at [i][j][l] = index (i * n.size() + j) * k.size() + l.
+  std::vector<double> forward_s, input_grad_s, weight_grad_s;
+};
+
+struct AttentionTable {
+  std::int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 64;
+  std::vector<std::int64_t> seq;  // ascending
+  std::vector<double> forward_s, backward_s;
+};
+
+struct MemoryPoint {
+  double bytes = 0;  // forward bytes read and written (the description's Op::memory_bytes)
+  double forward_s = 0, backward_s = 0;
+};
+
+struct MeasuredProfile {
+  std::string device, backend, date, ptrain_version;
+  std::map<std::string, std::string> versions;  // driver and library versions
+  bool quick = false;
+  std::map<std::string, GemmTable> gemm;                    // by element type
+  std::map<std::string, std::vector<AttentionTable>> attention;  // by element type
+  std::map<std::string, std::vector<MemoryPoint>> memory;   // by "family/element type"
+};
+
+// The name of an op family's memory table: "norm", "rope", "activation", "routing", "embedding",
+// "loss" (nullptr for GEMM, attention and collective ops).
+const char* memory_family(model::OpKind kind);
+const char* element_name(bool bf16);  // "bf16" / "f32"
+
+struct OpSeconds {
+  double forward = 0, input_grad = 0, weight_grad = 0;
+};
+// One op's times on the rank (collectives: 0, the traffic model times them). std::invalid_argument
+// if the profile lacks the table the op needs.
+OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool bf16);
+
+std::string to_json(const MeasuredProfile& profile);
+// std::invalid_argument naming the field on a malformed file (wrong schema, unsorted or missing
+// grids, sizes that do not match, non-positive times).
+MeasuredProfile from_json(const std::string& text);
+
+}  // namespace ptrain::plan

@@ -1,0 +1,144 @@
+// Measured profiles: reading between grid points (exact for the power laws GEMMs, attention and
+// memory-bound ops follow on an ideal machine), the JSON file and its errors, and a stage's compute
+// timed op by op from the layer description.
+#include "engine/plan/measured_profile.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <catch2/catch.hpp>
+
+#include "engine/plan/compute_time.h"
+#include "tests/plan/jobs.h"
+
+using namespace ptrain;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr double kFlopsPerS = 1e11;  // GEMM and attention
+constexpr double kBytesPerS = 1e10, kLatencyS = 2e-6;
+
+// An ideal machine: GEMMs at a constant throughput (input and weight gradients each as much as the
+// forward), attention at a constant time per query-key pair, memory-bound ops a latency plus bytes
+// at a bandwidth (backward twice the forward).
+plan::MeasuredProfile ideal() {
+  plan::MeasuredProfile p;
+  p.device = "ideal", p.backend = "cpu", p.date = "2026-11-26", p.ptrain_version = "test";
+  plan::GemmTable g{{16, 256, 4096}, {16, 256, 4096}, {16, 256, 4096}, {}, {}, {}};
+  for (auto m : g.m)
+    for (auto n : g.n)
+      for (auto k : g.k) {
+        const double s = 2.0 * m * n * k / kFlopsPerS;
+        g.forward_s.push_back(s), g.input_grad_s.push_back(s), g.weight_grad_s.push_back(s);
+      }
+  p.gemm["f32"] = p.gemm["bf16"] = g;
+  plan::AttentionTable a;
+  a.batch = 1, a.heads = 4, a.kv_heads = 4, a.head_dim = 64, a.seq = {128, 1024, 8192};
+  for (auto s : a.seq) {
+    const double pairs = s * (s + 1) / 2.0 * a.heads;
+    a.forward_s.push_back(4.0 * pairs * a.head_dim / kFlopsPerS);
+    a.backward_s.push_back(2.5 * 4.0 * pairs * a.head_dim / kFlopsPerS);
+  }
+  p.attention["f32"] = p.attention["bf16"] = {a};
+  for (const char* family : {"norm", "rope", "activation", "routing", "embedding", "loss"})
+    for (const char* element : {"f32", "bf16"})
+      for (double bytes : {1e4, 1e6, 1e8})
+        p.memory[std::string(family) + "/" + element].push_back(
+            {bytes, kLatencyS + bytes / kBytesPerS, 2 * (kLatencyS + bytes / kBytesPerS)});
+  return p;
+}
+
+model::Op gemm_op(std::int64_t m, std::int64_t n, std::int64_t k) {
+  model::Op op;
+  op.kind = model::OpKind::Gemm;
+  op.gemm = {m, n, k, 3, false};
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("a GEMM between and beyond the grid reads the edge's throughput") {
+  const plan::MeasuredProfile p = ideal();
+  for (const auto& [m, n, k] : {std::tuple{16, 256, 4096}, {100, 700, 3000}, {8, 50000, 100}, {9000, 9000, 9000}}) {
+    const model::Op op = gemm_op(m, n, k);
+    const plan::OpSeconds s = plan::op_seconds(p, op, false);
+    const double expected = op.gemm.forward_flops() / kFlopsPerS;  // 3 blocks
+    CHECK(s.forward == Approx(expected).epsilon(1e-9));
+    CHECK(s.input_grad == Approx(expected).epsilon(1e-9));
+    CHECK(s.weight_grad == Approx(expected).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("attention reads a time per query-key pair; memory-bound ops a latency and a bandwidth") {
+  const plan::MeasuredProfile p = ideal();
+  model::Op op;
+  op.kind = model::OpKind::Attention;
+  op.attention = {2, 8, 2, 128, {{300, 0}}};
+  const plan::OpSeconds s = plan::op_seconds(p, op, true);
+  CHECK(s.forward == Approx(op.attention.forward_flops() / kFlopsPerS).epsilon(1e-9));
+  CHECK(s.input_grad == Approx(2.5 * s.forward).epsilon(1e-9));
+  model::Op norm;
+  norm.kind = model::OpKind::Norm;
+  for (double bytes : {5e3, 3e5, 4e9}) {
+    norm.memory_bytes = bytes;
+    CHECK(plan::op_seconds(p, norm, false).forward == Approx(kLatencyS + bytes / kBytesPerS));
+    CHECK(plan::op_seconds(p, norm, false).input_grad == Approx(2 * (kLatencyS + bytes / kBytesPerS)));
+  }
+}
+
+TEST_CASE("the profile file round-trips, and a bad one names its field") {
+  const plan::MeasuredProfile p = ideal();
+  const plan::MeasuredProfile back = plan::from_json(plan::to_json(p));
+  CHECK(back.device == "ideal");
+  CHECK(back.gemm.at("f32").forward_s == p.gemm.at("f32").forward_s);
+  CHECK(back.attention.at("bf16").front().seq == p.attention.at("bf16").front().seq);
+  CHECK(back.memory.at("loss/f32").back().backward_s == p.memory.at("loss/f32").back().backward_s);
+  CHECK_THROWS_WITH(plan::from_json("{"), Contains("not JSON"));
+  std::string text = plan::to_json(p);
+  CHECK_THROWS_WITH(plan::from_json(std::string(text).replace(text.find("ptrain.profile.v1"), 17, "other")),
+                    Contains("schema"));
+  plan::MeasuredProfile unsorted = p;
+  unsorted.gemm["f32"].m = {256, 16, 4096};
+  CHECK_THROWS_WITH(plan::from_json(plan::to_json(unsorted)), Contains("gemm.f32.m") && Contains("ascend"));
+  plan::MeasuredProfile short_list = p;
+  short_list.gemm["bf16"].weight_grad_s.pop_back();
+  CHECK_THROWS_WITH(plan::from_json(plan::to_json(short_list)), Contains("gemm.bf16.weight_grad_s"));
+  plan::MeasuredProfile no_attention = p;
+  no_attention.attention.erase("f32");
+  model::Op op;
+  op.kind = model::OpKind::Attention;
+  op.attention = {1, 1, 1, 64, {{8, 0}}};
+  CHECK_THROWS_WITH(plan::op_seconds(no_attention, op, false), Contains("no attention table for f32"));
+}
+
+TEST_CASE("a stage's compute is its ops' times: recompute adds to B, zb-h1's W rebuilds once more") {
+  const plan::MeasuredProfile p = ideal();
+  config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.tp=2", "parallel.pp=2"}, 4);
+  REQUIRE(job.ok());
+  config::JobSpec& spec = job.spec;
+  const model::ModelOps ops = model::model_ops(spec);
+  const double gemm_flops = [&] {
+    double f = 0;
+    for (const model::Op& op : ops.layer)
+      if (op.kind == model::OpKind::Gemm) f += op.gemm.forward_flops();
+    return f;
+  }();
+  const plan::StageCompute none = plan::stage_compute(spec, ops, p, 0, 4);  // a first stage of 4 layers
+  CHECK(none.weight_grad.gemm == Approx(4 * gemm_flops / kFlopsPerS));
+  CHECK(none.forward.memory > 0);  // norms, RoPE, SwiGLU, the embedding
+  spec.train.recompute = config::Recompute::Full;
+  const plan::StageCompute full = plan::stage_compute(spec, model::model_ops(spec), p, 0, 4);
+  const double layers_forward = none.forward.total() - plan::stage_compute(spec, ops, p, 0, 0).forward.total();
+  CHECK(full.backward.total() == Approx(none.backward.total() + layers_forward));
+  CHECK(full.weight_grad.total() == Approx(none.weight_grad.total()));
+  spec.schedule.kind = config::ScheduleKind::ZbH1;
+  CHECK(plan::stage_compute(spec, model::model_ops(spec), p, 0, 4).weight_grad.total() ==
+        Approx(none.weight_grad.total() + layers_forward));
+  spec.schedule.kind = config::ScheduleKind::OneFOneB;
+  spec.train.recompute = config::Recompute::Selective;
+  const plan::StageCompute selective = plan::stage_compute(spec, model::model_ops(spec), p, 0, 4);
+  CHECK(selective.backward.total() > none.backward.total());
+  CHECK(selective.backward.total() < full.backward.total());
+  CHECK(selective.backward.gemm == Approx(none.backward.gemm));  // only norms and SwiGLU are redone
+}
