@@ -200,8 +200,8 @@ int run_plan(const PlanArgs& args) {
   config::LoadResult job = config::load_string(*text, path, read);
   if (!job.ok()) return bad_job(job.diags);
 
-  const plan::HardwareProfile* hw = find_job_hardware(job);
-  if (hw == nullptr) return bad_job(job.diags);
+  const std::optional<plan::HardwareProfile> hw = find_job_hardware(job);
+  if (!hw) return bad_job(job.diags);
   // The rules that do not depend on the layout, checked once on a layout that breaks none of the
   // others (one rank, one microbatch), so a bad job is reported as such rather than as "no layout".
   plan::Layout one_microbatch;

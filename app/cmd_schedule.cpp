@@ -39,10 +39,8 @@ bool write_file(const std::string& path, const std::string& text) {
 
 int run_schedule(const ScheduleArgs& args) {
   config::LoadResult job = load_job(args.job, args.world);
-  const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
-  if (job.ok() && hw == nullptr)
-    job.diags.errors.push_back(job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'",
-                                      "see `ptrain validate` for the known names"));
+  const std::optional<plan::HardwareProfile> hw =
+      job.ok() ? find_job_hardware(job) : std::optional<plan::HardwareProfile>();
   print_diagnostics(job.diags);
   if (!job.ok()) return kExitBadInput;
 

@@ -6,10 +6,13 @@
 
 namespace ptrain::app {
 
+inline constexpr const char* kVersion = "ptrain 0.1.0";  // --version, and what a profile records
+
 void add_validate_command(CLI::App& cli, int& exit_code);
 void add_schedule_command(CLI::App& cli, int& exit_code);
 void add_plan_command(CLI::App& cli, int& exit_code);
 void add_run_command(CLI::App& cli, int& exit_code);
 void add_convert_command(CLI::App& cli, int& exit_code);
+void add_profile_command(CLI::App& cli, int& exit_code);
 
 }  // namespace ptrain::app

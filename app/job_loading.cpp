@@ -1,6 +1,10 @@
 #include "app/job_loading.h"
 
 #include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
 
 #include "engine/train/engine_limits.h"
 
@@ -20,19 +24,39 @@ config::LoadResult load_job(const JobArgs& args, std::optional<int> world) {
   return config::load_file(args.job_path, opts);
 }
 
-const plan::HardwareProfile* find_job_hardware(config::LoadResult& job) {
+std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) {
   const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
-  if (hw != nullptr) return hw;
-  std::string known;
-  for (const auto& name : plan::hardware_names()) known += (known.empty() ? "" : ", ") + name;
-  job.diags.errors.push_back(
-      job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known));
-  return nullptr;
+  if (hw == nullptr) {
+    std::string known;
+    for (const auto& name : plan::hardware_names()) known += (known.empty() ? "" : ", ") + name;
+    job.diags.errors.push_back(
+        job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known));
+    return std::nullopt;
+  }
+  plan::HardwareProfile out = *hw;
+  const std::string& path = job.spec.cluster.profile;
+  if (path.empty()) return out;
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    job.diags.errors.push_back(job.at("cluster.profile", "cannot read the profile " + path,
+                                      "measure one with `ptrain profile --out " + path + "`"));
+    return std::nullopt;
+  }
+  try {
+    out.measured = std::make_shared<const plan::MeasuredProfile>(plan::from_json(text.str()));
+  } catch (const std::invalid_argument& e) {
+    job.diags.errors.push_back(job.at("cluster.profile", path + " is not a ptrain profile: " + e.what(),
+                                      "measure it again with `ptrain profile`"));
+    return std::nullopt;
+  }
+  return out;
 }
 
 std::optional<plan::Estimate> estimate_job(config::LoadResult& job) {
-  const plan::HardwareProfile* hw = find_job_hardware(job);
-  if (hw == nullptr) return std::nullopt;
+  const std::optional<plan::HardwareProfile> hw = find_job_hardware(job);
+  if (!hw) return std::nullopt;
   return plan::estimate(job, *hw);
 }
 

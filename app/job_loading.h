@@ -22,9 +22,10 @@ void add_job_args(CLI::App& command, JobArgs& args);
 
 config::LoadResult load_job(const JobArgs& args, std::optional<int> world);
 
-// The profile of the job's cluster.gpu, or nullptr after adding an "unknown GPU" error (located
-// at cluster.gpu, listing the known names) to job.diags.
-const plan::HardwareProfile* find_job_hardware(config::LoadResult& job);
+// The profile of the job's cluster.gpu with the measurement in cluster.profile if it names one, or
+// nullopt after adding the error to job.diags: an unknown GPU (located at cluster.gpu, listing
+// the known names), a profile file that cannot be read or is not one (at cluster.profile).
+std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job);
 
 // validate's verdict beyond the rules, which `run` applies too: the hardware profile of
 // cluster.gpu exists and plan::estimate finds the job fits its memory. nullopt when the GPU is

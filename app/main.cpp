@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
       "across tensor, pipeline, data, context and expert parallelism with ZeRO sharding.\n\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 bad input (config, files, flags)."};
   cli.require_subcommand(1);
-  cli.set_version_flag("--version", "ptrain 0.1.0");
+  cli.set_version_flag("--version", ptrain::app::kVersion);
 
   int exit_code = ptrain::app::kExitOk;
   ptrain::app::add_run_command(cli, exit_code);
@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   ptrain::app::add_plan_command(cli, exit_code);
   ptrain::app::add_schedule_command(cli, exit_code);
   ptrain::app::add_convert_command(cli, exit_code);
+  ptrain::app::add_profile_command(cli, exit_code);
 
   try {
     cli.parse(argc, argv);

@@ -127,6 +127,7 @@ struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 1;
   std::string gpu = "cpu";  // hardware profile name, see plan/hardware.h
+  std::string profile;      // nullable; a `ptrain profile` file: compute is timed from its measurements
 };
 
 struct LoggingSpec {

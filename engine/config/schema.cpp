@@ -131,6 +131,7 @@ constexpr SchemaEntry kClusterEntries[] = {
     {"nodes", [](ValueReader& r, JobSpec& s) { r.integer(s.cluster.nodes, 1); }},
     {"gpus_per_node", [](ValueReader& r, JobSpec& s) { r.integer(s.cluster.gpus_per_node, 1); }},
     {"gpu", [](ValueReader& r, JobSpec& s) { r.text(s.cluster.gpu, false); }},
+    {"profile", [](ValueReader& r, JobSpec& s) { r.text(s.cluster.profile, true); }},
 };
 constexpr Section kCluster{"cluster", kClusterEntries};
 

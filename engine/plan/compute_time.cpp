@@ -1,6 +1,7 @@
 #include "engine/plan/compute_time.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ptrain::plan {
 namespace {
@@ -36,6 +37,14 @@ ListTimes list_times(const std::vector<model::Op>& ops, const MeasuredProfile& p
   return t;
 }
 
+// See compute_time.h: how much slower a rank of this job computes than the profile measured.
+double rank_slowdown(const config::JobSpec& spec, const MeasuredProfile& profile) {
+  if (profile.backend != "cpu") return 1.0;
+  const double ranks = std::max(1, std::min(spec.world, spec.cluster.gpus_per_node));
+  const double threads = std::max(1.0, std::floor(profile.cores / ranks));
+  return profile.threads / threads * std::max(1.0, ranks * threads / profile.cores);
+}
+
 }  // namespace
 
 ComputeSeconds& ComputeSeconds::operator+=(const ComputeSeconds& o) {
@@ -51,6 +60,7 @@ StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& o
                            int virtual_stage, int layers) {
   const bool bf16 = spec.train.precision == config::Precision::Bf16;
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
+  const double slowdown = rank_slowdown(spec, profile);
   const ListTimes layer = list_times(ops.layer, profile, bf16);
   ComputeSeconds redone;  // what recompute runs again before a layer's backward
   if (spec.train.recompute == config::Recompute::Full) redone = layer.forward;
@@ -69,7 +79,7 @@ StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& o
     c.backward += t.input_grad;
     c.weight_grad += t.weight_grad;
   }
-  return c;
+  return {slowdown * c.forward, slowdown * c.backward, slowdown * c.weight_grad};
 }
 
 }  // namespace ptrain::plan

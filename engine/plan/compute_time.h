@@ -8,6 +8,10 @@
 //   weight_grad  the GEMMs' weight gradients (zb-h1 runs them apart as W, after rebuilding what the
 //                recompute mode dropped once more; other schedules inside B).
 // Collectives are not here: the traffic model times them (traffic.h).
+// A CPU profile measured ops on `threads` threads of `cores`; a rank of a job with r ranks per host
+// (gpus_per_node) runs on t = max(1, cores / r) threads (as `ptrain run` sets them), and ranks
+// beyond the cores share them: its times are the profile's x (threads / t) x max(1, r * t / cores)
+// (linear scaling in threads, which GEMMs come close to and memory-bound ops do not).
 #pragma once
 
 #include "engine/config/job_spec.h"

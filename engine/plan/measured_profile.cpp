@@ -187,6 +187,8 @@ std::string to_json(const MeasuredProfile& p) {
   j["ptrain"] = p.ptrain_version;
   j["versions"] = p.versions;
   j["quick"] = p.quick;
+  j["threads"] = p.threads;
+  j["cores"] = p.cores;
   for (const auto& [element, g] : p.gemm)
     j["gemm"][element] = {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"forward_s", g.forward_s},
                           {"input_grad_s", g.input_grad_s}, {"weight_grad_s", g.weight_grad_s}};
@@ -214,6 +216,8 @@ MeasuredProfile from_json(const std::string& source) {
     for (const auto& [name, value] : j["versions"].items())
       if (value.is_string()) p.versions[name] = value.get<std::string>();
   p.quick = j.value("quick", false);
+  p.threads = static_cast<int>(positive(j, "threads", ""));
+  p.cores = static_cast<int>(positive(j, "cores", ""));
   for (const auto& [element, g] : member(j, "gemm", "").items()) {
     const std::string path = "gemm." + element + ".";
     GemmTable t{sizes(g, "m", path), sizes(g, "n", path), sizes(g, "k", path), {}, {}, {}};

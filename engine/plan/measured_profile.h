@@ -46,6 +46,9 @@ struct MeasuredProfile {
   std::string device, backend, date, ptrain_version;
   std::map<std::string, std::string> versions;  // driver and library versions
   bool quick = false;
+  // CPU profiles: the threads each op ran on and the machine's cores; a rank of a job with more
+  // ranks per host runs on fewer (compute_time.h scales for it).
+  int threads = 1, cores = 1;
   std::map<std::string, GemmTable> gemm;                    // by element type
   std::map<std::string, std::vector<AttentionTable>> attention;  // by element type
   std::map<std::string, std::vector<MemoryPoint>> memory;   // by "family/element type"

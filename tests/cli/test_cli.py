@@ -421,6 +421,59 @@ def limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
 
 
+class Profile(unittest.TestCase):
+    """`ptrain profile --quick` measures this machine; validate, plan and schedule time compute from it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.path = os.path.join(SCRATCH.name, "cpu-profile.json")
+        cls.profiled = ptrain("profile", "--quick", "--out", cls.path, timeout=300)
+
+    def test_writes_a_profile_of_every_table(self):
+        self.assertEqual(self.profiled.returncode, 0, self.profiled.stderr)
+        self.assertIn("gemm f32", self.profiled.stderr)
+        with open(self.path) as f:
+            p = json.load(f)
+        self.assertEqual(p["schema"], "ptrain.profile.v1")
+        self.assertEqual(p["backend"], "cpu")
+        self.assertTrue(p["quick"])
+        for element in ("f32", "bf16"):
+            g = p["gemm"][element]
+            self.assertEqual(len(g["forward_s"]), len(g["m"]) * len(g["n"]) * len(g["k"]))
+            self.assertTrue(all(t > 0 for t in g["forward_s"] + g["input_grad_s"] + g["weight_grad_s"]))
+            self.assertEqual({a["head_dim"] for a in p["attention"][element]}, {64, 128})
+            for family in ("norm", "rope", "activation", "routing", "embedding", "loss"):
+                self.assertIn(family + "/" + element, p["memory"])
+
+    def test_validate_times_compute_from_it(self):
+        self.assertEqual(self.profiled.returncode, 0, self.profiled.stderr)
+        job = write_temp(TINY)
+        plain = ptrain("validate", job, "--json")
+        measured = ptrain("validate", job, "--json", "--set", "cluster.profile=" + self.path)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertEqual(measured.returncode, 0, measured.stderr)
+        self.assertNotEqual(json.loads(plain.stdout)["step_time_s"], json.loads(measured.stdout)["step_time_s"])
+        for command in (("schedule", job), ("plan", job, "--gpus", "4", "--out", os.path.join(SCRATCH.name, "p.yaml"))):
+            r = ptrain(*command, "--set", "cluster.profile=" + self.path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_missing_or_broken_profile_is_bad_input_at_its_key(self):
+        job = write_temp(TINY)
+        r = ptrain("validate", job, "--set", "cluster.profile=/nonexistent/p.json")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cluster.profile", r.stderr)
+        self.assertIn("cannot read the profile", r.stderr)
+        broken = write_temp('{"schema": "ptrain.profile.v1", "device": "x"}', suffix=".json")
+        r = ptrain("validate", job, "--set", "cluster.profile=" + broken)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a ptrain profile", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
+    def test_bad_flags(self):
+        self.assertEqual(ptrain("profile", "--backend", "tpu").returncode, 2)
+        self.assertEqual(ptrain("profile", "--out", "/nonexistent/dir/p.json").returncode, 2)
+
+
 class Checkpoints(unittest.TestCase):
     """What `ptrain run` guarantees about checkpoint.dir and its checkpoints (issue #23, 8-11)."""
 

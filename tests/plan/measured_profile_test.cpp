@@ -24,7 +24,7 @@ constexpr double kBytesPerS = 1e10, kLatencyS = 2e-6;
 // at a bandwidth (backward twice the forward).
 plan::MeasuredProfile ideal() {
   plan::MeasuredProfile p;
-  p.device = "ideal", p.backend = "cpu", p.date = "2026-11-26", p.ptrain_version = "test";
+  p.device = "ideal", p.backend = "cuda", p.date = "2026-11-26", p.ptrain_version = "test";
   plan::GemmTable g{{16, 256, 4096}, {16, 256, 4096}, {16, 256, 4096}, {}, {}, {}};
   for (auto m : g.m)
     for (auto n : g.n)
@@ -141,4 +141,18 @@ TEST_CASE("a stage's compute is its ops' times: recompute adds to B, zb-h1's W r
   CHECK(selective.backward.total() > none.backward.total());
   CHECK(selective.backward.total() < full.backward.total());
   CHECK(selective.backward.gemm == Approx(none.backward.gemm));  // only norms and SwiGLU are redone
+}
+
+TEST_CASE("a CPU profile's times are per machine: ranks sharing its cores compute slower") {
+  plan::MeasuredProfile gpu = ideal(), cpu = ideal();
+  cpu.backend = "cpu", cpu.threads = 2, cpu.cores = 2;
+  for (const int ranks : {1, 2, 4}) {
+    config::LoadResult job = test::load_job(test::kSmallLlama, {}, ranks);
+    REQUIRE(job.ok());
+    job.spec.cluster.gpus_per_node = ranks;
+    const model::ModelOps ops = model::model_ops(job.spec);
+    const double on_gpu = plan::stage_compute(job.spec, ops, gpu, 0, 4).forward.total();
+    // 1 rank: both threads; 2 ranks: one thread each; 4 ranks: one thread each, two per core.
+    CHECK(plan::stage_compute(job.spec, ops, cpu, 0, 4).forward.total() == Approx(on_gpu * ranks));
+  }
 }

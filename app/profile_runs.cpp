@@ -1,0 +1,190 @@
+#include "app/profile_runs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "engine/runtime/owned_buffer.h"
+#include "kernels/cpu/threads.h"
+
+namespace ptrain::app {
+namespace {
+
+using kernels::Buf;
+using kernels::DType;
+
+// Timed runs of one op: the best of `repeats` after a warm-up, each ended by reading `sync` back.
+class Timer {
+ public:
+  Timer(const kernels::Ops& ops, int repeats) : ops_(ops), repeats_(repeats) {}
+  template <typename Run>
+  double best(Buf sync, Run&& run) const {
+    float host = 0;
+    run();
+    ops_.copy_to_host(&host, sync, sync.dtype == DType::BF16 ? 2 : 4);
+    double best_s = 1e30;
+    for (int i = 0; i < repeats_; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      run();
+      ops_.copy_to_host(&host, sync, sync.dtype == DType::BF16 ? 2 : 4);
+      best_s = std::min(best_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return std::max(best_s, 1e-9);
+  }
+
+ private:
+  const kernels::Ops& ops_;
+  int repeats_;
+};
+
+struct Buffers {  // zero-filled device buffers, kept until the table is measured
+  const kernels::Ops& ops;
+  std::vector<runtime::OwnedBuffer> owned;
+  Buf take(std::int64_t count, DType dtype) {
+    owned.emplace_back(ops, std::max<std::int64_t>(count, 1), dtype);
+    return owned.back().at();
+  }
+};
+
+plan::GemmTable measure_gemm(const kernels::Ops& ops, const Timer& timer, DType dtype,
+                             const std::vector<std::int64_t>& sizes) {
+  plan::GemmTable g{sizes, sizes, sizes, {}, {}, {}};
+  for (std::int64_t m : sizes)
+    for (std::int64_t n : sizes)
+      for (std::int64_t k : sizes) {
+        Buffers b{ops, {}};
+        const Buf in = b.take(m * k, dtype), weight = b.take(n * k, dtype), out = b.take(m * n, dtype);
+        const Buf d_in = b.take(m * k, dtype), d_weight = b.take(n * k, DType::F32);
+        const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+        g.forward_s.push_back(timer.best(out, [&] { ops.linear_forward(out, in, weight, Buf{}, M, N, K); }));
+        g.input_grad_s.push_back(
+            timer.best(d_in, [&] { ops.linear_backward(d_in, Buf{}, Buf{}, out, in, weight, M, N, K); }));
+        g.weight_grad_s.push_back(
+            timer.best(d_weight, [&] { ops.linear_backward(Buf{}, d_weight, Buf{}, out, in, weight, M, N, K); }));
+      }
+  return g;
+}
+
+plan::AttentionTable measure_attention(const kernels::Ops& ops, const Timer& timer, DType dtype,
+                                       const std::vector<std::int64_t>& seqs, int heads, int head_dim) {
+  plan::AttentionTable a;
+  a.batch = 1, a.heads = heads, a.kv_heads = heads, a.head_dim = head_dim, a.seq = seqs;
+  for (std::int64_t s : seqs) {
+    const kernels::AttentionShape shape = kernels::AttentionShape::self_attention(1, static_cast<int>(s), heads, heads, head_dim);
+    Buffers b{ops, {}};
+    const Buf q = b.take(shape.q_elements(), dtype), k = b.take(shape.kv_elements(), dtype),
+              v = b.take(shape.kv_elements(), dtype), out = b.take(shape.q_elements(), dtype),
+              lse = b.take(shape.lse_elements(), DType::F32), d_out = b.take(shape.q_elements(), dtype),
+              d_q = b.take(shape.q_elements(), dtype), d_k = b.take(shape.kv_elements(), dtype),
+              d_v = b.take(shape.kv_elements(), dtype);
+    a.forward_s.push_back(timer.best(out, [&] { ops.attention_forward(out, lse, q, k, v, shape); }));
+    a.backward_s.push_back(
+        timer.best(d_q, [&] { ops.attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, shape); }));
+  }
+  return a;
+}
+
+// One memory-bound family at a few sizes: `run(n, forward)` on n elements of rows of 1024,
+// `bytes(n)` the forward bytes the layer description counts for it.
+template <typename Run>
+std::vector<plan::MemoryPoint> measure_memory(const Timer& timer, const std::vector<std::int64_t>& elements,
+                                              double bytes_per_element, Run&& run) {
+  std::vector<plan::MemoryPoint> out;
+  for (std::int64_t n : elements) {
+    plan::MemoryPoint p{static_cast<double>(n) * bytes_per_element, 0, 0};
+    run(n, p, timer);
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOptions& options) {
+  const bool cuda = ops.device() != kernels::Device::Cpu;
+  const Timer timer(ops, options.quick ? 2 : 4);
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  const std::vector<std::int64_t> gemm_sizes =
+      cuda ? std::vector<std::int64_t>{64, 256, 1024, 4096, 8192}
+           : options.quick ? std::vector<std::int64_t>{32, 256, 2048} : std::vector<std::int64_t>{32, 128, 512, 2048};
+  const std::vector<std::int64_t> seqs = cuda ? std::vector<std::int64_t>{256, 1024, 4096, 16384}
+                                              : options.quick ? std::vector<std::int64_t>{64, 512}
+                                                              : std::vector<std::int64_t>{64, 256, 1024};
+  const std::vector<std::int64_t> elements = cuda ? std::vector<std::int64_t>{1 << 16, 1 << 22, 1 << 26}
+                                                  : options.quick ? std::vector<std::int64_t>{1 << 14, 1 << 20}
+                                                                  : std::vector<std::int64_t>{1 << 12, 1 << 16, 1 << 21};
+  plan::MeasuredProfile p;
+  p.backend = cuda ? "cuda" : "cpu";
+  p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.threads = cuda ? 1 : p.cores;
+  if (!cuda) kernels::set_cpu_threads(p.threads);
+  p.quick = options.quick;
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    const std::string element = plan::element_name(dtype == DType::BF16);
+    const int size = dtype == DType::BF16 ? 2 : 4;
+    say("gemm " + element + ": " + std::to_string(gemm_sizes.size() * gemm_sizes.size() * gemm_sizes.size()) +
+        " shapes, forward and both gradients");
+    p.gemm[element] = measure_gemm(ops, timer, dtype, gemm_sizes);
+    say("attention " + element + ": " + std::to_string(seqs.size()) + " sequence lengths, head_dim 64 and 128");
+    for (const int head_dim : {64, 128}) p.attention[element].push_back(measure_attention(ops, timer, dtype, seqs, 4, head_dim));
+    say("memory-bound ops " + element + ": norms, RoPE, activations, routing, embedding, loss");
+    constexpr int C = 1024;
+    // The bytes per element each family's forward moves, as model/layer_description.cpp counts them.
+    p.memory["norm/" + element] = measure_memory(timer, elements, 4.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      const int rows = static_cast<int>(n / C);
+      const Buf x = b.take(n, dtype), a = b.take(n, dtype), out = b.take(n, dtype), w = b.take(C, dtype),
+                rstd = b.take(rows, DType::F32), d_in = b.take(n, dtype), d_w = b.take(C, DType::F32);
+      pt.forward_s = t.best(out, [&] { ops.add_rmsnorm_forward(x, out, rstd, a, out, w, rows, C, 1e-5f); });
+      pt.backward_s = t.best(d_in, [&] { ops.rmsnorm_backward(d_in, d_w, out, x, w, rstd, rows, C); });
+    });
+    p.memory["rope/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      const Buf x = b.take(n, dtype);
+      const int T = static_cast<int>(n / (8 * 128));
+      pt.forward_s = t.best(x, [&] { ops.rope_forward(x, 1, T, 8, 128, 10000.0f, 0); });
+      pt.backward_s = t.best(x, [&] { ops.rope_backward(x, 1, T, 8, 128, 10000.0f, 0); });
+    });
+    auto activation = [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      const Buf gate = b.take(n, dtype), up = b.take(n, dtype), out = b.take(n, dtype), d_gate = b.take(n, dtype),
+                d_up = b.take(n, dtype);
+      pt.forward_s = t.best(out, [&] { ops.swiglu_forward(out, gate, up, n); });
+      pt.backward_s = t.best(d_gate, [&] { ops.swiglu_backward(d_gate, d_up, out, gate, up, n); });
+    };
+    p.memory["activation/" + element] = measure_memory(timer, elements, 3.0 * size, activation);
+    // Routing moves rows (dispatch, combine): measured as copies of the same bytes.
+    p.memory["routing/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      const Buf from = b.take(n, dtype), to = b.take(n, dtype);
+      const auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size);
+      pt.forward_s = t.best(to, [&] { ops.copy(to, from, bytes); });
+      pt.backward_s = pt.forward_s;
+    });
+    p.memory["embedding/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      const int N = static_cast<int>(n / C);
+      const Buf out = b.take(n, dtype), tokens = b.take(N, DType::I32), table = b.take(256 * C, dtype),
+                d_table = b.take(256 * C, DType::F32);
+      pt.forward_s = t.best(out, [&] { ops.embedding_forward(out, tokens, table, Buf{}, N, N, C); });
+      pt.backward_s = t.best(d_table, [&] { ops.embedding_backward(d_table, Buf{}, out, tokens, N, N, C); });
+    });
+    // The loss computes its gradient in forward (fused): its backward is nothing more.
+    p.memory["loss/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      constexpr int V = 4096;
+      const int N = static_cast<int>(std::max<std::int64_t>(n / V, 1));
+      const Buf logits = b.take(std::int64_t{N} * V, dtype), losses = b.take(N, DType::F32),
+                targets = b.take(N, DType::I32);
+      pt.forward_s = t.best(losses, [&] { ops.cross_entropy_forward_backward(losses, logits, logits, targets, N, V, V, 1.0f); });
+      pt.backward_s = 1e-9;
+    });
+  }
+  return p;
+}
+
+}  // namespace ptrain::app
