@@ -188,6 +188,12 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
   line("");
   line("Estimate   step " + printf_string("%.3f", est.step_time_s) + " s, MFU " + percent(est.mfu) + ", " +
        count_text(est.tokens_per_step / std::max(est.step_time_s, 1e-12)) + " tokens/s");
+  const plan::Estimate::StepBreakdown& b = est.breakdown;
+  auto ms = [](double s) { return printf_string("%.1f", s * 1e3) + " ms"; };
+  line("           compute (" + est.compute_model + "): GEMM " + ms(b.gemm_s) + ", attention " + ms(b.attention_s) +
+       ", memory-bound " + ms(b.memory_bound_s));
+  line("           exposed comm: tp " + ms(b.tp_s) + ", cp " + ms(b.cp_s) + ", ep " + ms(b.ep_s) + ", pp " +
+       ms(b.pp_s) + ", dp " + ms(b.dp_s) + "; bubble " + ms(b.bubble_s) + ", optimizer " + ms(b.optimizer_s));
   return out;
 }
 
@@ -268,6 +274,15 @@ std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) 
   }
   w.end_object();
   w.key("step_time_s").value(est.step_time_s).key("mfu").value(est.mfu).key("hardware").value(est.hardware);
+  const plan::Estimate::StepBreakdown& b = est.breakdown;
+  w.key("compute_model").value(est.compute_model);
+  w.key("step_breakdown").begin_object();
+  w.key("gemm_s").value(b.gemm_s).key("attention_s").value(b.attention_s).key("memory_bound_s").value(b.memory_bound_s);
+  w.key("comm_exposed_s").begin_object();
+  w.key("tp").value(b.tp_s).key("cp").value(b.cp_s).key("ep").value(b.ep_s).key("pp").value(b.pp_s).key("dp").value(b.dp_s);
+  w.end_object();
+  w.key("bubble_s").value(b.bubble_s).key("optimizer_s").value(b.optimizer_s);
+  w.end_object();
   write_diagnostics(w, "errors", est.diags.errors);
   write_diagnostics(w, "warnings", est.diags.warnings);
   return w.end_object().str();

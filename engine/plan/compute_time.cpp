@@ -37,19 +37,18 @@ ListTimes list_times(const std::vector<model::Op>& ops, const MeasuredProfile& p
   return t;
 }
 
-// See compute_time.h: how much slower a rank of this job computes than the profile measured.
-double rank_slowdown(const config::JobSpec& spec, const MeasuredProfile& profile) {
-  if (profile.backend != "cpu") return 1.0;
-  const double ranks = std::max(1, std::min(spec.world, spec.cluster.gpus_per_node));
-  const double threads = std::max(1.0, std::floor(profile.cores / ranks));
-  return profile.threads / threads * std::max(1.0, ranks * threads / profile.cores);
-}
-
 }  // namespace
 
 ComputeSeconds& ComputeSeconds::operator+=(const ComputeSeconds& o) {
   gemm += o.gemm, attention += o.attention, memory += o.memory;
   return *this;
+}
+
+double rank_slowdown(const config::JobSpec& spec, const MeasuredProfile& profile) {
+  if (profile.backend != "cpu") return 1.0;
+  const double ranks = std::max(1, std::min(spec.world, spec.cluster.gpus_per_node));
+  const double threads = std::max(1.0, std::floor(profile.cores / ranks));
+  return profile.threads / threads * std::max(1.0, ranks * threads / profile.cores);
 }
 
 ComputeSeconds operator*(double times, const ComputeSeconds& c) {

@@ -31,6 +31,9 @@ struct StageCompute {
   ComputeSeconds forward, backward, weight_grad;
 };
 
+// How much slower a rank of this job computes than `profile` measured (1 for device profiles).
+double rank_slowdown(const config::JobSpec& spec, const MeasuredProfile& profile);
+
 StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& ops, const MeasuredProfile& profile,
                            int virtual_stage, int layers);
 

@@ -120,6 +120,30 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
   }
 }
 
+// The step of the pipeline rank busiest with compute and blocking collectives, by part.
+Estimate::StepBreakdown step_breakdown(const config::JobSpec& spec, const std::vector<StageParts>& parts,
+                                       const pipeline::OpCosts& costs, const pipeline::SimResult& sim,
+                                       const Estimate& est) {
+  const int pp = spec.parallel.pp;
+  const double m = spec.train.microbatches;
+  const auto rank = static_cast<int>(std::max_element(sim.busy.begin(), sim.busy.end()) - sim.busy.begin());
+  Estimate::StepBreakdown b;
+  double sends = 0;
+  for (int v = rank; v < static_cast<int>(parts.size()); v += pp) {
+    const StageParts& part = parts[static_cast<size_t>(v)];
+    b.gemm_s += m * part.compute.gemm, b.attention_s += m * part.compute.attention;
+    b.memory_bound_s += m * part.compute.memory;
+    b.tp_s += m * part.tp, b.cp_s += m * part.cp, b.ep_s += m * part.ep;
+    sends += (v + 1 < static_cast<int>(parts.size()) ? 1 : 0) + (v > 0 ? 1 : 0);
+  }
+  const double idle = std::max(0.0, sim.makespan - sim.busy[static_cast<size_t>(rank)]);
+  b.pp_s = std::min(idle, m * sends * costs.p2p_seconds);
+  b.bubble_s = idle - b.pp_s;
+  b.dp_s = est.dp_exposed_s;
+  b.optimizer_s = est.optimizer_s;
+  return b;
+}
+
 }  // namespace
 
 Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
@@ -146,9 +170,10 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   est.flops_per_step = flops.model;
   est.hardware_flops_per_step = flops.hardware;
 
+  std::vector<StageParts> parts;
   const pipeline::OpCosts costs =
       stage_op_costs(spec, hw, stage_flops(spec, matmul),
-                     stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()));
+                     stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()), &parts);
   const pipeline::Schedule schedule =
       pipeline::build(spec.schedule.kind, par.pp, spec.schedule.virtual_stages, spec.train.microbatches);
   const pipeline::SimResult sim = pipeline::simulate(schedule, costs);
@@ -168,6 +193,9 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     add_rank(inputs, pos, it->second, est);
   }
   est.step_time_s = est.pipeline_s + est.dp_exposed_s + est.optimizer_s;
+  est.breakdown = step_breakdown(spec, parts, costs, sim, est);
+  est.compute_model = hw.measured ? "profile of " + hw.measured->device + " (" + hw.measured->date + ")"
+                                  : "peak x " + std::to_string(static_cast<int>(kGemmEfficiency * 100)) + "%";
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
   if (est.peak_memory_bytes() > hw.memory_bytes) {

@@ -59,6 +59,15 @@ struct Estimate {
   double pipeline_s = 0;    // simulated makespan of the schedule
   double dp_exposed_s = 0;  // data-parallel communication not hidden behind backward
   double optimizer_s = 0;
+  // Where the step goes on the pipeline rank that computes longest: its compute by kind, its
+  // blocking collectives per axis, the pipeline messages and bubble (the makespan's idle time),
+  // then the step's tail. The parts add up to step_time_s.
+  struct StepBreakdown {
+    double gemm_s = 0, attention_s = 0, memory_bound_s = 0;
+    double tp_s = 0, cp_s = 0, ep_s = 0, pp_s = 0, dp_s = 0;
+    double bubble_s = 0, optimizer_s = 0;
+  } breakdown;
+  std::string compute_model;  // "profile <device, date>" or "peak x efficiency"
   double mfu = 0;
   double device_memory_bytes = 0;
   std::string hardware;

@@ -75,7 +75,7 @@ OpSeconds attention_seconds(const std::vector<AttentionTable>& tables, const mod
           0};
 }
 
-double memory_seconds(const std::vector<MemoryPoint>& points, double bytes, bool backward) {
+double interpolate_points(const std::vector<MemoryPoint>& points, double bytes, bool backward) {
   auto t = [&](std::size_t i) { return backward ? points[i].backward_s : points[i].forward_s; };
   if (points.size() == 1) return t(0) * bytes / points[0].bytes;
   std::size_t i = 0;
@@ -159,6 +159,10 @@ const char* memory_family(model::OpKind kind) {
 
 const char* element_name(bool bf16) { return bf16 ? "bf16" : "f32"; }
 
+double memory_seconds(const MeasuredProfile& profile, const std::string& name, double bytes, bool backward) {
+  return interpolate_points(table(profile.memory, name, "memory"), bytes, backward);
+}
+
 OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool bf16) {
   const std::string element = element_name(bf16);
   switch (op.kind) {
@@ -173,7 +177,7 @@ OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool b
       return {};
     default: {
       const auto& points = table(profile.memory, std::string(memory_family(op.kind)) + "/" + element, "memory");
-      return {memory_seconds(points, op.memory_bytes, false), memory_seconds(points, op.memory_bytes, true), 0};
+      return {interpolate_points(points, op.memory_bytes, false), interpolate_points(points, op.memory_bytes, true), 0};
     }
   }
 }
@@ -252,6 +256,14 @@ MeasuredProfile from_json(const std::string& source) {
       p.memory[family].push_back(point);
     }
   }
+  // Every table the layer description needs, for every element type measured.
+  if (p.gemm.empty()) bad("gemm", "no table");
+  for (const auto& [element, g] : p.gemm) {
+    if (p.attention.count(element) == 0) bad("attention." + element, "missing");
+    for (const char* family : {"norm", "rope", "activation", "routing", "embedding", "loss"})
+      if (p.memory.count(std::string(family) + "/" + element) == 0) bad("memory." + std::string(family) + "/" + element, "missing");
+  }
+  if (p.memory.count("optimizer/f32") == 0) bad("memory.optimizer/f32", "missing");
   return p;
 }
 

@@ -12,7 +12,8 @@
 //              the nearest measured head_dim scaled by head_dim.
 //   memory     each memory-bound op family (norm, rope, activation, routing, embedding, loss) at
 //              a few sizes, forward and backward; read piecewise linear in bytes (a latency and a
-//              bandwidth), extrapolated from the last two points.
+//              bandwidth), extrapolated from the last two points. "optimizer/f32" is AdamW over a
+//              shard, its bytes 4 per fp32 element.
 // File format (JSON, schema "ptrain.profile.v1"): see to_json / from_json; README "Profiles".
 #pragma once
 
@@ -58,6 +59,10 @@ struct MeasuredProfile {
 // "loss" (nullptr for GEMM, attention and collective ops).
 const char* memory_family(model::OpKind kind);
 const char* element_name(bool bf16);  // "bf16" / "f32"
+
+// Forward (or backward) seconds of `bytes` through a memory table ("norm/f32", "optimizer/f32", ...);
+// std::invalid_argument if the profile lacks it.
+double memory_seconds(const MeasuredProfile& profile, const std::string& table, double bytes, bool backward);
 
 struct OpSeconds {
   double forward = 0, input_grad = 0, weight_grad = 0;

@@ -5,14 +5,14 @@
 #include <utility>
 
 #include "engine/config/job_grid.h"
-#include "engine/plan/compute_time.h"
 #include "engine/plan/traffic.h"
 #include "engine/plan/dtypes.h"
 
 namespace ptrain::plan {
 
 pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw,
-                                 const StageFlops& flops, const std::vector<LinkTiers>& tiers_by_pp_rank) {
+                                 const StageFlops& flops, const std::vector<LinkTiers>& tiers_by_pp_rank,
+                                 std::vector<StageParts>* parts) {
   const double flops_per_s = hw.peak_flops(spec.train.precision) * kGemmEfficiency;
   const int pp = spec.parallel.pp;
   const size_t stages = flops.forward.size();
@@ -43,6 +43,12 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
     costs.forward[v] = compute.forward.total() + tp_forward + ep_forward + cp_forward;
     costs.backward[v] = compute.backward.total() + tp_backward + ep_backward + cp_backward;
     costs.weight_grad[v] = compute.weight_grad.total();
+    if (parts != nullptr) {
+      StageParts part{compute.forward, tp_forward + tp_backward, cp_forward + cp_backward, ep_forward + ep_backward};
+      part.compute += compute.backward;
+      part.compute += compute.weight_grad;
+      parts->push_back(part);
+    }
   }
   costs.p2p_seconds = pp > 1 ? seconds(pipeline_message(spec), hw, tiers_by_pp_rank.front().pp) : 0.0;
   return costs;
@@ -81,6 +87,8 @@ double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
   const double expert_shards = sharded ? p.tp * p.cp * p.dp / p.ep : 1;
   const double elements =
       static_cast<double>(params.dense) / dense_shards + static_cast<double>(params.expert) / expert_shards;
+  if (hw.measured)
+    return rank_slowdown(spec, *hw.measured) * memory_seconds(*hw.measured, "optimizer/f32", 4.0 * elements, false);
   return 2.0 * (b.param + b.grad + b.optimizer()) * elements / hw.hbm_bytes_per_s;
 }
 

@@ -11,7 +11,8 @@
 //              rank's chunks, which the bucketed reduction overlaps)
 //              + zero 1/2: the param all-gather after the step (not overlapped)
 //              + zero 3: max(0, t_param_gathers - the rank's busy time) (prefetched)
-//   optimizer  = 2 * (param + grad + optimizer bytes per element) * elements of the rank's ZeRO
+//   optimizer  = with a measured profile, its AdamW table at the rank's shard; else
+//              2 * (param + grad + optimizer bytes per element) * elements of the rank's ZeRO
 //              shard / HBM bandwidth     (AdamW reads and writes every state once)
 //   step = pipeline + max over ranks (dp_exposed + optimizer)
 //   MFU  = model_flops_per_step / (world * peak * step)
@@ -21,6 +22,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/pipeline/simulator.h"
+#include "engine/plan/compute_time.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/rank_params.h"
@@ -32,10 +34,18 @@ namespace ptrain::plan {
 // A100/H100; 0.6 is the optimistic end, so the estimate bounds what a layout can reach).
 inline constexpr double kGemmEfficiency = 0.6;
 
+// What one microbatch costs on one virtual stage, by part: compute by kind (F, B and W together)
+// and the blocking collectives of each axis (forward and backward).
+struct StageParts {
+  ComputeSeconds compute;
+  double tp = 0, cp = 0, ep = 0;
+};
+
 // Costs per virtual stage for the simulator. `tiers_by_pp_rank[r]` are the link tiers of a rank
-// of pipeline stage r.
+// of pipeline stage r. `parts`, if given, receives each virtual stage's StageParts.
 pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw,
-                                 const StageFlops& flops, const std::vector<LinkTiers>& tiers_by_pp_rank);
+                                 const StageFlops& flops, const std::vector<LinkTiers>& tiers_by_pp_rank,
+                                 std::vector<StageParts>* parts = nullptr);
 // The same for a loaded job, building what it needs (used by `ptrain schedule`).
 pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw);
 

@@ -62,6 +62,24 @@ TEST_CASE("report of a small job") {
   CHECK(!est.layer_activations.empty());
 }
 
+TEST_CASE("the step's breakdown adds up to the step, part by part") {
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"parallel.pp=4"}, {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2"},
+        {"parallel.cp=2", "parallel.zero=3"}, {"parallel.pp=2", "schedule.kind=zb-h1", "train.recompute=full"}}) {
+    const plan::Estimate est = estimate_of(test::kSmallLlama, layout, 4);
+    const plan::Estimate::StepBreakdown& b = est.breakdown;
+    INFO(layout.front());
+    CHECK(b.gemm_s + b.attention_s + b.memory_bound_s + b.tp_s + b.cp_s + b.ep_s + b.pp_s + b.dp_s + b.bubble_s +
+              b.optimizer_s ==
+          Approx(est.step_time_s));
+    CHECK(b.gemm_s > 0);
+    CHECK(b.bubble_s >= 0);
+    CHECK(est.compute_model == "peak x 60%");  // no profile: every FLOP at the same rate, counted as GEMM
+  }
+  CHECK(estimate_of(test::kSmallLlama, {"parallel.tp=2"}, 4).breakdown.tp_s > 0);
+  CHECK(estimate_of(test::kSmallLlama, {"parallel.pp=4"}, 4).breakdown.bubble_s > 0);
+}
+
 TEST_CASE("peak in-flight microbatches come from simulating the schedule") {
   const plan::Estimate est = estimate_of(test::kSmallLlama, {"parallel.pp=4"}, 4);  // 16 microbatches
   REQUIRE(est.ranks.size() == 4);

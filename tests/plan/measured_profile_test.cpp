@@ -46,6 +46,7 @@ plan::MeasuredProfile ideal() {
       for (double bytes : {1e4, 1e6, 1e8})
         p.memory[std::string(family) + "/" + element].push_back(
             {bytes, kLatencyS + bytes / kBytesPerS, 2 * (kLatencyS + bytes / kBytesPerS)});
+  p.memory["optimizer/f32"] = {{4e6, 1e-3, 1e-3}, {4e8, 1e-1, 1e-1}};
   return p;
 }
 
@@ -104,6 +105,9 @@ TEST_CASE("the profile file round-trips, and a bad one names its field") {
   plan::MeasuredProfile short_list = p;
   short_list.gemm["bf16"].weight_grad_s.pop_back();
   CHECK_THROWS_WITH(plan::from_json(plan::to_json(short_list)), Contains("gemm.bf16.weight_grad_s"));
+  plan::MeasuredProfile no_rope = p;
+  no_rope.memory.erase("rope/bf16");
+  CHECK_THROWS_WITH(plan::from_json(plan::to_json(no_rope)), Contains("memory.rope/bf16") && Contains("missing"));
   plan::MeasuredProfile no_attention = p;
   no_attention.attention.erase("f32");
   model::Op op;

@@ -1,0 +1,95 @@
+"""Predicted against measured step time on this machine's CPU: `ptrain profile --quick` once, then
+for each job of a sweep (gpt2, llama, mixtral; dp, tp+sp, pp with 1f1b / interleaved / zb-h1, cp,
+ep, ZeRO 0-3, recompute modes) `ptrain validate --json` with cluster.profile against the median
+step time of a short `ptrain run` (steps after the first two). Writes
+bench/results/<date>-step-time-vs-validate.json.
+    python3 bench/step_time_vs_validate.py [--ptrain build/ptrain] [--steps 8] [--only NAME]"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+from results import ROOT, write_result
+
+MODELS = {
+    "gpt2": "{arch: gpt2, layers: 4, hidden: 256, heads: 8, vocab: 2048, seq_len: 256}",
+    "llama": "{arch: llama, layers: 4, hidden: 256, heads: 8, kv_heads: 4, ffn_hidden: 704, vocab: 2048, seq_len: 256}",
+    "mixtral": "{arch: mixtral, layers: 2, hidden: 256, heads: 8, kv_heads: 4, ffn_hidden: 512, vocab: 2048,"
+               " seq_len: 256, moe: {experts: 4, top_k: 2}}",
+}
+
+# name: (model, world, --set overrides)
+SWEEP = {
+    "gpt2 1 rank": ("gpt2", 1, []),
+    "llama 1 rank": ("llama", 1, []),
+    "llama selective recompute": ("llama", 1, ["train.recompute=selective"]),
+    "gpt2 full recompute": ("gpt2", 1, ["train.recompute=full"]),
+    "llama dp2 zero1": ("llama", 2, ["parallel.zero=1"]),
+    "llama dp2 zero3": ("llama", 2, ["parallel.zero=3"]),
+    "gpt2 dp2 zero2": ("gpt2", 2, ["parallel.zero=2"]),
+    "llama tp2 sp": ("llama", 2, ["parallel.tp=2", "parallel.sequence_parallel=true"]),
+    "llama pp2 1f1b": ("llama", 2, ["parallel.pp=2", "train.micro_batch=1"]),
+    "llama pp2 interleaved": ("llama", 2, ["parallel.pp=2", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2",
+                                           "train.micro_batch=1"]),
+    "llama pp2 zb-h1": ("llama", 2, ["parallel.pp=2", "schedule.kind=zb-h1", "train.micro_batch=1"]),
+    "llama cp2": ("llama", 2, ["parallel.cp=2"]),
+    "mixtral ep2": ("mixtral", 2, ["parallel.ep=2"]),
+}
+
+
+def job_text(model, world, metrics, steps):
+    return f"""name: sweep
+backend: cpu
+model: {MODELS[model]}
+parallel: {{tp: 1, pp: 1, dp: auto, zero: 0}}
+schedule: {{kind: 1f1b}}
+train: {{steps: {steps}, global_batch: 8, micro_batch: 2, precision: fp32, recompute: none, seed: 1}}
+optimizer: {{kind: adamw, lr: 1.0e-3, warmup_steps: 0, decay: constant}}
+data: {{format: synthetic}}
+cluster: {{nodes: 1, gpus_per_node: {world}, gpu: cpu}}
+logging: {{every: 1, metrics: {metrics}}}
+"""
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--only")
+    parser.add_argument("--profile", help="an existing profile (default: measure one with --quick)")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        profile = args.profile or os.path.join(d, "profile.json")
+        if not args.profile:
+            subprocess.run([args.ptrain, "profile", "--quick", "--out", profile], check=True, capture_output=True)
+        for name, (model, world, flags) in SWEEP.items():
+            if args.only and args.only not in name:
+                continue
+            job, metrics = os.path.join(d, "job.yaml"), os.path.join(d, "metrics.jsonl")
+            with open(job, "w") as f:
+                f.write(job_text(model, world, metrics, args.steps))
+            sets = [x for flag in flags for x in ("--set", flag)] + ["--set", "cluster.profile=" + profile]
+            report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *sets], check=True,
+                                               capture_output=True, text=True).stdout)
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            subprocess.run([args.ptrain, "run", job, *sets], check=True, capture_output=True)
+            with open(metrics) as f:
+                steps = [json.loads(line) for line in f if '"step_s"' in line]
+            measured = statistics.median(r["step_s"] for r in steps[2:])
+            predicted = report["step_time_s"]
+            rows.append({"job": name, "world": world, "set": flags, "predicted_s": predicted, "measured_s": measured,
+                         "measured_over_predicted": measured / predicted})
+            print(f"{name:28s} predicted {predicted:7.3f} s  measured {measured:7.3f} s  "
+                  f"measured/predicted {measured / predicted:5.2f}", flush=True)
+    errors = [abs(r["measured_over_predicted"] - 1) for r in rows]
+    print(f"worst |error| {max(errors):.0%}, median {statistics.median(errors):.0%}")
+    if not args.only:
+        write_result("step-time-vs-validate", {"machine": "this CPU (ptrain profile --quick)", "jobs": rows})
+
+
+if __name__ == "__main__":
+    main()
