@@ -1,7 +1,8 @@
 """Predicted against measured step time on this machine's CPU: `ptrain profile --quick` once, then
 for each job of a sweep (gpt2, llama, mixtral; dp, tp+sp, pp with 1f1b / interleaved / zb-h1, cp,
-ep, ZeRO 0-3, recompute modes) `ptrain validate --json` with cluster.profile against the median
-step time of a short `ptrain run` (steps after the first two). Writes
+ep, ZeRO 0-3, recompute modes) `ptrain validate --json` with cluster.profile (and, for comparison,
+without: peak x 60%) against the median step time of a short `ptrain run` (steps after the first
+two). Writes
 bench/results/<date>-step-time-vs-validate.json.
     python3 bench/step_time_vs_validate.py [--ptrain build/ptrain] [--steps 8] [--only NAME]"""
 import argparse
@@ -71,9 +72,14 @@ def main():
             job, metrics = os.path.join(d, "job.yaml"), os.path.join(d, "metrics.jsonl")
             with open(job, "w") as f:
                 f.write(job_text(model, world, metrics, args.steps))
-            sets = [x for flag in flags for x in ("--set", flag)] + ["--set", "cluster.profile=" + profile]
-            report = json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *sets], check=True,
-                                               capture_output=True, text=True).stdout)
+            plain = [x for flag in flags for x in ("--set", flag)]
+            sets = plain + ["--set", "cluster.profile=" + profile]
+
+            def validate(flags_):
+                return json.loads(subprocess.run([args.ptrain, "validate", job, "--json", *flags_], check=True,
+                                                 capture_output=True, text=True).stdout)
+
+            report, peak = validate(sets), validate(plain)
             if os.path.exists(metrics):
                 os.remove(metrics)
             subprocess.run([args.ptrain, "run", job, *sets], check=True, capture_output=True)
@@ -82,9 +88,13 @@ def main():
             measured = statistics.median(r["step_s"] for r in steps[2:])
             predicted = report["step_time_s"]
             rows.append({"job": name, "world": world, "set": flags, "predicted_s": predicted, "measured_s": measured,
-                         "measured_over_predicted": measured / predicted})
+                         "measured_over_predicted": measured / predicted,
+                         "breakdown": report["step_breakdown"],
+                         "peak_model_predicted_s": peak["step_time_s"],
+                         "measured_over_peak_model": measured / peak["step_time_s"]})
             print(f"{name:28s} predicted {predicted:7.3f} s  measured {measured:7.3f} s  "
-                  f"measured/predicted {measured / predicted:5.2f}", flush=True)
+                  f"measured/predicted {measured / predicted:5.2f}  (peak x 60%: {measured / peak['step_time_s']:5.2f})",
+                  flush=True)
     errors = [abs(r["measured_over_predicted"] - 1) for r in rows]
     print(f"worst |error| {max(errors):.0%}, median {statistics.median(errors):.0%}")
     if not args.only:
