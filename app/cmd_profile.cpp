@@ -24,6 +24,17 @@ struct ProfileArgs {
   bool quick = false;
 };
 
+// The CPU's model name (Linux /proc/cpuinfo), or "cpu".
+std::string cpu_name() {
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      const std::size_t start = line.find_first_not_of(' ', line.find(':') + 1);
+      return start == std::string::npos ? "cpu" : line.substr(start);
+    }
+  return "cpu";
+}
+
 std::string today() {
   const std::time_t now = std::time(nullptr);
   char text[16];
@@ -33,7 +44,7 @@ std::string today() {
 
 int run_profile(const ProfileArgs& args) {
   const kernels::Ops* ops = &kernels::cpu_ops();
-  std::string device = "cpu (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
+  std::string device = cpu_name() + " (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
   if (args.backend == "cuda") {
 #ifdef PTRAIN_HAVE_CUDA
     if (!kernels::cuda_device_available()) {

@@ -469,6 +469,11 @@ class Profile(unittest.TestCase):
         self.assertIn("not a ptrain profile", r.stderr)
         self.assertNotIn("Traceback", r.stderr)
 
+    def test_the_shipped_cpu_profile_loads(self):
+        r = ptrain("validate", write_temp(TINY), "--set", "cluster.profile=profiles/cpu.json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("compute (profile of", r.stdout)
+
     def test_bad_flags(self):
         self.assertEqual(ptrain("profile", "--backend", "tpu").returncode, 2)
         self.assertEqual(ptrain("profile", "--out", "/nonexistent/dir/p.json").returncode, 2)

@@ -71,7 +71,7 @@ TEST_CASE("a GEMM between and beyond the grid reads the edge's throughput") {
   }
 }
 
-TEST_CASE("attention reads a time per query-key pair; memory-bound ops a latency and a bandwidth") {
+TEST_CASE("attention reads a time per query-key pair, memory-bound ops a latency and a bandwidth") {
   const plan::MeasuredProfile p = ideal();
   model::Op op;
   op.kind = model::OpKind::Attention;
