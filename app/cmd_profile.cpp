@@ -1,16 +1,36 @@
-// `ptrain profile [--backend cpu|cuda] [--quick] [--out FILE]`: measures this machine with the
-// engine's own kernels (app/profile_runs.h) and writes a hardware profile (plan/measured_profile.h)
-// that `validate`, `plan` and `schedule` time compute from when a job names it in cluster.profile.
+// `ptrain profile [--backend cpu|cuda] [--nproc N] [--quick] [--out FILE]`: measures this machine
+// with the engine's own kernels (app/profile_runs.h) and, with N > 1 ranks, its collectives
+// (app/profile_collectives.h), and writes a hardware profile (plan/measured_profile.h) that
+// `validate`, `plan` and `schedule` time a job from when it names it in cluster.profile.
+//
+// With --nproc N the command first starts N workers of itself through the local launcher (as
+// `ptrain run` does, before this process has threads of its own, which would take the launcher's
+// SIGCHLD); every worker joins the rendezvous and times the collectives, rank 0 hands the table
+// back in a file (--collectives-to), and this process then measures the kernels and writes the
+// whole profile. Under srun or mpirun each process is such a worker, and rank 0 measures the
+// kernels after the collectives and writes the profile itself.
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <fstream>
 #include <string>
 #include <thread>
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/profile_collectives.h"
 #include "app/profile_runs.h"
+#include "app/worker_process.h"
+#include "engine/dist/launcher.h"
+#include "engine/dist/rendezvous.h"
+#include "engine/dist/worker_env.h"
+#include "kernels/cpu/threads.h"
 #ifdef PTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
 #endif
@@ -22,6 +42,8 @@ struct ProfileArgs {
   std::string backend = "cpu";
   std::string out = "profile.json";
   bool quick = false;
+  int nproc = 1;
+  std::string collectives_to;  // a worker started by this command's launcher: where rank 0 puts its table
 };
 
 // The CPU's model name (Linux /proc/cpuinfo), or "cpu".
@@ -42,44 +64,108 @@ std::string today() {
   return text;
 }
 
-int run_profile(const ProfileArgs& args) {
-  const kernels::Ops* ops = &kernels::cpu_ops();
-  std::string device = cpu_name() + " (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
-  if (args.backend == "cuda") {
+// The backend to measure, or nullptr after saying why not.
+const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, std::string& device) {
+  device = cpu_name() + " (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
+  if (args.backend == "cpu") return &kernels::cpu_ops();
 #ifdef PTRAIN_HAVE_CUDA
-    if (!kernels::cuda_device_available()) {
-      std::fprintf(stderr, "error: --backend cuda, but no CUDA device is visible\n");
-      return kExitBadInput;
-    }
-    kernels::cuda_select_device(0);
-    ops = &kernels::cuda_ops();
-    device = "cuda device 0";
-#else
-    std::fprintf(stderr, "error: --backend cuda, but this ptrain was built without CUDA\n");
-    return kExitBadInput;
-#endif
+  if (!kernels::cuda_device_available()) {
+    std::fprintf(stderr, "error: --backend cuda, but no CUDA device is visible\n");
+    return nullptr;
   }
+  device = "cuda device " + std::to_string(kernels::cuda_select_device(local_rank));
+  return &kernels::cuda_ops();
+#else
+  (void)local_rank;
+  std::fprintf(stderr, "error: --backend cuda, but this ptrain was built without CUDA\n");
+  return nullptr;
+#endif
+}
+
+plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Ops& ops, const std::string& device) {
+  std::fprintf(stderr, "profiling %s with the engine's kernels%s\n", device.c_str(), args.quick ? " (quick)" : "");
+  ProfileOptions options;
+  options.quick = args.quick;
+  options.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
+  plan::MeasuredProfile profile = measure_profile(ops, options);
+  profile.device = device;
+  profile.date = today();
+  profile.ptrain_version = kVersion;
+  return profile;
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
+  return static_cast<bool>(out);
+}
+
+// One rank of a --nproc run: the collectives, then rank 0 completes the file.
+int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
+  std::string device;
+  const kernels::Ops* ops = backend_ops(args, env.local_rank, device);
+  if (ops == nullptr) return kExitBadInput;
+  kernels::set_cpu_threads(std::max(1u, std::thread::hardware_concurrency()) / static_cast<unsigned>(env.local_world));
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    const std::string identity = dist::text_digest("ptrain profile " + args.backend + (args.quick ? " quick" : ""));
+    std::unique_ptr<dist::Session> session =
+        dist::rendezvous(env, identity, std::chrono::milliseconds(600'000), nccl_offer(*ops));
+    if (env.rank == 0) std::fprintf(stderr, "measuring collectives over %d ranks (%s)\n", env.world, session->comm().backend());
+    plan::CollectiveTable table = measure_collectives(session->comm(), *ops, args.quick);
+    session->finish();
+    if (env.rank != 0) return kExitOk;
+    if (!args.collectives_to.empty())
+      return write_text(args.collectives_to, plan::to_json(table)) ? kExitOk : kExitRuntimeFailure;
+    kernels::set_cpu_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    plan::MeasuredProfile profile = measure_kernels(args, *ops, device);
+    profile.collectives = std::move(table);
+    if (!write_text(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
+    std::fprintf(stderr, "wrote %s with collectives over %d ranks\n", args.out.c_str(), env.world);
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitRuntimeFailure;
+  }
+}
+
+int run_profile(const ProfileArgs& args) {
+  std::optional<dist::WorkerEnv> env;
+  if (!detect_worker(env)) return kExitBadInput;
+  if (env) return profile_worker(args, *env);
   std::ofstream probe(args.out, std::ios::app);
   if (!probe) {
     std::fprintf(stderr, "error: cannot write %s\n", args.out.c_str());
     return kExitBadInput;
   }
   probe.close();
-  std::fprintf(stderr, "profiling %s with the engine's kernels%s\n", device.c_str(), args.quick ? " (quick)" : "");
-  ProfileOptions options;
-  options.quick = args.quick;
-  options.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
-  plan::MeasuredProfile profile = measure_profile(*ops, options);
-  profile.device = device;
-  profile.date = today();
-  profile.ptrain_version = kVersion;
-  std::ofstream out(args.out, std::ios::binary | std::ios::trunc);
-  out << plan::to_json(profile);
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "error: cannot write %s\n", args.out.c_str());
-    return kExitRuntimeFailure;
+  std::optional<plan::CollectiveTable> collectives;
+  if (args.nproc > 1) {  // first, while this process has no threads (see above)
+    const std::string part = args.out + ".collectives";
+    dist::LaunchOptions launch;
+    launch.nproc = args.nproc;
+    launch.argv = {self_executable(), "profile", "--backend", args.backend, "--out", args.out, "--collectives-to", part};
+    if (args.quick) launch.argv.push_back("--quick");
+    try {
+      if (const int code = dist::launch_local(launch); code != kExitOk) return code;
+      std::ifstream in(part, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      collectives = plan::collectives_from_json(text.str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return kExitRuntimeFailure;
+    }
+    std::remove(part.c_str());
   }
+  std::string device;
+  const kernels::Ops* ops = backend_ops(args, 0, device);
+  if (ops == nullptr) return kExitBadInput;
+  plan::MeasuredProfile profile = measure_kernels(args, *ops, device);
+  profile.collectives = std::move(collectives);
+  if (!write_text(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
   std::fprintf(stderr, "wrote %s (use it with cluster.profile: %s)\n", args.out.c_str(), args.out.c_str());
   return kExitOk;
 }
@@ -93,6 +179,9 @@ void add_profile_command(CLI::App& cli, int& exit_code) {
   cmd->add_option("--backend", args->backend, "Kernels to measure")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--out", args->out, "Profile file to write (JSON)");
   cmd->add_flag("--quick", args->quick, "Coarser grids and fewer repeats (under a minute on a CPU)");
+  cmd->add_option("--nproc", args->nproc, "Also measure the collectives over N local ranks (Gloo, or NCCL on GPUs)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--collectives-to", args->collectives_to)->group("");  // the launcher's own workers
   cmd->callback([args, &exit_code] { exit_code = run_profile(*args); });
 }
 

@@ -17,6 +17,7 @@
 #include "app/commands.h"
 #include "app/exit_codes.h"
 #include "app/job_loading.h"
+#include "app/worker_process.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/data/data_error.h"
 #include "engine/dist/launcher.h"
@@ -79,12 +80,6 @@ bool parse_fault(train::TrainerOptions& options) {
   return true;
 }
 
-std::string self_executable() {
-  std::error_code ec;
-  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("ptrain") : path.string();
-}
-
 // What every rank of one job starts from, for the rendezvous to tell its job's store from another
 // job's (it adds the world size): the job file as read and the --set overrides.
 std::string job_identity(const RunArgs& args) {
@@ -137,21 +132,6 @@ const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, 
   }
 #endif
   return &kernels::cpu_ops();
-}
-
-// What this rank offers the rendezvous for NCCL: its GPU, when it computes on one and this ptrain
-// has NCCL (the job then uses NCCL if every rank has a GPU of its own; see dist::rendezvous).
-dist::NcclOffer nccl_offer(const kernels::Ops& ops) {
-  dist::NcclOffer offer;
-#ifdef PTRAIN_HAVE_NCCL
-  if (ops.device() == kernels::Device::Cuda) {
-    offer.gpu = dist::current_cuda_device_uuid();
-    offer.compute_stream = kernels::cuda_compute_stream();
-  }
-#else
-  (void)ops;
-#endif
-  return offer;
 }
 
 // Reports a failure of this worker; under a launcher, tells the other ranks to stop too.
@@ -227,12 +207,7 @@ int run_training(const RunArgs& args) {
   // launcher forwards before a worker has reached its handler waits for it too.
   mask_stop_signals(SIG_BLOCK);
   std::optional<dist::WorkerEnv> env;
-  try {
-    env = dist::detect_worker_env();
-  } catch (const dist::LaunchConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitBadInput;
-  }
+  if (!detect_worker(env)) return kExitBadInput;
   if (env && args.nproc && *args.nproc != env->world) {
     std::fprintf(stderr, "error: --nproc %d, but the %s launcher started %d ranks\n", *args.nproc,
                  env->launcher.c_str(), env->world);

@@ -1,4 +1,4 @@
-"""Predicted against measured step time on this machine's CPU: `ptrain profile --quick` once, then
+"""Predicted against measured step time on this machine's CPU: `ptrain profile --quick --nproc 2` once, then
 for each job of a sweep (gpt2, llama, mixtral; dp, tp+sp, pp with 1f1b / interleaved / zb-h1, cp,
 ep, ZeRO 0-3, recompute modes) `ptrain validate --json` with cluster.profile (and, for comparison,
 without: peak x 60%) against the median step time of a short `ptrain run` (steps after the first
@@ -65,7 +65,8 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         profile = args.profile or os.path.join(d, "profile.json")
         if not args.profile:
-            subprocess.run([args.ptrain, "profile", "--quick", "--out", profile], check=True, capture_output=True)
+            subprocess.run([args.ptrain, "profile", "--quick", "--nproc", "2", "--out", profile], check=True,
+                           capture_output=True)
         for name, (model, world, flags) in SWEEP.items():
             if args.only and args.only not in name:
                 continue

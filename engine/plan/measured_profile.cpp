@@ -139,6 +139,36 @@ std::string text(const json& j, const std::string& field, const std::string& pat
   return v.get<std::string>();
 }
 
+json collectives_json(const CollectiveTable& t) {
+  json c;
+  c["ranks"] = t.ranks;
+  c["transport"] = t.transport;
+  for (const auto& [kind, points] : t.points)
+    for (const auto& [bytes, seconds] : points) c[kind].push_back({{"bytes", bytes}, {"seconds", seconds}});
+  return c;
+}
+
+CollectiveTable read_collectives(const json& c) {
+  CollectiveTable t;
+  t.ranks = static_cast<int>(positive(c, "ranks", "collectives."));
+  if (t.ranks < 2) bad("collectives.ranks", "must be at least 2");
+  t.transport = text(c, "transport", "collectives.");
+  for (const model::CollectiveKind kind :
+       {model::CollectiveKind::AllReduce, model::CollectiveKind::AllGather, model::CollectiveKind::ReduceScatter,
+        model::CollectiveKind::AllToAll, model::CollectiveKind::SendRecv}) {
+    const std::string name = collective_name(kind), path = "collectives." + name;
+    const json& list = member(c, name, "collectives.");
+    if (!list.is_array() || list.empty()) bad(path, "must be a non-empty list of points");
+    auto& points = t.points[name];
+    for (const json& point : list) {
+      const double bytes = positive_number(point, "bytes", path + "."), seconds = positive_number(point, "seconds", path + ".");
+      if (!points.empty() && bytes <= points.back().first) bad(path, "bytes must ascend");
+      points.emplace_back(bytes, seconds);
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 const char* memory_family(model::OpKind kind) {
@@ -158,6 +188,34 @@ const char* memory_family(model::OpKind kind) {
 }
 
 const char* element_name(bool bf16) { return bf16 ? "bf16" : "f32"; }
+
+const char* collective_name(model::CollectiveKind kind) {
+  switch (kind) {
+    case model::CollectiveKind::AllReduce: return "all_reduce";
+    case model::CollectiveKind::AllGather: return "all_gather";
+    case model::CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case model::CollectiveKind::AllToAll: return "all_to_all";
+    case model::CollectiveKind::SendRecv: return "send_recv";
+  }
+  return "";
+}
+
+std::optional<double> collective_seconds(const MeasuredProfile& profile, model::CollectiveKind kind, int ranks,
+                                         double bytes) {
+  if (!profile.collectives || ranks < 2) return std::nullopt;
+  const CollectiveTable& t = *profile.collectives;
+  auto it = t.points.find(collective_name(kind));
+  if (it == t.points.end() || it->second.empty()) return std::nullopt;
+  // Ring traffic per rank: all-reduce 2(n-1)/n S, the others (n-1)/n S, send/recv S.
+  auto share = [&](int n) { return kind == model::CollectiveKind::SendRecv ? 1.0 : (n - 1.0) / n; };
+  const double equivalent = bytes * share(ranks) / share(t.ranks);
+  const auto& p = it->second;
+  if (p.size() == 1) return p[0].second * equivalent / p[0].first;
+  std::size_t i = 0;
+  while (i + 2 < p.size() && p[i + 1].first < equivalent) ++i;
+  const double slope = (p[i + 1].second - p[i].second) / (p[i + 1].first - p[i].first);
+  return std::max(p[0].second * std::min(1.0, equivalent / p[0].first), p[i].second + slope * (equivalent - p[i].first));
+}
 
 double memory_seconds(const MeasuredProfile& profile, const std::string& name, double bytes, bool backward) {
   return interpolate_points(table(profile.memory, name, "memory"), bytes, backward);
@@ -204,7 +262,16 @@ std::string to_json(const MeasuredProfile& p) {
   for (const auto& [family, points] : p.memory)
     for (const MemoryPoint& m : points)
       j["memory"][family].push_back({{"bytes", m.bytes}, {"forward_s", m.forward_s}, {"backward_s", m.backward_s}});
+  if (p.collectives) j["collectives"] = collectives_json(*p.collectives);
   return j.dump(1) + "\n";
+}
+
+std::string to_json(const CollectiveTable& table) { return collectives_json(table).dump(1) + "\n"; }
+
+CollectiveTable collectives_from_json(const std::string& text) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw std::invalid_argument("the collective table is not JSON");
+  return read_collectives(j);
 }
 
 MeasuredProfile from_json(const std::string& source) {
@@ -256,6 +323,7 @@ MeasuredProfile from_json(const std::string& source) {
       p.memory[family].push_back(point);
     }
   }
+  if (j.contains("collectives")) p.collectives = read_collectives(j["collectives"]);
   // Every table the layer description needs, for every element type measured.
   if (p.gemm.empty()) bad("gemm", "no table");
   for (const auto& [element, g] : p.gemm) {

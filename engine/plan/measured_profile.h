@@ -43,6 +43,15 @@ struct MemoryPoint {
   double forward_s = 0, backward_s = 0;
 };
 
+// Collectives over `ranks` local ranks (`ptrain profile --nproc N`), by kind: points of the
+// buffer size S the traffic model uses (traffic.h) and the slowest rank's seconds for one call.
+struct CollectiveTable {
+  int ranks = 0;
+  std::string transport;  // "gloo" or "nccl"
+  std::map<std::string, std::vector<std::pair<double, double>>> points;  // kind -> (bytes, seconds)
+};
+const char* collective_name(model::CollectiveKind kind);  // "all_reduce", ..., "send_recv"
+
 struct MeasuredProfile {
   std::string device, backend, date, ptrain_version;
   std::map<std::string, std::string> versions;  // driver and library versions
@@ -53,7 +62,14 @@ struct MeasuredProfile {
   std::map<std::string, GemmTable> gemm;                    // by element type
   std::map<std::string, std::vector<AttentionTable>> attention;  // by element type
   std::map<std::string, std::vector<MemoryPoint>> memory;   // by "family/element type"
+  std::optional<CollectiveTable> collectives;                // intra-node, when measured
 };
+
+// Seconds of one collective of `bytes` (S) over `ranks` ranks of one node, read from the measured
+// table: piecewise linear in S, at the S whose ring traffic on the measured group equals this
+// group's (so a group of another size moves as many bytes per rank); nullopt without a table.
+std::optional<double> collective_seconds(const MeasuredProfile& profile, model::CollectiveKind kind, int ranks,
+                                         double bytes);
 
 // The name of an op family's memory table: "norm", "rope", "activation", "routing", "embedding",
 // "loss" (nullptr for GEMM, attention and collective ops).
@@ -72,6 +88,9 @@ struct OpSeconds {
 OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool bf16);
 
 std::string to_json(const MeasuredProfile& profile);
+// A collective table alone (what the workers of `ptrain profile --nproc` hand to their launcher).
+std::string to_json(const CollectiveTable& table);
+CollectiveTable collectives_from_json(const std::string& text);
 // std::invalid_argument naming the field on a malformed file (wrong schema, unsorted or missing
 // grids, sizes that do not match, non-positive times).
 MeasuredProfile from_json(const std::string& text);

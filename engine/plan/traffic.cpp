@@ -93,6 +93,9 @@ double bytes_sent(const std::vector<Collective>& list) {
 }
 
 double seconds(const Collective& c, const HardwareProfile& hw, bool inter_node) {
+  if (hw.measured && !inter_node)
+    if (const std::optional<double> one = collective_seconds(*hw.measured, c.kind, c.ranks, c.bytes))
+      return c.count * *one;
   return bytes_sent(c) / hw.link_bytes_per_s(inter_node) + c.count * hw.link_latency_s(inter_node);
 }
 

@@ -3,7 +3,9 @@
 // bandwidth-optimal ones) on a group of n ranks and a buffer of S bytes:
 //   all-reduce 2(n-1)/n * S;  all-gather, reduce-scatter (n-1)/n * S (S = the full, gathered size);
 //   all-to-all (n-1)/n * S (S = this rank's send buffer);  send/recv S.
-// Time of one collective = bytes sent / per-GPU link bandwidth + one link latency.
+// Time of one collective = bytes sent / per-GPU link bandwidth + one link latency; within a node,
+// what a measured profile's collective table says when the hardware carries one
+// (measured_profile.h: collective_seconds).
 //
 // What each parallelism moves (the collectives of tp, cp and ep are the layer description's,
 // model/layer_description.h; this is what they add up to), with s = seq_len/cp, b = micro_batch, h = hidden, t = tp, m =

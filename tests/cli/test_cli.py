@@ -469,6 +469,23 @@ class Profile(unittest.TestCase):
         self.assertIn("not a ptrain profile", r.stderr)
         self.assertNotIn("Traceback", r.stderr)
 
+    def test_nproc_adds_the_collectives_of_that_many_ranks(self):
+        path = os.path.join(SCRATCH.name, "cpu-profile-2.json")
+        r = ptrain("profile", "--quick", "--nproc", "2", "--out", path, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("measuring collectives over 2 ranks (gloo)", r.stdout + r.stderr)
+        with open(path) as f:
+            c = json.load(f)["collectives"]
+        self.assertEqual((c["ranks"], c["transport"]), (2, "gloo"))
+        for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"):
+            self.assertTrue(all(p["seconds"] > 0 for p in c[kind]))
+        self.assertFalse(os.path.exists(path + ".collectives"))
+        job = write_temp(TINY)
+        with_links = json.loads(ptrain("validate", job, "--json", "--set", "cluster.profile=" + self.path).stdout)
+        measured = json.loads(ptrain("validate", job, "--json", "--set", "cluster.profile=" + path).stdout)
+        self.assertGreater(measured["step_breakdown"]["comm_exposed_s"]["pp"] + measured["step_breakdown"]["bubble_s"], 0)
+        self.assertNotEqual(with_links["step_time_s"], measured["step_time_s"])
+
     def test_the_shipped_cpu_profile_loads(self):
         r = ptrain("validate", write_temp(TINY), "--set", "cluster.profile=profiles/cpu.json")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/plan/compute_time.h"
+#include "engine/plan/traffic.h"
 #include "tests/plan/jobs.h"
 
 using namespace ptrain;
@@ -159,4 +160,34 @@ TEST_CASE("a CPU profile's times are per machine: ranks sharing its cores comput
     // 1 rank: both threads; 2 ranks: one thread each; 4 ranks: one thread each, two per core.
     CHECK(plan::stage_compute(job.spec, ops, cpu, 0, 4).forward.total() == Approx(on_gpu * ranks));
   }
+}
+
+TEST_CASE("measured collectives: read between sizes, a group of another size at equal traffic per rank") {
+  plan::MeasuredProfile p = ideal();
+  CHECK_FALSE(plan::collective_seconds(p, model::CollectiveKind::AllReduce, 2, 1e6));  // none measured
+  plan::CollectiveTable t;
+  t.ranks = 2, t.transport = "gloo";
+  for (const model::CollectiveKind kind :
+       {model::CollectiveKind::AllReduce, model::CollectiveKind::AllGather, model::CollectiveKind::ReduceScatter,
+        model::CollectiveKind::AllToAll, model::CollectiveKind::SendRecv})
+    t.points[plan::collective_name(kind)] = {{1e3, 1e-4 + 1e3 / 1e9}, {1e6, 1e-4 + 1e6 / 1e9}, {1e8, 1e-4 + 1e8 / 1e9}};
+  p.collectives = t;
+  using K = model::CollectiveKind;
+  CHECK(*plan::collective_seconds(p, K::AllReduce, 2, 5e6) == Approx(1e-4 + 5e6 / 1e9));
+  CHECK(*plan::collective_seconds(p, K::AllGather, 2, 4e8) == Approx(1e-4 + 4e8 / 1e9));  // beyond: the last slope
+  // 4 ranks each send 3/4 S where the measured 2 sent 1/2 S: as the 2-rank S x 1.5.
+  CHECK(*plan::collective_seconds(p, K::AllGather, 4, 2e6) == Approx(1e-4 + 3e6 / 1e9));
+  CHECK(*plan::collective_seconds(p, K::SendRecv, 4, 2e6) == Approx(1e-4 + 2e6 / 1e9));
+  CHECK_FALSE(plan::collective_seconds(p, K::AllReduce, 1, 1e6));
+  // Inside a node the traffic model uses them; between nodes the link model stays.
+  plan::HardwareProfile hw = *plan::find_hardware("cpu");
+  hw.measured = std::make_shared<const plan::MeasuredProfile>(p);
+  const plan::Collective c{K::AllReduce, 5e6, 2, 3};
+  CHECK(plan::seconds(c, hw, false) == Approx(3 * (1e-4 + 5e6 / 1e9)));
+  CHECK(plan::seconds(c, hw, true) == plan::seconds(c, *plan::find_hardware("cpu"), true));
+  // The table round-trips alone and inside the profile.
+  CHECK(plan::collectives_from_json(plan::to_json(t)).points == t.points);
+  CHECK(plan::from_json(plan::to_json(p)).collectives->ranks == 2);
+  t.ranks = 1;
+  CHECK_THROWS_WITH(plan::collectives_from_json(plan::to_json(t)), Contains("collectives.ranks"));
 }
