@@ -1,6 +1,7 @@
 #include "engine/dist/comm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <set>
@@ -99,12 +100,14 @@ void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, F
   Traffic& t = traffic_[g.id][op];
   t.calls += 1;
   t.bytes += static_cast<double>(bytes);
+  const auto start = std::chrono::steady_clock::now();
   try {
     fn();
   } catch (const std::exception& e) {
     throw CollectiveError("rank " + std::to_string(rank_) + ": " + name(running_) + " failed: " + e.what(),
                           log_.dump());
   }
+  t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!running_.deferred) log_.end(running_.seq);
 }
 

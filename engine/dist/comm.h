@@ -144,11 +144,12 @@ class Comm {
   void broadcast(const Group& g, void* data, std::size_t bytes, int root);
   // What this rank has run on group g since the Comm began, by op name ("all_reduce", "all_gather",
   // "reduce_scatter", "send", "isend", "recv", ...): calls and bytes (a collective's whole buffer,
-  // every rank's chunks for all_gather and reduce_scatter; a message's bytes). The trainer turns it
-  // into the bytes each axis sent, which validate predicts.
+  // every rank's chunks for all_gather and reduce_scatter; a message's bytes) and wall seconds. The
+  // trainer turns it into the bytes each axis sent, which validate predicts, and the time it took.
   struct Traffic {
     std::uint64_t calls = 0;
     double bytes = 0;
+    double seconds = 0;  // inside the calls (an overlapped one: while it was issued)
   };
   const std::map<std::string, Traffic>& traffic(const Group& g) const;
 

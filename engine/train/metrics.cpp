@@ -41,12 +41,12 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
     if (m.device_memory_peak_bytes) j["device_memory_peak_bytes"] = *m.device_memory_peak_bytes;
     if (m.val_loss) j["val_loss"] = *m.val_loss;
     if (m.pipeline_idle) j["pipeline_idle"] = *m.pipeline_idle;
-    if (m.comm_bytes)
-      j["comm_bytes"] = {{"tp", m.comm_bytes->tp},
-                         {"pp", m.comm_bytes->pp},
-                         {"dp", m.comm_bytes->dp},
-                         {"cp", m.comm_bytes->cp},
-                         {"ep", m.comm_bytes->ep}};
+    auto per_axis = [](const PerAxis& a) {
+      return nlohmann::ordered_json{{"tp", a.tp}, {"pp", a.pp}, {"dp", a.dp}, {"cp", a.cp}, {"ep", a.ep}};
+    };
+    if (m.comm_bytes) j["comm_bytes"] = per_axis(*m.comm_bytes);
+    if (m.comm_seconds) j["comm_s"] = per_axis(*m.comm_seconds);
+    j["optimizer_s"] = m.optimizer_seconds;
     jsonl_ << j.dump() << '\n';
     jsonl_.flush();
   }

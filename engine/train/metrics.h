@@ -10,14 +10,15 @@
 
 namespace ptrain::train {
 
-// Bytes one rank sent over each axis's groups in a step, by the plan's convention (plan::bytes_sent),
-// the most over the ranks: what validate reports as comm_bytes_per_step.
-struct AxisBytes {
+// A value per parallelism axis in a step, the most over the ranks: the bytes a rank sent over each
+// axis's groups by the plan's convention (plan::bytes_sent; what validate reports as
+// comm_bytes_per_step), or the seconds it spent inside their calls.
+struct PerAxis {
   double tp = 0, pp = 0, dp = 0, cp = 0, ep = 0;
-  AxisBytes operator-(const AxisBytes& o) const {
+  PerAxis operator-(const PerAxis& o) const {
     return {tp - o.tp, pp - o.pp, dp - o.dp, cp - o.cp, ep - o.ep};
   }
-  AxisBytes& operator+=(const AxisBytes& o) {
+  PerAxis& operator+=(const PerAxis& o) {
     return *this = {tp + o.tp, pp + o.pp, dp + o.dp, cp + o.cp, ep + o.ep};
   }
 };
@@ -37,9 +38,11 @@ struct StepMetrics {
   // pp > 1: the largest fraction of the step's pipeline a rank spent waiting for messages (what
   // validate predicts as the bubble of the worst rank).
   std::optional<double> pipeline_idle;
-  // world > 1: AxisBytes sent since the previous step's report (ZeRO's parameter gathers after an
-  // update count in the next step).
-  std::optional<AxisBytes> comm_bytes;
+  // world > 1: the bytes sent since the previous step's report (ZeRO's parameter gathers after an
+  // update count in the next step), and the seconds spent inside the calls that sent them
+  // (blocking ones whole; an overlapped reduction only while it is issued).
+  std::optional<PerAxis> comm_bytes, comm_seconds;
+  double optimizer_seconds = 0;  // the slowest rank's update (with ZeRO's gathers after it)
 };
 
 class MetricsLog {

@@ -53,6 +53,14 @@ dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) 
   return dist::make_parallel_groups(spec, comm, tied);
 }
 
+// The seconds this rank has spent inside the calls on `g` since the start.
+double seconds_on(const dist::Comm& comm, const dist::Group* g) {
+  double sum = 0;
+  if (g != nullptr)
+    for (const auto& [op, t] : comm.traffic(*g)) sum += t.seconds;
+  return sum;
+}
+
 // The bytes this rank has sent on `g` since the start, by the plan's convention (plan::bytes_sent);
 // receives count nothing (their senders count them).
 double bytes_sent_on(const dist::Comm& comm, const dist::Group* g) {
@@ -120,7 +128,8 @@ struct Trainer::State {
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
   std::int64_t last_saved_step = -1;
-  AxisBytes sent_before;  // sent_so_far() at the previous step's report, plus evaluations' traffic since
+  PerAxis sent_before;  // sent_so_far() at the previous step's report, plus evaluations' traffic since
+  PerAxis spent_before;  // spent_so_far() alike
 
   State(const config::JobSpec& s, const kernels::Ops& backend, dist::Comm& c, TrainerOptions opts)
       : spec(s),
@@ -316,7 +325,9 @@ struct Trainer::State {
     double loss = 0;  // the mean over the global batch's tokens
     double grad_norm = 0;
     std::optional<double> pipeline_idle;  // pp > 1: the largest share of the pipeline a rank waited
-    std::optional<AxisBytes> comm_bytes;  // world > 1: what each axis sent, the most over the ranks
+    std::optional<PerAxis> comm_bytes;    // world > 1: what each axis sent, the most over the ranks
+    std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls, alike
+    double optimizer_seconds = 0;         // the slowest rank's
     bool stop = false;  // every rank agreed to stop after this step
   };
 
@@ -334,18 +345,18 @@ struct Trainer::State {
                        grad_scale, loss_sums, zero);
     const double pipeline_seconds = seconds_since(t0);
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
-    if (comm.world() > 1) {            // the most over the ranks: pipeline idle, then each axis's bytes
-      const AxisBytes sent = sent_so_far(), this_step = sent - sent_before;
-      double most[6] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
-                        this_step.tp,
-                        this_step.pp,
-                        this_step.dp,
-                        this_step.cp,
-                        this_step.ep};
+    if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
+      const PerAxis sent = sent_so_far(), bytes = sent - sent_before;
+      const PerAxis spent = spent_so_far(), seconds = spent - spent_before;
+      double most[11] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
+                         bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,
+                         seconds.tp, seconds.pp, seconds.dp, seconds.cp, seconds.ep};
       sent_before = sent;
-      comm.all_reduce(comm.world_group(), most, 6, dist::ReduceOp::Max);
+      spent_before = spent;
+      comm.all_reduce(comm.world_group(), most, 11, dist::ReduceOp::Max);
       if (groups.pp != nullptr && pipeline.messages_wait_on_host()) out.pipeline_idle = most[0];
-      out.comm_bytes = AxisBytes{most[1], most[2], most[3], most[4], most[5]};
+      out.comm_bytes = PerAxis{most[1], most[2], most[3], most[4], most[5]};
+      out.comm_seconds = PerAxis{most[6], most[7], most[8], most[9], most[10]};
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
@@ -354,18 +365,28 @@ struct Trainer::State {
     // behind the parameter gathers that the next forward overlaps.
     out.stop = stop_agreed(step + 1);
     if (std::isfinite(out.grad_norm)) {
+      const auto update = Clock::now();
       global_norm.clip(out.grad_norm, spec.train.grad_clip);
       zero.step(lr, step + 1);
+      out.optimizer_seconds = seconds_since(update);  // this rank's; the next report takes the most
     }
     return out;
   }
 
   // What this rank has sent on each axis's groups since the start (dp: ZeRO's, the experts' too).
-  AxisBytes sent_so_far() const {
+  PerAxis sent_so_far() const {
     return {bytes_sent_on(comm, groups.tp) + bytes_sent_on(comm, groups.kv_copies),
             bytes_sent_on(comm, groups.pp) + bytes_sent_on(comm, groups.embedding),
             bytes_sent_on(comm, groups.dp) + bytes_sent_on(comm, groups.expert_dp),
             bytes_sent_on(comm, groups.cp), bytes_sent_on(comm, groups.ep)};
+  }
+
+  // The seconds this rank has spent inside each axis's calls since the start.
+  PerAxis spent_so_far() const {
+    return {seconds_on(comm, groups.tp) + seconds_on(comm, groups.kv_copies),
+            seconds_on(comm, groups.pp) + seconds_on(comm, groups.embedding),
+            seconds_on(comm, groups.dp) + seconds_on(comm, groups.expert_dp), seconds_on(comm, groups.cp),
+            seconds_on(comm, groups.ep)};
   }
 
   // Whether this rank's losses count in the world's sum: those of the last stage's ranks, of tp rank 0
@@ -373,7 +394,7 @@ struct Trainer::State {
   bool holds_loss() const { return pipeline.computes_loss() && groups.tp_rank == 0; }
 
   double validation_loss() {
-    const AxisBytes before = sent_so_far();
+    const PerAxis before = sent_so_far(), spent = spent_so_far();
     double sums[2] = {0, 0};  // loss sum, counted tokens
     int slot = 0;
     for (int b = 0; b < eval_loader->num_batches(); ++b) {
@@ -387,6 +408,7 @@ struct Trainer::State {
     comm.all_reduce(comm.world_group(), sums, 2);
     // The evaluation's traffic is no step's: the next step's report leaves it out.
     sent_before += sent_so_far() - before;
+    spent_before += spent_so_far() - spent;
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }
 
@@ -467,6 +489,8 @@ RunResult Trainer::State::run() {
     m.memory_bytes = memory_bytes();
     m.pipeline_idle = outcome.pipeline_idle;
     m.comm_bytes = outcome.comm_bytes;
+    m.comm_seconds = outcome.comm_seconds;
+    m.optimizer_seconds = outcome.optimizer_seconds;
     if (const auto in_use = ops.device_bytes_in_use()) {
       device_peak = std::max(device_peak, static_cast<double>(*in_use));
       m.device_memory_peak_bytes = device_peak;
