@@ -2,7 +2,7 @@
 for each job of a sweep (gpt2, llama, mixtral; dp, tp+sp, pp with 1f1b / interleaved / zb-h1, cp,
 ep, ZeRO 0-3, recompute modes) `ptrain validate --json` with cluster.profile (and, for comparison,
 without: peak x 60%) against the median step time of a short `ptrain run` (steps after the first
-two). Writes
+two), and validate's step_breakdown next to the parts the run measures (comm_s, optimizer_s). Writes
 bench/results/<date>-step-time-vs-validate.json.
     python3 bench/step_time_vs_validate.py [--ptrain build/ptrain] [--steps 8] [--only NAME]"""
 import argparse
@@ -88,9 +88,15 @@ def main():
                 steps = [json.loads(line) for line in f if '"step_s"' in line]
             measured = statistics.median(r["step_s"] for r in steps[2:])
             predicted = report["step_time_s"]
+            # The parts the run measures, medians like the step: each axis's time inside its calls,
+            # the optimizer.
+            parts = {"optimizer_s": statistics.median(r["optimizer_s"] for r in steps[2:])}
+            if "comm_s" in steps[-1]:
+                parts["comm_s"] = {axis: statistics.median(r["comm_s"][axis] for r in steps[2:])
+                                   for axis in steps[-1]["comm_s"]}
             rows.append({"job": name, "world": world, "set": flags, "predicted_s": predicted, "measured_s": measured,
                          "measured_over_predicted": measured / predicted,
-                         "breakdown": report["step_breakdown"],
+                         "breakdown": report["step_breakdown"], "measured_parts": parts,
                          "peak_model_predicted_s": peak["step_time_s"],
                          "measured_over_peak_model": measured / peak["step_time_s"]})
             print(f"{name:28s} predicted {predicted:7.3f} s  measured {measured:7.3f} s  "
