@@ -1,11 +1,13 @@
-// Step time and MFU. Per microbatch on virtual stage v (held by pp rank v mod pp), with
-// peak = the profile's dense peak for the precision and kGemmEfficiency of it achieved:
-//   F_v = fwd_flops_v / (peak * eff) + tp_fwd_comm_v + ep_fwd_comm_v
-//   B_v = (fwd_flops_v + recompute_flops_v) / (peak * eff) + tp_bwd_comm_v + ep_bwd_comm_v
+// Step time and MFU. Per microbatch on virtual stage v (held by pp rank v mod pp): with a measured
+// profile (hw.measured), F, B and W are the layer description's ops timed from it
+// (compute_time.h) plus the blocking collectives; without one, with peak = the hardware's dense
+// peak for the precision and kGemmEfficiency of it achieved:
+//   F_v = fwd_flops_v / (peak * eff) + tp_fwd_comm_v + ep_fwd_comm_v + cp_fwd_comm_v
+//   B_v = (fwd_flops_v + recompute_flops_v) / (peak * eff) + tp_bwd_comm_v + ep_bwd_comm_v + cp_bwd_comm_v
 //   W_v = fwd_flops_v / (peak * eff)            (weight grads: backward = 2x forward overall)
-// (flops: flops.h; comm: comm.h, each collective bytes_sent / link bandwidth + latency on the link
-// of its group's tier; cp's ring passes are overlapped with attention and not added). The
-// schedule runs W inside B unless it splits it (zb-h1). p2p = one pipeline message / link + latency.
+// (flops: flops.h; comm: traffic.h, each collective from the profile's measured table inside a
+// node, else bytes_sent / link bandwidth + latency on the link of its group's tier). The schedule
+// runs W inside B unless it splits it (zb-h1). p2p = one pipeline message / link + latency.
 //   pipeline = makespan of simulating pipeline::build(kind, pp, vpp, m) with these costs
 //   dp_exposed (per rank) = max(one bucket, t_grad_reduction - the last microbatch's B+W on the
 //              rank's chunks, which the bucketed reduction overlaps)
