@@ -11,6 +11,7 @@
 #include "app/job_loading.h"
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/dir_lock.h"
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/model/param_registry.h"
@@ -58,6 +59,13 @@ int convert(const ConvertArgs& args) {
   const config::JobSpec& spec = job.spec;
 
   try {
+    // --to: the checkpoint directory is this process's while it writes, as a job's is while it
+    // runs (a directory a running job holds is refused, before any work).
+    std::optional<ckpt::CheckpointDirLock> lock;
+    if (!args.to.empty()) {
+      lock.emplace(args.to);
+      for (const std::string& w : lock->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    }
     model::ParamStore store = whole_model(spec);
     std::string source;
     std::int64_t step = 0;

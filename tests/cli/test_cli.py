@@ -596,6 +596,19 @@ class Checkpoints(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("resumed from", r.stderr)
 
+    def test_convert_does_not_write_into_a_directory_a_running_job_holds(self):
+        first = self.start_job(100000)
+        r = ptrain("convert", self.job(100000), "--init", "--to", self.ckpt)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(os.path.join(self.ckpt, "job.lock"), r.stderr)
+        self.assertIn(f"pid {first.pid}", r.stderr)
+        self.assertFalse(os.path.exists(self.manifest(0)))
+        first.send_signal(signal.SIGTERM)
+        self.assertEqual(first.wait(timeout=30), 0)
+        r = ptrain("convert", self.job(100000), "--init", "--to", self.ckpt)  # free again
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(self.manifest(0)))
+
     def test_the_lock_of_a_killed_job_is_taken_over(self):
         first = self.start_job(100000)
         first.kill()
