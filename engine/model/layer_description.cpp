@@ -134,9 +134,9 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   const int cp = spec.parallel.cp;
   using K = CollectiveKind;
   add_column_parallel_input(ops, x, spec, "attn.input");
-  ops.push_back(gemm("attn.q_proj", {N, x.q_cols(), C, 1, x.gpt2}));
-  ops.push_back(gemm("attn.k_proj", {N, x.kv_cols(), C, 1, x.gpt2}));
-  ops.push_back(gemm("attn.v_proj", {N, x.kv_cols(), C, 1, x.gpt2}));
+  ops.push_back(gemm("attn.q_proj", {N, x.q_cols(), C}));
+  ops.push_back(gemm("attn.k_proj", {N, x.kv_cols(), C}));
+  ops.push_back(gemm("attn.v_proj", {N, x.kv_cols(), C}));
   const double kv_bytes = 2.0 * static_cast<double>(N * x.kv_cols()) * x.act_bytes;  // k and v
   if (!x.gpt2) ops.push_back(memory_op("attn.rope", OpKind::Rope, 2.0 * (N * (x.q_cols() + x.kv_cols())) * x.act_bytes));
   // The whole sequence's k and v; backward gathers them again (under full recompute the redone
@@ -165,7 +165,7 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   if (x.t > kv_heads)
     ops.push_back(collective("attn.kv_copies", {Axis::Tp, static_cast<int>(x.t) / kv_heads, kv_bytes / 2, {},
                                                 {K::AllReduce, K::AllReduce}}));
-  ops.push_back(gemm("attn.o_proj", {N, C, x.q_cols(), 1, x.gpt2}));
+  ops.push_back(gemm("attn.o_proj", {N, C, x.q_cols()}));
   add_row_parallel_output(ops, x, spec, "attn.output_sum");
 }
 
@@ -173,10 +173,10 @@ void add_dense_mlp(std::vector<Op>& ops, const Dims& x) {
   const std::int64_t N = x.tokens(), C = x.h, F = x.local_ffn();
   const double ffn_bytes = static_cast<double>(N * F) * x.act_bytes;
   if (x.gpt2) {
-    ops.push_back(gemm("mlp.c_fc", {N, F, C, 1, true}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}));
+    ops.push_back(gemm("mlp.c_fc", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}));
     ops.push_back(memory_op("mlp.gelu", OpKind::Activation, 2 * ffn_bytes,
                             {act(x, ArenaTensor::MlpActivation, "mlp.gelu", N * F, true)}));
-    ops.push_back(gemm("mlp.c_proj", {N, C, F, 1, true}));
+    ops.push_back(gemm("mlp.c_proj", {N, C, F}));
     return;
   }
   ops.push_back(gemm("mlp.gate_proj", {N, F, C}, {act(x, ArenaTensor::MlpGate, "mlp.gate", N * F)}));

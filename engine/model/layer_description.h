@@ -72,7 +72,6 @@ enum class Axis { Tp, Cp, Ep };
 // gradient [m, n] x [n, k] and the weight gradient [n, m] x [m, k].
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0, count = 1;
-  bool bias = false;
   double forward_flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };
 
@@ -98,7 +97,7 @@ struct CollectiveStep {
   std::vector<CollectiveKind> forward, backward;
 };
 
-enum class OpKind { Norm, Gemm, Rope, Attention, Activation, Routing, Residual, Collective, Embedding, Loss };
+enum class OpKind { Norm, Gemm, Rope, Attention, Activation, Routing, Collective, Embedding, Loss };
 
 struct Op {
   const char* name = "";  // e.g. "attn.q_proj"

@@ -177,7 +177,6 @@ const char* memory_family(model::OpKind kind) {
     case model::OpKind::Rope: return "rope";
     case model::OpKind::Activation: return "activation";
     case model::OpKind::Routing: return "routing";
-    case model::OpKind::Residual: return "norm";
     case model::OpKind::Embedding: return "embedding";
     case model::OpKind::Loss: return "loss";
     case model::OpKind::Gemm:

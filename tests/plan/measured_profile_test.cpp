@@ -54,7 +54,7 @@ plan::MeasuredProfile ideal() {
 model::Op gemm_op(std::int64_t m, std::int64_t n, std::int64_t k) {
   model::Op op;
   op.kind = model::OpKind::Gemm;
-  op.gemm = {m, n, k, 3, false};
+  op.gemm = {m, n, k, 3};
   return op;
 }
 
