@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/runtime/owned_buffer.h"
@@ -32,22 +34,38 @@ class Floats {
   float* data_ = nullptr;
 };
 
-// The slowest rank's seconds for one run of `op`, median of `repeats`.
+// Work on this thread for `seconds`, as a step computes before it calls a collective.
+void compute_for(double seconds) {
+  static std::vector<float> scratch(1 << 18, 1.0f);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until)
+    for (float& x : scratch) x = x * 0.999f + 0.5f;
+}
+
+// The slowest rank's seconds for one run of `op`: every rank leaves a barrier, computes for
+// `lead_in` seconds and calls it. On a host whose ranks share its cores, a call made straight after
+// compute costs what a step's calls cost, several times one made from idle: the transport's
+// threads then wake on cores still busy (measured on a 2-core VM: a 64 KiB all-gather 0.1 ms idle,
+// about 1 ms after 1 ms of compute).
 template <typename Op>
-double slowest(dist::Comm& comm, int repeats, Op&& op) {
+double slowest(dist::Comm& comm, double lead_in, Op&& op) {
   const dist::Group& world = comm.world_group();
-  std::vector<double> runs;
-  op();  // warm-up: connections, buffers
-  for (int i = 0; i < repeats; ++i) {
-    comm.barrier(world);
-    const auto start = std::chrono::steady_clock::now();
-    op();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    comm.all_reduce(world, &seconds, 1, dist::ReduceOp::Max);
-    runs.push_back(seconds);
-  }
-  std::nth_element(runs.begin(), runs.begin() + repeats / 2, runs.end());
-  return std::max(runs[static_cast<std::size_t>(repeats / 2)], 1e-9);
+  comm.barrier(world);
+  if (lead_in > 0) compute_for(lead_in);
+  const auto start = std::chrono::steady_clock::now();
+  op();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  comm.all_reduce(world, &seconds, 1, dist::ReduceOp::Max);
+  return seconds;
+}
+
+// The mean of `runs` without its largest (a first touch, a stray page fault).
+double trimmed_mean(std::vector<double> runs) {
+  std::sort(runs.begin(), runs.end());
+  runs.pop_back();
+  double sum = 0;
+  for (const double r : runs) sum += r;
+  return std::max(sum / static_cast<double>(runs.size()), 1e-9);
 }
 
 }  // namespace
@@ -55,7 +73,10 @@ double slowest(dist::Comm& comm, int repeats, Op&& op) {
 plan::CollectiveTable measure_collectives(dist::Comm& comm, const kernels::Ops& ops, bool quick) {
   const dist::Group& world = comm.world_group();
   const int n = comm.world(), me = comm.rank();
-  const int repeats = quick ? 3 : 5;
+  const int rounds = quick ? 20 : 30;
+  // Host transports are timed after compute, as a step calls them; device ones (NCCL) queue behind
+  // the stream's kernels and are timed from idle.
+  const double lead_in = comm.takes_device_memory() ? 0.0 : 0.002;
   plan::CollectiveTable table;
   table.ranks = n;
   table.transport = comm.backend();
@@ -63,22 +84,37 @@ plan::CollectiveTable measure_collectives(dist::Comm& comm, const kernels::Ops& 
   std::vector<std::size_t> sizes;
   for (std::size_t bytes = 4096; bytes <= (quick ? std::size_t{16} << 20 : std::size_t{256} << 20); bytes *= quick ? 16 : 8)
     sizes.push_back(bytes / (4 * static_cast<std::size_t>(n)) * 4 * static_cast<std::size_t>(n));
-  for (const std::size_t bytes : sizes) {
+  const std::size_t largest = sizes.back() / 4;
+  Floats a(comm, ops, largest), b(comm, ops, largest);
+  const CollectiveKind kinds[] = {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+                                  CollectiveKind::AllToAll, CollectiveKind::SendRecv};
+  auto run = [&](CollectiveKind kind, std::size_t bytes) {
     const std::size_t count = bytes / 4, chunk = count / static_cast<std::size_t>(n);
-    Floats a(comm, ops, count), b(comm, ops, count);
-    auto add = [&](CollectiveKind kind, double seconds) {
-      table.points[plan::collective_name(kind)].emplace_back(static_cast<double>(bytes), seconds);
-    };
-    add(CollectiveKind::AllReduce, slowest(comm, repeats, [&] { comm.all_reduce(world, a.data(), count); }));
-    add(CollectiveKind::ReduceScatter, slowest(comm, repeats, [&] { comm.reduce_scatter(world, a.data(), chunk); }));
-    add(CollectiveKind::AllGather, slowest(comm, repeats, [&] { comm.all_gather(world, a.data(), chunk); }));
-    add(CollectiveKind::AllToAll, slowest(comm, repeats, [&] { comm.all_to_all(world, a.data(), b.data(), chunk); }));
-    // A message of S bytes between neighbours: even ranks send, odd ones receive (ranks paired).
-    add(CollectiveKind::SendRecv, slowest(comm, repeats, [&] {
+    return slowest(comm, lead_in, [&] {
+      switch (kind) {
+        case CollectiveKind::AllReduce: comm.all_reduce(world, a.data(), count); break;
+        case CollectiveKind::ReduceScatter: comm.reduce_scatter(world, a.data(), chunk); break;
+        case CollectiveKind::AllGather: comm.all_gather(world, a.data(), chunk); break;
+        case CollectiveKind::AllToAll: comm.all_to_all(world, a.data(), b.data(), chunk); break;
+        case CollectiveKind::SendRecv:  // S bytes between neighbours: even ranks send, odd ones receive
           if (me % 2 == 0 && me + 1 < n) comm.send(world, a.data(), bytes, me + 1);
           if (me % 2 == 1) comm.recv(world, a.data(), bytes, me - 1);
-        }));
-  }
+          break;
+      }
+    });
+  };
+  // Rounds over the whole grid rather than repeats of one point: a host's slow spells (a few ms
+  // of wake-up latency that last tens of calls) then fall on every point alike, as they fall on a
+  // step's calls, and the mean is what a step's many calls add up to.
+  std::map<std::pair<CollectiveKind, std::size_t>, std::vector<double>> runs;
+  for (const CollectiveKind kind : kinds) run(kind, sizes.back());  // warm-up: connections, buffers
+  for (int round = 0; round < rounds; ++round)
+    for (const std::size_t bytes : sizes)
+      for (const CollectiveKind kind : kinds) runs[{kind, bytes}].push_back(run(kind, bytes));
+  for (const CollectiveKind kind : kinds)
+    for (const std::size_t bytes : sizes)
+      table.points[plan::collective_name(kind)].emplace_back(static_cast<double>(bytes),
+                                                             trimmed_mean(runs[{kind, bytes}]));
   return table;
 }
 

@@ -1,7 +1,7 @@
 // What `ptrain profile --nproc N` measures on every worker: the collectives the engine issues,
 // through its own communicator (Gloo on CPU ranks, NCCL when every rank has a GPU), over the world
-// group at a few buffer sizes. Each size is timed a few times, each time between two barriers, as
-// the slowest rank saw it; the table keeps the median.
+// group at a few buffer sizes. Each call is timed between two barriers, as the slowest rank saw it,
+// in rounds over the whole grid; the table keeps each point's mean without its largest run.
 #pragma once
 
 #include "engine/dist/comm.h"

@@ -38,6 +38,9 @@ struct HardwareProfile {
   double inter_node_bytes_per_s;  // per-GPU network bandwidth
   double intra_node_latency_s;
   double inter_node_latency_s;
+  // Collectives on host memory (a CPU rank's Gloo) complete on return: nothing overlaps them, so a
+  // step pays ZeRO's reductions and gathers whole. Device collectives (NCCL) run beside compute.
+  bool host_collectives = false;
   // A `ptrain profile` measurement of this hardware (cluster.profile): compute is timed op by op
   // from it (compute_time.h); without one, at kGemmEfficiency of the peak (step_time.h).
   std::shared_ptr<const MeasuredProfile> measured = nullptr;

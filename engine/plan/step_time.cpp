@@ -71,10 +71,15 @@ double data_parallel_exposed_seconds(const config::JobSpec& spec, const Hardware
     if (zero->grad_reduction.empty()) continue;
     Collective last_bucket = zero->grad_reduction.front();
     last_bucket.count = 1;
-    const double reduction = seconds(zero->grad_reduction, hw, inter_node);
-    exposed += std::max(seconds(last_bucket, hw, inter_node), reduction - backward_window_s);
+    const double reduction = seconds(zero->grad_reduction, hw, inter_node),
+                 zero3_gathers = seconds(zero->param_gather_zero3, hw, inter_node);
     exposed += seconds(zero->param_gather_after_step, hw, inter_node);
-    exposed += std::max(0.0, seconds(zero->param_gather_zero3, hw, inter_node) - busy_s);
+    if (hw.host_collectives) {
+      exposed += reduction + zero3_gathers;
+      continue;
+    }
+    exposed += std::max(seconds(last_bucket, hw, inter_node), reduction - backward_window_s);
+    exposed += std::max(0.0, zero3_gathers - busy_s);
   }
   return exposed;
 }

@@ -51,7 +51,8 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
 // The same for a loaded job, building what it needs (used by `ptrain schedule`).
 pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProfile& hw);
 
-// Seconds of a rank's data-parallel communication not hidden behind compute. `backward_window_s`:
+// Seconds of a rank's data-parallel communication not hidden behind compute (all of it when the
+// hardware's collectives are on the host). `backward_window_s`:
 // the rank's backward (B + W) of one microbatch over its chunks; `busy_s`: its compute per step.
 double data_parallel_exposed_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
                                      const RankParams& params, const LinkTiers& tiers,

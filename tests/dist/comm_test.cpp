@@ -88,6 +88,35 @@ TEST_CASE("all_reduce sums and maxes floats, doubles and integers over the world
   });
 }
 
+TEST_CASE("all_reduce: any count over any world, fewer elements than ranks included, every rank the same bytes") {
+  for (int world : {2, 3, 4}) {
+    run_gloo_ranks(world, [world](Comm& comm) {
+      for (const std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{1001}}) {
+        std::vector<float> sum(count), max(count), min(count);
+        for (std::size_t i = 0; i < count; ++i) sum[i] = max[i] = min[i] = value(comm.rank(), i);
+        comm.all_reduce(comm.world_group(), sum.data(), count);
+        comm.all_reduce(comm.world_group(), max.data(), count, ReduceOp::Max);
+        comm.all_reduce(comm.world_group(), min.data(), count, ReduceOp::Min);
+        for (std::size_t i = 0; i < count; ++i) {
+          float want = 0, high = value(0, i), low = value(0, i);
+          for (int r = 0; r < world; ++r) {
+            want += value(r, i);
+            high = std::max(high, value(r, i));
+            low = std::min(low, value(r, i));
+          }
+          REQUIRE(sum[i] == Approx(want).epsilon(1e-6));
+          REQUIRE(max[i] == high);
+          REQUIRE(min[i] == low);
+        }
+        std::vector<float> highest = sum, lowest = sum;  // ranks agree when their max equals their min
+        comm.all_reduce(comm.world_group(), highest.data(), count, ReduceOp::Max);
+        comm.all_reduce(comm.world_group(), lowest.data(), count, ReduceOp::Min);
+        REQUIRE(highest == lowest);
+      }
+    });
+  }
+}
+
 TEST_CASE("reduce_scatter and all_gather work in place, chunk i on rank i") {
   for (int world : {2, 3, 4}) {
     run_gloo_ranks(world, [world](Comm& comm) {

@@ -71,6 +71,10 @@ TEST_CASE("exposed data-parallel time") {
   plan::LinkTiers inter;
   inter.dp_cp = true;
   CHECK(plan::data_parallel_exposed_seconds(job.spec, h100(), params, inter, 0.0, 0.0) > 4 * bucket + gather);
+  // collectives on the host (Gloo) block: nothing hides, however long the backward
+  plan::HardwareProfile host = h100();
+  host.host_collectives = true;
+  CHECK(plan::data_parallel_exposed_seconds(job.spec, host, params, intra, 10.0, 10.0) == Approx(4 * bucket + gather));
 }
 
 TEST_CASE("optimizer step: every state read and written once, over the rank's ZeRO shard") {
