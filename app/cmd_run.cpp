@@ -17,6 +17,7 @@
 #include "app/commands.h"
 #include "app/exit_codes.h"
 #include "app/job_loading.h"
+#include "app/run_report.h"
 #include "app/worker_process.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/data/data_error.h"
@@ -143,7 +144,10 @@ int fail(dist::Session* session, int code, const std::string& message, const std
   return code;
 }
 
-int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<dist::WorkerEnv>& env) {
+// `predicted`: validate's estimate of the job, which rank 0 sets the run's typical step against at
+// the end.
+int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<dist::WorkerEnv>& env,
+          const std::optional<plan::Estimate>& predicted) {
   train::TrainerOptions options;
   if (!parse_fault(options)) return kExitBadInput;
   options.stop_requested = &g_stop_requested;
@@ -180,6 +184,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     train::Trainer trainer(spec, *ops, *comm, options);
     const train::RunResult result = trainer.run();
     if (session) session->finish();
+    if ((!env || env->rank == 0) && result.typical_step && predicted)
+      std::fprintf(stderr, "%s", measured_against_predicted(*result.typical_step, *predicted).c_str());
     if (result.status == train::RunStatus::NonFinite) {
       std::fprintf(stderr, "error: loss became NaN/inf at step %lld\n", static_cast<long long>(result.failed_step));
       return kExitRuntimeFailure;
@@ -216,8 +222,9 @@ int run_training(const RunArgs& args) {
   config::LoadResult job = load_job(args.job, env ? std::optional<int>(env->world) : args.nproc);
   // run refuses what validate refuses: beyond the rules, an unknown cluster.gpu or a job whose
   // predicted memory exceeds the device's (the error names the breakdown and the nearest fit).
+  std::optional<plan::Estimate> est;
   if (job.ok()) {
-    const std::optional<plan::Estimate> est = estimate_job(job);
+    est = estimate_job(job);
     if (est) job.diags.errors.insert(job.diags.errors.end(), est->diags.errors.begin(), est->diags.errors.end());
   }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) print_diagnostics(job.diags);  // once per job
@@ -237,7 +244,7 @@ int run_training(const RunArgs& args) {
       return kExitRuntimeFailure;
     }
   }
-  return train(args, job.spec, env);
+  return train(args, job.spec, env, est);
 }
 
 }  // namespace

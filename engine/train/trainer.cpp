@@ -454,6 +454,7 @@ RunResult Trainer::State::run() {
   double seconds_total = 0;
   double device_peak = 0;  // the most device memory in use after a step (where the backend measures it)
   std::int64_t timed_steps = 0;
+  StepRecord record;
   // A stop requested during start-up (a signal the worker held until its handler was in place, one
   // during the rendezvous) ends the run before its first step, on every rank: nothing new to save.
   if (start_step < spec.train.steps && stop_agreed(start_step)) {
@@ -500,6 +501,7 @@ RunResult Trainer::State::run() {
     if (log)
       log->record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total /
                          static_cast<double>(timed_steps));
+    record.add(m);
     result.steps_done = m.step;
     result.final_loss = loss;
     if (spec.checkpoint.every > 0 && m.step % spec.checkpoint.every == 0 && m.step != spec.train.steps)
@@ -508,10 +510,12 @@ RunResult Trainer::State::run() {
       result.status = RunStatus::Interrupted;
       note("stop requested: checkpointing after step " + std::to_string(m.step));
       save(m.step);
+      result.typical_step = record.typical();
       return result;
     }
   }
   if (result.status == RunStatus::Completed && result.steps_done > start_step) save(result.steps_done);
+  result.typical_step = record.typical();
   return result;
 }
 

@@ -14,6 +14,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/dist/comm.h"
+#include "engine/train/typical_step.h"
 #include "kernels/ops.h"
 
 namespace ptrain::train {
@@ -29,6 +30,7 @@ struct RunResult {
   std::int64_t steps_done = 0;  // including those of a resumed checkpoint
   std::int64_t failed_step = 0;
   double final_loss = 0;
+  std::optional<TypicalStep> typical_step;  // this run's steps, where it ran any
 };
 
 struct TrainerOptions {

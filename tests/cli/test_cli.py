@@ -486,6 +486,26 @@ class Profile(unittest.TestCase):
         self.assertGreater(measured["step_breakdown"]["comm_exposed_s"]["pp"] + measured["step_breakdown"]["bubble_s"], 0)
         self.assertNotEqual(with_links["step_time_s"], measured["step_time_s"])
 
+    def test_run_ends_with_its_step_against_the_prediction(self):
+        self.assertEqual(self.profiled.returncode, 0, self.profiled.stderr)
+        r = ptrain("run", write_temp(TINY), "--nproc", "4", "--set", "train.steps=5",
+                   "--set", "cluster.profile=" + self.path, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("step time, measured (median of 3 steps) against predicted (profile of", r.stderr)
+        rows = {}
+        for line in r.stderr.splitlines():
+            m = re.match(r"\[rank 0\]   (\S.*?)\s+([0-9.]+) s\s+([0-9.]+) s", line)
+            if m:
+                rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+        self.assertEqual(set(rows), {"step", "compute (the rest)", "pp messages and idle", "dp (ZeRO) collectives",
+                                     "optimizer"}, r.stderr)
+        self.assertGreater(rows["step"][0], 0)
+        self.assertGreater(rows["step"][1], 0)
+        # both columns split their step: validate's parts add up to its step, the run's compute is the rest
+        for column in (0, 1):
+            parts = sum(v[column] for k, v in rows.items() if k != "step")
+            self.assertAlmostEqual(parts, rows["step"][column], delta=5e-4)
+
     def test_the_shipped_cpu_profile_loads(self):
         r = ptrain("validate", write_temp(TINY), "--set", "cluster.profile=profiles/cpu.json")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -1,0 +1,33 @@
+// The typical step of a run: medians of what each step measured (its time, the seconds inside
+// each axis's collectives, the optimizer, the pipeline's idle share), over the run's steps after
+// its first two (start-up, first touches) and the last kKept at most. `ptrain run` sets it against
+// validate's prediction when the run ends (app/run_report.h).
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <optional>
+
+#include "engine/train/metrics.h"
+
+namespace ptrain::train {
+
+struct TypicalStep {
+  int steps = 0;  // how many steps the medians are over
+  double step_s = 0, optimizer_s = 0;
+  std::optional<PerAxis> comm_s;          // world > 1
+  std::optional<double> pipeline_idle_s;  // pp > 1: the idle share of the worst rank x the step
+};
+
+class StepRecord {
+ public:
+  static constexpr std::size_t kKept = 1000;
+  void add(const StepMetrics& m);
+  std::optional<TypicalStep> typical() const;  // nullopt before the first step
+
+ private:
+  std::deque<StepMetrics> steps_;
+  int seen_ = 0;
+};
+
+}  // namespace ptrain::train
