@@ -1,5 +1,6 @@
 // `ptrain profile [--backend cpu|cuda] [--nproc N] [--quick] [--out FILE]`: measures this machine
-// with the engine's own kernels (app/profile_runs.h) and, with N > 1 ranks, its collectives
+// with the engine's own kernels (app/profile_runs.h), calibrates them against a reference training
+// step (app/profile_calibration.h) and, with N > 1 ranks, its collectives
 // (app/profile_collectives.h), and writes a hardware profile (plan/measured_profile.h) that
 // `validate`, `plan` and `schedule` time a job from when it names it in cluster.profile.
 //
@@ -24,6 +25,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/profile_calibration.h"
 #include "app/profile_collectives.h"
 #include "app/profile_runs.h"
 #include "app/worker_process.h"
@@ -88,6 +90,11 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
   options.quick = args.quick;
   options.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
   plan::MeasuredProfile profile = measure_profile(ops, options);
+  std::fprintf(stderr, "  calibration: training a reference job with the engine\n");
+  profile.calibration = calibrate(ops, profile, args.quick);
+  std::fprintf(stderr, "  calibration: %s: %.4f s a step, compute %.2fx the tables' prediction\n",
+               profile.calibration->job.c_str(), profile.calibration->measured_step_s,
+               profile.calibration->compute_scale);
   profile.device = device;
   profile.date = today();
   profile.ptrain_version = kVersion;
@@ -163,7 +170,13 @@ int run_profile(const ProfileArgs& args) {
   std::string device;
   const kernels::Ops* ops = backend_ops(args, 0, device);
   if (ops == nullptr) return kExitBadInput;
-  plan::MeasuredProfile profile = measure_kernels(args, *ops, device);
+  plan::MeasuredProfile profile;
+  try {
+    profile = measure_kernels(args, *ops, device);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitRuntimeFailure;
+  }
   profile.collectives = std::move(collectives);
   if (!write_text(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
   std::fprintf(stderr, "wrote %s (use it with cluster.profile: %s)\n", args.out.c_str(), args.out.c_str());

@@ -16,10 +16,14 @@ using kernels::Buf;
 using kernels::DType;
 
 // Timed runs of one op: the median of `repeats` after a warm-up, each ended by reading `sync` back
-// (the median, not the best: a training step meets caches as they come).
+// (the median, not the best: a training step meets caches as they come). `cold`: on the CPU each
+// run starts with the caches holding other data, as for AdamW, which streams a model's whole state
+// where a step's GEMMs and elementwise ops find the tensors just written (measured on this 2-core
+// machine: a hot AdamW table predicted 0.6 ms of a run's 2 ms update, a cold one 2 ms).
 class Timer {
  public:
-  Timer(const kernels::Ops& ops, int repeats) : ops_(ops), repeats_(repeats) {}
+  Timer(const kernels::Ops& ops, int repeats, bool cold = false) : ops_(ops), repeats_(repeats), cold_(cold) {}
+  Timer cold() const { return Timer(ops_, repeats_, true); }
   template <typename Run>
   double best(Buf sync, Run&& run) const {
     float host = 0;
@@ -27,6 +31,7 @@ class Timer {
     ops_.copy_to_host(&host, sync, sync.dtype == DType::BF16 ? 2 : 4);
     std::vector<double> runs;
     for (int i = 0; i < repeats_; ++i) {
+      if (cold_) evict_caches();
       const auto start = std::chrono::steady_clock::now();
       run();
       ops_.copy_to_host(&host, sync, sync.dtype == DType::BF16 ? 2 : 4);
@@ -37,8 +42,16 @@ class Timer {
   }
 
  private:
+  // Writes 256 MiB, beyond any CPU's last-level cache (a device backend's caches are left alone).
+  void evict_caches() const {
+    if (ops_.device() != kernels::Device::Cpu) return;
+    static std::vector<float> other(std::size_t{64} << 20);
+    for (float& x : other) x += 1.0f;
+  }
+
   const kernels::Ops& ops_;
   int repeats_;
+  bool cold_;
 };
 
 struct Buffers {  // zero-filled device buffers, kept until the table is measured
@@ -106,7 +119,7 @@ std::vector<plan::MemoryPoint> measure_memory(const Timer& timer, const std::vec
 
 plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOptions& options) {
   const bool cuda = ops.device() != kernels::Device::Cpu;
-  const Timer timer(ops, options.quick ? 3 : 5);
+  const Timer timer(ops, options.quick ? 5 : 7);
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
@@ -133,7 +146,8 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
     p.gemm[element] = measure_gemm(ops, timer, dtype, gemm_sizes);
     say("attention " + element + ": " + std::to_string(seqs.size()) + " sequence lengths, head_dim 64 and 128");
     for (const int head_dim : {64, 128}) p.attention[element].push_back(measure_attention(ops, timer, dtype, seqs, 4, head_dim));
-    say("memory-bound ops " + element + ": norms, RoPE, activations, routing, embedding, loss");
+    say("memory-bound ops " + element + ": norms (RMSNorm, LayerNorm), RoPE, activations (SwiGLU, GELU), routing, "
+        "embedding, loss");
     constexpr int C = 1024;
     // The bytes per element each family's forward moves, as model/layer_description.cpp counts them.
     p.memory["norm/" + element] = measure_memory(timer, elements, 4.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
@@ -143,6 +157,15 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
                 rstd = b.take(rows, DType::F32), d_in = b.take(n, dtype), d_w = b.take(C, DType::F32);
       pt.forward_s = t.best(out, [&] { ops.add_rmsnorm_forward(x, out, rstd, a, out, w, rows, C, 1e-5f); });
       pt.backward_s = t.best(d_in, [&] { ops.rmsnorm_backward(d_in, d_w, out, x, w, rstd, rows, C); });
+    });
+    p.memory["layernorm/" + element] = measure_memory(timer, elements, 4.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      const int rows = static_cast<int>(n / C);
+      const Buf x = b.take(n, dtype), a = b.take(n, dtype), out = b.take(n, dtype), w = b.take(C, dtype),
+                bias = b.take(C, dtype), mean = b.take(rows, DType::F32), rstd = b.take(rows, DType::F32),
+                d_in = b.take(n, dtype), d_w = b.take(C, DType::F32), d_bias = b.take(C, DType::F32);
+      pt.forward_s = t.best(out, [&] { ops.add_layernorm_forward(x, out, mean, rstd, a, out, w, bias, rows, C, 1e-5f); });
+      pt.backward_s = t.best(d_in, [&] { ops.layernorm_backward(d_in, d_w, d_bias, out, x, w, mean, rstd, rows, C); });
     });
     p.memory["rope/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
@@ -159,6 +182,12 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
       pt.backward_s = t.best(d_gate, [&] { ops.swiglu_backward(d_gate, d_up, out, gate, up, n); });
     };
     p.memory["activation/" + element] = measure_memory(timer, elements, 3.0 * size, activation);
+    p.memory["gelu/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      Buffers b{ops, {}};
+      const Buf in = b.take(n, dtype), out = b.take(n, dtype), d_in = b.take(n, dtype);
+      pt.forward_s = t.best(out, [&] { ops.gelu_forward(out, in, n); });
+      pt.backward_s = t.best(d_in, [&] { ops.gelu_backward(d_in, out, in, n); });
+    });
     // Routing moves rows (dispatch, combine): measured as copies of the same bytes.
     p.memory["routing/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
@@ -177,7 +206,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
     });
     // AdamW over a shard: bytes counted as 4 per fp32 element of the shard (step_time.h).
     if (dtype == DType::F32)
-      p.memory["optimizer/f32"] = measure_memory(timer, elements, 4.0, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      p.memory["optimizer/f32"] = measure_memory(timer.cold(), elements, 4.0, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
         Buffers b{ops, {}};
         const Buf param = b.take(n, DType::F32), grad = b.take(n, DType::F32), m = b.take(n, DType::F32),
                   v = b.take(n, DType::F32);

@@ -124,7 +124,8 @@ Op norm(const Dims& x, const NormNames& names, ArenaTensor input, ArenaTensor me
   saves.push_back(fp32(rstd, names.rstd, x.sharded_tokens()));
   saves.push_back(act(x, output, names.output, x.sharded_hidden(), true));
   // Reads the residual stream and the branch output, writes their sum and the norm output.
-  return memory_op(names.op, OpKind::Norm, 4.0 * x.sharded_hidden() * x.act_bytes, std::move(saves));
+  return memory_op(names.op, x.gpt2 ? OpKind::LayerNorm : OpKind::Norm, 4.0 * x.sharded_hidden() * x.act_bytes,
+                   std::move(saves));
 }
 
 // q, k, v (RoPE'd for llama), flash attention over the sequence (gathered over cp), the output
@@ -174,7 +175,7 @@ void add_dense_mlp(std::vector<Op>& ops, const Dims& x) {
   const double ffn_bytes = static_cast<double>(N * F) * x.act_bytes;
   if (x.gpt2) {
     ops.push_back(gemm("mlp.c_fc", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}));
-    ops.push_back(memory_op("mlp.gelu", OpKind::Activation, 2 * ffn_bytes,
+    ops.push_back(memory_op("mlp.gelu", OpKind::Gelu, 2 * ffn_bytes,
                             {act(x, ArenaTensor::MlpActivation, "mlp.gelu", N * F, true)}));
     ops.push_back(gemm("mlp.c_proj", {N, C, F}));
     return;

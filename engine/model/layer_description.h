@@ -97,7 +97,9 @@ struct CollectiveStep {
   std::vector<CollectiveKind> forward, backward;
 };
 
-enum class OpKind { Norm, Gemm, Rope, Attention, Activation, Routing, Collective, Embedding, Loss };
+// Norm and Activation are Llama's (RMSNorm, SwiGLU); LayerNorm and Gelu GPT-2's, which cost more
+// per byte (mean and variance, the tanh formula) and are timed from their own profile tables.
+enum class OpKind { Norm, LayerNorm, Gemm, Rope, Attention, Activation, Gelu, Routing, Collective, Embedding, Loss };
 
 struct Op {
   const char* name = "";  // e.g. "attn.q_proj"

@@ -59,7 +59,8 @@ StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& o
                            int virtual_stage, int layers) {
   const bool bf16 = spec.train.precision == config::Precision::Bf16;
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
-  const double slowdown = rank_slowdown(spec, profile);
+  const double slowdown =
+      rank_slowdown(spec, profile) * (profile.calibration ? profile.calibration->compute_scale : 1.0);
   const ListTimes layer = list_times(ops.layer, profile, bf16);
   ComputeSeconds redone;  // what recompute runs again before a layer's backward
   if (spec.train.recompute == config::Recompute::Full) redone = layer.forward;

@@ -11,7 +11,8 @@
 // A CPU profile measured ops on `threads` threads of `cores`; a rank of a job with r ranks per host
 // (gpus_per_node) runs on t = max(1, cores / r) threads (as `ptrain run` sets them), and ranks
 // beyond the cores share them: its times are the profile's x (threads / t) x max(1, r * t / cores)
-// (linear scaling in threads, which GEMMs come close to and memory-bound ops do not).
+// (linear scaling in threads, which GEMMs come close to and memory-bound ops do not). A profile's
+// calibration (measured_profile.h) scales all of it by its compute_scale.
 #pragma once
 
 #include "engine/config/job_spec.h"

@@ -196,6 +196,11 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   est.breakdown = step_breakdown(spec, parts, costs, sim, est);
   est.compute_model = hw.measured ? "profile of " + hw.measured->device + " (" + hw.measured->date + ")"
                                   : "peak x " + std::to_string(static_cast<int>(kGemmEfficiency * 100)) + "%";
+  if (hw.measured && hw.measured->calibration) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, ", calibrated x%.2f", hw.measured->calibration->compute_scale);
+    est.compute_model += scale;
+  }
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
   if (est.peak_memory_bytes() > hw.memory_bytes) {

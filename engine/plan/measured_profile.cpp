@@ -174,8 +174,10 @@ CollectiveTable read_collectives(const json& c) {
 const char* memory_family(model::OpKind kind) {
   switch (kind) {
     case model::OpKind::Norm: return "norm";
+    case model::OpKind::LayerNorm: return "layernorm";
     case model::OpKind::Rope: return "rope";
     case model::OpKind::Activation: return "activation";
+    case model::OpKind::Gelu: return "gelu";
     case model::OpKind::Routing: return "routing";
     case model::OpKind::Embedding: return "embedding";
     case model::OpKind::Loss: return "loss";
@@ -262,6 +264,10 @@ std::string to_json(const MeasuredProfile& p) {
     for (const MemoryPoint& m : points)
       j["memory"][family].push_back({{"bytes", m.bytes}, {"forward_s", m.forward_s}, {"backward_s", m.backward_s}});
   if (p.collectives) j["collectives"] = collectives_json(*p.collectives);
+  if (p.calibration)
+    j["calibration"] = {{"job", p.calibration->job}, {"measured_step_s", p.calibration->measured_step_s},
+                        {"predicted_compute_s", p.calibration->predicted_compute_s},
+                        {"compute_scale", p.calibration->compute_scale}};
   return j.dump(1) + "\n";
 }
 
@@ -323,12 +329,19 @@ MeasuredProfile from_json(const std::string& source) {
     }
   }
   if (j.contains("collectives")) p.collectives = read_collectives(j["collectives"]);
+  if (j.contains("calibration")) {
+    const json& c = j["calibration"];
+    p.calibration = Calibration{text(c, "job", "calibration."), positive_number(c, "measured_step_s", "calibration."),
+                                positive_number(c, "predicted_compute_s", "calibration."),
+                                positive_number(c, "compute_scale", "calibration.")};
+  }
   // Every table the layer description needs, for every element type measured.
   if (p.gemm.empty()) bad("gemm", "no table");
   for (const auto& [element, g] : p.gemm) {
     if (p.attention.count(element) == 0) bad("attention." + element, "missing");
-    for (const char* family : {"norm", "rope", "activation", "routing", "embedding", "loss"})
-      if (p.memory.count(std::string(family) + "/" + element) == 0) bad("memory." + std::string(family) + "/" + element, "missing");
+    for (const char* family : {"norm", "layernorm", "rope", "activation", "gelu", "routing", "embedding", "loss"})
+      if (p.memory.count(std::string(family) + "/" + element) == 0)
+        bad("memory." + std::string(family) + "/" + element, "missing (a profile from an older ptrain: measure it again)");
   }
   if (p.memory.count("optimizer/f32") == 0) bad("memory.optimizer/f32", "missing");
   return p;

@@ -52,6 +52,16 @@ struct CollectiveTable {
 };
 const char* collective_name(model::CollectiveKind kind);  // "all_reduce", ..., "send_recv"
 
+// The engine's own training step of a reference job on this machine against the op-by-op
+// prediction of the same step from the tables: what a step spends beyond the ops the layer
+// description lists (buffer clears, bias gradients, copies, the host's serial work between ops).
+// compute_scale = (measured step - measured optimizer) / predicted compute, which stage_compute
+// applies to every stage's compute.
+struct Calibration {
+  std::string job;  // the reference job, in words
+  double measured_step_s = 0, predicted_compute_s = 0, compute_scale = 1;
+};
+
 struct MeasuredProfile {
   std::string device, backend, date, ptrain_version;
   std::map<std::string, std::string> versions;  // driver and library versions
@@ -63,6 +73,7 @@ struct MeasuredProfile {
   std::map<std::string, std::vector<AttentionTable>> attention;  // by element type
   std::map<std::string, std::vector<MemoryPoint>> memory;   // by "family/element type"
   std::optional<CollectiveTable> collectives;                // intra-node, when measured
+  std::optional<Calibration> calibration;                    // where profile ran the reference step
 };
 
 // Seconds of one collective of `bytes` (S) over `ranks` ranks of one node, read from the measured

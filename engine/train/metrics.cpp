@@ -47,6 +47,7 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
     if (m.comm_bytes) j["comm_bytes"] = per_axis(*m.comm_bytes);
     if (m.comm_seconds) j["comm_s"] = per_axis(*m.comm_seconds);
     j["optimizer_s"] = m.optimizer_seconds;
+    j["compute_s"] = m.compute_seconds;
     jsonl_ << j.dump() << '\n';
     jsonl_.flush();
   }

@@ -328,6 +328,7 @@ struct Trainer::State {
     std::optional<PerAxis> comm_bytes;    // world > 1: what each axis sent, the most over the ranks
     std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls, alike
     double optimizer_seconds = 0;         // the slowest rank's
+    double compute_seconds = 0;           // the busiest rank's pipeline phase outside its calls
     bool stop = false;  // every rank agreed to stop after this step
   };
 
@@ -338,25 +339,33 @@ struct Trainer::State {
     zero.begin_step(micro);
     const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
     const float grad_scale = static_cast<float>(1.0 / tokens_per_step);
+    const PerAxis spent_at_start = comm.world() > 1 ? spent_so_far() : PerAxis{};
     const auto t0 = Clock::now();
     const double waited =
         pipeline.train([&](int mb, std::int32_t* tokens,
                            std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
                        grad_scale, loss_sums, zero);
     const double pipeline_seconds = seconds_since(t0);
+    const PerAxis spent_in_pipeline = comm.world() > 1 ? spent_so_far() - spent_at_start : PerAxis{};
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
     if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
       const PerAxis sent = sent_so_far(), bytes = sent - sent_before;
       const PerAxis spent = spent_so_far(), seconds = spent - spent_before;
-      double most[11] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
+      // This rank's compute: its pipeline phase outside the calls it made in it.
+      const PerAxis& in = spent_in_pipeline;
+      const double computed = pipeline_seconds - (in.tp + in.pp + in.dp + in.cp + in.ep);
+      double most[12] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
                          bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,
-                         seconds.tp, seconds.pp, seconds.dp, seconds.cp, seconds.ep};
+                         seconds.tp, seconds.pp, seconds.dp, seconds.cp, seconds.ep, std::max(0.0, computed)};
       sent_before = sent;
       spent_before = spent;
-      comm.all_reduce(comm.world_group(), most, 11, dist::ReduceOp::Max);
+      comm.all_reduce(comm.world_group(), most, 12, dist::ReduceOp::Max);
       if (groups.pp != nullptr && pipeline.messages_wait_on_host()) out.pipeline_idle = most[0];
       out.comm_bytes = PerAxis{most[1], most[2], most[3], most[4], most[5]};
       out.comm_seconds = PerAxis{most[6], most[7], most[8], most[9], most[10]};
+      out.compute_seconds = most[11];
+    } else {
+      out.compute_seconds = pipeline_seconds;
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
@@ -492,6 +501,7 @@ RunResult Trainer::State::run() {
     m.comm_bytes = outcome.comm_bytes;
     m.comm_seconds = outcome.comm_seconds;
     m.optimizer_seconds = outcome.optimizer_seconds;
+    m.compute_seconds = outcome.compute_seconds;
     if (const auto in_use = ops.device_bytes_in_use()) {
       device_peak = std::max(device_peak, static_cast<double>(*in_use));
       m.device_memory_peak_bytes = device_peak;

@@ -31,6 +31,7 @@ std::optional<TypicalStep> StepRecord::typical() const {
   t.steps = static_cast<int>(steps_.size() - skip);
   t.step_s = median(steps_, skip, [](const StepMetrics& m) { return m.step_seconds; });
   t.optimizer_s = median(steps_, skip, [](const StepMetrics& m) { return m.optimizer_seconds; });
+  t.compute_s = median(steps_, skip, [](const StepMetrics& m) { return m.compute_seconds; });
   if (steps_.back().comm_seconds) {
     auto axis = [&](double PerAxis::*a) {
       return median(steps_, skip, [a](const StepMetrics& m) { return m.comm_seconds ? (*m.comm_seconds).*a : 0.0; });

@@ -14,7 +14,7 @@ namespace ptrain::train {
 
 struct TypicalStep {
   int steps = 0;  // how many steps the medians are over
-  double step_s = 0, optimizer_s = 0;
+  double step_s = 0, optimizer_s = 0, compute_s = 0;
   std::optional<PerAxis> comm_s;          // world > 1
   std::optional<double> pipeline_idle_s;  // pp > 1: the idle share of the worst rank x the step
 };

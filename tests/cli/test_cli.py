@@ -437,12 +437,17 @@ class Profile(unittest.TestCase):
         self.assertEqual(p["schema"], "ptrain.profile.v1")
         self.assertEqual(p["backend"], "cpu")
         self.assertTrue(p["quick"])
+        # the engine's own step of a reference job against the tables' prediction of it
+        self.assertIn("calibration: training a reference job", self.profiled.stderr)
+        self.assertGreater(p["calibration"]["measured_step_s"], 0)
+        self.assertGreater(p["calibration"]["compute_scale"], 0.5)
+        self.assertLess(p["calibration"]["compute_scale"], 2.0)
         for element in ("f32", "bf16"):
             g = p["gemm"][element]
             self.assertEqual(len(g["forward_s"]), len(g["m"]) * len(g["n"]) * len(g["k"]))
             self.assertTrue(all(t > 0 for t in g["forward_s"] + g["input_grad_s"] + g["weight_grad_s"]))
             self.assertEqual({a["head_dim"] for a in p["attention"][element]}, {64, 128})
-            for family in ("norm", "rope", "activation", "routing", "embedding", "loss"):
+            for family in ("norm", "layernorm", "rope", "activation", "gelu", "routing", "embedding", "loss"):
                 self.assertIn(family + "/" + element, p["memory"])
 
     def test_validate_times_compute_from_it(self):
@@ -453,6 +458,7 @@ class Profile(unittest.TestCase):
         self.assertEqual(plain.returncode, 0, plain.stderr)
         self.assertEqual(measured.returncode, 0, measured.stderr)
         self.assertNotEqual(json.loads(plain.stdout)["step_time_s"], json.loads(measured.stdout)["step_time_s"])
+        self.assertIn(", calibrated x", json.loads(measured.stdout)["compute_model"])
         for command in (("schedule", job), ("plan", job, "--gpus", "4", "--out", os.path.join(SCRATCH.name, "p.yaml"))):
             r = ptrain(*command, "--set", "cluster.profile=" + self.path)
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -497,14 +503,14 @@ class Profile(unittest.TestCase):
             m = re.match(r"\[rank 0\]   (\S.*?)\s+([0-9.]+) s\s+([0-9.]+) s", line)
             if m:
                 rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
-        self.assertEqual(set(rows), {"step", "compute (the rest)", "pp messages and idle", "dp (ZeRO) collectives",
-                                     "optimizer"}, r.stderr)
-        self.assertGreater(rows["step"][0], 0)
+        self.assertEqual(set(rows), {"step", "compute", "pp messages and idle", "dp (ZeRO) collectives", "optimizer"},
+                         r.stderr)
         self.assertGreater(rows["step"][1], 0)
-        # both columns split their step: validate's parts add up to its step, the run's compute is the rest
-        for column in (0, 1):
-            parts = sum(v[column] for k, v in rows.items() if k != "step")
-            self.assertAlmostEqual(parts, rows["step"][column], delta=5e-4)
+        # validate's parts add up to its step; the run's rows are each the most over the ranks
+        parts = sum(v[1] for k, v in rows.items() if k != "step")
+        self.assertAlmostEqual(parts, rows["step"][1], delta=5e-4)
+        self.assertGreater(rows["compute"][0], 0)
+        self.assertLess(rows["compute"][0], rows["step"][0])
 
     def test_the_shipped_cpu_profile_loads(self):
         r = ptrain("validate", write_temp(TINY), "--set", "cluster.profile=profiles/cpu.json")

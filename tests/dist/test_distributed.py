@@ -562,8 +562,10 @@ class Faults(Timed):
             self.assertEqual(run(job(ref, dp=2, zero=3, steps=200)).returncode, 0)
             p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=3, steps=200)], stderr=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, text=True, env=env())
+            # the metrics file is opened before the first step: wait for a step in it, so there is one to save
             deadline = time.time() + 60
-            while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+            path = os.path.join(d, "metrics.jsonl")
+            while time.time() < deadline and not (os.path.exists(path) and "\n" in open(path).read()):
                 time.sleep(0.05)
             p.send_signal(signal.SIGTERM)
             _, err = p.communicate(timeout=60)

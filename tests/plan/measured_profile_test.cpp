@@ -42,7 +42,7 @@ plan::MeasuredProfile ideal() {
     a.backward_s.push_back(2.5 * 4.0 * pairs * a.head_dim / kFlopsPerS);
   }
   p.attention["f32"] = p.attention["bf16"] = {a};
-  for (const char* family : {"norm", "rope", "activation", "routing", "embedding", "loss"})
+  for (const char* family : {"norm", "layernorm", "rope", "activation", "gelu", "routing", "embedding", "loss"})
     for (const char* element : {"f32", "bf16"})
       for (double bytes : {1e4, 1e6, 1e8})
         p.memory[std::string(family) + "/" + element].push_back(
@@ -160,6 +160,26 @@ TEST_CASE("a CPU profile's times are per machine: ranks sharing its cores comput
     // 1 rank: both threads; 2 ranks: one thread each; 4 ranks: one thread each, two per core.
     CHECK(plan::stage_compute(job.spec, ops, cpu, 0, 4).forward.total() == Approx(on_gpu * ranks));
   }
+}
+
+TEST_CASE("a calibrated profile scales every stage's compute by its measured compute_scale") {
+  plan::MeasuredProfile calibrated = ideal();
+  calibrated.calibration = plan::Calibration{"reference", 0.3, 0.25, 1.2};
+  const plan::MeasuredProfile back = plan::from_json(plan::to_json(calibrated));
+  REQUIRE(back.calibration.has_value());
+  CHECK(back.calibration->job == "reference");
+  CHECK(back.calibration->compute_scale == 1.2);
+  CHECK_FALSE(plan::from_json(plan::to_json(ideal())).calibration.has_value());
+  std::string text = plan::to_json(calibrated);
+  CHECK_THROWS_WITH(plan::from_json(text.replace(text.find("1.2"), 3, "-1")), Contains("calibration.compute_scale"));
+  config::LoadResult job = test::load_job(test::kSmallLlama, {}, 1);
+  REQUIRE(job.ok());
+  const model::ModelOps ops = model::model_ops(job.spec);
+  const plan::StageCompute plain = plan::stage_compute(job.spec, ops, ideal(), 0, 4);
+  const plan::StageCompute scaled = plan::stage_compute(job.spec, ops, calibrated, 0, 4);
+  CHECK(scaled.forward.total() == Approx(1.2 * plain.forward.total()));
+  CHECK(scaled.backward.gemm == Approx(1.2 * plain.backward.gemm));
+  CHECK(scaled.weight_grad.memory == Approx(1.2 * plain.weight_grad.memory));
 }
 
 TEST_CASE("measured collectives: read between sizes, a group of another size at equal traffic per rank") {
