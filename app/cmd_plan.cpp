@@ -12,6 +12,7 @@
 #include "app/exit_codes.h"
 #include "app/job_loading.h"
 #include "app/json_writer.h"
+#include "app/plan_verify.h"
 #include "engine/ckpt/file_io.h"
 #include "engine/config/yaml_edit.h"
 #include "engine/plan/estimate.h"
@@ -32,7 +33,10 @@ struct PlanArgs {
   std::string out;
   bool force = false;
   bool json = false;
+  int verify = 0;  // > 0: run the best `verify` layouts for a few steps here
 };
+
+constexpr int kVerifySteps = 8;
 
 int bad_input(const std::string& message, const std::string& fix) {
   std::fprintf(stderr, "error: %s%s\n", message.c_str(), fix.empty() ? "" : (" (fix: " + fix + ")").c_str());
@@ -121,7 +125,7 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
 }
 
 std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile& hw, int gpus,
-                       const std::string& written) {
+                       const std::string& written, const std::vector<VerifiedLayout>& verified) {
   JsonWriter w;
   w.begin_object();
   w.key("gpus").value(gpus).key("gpu").value(hw.name);
@@ -145,6 +149,18 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
     w.end_object();
   }
   w.end_array();
+  if (!verified.empty()) {
+    w.key("verified").begin_array();
+    for (const VerifiedLayout& v : verified) {
+      w.begin_object().key("row").value(v.row).key("predicted_s").value(v.predicted_s);
+      if (v.measured_s)
+        w.key("measured_s").value(*v.measured_s);
+      else
+        w.key("failure").value(v.failure);
+      w.end_object();
+    }
+    w.end_array();
+  }
   w.end_object();
   return w.str();
 }
@@ -196,6 +212,10 @@ int run_plan(const PlanArgs& args) {
             std::to_string(per_node) + " GPUs (cluster.gpus_per_node)",
         "use a multiple of " + std::to_string(per_node) + ", or --set cluster.gpus_per_node=...");
   }
+  if (args.verify > 0 && args.gpus > per_node)
+    return bad_input("--verify runs the layouts on this machine, but --gpus " + std::to_string(args.gpus) +
+                         " spans more than one node of " + std::to_string(per_node) + " (cluster.gpus_per_node)",
+                     "plan for at most " + std::to_string(per_node) + " GPUs, or leave out --verify");
   read.overrides.insert(read.overrides.end(), cluster->begin(), cluster->end());
   config::LoadResult job = config::load_string(*text, path, read);
   if (!job.ok()) return bad_job(job.diags);
@@ -241,13 +261,23 @@ int run_plan(const PlanArgs& args) {
     return bad_input("cannot write " + out_path + ": " + e.what(), "pass --out with a writable path");
   }
 
-  if (args.json) {
-    std::printf("%s\n", json_table(result, *hw, args.gpus, out_path).c_str());
-  } else {
+  if (!args.json) {
     std::printf("%s", human_table(result, path, *hw, args.gpus, experts).c_str());
     std::printf("wrote %s (row 1); `ptrain validate %s` shows its full report\n", out_path.c_str(),
                 out_path.c_str());
+    std::fflush(stdout);
   }
+  std::vector<VerifiedLayout> verified;
+  if (args.verify > 0) {
+    try {
+      verified = verify_layouts(*text, read.overrides, result.best, args.verify, experts, kVerifySteps);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: --verify: %s\n", e.what());
+      return kExitRuntimeFailure;
+    }
+    if (!args.json) std::printf("%s", verify_table(verified).c_str());
+  }
+  if (args.json) std::printf("%s\n", json_table(result, *hw, args.gpus, out_path, verified).c_str());
   std::fflush(stdout);
   std::vector<config::Diagnostic> warnings = best.job.diags.warnings;
   for (config::Diagnostic& limit : engine_limit_warnings(reloaded)) warnings.push_back(std::move(limit));
@@ -276,6 +306,10 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
   cmd->add_option("--out", args->out, "Where to write the best layout (default: <job name>.plan.yaml here)");
   cmd->add_flag("--force", args->force, "Replace --out even if ptrain plan did not write it");
   cmd->add_flag("--json", args->json, "Print the ranking as one JSON object");
+  cmd->add_option("--verify", args->verify,
+                  "Run the best K layouts for " + std::to_string(kVerifySteps) +
+                      " steps each on this machine and report which was really fastest")
+      ->check(CLI::Range(1, 100));
   cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });
 }
 

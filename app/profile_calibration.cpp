@@ -35,7 +35,7 @@ const Reference kCuda{"GPT-2 124M, seq 1024, 2 x 8 sequences, bf16",
 plan::Calibration calibrate(const kernels::Ops& ops, const plan::MeasuredProfile& profile, bool quick) {
   const bool cpu = ops.device() == kernels::Device::Cpu;
   const Reference& ref = cpu ? kCpu : kCuda;
-  const int steps = quick ? 8 : 14;
+  const int steps = quick ? 16 : 24;
   const std::string text = std::string("name: calibration\nbackend: ") + (cpu ? "cpu" : "cuda") +
                            "\nmodel: " + ref.model +
                            "\nparallel: {tp: 1, pp: 1, dp: 1, zero: 0}\nschedule: {kind: 1f1b}\n"

@@ -104,9 +104,10 @@ def main():
                 steps += median_steps(args.ptrain, job, sets, metrics)
                 runs = 2
             measured = statistics.median(r["step_s"] for r in steps)
-            # The parts the run measures, medians like the step: each axis's time inside its calls,
-            # the optimizer.
-            parts = {"optimizer_s": statistics.median(r["optimizer_s"] for r in steps)}
+            # The parts the run measures, medians like the step: compute outside the calls, each
+            # axis's time inside its calls, the optimizer.
+            parts = {"compute_s": statistics.median(r["compute_s"] for r in steps),
+                     "optimizer_s": statistics.median(r["optimizer_s"] for r in steps)}
             if "comm_s" in steps[-1]:
                 parts["comm_s"] = {axis: statistics.median(r["comm_s"][axis] for r in steps)
                                    for axis in steps[-1]["comm_s"]}

@@ -320,6 +320,28 @@ class Plan(unittest.TestCase):
             for w in refused:
                 self.assertIn(f'{w["key"]}: {w["message"]}', r.stderr)
 
+    def test_verify_runs_the_best_layouts_here_and_reports_the_fastest(self):
+        ckpt = os.path.join(tempfile.mkdtemp(dir=SCRATCH.name), "ckpt")
+        job = write_temp(TINY + f"checkpoint: {{dir: {ckpt}}}\n")
+        r, _ = self.plan(job, "--gpus", "2", "--top", "4", "--verify", "2", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        report = json.loads(r.stdout)
+        verified = report["verified"]
+        self.assertEqual([v["row"] for v in verified], [1, 2])
+        for v, ranked in zip(verified, report["ranked"]):
+            self.assertEqual(v["predicted_s"], ranked["step_time_s"])
+            self.assertGreater(v["measured_s"], 0)
+        self.assertIn("verify: running row 2 (8 steps)", r.stderr)
+        self.assertFalse(os.path.exists(ckpt), "a verification run wrote into the job's checkpoint.dir")
+        r, _ = self.plan(job, "--gpus", "2", "--verify", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("verify: the top 2 layouts run on this machine", r.stdout)
+        self.assertRegex(r.stdout, r"fastest measured: row [12]")
+        # the layouts run here: one node at most
+        r, _ = self.plan(job, "--gpus", "8", "--verify", "1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--verify runs the layouts on this machine", r.stderr)
+
     def test_human_table(self):
         r, out = self.plan(config("gpt2-124m"), "--gpus", "8", "--top", "3")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -1,0 +1,31 @@
+// `ptrain plan --verify K`: the plan's K best layouts run for a few steps on this machine, each a
+// `ptrain run` of its own (a child process, which starts its ranks as usual), and their measured
+// steps set against the predicted ones, so the ranking can be checked before the real job.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/plan/search.h"
+
+namespace ptrain::app {
+
+struct VerifiedLayout {
+  int row = 0;  // 1-based, in the plan's ranking
+  double predicted_s = 0;
+  std::optional<double> measured_s;  // the median step after the first two; none if the run failed
+  std::string failure;                // the run's last error line, when it failed
+};
+
+// Runs rows 1..k of `ranked`. `yaml` is the job as written and `keys` the assignments that make it
+// the planned job (--set, cluster); each row adds its layout's and the short run's own: `steps`
+// steps, metrics to a scratch file, no checkpoints, no evaluation, no trace.
+std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::vector<std::string>& keys,
+                                           const std::vector<plan::RankedLayout>& ranked, int k, bool experts,
+                                           int steps);
+
+// The table for the terminal: each row's predicted and measured step and which ran fastest.
+std::string verify_table(const std::vector<VerifiedLayout>& rows);
+
+}  // namespace ptrain::app
