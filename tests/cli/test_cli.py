@@ -1,4 +1,5 @@
 """End-to-end tests of the ptrain command line: exit codes, messages, and the JSON report."""
+import glob
 import json
 import os
 import re
@@ -441,6 +442,34 @@ def limit_file_size():
     a checkpoint's rank file hits the limit like a full disk, the small files do not."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
+
+
+class PublishedJobs(unittest.TestCase):
+    """configs/published/: the jobs behind published throughput tables, each with its figure and source in
+    its header; validate's prediction stays within the header's bound of the figure."""
+
+    def test_predictions_stay_within_their_bounds(self):
+        paths = sorted(glob.glob(os.path.join(ROOT, "configs", "published", "*.yaml")))
+        self.assertGreaterEqual(len(paths), 12)
+        for path in paths:
+            with self.subTest(job=os.path.basename(path)):
+                with open(path) as f:
+                    text = f.read()
+                bound = float(re.search(r"^# bound: ([0-9.]+)$", text, re.M).group(1))
+                self.assertLessEqual(bound, 0.25)
+                self.assertRegex(text, r"arXiv:\d{4}\.\d{5}")  # the source
+                r = ptrain("validate", path, "--json")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                d = json.loads(r.stdout)
+                tokens = re.search(r"^# published_tokens_per_s_per_gpu: ([0-9.]+)$", text, re.M)
+                if tokens:
+                    predicted = d["tokens_per_step"] / d["step_time_s"] / d["world"]
+                    published = float(tokens.group(1))
+                else:
+                    predicted = d["flops_per_step"] / d["step_time_s"] / d["world"] / 1e12
+                    published = float(re.search(r"^# published_tflops_per_gpu: ([0-9.]+)$", text, re.M).group(1))
+                self.assertLessEqual(abs(predicted / published - 1), bound,
+                                     f"predicted {predicted:.1f}, published {published}")
 
 
 class Profile(unittest.TestCase):
