@@ -33,9 +33,8 @@
 #include "engine/dist/rendezvous.h"
 #include "engine/dist/worker_env.h"
 #include "kernels/cpu/threads.h"
-#ifdef PTRAIN_HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
+#include "kernels/backend_module.h"
+#include "kernels/cuda_backend.h"
 
 namespace ptrain::app {
 namespace {
@@ -70,18 +69,17 @@ std::string today() {
 const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, std::string& device) {
   device = cpu_name() + " (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
   if (args.backend == "cpu") return &kernels::cpu_ops();
-#ifdef PTRAIN_HAVE_CUDA
-  if (!kernels::cuda_device_available()) {
+  const kernels::CudaBackend* cuda = kernels::cuda_backend();
+  if (cuda == nullptr) {
+    std::fprintf(stderr, "error: --backend cuda, but %s\n", kernels::cuda_module_status().detail.c_str());
+    return nullptr;
+  }
+  if (!cuda->device_available()) {
     std::fprintf(stderr, "error: --backend cuda, but no CUDA device is visible\n");
     return nullptr;
   }
-  device = "cuda device " + std::to_string(kernels::cuda_select_device(local_rank));
-  return &kernels::cuda_ops();
-#else
-  (void)local_rank;
-  std::fprintf(stderr, "error: --backend cuda, but this ptrain was built without CUDA\n");
-  return nullptr;
-#endif
+  device = "cuda device " + std::to_string(cuda->select_device(local_rank));
+  return &cuda->ops();
 }
 
 plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Ops& ops, const std::string& device) {

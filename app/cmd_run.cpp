@@ -26,10 +26,9 @@
 #include "engine/dist/worker_env.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/threads.h"
+#include "kernels/backend_module.h"
+#include "kernels/cuda_backend.h"
 #include "kernels/ops.h"
-#ifdef PTRAIN_HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace ptrain::app {
 namespace {
@@ -116,22 +115,18 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
 // with `why_not` filled when the job asks for what cannot run here.
 const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, std::string& why_not) {
   if (spec.backend == config::Backend::Cpu) return &kernels::cpu_ops();
-#ifdef PTRAIN_HAVE_CUDA
-  if (kernels::cuda_device_available()) {
-    kernels::cuda_select_device(local_rank);
-    return &kernels::cuda_ops();
+  // auto on a machine without NVIDIA's device files: the CPU, without opening the CUDA module
+  if (spec.backend == config::Backend::Auto && !kernels::cuda_device_files_exist()) return &kernels::cpu_ops();
+  const kernels::CudaBackend* cuda = kernels::cuda_backend();
+  if (cuda != nullptr && cuda->device_available()) {
+    cuda->select_device(local_rank);
+    return &cuda->ops();
   }
   if (spec.backend == config::Backend::Cuda) {
-    why_not = "backend: cuda, but no CUDA device is visible (use backend: cpu or auto)";
+    why_not = cuda != nullptr ? "backend: cuda, but no CUDA device is visible (use backend: cpu or auto)"
+                              : "backend: cuda, but " + kernels::cuda_module_status().detail;
     return nullptr;
   }
-#else
-  (void)local_rank;
-  if (spec.backend == config::Backend::Cuda) {
-    why_not = "backend: cuda, but this ptrain was built without CUDA (configure with -DPTRAIN_CUDA=ON)";
-    return nullptr;
-  }
-#endif
   return &kernels::cpu_ops();
 }
 

@@ -2,9 +2,30 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <string>
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "kernels/backend_module.h"
+#include "kernels/cuda_backend.h"
+
+namespace {
+
+// --version: the version and the backends this build has, the CUDA module opened to say whether it
+// loads here (the one command that loads it without a job asking for the device).
+std::string version_text() {
+  std::string text = std::string(ptrain::app::kVersion) + "\nbackends: cpu (built in)";
+  const ptrain::kernels::ModuleStatus cuda = ptrain::kernels::cuda_module_status();
+  if (!cuda.built) return text + "; cuda: " + cuda.detail;
+  if (!cuda.loaded) return text + "; cuda: does not load: " + cuda.detail;
+  const bool nccl = ptrain::kernels::cuda_module_symbol("ptrain_nccl_backend") != nullptr;
+  const bool device = ptrain::kernels::cuda_backend()->device_available();
+  return text + "; cuda: " + cuda.detail + " loads, " + (nccl ? "with" : "without") + " NCCL, " +
+         (device ? "a device is visible" : "no device visible");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App cli{
@@ -12,7 +33,7 @@ int main(int argc, char** argv) {
       "across tensor, pipeline, data, context and expert parallelism with ZeRO sharding.\n\n"
       "Exit codes: 0 ok, 1 runtime failure, 2 bad input (config, files, flags)."};
   cli.require_subcommand(1);
-  cli.set_version_flag("--version", ptrain::app::kVersion);
+  cli.set_version_flag("--version", std::function<std::string()>(version_text));
 
   int exit_code = ptrain::app::kExitOk;
   ptrain::app::add_run_command(cli, exit_code);

@@ -4,9 +4,8 @@
 #include <filesystem>
 #include <system_error>
 
-#ifdef PTRAIN_HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
+#include "kernels/backend_module.h"
+#include "kernels/cuda_backend.h"
 
 namespace ptrain::app {
 
@@ -28,14 +27,13 @@ bool detect_worker(std::optional<dist::WorkerEnv>& env) {
 
 dist::NcclOffer nccl_offer(const kernels::Ops& ops) {
   dist::NcclOffer offer;
-#ifdef PTRAIN_HAVE_NCCL
-  if (ops.device() == kernels::Device::Cuda) {
-    offer.gpu = dist::current_cuda_device_uuid();
-    offer.compute_stream = kernels::cuda_compute_stream();
-  }
-#else
-  (void)ops;
-#endif
+  if (ops.device() != kernels::Device::Cuda) return offer;
+  using Entry = const dist::NcclBackend* (*)();
+  const auto entry = reinterpret_cast<Entry>(kernels::cuda_module_symbol("ptrain_nccl_backend"));
+  if (entry == nullptr) return offer;  // a CUDA module built without NCCL: Gloo with host staging
+  offer.nccl = entry();
+  offer.gpu = offer.nccl->current_device_uuid();
+  offer.compute_stream = kernels::cuda_backend()->compute_stream();
   return offer;
 }
 

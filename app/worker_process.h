@@ -17,8 +17,8 @@ std::string self_executable();
 // as a worker, into `env`; false after printing why the environment is unusable (exit 2).
 bool detect_worker(std::optional<dist::WorkerEnv>& env);
 
-// What this rank offers the rendezvous for NCCL: its GPU, when it computes on one and this ptrain
-// has NCCL (the job then uses NCCL if every rank has a GPU of its own; see dist::rendezvous).
+// What this rank offers the rendezvous for NCCL: its GPU, when it computes on one and the CUDA
+// module has NCCL (the job then uses NCCL if every rank has a GPU of its own; see dist::rendezvous).
 dist::NcclOffer nccl_offer(const kernels::Ops& ops);
 
 }  // namespace ptrain::app

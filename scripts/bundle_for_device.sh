@@ -6,7 +6,8 @@
 #   bash scripts/bundle_for_device.sh [BINARY]        # default: ${BUILD_DIR:-build}/ptrain
 #
 # Writes device-bundle/ (git-ignored; carry it):
-#   payload.tar.xz    bin/ptrain and the test binaries next to it in the build (tests/kernels/
+#   payload.tar.xz    bin/ptrain, its CUDA module libptrain_cuda.so (beside it, where ptrain opens it)
+#                     and the test binaries next to it in the build (tests/kernels/
 #                     cuda_op_tests, tests/dist/nccl_comm_tests; more with BUNDLE_EXTRA="paths"),
 #                     debug info stripped (symbols kept for backtraces); lib/ every shared library
 #                     they need that the device does not provide (from ldd); lib/compat/ libstdc++ /
@@ -63,7 +64,7 @@ is_compat_lib() {
 
 build_dir=$(dirname "$bin")
 read -r -a extra <<<"${BUNDLE_EXTRA:-}"
-for t in tests/kernels/cuda_op_tests tests/dist/nccl_comm_tests; do
+for t in libptrain_cuda.so tests/kernels/cuda_op_tests tests/dist/nccl_comm_tests; do
   [[ -x "$build_dir/$t" ]] && extra+=("$build_dir/$t")
 done
 for b in "${extra[@]}"; do
@@ -103,7 +104,7 @@ glibc_compat=$(objdump -T "$stage"/lib/compat/* 2>/dev/null | awk '/\*UND\*/' | 
   sed 's/GLIBC_//' | sort -uV | tail -1 || true)
 glibcxx_needed=$(objdump -T "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null | awk '/\*UND\*/' |
   grep -o 'GLIBCXX_[0-9][0-9.]*' | sed 's/GLIBCXX_//' | sort -uV | tail -1 || true)
-if LC_ALL=C grep -qa '\.nv_fatbin' "$stage/bin/ptrain"; then cuda=yes; else cuda=no; fi
+if [[ -f "$stage/bin/libptrain_cuda.so" ]]; then cuda=yes; else cuda=no; fi
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [[ "$commit" != unknown ]] && [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
@@ -162,6 +163,7 @@ if [[ "${1:-}" == "--check" ]]; then
   echo "glibc:   this machine $have, the bundle needs >= $glibc_needed${too_old:+  -> TOO OLD}"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$PTRAIN_BUNDLE_BIN/ptrain"
+  [[ -f "$PTRAIN_BUNDLE_BIN/libptrain_cuda.so" ]] && ldd "$PTRAIN_BUNDLE_BIN/libptrain_cuda.so"
   "$PTRAIN_BUNDLE_BIN/ptrain" --version
   exit $?
 fi

@@ -32,7 +32,8 @@
 // (op, group, sequence number, bytes) and this rank's collective log; the caller reports it and
 // exits. Synchronous waits (host staging, barrier) throw CollectiveError instead.
 //
-// Built only with CUDA and NCCL (PTRAIN_HAVE_NCCL); this header keeps CUDA types out.
+// Built only with CUDA and NCCL, into the CUDA module (libptrain_cuda.so), which hands the functions
+// below out as an NcclBackend (nccl_module_entry.cpp); this header keeps CUDA types out.
 #pragma once
 
 #include <chrono>
@@ -66,5 +67,12 @@ int visible_cuda_devices();
 // The UUID of the current CUDA device (what tells two ranks' GPUs apart across CUDA_VISIBLE_DEVICES
 // masks and machines); empty when there is none. Never throws.
 std::string current_cuda_device_uuid();
+
+// The module's table of the above (its entry point ptrain_nccl_backend()).
+struct NcclBackend {
+  std::unique_ptr<Comm> (*make_comm)(StoreClient& store, int rank, int world, const NcclOptions& options);
+  int (*visible_devices)();
+  std::string (*current_device_uuid)();
+};
 
 }  // namespace ptrain::dist

@@ -112,7 +112,8 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job
   const std::vector<char> decided = s->client_->get(kBackendKey, timeout);
   const std::string backend(decided.begin(), decided.end());
   if (backend == "nccl") {
-#ifdef PTRAIN_HAVE_NCCL
+    // every rank offered a GPU, and with it NCCL
+    if (offer.nccl == nullptr) throw DistError("the job chose NCCL, but this rank has no NCCL to connect with");
     NcclOptions options;
     options.timeout = timeout;
     options.compute_stream = offer.compute_stream;
@@ -124,10 +125,7 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job
       session->report_abort(what);
       std::_Exit(1);  // a runtime failure
     };
-    s->comm_ = make_nccl_comm(*s->client_, env.rank, env.world, options);
-#else
-    throw DistError("the job chose NCCL, but this ptrain was built without it");  // every rank offered a GPU
-#endif
+    s->comm_ = offer.nccl->make_comm(*s->client_, env.rank, env.world, options);
   } else {
     if (env.rank == 0 && !offer.gpu.empty())
       std::fprintf(stderr, "note: collectives go through Gloo with host staging: %s\n", backend.c_str());

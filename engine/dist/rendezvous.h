@@ -22,11 +22,13 @@
 
 namespace ptrain::dist {
 
-// What this rank offers for NCCL: the UUID of the GPU it computes on, and the stream its kernels
-// run on. An empty `gpu` (the CPU backend, or a ptrain without NCCL) means Gloo for the whole job.
+// What this rank offers for NCCL: the UUID of the GPU it computes on, the stream its kernels run
+// on, and NCCL itself (the CUDA module's, kernels/backend_module.h). An empty `gpu` (the CPU
+// backend, or a ptrain without NCCL) means Gloo for the whole job.
 struct NcclOffer {
   std::string gpu;
   void* compute_stream = nullptr;
+  const NcclBackend* nccl = nullptr;  // set whenever `gpu` is
 };
 
 class Session {

@@ -54,6 +54,28 @@ class Help(unittest.TestCase):
         for cmd in ["validate", "plan", "schedule"]:
             self.assertIn(cmd, r.stdout)
 
+    def test_version_names_the_backends_and_only_a_device_job_loads_cuda(self):
+        r = ptrain("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        module = os.path.join(os.path.dirname(PTRAIN), "libptrain_cuda.so")
+        if os.path.exists(module):
+            self.assertIn(f"cuda: {module} loads", r.stdout)
+        else:
+            self.assertIn("cuda: this ptrain was built without CUDA", r.stdout)
+        # the dynamic loader's own account of the files it opens: validate and a CPU run open none of CUDA's
+        def opened(*args):
+            env = dict(os.environ, LD_DEBUG="files")
+            run = subprocess.run([PTRAIN, *args], capture_output=True, text=True, env=env, timeout=120)
+            self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+            return set(re.findall(r"file=(\S+)", run.stderr))
+        for args in (("validate", config("llama3-405b")),
+                     ("run", write_temp(TINY), "--nproc", "1", "--set", "parallel.pp=1", "--set", "train.steps=1",
+                      "--set", "cluster.gpus_per_node=1", "--set", "backend=auto")):
+            if args[0] == "run" and os.path.exists("/dev/nvidiactl"):
+                continue  # backend: auto on a GPU machine opens the module, as it should
+            files = opened(*args)
+            self.assertFalse([f for f in files if "cuda" in f or "cublas" in f or "nccl" in f], (args[0], files))
+
     def test_no_command_is_bad_input(self):
         self.assertEqual(ptrain().returncode, 2)
 

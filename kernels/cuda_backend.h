@@ -1,0 +1,22 @@
+// The CUDA backend as the rest of ptrain sees it: a table of entry points that libptrain_cuda.so
+// (kernels/cuda/module_entry.cpp) hands out, opened the first time a job needs the device
+// (kernels/backend_module.h). No CUDA header here: code that only asks "is there a device?" never
+// loads CUDA's libraries.
+#pragma once
+
+#include "kernels/ops.h"
+
+namespace ptrain::kernels {
+
+struct CudaBackend {
+  bool (*device_available)();         // a usable device is visible; never throws
+  int (*select_device)(int local_rank);  // device local_rank mod the visible ones, made current
+  const Ops& (*ops)();                // the CUDA implementation of the op set
+  void* (*compute_stream)();          // the cudaStream_t the ops run on
+};
+
+// The CUDA module's table, or nullptr when this ptrain was built without CUDA or its module does
+// not load (cuda_module_status in backend_module.h says which).
+const CudaBackend* cuda_backend();
+
+}  // namespace ptrain::kernels
