@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSchema = "ptrain.profile.v1";
+constexpr const char* kSchema = "ptrain.profile.v2";
 
 // Where x falls on an ascending grid, in log space: between points lo and hi with weight t of hi
 // (clamped to the ends: lo = hi, t = 0).

@@ -14,7 +14,8 @@
 //              a few sizes, forward and backward; read piecewise linear in bytes (a latency and a
 //              bandwidth), extrapolated from the last two points. "optimizer/f32" is AdamW over a
 //              shard, its bytes 4 per fp32 element.
-// File format (JSON, schema "ptrain.profile.v1"): see to_json / from_json; README "Profiles".
+// File format (JSON, schema "ptrain.profile.v2"; v2 added the layernorm and gelu tables and the
+// calibration, so a v1 file is refused: measure again): see to_json / from_json; README "Formats".
 #pragma once
 
 #include <map>

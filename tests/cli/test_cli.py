@@ -507,7 +507,7 @@ class Profile(unittest.TestCase):
         self.assertIn("gemm f32", self.profiled.stderr)
         with open(self.path) as f:
             p = json.load(f)
-        self.assertEqual(p["schema"], "ptrain.profile.v1")
+        self.assertEqual(p["schema"], "ptrain.profile.v2")
         self.assertEqual(p["backend"], "cpu")
         self.assertTrue(p["quick"])
         # the engine's own step of a reference job against the tables' prediction of it
@@ -542,7 +542,7 @@ class Profile(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("cluster.profile", r.stderr)
         self.assertIn("cannot read the profile", r.stderr)
-        broken = write_temp('{"schema": "ptrain.profile.v1", "device": "x"}', suffix=".json")
+        broken = write_temp('{"schema": "ptrain.profile.v2", "device": "x"}', suffix=".json")
         r = ptrain("validate", job, "--set", "cluster.profile=" + broken)
         self.assertEqual(r.returncode, 2)
         self.assertIn("not a ptrain profile", r.stderr)

@@ -98,7 +98,7 @@ TEST_CASE("the profile file round-trips, and a bad one names its field") {
   CHECK(back.memory.at("loss/f32").back().backward_s == p.memory.at("loss/f32").back().backward_s);
   CHECK_THROWS_WITH(plan::from_json("{"), Contains("not JSON"));
   std::string text = plan::to_json(p);
-  CHECK_THROWS_WITH(plan::from_json(std::string(text).replace(text.find("ptrain.profile.v1"), 17, "other")),
+  CHECK_THROWS_WITH(plan::from_json(std::string(text).replace(text.find("ptrain.profile.v2"), 17, "ptrain.profile.v1")),
                     Contains("schema"));
   plan::MeasuredProfile unsorted = p;
   unsorted.gemm["f32"].m = {256, 16, 4096};
