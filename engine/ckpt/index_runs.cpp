@@ -77,15 +77,8 @@ IndexRuns slice_runs(const IndexRuns& runs, std::int64_t first, std::int64_t cou
 
 IndexRuns param_runs(const model::ParamInfo& info, int tp_rank, int tp) {
   IndexRuns runs;
-  const std::vector<model::RowRange> ranges = model::tp_row_ranges(info, tp_rank, tp);
-  if (info.tp_dim <= 0) {  // whole rows of dim 0 (replicated: all of them)
-    std::int64_t cols = 1;
-    for (std::size_t d = 1; d < info.shape.size(); ++d) cols *= info.shape[d];
-    for (const model::RowRange& r : ranges) append_range(runs, r.begin * cols, r.length * cols);
-  } else {  // split along dim 1 of a 2-D weight: a range of columns of every row
-    for (std::int64_t row = 0; row < info.shape[0]; ++row)
-      for (const model::RowRange& r : ranges) append_range(runs, row * info.shape[1] + r.begin, r.length);
-  }
+  model::for_each_tp_block(info, tp_rank, tp,
+                           [&](std::int64_t start, std::int64_t length) { append_range(runs, start, length); });
   return runs;
 }
 

@@ -49,7 +49,7 @@ void for_each_block(const IndexRuns& runs, Fn&& fn) {
 IndexRuns slice_runs(const IndexRuns& runs, std::int64_t first, std::int64_t count);
 
 // The global flat indices a tp rank holds of parameter `info`, in its local storage order: the same
-// sequence as model::global_indices, without materialising one index per element.
+// blocks as model::for_each_tp_block, merged, without materialising one index per element.
 IndexRuns param_runs(const model::ParamInfo& info, int tp_rank, int tp);
 
 // JSON: [start, length] or [start, length, stride, count], in a list.

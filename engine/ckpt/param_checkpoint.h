@@ -1,6 +1,6 @@
 // Bridges between the engine's flat parameter/optimizer buffers and the checkpoint format: the
 // shard list a rank saves, and restoring a rank's buffers from a checkpoint written by any layout
-// (each element is fetched by its global flat index, model::global_indices' order).
+// (each element is fetched by its global flat index, in model::for_each_tp_block's order).
 #pragma once
 
 #include <cstdint>

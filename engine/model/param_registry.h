@@ -57,6 +57,22 @@ struct RowRange {  // rows [begin, begin + length) of the global tensor along tp
 // (one range per fused part). Replicated tensors: the whole dimension 0.
 std::vector<RowRange> tp_row_ranges(const ParamInfo& info, int tp_rank, int tp);
 
+// Calls fn(global_start, length) for every contiguous block of global flat indices that tp rank
+// `tp_rank` holds of `info`, in its local storage order: whole rows of dim 0 (replicated: all of
+// them), or, split along dim 1 of a 2-D weight, a range of columns of every row.
+template <typename Fn>
+void for_each_tp_block(const ParamInfo& info, int tp_rank, int tp, Fn&& fn) {
+  const std::vector<RowRange> ranges = tp_row_ranges(info, tp_rank, tp);
+  if (info.tp_dim <= 0) {
+    std::int64_t cols = 1;  // elements per row of dim 0
+    for (std::size_t d = 1; d < info.shape.size(); ++d) cols *= info.shape[d];
+    for (const RowRange& r : ranges) fn(r.begin * cols, r.length * cols);
+  } else {
+    for (std::int64_t row = 0; row < info.shape[0]; ++row)
+      for (const RowRange& r : ranges) fn(row * info.shape[1] + r.begin, r.length);
+  }
+}
+
 // Whether tp rank `tp_rank`'s slice of `info` is the first copy of its elements: every rank's of a
 // split tensor, tp rank 0's of a replicated one, the lowest sharer's of a kv head shared by several
 // ranks. A sum over the tp group counts each element once by adding first copies only.

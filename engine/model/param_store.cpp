@@ -28,24 +28,6 @@ InitKind init_kind(const ParamInfo& p) {
 
 }  // namespace
 
-std::vector<std::int64_t> global_indices(const ParamInfo& info, int tp_rank, int tp) {
-  std::int64_t cols = 1;  // elements per row of dim 0 in the global tensor
-  for (size_t d = 1; d < info.shape.size(); ++d) cols *= info.shape[d];
-  std::vector<std::int64_t> out;
-  out.reserve(static_cast<size_t>(info.numel()));
-  const std::vector<RowRange> ranges = tp_row_ranges(info, tp_rank, tp);
-  if (info.tp_dim <= 0) {  // whole rows (or replicated): ranges of dim 0
-    for (const RowRange& r : ranges)
-      for (std::int64_t row = r.begin; row < r.begin + r.length; ++row)
-        for (std::int64_t c = 0; c < cols; ++c) out.push_back(row * cols + c);
-  } else {  // tp_dim == 1 on a 2-D weight: every row, a range of columns
-    for (std::int64_t row = 0; row < info.shape[0]; ++row)
-      for (const RowRange& r : ranges)
-        for (std::int64_t c = r.begin; c < r.begin + r.length; ++c) out.push_back(row * info.shape[1] + c);
-  }
-  return out;
-}
-
 namespace {
 
 // Units: the embedding, each layer, the final norm with the head (registry order keeps each
@@ -153,9 +135,20 @@ void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange rang
     }
     const float stddev = kind == InitKind::ResidualNormal ? std_residual : std_normal;
     const runtime::PhiloxKey key = runtime::stream_key(seed, runtime::name_hash(info.name));
-    const std::vector<std::int64_t> idx = global_indices(info, coords_.tp_rank, coords_.tp);
-    for (std::int64_t i = lo - s.offset; i < hi - s.offset; ++i)
-      *out++ = stddev * runtime::normal_at(key, static_cast<std::uint64_t>(idx[static_cast<size_t>(i)]));
+    // Each element is the Philox normal of its global index, so blocks and threads may take any
+    // share: the result is bitwise the same.
+    std::int64_t position = 0;  // local element of the tensor where this block starts
+    for_each_tp_block(info, coords_.tp_rank, coords_.tp, [&](std::int64_t start, std::int64_t length) {
+      const std::int64_t first = std::max(position, lo - s.offset), last = std::min(position + length, hi - s.offset);
+      if (first < last) {
+        float* block = dst + (s.offset + first - range.begin);
+        const std::int64_t global = start + (first - position);
+#pragma omp parallel for schedule(static) if (last - first > 65536)
+        for (std::int64_t i = 0; i < last - first; ++i)
+          block[i] = stddev * runtime::normal_at(key, static_cast<std::uint64_t>(global + i));
+      }
+      position += length;
+    });
   }
 }
 

@@ -114,8 +114,5 @@ class ParamStore {
   std::vector<float*> grad_base_;
 };
 
-// The global flat index of every element of a rank's slice, in local storage order. Used for
-// initialisation and checkpoints (which slice of the global tensor a rank holds).
-std::vector<std::int64_t> global_indices(const ParamInfo& info, int tp_rank, int tp);
 
 }  // namespace ptrain::model

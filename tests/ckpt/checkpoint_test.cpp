@@ -11,6 +11,7 @@
 
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/crc32c.h"
+#include "tests/param_indices.h"
 #include "engine/ckpt/file_io.h"
 #include "engine/ckpt/index_runs.h"
 #include "engine/ckpt/manifest.h"
@@ -124,14 +125,14 @@ TEST_CASE("index runs: merge, slice, expand, json", "[ckpt][runs]") {
       CheckpointError);
 }
 
-TEST_CASE("param_runs lists exactly model::global_indices for every layout", "[ckpt][runs]") {
+TEST_CASE("param_runs lists exactly the elements of the rank blocks for every layout", "[ckpt][runs]") {
   for (const config::ModelSpec& m : {tiny_gpt2(), tiny_llama(), tiny_mixtral()}) {
     for (const model::ParamInfo& info : model::build_registry(m)) {
       for (int tp : {1, 2, 4}) {
         for (int r = 0; r < tp; ++r) {
           INFO(info.name << " tp " << tp << " rank " << r);
           const IndexRuns runs = param_runs(info, r, tp);
-          CHECK(expand_runs(runs) == model::global_indices(info, r, tp));
+          CHECK(expand_runs(runs) == test::global_indices(info, r, tp));
           CHECK(runs.size() <= 3);  // compact: at most one run per fused part
         }
       }
@@ -453,7 +454,7 @@ TEST_CASE("a checkpoint written at tp=1 loads into tp=2 and tp=4 ranks", "[ckpt]
         for (const model::ParamSlot& s : part.slots()) {
           const model::ParamInfo& info = *s.local.info;
           const model::ParamSlot& fs_ = full.slot(info.name);
-          const std::vector<std::int64_t> idx = model::global_indices(info, rank, tp);
+          const std::vector<std::int64_t> idx = test::global_indices(info, rank, tp);
           for (std::int64_t i = 0; i < s.numel; ++i) {
             const std::int64_t g = idx[static_cast<std::size_t>(i)];
             const bool padding = g >= fs_.numel;  // rows beyond the saved vocab
@@ -504,7 +505,7 @@ TEST_CASE("tp=2 ranks and ZeRO-sharded moments written as separate files load in
     const int tp_rank = store->coords().tp_rank;
     for (const model::ParamSlot& s : store->slots()) {
       const model::ParamSlot& f = full.slot(s.local.info->name);
-      const std::vector<std::int64_t> idx = model::global_indices(*s.local.info, tp_rank, 2);
+      const std::vector<std::int64_t> idx = test::global_indices(*s.local.info, tp_rank, 2);
       for (std::int64_t i = 0; i < s.numel; ++i) {
         const auto g = static_cast<std::size_t>(f.offset + idx[static_cast<std::size_t>(i)]);
         const auto l = static_cast<std::size_t>(s.offset + i);

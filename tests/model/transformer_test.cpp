@@ -12,6 +12,7 @@
 
 #include "engine/config/loader.h"
 #include "engine/model/param_store.h"
+#include "tests/param_indices.h"
 #include "engine/model/layer_description.h"
 
 using namespace ptrain;
@@ -120,7 +121,7 @@ TEST_CASE("a tp slice holds exactly the global elements of the whole tensor") {
   for (const auto& info : registry) {
     std::vector<std::int64_t> all;
     for (int r = 0; r < 2; ++r) {
-      const auto idx = model::global_indices(info, r, 2);
+      const auto idx = test::global_indices(info, r, 2);
       all.insert(all.end(), idx.begin(), idx.end());
     }
     std::sort(all.begin(), all.end());

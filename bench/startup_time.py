@@ -1,0 +1,69 @@
+"""Seconds from `ptrain run` to the first step on this machine's CPU: a 0.51B-parameter Llama (hidden 2048,
+8 layers, vocab 32,000) whose step is short (16 tokens), so start-up (loading the job, allocating,
+drawing the initial weights) dominates; wall time of a 1-step run less its step. One binary or two
+side by side (--before an older build, runs interleaved). Writes bench/results/<date>-startup-time.json.
+    python3 bench/startup_time.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 3]"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+from results import ROOT, write_result
+
+JOB = """name: startup
+backend: cpu
+model: {{arch: llama, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, ffn_hidden: 5632, vocab: 32000, seq_len: 16}}
+parallel: {{tp: 1, pp: 1, dp: 1, zero: 0}}
+train: {{steps: 1, global_batch: 1, micro_batch: 1, precision: fp32, seed: 1}}
+optimizer: {{kind: adamw, lr: 1.0e-4}}
+data: {{format: synthetic}}
+cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
+logging: {{every: 1, metrics: {metrics}}}
+"""
+
+
+def one(binary, d):
+    metrics = os.path.join(d, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    job = os.path.join(d, "job.yaml")
+    with open(job, "w") as f:
+        f.write(JOB.format(metrics=metrics))
+    start = time.perf_counter()
+    subprocess.run([binary, "run", job], check=True, capture_output=True)
+    wall = time.perf_counter() - start
+    with open(metrics) as f:
+        step = json.loads(f.readline())["step_s"]
+    return wall, step
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
+    parser.add_argument("--before", help="another ptrain binary to time in the same run")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    binaries = {"after": args.ptrain}
+    if args.before:
+        binaries = {"before": args.before, **binaries}
+    samples = {b: [] for b in binaries}
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(args.runs):
+            for b, binary in binaries.items():
+                samples[b].append(one(binary, d))
+    rows = []
+    for b, runs in samples.items():
+        startup = [wall - step for wall, step in runs]
+        row = {"binary": b, "path": binaries[b], "runs": len(runs), "startup_s": statistics.median(startup),
+               "startup_min_s": min(startup), "first_step_s": statistics.median(s for _, s in runs)}
+        rows.append(row)
+        print(f"{b:6s} start-up {row['startup_s']:6.2f} s (min {row['startup_min_s']:.2f}), first step "
+              f"{row['first_step_s']:.2f} s")
+    write_result("startup-time", {"machine": "this CPU", "parameters": 508_594_176, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
