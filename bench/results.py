@@ -1,5 +1,6 @@
 """Where the benchmarks put their numbers: bench/results/<date>-<name>.json, stamped with the date
 and the commit measured."""
+import argparse
 import datetime
 import json
 import os
@@ -18,3 +19,17 @@ def write_result(name, fields):
         f.write("\n")
     print("wrote", os.path.relpath(path, ROOT))
     return path
+
+
+def before_after(runs):
+    """Parses --ptrain (the build timed, "after"), --before (an older binary timed beside it, runs
+    interleaved) and --runs; returns ({name: binary}, runs), "before" first when given."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
+    parser.add_argument("--before", help="another ptrain binary to time in the same run")
+    parser.add_argument("--runs", type=int, default=runs)
+    args = parser.parse_args()
+    binaries = {"after": args.ptrain}
+    if args.before:
+        binaries = {"before": args.before, **binaries}
+    return binaries, args.runs

@@ -3,7 +3,6 @@
 drawing the initial weights) dominates; wall time of a 1-step run less its step. One binary or two
 side by side (--before an older build, runs interleaved). Writes bench/results/<date>-startup-time.json.
     python3 bench/startup_time.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 3]"""
-import argparse
 import json
 import os
 import statistics
@@ -11,7 +10,7 @@ import subprocess
 import tempfile
 import time
 
-from results import ROOT, write_result
+from results import before_after, write_result
 
 JOB = """name: startup
 backend: cpu
@@ -41,17 +40,10 @@ def one(binary, d):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
-    parser.add_argument("--before", help="another ptrain binary to time in the same run")
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    binaries = {"after": args.ptrain}
-    if args.before:
-        binaries = {"before": args.before, **binaries}
+    binaries, runs = before_after(runs=3)
     samples = {b: [] for b in binaries}
     with tempfile.TemporaryDirectory() as d:
-        for _ in range(args.runs):
+        for _ in range(runs):
             for b, binary in binaries.items():
                 samples[b].append(one(binary, d))
     rows = []

@@ -3,13 +3,12 @@ on 16,384 GPUs) and `ptrain --help`, wall time and peak RSS, for one binary or t
 interleaved, same machine, same time: --before an older build). Goal (issue: fast to start): validate
 under 50 ms and 40 MB on a CUDA-enabled build. Writes bench/results/<date>-validate-latency.json.
     python3 bench/validate_latency.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 30]"""
-import argparse
 import os
 import statistics
 import subprocess
 import time
 
-from results import ROOT, write_result
+from results import ROOT, before_after, write_result
 
 
 def one(binary, args):
@@ -24,18 +23,11 @@ def one(binary, args):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
-    parser.add_argument("--before", help="another ptrain binary to time in the same run")
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    binaries = {"after": args.ptrain}
-    if args.before:
-        binaries = {"before": args.before, **binaries}
+    binaries, runs = before_after(runs=30)
     commands = {"validate 405b/16k": ["validate", os.path.join(ROOT, "configs", "llama3-405b.yaml")],
                 "--help": ["--help"]}
     samples = {(b, c): [] for b in binaries for c in commands}
-    for _ in range(args.runs):
+    for _ in range(runs):
         for b, binary in binaries.items():
             for c, command in commands.items():
                 samples[(b, c)].append(one(binary, command))
