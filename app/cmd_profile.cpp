@@ -93,6 +93,10 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
   std::fprintf(stderr, "  calibration: %s: %.4f s a step, compute %.2fx the tables' prediction\n",
                profile.calibration->job.c_str(), profile.calibration->measured_step_s,
                profile.calibration->compute_scale);
+  if (profile.calibration->compute_scale < 0.67 || profile.calibration->compute_scale > 1.5)
+    std::fprintf(stderr,
+                 "warning: the reference step and the tables disagree by more than 1.5x: was the machine busy "
+                 "with other work? Measure again on an idle machine\n");
   profile.device = device;
   profile.date = today();
   profile.ptrain_version = kVersion;
