@@ -15,6 +15,7 @@
 
 #include "app/worker_process.h"
 #include "engine/config/yaml_edit.h"
+#include "engine/train/typical_step.h"
 
 namespace ptrain::app {
 namespace {
@@ -63,18 +64,19 @@ int run_child(const std::string& job, const std::string& log) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The run's typical step (train::StepRecord: the median after its first two steps).
 std::optional<double> median_step(const std::string& metrics) {
   std::ifstream in(metrics);
-  std::vector<double> steps;
+  train::StepRecord record;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("step_s") && j["step_s"].is_number()) steps.push_back(j["step_s"].get<double>());
+    if (!j.is_object() || !j.contains("step_s") || !j["step_s"].is_number()) continue;
+    train::StepMetrics m;
+    m.step_seconds = j["step_s"].get<double>();
+    record.add(m);
   }
-  if (steps.size() > 2) steps.erase(steps.begin(), steps.begin() + 2);
-  if (steps.empty()) return std::nullopt;
-  const auto middle = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);
-  std::nth_element(steps.begin(), middle, steps.end());
-  return *middle;
+  const std::optional<train::TypicalStep> typical = record.typical();
+  return typical ? std::optional<double>(typical->step_s) : std::nullopt;
 }
 
 std::string last_error_line(const std::string& log) {
