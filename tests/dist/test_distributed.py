@@ -267,10 +267,13 @@ class ModelParallelCurves(Timed):
                     measured = rows[-1]["comm_bytes"][axis]
                     self.assertAlmostEqual(measured, predicted[axis], delta=1e-3 * predicted[axis] + 1,
                                            msg=f"{axis} bytes per step")
-                    # The time inside those calls: some where bytes moved, never more than the step.
+                    # The time inside those calls: some where bytes moved, never more than the time
+                    # between two reports (the previous step's tail, its ZeRO gathers after the update
+                    # included, and this step up to its report: within the two steps).
                     spent = rows[-1]["comm_s"][axis]
                     self.assertTrue(spent > 0 if measured > 0 else spent >= 0, f"{axis} seconds {spent}")
-                    self.assertLessEqual(spent, rows[-1]["step_s"], f"{axis} seconds within the step")
+                    self.assertLessEqual(spent, rows[-2]["step_s"] + rows[-1]["step_s"],
+                                         f"{axis} seconds within the interval between reports")
                 self.assertLess(rows[-1]["optimizer_s"], rows[-1]["step_s"])
                 for (step, loss, norm), (_, loss1, _), (_, loss0, norm0) in zip(got, one_rank, same_dp):
                     self.assertLess(abs(loss - loss1) / abs(loss1), TOLERANCE, f"loss at step {step} (one rank)")
