@@ -94,80 +94,21 @@ class GlooComm final : public Comm {
     contexts_[g.id] = std::move(context);
   }
 
-  // Host memory, complete on return: nothing to overlap. A ring over the group's own buffers,
-  // reduce-scatter then all-gather (chunk c is elements [c*count/n, (c+1)*count/n)), rather than
-  // gloo::allreduce: on a host whose ranks share cores, Gloo's algorithm often waited a scheduler
-  // tick (4 ms) per small call where this ring takes 0.1-0.2 ms. Every rank ends with the bytes of
-  // the rank that finished each chunk, so all agree exactly.
+  // Host memory, complete on return: nothing to overlap. The all-reduce is ring() both ways
+  // rather than gloo::allreduce: on a host whose ranks share cores, Gloo's algorithm often waited
+  // a scheduler tick (4 ms) per small call where the ring takes 0.1-0.2 ms.
   void do_all_reduce(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op,
                      bool) override {
-    const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
-    if (n == 1 || count == 0) return;
-    const auto& ctx = context(g);
-    const std::size_t size = elem_size(type), widest = count / static_cast<std::size_t>(n) + 1;
-    auto first = [&](int c) { return count * static_cast<std::size_t>(c) / static_cast<std::size_t>(n); };
-    auto length = [&](int c) { return first(c + 1) - first(c); };
-    const auto incoming = std::make_unique<char[]>(widest * size);
-    auto buf = ctx->createUnboundBuffer(data, count * size);
-    auto in = ctx->createUnboundBuffer(incoming.get(), widest * size);
-    const std::uint64_t base = next_slot_base(g);
-    for (int s = 0; s < 2 * (n - 1); ++s) {
-      const bool reducing = s < n - 1;
-      const int send_chunk = ((reducing ? i - s - 1 : i - s + n - 1) % n + n) % n;
-      const int recv_chunk = ((reducing ? i - s - 2 : i - s + n - 2) % n + n) % n;
-      const std::uint64_t slot = base + static_cast<std::uint64_t>(s);
-      if (length(send_chunk) > 0) buf->send(right, slot, first(send_chunk) * size, length(send_chunk) * size);
-      if (length(recv_chunk) > 0) {
-        if (reducing) {
-          in->recv(left, slot, 0, length(recv_chunk) * size);
-          in->waitRecv(timeout_);
-          combine(type, op, static_cast<char*>(data) + first(recv_chunk) * size, incoming.get(), length(recv_chunk));
-        } else {
-          buf->recv(left, slot, first(recv_chunk) * size, length(recv_chunk) * size);
-          buf->waitRecv(timeout_);
-        }
-      }
-      if (length(send_chunk) > 0) buf->waitSend(timeout_);
-    }
+    ring(g, data, count, type, op, true, true);
   }
 
-  // Ring: at step s rank i sends chunk (i-s-1) to its right neighbour and adds chunk (i-s-2) from
-  // its left one; after n-1 steps chunk i holds the full sum.
   void do_reduce_scatter(const Group& g, void* data, std::size_t chunk, ElemType type, bool) override {
-    const auto& ctx = context(g);
-    const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
-    const std::size_t bytes = chunk * elem_size(type);
-    const auto incoming = std::make_unique<char[]>(bytes);
-    auto out = ctx->createUnboundBuffer(data, bytes * static_cast<std::size_t>(n));
-    auto in = ctx->createUnboundBuffer(incoming.get(), bytes);
-    const std::uint64_t base = next_slot_base(g);
-    for (int s = 0; s < n - 1; ++s) {
-      const auto send_chunk = static_cast<std::size_t>((i - s - 1 + 2 * n) % n);
-      const auto recv_chunk = static_cast<std::size_t>((i - s - 2 + 2 * n) % n);
-      out->send(right, base + static_cast<std::uint64_t>(s), send_chunk * bytes, bytes);
-      in->recv(left, base + static_cast<std::uint64_t>(s), 0, bytes);
-      in->waitRecv(timeout_);
-      combine(type, ReduceOp::Sum, static_cast<char*>(data) + recv_chunk * bytes, incoming.get(), chunk);
-      out->waitSend(timeout_);
-    }
+    ring(g, data, chunk * static_cast<std::size_t>(g.size()), type, ReduceOp::Sum, true, false);
   }
 
-  // Ring: at step s rank i forwards chunk (i-s) to the right and receives chunk (i-s-1). Only bytes
-  // move, so every element type is the same here.
+  // Only bytes move, so every element type is the same here.
   void do_all_gather(const Group& g, void* data, std::size_t chunk, ElemType type, bool) override {
-    const auto& ctx = context(g);
-    const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
-    const std::size_t bytes = chunk * elem_size(type);
-    auto buf = ctx->createUnboundBuffer(data, bytes * static_cast<std::size_t>(n));
-    const std::uint64_t base = next_slot_base(g);
-    for (int s = 0; s < n - 1; ++s) {
-      const auto send_chunk = static_cast<std::size_t>((i - s + 2 * n) % n);
-      const auto recv_chunk = static_cast<std::size_t>((i - s - 1 + 2 * n) % n);
-      buf->send(right, base + static_cast<std::uint64_t>(s), send_chunk * bytes, bytes);
-      buf->recv(left, base + static_cast<std::uint64_t>(s), recv_chunk * bytes, bytes);
-      buf->waitRecv(timeout_);
-      buf->waitSend(timeout_);
-    }
+    ring(g, data, chunk * static_cast<std::size_t>(g.size()), type, ReduceOp::Sum, false, true);
   }
 
   void do_all_to_allv(const Group& g, const float* in, const std::vector<std::size_t>& send_counts, float* out,
@@ -221,6 +162,43 @@ class GlooComm final : public Comm {
   }
 
  private:
+  // The ring over `count` elements of `data` in place, chunk c being elements [c*count/n,
+  // (c+1)*count/n). `reduce`: n-1 steps at which rank i sends chunk (i-s-1) to its right neighbour
+  // and combines chunk (i-s-2) from its left one, after which chunk i holds the full result.
+  // `gather`: n-1 steps at which rank i forwards chunk (i-s) and receives chunk (i-s-1), after which
+  // every rank holds every chunk, the bytes of the rank that finished it, so all agree exactly.
+  void ring(const Group& g, void* data, std::size_t count, ElemType type, ReduceOp op, bool reduce, bool gather) {
+    const int n = g.size(), i = g.index, right = (i + 1) % n, left = (i + n - 1) % n;
+    if (n == 1 || count == 0) return;
+    const auto& ctx = context(g);
+    const std::size_t size = elem_size(type), widest = count / static_cast<std::size_t>(n) + 1;
+    auto first = [&](int c) { return count * static_cast<std::size_t>(c) / static_cast<std::size_t>(n); };
+    auto length = [&](int c) { return first(c + 1) - first(c); };
+    auto wrap = [n](int c) { return (c % n + n) % n; };
+    const auto incoming = std::make_unique<char[]>(reduce ? widest * size : 1);
+    auto buf = ctx->createUnboundBuffer(data, count * size);
+    auto in = ctx->createUnboundBuffer(incoming.get(), reduce ? widest * size : 1);
+    const std::uint64_t base = next_slot_base(g);
+    const int steps = (reduce ? n - 1 : 0) + (gather ? n - 1 : 0);
+    for (int s = 0; s < steps; ++s) {
+      const bool reducing = reduce && s < n - 1;
+      const int t = reduce && !reducing ? s - (n - 1) : s;  // the step within its phase
+      const int send_chunk = wrap(reducing ? i - t - 1 : i - t), recv_chunk = wrap(reducing ? i - t - 2 : i - t - 1);
+      const std::uint64_t slot = base + static_cast<std::uint64_t>(s);
+      if (length(send_chunk) > 0) buf->send(right, slot, first(send_chunk) * size, length(send_chunk) * size);
+      if (length(recv_chunk) > 0) {
+        if (reducing) {
+          in->recv(left, slot, 0, length(recv_chunk) * size);
+          in->waitRecv(timeout_);
+          combine(type, op, static_cast<char*>(data) + first(recv_chunk) * size, incoming.get(), length(recv_chunk));
+        } else {
+          buf->recv(left, slot, first(recv_chunk) * size, length(recv_chunk) * size);
+          buf->waitRecv(timeout_);
+        }
+      }
+      if (length(send_chunk) > 0) buf->waitSend(timeout_);
+    }
+  }
   const std::shared_ptr<gloo::Context>& context(const Group& g) const { return contexts_.at(g.id); }
   // Collectives of one group run in the same order on every member, so a per-group counter
   // names them alike everywhere.
