@@ -1,6 +1,7 @@
 #include "app/worker_process.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -33,6 +34,11 @@ dist::NcclOffer nccl_offer(const kernels::Ops& ops) {
   if (entry == nullptr) return offer;  // a CUDA module built without NCCL: Gloo with host staging
   offer.nccl = entry();
   offer.gpu = offer.nccl->current_device_uuid();
+  // NCCL tells GPUs apart by host and bus id, and NCCL_HOSTID replaces the host's identity: ranks
+  // given different NCCL_HOSTIDs are different hosts to NCCL, even on one GPU (its ranks then talk
+  // over the network transport). The offer follows NCCL's rule, so such ranks agree on NCCL.
+  if (const char* host_id = std::getenv("NCCL_HOSTID"); host_id != nullptr && *host_id != '\0' && !offer.gpu.empty())
+    offer.gpu = std::string(host_id) + "/" + offer.gpu;
   offer.compute_stream = kernels::cuda_backend()->compute_stream();
   return offer;
 }

@@ -10,8 +10,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def write_result(name, fields):
-    """Writes {date, commit, **fields} and returns the path written."""
+    """Writes {date, commit, **fields} and returns the path written (commit: git's, else $BENCH_COMMIT)."""
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = commit or os.environ.get("BENCH_COMMIT", "unknown")  # a tree without .git, as on the GPU device
     out = {"date": datetime.date.today().isoformat(), "commit": commit, **fields}
     path = os.path.join(ROOT, "bench", "results", f"{out['date']}-{name}.json")
     with open(path, "w") as f:

@@ -6,7 +6,12 @@ two), and validate's step_breakdown next to the parts the run measures (comm_s, 
 bench/results/<date>-step-time-vs-validate.json.
     python3 bench/step_time_vs_validate.py [--ptrain build/ptrain] [--steps 10] [--only NAME] [--profile FILE]
 With --check TOL it is the test `step_time_sweep` (ctest label `timing`, run alone): every job within
-TOL of its measured median."""
+TOL of its measured median.
+
+With --backend cuda (on a GPU machine) the sweep is one GPU's: `ptrain profile --backend cuda` (full
+grids), then the two benchmark jobs of bench/jobs and four other shapes (full and selective recompute,
+a 24-layer GPT-2, a Mixtral), bf16, each run --steps steps; writes
+bench/results/<date>-step-time-vs-validate-<gpu>.json and, with --profile-out, keeps the profile."""
 import argparse
 import json
 import os
@@ -43,6 +48,21 @@ SWEEP = {
 }
 
 
+# One GPU: name: (job file under bench/jobs, --set overrides). bf16 like the benchmark.
+CUDA_SWEEP = {
+    "gpt2-124m 32x1024 x2": ("gpt2-124m-h100.yaml", []),
+    "llama-1.25b 2x4096 x4": ("llama-1b-h100.yaml", []),
+    "gpt2-124m full recompute": ("gpt2-124m-h100.yaml", ["train.recompute=full"]),
+    "llama-1.25b selective recompute": ("llama-1b-h100.yaml", ["train.recompute=selective"]),
+    "gpt2-350m 16x1024 x2": ("gpt2-124m-h100.yaml", ["model.layers=24", "model.hidden=1024", "model.heads=16",
+                                                     "train.micro_batch=16", "train.global_batch=32"]),
+    "mixtral 8x(1024, ffn 2816) 4x2048": ("llama-1b-h100.yaml", [
+        "model.arch=mixtral", "model.layers=8", "model.hidden=1024", "model.heads=16", "model.kv_heads=4",
+        "model.ffn_hidden=2816", "model.vocab=32000", "model.seq_len=2048", "model.moe.experts=8",
+        "model.moe.top_k=2", "train.micro_batch=4", "train.global_batch=8"]),
+}
+
+
 def job_text(model, world, metrics, steps):
     return f"""name: sweep
 backend: cpu
@@ -72,23 +92,34 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--only")
     parser.add_argument("--profile", help="an existing profile (default: measure one with --quick)")
+    parser.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
+                        help="cpu: the CPU sweep; cuda: one GPU's sweep (the benchmark jobs and four shapes)")
+    parser.add_argument("--profile-out", help="with --backend cuda: where to keep the profile measured")
     parser.add_argument("--check", type=float, metavar="TOL",
                         help="the test: exit 1 unless every job's predicted step is within TOL of the measured "
                              "median (a job outside is run once more and its steps pooled: this machine's host "
                              "moves timings by ~10%% now and then); writes no results")
     args = parser.parse_args()
+    cuda = args.backend == "cuda"
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        profile = args.profile or os.path.join(d, "profile.json")
+        profile = args.profile or args.profile_out or os.path.join(d, "profile.json")
         if not args.profile:
-            subprocess.run([args.ptrain, "profile", "--quick", "--nproc", "2", "--out", profile], check=True,
-                           capture_output=True)
-        for name, (model, world, flags) in SWEEP.items():
+            measure = ["--backend", "cuda"] if cuda else ["--quick", "--nproc", "2"]
+            subprocess.run([args.ptrain, "profile", *measure, "--out", profile], check=True, capture_output=not cuda)
+        metrics = os.path.join(d, "metrics.jsonl")
+        if cuda:
+            sweep = {name: (os.path.join(ROOT, "bench", "jobs", path), 1,
+                            flags + [f"train.steps={args.steps}", f"logging.metrics={metrics}"])
+                     for name, (path, flags) in CUDA_SWEEP.items()}
+        else:
+            sweep = {name: (os.path.join(d, "job.yaml"), world, flags) for name, (model, world, flags) in SWEEP.items()}
+        for name, (job, world, flags) in sweep.items():
             if args.only and args.only not in name:
                 continue
-            job, metrics = os.path.join(d, "job.yaml"), os.path.join(d, "metrics.jsonl")
-            with open(job, "w") as f:
-                f.write(job_text(model, world, metrics, args.steps))
+            if not cuda:
+                with open(job, "w") as f:
+                    f.write(job_text(SWEEP[name][0], world, metrics, args.steps))
             plain = [x for flag in flags for x in ("--set", flag)]
             sets = plain + ["--set", "cluster.profile=" + profile]
 
@@ -128,7 +159,11 @@ def main():
             return 1
         print(f"all {len(rows)} jobs within {args.check:.0%}")
         return 0
-    if not args.only:
+    if not args.only and cuda:
+        gpu = json.load(open(profile)).get("device", "gpu")
+        write_result("step-time-vs-validate-" + "-".join(gpu.lower().split()),
+                     {"machine": f"{gpu} (ptrain profile --backend cuda)", "jobs": rows})
+    elif not args.only:
         write_result("step-time-vs-validate", {"machine": "this CPU (ptrain profile --quick)", "jobs": rows})
     return 0
 

@@ -22,7 +22,8 @@
 
 namespace ptrain::dist {
 
-// What this rank offers for NCCL: the UUID of the GPU it computes on, the stream its kernels run
+// What this rank offers for NCCL: the UUID of the GPU it computes on (prefixed with NCCL_HOSTID
+// when that is set, as NCCL itself identifies a GPU by host and device), the stream its kernels run
 // on, and NCCL itself (the CUDA module's, kernels/backend_module.h). An empty `gpu` (the CPU
 // backend, or a ptrain without NCCL) means Gloo for the whole job.
 struct NcclOffer {
