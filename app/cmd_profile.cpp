@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -65,8 +66,15 @@ std::string today() {
   return text;
 }
 
+// What a profile says it measured: the device, and its driver's and libraries' versions.
+struct Machine {
+  std::string device;
+  std::map<std::string, std::string> versions;
+};
+
 // The backend to measure, or nullptr after saying why not.
-const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, std::string& device) {
+const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, Machine& machine) {
+  std::string& device = machine.device;
   device = cpu_name() + " (" + std::to_string(std::thread::hardware_concurrency()) + " threads)";
   if (args.backend == "cpu") return &kernels::cpu_ops();
   const kernels::CudaBackend* cuda = kernels::cuda_backend();
@@ -78,12 +86,13 @@ const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, std::st
     std::fprintf(stderr, "error: --backend cuda, but no CUDA device is visible\n");
     return nullptr;
   }
-  device = "cuda device " + std::to_string(cuda->select_device(local_rank));
+  const int index = cuda->select_device(local_rank);
+  device = cuda->describe_device(machine.versions) + " (cuda device " + std::to_string(index) + ")";
   return &cuda->ops();
 }
 
-plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Ops& ops, const std::string& device) {
-  std::fprintf(stderr, "profiling %s with the engine's kernels%s\n", device.c_str(), args.quick ? " (quick)" : "");
+plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Ops& ops, const Machine& machine) {
+  std::fprintf(stderr, "profiling %s with the engine's kernels%s\n", machine.device.c_str(), args.quick ? " (quick)" : "");
   ProfileOptions options;
   options.quick = args.quick;
   options.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
@@ -97,7 +106,8 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
     std::fprintf(stderr,
                  "warning: the reference step and the tables disagree by more than 1.5x: was the machine busy "
                  "with other work? Measure again on an idle machine\n");
-  profile.device = device;
+  profile.device = machine.device;
+  profile.versions = machine.versions;
   profile.date = today();
   profile.ptrain_version = kVersion;
   return profile;
@@ -113,8 +123,8 @@ bool write_text(const std::string& path, const std::string& text) {
 
 // One rank of a --nproc run: the collectives, then rank 0 completes the file.
 int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
-  std::string device;
-  const kernels::Ops* ops = backend_ops(args, env.local_rank, device);
+  Machine machine;
+  const kernels::Ops* ops = backend_ops(args, env.local_rank, machine);
   if (ops == nullptr) return kExitBadInput;
   kernels::set_cpu_threads(std::max(1u, std::thread::hardware_concurrency()) / static_cast<unsigned>(env.local_world));
   std::signal(SIGPIPE, SIG_IGN);
@@ -129,7 +139,7 @@ int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
     if (!args.collectives_to.empty())
       return write_text(args.collectives_to, plan::to_json(table)) ? kExitOk : kExitRuntimeFailure;
     kernels::set_cpu_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    plan::MeasuredProfile profile = measure_kernels(args, *ops, device);
+    plan::MeasuredProfile profile = measure_kernels(args, *ops, machine);
     profile.collectives = std::move(table);
     if (!write_text(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
     std::fprintf(stderr, "wrote %s with collectives over %d ranks\n", args.out.c_str(), env.world);
@@ -169,12 +179,12 @@ int run_profile(const ProfileArgs& args) {
     }
     std::remove(part.c_str());
   }
-  std::string device;
-  const kernels::Ops* ops = backend_ops(args, 0, device);
+  Machine machine;
+  const kernels::Ops* ops = backend_ops(args, 0, machine);
   if (ops == nullptr) return kExitBadInput;
   plan::MeasuredProfile profile;
   try {
-    profile = measure_kernels(args, *ops, device);
+    profile = measure_kernels(args, *ops, machine);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kExitRuntimeFailure;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -15,28 +16,34 @@ namespace {
 using kernels::Buf;
 using kernels::DType;
 
-// Timed runs of one op: the median of `repeats` after a warm-up, each ended by reading `sync` back
-// (the median, not the best: a training step meets caches as they come). `cold`: on the CPU each
-// run starts with the caches holding other data, as for AdamW, which streams a model's whole state
-// where a step's GEMMs and elementwise ops find the tensors just written (measured on this 2-core
-// machine: a hot AdamW table predicted 0.6 ms of a run's 2 ms update, a cold one 2 ms).
+// Timed runs of one op: the median of `repeats` samples after a warm-up, each ended by reading
+// `sync` back (the median, not the best: a training step meets caches as they come). On a device a
+// sample is as many launches back to back as fill ~2 ms, its time divided by them: a step queues its
+// kernels the same way, and one launch and read-back (~20 us) would otherwise dominate a small
+// kernel's time (measured on an H100: tables 3x slower than GPT-2's step before). `cold`: on the CPU
+// each sample starts with the caches holding other data, as for AdamW, which streams a model's
+// whole state where a step's GEMMs and elementwise ops find the tensors just written (measured on
+// this 2-core machine: a hot AdamW table predicted 0.6 ms of a run's 2 ms update, a cold one 2 ms).
 class Timer {
  public:
   Timer(const kernels::Ops& ops, int repeats, bool cold = false) : ops_(ops), repeats_(repeats), cold_(cold) {}
   Timer cold() const { return Timer(ops_, repeats_, true); }
   template <typename Run>
   double best(Buf sync, Run&& run) const {
-    float host = 0;
-    run();
-    ops_.copy_to_host(&host, sync, sync.dtype == DType::BF16 ? 2 : 4);
-    std::vector<double> runs;
-    for (int i = 0; i < repeats_; ++i) {
+    auto sample = [&](int launches) {
+      float host = 0;
       if (cold_) evict_caches();
       const auto start = std::chrono::steady_clock::now();
-      run();
-      ops_.copy_to_host(&host, sync, sync.dtype == DType::BF16 ? 2 : 4);
-      runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
+      for (int i = 0; i < launches; ++i) run();
+      ops_.copy_to_host(&host, sync, kernels::dtype_size(sync.dtype));
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / launches;
+    };
+    const double first = sample(1);  // warm-up
+    const int launches = ops_.device() == kernels::Device::Cpu
+                             ? 1
+                             : std::clamp(static_cast<int>(2e-3 / std::max(first, 1e-6)), 1, 64);
+    std::vector<double> runs;
+    for (int i = 0; i < repeats_; ++i) runs.push_back(sample(launches));
     std::nth_element(runs.begin(), runs.begin() + repeats_ / 2, runs.end());
     return std::max(runs[static_cast<std::size_t>(repeats_ / 2)], 1e-9);
   }
@@ -54,12 +61,47 @@ class Timer {
   bool cold_;
 };
 
-struct Buffers {  // zero-filled device buffers, kept until the table is measured
+// Device buffers, kept until the table is measured. On a device, floating-point buffers hold values
+// in [-1, 1) rather than zeros: a GPU multiplying zeros draws less power and holds higher clocks than
+// it does on a training step's data. (Integer buffers stay zero: they are token ids.) The CPU's
+// kernels run at the same speed on any values, and its buffers stay zero-filled.
+struct Buffers {
   const kernels::Ops& ops;
   std::vector<runtime::OwnedBuffer> owned;
   Buf take(std::int64_t count, DType dtype) {
     owned.emplace_back(ops, std::max<std::int64_t>(count, 1), dtype);
-    return owned.back().at();
+    const Buf buf = owned.back().at();
+    if (ops.device() != kernels::Device::Cpu && dtype != DType::I32) {
+      const std::vector<std::uint8_t>& values = random_values(dtype);
+      const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * kernels::dtype_size(dtype);
+      for (std::size_t done = 0; done < bytes;) {
+        const std::size_t n = std::min(values.size(), bytes - done);
+        ops.copy_to_device(Buf{static_cast<char*>(buf.ptr) + done, dtype}, values.data(), n);
+        done += n;
+      }
+    }
+    return buf;
+  }
+
+ private:
+  // 64 MiB of values in [-1, 1) in the element type, made once.
+  static const std::vector<std::uint8_t>& random_values(DType dtype) {
+    static const auto make = [](bool bf16) {
+      std::vector<std::uint8_t> bytes(std::size_t{64} << 20);
+      std::uint32_t state = 12345;
+      for (std::size_t i = 0; i < bytes.size(); i += bf16 ? 2 : 4) {
+        state = state * 1664525u + 1013904223u;
+        const float x = static_cast<float>(state >> 8) / 8388608.0f - 1.0f;
+        std::uint32_t word;
+        std::memcpy(&word, &x, 4);
+        if (bf16)
+          word >>= 16;
+        std::memcpy(&bytes[i], &word, bf16 ? 2 : 4);
+      }
+      return bytes;
+    };
+    static const std::vector<std::uint8_t> f32 = make(false), bf16 = make(true);
+    return dtype == DType::BF16 ? bf16 : f32;
   }
 };
 
@@ -83,11 +125,12 @@ plan::GemmTable measure_gemm(const kernels::Ops& ops, const Timer& timer, DType 
 }
 
 plan::AttentionTable measure_attention(const kernels::Ops& ops, const Timer& timer, DType dtype,
-                                       const std::vector<std::int64_t>& seqs, int heads, int head_dim) {
+                                       const std::vector<std::int64_t>& seqs, int batch, int heads, int head_dim) {
   plan::AttentionTable a;
-  a.batch = 1, a.heads = heads, a.kv_heads = heads, a.head_dim = head_dim, a.seq = seqs;
+  a.batch = batch, a.heads = heads, a.kv_heads = heads, a.head_dim = head_dim, a.seq = seqs;
   for (std::int64_t s : seqs) {
-    const kernels::AttentionShape shape = kernels::AttentionShape::self_attention(1, static_cast<int>(s), heads, heads, head_dim);
+    const kernels::AttentionShape shape =
+        kernels::AttentionShape::self_attention(batch, static_cast<int>(s), heads, heads, head_dim);
     Buffers b{ops, {}};
     const Buf q = b.take(shape.q_elements(), dtype), k = b.take(shape.kv_elements(), dtype),
               v = b.take(shape.kv_elements(), dtype), out = b.take(shape.q_elements(), dtype),
@@ -145,7 +188,13 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
         " shapes, forward and both gradients");
     p.gemm[element] = measure_gemm(ops, timer, dtype, gemm_sizes);
     say("attention " + element + ": " + std::to_string(seqs.size()) + " sequence lengths, head_dim 64 and 128");
-    for (const int head_dim : {64, 128}) p.attention[element].push_back(measure_attention(ops, timer, dtype, seqs, 4, head_dim));
+    // A device needs enough (sequence, head, query tile) blocks to fill it, as a training step gives
+    // it (GPT-2 124M: 32 x 12): 8 sequences of 16 heads. At 1 x 4 an H100 ran the short sequences
+    // on a fraction of its SMs and the table predicted GPT-2's attention 3x too slow.
+    const int attention_batch = cuda ? 8 : 1, attention_heads = cuda ? 16 : 4;
+    for (const int head_dim : {64, 128})
+      p.attention[element].push_back(
+          measure_attention(ops, timer, dtype, seqs, attention_batch, attention_heads, head_dim));
     say("memory-bound ops " + element + ": norms (RMSNorm, LayerNorm), RoPE, activations (SwiGLU, GELU), routing, "
         "embedding, loss");
     constexpr int C = 1024;

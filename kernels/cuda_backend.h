@@ -4,6 +4,9 @@
 // loads CUDA's libraries.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "kernels/ops.h"
 
 namespace ptrain::kernels {
@@ -13,6 +16,9 @@ struct CudaBackend {
   int (*select_device)(int local_rank);  // device local_rank mod the visible ones, made current
   const Ops& (*ops)();                // the CUDA implementation of the op set
   void* (*compute_stream)();          // the cudaStream_t the ops run on
+  // The current device's name, and the driver's, runtime's and cuBLASLt's versions
+  // ({"cuda_driver": "13.0", ...}), for a profile to say what it measured.
+  std::string (*describe_device)(std::map<std::string, std::string>& versions);
 };
 
 // The CUDA module's table, or nullptr when this ptrain was built without CUDA or its module does

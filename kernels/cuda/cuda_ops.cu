@@ -285,6 +285,22 @@ int cuda_select_device(int local_rank) {
   return device;
 }
 
+std::string cuda_describe_device(std::map<std::string, std::string>& versions) {
+  auto dotted = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  int driver = 0, runtime = 0, device = 0;
+  cudaDeviceProp prop{};
+  PTRAIN_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  PTRAIN_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  PTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+  PTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  const std::size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+  versions["cuda_driver"] = dotted(driver);
+  versions["cuda_runtime"] = dotted(runtime);
+  versions["cublaslt"] = std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." + std::to_string(lt % 100);
+  versions["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  return prop.name;
+}
+
 const Ops& cuda_ops() {
   // Never destroyed: tearing CUDA objects down during static destruction races the runtime's own
   // shutdown; the driver reclaims everything at process exit. Constructing it touches no CUDA API.

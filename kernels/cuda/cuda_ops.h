@@ -15,6 +15,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <string>
+
 #include "kernels/ops.h"
 
 namespace ptrain::kernels {
@@ -25,6 +28,9 @@ bool cuda_device_available();
 // Makes device (local_rank mod the visible devices) current for this process: call it before
 // cuda_ops() is first used. Returns the device chosen.
 int cuda_select_device(int local_rank);
+
+// The current device's name; fills `versions` (cuda_driver, cuda_runtime, cublaslt).
+std::string cuda_describe_device(std::map<std::string, std::string>& versions);
 
 // The CUDA Ops (device() == Device::Cuda).
 const Ops& cuda_ops();

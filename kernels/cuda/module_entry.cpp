@@ -8,6 +8,7 @@ extern "C" __attribute__((visibility("default"))) const ptrain::kernels::CudaBac
   static const CudaBackend backend{
       &cuda_device_available, &cuda_select_device, &cuda_ops,
       [] { return static_cast<void*>(cuda_compute_stream()); },
+      &cuda_describe_device,
   };
   return &backend;
 }
