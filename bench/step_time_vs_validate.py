@@ -160,7 +160,7 @@ def main():
         print(f"all {len(rows)} jobs within {args.check:.0%}")
         return 0
     if not args.only and cuda:
-        gpu = json.load(open(profile)).get("device", "gpu")
+        gpu = json.load(open(profile)).get("device", "gpu").split(" (")[0]
         write_result("step-time-vs-validate-" + "-".join(gpu.lower().split()),
                      {"machine": f"{gpu} (ptrain profile --backend cuda)", "jobs": rows})
     elif not args.only:
