@@ -106,9 +106,9 @@ struct Buffers {
 };
 
 plan::GemmTable measure_gemm(const kernels::Ops& ops, const Timer& timer, DType dtype,
-                             const std::vector<std::int64_t>& sizes) {
-  plan::GemmTable g{sizes, sizes, sizes, {}, {}, {}};
-  for (std::int64_t m : sizes)
+                             const std::vector<std::int64_t>& m_sizes, const std::vector<std::int64_t>& sizes) {
+  plan::GemmTable g{m_sizes, sizes, sizes, {}, {}, {}};
+  for (std::int64_t m : m_sizes)
     for (std::int64_t n : sizes)
       for (std::int64_t k : sizes) {
         Buffers b{ops, {}};
@@ -169,6 +169,10 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
   const std::vector<std::int64_t> gemm_sizes =
       cuda ? std::vector<std::int64_t>{64, 256, 1024, 4096, 8192}
            : options.quick ? std::vector<std::int64_t>{32, 256, 2048} : std::vector<std::int64_t>{32, 128, 512, 2048};
+  // M is a microbatch's tokens: on a device up to 64K (GPT-2 124M's 32 x 1024; past the grid's edge
+  // its throughput holds, and an H100 runs N = K = 768 at M 32768 well above its rate at 8192).
+  const std::vector<std::int64_t> gemm_m_sizes =
+      cuda ? std::vector<std::int64_t>{64, 256, 1024, 4096, 16384, 65536} : gemm_sizes;
   const std::vector<std::int64_t> seqs = cuda ? std::vector<std::int64_t>{256, 1024, 4096, 16384}
                                               : options.quick ? std::vector<std::int64_t>{64, 512}
                                                               : std::vector<std::int64_t>{64, 256, 1024};
@@ -184,9 +188,9 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
   for (const DType dtype : {DType::F32, DType::BF16}) {
     const std::string element = plan::element_name(dtype == DType::BF16);
     const int size = dtype == DType::BF16 ? 2 : 4;
-    say("gemm " + element + ": " + std::to_string(gemm_sizes.size() * gemm_sizes.size() * gemm_sizes.size()) +
+    say("gemm " + element + ": " + std::to_string(gemm_m_sizes.size() * gemm_sizes.size() * gemm_sizes.size()) +
         " shapes, forward and both gradients");
-    p.gemm[element] = measure_gemm(ops, timer, dtype, gemm_sizes);
+    p.gemm[element] = measure_gemm(ops, timer, dtype, gemm_m_sizes, gemm_sizes);
     say("attention " + element + ": " + std::to_string(seqs.size()) + " sequence lengths, head_dim 64 and 128");
     // A device needs enough (sequence, head, query tile) blocks to fill it, as a training step gives
     // it (GPT-2 124M: 32 x 12): 8 sequences of 16 heads. At 1 x 4 an H100 ran the short sequences
