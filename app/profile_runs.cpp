@@ -235,11 +235,25 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
       pt.backward_s = t.best(d_gate, [&] { ops.swiglu_backward(d_gate, d_up, out, gate, up, n); });
     };
     p.memory["activation/" + element] = measure_memory(timer, elements, 3.0 * size, activation);
+    // GELU as a step pays it: what it adds to the GEMM it is fused with (the up projection's forward,
+    // the down projection's input gradient), per element of its input. The CPU runs the two ops one
+    // after the other, so this is GELU's own time there; CUDA evaluates it in cuBLASLt's epilogue,
+    // where it costs the extra write of its input (measured on an H100: timed as a separate kernel
+    // it made GPT-2's step 7% slower than the run).
     p.memory["gelu/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
-      const Buf in = b.take(n, dtype), out = b.take(n, dtype), d_in = b.take(n, dtype);
-      pt.forward_s = t.best(out, [&] { ops.gelu_forward(out, in, n); });
-      pt.backward_s = t.best(d_in, [&] { ops.gelu_backward(d_in, out, in, n); });
+      const int M = static_cast<int>(n / C);
+      const Buf in = b.take(n, dtype), weight = b.take(std::int64_t{C} * C, dtype), bias = b.take(C, dtype),
+                pre = b.take(n, dtype), out = b.take(n, dtype), d_out = b.take(n, dtype), d_pre = b.take(n, dtype);
+      const double plain_forward = t.best(pre, [&] { ops.linear_forward(pre, in, weight, bias, M, C, C); });
+      const double fused_forward = t.best(out, [&] { ops.linear_gelu_forward(out, pre, in, weight, bias, M, C, C); });
+      const double plain_backward =
+          t.best(d_pre, [&] { ops.linear_backward(d_pre, Buf{}, Buf{}, d_out, in, weight, M, C, C); });
+      const double fused_backward = t.best(
+          d_pre, [&] { ops.linear_backward_gelu(d_pre, Buf{}, Buf{}, d_out, in, weight, pre, M, C, C); });
+      // Noise can make the fused call the faster at small sizes: GELU then costs (next to) nothing.
+      pt.forward_s = std::max(fused_forward - plain_forward, 1e-9);
+      pt.backward_s = std::max(fused_backward - plain_backward, 1e-9);
     });
     // Routing moves rows (dispatch, combine): measured as copies of the same bytes.
     p.memory["routing/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
