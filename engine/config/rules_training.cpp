@@ -69,14 +69,6 @@ void check_checkpoint(LoadContext& ctx) {
   }
 }
 
-// A key that is parsed must do what it says: until the run writes its trace, asking for one is an
-// error rather than a silent no-op.
-void check_logging(LoadContext& ctx) {
-  if (ctx.any_bad({"logging.trace"}) || ctx.spec().logging.trace.empty()) return;
-  ctx.error("logging.trace", "logging.trace is not implemented yet: `ptrain run` writes no trace of the run",
-            "remove logging.trace (`ptrain schedule job.yaml --trace FILE` draws the simulated schedule)");
-}
-
 void check_precision(LoadContext& ctx) {
   const TrainSpec& t = ctx.spec().train;
   if (ctx.any_bad({"train.precision", "train.grad_reduce"})) return;
@@ -93,7 +85,6 @@ void check_training(LoadContext& ctx) {
   check_optimizer(ctx);
   check_data(ctx);
   check_checkpoint(ctx);
-  check_logging(ctx);
 }
 
 }  // namespace ptrain::config

@@ -107,7 +107,14 @@ void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, F
     throw CollectiveError("rank " + std::to_string(rank_) + ": " + name(running_) + " failed: " + e.what(),
                           log_.dump());
   }
-  t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = std::chrono::steady_clock::now();
+  t.seconds += std::chrono::duration<double>(end - start).count();
+  if (trace_ != nullptr) {
+    std::string args = "\"group\": \"" + g.name + "\", \"bytes\": " + std::to_string(bytes);
+    if (peer >= 0) args += ", \"peer\": " + std::to_string(peer);
+    if (running_.deferred) args += ", \"left_in_flight\": true";  // the span is its issue
+    trace_->add(op, "collective", Trace::kCollectives, start, end, args);
+  }
   if (!running_.deferred) log_.end(running_.seq);
 }
 

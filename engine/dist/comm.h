@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "engine/dist/dist_error.h"
+#include "engine/dist/trace.h"
 
 namespace ptrain::dist {
 
@@ -209,6 +210,9 @@ class Comm {
   std::vector<std::string> gather_strings(const Group& g, const std::string& mine, int root);
 
   const CollectiveLog& log() const { return log_; }
+  // Records every call from now on as a span of `trace`'s collectives track (op, group, bytes,
+  // peer); nullptr stops. The trace must outlive the calls.
+  void set_trace(Trace* trace) { trace_ = trace; }
 
  protected:
   // Backend hooks, arguments checked. connect runs on every rank for every group of two or more
@@ -268,6 +272,7 @@ class Comm {
   CollectiveLog log_;
   std::map<int, std::map<std::string, Traffic>> traffic_;  // by group id, then op
   Running running_;  // the collective in logged(), for defer_completion and error messages
+  Trace* trace_ = nullptr;
 };
 
 // The world of one process (no transport): every group has one rank.

@@ -5,14 +5,6 @@
 #include "engine/pipeline/render_text.h"
 
 namespace ptrain::pipeline {
-namespace {
-
-const char* category_of(Op op) {
-  return op == Op::Forward ? "forward" : op == Op::Backward ? "backward" : "weight_grad";
-}
-
-}  // namespace
-
 std::string render_chrome_trace(const Schedule& schedule, const SimResult& sim) {
   using nlohmann::json;
   json events = json::array();
@@ -29,7 +21,7 @@ std::string render_chrome_trace(const Schedule& schedule, const SimResult& sim) 
     for (const Span& span : sim.timeline[rank]) {
       events.push_back({{"name", std::string(to_string(span.op)) + " mb" + std::to_string(span.microbatch) +
                                      " c" + std::to_string(span.chunk)},
-                        {"cat", category_of(span.op)},
+                        {"cat", trace_category(span.op)},
                         {"ph", "X"},
                         {"pid", 0},
                         {"tid", rank},

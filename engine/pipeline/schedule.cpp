@@ -25,6 +25,10 @@ const char* to_string(Op op) {
   return "?";
 }
 
+const char* trace_category(Op op) {
+  return op == Op::Forward ? "forward" : op == Op::Backward ? "backward" : "weight_grad";
+}
+
 bool is_compute(Op op) {
   return op == Op::Forward || op == Op::Backward || op == Op::WeightGrad;
 }

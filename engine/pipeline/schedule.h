@@ -34,6 +34,8 @@ enum class Op {
   RecvGrad,    // output grad for B(mb, chunk) from the next virtual stage
 };
 const char* to_string(Op);
+// A compute op's category in Chrome traces, simulated and real: "forward", "backward", "weight_grad".
+const char* trace_category(Op);
 bool is_compute(Op);
 bool is_send(Op);
 bool is_recv(Op);

@@ -30,7 +30,7 @@ MetricsLog::MetricsLog(const std::string& jsonl_path, std::int64_t total_steps, 
   const std::filesystem::path parent = std::filesystem::path(jsonl_path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
   jsonl_.open(jsonl_path, std::ios::app);
-  if (!jsonl_) throw std::runtime_error("logging.metrics: cannot open '" + jsonl_path + "' for writing");
+  if (!jsonl_) throw std::invalid_argument("logging.metrics: cannot open '" + jsonl_path + "' for writing");
 }
 
 void MetricsLog::record(const StepMetrics& m, double eta_seconds) {

@@ -107,42 +107,60 @@ class PipelineStage::Step final : public pipeline::StageWork {
 
   void receive_activation(int chunk, int slot, int peer) override {
     model::Transformer& c = *stage_.chunks_[index(chunk)];
-    timed([&] { stage_.receive(c.input(slot), c.boundary_bytes(), peer, kActivations); });
+    timed("wait activation", chunk, peer, [&] { stage_.receive(c.input(slot), c.boundary_bytes(), peer, kActivations); });
   }
   void forward(int chunk, int slot, int microbatch) override {
     model::Transformer& c = *stage_.chunks_[index(chunk)];
-    if (c.first_stage() || c.last_stage()) load_(microbatch, stage_.tokens_.data(), stage_.targets_.data());
-    c.forward(slot, stage_.tokens_.data(), stage_.targets_.data(), grad_scale_,
-              c.last_stage() ? loss_sums_.at(microbatch) : kernels::Buf{});
+    traced(pipeline::Op::Forward, chunk, microbatch, [&] {
+      if (c.first_stage() || c.last_stage()) load_(microbatch, stage_.tokens_.data(), stage_.targets_.data());
+      c.forward(slot, stage_.tokens_.data(), stage_.targets_.data(), grad_scale_,
+                c.last_stage() ? loss_sums_.at(microbatch) : kernels::Buf{});
+    });
   }
   void send_activation(int chunk, int slot, int buffer, int peer) override {
     send(stage_.chunks_[index(chunk)]->output(slot), buffer, peer, kActivations);
   }
   void receive_gradient(int chunk, int peer) override {
     model::Transformer& c = *stage_.chunks_[index(chunk)];
-    timed([&] { stage_.receive(c.output_grad(), c.boundary_bytes(), peer, kGradients); });
+    timed("wait gradient", chunk, peer, [&] { stage_.receive(c.output_grad(), c.boundary_bytes(), peer, kGradients); });
   }
   void backward(int chunk, int slot, int microbatch) override {
     zero_.begin_microbatch(microbatch);
-    stage_.chunks_[index(chunk)]->backward(slot);
+    traced(pipeline::Op::Backward, chunk, microbatch, [&] { stage_.chunks_[index(chunk)]->backward(slot); });
   }
   void weight_grad(int chunk, int slot, int microbatch) override {
     zero_.begin_microbatch(microbatch);
-    stage_.chunks_[index(chunk)]->weight_grad(slot);
+    traced(pipeline::Op::WeightGrad, chunk, microbatch, [&] { stage_.chunks_[index(chunk)]->weight_grad(slot); });
   }
   void send_gradient(int chunk, int buffer, int peer) override {
     send(stage_.chunks_[index(chunk)]->input_grad(), buffer, peer, kGradients);
   }
   void wait_send(int buffer) override {
-    timed([&] { sends_[index(buffer)].wait(); });
+    timed("wait send", -1, -1, [&] { sends_[index(buffer)].wait(); });
   }
 
  private:
+  // A wait for messages: counted as idle, and a span of the trace ("wait activation c0", peer).
   template <typename Wait>
-  void timed(Wait&& wait) {
+  void timed(const char* what, int chunk, int peer, Wait&& wait) {
     const auto t0 = std::chrono::steady_clock::now();
     wait();
-    waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    waited_ += std::chrono::duration<double>(t1 - t0).count();
+    if (stage_.trace_ != nullptr)
+      stage_.trace_->add(chunk < 0 ? what : std::string(what) + " c" + std::to_string(chunk), "wait",
+                         dist::Trace::kSteps, t0, t1, peer < 0 ? std::string() : "\"peer\": " + std::to_string(peer));
+  }
+  // A compute op, a span of the trace named as `ptrain schedule --trace` names it ("F mb3 c0").
+  template <typename Work>
+  void traced(pipeline::Op op, int chunk, int microbatch, Work&& work) {
+    if (stage_.trace_ == nullptr) return work();
+    const auto t0 = std::chrono::steady_clock::now();
+    work();
+    stage_.trace_->add(std::string(pipeline::to_string(op)) + " mb" + std::to_string(microbatch) + " c" +
+                           std::to_string(chunk),
+                       pipeline::trace_category(op), dist::Trace::kSteps, t0, std::chrono::steady_clock::now(),
+                       "\"microbatch\": " + std::to_string(microbatch) + ", \"chunk\": " + std::to_string(chunk));
   }
   // Copies `what` into send buffer `buffer` and leaves its send in flight.
   void send(kernels::Buf what, int buffer, int peer, int channel) {

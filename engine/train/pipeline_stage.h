@@ -52,6 +52,8 @@ class PipelineStage {
   // False where messages of device memory go through NCCL: the device waits for them, not the host.
   bool messages_wait_on_host() const { return ops_.device() == kernels::Device::Cpu || staged_; }
   void set_hooks(model::UnitHooks* hooks);
+  // Records each F/B/W and each wait for a message as a span of `trace` (nullptr: none).
+  void set_trace(dist::Trace* trace) { trace_ = trace; }
   std::int64_t activation_bytes() const;  // all chunks' arenas and the send buffers
 
   // One step's forward and backward of every microbatch; on the last stage microbatch mb's loss sum
@@ -84,6 +86,7 @@ class PipelineStage {
   runtime::OwnedBuffer send_buffers_;  // executor_.buffers().send_buffers messages
   std::vector<std::byte> host_sends_, host_receive_;
   std::vector<std::int32_t> tokens_, targets_;
+  dist::Trace* trace_ = nullptr;
 };
 
 }  // namespace ptrain::train

@@ -34,6 +34,7 @@
 #include "engine/train/shard_mirror.h"
 #include "engine/train/metrics.h"
 #include "engine/train/pipeline_stage.h"
+#include "engine/train/run_trace.h"
 
 namespace ptrain::train {
 namespace {
@@ -130,6 +131,7 @@ struct Trainer::State {
   std::int64_t last_saved_step = -1;
   PerAxis sent_before;  // sent_so_far() at the previous step's report, plus evaluations' traffic since
   PerAxis spent_before;  // spent_so_far() alike
+  std::unique_ptr<dist::Trace> trace;  // logging.trace: what this rank ran, when
 
   State(const config::JobSpec& s, const kernels::Ops& backend, dist::Comm& c, TrainerOptions opts)
       : spec(s),
@@ -184,11 +186,24 @@ struct Trainer::State {
                                : s.train.precision == config::Precision::Bf16 ? hw->peak_flops_bf16
                                                                               : hw->peak_flops_fp32;
     peak_flops = device_peak * s.world;
+    trace = open_run_trace(s, c, groups);
+    comm.set_trace(trace.get());
+    pipeline.set_trace(trace.get());
   }
+  ~State() { comm.set_trace(nullptr); }  // the Comm outlives the trainer
 
   static constexpr int kEvalBatches = 4;  // global batches of the validation set per evaluation
 
-  RunResult run();  // Trainer::run's steps
+  RunResult run() {  // Trainer::run: the steps, then the trace
+    RunResult result = run_steps();
+    if (trace) {
+      comm.set_trace(nullptr);
+      if (trace->write_merged(comm, spec.logging.trace))
+        note("trace written: " + spec.logging.trace + " (open it in Perfetto or chrome://tracing)");
+    }
+    return result;
+  }
+  RunResult run_steps();
 
   // How the ParamStore is laid out for ZeRO over the dp-cp group (and the experts over expert-dp).
   model::StoreOptions store_options(const kernels::Ops& memory) const {
@@ -258,6 +273,7 @@ struct Trainer::State {
   void save(std::int64_t step) {
     if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
     last_saved_step = step;
+    const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(step), "checkpoint");
     const dist::Group& world = comm.world_group();
     std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
     comm.broadcast_string(world, tmp_dir, 0);
@@ -375,6 +391,7 @@ struct Trainer::State {
     out.stop = stop_agreed(step + 1);
     if (std::isfinite(out.grad_norm)) {
       const auto update = Clock::now();
+      const dist::Trace::Scope span(trace.get(), "optimizer", "optimizer");
       global_norm.clip(out.grad_norm, spec.train.grad_clip);
       zero.step(lr, step + 1);
       out.optimizer_seconds = seconds_since(update);  // this rank's; the next report takes the most
@@ -403,6 +420,7 @@ struct Trainer::State {
   bool holds_loss() const { return pipeline.computes_loss() && groups.tp_rank == 0; }
 
   double validation_loss() {
+    const dist::Trace::Scope span(trace.get(), "validation", "validation");
     const PerAxis before = sent_so_far(), spent = spent_so_far();
     double sums[2] = {0, 0};  // loss sum, counted tokens
     int slot = 0;
@@ -452,11 +470,16 @@ RunResult Trainer::run() {
     return state_->run();
   } catch (...) {  // before the buffers go, which waits for the device: nothing may wait for peers
     state_->comm.abandon_in_flight();
+    if (const dist::Trace* trace = state_->trace.get()) {  // what this rank recorded, on its own
+      const std::string path = dist::rank_trace_path(state_->spec.logging.trace, state_->comm.rank());
+      if (trace->write_own(path))
+        std::fprintf(stderr, "rank %d: its trace so far written to %s\n", state_->comm.rank(), path.c_str());
+    }
     throw;
   }
 }
 
-RunResult Trainer::State::run() {
+RunResult Trainer::State::run_steps() {
   RunResult result;
   result.steps_done = start_step;
   const double tokens_per_step = static_cast<double>(spec.train.global_batch) * spec.model.seq_len;
@@ -475,7 +498,10 @@ RunResult Trainer::State::run() {
     inject_fault(step + 1);
     const auto t0 = Clock::now();
     const double lr = optim::learning_rate(spec.optimizer, spec.train.steps, step);
-    const StepOutcome outcome = train_step(step, lr);
+    const StepOutcome outcome = [&] {
+      const dist::Trace::Scope span(trace.get(), "step " + std::to_string(step + 1), "step");
+      return train_step(step, lr);
+    }();
     const double loss = outcome.loss, grad_norm = outcome.grad_norm;
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       result.status = RunStatus::NonFinite;

@@ -62,6 +62,23 @@ def run(*args, timeout=300, preexec_fn=None, **extra):
     return r
 
 
+def communicate_all(procs, timeout):
+    """Every process's stderr once all have exited; past `timeout` s all are killed and the test fails
+    with what each had printed (a hang here once went unexplained)."""
+    deadline = time.time() + timeout
+    errors = []
+    for p in procs:
+        try:
+            errors.append(p.communicate(timeout=max(0.1, deadline - time.time()))[1])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            printed = [q.communicate()[1] for q in procs]
+            raise AssertionError(f"ranks still running after {timeout} s; their stderr:\n" +
+                                 "\n".join(f"--- rank {r} ---\n{e}" for r, e in enumerate(printed)))
+    return errors
+
+
 def limit_file_size():
     """preexec_fn: files may not grow past 32 KiB (write() fails with EFBIG instead of a signal), so
     a rank's checkpoint shard fails as on a full disk while the small files are written."""
@@ -468,7 +485,7 @@ class DistributedCheckpoints(Timed):
                                       env=env(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                                               PTRAIN_JOB_TOKEN="one-rank-fails"))
                      for rank in range(2)]
-            errors = [p.communicate(timeout=60)[1] for p in ranks]
+            errors = communicate_all(ranks, timeout=60)
             self.assertEqual([p.returncode for p in ranks], [1, 1], errors)
             self.assertIn("checkpoint step 10 not saved: rank 1: ", errors[0])
             self.assertIn("rank_1.safetensors: write failed: File too large", errors[0])

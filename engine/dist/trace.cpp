@@ -1,0 +1,125 @@
+#include "engine/dist/trace.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <utility>
+
+#include "engine/dist/comm.h"
+
+namespace ptrain::dist {
+namespace {
+
+void append_escaped(std::string& out, const std::string& text) {
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", static_cast<unsigned char>(c));
+      out += code;
+    } else {
+      out += c;
+    }
+  }
+}
+
+std::string metadata(const char* what, int pid, int tid, const std::string& name) {
+  std::string out = "{\"name\": \"" + std::string(what) + "\", \"ph\": \"M\", \"pid\": " + std::to_string(pid);
+  if (tid >= 0) out += ", \"tid\": " + std::to_string(tid);
+  out += ", \"args\": {\"name\": \"";
+  append_escaped(out, name);
+  return out + "\"}}";
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) std::fprintf(stderr, "error: logging.trace: cannot write '%s'\n", path.c_str());
+  return static_cast<bool>(out);
+}
+
+std::string document(const std::string& events) {
+  return "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + events + "\n]}\n";
+}
+
+}  // namespace
+
+Trace::Trace(int rank, std::string label, std::size_t capacity)
+    : rank_(rank), label_(std::move(label)), capacity_(capacity), start_(Clock::now()) {
+  events_.reserve(std::min<std::size_t>(capacity_, 4096));
+}
+
+void Trace::start(Comm& comm) {
+  double nothing = 0;
+  comm.all_reduce(comm.world_group(), &nothing, 1);
+  start_ = Clock::now();
+}
+
+double Trace::since_start_us(Clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - start_).count();
+}
+
+void Trace::add(const std::string& name, const char* category, Track track, Clock::time_point begin,
+                Clock::time_point end, const std::string& args) {
+  if (events_.size() >= capacity_) {
+    ++dropped_;
+    return;
+  }
+  const double b = since_start_us(begin);
+  events_.push_back({name, category, track, b, since_start_us(end) - b, args});
+}
+
+Trace::Scope::Scope(Trace* trace, std::string name, const char* category, Track track, std::string args)
+    : trace_(trace), name_(std::move(name)), category_(category), track_(track), args_(std::move(args)),
+      begin_(trace != nullptr ? Clock::now() : Clock::time_point{}) {}
+
+Trace::Scope::~Scope() {
+  if (trace_ != nullptr) trace_->add(name_, category_, track_, begin_, Clock::now(), args_);
+}
+
+std::string Trace::events_json() const {
+  std::string out = metadata("process_name", rank_, -1, label_);
+  out += ",\n" + metadata("process_sort_index", rank_, -1, std::to_string(rank_));
+  out += ",\n" + metadata("thread_name", rank_, kSteps, "step, pipeline, optimizer");
+  out += ",\n" + metadata("thread_name", rank_, kCollectives, "collectives");
+  char number[64];
+  for (const Event& e : events_) {
+    out += ",\n{\"name\": \"";
+    append_escaped(out, e.name);
+    out += "\", \"cat\": \"";
+    append_escaped(out, e.category);
+    std::snprintf(number, sizeof number, "\", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f", e.begin_us, e.duration_us);
+    out += number;
+    out += ", \"pid\": " + std::to_string(rank_) + ", \"tid\": " + std::to_string(static_cast<int>(e.track));
+    if (!e.args.empty()) out += ", \"args\": {" + e.args + "}";
+    out += "}";
+  }
+  if (dropped_ > 0)
+    out += ",\n{\"name\": \"trace full: " + std::to_string(dropped_) + " later spans dropped\", \"ph\": \"i\", \"s\": \"p\", " +
+           "\"ts\": " + std::to_string(events_.empty() ? 0.0 : events_.back().begin_us) + ", \"pid\": " +
+           std::to_string(rank_) + ", \"tid\": 0}";
+  return out;
+}
+
+bool Trace::write_merged(Comm& comm, const std::string& path) const {
+  const std::vector<std::string> all = comm.gather_strings(comm.world_group(), events_json(), 0);
+  if (comm.rank() != 0) return true;
+  std::string events;
+  for (const std::string& rank : all) events += (events.empty() ? "" : ",\n") + rank;
+  return write_file(path, document(events));
+}
+
+bool Trace::write_own(const std::string& path) const { return write_file(path, document(events_json())); }
+
+std::string rank_trace_path(const std::string& path, int rank) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t dot = path.find_last_of('.');
+  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const std::string stem = has_extension ? path.substr(0, dot) : path;
+  return stem + ".rank" + std::to_string(rank) + (has_extension ? path.substr(dot) : ".json");
+}
+
+}  // namespace ptrain::dist

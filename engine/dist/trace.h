@@ -1,0 +1,91 @@
+// The timeline of a run for `logging.trace`: each rank records spans (what ran, on which track,
+// from when to when) into memory as it trains, and at the end rank 0 gathers every rank's spans and
+// writes one Chrome trace (JSON, open in Perfetto or chrome://tracing): one process per rank, one
+// thread per track. The names follow `ptrain schedule --trace` ("F mb3 c0"), so the real pipeline
+// opens beside the simulated one.
+//
+// Clocks: every rank starts its clock when it leaves the same barrier (start()), so spans of ranks
+// on different hosts line up to within that barrier's skew. Cost: two clock reads and one append a
+// span; at `capacity` spans a rank stops recording and the file says how many it dropped. On the
+// CUDA backend the spans are host times: when the host issued the work, and where it waited.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ptrain::dist {
+
+class Comm;
+
+class Trace {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Tracks of a rank (Chrome "threads").
+  enum Track : int { kSteps = 0, kCollectives = 1 };
+
+  Trace(int rank, std::string label, std::size_t capacity = 1'000'000);
+
+  // Ends a barrier over every rank of `comm` and starts the clock (every rank calls it).
+  void start(Comm& comm);
+
+  // A span on `track` from `begin` to `end`; `args` is the body of a JSON object ("\"bytes\": 4"),
+  // or empty. `name` and `category` are escaped.
+  void add(const std::string& name, const char* category, Track track, Clock::time_point begin,
+           Clock::time_point end, const std::string& args = {});
+
+  // A span from construction to destruction.
+  class Scope {
+   public:
+    Scope(Trace* trace, std::string name, const char* category, Track track = kSteps, std::string args = {});
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Trace* trace_;
+    std::string name_;
+    const char* category_;
+    Track track_;
+    std::string args_;
+    Clock::time_point begin_;
+  };
+
+  std::size_t recorded() const { return events_.size(); }
+  std::size_t dropped() const { return dropped_; }
+
+  // This rank's events as Chrome trace events (comma-separated, no brackets): process and thread
+  // names first, then the spans in the order recorded.
+  std::string events_json() const;
+
+  // Collective over `comm`'s world: every rank sends its events to rank 0, which writes `path` as one
+  // Chrome trace. Returns false on rank 0 when the file cannot be written (said on stderr).
+  bool write_merged(Comm& comm, const std::string& path) const;
+  // Only this rank's events, to `path` (a run that failed: no collective is safe then).
+  bool write_own(const std::string& path) const;
+
+ private:
+  struct Event {
+    std::string name;
+    const char* category;
+    Track track;
+    double begin_us;
+    double duration_us;
+    std::string args;
+  };
+  double since_start_us(Clock::time_point t) const;
+
+  int rank_;
+  std::string label_;
+  std::size_t capacity_;
+  Clock::time_point start_;
+  std::vector<Event> events_;
+  std::size_t dropped_ = 0;
+};
+
+// The file a failed rank writes its own events to: "run/trace.json" -> "run/trace.rank3.json".
+std::string rank_trace_path(const std::string& path, int rank);
+
+}  // namespace ptrain::dist

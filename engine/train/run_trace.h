@@ -1,0 +1,22 @@
+// logging.trace for a run: the dist::Trace that the rank's pipeline (F/B/W, waits), its Comm
+// (every collective and message) and the trainer (steps, optimizer, validation, checkpoints) record
+// into, written by rank 0 as one Chrome trace at the end (dist/trace.h).
+#pragma once
+
+#include <memory>
+
+#include "engine/config/job_spec.h"
+#include "engine/dist/comm.h"
+#include "engine/dist/parallel_groups.h"
+#include "engine/dist/trace.h"
+
+namespace ptrain::train {
+
+// nullptr without logging.trace. Collective when the job has one: every rank leaves one barrier and
+// starts its clock there. Rank 0 makes the file's folder; when it cannot write the file every rank
+// throws std::invalid_argument (bad input, naming logging.trace), before the first step rather than
+// after the last.
+std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::Comm& comm,
+                                            const dist::ParallelGroups& groups);
+
+}  // namespace ptrain::train

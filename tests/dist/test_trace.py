@@ -1,0 +1,123 @@
+"""`logging.trace`: the Chrome trace of a real run. Every rank is a process of the file with its F/B
+of every microbatch (named as `ptrain schedule --trace` names the simulated ones), its waits, its
+collectives with group and bytes, its steps and optimizer updates; the ranks' clocks line up (a
+stage's forward starts after the previous stage's forward of the same microbatch ended); and a rank
+of a failed run leaves its own trace so far."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import test_distributed as dist
+
+STEPS = 3
+MICROBATCHES = 4  # global batch 8, micro-batch 1, dp 2
+
+
+def spans_by_rank(doc):
+    """{pid: (label, [span, ...])} of a Chrome trace document."""
+    labels, spans = {}, {}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "M" and e["name"] == "process_name":
+            labels[e["pid"]] = e["args"]["name"]
+        elif e["ph"] == "X":
+            spans.setdefault(e["pid"], []).append(e)
+    return {pid: (labels[pid], spans.get(pid, [])) for pid in labels}
+
+
+def coordinate(label, axis):
+    return int(re.search(axis + r" (\d+)", label).group(1))
+
+
+class RunTrace(unittest.TestCase):
+    def traced_run(self, d, *flags, **env):
+        path = os.path.join(d, "trace.json")
+        r = dist.run(dist.job(d, dp=2, pp=2, layers=4, steps=STEPS, zero=1, **{"micro_batch": 1}), "--set",
+                     f"logging.trace={path}", *flags, **env)
+        return r, path
+
+    def test_a_pipeline_by_data_parallel_run_traces_every_rank(self):
+        with tempfile.TemporaryDirectory() as d:
+            r, path = self.traced_run(d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("trace written: " + path, r.stdout + r.stderr)
+            with open(path) as f:
+                ranks = spans_by_rank(json.load(f))
+            self.assertEqual(sorted(ranks), [0, 1, 2, 3])
+            schedule = self.simulated_names(d)
+            for pid, (label, spans) in ranks.items():
+                names = [s["name"] for s in spans]
+                with self.subTest(rank=pid):
+                    # F and B of every microbatch of every step, as the simulator names them for this stage
+                    computed = [n for n in names if re.fullmatch(r"[FB] mb\d+ c\d+", n)]
+                    self.assertEqual(len(computed), 2 * MICROBATCHES * STEPS)
+                    self.assertEqual(set(computed), schedule[coordinate(label, "pp")])
+                    self.assertEqual([n for n in names if n.startswith("step ")],
+                                     [f"step {s}" for s in range(1, STEPS + 1)])
+                    self.assertEqual(names.count("optimizer"), STEPS)
+                    # collectives with their group and bytes: ZeRO-1 over dp, messages over pp
+                    collectives = [s for s in spans if s["tid"] == 1]
+                    groups = {s["args"]["group"].split("[")[0] for s in collectives}
+                    self.assertTrue({"dp-cp", "pp"} <= groups, groups)
+                    self.assertTrue(all(s["args"]["bytes"] > 0 for s in collectives))
+                    self.assertTrue(all(s["dur"] >= 0 for s in spans))
+            # Clocks line up across ranks: on each dp replica the second stage's F of a microbatch
+            # starts after the first stage's F of it ended (it waits for the activation).
+            for dp in (0, 1):
+                stage = {coordinate(label, "pp"): spans for label, spans in ranks.values()
+                         if coordinate(label, "dp") == dp}
+                first = [s for s in stage[0] if s["name"].startswith("F ")]
+                second = [s for s in stage[1] if s["name"].startswith("F ")]
+                for a, b in zip(first, second):
+                    self.assertEqual(a["name"], b["name"])
+                    self.assertGreaterEqual(b["ts"], a["ts"] + a["dur"] - 1000, f"dp {dp}, {a['name']}")
+
+    def simulated_names(self, d):
+        """{pp rank: the set of F/B names} of `ptrain schedule --trace` for the same job."""
+        out = os.path.join(d, "simulated.json")
+        r = subprocess.run([dist.PTRAIN, "schedule", os.path.join(d, "job.yaml"), "--trace", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            events = json.load(f)["traceEvents"]
+        names = {}
+        for e in events:
+            if e["ph"] == "X" and e["name"][0] in "FB":
+                names.setdefault(e["tid"], set()).add(e["name"])
+        return names
+
+    def test_a_failed_run_leaves_each_rank_its_own_trace(self):
+        with tempfile.TemporaryDirectory() as d:
+            r, path = self.traced_run(d, "--set", "train.steps=1000", "--set", "comm.timeout_s=3",
+                                      PTRAIN_DEBUG_FAULT="1:3:stall")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            own = os.path.join(d, "trace.rank0.json")
+            self.assertIn("its trace so far written to " + own, r.stderr)
+            with open(own) as f:
+                ranks = spans_by_rank(json.load(f))
+            self.assertEqual(list(ranks), [0])
+            names = [s["name"] for s in ranks[0][1]]
+            self.assertIn("step 2", names)  # the steps before the stall
+
+    def test_a_trace_folder_is_made_and_an_unwritable_trace_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = dist.run(dist.job(d, dp=2, steps=2), "--set", f"logging.trace={d}/new/folder/trace.json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(os.path.isfile(os.path.join(d, "new", "folder", "trace.json")))
+        with tempfile.TemporaryDirectory() as d:
+            r = dist.run(dist.job(d, dp=2, steps=2), "--set", f"logging.trace={d}/job.yaml/trace.json")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"logging.trace: cannot open '{d}/job.yaml/trace.json' for writing", r.stderr)
+            self.assertEqual(dist.metrics(d), [])  # refused before the first step
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--ptrain" in args:
+        i = args.index("--ptrain")
+        dist.PTRAIN = args[i + 1]
+        del args[i:i + 2]
+    unittest.main(argv=[sys.argv[0], *args])

@@ -1,0 +1,96 @@
+// dist::Trace: spans become Chrome trace events (valid JSON, ranks as processes, tracks as
+// threads), the capacity drops later spans and says so, and the merged file of a one-rank world.
+#include "engine/dist/trace.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/dist/comm.h"
+
+namespace {
+
+using ptrain::dist::Trace;
+using Clock = Trace::Clock;
+
+nlohmann::json parse_events(const std::string& events) { return nlohmann::json::parse("[" + events + "]"); }
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("trace spans are Chrome trace events of the rank's process and the span's track") {
+  Trace trace(3, "rank 3 (pp 1)");
+  const auto t0 = Clock::now();
+  trace.add("F mb0 c1", "forward", Trace::kSteps, t0, t0 + std::chrono::microseconds(250), "\"microbatch\": 0");
+  trace.add("all_reduce", "collective", Trace::kCollectives, t0 + std::chrono::microseconds(300),
+            t0 + std::chrono::microseconds(400), "\"group\": \"dp[1,3]\", \"bytes\": 64");
+  { const Trace::Scope scope(&trace, "weird \"name\"\n", "step"); }
+  { const Trace::Scope nothing(nullptr, "never recorded", "step"); }
+  REQUIRE(trace.recorded() == 3);
+
+  const nlohmann::json events = parse_events(trace.events_json());
+  int metadata = 0;
+  std::vector<nlohmann::json> spans;
+  for (const auto& e : events) {
+    CHECK(e["pid"] == 3);
+    if (e["ph"] == "M") ++metadata;
+    if (e["ph"] == "X") spans.push_back(e);
+  }
+  CHECK(metadata == 4);  // process name and sort index, two thread names
+  REQUIRE(spans.size() == 3);
+  CHECK(spans[0]["name"] == "F mb0 c1");
+  CHECK(spans[0]["cat"] == "forward");
+  CHECK(spans[0]["tid"] == 0);
+  CHECK(spans[0]["dur"].get<double>() == 250.0);
+  CHECK(spans[0]["args"]["microbatch"] == 0);
+  CHECK(spans[1]["tid"] == 1);
+  CHECK(spans[1]["args"]["group"] == "dp[1,3]");
+  CHECK(spans[1]["ts"].get<double>() - spans[0]["ts"].get<double>() == 300.0);
+  CHECK(spans[2]["name"] == "weird \"name\"\n");
+}
+
+TEST_CASE("a full trace drops later spans and says how many") {
+  Trace trace(0, "rank 0", 2);
+  const auto t = Clock::now();
+  for (int i = 0; i < 5; ++i) trace.add("F", "forward", Trace::kSteps, t, t);
+  CHECK(trace.recorded() == 2);
+  CHECK(trace.dropped() == 3);
+  const nlohmann::json events = parse_events(trace.events_json());
+  CHECK(events.back()["name"] == "trace full: 3 later spans dropped");
+}
+
+TEST_CASE("a one-rank world's merged trace is a Chrome trace document") {
+  const auto comm = ptrain::dist::make_solo_comm();
+  Trace trace(0, "rank 0");
+  trace.start(*comm);
+  comm->set_trace(&trace);
+  double x = 1;
+  comm->all_reduce(comm->world_group(), &x, 1);  // a one-rank group moves nothing: no span
+  comm->set_trace(nullptr);
+  CHECK(trace.recorded() == 0);
+  const auto t = Clock::now();
+  trace.add("step 1", "step", Trace::kSteps, t, t + std::chrono::milliseconds(2));
+  const std::string path = (std::filesystem::temp_directory_path() / "ptrain_trace_test.json").string();
+  REQUIRE(trace.write_merged(*comm, path));
+  const nlohmann::json doc = nlohmann::json::parse(read(path));
+  CHECK(doc["displayTimeUnit"] == "ms");
+  bool step = false;
+  for (const auto& e : doc["traceEvents"]) step |= e["name"] == "step 1" && e["dur"].get<double>() == 2000.0;
+  CHECK(step);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a failed rank's own trace sits beside the job's") {
+  using ptrain::dist::rank_trace_path;
+  CHECK(rank_trace_path("runs/x/trace.json", 3) == "runs/x/trace.rank3.json");
+  CHECK(rank_trace_path("runs/x.y/trace", 0) == "runs/x.y/trace.rank0.json");
+  CHECK(rank_trace_path("trace", 12) == "trace.rank12.json");
+}
