@@ -11,6 +11,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libgloo-dev libopenblas-dev
+  libprotobuf-dev protobuf-compiler   # TensorBoard event files (logging.tensorboard)
+  python3-protobuf   # their test decodes them with protobuf's own parser
   clang libclang-rt-14-dev   # libFuzzer target (tests/fuzz)
   python3-torch python3-numpy   # reference checks (tests/ckpt/check_hf_export.py)
   slurmctld slurmd slurm-client munge openmpi-bin   # launcher tests (tests/launch/slurm_cluster.sh)

@@ -134,6 +134,7 @@ struct LoggingSpec {
   std::int64_t every = 10;
   std::string metrics;  // nullable; JSONL path; empty = none
   std::string trace;    // nullable; Chrome trace path; empty = none
+  std::string tensorboard;  // nullable; TensorBoard event-file directory; empty = none
 };
 
 struct CommSpec {

@@ -139,6 +139,7 @@ constexpr SchemaEntry kLoggingEntries[] = {
     {"every", [](ValueReader& r, JobSpec& s) { r.integer(s.logging.every, 1); }},
     {"metrics", [](ValueReader& r, JobSpec& s) { r.text(s.logging.metrics, true); }},
     {"trace", [](ValueReader& r, JobSpec& s) { r.text(s.logging.trace, true); }},
+    {"tensorboard", [](ValueReader& r, JobSpec& s) { r.text(s.logging.tensorboard, true); }},
 };
 constexpr Section kLogging{"logging", kLoggingEntries};
 

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/train/tensorboard.h"
+
 namespace ptrain::train {
 namespace {
 
@@ -23,8 +25,10 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& jsonl_path, std::int64_t total_steps, std::int64_t log_every)
+MetricsLog::MetricsLog(const std::string& jsonl_path, const std::string& tensorboard_dir, std::int64_t total_steps,
+                       std::int64_t log_every)
     : total_steps_(total_steps), log_every_(log_every > 0 ? log_every : 1), tty_(isatty(STDERR_FILENO) != 0) {
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardLog>(tensorboard_dir);
   if (jsonl_path.empty()) return;
   std::error_code ignored;  // a failure to create the folder shows up as the open failing
   const std::filesystem::path parent = std::filesystem::path(jsonl_path).parent_path();
@@ -33,7 +37,10 @@ MetricsLog::MetricsLog(const std::string& jsonl_path, std::int64_t total_steps, 
   if (!jsonl_) throw std::invalid_argument("logging.metrics: cannot open '" + jsonl_path + "' for writing");
 }
 
+MetricsLog::~MetricsLog() = default;
+
 void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
+  if (tensorboard_) tensorboard_->record(m);
   if (jsonl_.is_open()) {
     nlohmann::ordered_json j = {{"step", m.step},           {"loss", m.loss}, {"lr", m.lr},
                                 {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s}, {"mfu", m.mfu},

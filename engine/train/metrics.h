@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -48,18 +49,25 @@ struct StepMetrics {
   double compute_seconds = 0;
 };
 
+class TensorBoardLog;
+
 class MetricsLog {
  public:
-  // Opens (appends to) the JSONL file if `jsonl_path` is not empty; throws std::runtime_error
-  // naming the path if it cannot be opened.
-  MetricsLog(const std::string& jsonl_path, std::int64_t total_steps, std::int64_t log_every);
-  // Records a step: JSONL always, the console line every log_every steps (and the last one).
+  // Opens (appends to) the JSONL file if `jsonl_path` is not empty, and a TensorBoard event file
+  // in `tensorboard_dir` if that is not empty; throws std::invalid_argument naming the key if
+  // either cannot be opened.
+  MetricsLog(const std::string& jsonl_path, const std::string& tensorboard_dir, std::int64_t total_steps,
+             std::int64_t log_every);
+  ~MetricsLog();
+  // Records a step: JSONL and TensorBoard always, the console line every log_every steps (and the
+  // last one).
   void record(const StepMetrics& m, double eta_seconds);
   void note(const std::string& line);  // a free-form console line (checkpoint saved, resumed, ...)
 
  private:
   void draw_progress(std::int64_t step, double eta_seconds);
   std::ofstream jsonl_;
+  std::unique_ptr<TensorBoardLog> tensorboard_;
   std::int64_t total_steps_;
   std::int64_t log_every_;
   bool tty_;

@@ -166,7 +166,7 @@ struct Trainer::State {
         valid_source(data::open_valid_source(s)),
         train_loader(data::make_train_loader(s, *train_source, groups.dp_rank)),
         loss_sums(backend, kEvalBatches * train_loader.microbatches()) {  // evaluation batches slice alike
-    if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.train.steps, s.logging.every);
+    if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.logging.tensorboard, s.train.steps, s.logging.every);
     if (dir_lock)
       for (const std::string& w : dir_lock->warnings()) note("warning: " + w);
     pipeline.set_hooks(&zero);

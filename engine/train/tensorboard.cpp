@@ -1,0 +1,102 @@
+#include "engine/train/tensorboard.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "engine/ckpt/crc32c.h"
+#include "tensorboard_event.pb.h"
+
+namespace ptrain::train {
+namespace {
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("host");
+}
+
+}  // namespace
+
+std::uint32_t tfrecord_masked_crc(const void* data, std::size_t size) {
+  const std::uint32_t crc = ckpt::crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetrics& m) {
+  std::vector<std::pair<std::string, double>> v = {
+      {"loss/train", m.loss},
+      {"optimizer/lr", m.lr},
+      {"optimizer/grad_norm", m.grad_norm},
+      {"throughput/tokens_per_s", m.tokens_per_s},
+      {"throughput/mfu", m.mfu},
+      {"time/step_s", m.step_seconds},
+      {"time/compute_s", m.compute_seconds},
+      {"time/optimizer_s", m.optimizer_seconds},
+      {"memory/bytes", m.memory_bytes},
+  };
+  if (m.val_loss) v.emplace_back("loss/validation", *m.val_loss);
+  if (m.device_memory_peak_bytes) v.emplace_back("memory/device_peak_bytes", *m.device_memory_peak_bytes);
+  if (m.pipeline_idle) v.emplace_back("pipeline/idle", *m.pipeline_idle);
+  if (m.comm_bytes && m.comm_seconds) {
+    const PerAxis& b = *m.comm_bytes;
+    const PerAxis& s = *m.comm_seconds;
+    for (const auto& [axis, bytes, seconds] : {std::tuple{"tp", b.tp, s.tp}, std::tuple{"pp", b.pp, s.pp},
+                                               std::tuple{"dp", b.dp, s.dp}, std::tuple{"cp", b.cp, s.cp},
+                                               std::tuple{"ep", b.ep, s.ep}}) {
+      if (bytes <= 0) continue;
+      v.emplace_back(std::string("comm/bytes/") + axis, bytes);
+      v.emplace_back(std::string("time/comm_s/") + axis, seconds);
+    }
+  }
+  return v;
+}
+
+TensorBoardLog::TensorBoardLog(const std::string& dir) {
+  std::error_code ignored;  // a folder that cannot be made shows up as the open failing
+  std::filesystem::create_directories(dir, ignored);
+  const auto seconds = static_cast<long long>(unix_seconds());
+  path_ = (std::filesystem::path(dir) /
+           ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." + std::to_string(::getpid())))
+              .string();
+  out_.open(path_, std::ios::binary | std::ios::app);
+  if (!out_) throw std::invalid_argument("logging.tensorboard: cannot open '" + path_ + "' for writing");
+  tensorboard::Event first;
+  first.set_wall_time(unix_seconds());
+  first.set_file_version("brain.Event:2");
+  write_record(first.SerializeAsString());
+}
+
+void TensorBoardLog::record(const StepMetrics& m) {
+  tensorboard::Event event;
+  event.set_wall_time(unix_seconds());
+  event.set_step(m.step);
+  tensorboard::Summary* summary = event.mutable_summary();
+  for (const auto& [tag, value] : tensorboard_scalars(m)) {
+    tensorboard::Summary::Value* v = summary->add_value();
+    v->set_tag(tag);
+    v->set_simple_value(static_cast<float>(value));
+  }
+  write_record(event.SerializeAsString());
+}
+
+void TensorBoardLog::write_record(const std::string& bytes) {
+  const std::uint64_t length = bytes.size();  // little-endian on every host ptrain builds for
+  unsigned char header[12];
+  std::memcpy(header, &length, 8);
+  const std::uint32_t length_crc = tfrecord_masked_crc(header, 8), data_crc = tfrecord_masked_crc(bytes.data(), bytes.size());
+  std::memcpy(header + 8, &length_crc, 4);
+  out_.write(reinterpret_cast<const char*>(header), sizeof header);
+  out_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out_.write(reinterpret_cast<const char*>(&data_crc), 4);
+  out_.flush();
+  if (!out_) throw std::runtime_error("logging.tensorboard: writing '" + path_ + "' failed");
+}
+
+}  // namespace ptrain::train

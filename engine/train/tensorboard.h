@@ -1,0 +1,43 @@
+// logging.tensorboard: each step's metrics as TensorBoard scalars, in an event file of the
+// directory (events.out.tfevents.<seconds>.<host>, one per run; a resumed run adds its own and
+// TensorBoard reads them together). The file is TFRecord-framed protobuf: per record the length
+// (8 bytes little-endian), its masked CRC32C, the serialized Event, its masked CRC32C. Flushed
+// every step, so TensorBoard can follow a run live.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/train/metrics.h"
+
+namespace ptrain::train {
+
+class TensorBoardLog {
+ public:
+  // Makes `dir` and opens a new event file in it; throws std::invalid_argument naming
+  // logging.tensorboard when it cannot.
+  explicit TensorBoardLog(const std::string& dir);
+  // One Event for step m.step with every scalar the step has (tags in tensorboard_tags()).
+  void record(const StepMetrics& m);
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_record(const std::string& bytes);
+  std::string path_;
+  std::ofstream out_;
+};
+
+// The (tag, value) pairs of a step: "loss/train", "loss/validation", "optimizer/lr",
+// "optimizer/grad_norm", "throughput/tokens_per_s", "throughput/mfu", "time/step_s",
+// "time/compute_s", "time/optimizer_s", "time/comm_s/<axis>", "comm/bytes/<axis>",
+// "memory/bytes", "memory/device_peak_bytes", "pipeline/idle" — each where the step has it (the
+// axes: those that sent bytes in the step).
+std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetrics& m);
+
+// TFRecord's masked CRC32C of `data` (the CRC rotated right by 15 bits plus 0xa282ead8).
+std::uint32_t tfrecord_masked_crc(const void* data, std::size_t size);
+
+}  // namespace ptrain::train

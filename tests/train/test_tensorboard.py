@@ -1,0 +1,139 @@
+"""logging.tensorboard, read back by a decoder that is not ptrain's: the TFRecord framing (lengths,
+masked CRC32C of each) checked here, every record parsed by protobuf's own Python parser against
+TensorBoard's event schema (tensorboard/compat/proto/event.proto and summary.proto: Event,
+Summary, Summary.Value, their field numbers), stated below independently of ptrain's .proto. The
+scalars must equal the metrics JSONL of the same run. Needs python3-protobuf (Debian), so CMake runs
+it with /usr/bin/python3.
+    /usr/bin/python3 tests/train/test_tensorboard.py --ptrain build/ptrain [-v]"""
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+PTRAIN = ""
+
+JOB = """\
+name: tensorboard-test
+backend: cpu
+model: {{arch: llama, layers: 2, hidden: 32, heads: 4, kv_heads: 2, ffn_hidden: 64, vocab: 97, seq_len: 16}}
+parallel: {{zero: 1}}
+train: {{steps: 12, global_batch: 8, micro_batch: 2, precision: fp32, seed: 3}}
+optimizer: {{lr: 1.0e-2, warmup_steps: 2}}
+data: {{format: synthetic, eval_every: 5}}
+cluster: {{nodes: 1, gpus_per_node: 2, gpu: cpu}}
+logging: {{every: 4, metrics: {d}/metrics.jsonl, tensorboard: {d}/tb}}
+"""
+
+
+def tensorboard_event_class():
+    """TensorBoard's Event message, built from its field numbers (proto3, package tensorboard)."""
+    f = descriptor_pb2.FileDescriptorProto(name="tensorboard_event_test.proto", package="tensorboard", syntax="proto3")
+    T = descriptor_pb2.FieldDescriptorProto
+    summary = f.message_type.add(name="Summary")
+    value = summary.nested_type.add(name="Value")
+    value.field.add(name="node_name", number=7, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
+    value.field.add(name="tag", number=1, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
+    value.oneof_decl.add(name="value")
+    value.field.add(name="simple_value", number=2, type=T.TYPE_FLOAT, label=T.LABEL_OPTIONAL, oneof_index=0)
+    summary.field.add(name="value", number=1, type=T.TYPE_MESSAGE, label=T.LABEL_REPEATED,
+                      type_name=".tensorboard.Summary.Value")
+    event = f.message_type.add(name="Event")
+    event.field.add(name="wall_time", number=1, type=T.TYPE_DOUBLE, label=T.LABEL_OPTIONAL)
+    event.field.add(name="step", number=2, type=T.TYPE_INT64, label=T.LABEL_OPTIONAL)
+    event.oneof_decl.add(name="what")
+    event.field.add(name="file_version", number=3, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL, oneof_index=0)
+    event.field.add(name="graph_def", number=4, type=T.TYPE_BYTES, label=T.LABEL_OPTIONAL, oneof_index=0)
+    event.field.add(name="summary", number=5, type=T.TYPE_MESSAGE, label=T.LABEL_OPTIONAL, oneof_index=0,
+                    type_name=".tensorboard.Summary")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return message_factory.MessageFactory(pool).GetPrototype(pool.FindMessageTypeByName("tensorboard.Event"))
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked(crc):
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def records(path):
+    """The payloads of a TFRecord file, each frame's CRCs checked."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out, at = [], 0
+    while at < len(data):
+        header = data[at:at + 12]
+        length, length_crc = struct.unpack("<QI", header)
+        assert masked(crc32c(header[:8])) == length_crc, f"length CRC at byte {at}"
+        payload = data[at + 12:at + 12 + length]
+        (payload_crc,) = struct.unpack("<I", data[at + 12 + length:at + 16 + length])
+        assert masked(crc32c(payload)) == payload_crc, f"data CRC at byte {at}"
+        out.append(payload)
+        at += 16 + length
+    return out
+
+
+class TensorBoard(unittest.TestCase):
+    def test_crc32c_of_the_check_string(self):
+        self.assertEqual(crc32c(b"123456789"), 0xE3069283)  # the CRC-32C check value
+
+    def test_events_hold_the_runs_metrics(self):
+        Event = tensorboard_event_class()
+        with tempfile.TemporaryDirectory() as d:
+            job = os.path.join(d, "job.yaml")
+            with open(job, "w") as f:
+                f.write(JOB.format(d=d))
+            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            files = glob.glob(os.path.join(d, "tb", "events.out.tfevents.*"))
+            self.assertEqual(len(files), 1, files)
+            events = [Event.FromString(payload) for payload in records(files[0])]
+            with open(os.path.join(d, "metrics.jsonl")) as f:
+                rows = [json.loads(line) for line in f]
+        self.assertEqual(events[0].file_version, "brain.Event:2")
+        steps = events[1:]
+        self.assertEqual([e.step for e in steps], [row["step"] for row in rows])
+        self.assertEqual([e.wall_time for e in steps], sorted(e.wall_time for e in steps))
+        for e, row in zip(steps, rows):
+            self.assertEqual(e.WhichOneof("what"), "summary")
+            scalars = {v.tag: v.simple_value for v in e.summary.value}
+            expected = {"loss/train": row["loss"], "optimizer/lr": row["lr"], "optimizer/grad_norm": row["grad_norm"],
+                        "throughput/tokens_per_s": row["tokens_per_s"], "time/step_s": row["step_s"],
+                        "memory/bytes": row["memory_bytes"], "comm/bytes/dp": row["comm_bytes"]["dp"]}
+            if "val_loss" in row:
+                expected["loss/validation"] = row["val_loss"]
+            for tag, value in expected.items():
+                self.assertAlmostEqual(scalars[tag], value, delta=abs(value) * 1e-6, msg=f"step {e.step} {tag}")
+            self.assertEqual("loss/validation" in scalars, "val_loss" in row)
+        self.assertEqual(sum("loss/validation" in {v.tag for v in e.summary.value} for e in steps), 3)  # 5, 10, 12
+
+    def test_an_unwritable_directory_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as d:
+            job = os.path.join(d, "job.yaml")
+            with open(job, "w") as f:
+                f.write(JOB.format(d=d).replace(f"tensorboard: {d}/tb", f"tensorboard: {d}/job.yaml/tb"))
+            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("logging.tensorboard: cannot open", r.stderr)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--ptrain" in args:
+        i = args.index("--ptrain")
+        PTRAIN = args[i + 1]
+        del args[i:i + 2]
+    unittest.main(argv=[sys.argv[0], *args])
