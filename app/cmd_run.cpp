@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <utility>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -142,9 +143,14 @@ int fail(dist::Session* session, int code, const std::string& message, const std
 // `predicted`: validate's estimate of the job, which rank 0 sets the run's typical step against at
 // the end.
 int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<dist::WorkerEnv>& env,
-          const std::optional<plan::Estimate>& predicted) {
+          const std::optional<plan::Estimate>& predicted, std::chrono::steady_clock::time_point started) {
   train::TrainerOptions options;
   if (!parse_fault(options)) return kExitBadInput;
+  auto lap = [at = started]() mutable {  // seconds since the previous lap
+    const auto now = std::chrono::steady_clock::now();
+    return std::chrono::duration<double>(now - std::exchange(at, now)).count();
+  };
+  options.startup.job_s = lap();
   options.stop_requested = &g_stop_requested;
   options.stop_after_steps = args.stop_after_steps;
   std::string why_not;
@@ -153,6 +159,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     std::fprintf(stderr, "error: %s\n", why_not.c_str());
     return kExitBadInput;
   }
+  options.startup.backend_s = lap();
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
@@ -172,6 +179,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       const std::chrono::milliseconds timeout(static_cast<std::int64_t>(spec.comm.timeout_s * 1000));
       session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
       comm = &session->comm();
+      options.startup.rendezvous_s = lap();
     } else {
       solo = dist::make_solo_comm();
       comm = solo.get();
@@ -207,6 +215,7 @@ int run_training(const RunArgs& args) {
   // Workers start with this mask (launch_local hands them the caller's), so a signal that the
   // launcher forwards before a worker has reached its handler waits for it too.
   mask_stop_signals(SIG_BLOCK);
+  const auto started = std::chrono::steady_clock::now();
   std::optional<dist::WorkerEnv> env;
   if (!detect_worker(env)) return kExitBadInput;
   if (env && args.nproc && *args.nproc != env->world) {
@@ -239,7 +248,7 @@ int run_training(const RunArgs& args) {
       return kExitRuntimeFailure;
     }
   }
-  return train(args, job.spec, env, est);
+  return train(args, job.spec, env, est, started);
 }
 
 }  // namespace

@@ -120,7 +120,9 @@ void ParamStore::initialize(std::uint64_t seed, int layers) {
 }
 
 void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const {
-  std::fill(dst, dst + range.size(), 0.0f);
+  const std::int64_t n = range.size();
+#pragma omp parallel for schedule(static) if (n > (std::int64_t{1} << 20))
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = 0.0f;  // what no slot covers stays zero
   const float std_normal = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
   for (const ParamSlot& s : slots_) {

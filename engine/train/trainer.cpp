@@ -104,6 +104,7 @@ std::unique_ptr<ckpt::CheckpointDirLock> claim_checkpoint_dir(const config::JobS
 }  // namespace
 
 struct Trainer::State {
+  Clock::time_point constructed = Clock::now();  // first: before the members allocate
   const config::JobSpec& spec;
   const kernels::Ops& ops;
   TrainerOptions options;
@@ -170,7 +171,10 @@ struct Trainer::State {
     if (dir_lock)
       for (const std::string& w : dir_lock->warnings()) note("warning: " + w);
     pipeline.set_hooks(&zero);
+    const auto weights_begin = Clock::now();
+    options.startup.allocation_s = std::chrono::duration<double>(weights_begin - constructed).count();
     start_step = restore();
+    options.startup.weights_s = seconds_since(weights_begin);
     last_saved_step = start_step;
     const std::size_t tokens = static_cast<std::size_t>(s.train.micro_batch) * static_cast<std::size_t>(s.model.seq_len);
     inputs.resize(tokens);
@@ -229,6 +233,7 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
+        options.startup.weights = "read from a checkpoint";
         ShardMirror staged(ops, zero.restored_shards());
         ckpt::restore_flat_shards(loaded, params, staged.host());
         staged.upload();
@@ -242,6 +247,7 @@ struct Trainer::State {
       zero.initialize(spec.train.seed, spec.model.layers);
       return 0;
     }
+    options.startup.weights = "read from HF weights";
     const auto imported = import_hf_weights(c.load_hf);
     note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
     return 0;
@@ -511,6 +517,10 @@ RunResult Trainer::State::run_steps() {
       break;
     }
     const double seconds = seconds_since(t0);
+    if (step == start_step) {
+      options.startup.first_step_s = seconds;
+      note(startup_line(options.startup));
+    }
     seconds_total += seconds;
     timed_steps += 1;
 

@@ -14,6 +14,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/dist/comm.h"
+#include "engine/train/startup.h"
 #include "engine/train/typical_step.h"
 #include "kernels/ops.h"
 
@@ -41,6 +42,9 @@ struct TrainerOptions {
   int fault_rank = -1;
   std::int64_t fault_step = 0;
   std::string fault_action;
+  // Start-up before the trainer (job, backend, rendezvous); it adds its own parts and the first
+  // step's, and rank 0 prints them after that step.
+  StartupTimes startup;
 };
 
 class Trainer {

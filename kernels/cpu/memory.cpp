@@ -1,6 +1,10 @@
 // Host memory for the CPU backend's buffers: zero-filled and 256-byte aligned (the Ops contract;
-// more than any vector load needs, and the same alignment the CUDA backend gives).
+// more than any vector load needs, and the same alignment the CUDA backend gives). Large buffers are
+// zeroed by every thread at once: the first touch of their pages is most of a model's allocation
+// time (a 0.51B Llama's 8 GB of parameters, gradients and AdamW state: 6.2 s on this 2-core
+// machine's one thread).
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -14,7 +18,14 @@ void* allocate(std::size_t bytes) {
   const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  const auto chunks = static_cast<std::int64_t>((rounded + kChunk - 1) / kChunk);
+  char* base = static_cast<char*>(p);
+#pragma omp parallel for schedule(static) if (chunks > 64)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::size_t begin = static_cast<std::size_t>(c) * kChunk;
+    std::memset(base + begin, 0, std::min(kChunk, rounded - begin));
+  }
   return p;
 }
 
