@@ -1,6 +1,7 @@
 """`ptrain run` on CPU, end to end: training works, resumes exactly, stops cleanly, fails loudly."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +58,19 @@ class Training(unittest.TestCase):
                 self.assertIn("val_loss", m[9])  # eval_every 10
                 self.assertIn("step     60/60", r.stderr)
                 self.assertTrue(os.path.isdir(os.path.join(d, "ckpt", "step_60")))
+
+    def test_start_up_is_broken_down_after_the_first_step(self):
+        pattern = (r"start-up: ([0-9.]+) s to the end of the first step: job ([0-9.]+) s, backend ([0-9.]+) s, "
+                   r"rendezvous ([0-9.]+) s, allocation ([0-9.]+) s, weights ([0-9.]+) s \((.+)\), first step ([0-9.]+) s")
+        with tempfile.TemporaryDirectory() as d:
+            for steps, weights in [(10, "drawn from the seed"), (12, "read from a checkpoint")]:
+                r = run(job(d, "llama", steps=steps))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                found = re.findall(pattern, r.stderr)
+                self.assertEqual(len(found), 1, r.stderr)  # once, on the first step of this run
+                total, *parts, how, first = found[0]
+                self.assertEqual(how, weights)
+                self.assertAlmostEqual(float(total), sum(map(float, parts)) + float(first), delta=0.03)
 
     def test_resume_is_bitwise_exact(self):
         # 20 steps straight == 10 steps, stop, resume, 10 more: losses and final weights. In bf16 the
