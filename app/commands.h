@@ -14,5 +14,6 @@ void add_plan_command(CLI::App& cli, int& exit_code);
 void add_run_command(CLI::App& cli, int& exit_code);
 void add_convert_command(CLI::App& cli, int& exit_code);
 void add_profile_command(CLI::App& cli, int& exit_code);
+void add_report_command(CLI::App& cli, int& exit_code);
 
 }  // namespace ptrain::app

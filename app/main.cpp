@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   ptrain::app::add_schedule_command(cli, exit_code);
   ptrain::app::add_convert_command(cli, exit_code);
   ptrain::app::add_profile_command(cli, exit_code);
+  ptrain::app::add_report_command(cli, exit_code);
 
   try {
     cli.parse(argc, argv);

@@ -13,6 +13,7 @@ packages=(
   libgloo-dev libopenblas-dev
   libprotobuf-dev protobuf-compiler   # TensorBoard event files (logging.tensorboard)
   python3-protobuf   # their test decodes them with protobuf's own parser
+  chromium   # ptrain report's test renders the page in a real headless browser
   clang libclang-rt-14-dev   # libFuzzer target (tests/fuzz)
   python3-torch python3-numpy   # reference checks (tests/ckpt/check_hf_export.py)
   slurmctld slurmd slurm-client munge openmpi-bin   # launcher tests (tests/launch/slurm_cluster.sh)

@@ -1,0 +1,242 @@
+// `ptrain report RUN_DIR|METRICS.jsonl [--job JOB.yaml] [--trace TRACE.json] [--out FILE]`: one
+// self-contained HTML page of a run (inline SVG and CSS, no script, nothing fetched): loss and
+// validation loss, tokens/s and MFU, step time and memory against validate's predictions, and the
+// measured pipeline of a step beside the simulated schedule when the run wrote a trace.
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "app/exit_codes.h"
+#include "app/job_loading.h"
+#include "app/report_charts.h"
+#include "app/report_timeline.h"
+#include "engine/pipeline/render.h"
+#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/simulator.h"
+#include "engine/plan/step_time.h"
+
+namespace ptrain::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ReportArgs {
+  std::string path;  // a run directory or a metrics JSONL file
+  JobArgs job;       // job_path empty: RUN_DIR/job.yaml when it exists
+  std::string trace;
+  std::string out;
+};
+
+struct Inputs {
+  std::string metrics, job, trace, out;
+};
+
+// Where each input is: explicit flags first, then the run directory's own files.
+Inputs locate(const ReportArgs& args) {
+  Inputs in;
+  const bool dir = fs::is_directory(args.path);
+  const fs::path base = dir ? fs::path(args.path) : fs::path(args.path).parent_path();
+  in.metrics = dir ? (base / "metrics.jsonl").string() : args.path;
+  auto beside = [&](const std::string& given, const char* name) {
+    if (!given.empty()) return given;
+    const fs::path p = base / name;
+    return fs::is_regular_file(p) ? p.string() : std::string();
+  };
+  in.job = beside(args.job.job_path, "job.yaml");
+  in.trace = beside(args.trace, "trace.json");
+  in.out = args.out.empty() ? (base / "report.html").string() : args.out;
+  return in;
+}
+
+std::optional<std::vector<nlohmann::json>> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "error: cannot read the metrics file '%s' (give a run directory holding metrics.jsonl, "
+                         "or the file logging.metrics names)\n", path.c_str());
+    return std::nullopt;
+  }
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded() || !row.is_object() || !row.contains("step") || !row["step"].is_number()) {
+      std::fprintf(stderr, "error: %s:%d: not a metrics row (one JSON object with a \"step\" a line)\n", path.c_str(),
+                   number);
+      return std::nullopt;
+    }
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) {
+    std::fprintf(stderr, "error: %s holds no steps\n", path.c_str());
+    return std::nullopt;
+  }
+  return rows;
+}
+
+Series series(const std::vector<nlohmann::json>& rows, const char* key, std::string name, std::string color,
+              double scale = 1.0) {
+  Series s{std::move(name), std::move(color), {}};
+  for (const auto& r : rows)
+    if (r.contains(key) && r[key].is_number()) s.points.emplace_back(r["step"].get<double>(), r[key].get<double>() * scale);
+  return s;
+}
+
+double median_of(const std::vector<nlohmann::json>& rows, const char* key) {
+  std::vector<double> v;
+  for (std::size_t i = rows.size() > 3 ? 2 : 0; i < rows.size(); ++i)  // past the first two steps, as the run's table
+    if (rows[i].contains(key) && rows[i][key].is_number()) v.push_back(rows[i][key].get<double>());
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+std::string strip_xml_prolog(std::string svg) {
+  if (svg.rfind("<?xml", 0) == 0) svg.erase(0, svg.find('\n') + 1);
+  return svg;
+}
+
+constexpr const char* kStyle = R"(body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px}table{border-collapse:collapse}
+td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}.charts{display:flex;flex-wrap:wrap;gap:12px}
+.chart .frame{fill:none;stroke:#999}.chart .grid{stroke:#eee}.chart .tick,.chart .legend{font-size:11px}
+.chart .title{font-size:13px;font-weight:bold}.chart .axis{font-size:12px}.timelines{display:flex;flex-direction:column;gap:16px}
+figure{margin:0}figure svg{max-width:100%;height:auto}
+.note{color:#666;font-size:13px})";
+
+int run_report(const ReportArgs& args) {
+  const Inputs in = locate(args);
+  const auto rows = read_metrics(in.metrics);
+  if (!rows) return kExitBadInput;
+
+  std::optional<config::LoadResult> job;
+  std::optional<plan::Estimate> estimate;
+  if (!in.job.empty()) {
+    JobArgs job_args = args.job;
+    job_args.job_path = in.job;
+    job = load_job(job_args, std::nullopt);
+    if (job->ok()) estimate = estimate_job(*job);
+    print_diagnostics(job->diags);
+    if (!job->ok()) return kExitBadInput;
+  }
+  std::optional<nlohmann::json> trace;
+  if (!in.trace.empty()) {
+    std::ifstream t(in.trace);
+    nlohmann::json parsed = nlohmann::json::parse(t, nullptr, false);
+    if (parsed.is_discarded()) {
+      std::fprintf(stderr, "error: %s is not a Chrome trace (JSON) as logging.trace writes it\n", in.trace.c_str());
+      return kExitBadInput;
+    }
+    trace = std::move(parsed);
+  }
+
+  const nlohmann::json& last = rows->back();
+  const std::string title = job ? job->spec.name : fs::path(in.metrics).parent_path().filename().string();
+  std::ostringstream page;
+  page << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ptrain report: " << html_escape(title)
+       << "</title><style>" << kStyle << "</style></head><body>\n<h1>ptrain report: " << html_escape(title) << "</h1>\n";
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "<table id=\"summary\"><tr><th>steps</th><td>%lld</td></tr><tr><th>last loss</th><td>%.4f</td></tr>"
+                "<tr><th>median tokens/s</th><td>%.0f</td></tr><tr><th>median MFU</th><td>%.1f%%</td></tr>"
+                "<tr><th>median step</th><td>%.4f s</td></tr>",
+                static_cast<long long>(last["step"].get<std::int64_t>()), last.value("loss", 0.0),
+                median_of(*rows, "tokens_per_s"), 100 * median_of(*rows, "mfu"), median_of(*rows, "step_s"));
+  page << line;
+  if (estimate) {
+    std::snprintf(line, sizeof line, "<tr><th>validate's step</th><td>%.4f s</td></tr>", estimate->step_time_s);
+    page << line;
+  }
+  page << "</table>\n<p class=\"note\">metrics " << html_escape(in.metrics)
+       << (in.job.empty() ? "; no job file: no predictions (--job)" : "; job " + html_escape(in.job))
+       << (in.trace.empty() ? "; no trace (logging.trace)" : "; trace " + html_escape(in.trace)) << "</p>\n";
+
+  std::optional<double> predicted_memory, predicted_step;
+  if (estimate) {
+    predicted_step = estimate->step_time_s;
+    for (const plan::RankEstimate& r : estimate->ranks)
+      if (r.pp_rank == 0 && r.tp_rank == 0 && r.ep_rank == 0) predicted_memory = r.memory.total() / 1073741824.0;
+  }
+  page << "<h2>Training</h2>\n<div class=\"charts\">\n";
+  page << line_chart({"Loss", "loss", {series(*rows, "loss", "train", "#1f77b4"),
+                                       series(*rows, "val_loss", "validation", "#d62728")}, {}, ""});
+  page << line_chart({"Learning rate and gradient norm", "value",
+                      {series(*rows, "lr", "lr x 1000", "#2ca02c", 1000.0), series(*rows, "grad_norm", "grad norm", "#9467bd")},
+                      {}, ""});
+  page << "</div>\n<h2>Speed</h2>\n<div class=\"charts\">\n";
+  page << line_chart({"Tokens per second", "tokens/s", {series(*rows, "tokens_per_s", "measured", "#1f77b4")}, {}, ""});
+  page << line_chart({"MFU", "%", {series(*rows, "mfu", "measured", "#ff7f0e", 100.0)}, {}, ""});
+  page << line_chart({"Step time", "seconds", {series(*rows, "step_s", "measured", "#1f77b4")}, predicted_step,
+                      "validate"});
+  page << "</div>\n<h2>Memory (rank 0)</h2>\n<div class=\"charts\">\n";
+  page << line_chart({"Memory", "GiB",
+                      {series(*rows, "memory_bytes", "allocated", "#1f77b4", 1.0 / 1073741824.0),
+                       series(*rows, "device_memory_peak_bytes", "device peak", "#d62728", 1.0 / 1073741824.0)},
+                      predicted_memory, "validate"});
+  page << "</div>\n";
+
+  page << "<h2>Pipeline</h2>\n";
+  if (!job || !trace) {
+    page << "<p class=\"note\">A run with logging.trace and its job file shows here its measured step beside the "
+            "simulated schedule.</p>\n";
+  } else {
+    const config::JobSpec& spec = job->spec;
+    const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, spec.parallel.pp,
+                                                        spec.schedule.virtual_stages, spec.train.microbatches);
+    const std::optional<MeasuredStep> measured = measured_step(*trace, spec.parallel.pp);
+    const std::optional<plan::HardwareProfile> hw = find_job_hardware(*job);
+    if (!measured || !hw) {
+      page << "<p class=\"note\">The trace holds no step that every pipeline stage recorded.</p>\n";
+    } else {
+      const pipeline::SimResult simulated = pipeline::simulate(schedule, plan::stage_op_costs(spec, *hw));
+      std::snprintf(line, sizeof line, "measured: step %lld (tp 0, dp 0), makespan %.4f s, worst idle %.1f%%",
+                    static_cast<long long>(measured->step), measured->timeline.makespan,
+                    100 * measured->timeline.bubble_fraction_max);
+      page << "<div class=\"timelines\"><figure id=\"measured\"><figcaption>" << line << "</figcaption>"
+           << strip_xml_prolog(pipeline::render_svg(schedule, measured->timeline)) << "</figure>\n";
+      std::snprintf(line, sizeof line, "simulated (validate's costs): makespan %.4f s, worst idle %.1f%%",
+                    simulated.makespan, 100 * simulated.bubble_fraction_max);
+      page << "<figure id=\"simulated\"><figcaption>" << line << "</figcaption>"
+           << strip_xml_prolog(pipeline::render_svg(schedule, simulated)) << "</figure></div>\n";
+    }
+  }
+  page << "</body></html>\n";
+
+  std::ofstream out(in.out, std::ios::binary | std::ios::trunc);
+  out << page.str();
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "error: cannot write %s\n", in.out.c_str());
+    return kExitBadInput;
+  }
+  std::fprintf(stderr, "wrote %s\n", in.out.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& cli, int& exit_code) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* cmd = cli.add_subcommand(
+      "report",
+      "Write one self-contained HTML page of a run: loss and validation loss, tokens/s and MFU, step time and\n"
+      "memory against validate's predictions (with the job), and a step's measured pipeline beside the simulated\n"
+      "schedule (with logging.trace). Reads RUN_DIR/metrics.jsonl, RUN_DIR/job.yaml and RUN_DIR/trace.json where\n"
+      "the flags name none.");
+  cmd->add_option("run", args->path, "A run directory, or the metrics JSONL file (logging.metrics)")->required();
+  cmd->add_option("--job", args->job.job_path, "The run's job file (default: RUN_DIR/job.yaml if there)");
+  cmd->add_option("--set", args->job.overrides, "Override a job key as the run did, e.g. --set parallel.pp=2");
+  cmd->add_option("--trace", args->trace, "The run's trace (default: RUN_DIR/trace.json if there)");
+  cmd->add_option("--out", args->out, "Where to write the page (default: RUN_DIR/report.html)");
+  cmd->callback([args, &exit_code] { exit_code = run_report(*args); });
+}
+
+}  // namespace ptrain::app

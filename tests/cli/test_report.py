@@ -1,0 +1,133 @@
+"""`ptrain report`: one self-contained HTML page of a run (nothing fetched, no script) with its
+curves, its predictions and, with a trace, its measured pipeline step beside the simulated one; the
+page renders in a real headless browser (Debian's chromium); bad input is exit 2.
+    python3 tests/cli/test_report.py --ptrain build/ptrain [-v]"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+PTRAIN = ""
+
+JOB = """\
+name: report-test
+backend: cpu
+model: {arch: llama, layers: 4, hidden: 32, heads: 4, kv_heads: 2, ffn_hidden: 64, vocab: 96, seq_len: 16}
+parallel: {pp: 2, zero: 1}
+schedule: {kind: 1f1b}
+train: {steps: 6, global_batch: 8, micro_batch: 1, precision: fp32, seed: 5}
+optimizer: {lr: 1.0e-2, warmup_steps: 2}
+data: {format: synthetic, eval_every: 0}
+cluster: {nodes: 1, gpus_per_node: 4, gpu: cpu}
+logging: {every: 2, metrics: RUN/metrics.jsonl, trace: RUN/trace.json}
+"""
+
+
+def ptrain(*args):
+    return subprocess.run([PTRAIN, *args], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+class Report(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.run_dir = cls.dir.name
+        with open(os.path.join(cls.run_dir, "job.yaml"), "w") as f:
+            f.write(JOB.replace("RUN", cls.run_dir))
+        r = ptrain("run", os.path.join(cls.run_dir, "job.yaml"))
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def page(self):
+        r = ptrain("report", self.run_dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        path = os.path.join(self.run_dir, "report.html")
+        self.assertIn("wrote " + path, r.stderr)
+        with open(path) as f:
+            return path, f.read()
+
+    def test_the_page_holds_the_run_and_needs_nothing_else(self):
+        _, html = self.page()
+        self.assertIn("ptrain report: report-test", html)
+        for chart in ["Loss", "Tokens per second", "MFU", "Step time", "Memory"]:
+            self.assertIn(f'aria-label="{chart}"', html)
+        self.assertIn("validate's step", html)  # the job file was found beside the metrics
+        self.assertIn('<figure id="measured">', html)
+        self.assertIn('<figure id="simulated">', html)
+        self.assertRegex(html, r"measured: step 6 \(tp 0, dp 0\)")
+        # the measured step holds every microbatch's F and B on both stages (4 a stage: dp 2)
+        measured = html[html.index('id="measured"'):html.index('id="simulated"')]
+        self.assertEqual(len(re.findall(r'class="op"', measured)), 2 * 2 * 4)
+        # self-contained: no script, nothing loaded from anywhere
+        self.assertNotIn("<script", html)
+        self.assertEqual(re.findall(r"(?:src|href)=", html), [])
+        self.assertEqual(set(re.findall(r"https?://[^\"' ]+", html)), {"http://www.w3.org/2000/svg"})
+
+    def test_it_renders_in_headless_chromium(self):
+        browser = shutil.which("chromium") or shutil.which("chromium-browser")
+        if browser is None:
+            self.skipTest("chromium is not installed (scripts/setup.sh installs it)")
+        path, _ = self.page()
+        shot = os.path.join(self.run_dir, "shot.png")
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2000"]
+        with tempfile.TemporaryDirectory() as profile:
+            flags.append(f"--user-data-dir={profile}")
+            dom = subprocess.run([browser, *flags, "--dump-dom", "file://" + path], capture_output=True, text=True,
+                                 timeout=120)
+            self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
+            # the browser parsed the page into elements: the charts' lines and the timelines' ops
+            self.assertGreaterEqual(dom.stdout.count("<polyline"), 5)
+            self.assertIn('id="measured"', dom.stdout)
+            shot_run = subprocess.run([browser, *flags, f"--screenshot={shot}", "file://" + path], capture_output=True,
+                                      text=True, timeout=120)
+            self.assertEqual(shot_run.returncode, 0, shot_run.stderr[-2000:])
+        with open(shot, "rb") as f:
+            png = f.read()
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(len(png), 20_000)  # a page of charts, not a blank one
+
+    def test_without_job_or_trace_the_page_says_what_is_missing(self):
+        with tempfile.TemporaryDirectory() as d:
+            metrics = os.path.join(d, "m.jsonl")
+            shutil.copy(os.path.join(self.run_dir, "metrics.jsonl"), metrics)
+            r = ptrain("report", metrics, "--out", os.path.join(d, "r.html"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "r.html")) as f:
+                html = f.read()
+            self.assertIn("no job file: no predictions", html)
+            self.assertNotIn('<figure id="measured">', html)
+
+    def test_bad_input_is_exit_2(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = ptrain("report", d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("cannot read the metrics file", r.stderr)
+            bad = os.path.join(d, "metrics.jsonl")
+            with open(bad, "w") as f:
+                f.write('{"step": 1, "loss": 2.0}\nnot json\n')
+            r = ptrain("report", bad)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn(f"{bad}:2: not a metrics row", r.stderr)
+            with open(os.path.join(d, "trace.json"), "w") as f:
+                f.write("{")
+            with open(bad, "w") as f:
+                f.write('{"step": 1, "loss": 2.0}\n')
+            r = ptrain("report", d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("is not a Chrome trace", r.stderr)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--ptrain" in args:
+        i = args.index("--ptrain")
+        PTRAIN = args[i + 1]
+        del args[i:i + 2]
+    unittest.main(argv=[sys.argv[0], *args])
