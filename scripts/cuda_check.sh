@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, every device check of the CUDA backend, in one command:
 #   1. the CUDA op tests (every op against the CPU implementation);
-#   2. the NCCL Comm tests (need two GPUs: with one they report themselves skipped, noted here);
+#   2. the NCCL Comm tests (need two GPUs: with one they report themselves skipped, noted here),
+#      then `ptrain run` under NCCL in every layout against one rank (on one GPU: two ranks as two
+#      NCCL hosts, tests/dist/test_nccl.py --one-gpu);
 #   3. end to end: `backend: cuda` trains the CPU backend's curve (fp32 within 1e-4, bf16 within
 #      2%), and two ranks sharing the GPU match one rank (tests/train/test_run.py CudaBackend);
 #   4. compute-sanitizer memcheck over the op tests (PTRAIN_SANITIZE_ALL=1: racecheck, synccheck).
@@ -70,6 +72,13 @@ if [ "$status" -eq 77 ]; then
   echo "cuda_check: nccl_comm_tests skipped (needs two GPUs)"
 elif [ "$status" -ne 0 ]; then
   failed+=("nccl-tests (exit $status)")
+fi
+# 2b. NCCL end to end: every layout against one rank and a stalled rank's abort; on one GPU two
+# ranks share it as two NCCL hosts (tests/dist/test_nccl.py --one-gpu).
+if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
+  step nccl-training "${PYTHON:-python3}" tests/dist/test_nccl.py --ptrain "$ptrain" -v
+else
+  step nccl-training "${PYTHON:-python3}" tests/dist/test_nccl.py --ptrain "$ptrain" --one-gpu -v
 fi
 
 # 3. End to end against the CPU backend.

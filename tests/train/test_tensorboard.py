@@ -2,8 +2,9 @@
 masked CRC32C of each) checked here, every record parsed by protobuf's own Python parser against
 TensorBoard's event schema (tensorboard/compat/proto/event.proto and summary.proto: Event,
 Summary, Summary.Value, their field numbers), stated below independently of ptrain's .proto. The
-scalars must equal the metrics JSONL of the same run. Needs python3-protobuf (Debian), so CMake runs
-it with /usr/bin/python3.
+scalars must equal the metrics JSONL of the same run; where TensorBoard is installed (the GPU
+machine), its own EventAccumulator reads them too. Needs python3-protobuf (Debian), so CMake runs it
+with /usr/bin/python3.
     /usr/bin/python3 tests/train/test_tensorboard.py --ptrain build/ptrain [-v]"""
 import glob
 import json
@@ -119,6 +120,27 @@ class TensorBoard(unittest.TestCase):
                 self.assertAlmostEqual(scalars[tag], value, delta=abs(value) * 1e-6, msg=f"step {e.step} {tag}")
             self.assertEqual("loss/validation" in scalars, "val_loss" in row)
         self.assertEqual(sum("loss/validation" in {v.tag for v in e.summary.value} for e in steps), 3)  # 5, 10, 12
+
+    def test_tensorboard_itself_reads_the_scalars(self):
+        try:
+            from tensorboard.backend.event_processing import event_accumulator
+        except ImportError:
+            self.skipTest("TensorBoard is not installed here (it is on the GPU machine)")
+        with tempfile.TemporaryDirectory() as d:
+            job = os.path.join(d, "job.yaml")
+            with open(job, "w") as f:
+                f.write(JOB.format(d=d))
+            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            accumulator = event_accumulator.EventAccumulator(os.path.join(d, "tb"))
+            accumulator.Reload()
+            with open(os.path.join(d, "metrics.jsonl")) as f:
+                rows = [json.loads(line) for line in f]
+        self.assertIn("loss/train", accumulator.Tags()["scalars"])
+        losses = [(e.step, e.value) for e in accumulator.Scalars("loss/train")]
+        self.assertEqual([s for s, _ in losses], [row["step"] for row in rows])
+        for (_, value), row in zip(losses, rows):
+            self.assertAlmostEqual(value, row["loss"], delta=abs(row["loss"]) * 1e-6)
 
     def test_an_unwritable_directory_is_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
