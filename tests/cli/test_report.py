@@ -76,7 +76,8 @@ class Report(unittest.TestCase):
             self.skipTest("chromium is not installed (scripts/setup.sh installs it)")
         path, _ = self.page()
         shot = os.path.join(self.run_dir, "shot.png")
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2000"]
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+                 "--window-size=1400,2000"]
         with tempfile.TemporaryDirectory() as profile:
             flags.append(f"--user-data-dir={profile}")
             dom = subprocess.run([browser, *flags, "--dump-dom", "file://" + path], capture_output=True, text=True,
