@@ -121,6 +121,8 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
                   e.tokens_per_step / e.step_time_s / gpus, 100 * e.mfu);
     out += line;
   }
+  out += "step times from " + (r.best.empty() ? std::string("-") : r.best.front().estimate.compute_model) +
+         "; expected error: " + plan::expected_error(hw.measured.get()) + "\n";
   return out;
 }
 
@@ -132,6 +134,7 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
   w.key("layouts").value(r.layouts).key("invalid").value(r.invalid).key("over_memory").value(r.over_memory);
   w.key("fitting").value(r.fitting).key("estimated").value(r.estimated);
   w.key("written").value(written);
+  w.key("expected_error").value(plan::expected_error(hw.measured.get()));
   w.key("ranked").begin_array();
   for (const plan::RankedLayout& ranked : r.best) {
     const plan::Layout& l = ranked.layout;

@@ -194,6 +194,7 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
        ", memory-bound " + ms(b.memory_bound_s));
   line("           exposed comm: tp " + ms(b.tp_s) + ", cp " + ms(b.cp_s) + ", ep " + ms(b.ep_s) + ", pp " +
        ms(b.pp_s) + ", dp " + ms(b.dp_s) + "; bubble " + ms(b.bubble_s) + ", optimizer " + ms(b.optimizer_s));
+  line("           expected error of the step: " + est.expected_error);
   return out;
 }
 
@@ -275,7 +276,7 @@ std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) 
   w.end_object();
   w.key("step_time_s").value(est.step_time_s).key("mfu").value(est.mfu).key("hardware").value(est.hardware);
   const plan::Estimate::StepBreakdown& b = est.breakdown;
-  w.key("compute_model").value(est.compute_model);
+  w.key("compute_model").value(est.compute_model).key("expected_error").value(est.expected_error);
   w.key("step_breakdown").begin_object();
   w.key("gemm_s").value(b.gemm_s).key("attention_s").value(b.attention_s).key("memory_bound_s").value(b.memory_bound_s);
   w.key("comm_exposed_s").begin_object();

@@ -11,8 +11,10 @@ TOL of its measured median.
 With --backend cuda (on a GPU machine) the sweep is one GPU's: `ptrain profile --backend cuda` (full
 grids), then the two benchmark jobs of bench/jobs and four other shapes (full and selective recompute,
 a 24-layer GPT-2, a Mixtral), bf16, each run --steps steps; writes
-bench/results/<date>-step-time-vs-validate-<gpu>.json and, with --profile-out, keeps the profile."""
+bench/results/<date>-step-time-vs-validate-<gpu>.json and, with --profile-out, keeps the profile.
+--record-accuracy writes the sweep's errors into the profile used, where validate and plan quote them."""
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -95,6 +97,9 @@ def main():
     parser.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
                         help="cpu: the CPU sweep; cuda: one GPU's sweep (the benchmark jobs and four shapes)")
     parser.add_argument("--profile-out", help="with --backend cuda: where to keep the profile measured")
+    parser.add_argument("--record-accuracy", action="store_true",
+                        help="write the sweep's median and worst |measured/predicted - 1| into the profile used "
+                             "(--profile or --profile-out) as its `accuracy`, which validate and plan quote")
     parser.add_argument("--check", type=float, metavar="TOL",
                         help="the test: exit 1 unless every job's predicted step is within TOL of the measured "
                              "median (a job outside is run once more and its steps pooled: this machine's host "
@@ -159,6 +164,18 @@ def main():
             return 1
         print(f"all {len(rows)} jobs within {args.check:.0%}")
         return 0
+    if args.record_accuracy and not args.only and (args.profile or args.profile_out):
+        path = args.profile or args.profile_out
+        with open(path) as f:
+            kept = json.load(f)
+        kept["accuracy"] = {"jobs": len(rows), "median_error": round(statistics.median(errors), 4),
+                            "worst_error": round(max(errors), 4), "date": datetime.date.today().isoformat(),
+                            "how": ("one GPU: the benchmark jobs and four shapes" if cuda else
+                                    "this CPU: 13 jobs over dp, tp, pp, cp, ep, ZeRO and recompute")}
+        with open(path, "w") as f:
+            json.dump(kept, f, indent=1)
+            f.write("\n")
+        print(f"recorded the accuracy in {path}")
     if not args.only and cuda:
         gpu = json.load(open(profile)).get("device", "gpu").split(" (")[0]
         write_result("step-time-vs-validate-" + "-".join(gpu.lower().split()),

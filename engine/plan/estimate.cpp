@@ -196,6 +196,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   est.breakdown = step_breakdown(spec, parts, costs, sim, est);
   est.compute_model = hw.measured ? "profile of " + hw.measured->device + " (" + hw.measured->date + ")"
                                   : "peak x " + std::to_string(static_cast<int>(kGemmEfficiency * 100)) + "%";
+  est.expected_error = expected_error(hw.measured.get());
   if (hw.measured && hw.measured->calibration) {
     char scale[32];
     std::snprintf(scale, sizeof scale, ", calibrated x%.2f", hw.measured->calibration->compute_scale);

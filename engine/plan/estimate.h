@@ -68,6 +68,7 @@ struct Estimate {
     double bubble_s = 0, optimizer_s = 0;
   } breakdown;
   std::string compute_model;  // "profile <device, date>" or "peak x efficiency"
+  std::string expected_error;  // how far that model's step times held against runs (plan::expected_error)
   double mfu = 0;
   double device_memory_bytes = 0;
   std::string hardware;

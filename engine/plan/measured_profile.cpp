@@ -128,6 +128,12 @@ double positive_number(const json& j, const std::string& field, const std::strin
     bad(path + field, "must be a positive number");
   return v.get<double>();
 }
+double non_negative_number(const json& j, const std::string& field, const std::string& path) {
+  const json& v = member(j, field, path);
+  if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+    bad(path + field, "must be a number >= 0");
+  return v.get<double>();
+}
 std::int64_t positive(const json& j, const std::string& field, const std::string& path) {
   const json& v = member(j, field, path);
   if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) bad(path + field, "must be a positive integer");
@@ -264,6 +270,9 @@ std::string to_json(const MeasuredProfile& p) {
     for (const MemoryPoint& m : points)
       j["memory"][family].push_back({{"bytes", m.bytes}, {"forward_s", m.forward_s}, {"backward_s", m.backward_s}});
   if (p.collectives) j["collectives"] = collectives_json(*p.collectives);
+  if (p.accuracy)
+    j["accuracy"] = {{"jobs", p.accuracy->jobs}, {"median_error", p.accuracy->median_error},
+                     {"worst_error", p.accuracy->worst_error}, {"date", p.accuracy->date}, {"how", p.accuracy->how}};
   if (p.calibration)
     j["calibration"] = {{"job", p.calibration->job}, {"measured_step_s", p.calibration->measured_step_s},
                         {"predicted_compute_s", p.calibration->predicted_compute_s},
@@ -335,6 +344,14 @@ MeasuredProfile from_json(const std::string& source) {
                                 positive_number(c, "predicted_compute_s", "calibration."),
                                 positive_number(c, "compute_scale", "calibration.")};
   }
+  if (j.contains("accuracy")) {
+    const json& a = j["accuracy"];
+    p.accuracy = Accuracy{static_cast<int>(positive(a, "jobs", "accuracy.")), non_negative_number(a, "median_error", "accuracy."),
+                          non_negative_number(a, "worst_error", "accuracy."), text(a, "date", "accuracy."),
+                          text(a, "how", "accuracy.")};
+    if (p.accuracy->median_error < 0 || p.accuracy->worst_error < p.accuracy->median_error)
+      bad("accuracy", "needs 0 <= median_error <= worst_error");
+  }
   // Every table the layer description needs, for every element type measured.
   if (p.gemm.empty()) bad("gemm", "no table");
   for (const auto& [element, g] : p.gemm) {
@@ -345,6 +362,19 @@ MeasuredProfile from_json(const std::string& source) {
   }
   if (p.memory.count("optimizer/f32") == 0) bad("memory.optimizer/f32", "missing");
   return p;
+}
+
+std::string expected_error(const MeasuredProfile* profile) {
+  char text[512];
+  if (profile == nullptr)
+    return "peak x 60% is optimistic: measured/predicted 1.46-2.07 on an H100 (6 jobs) and 1.45-5.24 on a 2-core "
+           "CPU (13 jobs; bench/results/2026-11-26-step-time-vs-validate*.json); give cluster.profile a `ptrain "
+           "profile` of the machine";
+  if (!profile->accuracy) return "this profile has not been checked against runs (bench/step_time_vs_validate.py)";
+  const Accuracy& a = *profile->accuracy;
+  std::snprintf(text, sizeof text, "median %.0f%%, worst %.0f%% over %d runs of %s (%s)", 100 * a.median_error,
+                100 * a.worst_error, a.jobs, a.how.c_str(), a.date.c_str());
+  return text;
 }
 
 }  // namespace ptrain::plan

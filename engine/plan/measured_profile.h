@@ -63,6 +63,15 @@ struct Calibration {
   double measured_step_s = 0, predicted_compute_s = 0, compute_scale = 1;
 };
 
+// How far step times from this profile held against runs on its machine
+// (bench/step_time_vs_validate.py): |measured / predicted - 1| over `jobs` short runs.
+struct Accuracy {
+  int jobs = 0;
+  double median_error = 0, worst_error = 0;
+  std::string date;  // of the runs
+  std::string how;   // what was run, in words
+};
+
 struct MeasuredProfile {
   std::string device, backend, date, ptrain_version;
   std::map<std::string, std::string> versions;  // driver and library versions
@@ -75,7 +84,12 @@ struct MeasuredProfile {
   std::map<std::string, std::vector<MemoryPoint>> memory;   // by "family/element type"
   std::optional<CollectiveTable> collectives;                // intra-node, when measured
   std::optional<Calibration> calibration;                    // where profile ran the reference step
+  std::optional<Accuracy> accuracy;                          // once the sweep has checked it
 };
+
+// What a step time predicted with `profile` (nullptr: peak x 60%) is worth, in words: the profile's
+// checked accuracy, or that it has none, or how far peak x 60% was measured to be off.
+std::string expected_error(const MeasuredProfile* profile);
 
 // Seconds of one collective of `bytes` (S) over `ranks` ranks of one node, read from the measured
 // table: piecewise linear in S, at the S whose ring traffic on the measured group equals this

@@ -372,7 +372,13 @@ class Plan(unittest.TestCase):
         self.assertIn("8 x h100-sxm", lines[0])
         self.assertIn("MFU", lines[1])
         self.assertEqual([line.split()[0] for line in lines[2:5]], ["1", "2", "3"])
-        self.assertIn("wrote " + out, lines[5])
+        # what the step times are worth: peak x 60% here, with how far it was measured off
+        self.assertRegex(lines[5], r"^step times from peak x 60%; expected error: peak x 60% is optimistic")
+        self.assertIn("wrote " + out, lines[6])
+        r, _ = self.plan(config("gpt2-124m"), "--gpus", "8", "--top", "1", "--json",
+                         "--set", "cluster.profile=" + os.path.join(ROOT, "profiles", "h100-sxm.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(json.loads(r.stdout)["expected_error"], r"^median \d+%, worst \d+% over 6 runs")
 
     def test_the_jobs_own_layout_is_not_needed(self):
         # tp 3 fits no 4-GPU layout and pp 2 no batch here; plan chooses its own

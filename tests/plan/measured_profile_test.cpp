@@ -211,3 +211,16 @@ TEST_CASE("measured collectives: read between sizes, a group of another size at 
   t.ranks = 1;
   CHECK_THROWS_WITH(plan::collectives_from_json(plan::to_json(t)), Contains("collectives.ranks"));
 }
+
+TEST_CASE("a profile's checked accuracy round-trips and is what validate and plan quote") {
+  plan::MeasuredProfile checked = ideal();
+  CHECK_THAT(plan::expected_error(&checked), Contains("not been checked against runs"));
+  CHECK_THAT(plan::expected_error(nullptr), Contains("peak x 60% is optimistic"));
+  checked.accuracy = plan::Accuracy{6, 0.0949, 0.1426, "2026-11-26", "one GPU: six jobs"};
+  const plan::MeasuredProfile back = plan::from_json(plan::to_json(checked));
+  REQUIRE(back.accuracy.has_value());
+  CHECK(back.accuracy->jobs == 6);
+  CHECK(plan::expected_error(&back) == "median 9%, worst 14% over 6 runs of one GPU: six jobs (2026-11-26)");
+  std::string text = plan::to_json(checked);
+  CHECK_THROWS_WITH(plan::from_json(text.replace(text.find("0.1426"), 6, "0.0100")), Contains("accuracy"));
+}
