@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A GPU session's device checks in one call of the device tool (which returns at most 8 files from
+# $OUT, 2 folders deep): correctness side by side first, then the timing runs alone.
+#   1. side by side: the CUDA op tests; compute-sanitizer memcheck over the attention tests; `ptrain
+#      run` under NCCL in every layout against one rank (tests/dist/test_nccl.py, --one-gpu on one
+#      GPU); the CUDA backend's curves against the CPU's (tests/train/test_run.py CudaBackend);
+#      TensorBoard's own reader on ptrain's event files (tests/train/test_tensorboard.py);
+#   2. alone: `ptrain profile --backend cuda` and the step-time sweep against it
+#      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
+#      $OUT/h100-sxm.json (commit it as profiles/h100-sxm.json when the GPU is one) with its results;
+#   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT.
+# Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
+# its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried.
+#   bash scripts/device_session.sh [--bench]      # device tool: carry ["device-bundle"]
+# Exit 0 when every correctness check passed.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+bench=0
+case "${1:-}" in "") ;; --bench) bench=1 ;; *) echo "error: unknown argument '$1' (expected --bench or nothing)" >&2; exit 2 ;; esac
+[ -f device-bundle/payload.tar.xz ] || { echo "error: no device-bundle/ (run scripts/bundle_for_device.sh and carry it)" >&2; exit 2; }
+out=${OUT:-$(mktemp -d)}
+work=$(mktemp -d)
+mkdir -p "$out" "$work/logs"
+t0=$(date +%s)
+say() { echo "[device_session $(($(date +%s) - t0)) s] $*"; }
+pack() { tar czf "$out/logs.tgz" -C "$work" logs; }
+# shellcheck disable=SC1091
+source device-bundle/env.sh || exit 1
+bin=$PTRAIN_BUNDLE_BIN
+ptrain=$PWD/device-bundle/run-ptrain.sh
+export BENCH_COMMIT=$(cat device-bundle/COMMIT)
+nvidia-smi -L | tee "$work/logs/gpus.log"
+"$ptrain" --version 2>&1 | tee "$work/logs/version.log"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+one_gpu=$([ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ] || echo --one-gpu)
+check() {  # check NAME LIMIT_S COMMAND...: runs it into its log, then the log's last lines and exit
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" "$@" >"$work/logs/$name.log" 2>&1
+  echo "exit $?" >>"$work/logs/$name.log"
+}
+
+say "1: correctness, side by side"
+check op-tests 240 "$bin/cuda_op_tests" &
+check sanitizer-attention 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[attention]" &
+check nccl-training 300 python3 tests/dist/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
+check cuda-backend 300 python3 tests/train/test_run.py --ptrain "$ptrain" CudaBackend -v &
+check tensorboard 120 python3 tests/train/test_tensorboard.py --ptrain "$ptrain" -v &
+wait
+failed=0
+for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard; do
+  status=$(tail -n 1 "$work/logs/$name.log")
+  echo "== $name: $status"
+  [ "$status" = "exit 0" ] || { failed=1; tail -n 8 "$work/logs/$name.log"; }
+done
+pack
+
+say "2: profile and step-time sweep, alone"
+check step-time 420 python3 bench/step_time_vs_validate.py --ptrain "$ptrain" --backend cuda --steps 10 \
+  --profile-out "$out/h100-sxm.json" --record-accuracy
+tail -n 12 "$work/logs/step-time.log"
+find bench/results -name '*-step-time-vs-validate-*.json' -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
+[ -s "$out/h100-sxm.json" ] || rm -f "$out/h100-sxm.json"  # a profile that did not finish
+pack
+
+if [ "$bench" = 1 ]; then
+  say "3: the GPU benchmark, alone"
+  check gpu-benchmark 540 bash bench/gpu_benchmark.sh --results-dir "$out"
+  tail -n 12 "$work/logs/gpu-benchmark.log"
+  pack
+fi
+say "done (files in $out: $(ls "$out" | tr '\n' ' '))"
+exit "$failed"
