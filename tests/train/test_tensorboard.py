@@ -88,17 +88,23 @@ def records(path):
 
 
 class TensorBoard(unittest.TestCase):
+    def run_job(self, d, text=None):
+        """`ptrain run` of the test job (or `text`) in d; the result."""
+        job = os.path.join(d, "job.yaml")
+        with open(job, "w") as f:
+            f.write(text or JOB.format(d=d))
+        r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
+        if text is None:
+            self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
     def test_crc32c_of_the_check_string(self):
         self.assertEqual(crc32c(b"123456789"), 0xE3069283)  # the CRC-32C check value
 
     def test_events_hold_the_runs_metrics(self):
         Event = tensorboard_event_class()
         with tempfile.TemporaryDirectory() as d:
-            job = os.path.join(d, "job.yaml")
-            with open(job, "w") as f:
-                f.write(JOB.format(d=d))
-            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
-            self.assertEqual(r.returncode, 0, r.stderr)
+            self.run_job(d)
             files = glob.glob(os.path.join(d, "tb", "events.out.tfevents.*"))
             self.assertEqual(len(files), 1, files)
             events = [Event.FromString(payload) for payload in records(files[0])]
@@ -127,11 +133,7 @@ class TensorBoard(unittest.TestCase):
         except ImportError:
             self.skipTest("TensorBoard is not installed here (it is on the GPU machine)")
         with tempfile.TemporaryDirectory() as d:
-            job = os.path.join(d, "job.yaml")
-            with open(job, "w") as f:
-                f.write(JOB.format(d=d))
-            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
-            self.assertEqual(r.returncode, 0, r.stderr)
+            self.run_job(d)
             accumulator = event_accumulator.EventAccumulator(os.path.join(d, "tb"))
             accumulator.Reload()
             with open(os.path.join(d, "metrics.jsonl")) as f:
@@ -144,10 +146,7 @@ class TensorBoard(unittest.TestCase):
 
     def test_an_unwritable_directory_is_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
-            job = os.path.join(d, "job.yaml")
-            with open(job, "w") as f:
-                f.write(JOB.format(d=d).replace(f"tensorboard: {d}/tb", f"tensorboard: {d}/job.yaml/tb"))
-            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
+            r = self.run_job(d, JOB.format(d=d).replace(f"tensorboard: {d}/tb", f"tensorboard: {d}/job.yaml/tb"))
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("logging.tensorboard: cannot open", r.stderr)
 
