@@ -26,6 +26,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/output_file.h"
 #include "app/profile_calibration.h"
 #include "app/profile_collectives.h"
 #include "app/profile_runs.h"
@@ -113,14 +114,6 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
   return profile;
 }
 
-bool write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
-  return static_cast<bool>(out);
-}
-
 // One rank of a --nproc run: the collectives, then rank 0 completes the file.
 int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
   Machine machine;
@@ -137,11 +130,11 @@ int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
     session->finish();
     if (env.rank != 0) return kExitOk;
     if (!args.collectives_to.empty())
-      return write_text(args.collectives_to, plan::to_json(table)) ? kExitOk : kExitRuntimeFailure;
+      return write_output_file(args.collectives_to, plan::to_json(table)) ? kExitOk : kExitRuntimeFailure;
     kernels::set_cpu_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     plan::MeasuredProfile profile = measure_kernels(args, *ops, machine);
     profile.collectives = std::move(table);
-    if (!write_text(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
+    if (!write_output_file(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
     std::fprintf(stderr, "wrote %s with collectives over %d ranks\n", args.out.c_str(), env.world);
     return kExitOk;
   } catch (const std::exception& e) {
@@ -190,7 +183,7 @@ int run_profile(const ProfileArgs& args) {
     return kExitRuntimeFailure;
   }
   profile.collectives = std::move(collectives);
-  if (!write_text(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
+  if (!write_output_file(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
   std::fprintf(stderr, "wrote %s (use it with cluster.profile: %s)\n", args.out.c_str(), args.out.c_str());
   return kExitOk;
 }

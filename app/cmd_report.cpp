@@ -15,6 +15,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/output_file.h"
 #include "app/job_loading.h"
 #include "app/report_charts.h"
 #include "app/report_timeline.h"
@@ -210,13 +211,7 @@ int run_report(const ReportArgs& args) {
   }
   page << "</body></html>\n";
 
-  std::ofstream out(in.out, std::ios::binary | std::ios::trunc);
-  out << page.str();
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "error: cannot write %s\n", in.out.c_str());
-    return kExitBadInput;
-  }
+  if (!write_output_file(in.out, page.str())) return kExitBadInput;
   std::fprintf(stderr, "wrote %s\n", in.out.c_str());
   return kExitOk;
 }

@@ -1,11 +1,11 @@
 // `ptrain schedule job.yaml [--svg FILE] [--trace FILE]`: draws the pipeline schedule the engine
 // executes (the same pipeline::build instruction lists), timed with the plan's per-stage costs.
 #include <cstdio>
-#include <fstream>
 #include <optional>
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/output_file.h"
 #include "app/job_loading.h"
 #include "engine/pipeline/checker.h"
 #include "engine/pipeline/render.h"
@@ -26,13 +26,7 @@ struct ScheduleArgs {
 };
 
 bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
-    return false;
-  }
+  if (!write_output_file(path, text)) return false;
   std::fprintf(stderr, "wrote %s\n", path.c_str());
   return true;
 }

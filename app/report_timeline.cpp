@@ -43,24 +43,26 @@ std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
   pipeline::SimResult& sim = out.timeline;
   sim.timeline.assign(static_cast<std::size_t>(pp), {});
   sim.busy.assign(static_cast<std::size_t>(pp), 0.0);
+  std::map<int, int> rank_of;  // pid -> pp rank
+  for (const auto& [rank, pid] : pid_of) rank_of[pid] = rank;
   for (const auto& e : events) {
     const std::string name = e.value("name", "");
     if (e.value("ph", "") != "X" || name.size() < 2 || name[1] != ' ' || std::string("FBW").find(name[0]) == std::string::npos)
       continue;
     const int pid = e.value("pid", -1);
-    for (const auto& [rank, rank_pid] : pid_of) {
-      if (rank_pid != pid) continue;
-      const auto [begin, end] = steps[pid][out.step];
-      const double ts = e.value("ts", 0.0), te = ts + e.value("dur", 0.0);
-      if (ts < begin || te > end || !e.contains("args")) continue;
-      const pipeline::Op op = name[0] == 'F'   ? pipeline::Op::Forward
-                              : name[0] == 'B' ? pipeline::Op::Backward
-                                               : pipeline::Op::WeightGrad;
-      sim.timeline[static_cast<std::size_t>(rank)].push_back(
-          {op, e["args"].value("microbatch", 0), e["args"].value("chunk", 0), (ts - t0) * 1e-6, (te - t0) * 1e-6});
-      sim.busy[static_cast<std::size_t>(rank)] += (te - ts) * 1e-6;
-      sim.makespan = std::max(sim.makespan, (te - t0) * 1e-6);
-    }
+    const auto rank = rank_of.find(pid);
+    if (rank == rank_of.end() || !e.contains("args")) continue;
+    const auto [begin, end] = steps[pid][out.step];
+    const double ts = e.value("ts", 0.0), te = ts + e.value("dur", 0.0);
+    if (ts < begin || te > end) continue;
+    const pipeline::Op op = name[0] == 'F'   ? pipeline::Op::Forward
+                            : name[0] == 'B' ? pipeline::Op::Backward
+                                             : pipeline::Op::WeightGrad;
+    const auto r = static_cast<std::size_t>(rank->second);
+    sim.timeline[r].push_back(
+        {op, e["args"].value("microbatch", 0), e["args"].value("chunk", 0), (ts - t0) * 1e-6, (te - t0) * 1e-6});
+    sim.busy[r] += (te - ts) * 1e-6;
+    sim.makespan = std::max(sim.makespan, (te - t0) * 1e-6);
   }
   for (std::size_t r = 0; r < sim.busy.size(); ++r) {
     sim.bubble_fraction.push_back(sim.makespan > 0 ? 1 - sim.busy[r] / sim.makespan : 0);

@@ -120,14 +120,19 @@ void ParamStore::initialize(std::uint64_t seed, int layers) {
 }
 
 void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const {
-  const std::int64_t n = range.size();
-#pragma omp parallel for schedule(static) if (n > (std::int64_t{1} << 20))
-  for (std::int64_t i = 0; i < n; ++i) dst[i] = 0.0f;  // what no slot covers stays zero
   const float std_normal = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
+  // Slots lie in ascending offsets; the padding between them (and past the last) stays zero, and
+  // each slot's own elements are written once, below.
+  std::int64_t written = range.begin;
+  auto zero_up_to = [&](std::int64_t end) {
+    if (end > written) std::fill(dst + (written - range.begin), dst + (end - range.begin), 0.0f);
+  };
   for (const ParamSlot& s : slots_) {
     const std::int64_t lo = std::max(range.begin, s.offset), hi = std::min(range.end, s.offset + s.numel);
     if (lo >= hi) continue;
+    zero_up_to(lo);
+    written = hi;
     const ParamInfo& info = *s.local.info;
     float* out = dst + (lo - range.begin);
     const InitKind kind = init_kind(info);
@@ -152,6 +157,7 @@ void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange rang
       position += length;
     });
   }
+  zero_up_to(range.end);
 }
 
 void ParamStore::zero_grads() {
