@@ -1,11 +1,13 @@
 // The shape of one causal attention call (ops.h attention_forward / attention_backward).
 //
-// q, out: [B, Tq, Hq, D]; k, v: [B, Tk, Hkv, D]; lse: [B, Hq, Tq]. The queries are positions
-// q_pos0 .. q_pos0 + Tq - 1 of a sequence whose positions 0 .. Tk - 1 the keys hold
-// (q_pos0 + Tq <= Tk), and query row i sees keys 0 .. q_pos0 + i; keys past the last query's
-// position are seen by none (their gradients are zero). Self-attention over whole sequences is
-// self_attention(B, T, ...): Tq = Tk = T, q_pos0 = 0. Context parallelism attends each chunk of a
-// rank's queries to the keys gathered from every rank (parallel/context_parallel.h).
+// q, out: [B, Tq, Hq, D]; k, v: [B, Tk, Hkv, D]; lse: [B, Hq, Tq]. The keys hold positions
+// 0 .. Tk - 1 of a sequence and the queries positions q_pos0 .. q_pos0 + Tq - 1; query row i sees
+// keys 0 .. min(q_pos0 + i, Tk - 1): the causal diagonal where the two overlap, every key where
+// the queries come after them all (q_pos0 >= Tk - 1: a block of ring attention with an earlier
+// chunk's keys). Keys past the last query's position are seen by none (their gradients are zero).
+// Self-attention over whole sequences is self_attention(B, T, ...): Tq = Tk = T, q_pos0 = 0.
+// Context parallelism attends each chunk of a rank's queries to the keys of the chunks before it
+// (parallel/context_parallel.h).
 #pragma once
 
 #include <cstdint>

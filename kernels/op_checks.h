@@ -67,12 +67,15 @@ void check_rope_forward(const char* backend, Buf x, int B, int T, int H, int D, 
 void check_rope_backward(const char* backend, Buf d_x, int B, int T, int H, int D, float theta);
 
 // attention: q, k, v, out and the d_ tensors share one type, F32 or BF16; lse is F32; the shape's sizes
-// are not negative, Hq a multiple of Hkv, and the queries' positions within the keys' (q_pos0 >= 0,
-// q_pos0 + Tq <= Tk).
+// are not negative, Hq a multiple of Hkv, and there are keys for the queries to see (Tk > 0).
 void check_attention_forward(const char* backend, Buf out, Buf lse, Buf q, Buf k, Buf v,
                              const AttentionShape& s);
 void check_attention_backward(const char* backend, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v,
                               Buf out, Buf lse, const AttentionShape& s);
+// attention_merge: out and part share one type, F32 or BF16, of B*T*H*D elements; lse and part_lse
+// are F32 of B*H*T.
+void check_attention_merge(const char* backend, Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H,
+                           int D);
 
 // activations: all buffers of an op share one type, F32 or BF16.
 void check_gelu_forward(const char* backend, Buf out, Buf in, std::int64_t n);

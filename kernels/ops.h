@@ -110,6 +110,10 @@ class Ops {
   // d_q, d_k, d_v overwritten (d_k, d_v rows no query sees: zero).
   virtual void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
                                   const AttentionShape& s) const = 0;
+  // Folds the attention `part` of the same queries over other keys (with its log-sum-exp part_lse)
+  // into out and lse: out = (e^lse out + e^part_lse part) / (e^lse + e^part_lse), lse = log of that
+  // denominator. out, part: [B,T,H,D]; lse, part_lse: [B,H,T] F32. Ring attention's step.
+  virtual void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D) const = 0;
 
   // ---- activations (n elements). Gradients overwrite; out may alias in, d_in may alias d_out.
   // GELU, tanh approximation (GPT-2 / HF "gelu_new").
@@ -207,6 +211,10 @@ class Ops {
   virtual void copy_to_device(Buf dst, const void* host, std::size_t bytes) const = 0;
   virtual void copy_to_host(void* host, Buf src, std::size_t bytes) const = 0;
   virtual void copy(Buf dst, Buf src, std::size_t bytes) const = 0;  // within the device
+  // `rows` rows of `width` bytes within the device, row r from src + r * src_pitch to
+  // dst + r * dst_pitch (pitches in bytes, each at least width; the regions do not overlap).
+  virtual void copy_rows(Buf dst, std::size_t dst_pitch, Buf src, std::size_t src_pitch, std::size_t width,
+                         std::size_t rows) const = 0;
   // Bytes of the device's memory in use now beyond what was in use when the backend started (its
   // buffers, pools, library workspaces and communication buffers: what the job really costs on the
   // device; other processes on the same device count too), for reporting. nullopt where not

@@ -68,6 +68,9 @@ class PretendDeviceOps final : public kernels::Ops {
                           const kernels::AttentionShape& s) const override {
     cpu().attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
   }
+  void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D) const override {
+    cpu().attention_merge(out, lse, part, part_lse, B, T, H, D);
+  }
   void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu().gelu_forward(out, in, n); }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
     cpu().gelu_backward(d_in, d_out, in, n);
@@ -130,6 +133,10 @@ class PretendDeviceOps final : public kernels::Ops {
     cpu().copy_to_host(host, src, bytes);
   }
   void copy(Buf dst, Buf src, std::size_t bytes) const override { cpu().copy(dst, src, bytes); }
+  void copy_rows(Buf dst, std::size_t dst_pitch, Buf src, std::size_t src_pitch, std::size_t width,
+                 std::size_t rows) const override {
+    cpu().copy_rows(dst, dst_pitch, src, src_pitch, width, rows);
+  }
 
  private:
   static const kernels::Ops& cpu() { return kernels::cpu_ops(); }

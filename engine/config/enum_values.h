@@ -33,6 +33,10 @@ struct EnumValues<Recompute> {
   static constexpr std::array values{Recompute::None, Recompute::Selective, Recompute::Full};
 };
 template <>
+struct EnumValues<CpComm> {
+  static constexpr std::array values{CpComm::Allgather, CpComm::Ring, CpComm::A2a};
+};
+template <>
 struct EnumValues<LrDecay> {
   static constexpr std::array values{LrDecay::Cosine, LrDecay::Linear, LrDecay::Constant, LrDecay::Wsd};
 };

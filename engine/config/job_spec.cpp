@@ -64,6 +64,18 @@ const char* to_string(Recompute v) {
   return "?";
 }
 
+const char* to_string(CpComm v) {
+  switch (v) {
+    case CpComm::Allgather:
+      return "allgather";
+    case CpComm::Ring:
+      return "ring";
+    case CpComm::A2a:
+      return "a2a";
+  }
+  return "?";
+}
+
 const char* to_string(LrDecay v) {
   switch (v) {
     case LrDecay::Cosine:

@@ -24,6 +24,8 @@ enum class Arch { Gpt2, Llama, Mixtral };
 enum class ScheduleKind { Gpipe, OneFOneB, Interleaved1F1B, ZbH1 };
 enum class Precision { Fp32, Bf16 };
 enum class Recompute { None, Selective, Full };
+// How context-parallel attention reaches the other ranks' keys (parallel/context_parallel.h).
+enum class CpComm { Allgather, Ring, A2a };
 enum class LrDecay { Cosine, Linear, Constant, Wsd };
 enum class DataFormat { Llmc, Megatron, Synthetic };
 enum class Resume { Auto, Never };
@@ -65,6 +67,7 @@ struct ParallelSpec {
   std::string order = "tp-cp-ep-dp-pp";  // first axis varies fastest
   bool sequence_parallel = false;
   int zero = 0;  // 0 | 1 | 2 | 3
+  CpComm cp_comm = CpComm::Allgather;
 };
 
 struct ScheduleSpec {
@@ -166,6 +169,7 @@ const char* to_string(Arch);
 const char* to_string(ScheduleKind);
 const char* to_string(Precision);
 const char* to_string(Recompute);
+const char* to_string(CpComm);
 const char* to_string(LrDecay);
 const char* to_string(DataFormat);
 const char* to_string(Resume);

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "engine/config/arith.h"
 #include "engine/config/rules.h"
 #include "engine/config/text.h"
@@ -165,6 +167,31 @@ void check_seq_len(LoadContext& ctx) {
             cat("use seq_len ", nearby_multiples(m.seq_len, parts), ", or turn sequence_parallel off"));
 }
 
+// All-to-all context parallelism (DeepSpeed-Ulysses) gives each cp rank whole heads of the whole
+// sequence: the tp rank's query heads split over cp, and its kv heads either split too or, fewer
+// than cp, each copied to the ranks whose query heads read it.
+void check_cp_comm(LoadContext& ctx) {
+  const ModelSpec& m = ctx.spec().model;
+  const ParallelSpec& p = ctx.spec().parallel;
+  if (ctx.any_bad({"parallel.cp_comm", "parallel.cp", "parallel.tp", "model.heads", "model.kv_heads"})) return;
+  if (p.cp == 1 || p.cp_comm != CpComm::A2a || m.heads % p.tp != 0 || m.kv_heads < 1) return;
+  const int q_heads = m.heads / p.tp, kv_heads = std::max(m.kv_heads / p.tp, 1);
+  if (q_heads % p.cp != 0) {
+    ctx.error("parallel.cp_comm",
+              cat("cp_comm a2a splits each tp rank's heads/tp = ", q_heads, " query heads over parallel.cp = ",
+                  p.cp, ", which does not divide them"),
+              cat("use parallel.cp dividing ", q_heads, " (", list_numbers(divisors(q_heads)),
+                  "), or cp_comm: ring"));
+    return;
+  }
+  if (kv_heads % p.cp != 0 && p.cp % kv_heads != 0) {
+    ctx.error("parallel.cp_comm",
+              cat("cp_comm a2a needs the tp rank's ", kv_heads, " kv heads to divide over parallel.cp = ", p.cp,
+                  " or cp to be a multiple of them (each cp rank then holds a copy of one)"),
+              cat("use parallel.cp dividing ", kv_heads, " or a multiple of it, or cp_comm: ring"));
+  }
+}
+
 void resolve_tied_embeddings(LoadContext& ctx) {
   ModelSpec& m = ctx.spec().model;
   if (ctx.any_bad({"model.arch", "model.tie_embeddings"}) || m.arch != Arch::Gpt2) return;
@@ -184,6 +211,7 @@ void resolve_model(LoadContext& ctx) {
   resolve_ffn_hidden(ctx);
   resolve_padded_vocab(ctx);
   check_seq_len(ctx);
+  check_cp_comm(ctx);
   resolve_tied_embeddings(ctx);
 }
 

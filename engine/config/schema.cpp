@@ -69,6 +69,7 @@ constexpr SchemaEntry kParallelEntries[] = {
     {"sequence_parallel", [](ValueReader& r, JobSpec& s) { r.boolean(s.parallel.sequence_parallel); }},
     {"zero",
      [](ValueReader& r, JobSpec& s) { r.integer(s.parallel.zero, 0, 3, "ZeRO stages are 0, 1, 2 or 3"); }},
+    {"cp_comm", [](ValueReader& r, JobSpec& s) { r.choice(s.parallel.cp_comm); }},
 };
 constexpr Section kParallel{"parallel", kParallelEntries};
 

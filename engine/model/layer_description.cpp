@@ -16,6 +16,8 @@ struct Dims {
   std::int64_t s, b, h, d, f, t;
   std::int64_t local_heads, local_kv_heads;
   std::int64_t seq_shard;  // t under sequence parallelism, else 1
+  std::int64_t cp;
+  config::CpComm cp_comm;
   int act_bytes;
   bool gpt2;
 
@@ -30,6 +32,8 @@ struct Dims {
     local_heads = m.heads / t;
     local_kv_heads = std::max<std::int64_t>(m.kv_heads / t, 1);
     seq_shard = spec.parallel.sequence_parallel ? t : 1;
+    cp = spec.parallel.cp;
+    cp_comm = spec.parallel.cp_comm;
     act_bytes = spec.train.precision == config::Precision::Bf16 ? 2 : 4;
     gpt2 = m.arch == config::Arch::Gpt2;
   }
@@ -39,6 +43,13 @@ struct Dims {
   std::int64_t q_cols() const { return local_heads * d; }
   std::int64_t kv_cols() const { return local_kv_heads * d; }
   std::int64_t local_ffn() const { return f / t; }
+  // cp_comm a2a: each cp rank's query heads and kv heads (copied where fewer than cp) of the whole
+  // sequence (parallel/context_parallel.h).
+  std::int64_t a2a_heads() const { return local_heads / cp; }
+  std::int64_t a2a_kv_heads() const { return std::max<std::int64_t>(local_kv_heads / cp, 1); }
+  std::int64_t a2a_kv() const { return b * s * cp * a2a_kv_heads() * d; }  // one of k, v in head layout
+  // cp_comm ring: one query chunk's rows ([B, L, heads]) of the rank's two.
+  std::int64_t ring_chunk_rows() const { return b * s / 2; }
   double hidden_bytes() const { return static_cast<double>(tokens() * h) * act_bytes; }  // sbh
 };
 
@@ -128,11 +139,49 @@ Op norm(const Dims& x, const NormNames& names, ArenaTensor input, ArenaTensor me
                    std::move(saves));
 }
 
-// q, k, v (RoPE'd for llama), flash attention over the sequence (gathered over cp), the output
-// projection and its sum over tp.
+// The collectives that bring the other cp ranks' keys to this rank's queries (context_parallel.h).
+void add_context_exchange(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec, double kv_bytes) {
+
+  using K = CollectiveKind;
+  const int cp = static_cast<int>(x.cp);
+  switch (x.cp_comm) {
+    case config::CpComm::Allgather: {
+      // The whole sequence's k and v; backward gathers them again (under full recompute the redone
+      // forward just did) and reduce-scatters their gradients.
+      const bool regather = spec.train.recompute != config::Recompute::Full;
+      ops.push_back(collective("attn.sequence_kv",
+                               {Axis::Cp, cp, cp * kv_bytes, {K::AllGather},
+                                regather ? std::vector<K>{K::AllGather, K::ReduceScatter}
+                                         : std::vector<K>{K::ReduceScatter}}));
+      return;
+    }
+    case config::CpComm::Ring: {
+      // k and v pass cp - 1 hops forward; in backward again, and their gradients cp hops (the last
+      // one home).
+      const std::vector<K> hops(static_cast<std::size_t>(cp - 1), K::SendRecv);
+      std::vector<K> backward = hops;
+      backward.insert(backward.end(), static_cast<std::size_t>(cp), K::SendRecv);
+      ops.push_back(collective("attn.ring_kv",
+                               {Axis::Cp, cp, static_cast<double>(ring_message_bytes(spec)), hops, backward}));
+      return;
+    }
+    case config::CpComm::A2a:
+      // q, k, v to head layout (their gradients back in backward) ...
+      ops.push_back(collective(
+          "attn.heads_qkv",
+          {Axis::Cp, cp,
+           static_cast<double>(cp * x.tokens() * x.d * (x.a2a_heads() + 2 * x.a2a_kv_heads())) * x.act_bytes,
+           {K::AllToAll}, {K::AllToAll}}));
+      return;
+  }
+}
+
+// q, k, v (RoPE'd for llama), flash attention over the sequence (its other chunks on the other cp
+// ranks), the output projection and its sum over tp.
 void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
   const std::int64_t N = x.tokens(), C = x.h;
   const int cp = spec.parallel.cp;
+  const bool a2a = cp > 1 && x.cp_comm == config::CpComm::A2a;
   using K = CollectiveKind;
   add_column_parallel_input(ops, x, spec, "attn.input");
   ops.push_back(gemm("attn.q_proj", {N, x.q_cols(), C}));
@@ -140,27 +189,29 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   ops.push_back(gemm("attn.v_proj", {N, x.kv_cols(), C}));
   const double kv_bytes = 2.0 * static_cast<double>(N * x.kv_cols()) * x.act_bytes;  // k and v
   if (!x.gpt2) ops.push_back(memory_op("attn.rope", OpKind::Rope, 2.0 * (N * (x.q_cols() + x.kv_cols())) * x.act_bytes));
-  // The whole sequence's k and v; backward gathers them again (under full recompute the redone
-  // forward just did) and reduce-scatters their gradients.
-  if (cp > 1) {
-    const bool regather = spec.train.recompute != config::Recompute::Full;
-    ops.push_back(collective("attn.sequence_kv",
-                             {Axis::Cp, cp, cp * kv_bytes, {K::AllGather},
-                              regather ? std::vector<K>{K::AllGather, K::ReduceScatter} : std::vector<K>{K::ReduceScatter}}));
-  }
+  if (cp > 1) add_context_exchange(ops, x, spec, kv_bytes);
   Op core = make_op("attn.core", OpKind::Attention);
-  core.attention = {x.b, x.local_heads, x.local_kv_heads, x.d, {}};
   if (cp == 1) {
-    core.attention.blocks = {{x.s, 0}};
+    core.attention = {x.b, x.local_heads, x.local_kv_heads, x.d, {{x.s, 0}}};
+  } else if (a2a) {  // whole sequences of 1/cp of the heads
+    core.attention = {x.b, x.a2a_heads(), x.a2a_kv_heads(), x.d, {{x.s * cp, 0}}};
   } else {  // two chunks of L positions: rank 0's first and last (every rank's pair does as much work)
     const std::int64_t L = x.s / 2;
-    core.attention.blocks = {{L, 0}, {L, (2 * cp - 1) * L}};
+    core.attention = {x.b, x.local_heads, x.local_kv_heads, x.d, {{L, 0}, {L, (2 * cp - 1) * L}}};
   }
-  core.saves = {act(x, ArenaTensor::Q, "attn.q", N * x.q_cols()), act(x, ArenaTensor::K, "attn.k", N * x.kv_cols()),
-                act(x, ArenaTensor::V, "attn.v", N * x.kv_cols()),
+  // a2a keeps q, k, v and the output in head layout for attention's backward, and the output in
+  // sequence layout for the output projection's.
+  const std::int64_t kv_saved = a2a ? x.a2a_kv() : N * x.kv_cols();
+  core.saves = {act(x, ArenaTensor::Q, "attn.q", N * x.q_cols()), act(x, ArenaTensor::K, "attn.k", kv_saved),
+                act(x, ArenaTensor::V, "attn.v", kv_saved),
                 act(x, ArenaTensor::AttentionOutput, "attn.output", N * x.q_cols()),
                 fp32(ArenaTensor::AttentionLse, "attn.logsumexp", x.b * x.local_heads * x.s)};
+  if (a2a) core.saves.push_back(act(x, ArenaTensor::AttentionHeadsOutput, "attn.output_heads", N * x.q_cols()));
   ops.push_back(std::move(core));
+  // ... and the output back to sequence layout (its gradient to head layout in backward).
+  if (a2a)
+    ops.push_back(collective("attn.heads_output", {Axis::Cp, cp, static_cast<double>(N * x.q_cols()) * x.act_bytes,
+                                                   {K::AllToAll}, {K::AllToAll}}));
   // kv heads replicated on t / kv_heads ranks: their k and v output gradients are summed over them.
   const int kv_heads = spec.model.kv_heads;
   if (x.t > kv_heads)
@@ -356,6 +407,47 @@ std::vector<SavedTensor> recomputed_tensors(const config::JobSpec& spec) {
   return out;
 }
 
+namespace {
+
+// Context parallelism's temporaries (parallel/context_parallel.h), by cp_comm.
+void add_context_workspace(std::vector<SavedTensor>& out, const Dims& x) {
+  using T = ArenaTensor;
+  auto add = [&](T id, const char* name, std::int64_t elements) { out.push_back(act(x, id, name, elements)); };
+  const std::int64_t N = x.tokens(), kv = N * x.kv_cols();
+  switch (x.cp_comm) {
+    case config::CpComm::Allgather:  // the whole sequence's k and v, their gradients, the collectives' staging
+      add(T::CpKeys, "context_parallel.keys", kv * x.cp);
+      add(T::CpValues, "context_parallel.values", kv * x.cp);
+      add(T::CpDKeys, "context_parallel.d_keys", kv * x.cp);
+      add(T::CpDValues, "context_parallel.d_values", kv * x.cp);
+      add(T::CpStaging, "context_parallel.staging", 2 * kv * x.cp);
+      return;
+    case config::CpComm::Ring:  // two ranks' k and v (the one in hand, the one arriving), and their gradients
+      add(T::CpRingKv, "context_parallel.ring_kv", 4 * kv);
+      add(T::CpRingDKv, "context_parallel.ring_d_kv", 4 * kv);
+      // One block's output (forward) or d_q (backward), its log-sum-exp, and its d_k and d_v.
+      add(T::CpRingPart, "context_parallel.ring_part", x.ring_chunk_rows() * x.q_cols());
+      out.push_back(fp32(T::CpRingPartLse, "context_parallel.ring_part_lse", x.ring_chunk_rows() * x.local_heads));
+      add(T::CpRingPartDKv, "context_parallel.ring_part_d_kv", 2 * x.ring_chunk_rows() * x.kv_cols());
+      return;
+    case config::CpComm::A2a: {
+      // This rank's q, k, v in sequence layout (forward), their gradients in head layout (backward);
+      // the output gradient in head layout; the all-to-all's send and receive staging.
+      const std::int64_t kv_either = std::max(kv, x.a2a_kv());
+      add(T::CpA2aQ, "context_parallel.a2a_q", N * x.q_cols());
+      add(T::CpA2aK, "context_parallel.a2a_k", kv_either);
+      add(T::CpA2aV, "context_parallel.a2a_v", kv_either);
+      add(T::CpA2aDOutput, "context_parallel.a2a_d_output", N * x.q_cols());
+      const std::int64_t exchange = x.cp * N * x.d * (x.a2a_heads() + 2 * x.a2a_kv_heads());
+      add(T::CpA2aSend, "context_parallel.a2a_send", exchange);
+      add(T::CpA2aRecv, "context_parallel.a2a_recv", exchange);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   const Dims x(spec);
   using T = ArenaTensor;
@@ -373,14 +465,7 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     add(T::SpGatheredInput, "sequence_parallel.gathered_input", full_hidden);
     add(T::SpGatheredGradient, "sequence_parallel.gathered_gradient", full_hidden);
   }
-  if (spec.parallel.cp > 1) {  // the whole sequence's k and v, their gradients, the collectives' staging
-    const std::int64_t sequence_kv = N * x.kv_cols() * spec.parallel.cp;
-    add(T::CpKeys, "context_parallel.keys", sequence_kv);
-    add(T::CpValues, "context_parallel.values", sequence_kv);
-    add(T::CpDKeys, "context_parallel.d_keys", sequence_kv);
-    add(T::CpDValues, "context_parallel.d_values", sequence_kv);
-    add(T::CpStaging, "context_parallel.staging", 2 * sequence_kv);
-  }
+  if (spec.parallel.cp > 1) add_context_workspace(out, x);
   add(T::DAttention, "d_attention", N * x.q_cols());
   for (SavedTensor& t : layer_output_grads(spec, false)) out.push_back(std::move(t));
   if (spec.model.moe) {
@@ -421,6 +506,11 @@ std::int64_t expert_block_rows(const config::JobSpec& spec) {
   const config::ParallelSpec& p = spec.parallel;
   const bool exchanged = p.ep > 1 && p.ep != p.tp;  // every source rank's slots of each local expert
   return expert_token_slots(spec) / (spec.model.moe->experts / p.ep) / (exchanged ? p.ep : 1);
+}
+
+std::size_t ring_message_bytes(const config::JobSpec& spec) {
+  const Dims x(spec);
+  return static_cast<std::size_t>(2 * x.tokens() * x.kv_cols() * x.act_bytes);
 }
 
 double total_bytes(const std::vector<SavedTensor>& tensors) {

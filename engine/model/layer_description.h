@@ -36,7 +36,8 @@ namespace ptrain::model {
 // Every tensor of the activation arena, by what it is (the engine binds each to its buffer).
 enum class ArenaTensor {
   // A layer's, per microbatch.
-  LayerInput, Norm1Mean, Norm1Rstd, Norm1Output, Q, K, V, AttentionOutput, AttentionLse, MidResidual,
+  LayerInput, Norm1Mean, Norm1Rstd, Norm1Output, Q, K, V, AttentionOutput, AttentionLse,
+  AttentionHeadsOutput, MidResidual,
   Norm2Mean, Norm2Rstd, Norm2Output, MlpUp, MlpGate, MlpActivation,
   MoeProbs, MoeChoice, MoeWeight, MoeSlot, MoeCounts, MoeExpertInput, MoeGate, MoeUp, MoeActivation,
   MoeExpertOutput,
@@ -48,7 +49,8 @@ enum class ArenaTensor {
   LossShardStats,
   // The backward workspace's own temporaries.
   ProjectionOutput, DResidual, DNorm, DScratch, SpGatheredInput, SpGatheredGradient, CpKeys, CpValues,
-  CpDKeys, CpDValues, CpStaging, DAttention, DMlpActivation, MoeDWeight, MoeDActivation, MoeDExpertInput,
+  CpDKeys, CpDValues, CpStaging, CpRingKv, CpRingDKv, CpRingPart, CpRingPartLse, CpRingPartDKv, CpA2aQ, CpA2aK,
+  CpA2aV, CpA2aDOutput, CpA2aSend, CpA2aRecv, DAttention, DMlpActivation, MoeDWeight, MoeDActivation, MoeDExpertInput,
   MoeDPartial, MoeExchange,
 };
 
@@ -166,6 +168,10 @@ std::int64_t expert_token_slots(const config::JobSpec& spec);
 // The slots of one expert from one source rank (micro_batch * capacity as the engine runs it): the
 // rows of one expert GEMM.
 std::int64_t expert_block_rows(const config::JobSpec& spec);
+
+// cp_comm ring: the bytes of one hop's message, a rank's k and v of one layer and microbatch (their
+// gradients travel in messages of the same size).
+std::size_t ring_message_bytes(const config::JobSpec& spec);
 
 double total_bytes(const std::vector<SavedTensor>& tensors);
 // Forward FLOPs of a list of ops: its GEMMs and attention.

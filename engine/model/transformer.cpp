@@ -60,10 +60,12 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   if (tp_ != nullptr && tp_->sequence_parallel() != spec.parallel.sequence_parallel)
     throw std::invalid_argument("Transformer: the tensor-parallel group's sequence parallelism is not the job's");
   if (spec.parallel.cp > 1 && (cp_ == nullptr || cp_->size() != spec.parallel.cp ||
-                               cp_->seq_len() != m.seq_len || cp_->micro_batch() != dims_.B))
+                               cp_->seq_len() != m.seq_len || cp_->micro_batch() != dims_.B ||
+                               cp_->mode() != spec.parallel.cp_comm))
     throw std::invalid_argument("Transformer: parallel.cp = " + std::to_string(spec.parallel.cp) +
                                 " needs a context-parallel group of that size for micro_batch " +
-                                std::to_string(dims_.B) + " and seq_len " + std::to_string(m.seq_len));
+                                std::to_string(dims_.B) + " and seq_len " + std::to_string(m.seq_len) +
+                                " with cp_comm " + config::to_string(spec.parallel.cp_comm));
   if (spec.parallel.cp == 1) cp_ = nullptr;
   if (cp_ == nullptr) {
     query_chunks_ = {{0, dims_.T, 0}};
@@ -84,8 +86,8 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)
     throw std::invalid_argument("Transformer: no model chunk " + std::to_string(chunk.index));
-  first_ = at.pp_rank == 0 && chunk.index == 0;
-  last_ = at.pp_rank == at.pp - 1 && chunk.index == at.vpp - 1;
+  first_ = at.placement().first(at.pp_rank, chunk.index);
+  last_ = at.placement().last(at.pp_rank, chunk.index);
   std::map<int, std::pair<int, int>>
       units_of_layer;  // this chunk's layers (global index): units, dense and experts
   for (const ParamSlot& s : params_.slots()) {

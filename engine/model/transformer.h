@@ -24,8 +24,9 @@
 // share one backward workspace, where those three live.
 //
 // Context parallelism (parallel/context_parallel.h): a rank holds two chunks of each sequence, its
-// N = B * T / cp tokens chunk-major; attention gathers k and v of the whole sequence over cp, and
-// the positions (RoPE, learned positions) are each chunk's own.
+// N = B * T / cp tokens chunk-major; attention reaches the other ranks' keys as parallel.cp_comm
+// says (transformer_cp_allgather.cpp, transformer_cp_ring.cpp, transformer_cp_a2a.cpp), and the
+// positions (RoPE, learned positions) are each chunk's own.
 //
 // Activations live in slots, one per microbatch in flight; what a layer keeps for backward depends
 // on train.recompute (see layer_description.h, the list validate counts):
@@ -146,8 +147,9 @@ class Transformer {
   // shared workspace instead of per-layer storage. Residual-stream tensors hold this rank's Ns tokens.
   struct LayerActs {
     Buf norm1, mean1, rstd1;  // norm1 output [Ns,C]; stats [Ns]
-    Buf q, k, v;              // [N, Hq*D], [N, Hkv*D] (after RoPE for llama)
+    Buf q, k, v;              // [N, Hq*D], [N, Hkv*D] (after RoPE for llama); cp_comm a2a: head layout
     Buf att, lse;             // attention output [N, Hq*D]; logsumexp [B, Hq, len] per query chunk
+    Buf att_heads;            // cp_comm a2a: the attention output in head layout (lse is too)
     Buf x_mid;                // residual after attention [Ns,C]
     Buf norm2, mean2, rstd2;
     Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
@@ -188,6 +190,12 @@ class Transformer {
     // Context parallelism: the whole sequence's k and v [B, T*cp, Hkv*D] gathered from the cp group,
     // their gradients, and the collectives' staging (twice that size).
     Buf cp_k, cp_v, cp_dk, cp_dv, cp_staging;
+    // cp_comm ring: two ranks' k and v (each [2: k, v][N, Hkv*D]) and their gradients; one block's
+    // output or d_q [B, L, Hq*D], log-sum-exp [B, Hq, L] and d_k, d_v.
+    Buf ring_kv, ring_dkv, ring_part, ring_part_lse, ring_part_dkv;
+    // cp_comm a2a: q, k, v in sequence layout (forward) or their gradients in head layout (backward),
+    // the output gradient in head layout, the all-to-all's staging.
+    Buf a2a_q, a2a_k, a2a_v, a2a_d_out, a2a_send, a2a_recv;
     MoeWorkspace moe;  // mixtral: the MoE block's backward temporaries
   };
   // Query rows attending as one block: the whole sequence, or one of a context-parallel rank's two
@@ -222,11 +230,21 @@ class Transformer {
   Buf attention_forward(const LayerWeights& w, LayerActs& a);
   // RoPE on x [N, H*D] (forward, or its inverse on a gradient), each query chunk at its positions.
   void rope(Buf x, int H, bool inverse) const;
-  // The attention of a.q over the sequence's keys into a.att and a.lse.
-  void attend(LayerActs& a);
-  // Its backward from ws_.d_att into d_q, d_k, d_v; under context parallelism `kv_gathered` says
+  // The attention of this rank's q over the sequence's keys (q, k, v in sequence layout: a.q, a.k,
+  // a.v, or under cp_comm a2a the workspace's) into a.att and a.lse.
+  void attend(LayerActs& a, Buf q, Buf k, Buf v);
+  // Its backward from ws_.d_att into d_q, d_k, d_v; under cp_comm allgather `kv_gathered` says
   // ws_.cp_k and cp_v hold this layer's sequence k and v (recompute() just gathered them).
   void attend_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a, bool kv_gathered);
+  // The three ways of context parallelism (parallel/context_parallel.h), forward and backward.
+  void attend_allgather(LayerActs& a);
+  void attend_allgather_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a, bool kv_gathered);
+  void attend_ring(LayerActs& a);
+  void attend_ring_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a);
+  void attend_a2a(LayerActs& a, Buf q, Buf k, Buf v);
+  void attend_a2a_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a);
+  // Rows [i * B * L ...) of a [N, cols] tensor: this rank's query chunk i (0 or 1).
+  Buf chunk_rows(Buf x, int i, int cols) const;
   // The embedding (with GPT-2's positions) of s.tokens into `out`, and its backward from d_out.
   void embed(Buf out, Buf tokens, Buf positions);
   void embed_backward(Buf d_out, Buf tokens, Buf d_positions);

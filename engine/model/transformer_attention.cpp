@@ -1,5 +1,5 @@
 // The attention branch of a transformer layer (model/transformer.h): q/k/v projections, RoPE, flash
-// attention (over the sequence's keys gathered from the cp group under context parallelism), the
+// attention (under context parallelism over the other cp ranks' keys too, transformer_cp_*.cpp), the
 // output projection, and their backward and weight gradients (kv copies summed over the tp ranks that
 // share a kv head).
 #include "engine/model/transformer.h"
@@ -13,14 +13,17 @@ Buf Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
   const Buf in = gather_tokens(a.norm1, ws_.gathered);
-  ops_.linear_forward(a.q, in, w.wq, w.bq, d.N, q_cols, d.C);
-  ops_.linear_forward(a.k, in, w.wk, w.bk, d.N, kv_cols, d.C);
-  ops_.linear_forward(a.v, in, w.wv, w.bv, d.N, kv_cols, d.C);
+  // Under cp_comm a2a the layer keeps q, k and v in head layout: the projections write the workspace.
+  const bool a2a = cp_ != nullptr && cp_->mode() == config::CpComm::A2a;
+  const Buf q = a2a ? ws_.a2a_q : a.q, k = a2a ? ws_.a2a_k : a.k, v = a2a ? ws_.a2a_v : a.v;
+  ops_.linear_forward(q, in, w.wq, w.bq, d.N, q_cols, d.C);
+  ops_.linear_forward(k, in, w.wk, w.bk, d.N, kv_cols, d.C);
+  ops_.linear_forward(v, in, w.wv, w.bv, d.N, kv_cols, d.C);
   if (!d.gpt2) {
-    rope(a.q, d.Hq, false);
-    rope(a.k, d.Hkv, false);
+    rope(q, d.Hq, false);
+    rope(k, d.Hkv, false);
   }
-  attend(a);
+  attend(a, q, k, v);
   ops_.linear_forward(ws_.proj_out, a.att, w.wo, row_parallel_bias(w.bo), d.N, d.C, q_cols);
   return reduce_tokens(ws_.proj_out);
 }
@@ -36,22 +39,19 @@ void Transformer::rope(Buf x, int H, bool inverse) const {
   }
 }
 
-void Transformer::attend(LayerActs& a) {
+Buf Transformer::chunk_rows(Buf x, int i, int cols) const {
+  return runtime::advance(x, query_chunks_[static_cast<std::size_t>(i)].first_row * cols);
+}
+
+void Transformer::attend(LayerActs& a, Buf q, Buf k, Buf v) {
   const auto& d = dims_;
-  const int q_cols = d.Hq * d.D;
-  Buf k = a.k, v = a.v;
-  int keys = d.T;
-  if (cp_ != nullptr) {
-    cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, d.Hkv * d.D);
-    k = ws_.cp_k, v = ws_.cp_v, keys = cp_->seq_len();
-  }
-  for (std::size_t i = 0; i < query_chunks_.size(); ++i) {
-    const QueryChunk& c = query_chunks_[i];
-    const Buf lse =
-        a.lse ? runtime::advance(a.lse, static_cast<std::int64_t>(i) * d.B * d.Hq * c.len) : Buf{};
-    ops_.attention_forward(runtime::advance(a.att, c.first_row * q_cols), lse,
-                           runtime::advance(a.q, c.first_row * q_cols), k, v,
-                           {d.B, c.len, keys, c.pos0, d.Hq, d.Hkv, d.D});
+  if (cp_ == nullptr)
+    return ops_.attention_forward(a.att, a.lse, q, k, v,
+                                  kernels::AttentionShape::self_attention(d.B, d.T, d.Hq, d.Hkv, d.D));
+  switch (cp_->mode()) {
+    case config::CpComm::Allgather: return attend_allgather(a);
+    case config::CpComm::Ring: return attend_ring(a);
+    case config::CpComm::A2a: return attend_a2a(a, q, k, v);
   }
 }
 
@@ -60,24 +60,11 @@ void Transformer::attend_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a,
   if (cp_ == nullptr)
     return ops_.attention_backward(d_q, d_k, d_v, ws_.d_att, a.q, a.k, a.v, a.att, a.lse,
                                    kernels::AttentionShape::self_attention(d.B, d.T, d.Hq, d.Hkv, d.D));
-  const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  if (!kv_gathered) cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, kv_cols);
-  // The sequence's d_k and d_v: the late chunk's into cp_dk and cp_dv, the early chunk's into the
-  // staging (free until the sum over cp), added.
-  const std::int64_t sequence_kv = static_cast<std::int64_t>(d.N) * cp_->size() * kv_cols;
-  for (int i : {1, 0}) {
-    const QueryChunk& c = query_chunks_[static_cast<std::size_t>(i)];
-    const Buf dk = i == 1 ? ws_.cp_dk : ws_.cp_staging;
-    const Buf dv = i == 1 ? ws_.cp_dv : runtime::advance(ws_.cp_staging, sequence_kv);
-    const auto q_rows = [&](Buf x) { return runtime::advance(x, c.first_row * q_cols); };
-    ops_.attention_backward(q_rows(d_q), dk, dv, q_rows(ws_.d_att), q_rows(a.q), ws_.cp_k, ws_.cp_v,
-                            q_rows(a.att),
-                            runtime::advance(a.lse, static_cast<std::int64_t>(i) * d.B * d.Hq * c.len),
-                            {d.B, c.len, cp_->seq_len(), c.pos0, d.Hq, d.Hkv, d.D});
+  switch (cp_->mode()) {
+    case config::CpComm::Allgather: return attend_allgather_backward(d_q, d_k, d_v, a, kv_gathered);
+    case config::CpComm::Ring: return attend_ring_backward(d_q, d_k, d_v, a);
+    case config::CpComm::A2a: return attend_a2a_backward(d_q, d_k, d_v, a);
   }
-  ops_.accumulate(ws_.cp_dk, ws_.cp_staging, sequence_kv);
-  ops_.accumulate(ws_.cp_dv, runtime::advance(ws_.cp_staging, sequence_kv), sequence_kv);
-  cp_->sum_into_chunks(ws_.cp_dk, ws_.cp_dv, d_k, d_v, ws_.cp_staging, kv_cols);
 }
 
 void Transformer::attention_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g, bool keep,

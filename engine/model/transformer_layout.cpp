@@ -23,6 +23,7 @@ Buf* Transformer::layer_field(LayerActs& a, ArenaTensor id) {
     case T::V: return &a.v;
     case T::AttentionOutput: return &a.att;
     case T::AttentionLse: return &a.lse;
+    case T::AttentionHeadsOutput: return &a.att_heads;
     case T::MidResidual: return &a.x_mid;
     case T::Norm2Mean: return &a.mean2;
     case T::Norm2Rstd: return &a.rstd2;
@@ -89,6 +90,17 @@ Buf* Transformer::workspace_field(Workspace& w, ArenaTensor id) {
     case T::CpDKeys: return &w.cp_dk;
     case T::CpDValues: return &w.cp_dv;
     case T::CpStaging: return &w.cp_staging;
+    case T::CpRingKv: return &w.ring_kv;
+    case T::CpRingDKv: return &w.ring_dkv;
+    case T::CpRingPart: return &w.ring_part;
+    case T::CpRingPartLse: return &w.ring_part_lse;
+    case T::CpRingPartDKv: return &w.ring_part_dkv;
+    case T::CpA2aQ: return &w.a2a_q;
+    case T::CpA2aK: return &w.a2a_k;
+    case T::CpA2aV: return &w.a2a_v;
+    case T::CpA2aDOutput: return &w.a2a_d_out;
+    case T::CpA2aSend: return &w.a2a_send;
+    case T::CpA2aRecv: return &w.a2a_recv;
     case T::DAttention: return &w.d_att;
     case T::DMlpActivation: return &w.d_act;
     case T::MoeDWeight: return &w.moe.d_weight;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/dist/comm.h"
+#include "engine/parallel/staged_collectives.h"
 #include "kernels/ops.h"
 
 namespace ptrain::parallel {
@@ -28,10 +29,8 @@ class ExpertParallel {
 
  private:
   dist::Comm& comm_;
-  const kernels::Ops& memory_;
   const dist::Group& ep_;
-  bool passes_through_;                    // the Comm reads the backend's memory (see host_staged.h)
-  std::vector<float> host_in_, host_out_;  // the exchange's host copies where it does not
+  StagedCollectives staged_;  // via host copies where the Comm cannot reach the backend's memory
 };
 
 }  // namespace ptrain::parallel

@@ -1,9 +1,12 @@
 // Collectives on a backend's buffers through a Comm that may not take that memory. The CPU's memory,
 // and device memory with a Comm that takes it (NCCL), pass straight through; CUDA buffers with Gloo
-// (ranks that share a GPU cannot share an NCCL communicator) go through a host copy and back.
+// (ranks that share a GPU cannot share an NCCL communicator) go through a host copy and back. The
+// in-place collectives go through run(); the all-to-all and the messages between two ranks have
+// their own entries, since what they send and receive are different buffers.
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,10 +42,27 @@ class StagedCollectives {
     memory_.copy_to_device({data, kernels::DType::F32}, staging_.data(), bytes);
   }
 
+  // Block j (`block` elements from j * block) of `send` to member j of g, whose block i of `recv`
+  // it becomes (i: this rank); both buffers hold g.size() blocks of one float dtype and do not
+  // overlap. The Comm moves floats: a bf16 block travels as half as many (its bytes unchanged), so
+  // a bf16 block must be an even number of elements.
+  void all_to_all(dist::Comm& comm, const dist::Group& g, kernels::Buf send, kernels::Buf recv, std::int64_t block);
+
+  // Starts sending `bytes` of `data` to member `peer` of g (Comm::isend; `data` may change at once
+  // when staged, else not before finish_sends()).
+  void send(dist::Comm& comm, const dist::Group& g, kernels::Buf data, std::size_t bytes, int peer);
+  // Receives `bytes` from member `peer` of g into `into`.
+  void recv(dist::Comm& comm, const dist::Group& g, kernels::Buf into, std::size_t bytes, int peer);
+  // Waits for every send started since the last call.
+  void finish_sends();
+
  private:
   const kernels::Ops& memory_;
   bool passes_through_;
   std::vector<std::byte> staging_;
+  std::vector<std::byte> receiving_;                        // recv's host copy
+  std::deque<std::vector<std::byte>> sending_;              // the host copies of the sends in flight
+  std::vector<dist::Comm::SendHandle> sends_;
 };
 
 }  // namespace ptrain::parallel

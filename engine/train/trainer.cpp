@@ -150,7 +150,8 @@ struct Trainer::State {
         context_parallel(groups.cp == nullptr
                              ? std::nullopt
                              : std::make_optional<parallel::ContextParallel>(
-                                   c, backend, *groups.cp, s.train.micro_batch, s.model.seq_len)),
+                                   c, backend, *groups.cp, s.train.micro_batch, s.model.seq_len,
+                                   s.parallel.cp_comm, model::ring_message_bytes(s))),
         expert_parallel(groups.ep == nullptr
                             ? std::nullopt
                             : std::make_optional<parallel::ExpertParallel>(c, backend, *groups.ep)),

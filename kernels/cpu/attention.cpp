@@ -1,6 +1,7 @@
 // Causal attention with grouped-query heads, flash-style: no Tq x Tk matrix is ever stored.
 // q, out: [B, Tq, Hq, D]; k, v: [B, Tk, Hkv, D]; lse: [B, Hq, Tq]; query head h reads kv head
-// h / (Hq / Hkv); scale 1/sqrt(D); query row i sits at position q_pos0 + i (attention_shape.h).
+// h / (Hq / Hkv); scale 1/sqrt(D); query row i sits at position q_pos0 + i and sees keys
+// 0 .. min(q_pos0 + i, Tk - 1) (attention_shape.h).
 //
 // Forward, per (b, h, block of kRows query rows): walk the key blocks 0..last row's position with an online
 // softmax (running max m, running sum l, unnormalised output acc rescaled by e^{m_old - m_new}),
@@ -169,7 +170,8 @@ struct ForwardScratch {
   std::fill(m, m + rows, kNegInf);
   std::fill(l, l + rows, 0.0f);
   std::fill(acc, acc + rows * D, 0.0f);
-  const std::int64_t last = sh.pos0 + i0 + rows - 1;  // the last key any row of the block sees
+  // The last key any row of the block sees (every key, when the queries are past them all).
+  const std::int64_t last = std::min(sh.pos0 + i0 + rows - 1, sh.Tk - 1);
   for (std::int64_t j0 = 0; j0 <= last; j0 += kCols) {
     const std::int64_t cols = std::min(kCols, last + 1 - j0);
     // sT[c][r] = k_{j0+c} . (q_{i0+r} scale)
@@ -275,7 +277,7 @@ struct BackwardScratch {
     load_transposed(w.qt.data(), q, sh, b, h, i0, rows, scale);
     load_transposed(w.dot.data(), d_out, sh, b, h, i0, rows, 1.0f);
     std::fill(dq, dq + rows * D, 0.0f);
-    const std::int64_t last = sh.pos0 + i0 + rows - 1;
+    const std::int64_t last = std::min(sh.pos0 + i0 + rows - 1, sh.Tk - 1);
     for (std::int64_t j0 = 0; j0 <= last; j0 += kCols) {
       const std::int64_t cols = std::min(kCols, last + 1 - j0);
       const float* k_block = k_head + j0 * ld;

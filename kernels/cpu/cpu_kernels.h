@@ -43,6 +43,7 @@ void rope_backward(Buf d_x, int B, int T, int H, int D, float theta, int pos0);
 void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& s);
 void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
                         const AttentionShape& s);
+void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D);
 
 // activations.cpp
 void gelu_forward(Buf out, Buf in, std::int64_t n);

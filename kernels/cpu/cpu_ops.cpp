@@ -82,6 +82,9 @@ class CpuOps final : public Ops {
                           const AttentionShape& s) const override {
     cpu::attention_backward(d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
   }
+  void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D) const override {
+    cpu::attention_merge(out, lse, part, part_lse, B, T, H, D);
+  }
 
   void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu::gelu_forward(out, in, n); }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
@@ -149,6 +152,12 @@ class CpuOps final : public Ops {
   }
   void copy(Buf dst, Buf src, std::size_t bytes) const override {
     if (bytes > 0) std::memmove(dst.ptr, src.ptr, bytes);
+  }
+  void copy_rows(Buf dst, std::size_t dst_pitch, Buf src, std::size_t src_pitch, std::size_t width,
+                 std::size_t rows) const override {
+    auto* to = static_cast<std::byte*>(dst.ptr);
+    const auto* from = static_cast<const std::byte*>(src.ptr);
+    for (std::size_t r = 0; r < rows; ++r) std::memcpy(to + r * dst_pitch, from + r * src_pitch, width);
   }
 };
 

@@ -3,9 +3,11 @@
 // Structure (FlashAttention-2):
 //   forward    one CTA per (query tile, query head, batch). Loops over the key tiles up to the
 //              diagonal (causal skip; the diagonal is shifted by q_pos0 when the queries are a later
-//              chunk of the keys' sequence, context parallelism), online softmax in registers (running max m,
-//              running sum l, unnormalised output rescaled by 2^(m_old - m_new)), then out = acc / l, lse = m
-//              + ln l.
+//              chunk of the keys' sequence, context parallelism) or up to the last key, whichever comes
+//              first: row i sees keys 0 .. min(q_pos0 + i, Tk - 1). Where the queries come after every key
+//              (ring attention's block with an earlier chunk) only the tile holding key Tk - 1 needs a
+//              mask. Online softmax in registers (running max m, running sum l, unnormalised output
+//              rescaled by 2^(m_old - m_new)), then out = acc / l, lse = m + ln l.
 //   backward   three kernels, deterministic (no atomics, no fp32 scratch for d_q):
 //     row_dot  D_i = dot(d_out_i, out_i) per query row, parked in the first 4 bytes of d_q's row i
 //              (d_q is overwritten later anyway; see attention.cuh).
@@ -166,7 +168,9 @@ __global__ void __launch_bounds__(kThreads)
   const float* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const float* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const int i = q0 + r;
+  const int last = min(off + i, Tk - 1);  // the last key row i sees
   const int rows_end = min(q0 + kF32Tile, Tq);
+  const int keys_end = min(off + rows_end, Tk);  // past the last key any row of the tile sees
 
   load_tile_f32<kF32Tile, kD>(Qs, qg, qstride, q0, Tq, D);
   float m = -INFINITY, l = 0.0f;
@@ -174,7 +178,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int n = 0; n < kN; ++n) o[n] = 0.0f;
 
-  for (int k0 = 0; k0 < off + rows_end; k0 += kF32Tile) {  // up to the last row's key
+  for (int k0 = 0; k0 < keys_end; k0 += kF32Tile) {
     __syncthreads();  // the previous tile's K, V (and P) are no longer read
     load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, Tk, D);
     load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, Tk, D);
@@ -189,9 +193,12 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = 0; c < 8; ++c) s[c] = fmaf(qd, Ks[(cg + 4 * c) * kLD + d], s[c]);
     }
     float mx = m;
+    // Row i sees the tile's columns up to last - k0 (compared so, not as k0 + column > last, which
+    // makes ptxas spill at kD = 32).
+    const int last_col = last - k0;
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      s[c] = k0 + cg + 4 * c > off + i ? -INFINITY : s[c] * scale_log2;
+      s[c] = cg + 4 * c > last_col ? -INFINITY : s[c] * scale_log2;
       mx = fmaxf(mx, s[c]);
     }
     mx = quad_max(mx);
@@ -256,7 +263,9 @@ __global__ void __launch_bounds__(kThreads)
   const float* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const float* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const int i = q0 + r;
+  const int last = min(off + i, Tk - 1);  // the last key row i sees
   const int rows_end = min(q0 + kF32Tile, Tq);
+  const int keys_end = min(off + rows_end, Tk);
 
   load_tile_f32<kF32Tile, kD>(Qs, q + qhead * D, qstride, q0, Tq, D);
   load_tile_f32<kF32Tile, kD>(dOs, d_out + qhead * D, qstride, q0, Tq, D);
@@ -266,7 +275,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int n = 0; n < kN; ++n) dq[n] = 0.0f;
 
-  for (int k0 = 0; k0 < off + rows_end; k0 += kF32Tile) {
+  for (int k0 = 0; k0 < keys_end; k0 += kF32Tile) {
     __syncthreads();
     load_tile_f32<kF32Tile, kD>(Ks, kg, kvstride, k0, Tk, D);
     load_tile_f32<kF32Tile, kD>(Vs, vg, kvstride, k0, Tk, D);
@@ -286,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      const float p = k0 + cg + 4 * c > off + i ? 0.0f : exp2f(fmaf(s[c], scale_log2, -lse2));
+      const float p = k0 + cg + 4 * c > last ? 0.0f : exp2f(fmaf(s[c], scale_log2, -lse2));
       dSs[r * kPLD + cg + 4 * c] = p * (dp[c] - dvec);
     }
     __syncwarp();
@@ -344,7 +353,8 @@ __global__ void __launch_bounds__(kThreads)
   float dk[kN], dv[kN];
 #pragma unroll
   for (int n = 0; n < kN; ++n) dk[n] = dv[n] = 0.0f;
-  // Query tiles from the first row that sees key j0 (row j0 - off) on; none for keys no row sees.
+  // Query tiles from the first row that sees key j0 (row j0 - off: as j0 < Tk, row i sees it iff
+  // j0 <= off + i) on; none for keys no row sees.
   const int first = max(j0 - off, 0) / kF32Tile * kF32Tile;
   const int nq = max((Tq - first + kF32Tile - 1) / kF32Tile, 0);
   const int total = G * nq;
@@ -379,7 +389,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int x = 0; x < 8; ++x) {
       const int rl = rg + 4 * x;
       const int i = i0 + rl;
-      const float p = (j > off + i || i >= Tq) ? 0.0f : exp2f(fmaf(s[x], scale_log2, -ls[rl]));
+      const float p = (j > off + i || j >= Tk || i >= Tq) ? 0.0f : exp2f(fmaf(s[x], scale_log2, -ls[rl]));
       PTs[c * kPLD + rl] = p;
       dSTs[c * kPLD + rl] = p * (dp[x] - ds[rl]);
     }
@@ -617,7 +627,8 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const bf16* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const int rows_end = min(q0 + kFwdRows, Tq);
-  const int n_kt = (off + rows_end + kFwdCols - 1) / kFwdCols;  // key tiles up to the diagonal
+  // Key tiles up to the diagonal or the last key, whichever comes first.
+  const int n_kt = (min(off + rows_end, Tk) + kFwdCols - 1) / kFwdCols;
   const int warp_row0 = q0 + warp * 16 * kFwdTiles;
 
   load_tile_bf16<kFwdRows, kD>(Qs, q + qhead * D, qstride, q0, Tq, D);
@@ -670,16 +681,18 @@ __global__ void __launch_bounds__(kThreads)
     for (int mt = 0; mt < kFwdTiles; ++mt) {
       const int tile_row0 = warp_row0 + mt * 16;
       const int row_a = tile_row0 + g, row_b = row_a + 8;
-      // Causal mask where some key of the step is later than some row's position (off + row) of the
-      // tile; keys >= Tk are later than every valid row's, so this masks them too.
-      const bool masked = k0 + kFwdCols - 1 > off + tile_row0;
+      // Masked where some key of the step is past the last one some row of the tile sees,
+      // min(off + row, Tk - 1): later than the first row's position, or past the keys (the padding of
+      // the step that holds key Tk - 1).
+      const bool masked = k0 + kFwdCols - 1 > off + tile_row0 || k0 + kFwdCols > Tk;
+      const int last_a = min(off + row_a, Tk - 1), last_b = min(off + row_b, Tk - 1);
       float mx_a = m_a[mt], mx_b = m_b[mt];
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float x = s[mt][nt][e] * scale_log2;
-          if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > off + (e < 2 ? row_a : row_b)) x = -INFINITY;
+          if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > (e < 2 ? last_a : last_b)) x = -INFINITY;
           s[mt][nt][e] = x;
         }
         mx_a = fmaxf(mx_a, fmaxf(s[mt][nt][0], s[mt][nt][1]));
@@ -775,7 +788,8 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const long long qstride = static_cast<long long>(Hq) * D, kvstride = static_cast<long long>(Hkv) * D;
   const long long kvhead = static_cast<long long>(b) * Tk * Hkv + hk;
-  // Query tiles from the first row that sees key j0 (row j0 - off) on; none for keys no row sees.
+  // Query tiles from the first row that sees key j0 (row j0 - off: as j0 < Tk, row i sees it iff
+  // j0 <= off + i) on; none for keys no row sees.
   const int first = max(j0 - off, 0) / kBr * kBr;
   const int nq = max((Tq - first + kBr - 1) / kBr, 0);
   const int total = G * nq;                 // x the group's query heads
@@ -819,11 +833,12 @@ __global__ void __launch_bounds__(kThreads)
     const float* lb = ls + buf * kBr;
     const float* db = dd + buf * kBr;
 
-    // S^T = K_w Q^T (16 keys x kBr queries), then P^T = exp(S^T scale - lse), causal + T mask.
+    // S^T = K_w Q^T (16 keys x kBr queries), then P^T = exp(S^T scale - lse), causal + Tq + Tk mask
+    // (keys past Tk, the last tile's padding, are never stored: masked so that they hold zeros too).
     float st[kNT][4];
     zero(st);
     gemm_abt<kD, kNT>(st, Ks, warp * 16, Qb, lane);
-    const bool masked = j0 + warp * 16 + 15 > off + i0 || i0 + kBr > Tq;
+    const bool masked = j0 + warp * 16 + 15 > off + i0 || i0 + kBr > Tq || j0 + warp * 16 + 16 > Tk;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
@@ -831,7 +846,8 @@ __global__ void __launch_bounds__(kThreads)
         const int ci = nt * 8 + tg * 2 + (e & 1);
         const int i = i0 + ci;
         float p = exp2f(fmaf(st[nt][e], scale_log2, -lb[ci] * kLog2e));
-        if (masked && ((e < 2 ? key_a : key_b) > off + i || i >= Tq)) p = 0.0f;
+        const int key = e < 2 ? key_a : key_b;
+        if (masked && (key > off + i || key >= Tk || i >= Tq)) p = 0.0f;
         st[nt][e] = p;
       }
     }
@@ -898,9 +914,10 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* kg = k + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const bf16* vg = v + (static_cast<long long>(b) * Tk * Hkv + hk) * D;
   const int rows_end = min(q0 + kDqRows, Tq);
-  const int n_kt = (off + rows_end + kBc - 1) / kBc;
+  const int n_kt = (min(off + rows_end, Tk) + kBc - 1) / kBc;  // up to the diagonal or the last key
   const int warp_row0 = q0 + warp * 16;
   const int row_a = warp_row0 + g, row_b = row_a + 8;
+  const int last_a = min(off + row_a, Tk - 1), last_b = min(off + row_b, Tk - 1);  // their last keys
 
   load_tile_bf16<kDqRows, kD>(Qs, q + qhead * D, qstride, q0, Tq, D);
   load_tile_bf16<kDqRows, kD>(dOs, d_out + qhead * D, qstride, q0, Tq, D);
@@ -935,14 +952,14 @@ __global__ void __launch_bounds__(kThreads)
     zero(dp);
     gemm_abt<kD, kNT>(s, Qs, warp * 16, Kb, lane);   // S = Q_w K^T
     gemm_abt<kD, kNT>(dp, dOs, warp * 16, Vb, lane);  // dP = dO_w V^T
-    const bool masked = k0 + kBc - 1 > off + warp_row0;
+    const bool masked = k0 + kBc - 1 > off + warp_row0 || k0 + kBc > Tk;  // as in the forward
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const bool ra = e < 2;
         float p = exp2f(fmaf(s[nt][e], scale_log2, -(ra ? lse_a : lse_b)));
-        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > off + (ra ? row_a : row_b)) p = 0.0f;
+        if (masked && k0 + nt * 8 + tg * 2 + (e & 1) > (ra ? last_a : last_b)) p = 0.0f;
         s[nt][e] = p * (dp[nt][e] - (ra ? dd_a : dd_b));  // dS
       }
     }
@@ -1007,7 +1024,10 @@ int padded_head_dim(int D) {
 }
 
 struct Geometry {
-  int B, Tq, Tk, off, Hq, Hkv, D, G;  // off: the first query row's position (AttentionShape::q_pos0)
+  // off: the first query row's position (AttentionShape::q_pos0), at most Tk - 1: a row at or past the
+  // last key's position sees every key wherever it sits, so the kernels mask alike (and off + row
+  // stays within int for any q_pos0).
+  int B, Tq, Tk, off, Hq, Hkv, D, G;
   float scale, scale_log2;
 };
 
@@ -1029,7 +1049,7 @@ Geometry check_geometry(const char* op, const AttentionShape& s) {
   return {s.B,
           s.Tq,
           s.Tk,
-          s.q_pos0,
+          s.Tk > 0 ? std::min(s.q_pos0, s.Tk - 1) : 0,  // no kernel runs without keys (Tq = 0 then)
           s.Hq,
           s.Hkv,
           D,

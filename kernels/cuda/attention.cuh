@@ -2,7 +2,8 @@
 // structure), forward and backward, F32 and BF16. The contract is ops.h's attention_forward /
 // attention_backward (kernels/attention_shape.h):
 //   q, out: [B, Tq, Hq, D]; k, v: [B, Tk, Hkv, D]  (element (b, t, h, d) at ((b*T + t)*H + h)*D + d)
-//   query row i sits at position q_pos0 + i and sees keys 0 .. q_pos0 + i
+//   query row i sits at position q_pos0 + i and sees keys 0 .. min(q_pos0 + i, Tk - 1): causal where the
+//   positions overlap, every key where the queries come after them all (a ring attention block)
 //   lse: [B, Hq, Tq] F32, the natural-log log-sum-exp of each scaled softmax row (optional in forward)
 //   query head h reads kv head h / (Hq / Hkv); scale 1/sqrt(D); no Tq x Tk matrix anywhere.
 //   Backward overwrites d_q, d_k, d_v (d_k, d_v sum over the query heads of their group; keys no

@@ -1,6 +1,6 @@
 // CudaOps: the Ops interface over the CUDA kernels in kernels/cuda/ (one file per op family, each
 // entry checking its arguments), plus the state they share (LaunchContext), created on first use.
-// Attention comes from kernels/cuda/attention.cuh.
+// Attention comes from kernels/cuda/attention.cuh and attention_merge.cuh.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -15,6 +15,7 @@
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/adamw.cuh"
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_merge.cuh"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -159,6 +160,9 @@ class CudaOps final : public Ops {
                           const AttentionShape& s) const override {
     cuda::attention_backward(ctx().stream, d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
   }
+  void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D) const override {
+    cuda::attention_merge(ctx().stream, out, lse, part, part_lse, B, T, H, D);
+  }
 
   void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cuda::gelu_forward(ctx(), out, in, n); }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
@@ -245,6 +249,12 @@ class CudaOps final : public Ops {
   void copy(Buf dst, Buf src, std::size_t bytes) const override {
     if (bytes == 0) return;
     PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, ctx().stream));
+  }
+  void copy_rows(Buf dst, std::size_t dst_pitch, Buf src, std::size_t src_pitch, std::size_t width,
+                 std::size_t rows) const override {
+    if (width == 0 || rows == 0) return;
+    PTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(dst.ptr, dst_pitch, src.ptr, src_pitch, width, rows,
+                                        cudaMemcpyDeviceToDevice, ctx().stream));
   }
   std::optional<std::int64_t> device_bytes_in_use() const override {
     ctx();

@@ -21,7 +21,7 @@ JOB = """\
 name: dist-test
 backend: cpu
 model: {{arch: {arch}, layers: {layers}, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16{moe}}}
-parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, ep: {ep}, sequence_parallel: {sp}, order: {order}}}
+parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}, order: {order}}}
 schedule: {{kind: {schedule}, virtual_stages: {vpp}, layers_per_stage: {layers_per_stage}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: {micro_batch}, precision: fp32, seed: 5, recompute: {recompute}}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
@@ -35,13 +35,13 @@ comm: {{timeout_s: {timeout}}}
 
 def job(d, dp=1, zero=0, steps=20, arch="gpt2", every=10, timeout=60, pp=1, schedule="1f1b", vpp=1, layers=2,
         layers_per_stage="[]", tp=1, sp=False, cp=1, recompute="selective", micro_batch=1, ep=1,
-        order="tp-cp-ep-dp-pp"):
+        order="tp-cp-ep-dp-pp", cp_comm="allgather"):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
         # llama and mixtral with grouped-query attention (2 kv heads: replicated at tp 4); gpt2 has 4;
         # mixtral's experts drop some tokens (capacity 8 of a sequence's 32 choices)
         moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0, aux_loss_coef: 0.05}" if arch == "mixtral" else ""
-        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, ep=ep, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d, order=order,
+        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, cp_comm=cp_comm, ep=ep, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d, order=order,
                            pp=pp, schedule=schedule, vpp=vpp, layers=layers, layers_per_stage=layers_per_stage))
     return path
 
@@ -390,7 +390,30 @@ class ContextParallelLayouts(ModelParallelCurves):
         ], TensorParallelLayouts.NORM_TOLERANCE)
 
     def test_a_context_parallel_checkpoint_resumes_in_other_layouts(self):
-        self.check_resumes("llama", dict(cp=2, dp=2, zero=1), [dict(), dict(cp=4)])
+        self.check_resumes("llama", dict(cp=2, dp=2, zero=1), [dict(), dict(cp=4, cp_comm="ring")])
+
+    def test_ring_attention(self):
+        # k and v pass around the ring, blocks folded by their log-sum-exps; their gradients travel
+        # with them (cp 4: three hops, full blocks and diagonals on every rank).
+        self.check_layouts("llama", [
+            dict(cp=2, cp_comm="ring"),
+            dict(cp=4, cp_comm="ring", recompute="none"),
+            dict(cp=2, cp_comm="ring", tp=2, sp=True, micro_batch=2),
+            dict(cp=2, cp_comm="ring", pp=2, schedule="zb-h1", recompute="full"),
+        ], TensorParallelLayouts.NORM_TOLERANCE)
+        self.check_layouts("gpt2", [dict(cp=2, cp_comm="ring", dp=2, zero=3)], TensorParallelLayouts.NORM_TOLERANCE)
+
+    def test_all_to_all_attention(self):
+        # Heads split over cp: llama's 2 kv heads split at cp 2, are copied to two ranks each at
+        # cp 4 and under tp 2 (one kv head per tp rank), their copies' gradients summed.
+        self.check_layouts("llama", [
+            dict(cp=2, cp_comm="a2a"),
+            dict(cp=4, cp_comm="a2a", recompute="full"),
+            dict(cp=2, cp_comm="a2a", tp=2, sp=True),
+            dict(cp=2, cp_comm="a2a", pp=2, schedule="interleaved-1f1b", vpp=2, micro_batch=2),
+        ], TensorParallelLayouts.NORM_TOLERANCE)
+        self.check_layouts("gpt2", [dict(cp=2, cp_comm="a2a", dp=2, zero=1, recompute="none")],
+                           TensorParallelLayouts.NORM_TOLERANCE)
 
 
 class MoeLayouts(ModelParallelCurves):

@@ -59,6 +59,15 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
        "train.micro_batch=4"},
       {"parallel.pp=1", "parallel.cp=4", "train.precision=bf16", "model.arch=llama", "model.kv_heads=2",
        "train.micro_batch=8"},
+      // Ring attention: two ranks' k and v and their gradients, one block's partial results.
+      {"parallel.pp=2", "parallel.cp=4", "parallel.cp_comm=ring", "model.arch=llama", "model.kv_heads=2",
+       "train.precision=bf16", "train.micro_batch=8"},
+      {"parallel.pp=2", "parallel.cp=2", "parallel.cp_comm=ring", "parallel.tp=2",
+       "parallel.sequence_parallel=true", "train.recompute=full", "schedule.kind=zb-h1", "train.micro_batch=4"},
+      // All-to-all attention: q, k, v and the output in head layout (kv heads copied at cp 4), staging.
+      {"parallel.pp=2", "parallel.cp=2", "parallel.cp_comm=a2a", "model.arch=llama", "model.kv_heads=2"},
+      {"parallel.pp=1", "parallel.cp=4", "parallel.cp_comm=a2a", "model.arch=llama", "model.kv_heads=2",
+       "train.precision=bf16", "train.recompute=full", "train.micro_batch=8"},
       // MoE layers: the router's routing tensors and the experts' capacity-sized slot buffers.
       {"parallel.pp=2", "model.arch=mixtral", "model.kv_heads=2", "model.moe.experts=4",
        "schedule.kind=zb-h1"},
@@ -103,7 +112,8 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       parallel::TensorParallel tp(comm, kernels::cpu_ops(), comm.new_group("tp", tp_group), nullptr,
                                   spec.parallel.sequence_parallel);
       parallel::ContextParallel cp(comm, kernels::cpu_ops(), comm.new_group("cp", cp_group),
-                                   spec.train.micro_batch, spec.model.seq_len);
+                                   spec.train.micro_batch, spec.model.seq_len, spec.parallel.cp_comm,
+                                   model::ring_message_bytes(spec));
       std::vector<int> ep_group(static_cast<std::size_t>(ep_ranks));  // expert grid: ep next after tp, cp
       std::iota(ep_group.begin(), ep_group.end(), r * per_stage);
       parallel::ExpertParallel ep(comm, kernels::cpu_ops(), comm.new_group("ep", ep_group));

@@ -1,8 +1,10 @@
 // CUDA attention_forward / attention_backward (kernels/cuda/attention.cuh) against the CPU reference
 // ops (kernels::cpu_ops()) on random inputs: GQA, MQA and Hq == Hkv, T not a multiple of any tile,
-// queries offset into longer keys (context parallelism), head dims 8..256 (including the padded ones), F32
-// and BF16 (the CPU reference gets the bf16-rounded inputs). Every output is poisoned with NaN before the
-// call. Plus determinism, the optional lse, and the argument checks.
+// queries offset into longer keys (context parallelism), queries past the keys (ring attention's
+// blocks), head dims 8..256 (including the padded ones), F32 and BF16 (the CPU reference gets the
+// bf16-rounded inputs). Every output is poisoned with NaN before the call. Plus determinism, the
+// optional lse, and the argument checks. attention_merge (attention_merge.cuh) against the CPU, rows
+// that saw no key included, and ring attention's blocks merged against the whole causal attention.
 //
 // Part of cuda_op_tests (its main exits 77 when there is no CUDA device). Device memory through
 // tests/kernels/cuda/device_buffer.h.
@@ -11,7 +13,9 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <ostream>
 #include <stdexcept>
 #include <utility>
@@ -19,6 +23,7 @@
 
 #include "kernels/buffer.h"
 #include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/attention_merge.cuh"
 #include "kernels/cuda/check.cuh"
 #include "kernels/ops.h"
 #include "tests/kernels/cuda/device_buffer.h"
@@ -59,7 +64,7 @@ class Stream {
 
 // ---- shapes and tolerances
 
-// T query rows; Tk keys (0: T) of which query i sees 0 .. pos0 + i.
+// T query rows; Tk keys (0: T) of which query i sees 0 .. min(pos0 + i, Tk - 1).
 struct Shape {
   int B, T, Hq, Hkv, D;
   int Tk = 0, pos0 = 0;
@@ -99,6 +104,25 @@ const Shape kShapes[] = {
     {2, 70, 4, 4, 96, 300, 129},
     {1, 1, 2, 1, 8, 9, 3},
     {1, 37, 4, 2, 200, 100, 45},
+    // Queries past the keys (pos0 + T > Tk), ring attention's blocks. Full blocks, where every row sees
+    // every key: pos0 = Tk (the chunk right after the keys'), pos0 = Tk - 1 (the least full), pos0 far
+    // past; Tk off every tile (1, 50, 65, 70, 90, 130), T above and below Tk. Then blocks causal for their
+    // first rows and full for the rest, across the 64- and 128-row forward tiles.
+    {2, 48, 4, 2, 64, 48, 48},
+    {1, 77, 4, 2, 64, 77, 76},
+    {1, 100, 6, 1, 128, 70, 5000},
+    {2, 33, 2, 2, 80, 130, 130},
+    {1, 150, 3, 3, 32, 65, 65},
+    {1, 200, 2, 1, 96, 1, 0},  // one key: every row sees it alone
+    {1, 1, 2, 1, 8, 9, 9},
+    {1, 70, 4, 2, 160, 50, 50},
+    {1, 40, 3, 1, 256, 90, 90},
+    {2, 64, 2, 1, 224, 64, 63},
+    {1, 45, 2, 1, 136, 70, 69},
+    {1, 150, 3, 3, 32, 65, 20},    // rows 0 .. 44 causal
+    {1, 129, 4, 4, 40, 200, 150},  // rows 0 .. 49 causal, D = 40 on 64-wide tiles
+    {2, 100, 4, 2, 128, 90, 10},   // rows 0 .. 79 causal
+    {1, 70, 2, 2, 192, 100, 60},   // rows 0 .. 39 causal
 };
 
 double max_abs(const Vec& v) {
@@ -165,6 +189,30 @@ struct GpuRun {
   }
 };
 
+// The keys no query sees (past the last query's position) get exact zeros; every other key gets a
+// gradient (some d_v element not zero).
+void check_key_gradients(const Shape& s, const Vec& dk, const Vec& dv) {
+  const AttentionShape a = s.op();
+  const int last_seen = std::min(a.q_pos0 + a.Tq - 1, a.Tk - 1);
+  const std::size_t row = static_cast<std::size_t>(a.Hkv) * a.D;
+  for (int b = 0; b < a.B; ++b) {
+    for (int j = 0; j < a.Tk; ++j) {
+      const auto at = static_cast<std::ptrdiff_t>((static_cast<std::size_t>(b) * a.Tk + j) * row);
+      const auto end = at + static_cast<std::ptrdiff_t>(row);
+      auto nonzero = [](float x) { return x != 0.0f; };
+      const bool any_dk = std::any_of(dk.begin() + at, dk.begin() + end, nonzero);
+      const bool any_dv = std::any_of(dv.begin() + at, dv.begin() + end, nonzero);
+      INFO("b=" << b << " key " << j << " (last seen " << last_seen << ")");
+      if (j > last_seen) {
+        REQUIRE_FALSE(any_dk);
+        REQUIRE_FALSE(any_dv);
+      } else {
+        REQUIRE(any_dv);
+      }
+    }
+  }
+}
+
 void compare_with_cpu(DType dtype) {
   Stream st;
   std::uint32_t seed = 100;
@@ -181,8 +229,10 @@ void compare_with_cpu(DType dtype) {
     dev.backward(st, s);
     st.sync();
     check(dev.dq.download(), ref.dq, dtype, "d_q");
-    check(dev.dk.download(), ref.dk, dtype, "d_k");
-    check(dev.dv.download(), ref.dv, dtype, "d_v");
+    const Vec dk = dev.dk.download(), dv = dev.dv.download();
+    check(dk, ref.dk, dtype, "d_k");
+    check(dv, ref.dv, dtype, "d_v");
+    check_key_gradients(s, dk, dv);
   }
 }
 
@@ -252,7 +302,125 @@ TEST_CASE("cuda attention rejects bad arguments before launching", "[cuda][atten
   // Backward: lse is required; a bad head dim names the op.
   REQUIRE_THROWS_AS(bwd(f, none, 8), std::invalid_argument);
   REQUIRE_THROWS_WITH(bwd(f, f, 12), Catch::Contains("attention_backward"));
-  // Queries positioned past the keys.
-  REQUIRE_THROWS_WITH(cuda::attention_forward(nullptr, f, f, f, f, f, AttentionShape{1, 4, 6, 3, 2, 1, 8}),
-                      Catch::Contains("q_pos0 + Tq must not exceed Tk"));
+  // Queries without keys (queries past the keys are fine: ring attention's blocks).
+  REQUIRE_THROWS_WITH(cuda::attention_forward(nullptr, f, f, f, f, f, AttentionShape{1, 4, 0, 3, 2, 1, 8}),
+                      Catch::Contains("attention_forward") && Catch::Contains("Tk must be positive"));
+  REQUIRE_THROWS_WITH(
+      cuda::attention_backward(nullptr, f, f, f, f, f, f, f, f, f, AttentionShape{1, 4, 0, 3, 2, 1, 8}),
+      Catch::Contains("attention_backward") && Catch::Contains("Tk must be positive"));
+  // attention_merge: mixed F32/BF16, a non-F32 lse, a missing input.
+  auto merge = [&](Buf out, Buf lse, Buf part, Buf part_lse) {
+    cuda::attention_merge(nullptr, out, lse, part, part_lse, 1, 2, 2, 8);
+  };
+  REQUIRE_THROWS_WITH(merge(f, f, b16, f), Catch::Contains("attention_merge"));
+  REQUIRE_THROWS_AS(merge(f, b16, f, f), std::invalid_argument);
+  REQUIRE_THROWS_AS(merge(i32, f, i32, f), std::invalid_argument);
+  REQUIRE_THROWS_AS(merge(f, f, f, none), std::invalid_argument);
+}
+
+// ---- attention_merge
+
+namespace {
+
+// NaN (the garbage a row holds before it has seen a key, left where neither part saw one) as a
+// finite sentinel, so that check_close compares such rows too.
+Vec nan_as_sentinel(Vec v) {
+  for (float& x : v) {
+    if (std::isnan(x)) x = 12345.0f;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cuda attention_merge matches the CPU, rows that saw no key included", "[cuda][attention][merge]") {
+  Stream st;
+  const float inf = std::numeric_limits<float>::infinity();
+  struct MergeShape {
+    int B, T, H, D;
+  };
+  std::uint32_t seed = 300;
+  for (const MergeShape m : {MergeShape{2, 77, 5, 64}, MergeShape{1, 33, 3, 8}, MergeShape{3, 10, 2, 100},
+                             MergeShape{1, 130, 4, 256}, MergeShape{1, 4, 2, 0}}) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO("B=" << m.B << " T=" << m.T << " H=" << m.H << " D=" << m.D << " " << to_string(dtype));
+      const std::size_t n = std::size_t(m.B) * m.T * m.H * m.D, rows = std::size_t(m.B) * m.H * m.T;
+      Vec out = as_dtype(random_vec(n, seed += 10), dtype);
+      const Vec part = as_dtype(random_vec(n, seed + 1), dtype);
+      Vec lse = random_vec(rows, seed + 2, -4.0f, 4.0f), part_lse = random_vec(rows, seed + 3, -4.0f, 4.0f);
+      // Row kinds by index (of lse [B, H, T]): out saw no key yet (its garbage is NaN), neither part saw
+      // one, the part saw none, out's weight underflows to zero, and plain merges.
+      for (std::size_t r = 0; r < rows; ++r) {
+        if (r % 5 == 1 || r % 5 == 2) lse[r] = -inf;
+        if (r % 5 == 2 || r % 5 == 3) part_lse[r] = -inf;
+        if (r % 7 == 4) lse[r] = part_lse[r] - 200.0f;
+      }
+      for (int b = 0; b < m.B; ++b) {
+        for (int t = 0; t < m.T; ++t) {
+          for (int h = 0; h < m.H; ++h) {
+            if (lse[(std::size_t(b) * m.H + h) * m.T + t] != -inf) continue;
+            const std::size_t at = ((std::size_t(b) * m.T + t) * m.H + h) * m.D;
+            std::fill_n(out.begin() + std::ptrdiff_t(at), m.D, std::numeric_limits<float>::quiet_NaN());
+          }
+        }
+      }
+      DeviceBuffer d_out(out, dtype), d_part(part, dtype), d_lse(lse, DType::F32),
+          d_part_lse(part_lse, DType::F32);
+      cpu_ops().attention_merge(buf(out), buf(lse), buf(part), buf(part_lse), m.B, m.T, m.H, m.D);
+      cuda::attention_merge(st.get(), d_out.buf(), d_lse.buf(), d_part.buf(), d_part_lse.buf(), m.B, m.T, m.H,
+                            m.D);
+      st.sync();
+      const bool bf = dtype == DType::BF16;
+      // BF16: the device and the host may round a merged value to neighbouring bf16s.
+      check_close(nan_as_sentinel(d_out.download()), nan_as_sentinel(out), bf ? 1e-2 : 1e-6, bf ? 1e-2 : 1e-5,
+                  "out");
+      check_close(d_lse.download(), lse, 1e-6, 1e-6, "lse");
+    }
+  }
+}
+
+TEST_CASE("cuda attention_merge composes ring attention's blocks into the causal attention",
+          "[cuda][attention][merge]") {
+  // Queries at positions L .. 2L - 1 over keys 0 .. 2L - 1 (B = 1: each half of the keys is contiguous),
+  // as the full block over keys 0 .. L - 1 merged with the diagonal block over keys L .. 2L - 1; the
+  // backward of each block with the merged out and lse gives its keys' gradients and its share of d_q.
+  Stream st;
+  for (const Shape whole : {Shape{1, 77, 4, 2, 64, 154, 77}, Shape{1, 100, 6, 2, 128, 200, 100},
+                            Shape{1, 40, 2, 1, 160, 80, 40}}) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      const int L = whole.T;
+      const Shape full{1, L, whole.Hq, whole.Hkv, whole.D, L, L},
+          diagonal{1, L, whole.Hq, whole.Hkv, whole.D, L, 0};
+      INFO(whole << " " << to_string(dtype));
+      const Host h = random_host(whole, dtype, 400);
+      GpuRun ref(whole, h, dtype);
+      ref.forward(st, whole);
+      ref.backward(st, whole);
+
+      const std::size_t late = full.kv_size();  // keys L .. 2L - 1 start here (16-byte aligned: D % 8 == 0)
+      const DeviceBuffer out(output(full.q_size(), dtype)), lse(output(full.lse_size(), DType::F32));
+      const DeviceBuffer part(output(full.q_size(), dtype)), part_lse(output(full.lse_size(), DType::F32));
+      cuda::attention_forward(st.get(), out.buf(), lse.buf(), ref.q.buf(), ref.k.at(0), ref.v.at(0),
+                              full.op());
+      cuda::attention_forward(st.get(), part.buf(), part_lse.buf(), ref.q.buf(), ref.k.at(late),
+                              ref.v.at(late), diagonal.op());
+      cuda::attention_merge(st.get(), out.buf(), lse.buf(), part.buf(), part_lse.buf(), 1, L, whole.Hq,
+                            whole.D);
+      st.sync();
+      check(out.download(), ref.out.download(), dtype, "merged out");
+      check(lse.download(), ref.lse.download(), dtype, "merged lse");
+
+      const DeviceBuffer dq_full(output(full.q_size(), dtype)), dq_diag(output(full.q_size(), dtype));
+      const DeviceBuffer dk(output(whole.kv_size(), dtype)), dv(output(whole.kv_size(), dtype));
+      cuda::attention_backward(st.get(), dq_full.buf(), dk.at(0), dv.at(0), ref.dout.buf(), ref.q.buf(),
+                               ref.k.at(0), ref.v.at(0), out.buf(), lse.buf(), full.op());
+      cuda::attention_backward(st.get(), dq_diag.buf(), dk.at(late), dv.at(late), ref.dout.buf(), ref.q.buf(),
+                               ref.k.at(late), ref.v.at(late), out.buf(), lse.buf(), diagonal.op());
+      st.sync();
+      check(plus(dq_full.download(), dq_diag.download()), ref.dq.download(), dtype,
+            "d_q, summed over the blocks");
+      check(dk.download(), ref.dk.download(), dtype, "d_k");
+      check(dv.download(), ref.dv.download(), dtype, "d_v");
+    }
+  }
 }
