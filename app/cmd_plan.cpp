@@ -101,15 +101,15 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
   std::string out = "plan for " + job_path + " on " + std::to_string(gpus) + " x " + hw.name + ": " +
                     counts(r) + ", " + std::to_string(r.fitting) + " fit; " + std::to_string(r.estimated) +
                     " estimated in full\n";
-  out += std::string("  #  tp  cp  pp     dp") + (experts ? "  ep" : "") +
+  out += std::string("  #  tp  cp  cp_comm    pp     dp") + (experts ? "  ep" : "") +
          "  schedule             mb  recompute  zero     memory  bubble     step   tok/s/GPU    MFU\n";
   int row = 0;
   for (const plan::RankedLayout& ranked : r.best) {
     const plan::Layout& l = ranked.layout;
     const plan::Estimate& e = ranked.estimate;
     char line[256];
-    std::snprintf(line, sizeof line, "%3d %3d %3d %3d %6d", ++row, l.tp, l.cp, l.pp,
-                  ranked.job.spec.parallel.dp);
+    std::snprintf(line, sizeof line, "%3d %3d %3d  %-9s %3d %6d", ++row, l.tp, l.cp,
+                  l.cp > 1 ? config::to_string(l.cp_comm) : "-", l.pp, ranked.job.spec.parallel.dp);
     out += line;
     if (experts) {
       std::snprintf(line, sizeof line, "%4d", l.ep);
@@ -140,8 +140,8 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
     const plan::Layout& l = ranked.layout;
     const plan::Estimate& e = ranked.estimate;
     w.begin_object();
-    w.key("tp").value(l.tp).key("cp").value(l.cp).key("pp").value(l.pp).key("dp").value(
-        ranked.job.spec.parallel.dp);
+    w.key("tp").value(l.tp).key("cp").value(l.cp).key("cp_comm").value(config::to_string(l.cp_comm));
+    w.key("pp").value(l.pp).key("dp").value(ranked.job.spec.parallel.dp);
     w.key("ep").value(l.ep).key("schedule").value(config::to_string(l.schedule));
     w.key("virtual_stages").value(l.virtual_stages).key("layers_per_stage").value(l.layers_per_stage);
     w.key("micro_batch").value(l.micro_batch).key("recompute").value(config::to_string(l.recompute));

@@ -111,7 +111,8 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
   line("ptrain validate: " + spec.name + verdict);
   line("");
   line("Layout     world " + std::to_string(est.world) + " = tp " + std::to_string(d.tp) + " x pp " +
-       std::to_string(d.pp) + " x dp " + std::to_string(d.dp) + " x cp " + std::to_string(d.cp) + "  (ep " +
+       std::to_string(d.pp) + " x dp " + std::to_string(d.dp) + " x cp " + std::to_string(d.cp) +
+       (d.cp > 1 ? std::string(" (") + config::to_string(spec.parallel.cp_comm) + ")" : std::string()) + "  (ep " +
        std::to_string(d.ep) + " carved from tp*cp*dp), order " + spec.parallel.order + ", zero " +
        std::to_string(spec.parallel.zero) + (spec.parallel.sequence_parallel ? ", sequence parallel" : ""));
   for (const char* axis : kAxes) {

@@ -31,7 +31,7 @@ JOB = """\
 name: nccl-test
 backend: cuda
 model: {{arch: {arch}, layers: 4, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 128, vocab: 96, seq_len: 32{moe}}}
-parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, ep: {ep}, sequence_parallel: {sp}}}
+parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}}}
 schedule: {{kind: {schedule}, virtual_stages: {vpp}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp32, seed: 5}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
@@ -43,11 +43,13 @@ comm: {{timeout_s: {timeout}}}
 """
 
 
-def job(d, world, arch="llama", zero=0, pp=1, tp=1, ep=1, sp=False, schedule="1f1b", vpp=1, steps=8, timeout=60):
+def job(d, world, arch="llama", zero=0, pp=1, tp=1, cp=1, cp_comm="allgather", ep=1, sp=False, schedule="1f1b", vpp=1,
+        steps=8, timeout=60):
     path = os.path.join(d, "job.yaml")
     moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0}" if arch == "mixtral" else ""
     with open(path, "w") as f:
-        f.write(JOB.format(arch=arch, moe=moe, zero=zero, pp=pp, tp=tp, ep=ep, sp="true" if sp else "false",
+        f.write(JOB.format(arch=arch, moe=moe, zero=zero, pp=pp, tp=tp, cp=cp, cp_comm=cp_comm, ep=ep,
+                           sp="true" if sp else "false",
                            schedule=schedule, vpp=vpp, steps=steps, world=world, dir=d, timeout=timeout))
     return path
 
@@ -149,6 +151,13 @@ class NcclTraining(unittest.TestCase):
         for schedule, vpp in (("1f1b", 1), ("interleaved-1f1b", 2)):
             with self.subTest(schedule=schedule):
                 self.assert_nccl_reproduces("llama", 2, pp=2, schedule=schedule, vpp=vpp)
+
+    def test_context_parallel_allgather_ring_and_all_to_all(self):
+        # ring: isend/recv on the cp group's own channels, the attention op's past-the-keys blocks and
+        # attention_merge; a2a: NCCL's all-to-all of q, k, v and the output.
+        for cp_comm in ("allgather", "ring", "a2a"):
+            with self.subTest(cp_comm=cp_comm):
+                self.assert_nccl_reproduces("llama", 2, cp=2, cp_comm=cp_comm)
 
     def test_expert_parallel(self):
         self.assert_nccl_reproduces("mixtral", 2, ep=2)

@@ -304,11 +304,16 @@ class CudaBackend(unittest.TestCase):
             # Tensor parallelism over the same Gloo staging, with and without SP (kv heads shared at tp 4),
             # and context parallelism (the attention kernels' query offsets), alone and with tp.
             # Split GEMM shapes make cuBLAS choose other kernels: 1e-4 where dp's reductions hold 1e-5.
-            for tp, sp, cp in [(2, "false", 1), (4, "true", 1), (1, "false", 2), (2, "true", 2)]:
-                with self.subTest(tp=tp, sp=sp, cp=cp), tempfile.TemporaryDirectory() as split:
+            # Ring and all-to-all context parallelism: past-the-keys attention blocks, attention_merge,
+            # the head-layout exchanges.
+            for tp, sp, cp, cp_comm in [(2, "false", 1, "allgather"), (4, "true", 1, "allgather"),
+                                        (1, "false", 2, "allgather"), (2, "true", 2, "allgather"),
+                                        (1, "false", 2, "ring"), (1, "false", 2, "a2a")]:
+                with self.subTest(tp=tp, sp=sp, cp=cp, cp_comm=cp_comm), tempfile.TemporaryDirectory() as split:
                     r = run(job(split, "llama", steps=10), "--nproc", str(tp * cp), "--set", "backend=cuda",
                             "--set", "train.precision=fp32", "--set", f"parallel.tp={tp}",
-                            "--set", f"parallel.cp={cp}", "--set", f"parallel.sequence_parallel={sp}")
+                            "--set", f"parallel.cp={cp}", "--set", f"parallel.sequence_parallel={sp}",
+                            "--set", f"parallel.cp_comm={cp_comm}")
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assert_same_curve(one, split, 1e-4)
 
