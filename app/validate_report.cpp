@@ -175,6 +175,11 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
     i = j;
   }
   line("           (* = the rank with the most; activations = per in-flight microbatch x peak in-flight)");
+  if (spec.parallel.offload == config::Offload::Optimizer)
+    line("           host (offload: optimizer): " + bytes_text(est.host_memory_bytes) + " per rank, " +
+         bytes_text(est.node_host_memory_bytes) + " per node" +
+         (spec.cluster.host_memory_gb > 0 ? " of its " + bytes_text(spec.cluster.host_memory_gb * 1e9)
+                                          : std::string(" (set cluster.host_memory_gb to check it against the node's RAM)")));
   line("");
   line("Compute    " + count_text(est.tokens_per_step) + " tokens/step, model FLOPs/step " +
        printf_string("%.3e", est.flops_per_step) + " (with recompute " +
@@ -216,6 +221,7 @@ void write_memory(JsonWriter& w, const plan::MemoryBreakdown& m) {
   w.key("params_bytes").value(m.params).key("grads_bytes").value(m.grads);
   w.key("optimizer_bytes").value(m.optimizer).key("activations_bytes").value(m.activations);
   w.key("comm_buffers_bytes").value(m.comm_buffers).key("total_bytes").value(m.total());
+  w.key("host_bytes").value(m.host);  // parallel.offload: optimizer (not in total_bytes: the device's)
 }
 
 }  // namespace
@@ -246,7 +252,8 @@ std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) 
   const auto& heaviest = est.ranks.at(static_cast<size_t>(est.max_memory_rank));
   w.key("memory").begin_object().key("rank").value(heaviest.rank);
   write_memory(w, heaviest.memory);
-  w.key("device_bytes").value(est.device_memory_bytes).end_object();
+  w.key("device_bytes").value(est.device_memory_bytes);
+  w.key("node_host_bytes").value(est.node_host_memory_bytes).end_object();
   w.key("memory_per_rank").begin_array();
   for (const auto& r : est.ranks) {
     w.begin_object();

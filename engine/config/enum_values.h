@@ -22,7 +22,8 @@ struct EnumValues<Arch> {
 template <>
 struct EnumValues<ScheduleKind> {
   static constexpr std::array values{ScheduleKind::Gpipe, ScheduleKind::OneFOneB,
-                                     ScheduleKind::Interleaved1F1B, ScheduleKind::ZbH1};
+                                     ScheduleKind::Interleaved1F1B, ScheduleKind::ZbH1,
+                                     ScheduleKind::Zbv,             ScheduleKind::DualPipeV};
 };
 template <>
 struct EnumValues<Precision> {
@@ -35,6 +36,10 @@ struct EnumValues<Recompute> {
 template <>
 struct EnumValues<CpComm> {
   static constexpr std::array values{CpComm::Allgather, CpComm::Ring, CpComm::A2a};
+};
+template <>
+struct EnumValues<Offload> {
+  static constexpr std::array values{Offload::None, Offload::Optimizer};
 };
 template <>
 struct EnumValues<LrDecay> {

@@ -38,8 +38,16 @@ const char* to_string(ScheduleKind v) {
       return "interleaved-1f1b";
     case ScheduleKind::ZbH1:
       return "zb-h1";
+    case ScheduleKind::Zbv:
+      return "zbv";
+    case ScheduleKind::DualPipeV:
+      return "dualpipev";
   }
   return "?";
+}
+
+bool splits_weight_grad(ScheduleKind v) {
+  return v == ScheduleKind::ZbH1 || v == ScheduleKind::Zbv || v == ScheduleKind::DualPipeV;
 }
 
 const char* to_string(Precision v) {
@@ -72,6 +80,16 @@ const char* to_string(CpComm v) {
       return "ring";
     case CpComm::A2a:
       return "a2a";
+  }
+  return "?";
+}
+
+const char* to_string(Offload v) {
+  switch (v) {
+    case Offload::None:
+      return "none";
+    case Offload::Optimizer:
+      return "optimizer";
   }
   return "?";
 }

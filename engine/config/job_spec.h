@@ -21,11 +21,13 @@ namespace ptrain::config {
 
 enum class Backend { Auto, Cpu, Cuda };
 enum class Arch { Gpt2, Llama, Mixtral };
-enum class ScheduleKind { Gpipe, OneFOneB, Interleaved1F1B, ZbH1 };
+enum class ScheduleKind { Gpipe, OneFOneB, Interleaved1F1B, ZbH1, Zbv, DualPipeV };
 enum class Precision { Fp32, Bf16 };
 enum class Recompute { None, Selective, Full };
 // How context-parallel attention reaches the other ranks' keys (parallel/context_parallel.h).
 enum class CpComm { Allgather, Ring, A2a };
+// Where the optimizer's state lives (parallel/data_parallel.h): the device, or the host (ZeRO-Offload).
+enum class Offload { None, Optimizer };
 enum class LrDecay { Cosine, Linear, Constant, Wsd };
 enum class DataFormat { Llmc, Megatron, Synthetic };
 enum class Resume { Auto, Never };
@@ -68,6 +70,7 @@ struct ParallelSpec {
   bool sequence_parallel = false;
   int zero = 0;  // 0 | 1 | 2 | 3
   CpComm cp_comm = CpComm::Allgather;
+  Offload offload = Offload::None;
 };
 
 struct ScheduleSpec {
@@ -76,8 +79,8 @@ struct ScheduleSpec {
   std::vector<int> layers_per_stage;  // nullable; empty = even split; else one entry per
                                       // virtual stage, in the order of resolved_layers_per_stage
 
-  // Derived (filled by load): layers of every virtual stage, pp*virtual_stages entries, virtual
-  // stage v = chunk*pp + pp_rank (Megatron's interleaved placement).
+  // Derived (filled by load): layers of every virtual stage, pp*virtual_stages entries in virtual
+  // stage order (which rank and chunk hold a stage: config/stage_placement.h).
   std::vector<int> resolved_layers_per_stage;
 };
 
@@ -131,6 +134,7 @@ struct ClusterSpec {
   int gpus_per_node = 1;
   std::string gpu = "cpu";  // hardware profile name, see plan/hardware.h
   std::string profile;      // nullable; a `ptrain profile` file: compute is timed from its measurements
+  double host_memory_gb = 0;  // nullable; 0 = not given: a node's RAM, which offloaded state must fit
 };
 
 struct LoggingSpec {
@@ -167,9 +171,12 @@ struct JobSpec {
 const char* to_string(Backend);
 const char* to_string(Arch);
 const char* to_string(ScheduleKind);
+// Whether the schedule runs the weight grad as its own instruction W, after B (zb-h1, zbv, dualpipev).
+bool splits_weight_grad(ScheduleKind);
 const char* to_string(Precision);
 const char* to_string(Recompute);
 const char* to_string(CpComm);
+const char* to_string(Offload);
 const char* to_string(LrDecay);
 const char* to_string(DataFormat);
 const char* to_string(Resume);

@@ -2,6 +2,7 @@
 
 #include "engine/config/arith.h"
 #include "engine/config/rules.h"
+#include "engine/config/stage_placement.h"
 #include "engine/config/text.h"
 
 namespace ptrain::config {
@@ -9,6 +10,41 @@ namespace {
 
 // Longer lists are not worth printing as a suggestion.
 constexpr std::int64_t kMaxSuggestedStages = 16;
+
+bool v_shaped(ScheduleKind kind) {
+  return StagePlacement::of(kind, 1, 2).v_shape;
+}
+
+// zbv and dualpipev place two chunks per rank in a V: virtual_stages is 2, written or not.
+void resolve_v_shape(LoadContext& ctx) {
+  JobSpec& spec = ctx.spec();
+  ScheduleSpec& s = spec.schedule;
+  if (ctx.any_bad({"schedule.kind", "schedule.virtual_stages"}) || !v_shaped(s.kind)) return;
+  const std::string kind = to_string(s.kind);
+  if (ctx.was_written("schedule.virtual_stages") && s.virtual_stages != 2) {
+    ctx.error("schedule.virtual_stages",
+              cat("schedule.kind ", kind, " places two model chunks on every pipeline rank (a V: rank r holds "
+                  "stages r and 2*pp-1-r), so schedule.virtual_stages is 2, got ", s.virtual_stages),
+              cat("remove schedule.virtual_stages (", kind, " implies 2) or set it to 2"));
+    ctx.mark_bad("schedule.virtual_stages");
+  } else {
+    s.virtual_stages = 2;
+  }
+  if (!ctx.any_bad({"parallel.pp"}) && spec.parallel.pp < 2) {
+    ctx.error("schedule.kind", cat("schedule.kind ", kind, " needs parallel.pp >= 2, got ", spec.parallel.pp),
+              "use schedule.kind: 1f1b (or gpipe) with pp = 1, or raise parallel.pp");
+  }
+  // The V puts the first and the last stage on rank 0, where the embedding and its tied copy in
+  // the head would be one parameter used by two chunks: not supported.
+  if (!ctx.any_bad({"model.arch", "model.tie_embeddings"}) && spec.model.tie_embeddings) {
+    ctx.error("schedule.kind",
+              cat("schedule.kind ", kind, " puts the first and the last stage on pipeline rank 0, which a tied "
+                  "word embedding (", spec.model.arch == Arch::Gpt2 ? "gpt2 ties it" : "model.tie_embeddings: true",
+                  ") does not support"),
+              spec.model.arch == Arch::Gpt2 ? "use schedule.kind: zb-h1 (or another kind) for gpt2"
+                                            : "set model.tie_embeddings: false, or use schedule.kind: zb-h1");
+  }
+}
 
 void check_virtual_stages(LoadContext& ctx) {
   const ScheduleSpec& s = ctx.spec().schedule;
@@ -19,7 +55,7 @@ void check_virtual_stages(LoadContext& ctx) {
         cat("schedule.kind interleaved-1f1b needs schedule.virtual_stages >= 2, got ", s.virtual_stages),
         "set schedule.virtual_stages: 2 (or more), or use schedule.kind: 1f1b");
   }
-  if (s.kind != ScheduleKind::Interleaved1F1B && s.virtual_stages > 1) {
+  if (s.kind != ScheduleKind::Interleaved1F1B && !v_shaped(s.kind) && s.virtual_stages > 1) {
     ctx.error("schedule.virtual_stages",
               cat("schedule.virtual_stages = ", s.virtual_stages, " needs schedule.kind: interleaved-1f1b (",
                   to_string(s.kind), " runs one model chunk per pipeline rank)"),
@@ -128,6 +164,18 @@ void resolve_microbatches(LoadContext& ctx) {
               cat("raise train.global_batch to ", saturating_product({pp, per_microbatch}),
                   " or more, lower train.micro_batch, or use schedule.kind: gpipe"));
   }
+  if (v_shaped(kind)) {
+    // ZB-V's memory bound (1F1B's) needs pp microbatches to fill the V; DualPipeV's steady phase
+    // runs at least once on rank 0 only from 2*pp on (pipeline::build_problems says the same).
+    const int least = kind == ScheduleKind::DualPipeV ? 2 * pp : pp;
+    if (t.microbatches < least) {
+      ctx.error("train.global_batch",
+                cat(to_string(kind), " with pp = ", pp, " needs at least ", least, " microbatches per step (",
+                    least == pp ? "pp" : "2*pp", "), got ", count_text),
+                cat("raise train.global_batch to ", saturating_product({least, per_microbatch}),
+                    " or more, or lower train.micro_batch"));
+    }
+  }
   if (kind == ScheduleKind::Interleaved1F1B && t.microbatches % pp != 0) {
     ctx.error("train.global_batch",
               cat("interleaved-1f1b needs the number of microbatches to be a multiple of pp = ", pp, ", got ",
@@ -140,19 +188,20 @@ void resolve_microbatches(LoadContext& ctx) {
 // ZeRO 2 and 3 reduce each microbatch's gradients of a unit as soon as its backward has written them
 // (DeepSpeed does not combine them with pipeline parallelism at all). Two pipelines write them later:
 // with pp > 1 a tied word embedding's copies on the first and the last stage sum their gradients
-// once the step's backward is done, and zb-h1 writes weight gradients in W, between other
-// microbatches' backwards.
+// once the step's backward is done, and zb-h1, zbv and dualpipev write weight gradients in W,
+// between other microbatches' backwards.
 void check_zero_with_pipeline(LoadContext& ctx) {
   const JobSpec& spec = ctx.spec();
   const ParallelSpec& p = spec.parallel;
   if (ctx.any_bad({"parallel.zero"}) || p.zero < 2) return;
-  if (!ctx.any_bad({"schedule.kind"}) && spec.schedule.kind == ScheduleKind::ZbH1) {
-    ctx.error(
-        "parallel.zero",
-        cat("zero ", p.zero,
-            " with schedule.kind zb-h1: ZeRO 2 and 3 reduce a microbatch's gradients when its backward has "
-            "written them, but zb-h1 writes the weight gradients later, in W"),
-        "use parallel.zero: 1 (shards the optimizer state), or schedule.kind: 1f1b");
+  const ScheduleKind kind = spec.schedule.kind;
+  if (!ctx.any_bad({"schedule.kind"}) && splits_weight_grad(kind)) {
+    const std::string name = to_string(kind);
+    ctx.error("parallel.zero",
+              cat("zero ", p.zero, " with schedule.kind ", name,
+                  ": ZeRO 2 and 3 reduce a microbatch's gradients when its backward has written them, but ",
+                  name, " writes the weight gradients later, in W"),
+              "use parallel.zero: 1 (shards the optimizer state), or schedule.kind: 1f1b");
     return;
   }
   if (ctx.any_bad({"parallel.pp", "model.arch", "model.tie_embeddings"})) return;
@@ -169,6 +218,7 @@ void check_zero_with_pipeline(LoadContext& ctx) {
 }  // namespace
 
 void resolve_schedule(LoadContext& ctx) {
+  resolve_v_shape(ctx);
   check_virtual_stages(ctx);
   resolve_layers(ctx);
   resolve_microbatches(ctx);

@@ -70,6 +70,7 @@ constexpr SchemaEntry kParallelEntries[] = {
     {"zero",
      [](ValueReader& r, JobSpec& s) { r.integer(s.parallel.zero, 0, 3, "ZeRO stages are 0, 1, 2 or 3"); }},
     {"cp_comm", [](ValueReader& r, JobSpec& s) { r.choice(s.parallel.cp_comm); }},
+    {"offload", [](ValueReader& r, JobSpec& s) { r.choice(s.parallel.offload); }},
 };
 constexpr Section kParallel{"parallel", kParallelEntries};
 
@@ -133,6 +134,8 @@ constexpr SchemaEntry kClusterEntries[] = {
     {"gpus_per_node", [](ValueReader& r, JobSpec& s) { r.integer(s.cluster.gpus_per_node, 1); }},
     {"gpu", [](ValueReader& r, JobSpec& s) { r.text(s.cluster.gpu, false); }},
     {"profile", [](ValueReader& r, JobSpec& s) { r.text(s.cluster.profile, true); }},
+    {"host_memory_gb",
+     [](ValueReader& r, JobSpec& s) { r.optional_number(s.cluster.host_memory_gb, NumberRange::positive()); }},
 };
 constexpr Section kCluster{"cluster", kClusterEntries};
 

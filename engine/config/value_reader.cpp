@@ -163,6 +163,14 @@ bool ValueReader::optional_integer(int& out) {
   return integer(out, 0);
 }
 
+bool ValueReader::optional_number(double& out, NumberRange range) {
+  if (value_.IsNull()) {
+    out = 0;
+    return true;
+  }
+  return number(out, range);
+}
+
 bool ValueReader::number(double& out, NumberRange range) {
   std::string expected = cat("expected a number ", number_range(range));
   if (!value_.IsScalar() || is_text_tagged(value_)) {

@@ -55,6 +55,8 @@ class ValueReader {
   // An integer >= 0 where null and 0 both mean "not given" (stored as 0).
   bool optional_integer(int& out);
   bool number(double& out, NumberRange range);
+  // A number in `range` where null means "not given" (stored as 0).
+  bool optional_number(double& out, NumberRange range);
   bool boolean(bool& out);
   // A scalar as text; null gives "" when `nullable`; empty text is refused unless `nullable`.
   bool text(std::string& out, bool nullable);

@@ -222,12 +222,16 @@ ShardCoords shard_coords(const config::JobSpec& spec, int pp_rank, int tp_rank, 
   c.pp_rank = pp_rank;
   c.pp = spec.parallel.pp;
   c.vpp = spec.schedule.virtual_stages;
+  c.v_shape = config::StagePlacement::of(spec).v_shape;
   c.layers_per_stage = spec.schedule.resolved_layers_per_stage;
   return c;
 }
 
 bool sends_stage_output(const ShardCoords& c) {
-  return c.pp > 1 && !(c.pp_rank == c.pp - 1 && c.vpp == 1);
+  const config::StagePlacement place = c.placement();
+  for (int chunk = 0; chunk < c.vpp; ++chunk)
+    if (!place.last(c.pp_rank, chunk) && place.next_rank(c.pp_rank, chunk) != c.pp_rank) return true;
+  return false;
 }
 
 std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, const ShardCoords& coords) {
@@ -240,9 +244,10 @@ std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, con
   const int last_stage = stages - 1;
 
   std::vector<LocalParam> local;
+  const config::StagePlacement place = coords.placement();
   auto take = [&](const ParamInfo& p, int stage) {
-    if (stage % coords.pp == coords.pp_rank)
-      local.push_back({&p, local_shape(p, coords.tp), stage / coords.pp});
+    const config::StageHolder holder = place.holder(stage);
+    if (holder.rank == coords.pp_rank) local.push_back({&p, local_shape(p, coords.tp), holder.chunk});
   };
   for (const ParamInfo& p : registry) {
     if (p.expert >= 0 && p.expert / experts_per_rank != coords.ep_rank) continue;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/config/stage_placement.h"
 
 namespace ptrain::model {
 
@@ -83,8 +84,11 @@ struct ShardCoords {
   int tp_rank = 0, tp = 1;
   int ep_rank = 0, ep = 1;
   int pp_rank = 0, pp = 1, vpp = 1;
+  bool v_shape = false;  // the schedule's placement of stages (config/stage_placement.h)
   std::vector<int>
-      layers_per_stage;  // per virtual stage (chunk*pp + pp_rank); empty = all layers on one stage
+      layers_per_stage;  // per virtual stage, in stage order; empty = all layers on one stage
+
+  config::StagePlacement placement() const { return {pp, vpp, v_shape}; }
 };
 
 // The coordinates of a rank at (pp_rank, tp_rank, ep_rank) in a loaded job.
@@ -101,8 +105,9 @@ struct LocalParam {
 };
 
 // The slices of `registry` that live on a rank, in registry order. Layers go to virtual stages in
-// order (virtual stage v holds the next layers_per_stage[v] layers; chunk c of pp rank r is virtual
-// stage c*pp + r); the embeddings sit on virtual stage 0, the final norm and head on the last one.
+// order (virtual stage v holds the next layers_per_stage[v] layers; which rank and chunk hold v is
+// the schedule's placement); the embeddings sit on virtual stage 0, the final norm and head on the
+// last one.
 // With a tied head and pp > 1 the last stage also holds a copy of the word embedding (Megatron:
 // the first and last stage all-reduce its gradient over the embedding group).
 std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, const ShardCoords& coords);

@@ -65,6 +65,8 @@ DataParallel::DataParallel(const config::JobSpec& spec, model::ParamStore& store
     : spec_(spec),
       store_(store),
       ops_(ops),
+      offload_(spec.parallel.offload == config::Offload::Optimizer),
+      master_memory_(offload_ ? kernels::cpu_ops() : ops),
       comm_(comm),
       group_(group),
       stage_(spec.parallel.zero),
@@ -90,8 +92,17 @@ DataParallel::DataParallel(const config::JobSpec& spec, model::ParamStore& store
     throw std::logic_error("DataParallel: the ParamStore's parameter dtype does not follow train.precision");
   for (const model::ParamSlot& s : store.slots()) tied_ = tied_ || s.local.info->tied_head;
   const bool mixed = store.param_dtype() != DType::F32;
-  if (mixed || stage_ == 3) master_ = runtime::OwnedBuffer(ops, stage_ == 0 ? store.numel() : shard_numel_, DType::F32);
-  adamw_ = optim::AdamW(spec.optimizer, ops, stage_ == 0 ? store.numel() : shard_numel_);
+  if (offload_ && stage_ == 3)  // config::load refuses it (rules_parallel.cpp)
+    throw std::logic_error("DataParallel: offload at ZeRO 3 would keep the gathers' owned chunks on the host");
+  const std::int64_t owned = stage_ == 0 ? store.numel() : shard_numel_;
+  if (mixed || stage_ == 3 || offload_) master_ = runtime::OwnedBuffer(master_memory_, owned, DType::F32);
+  adamw_ = optim::AdamW(spec.optimizer, master_memory_, owned);
+  if (offload_) {
+    host_grads_ = runtime::OwnedBuffer(master_memory_, owned, DType::F32);
+    std::int64_t largest = stage_ == 0 ? store.numel() : 0;  // what publish_range converts at once
+    for (int u = 0; stage_ > 0 && u < static_cast<int>(units.size()); ++u) largest = std::max(largest, chunk_size(u));
+    if (mixed) host_params_ = runtime::OwnedBuffer(master_memory_, largest, store.param_dtype());
+  }
   const Windows windows = plan_windows(store, tied_);
   window_of_ = windows.of_unit;
   if (stage_ >= 2) {
@@ -116,6 +127,10 @@ ZeroBytes DataParallel::allocated_bytes() const {
   b.params = stage_ < 3 ? full(store_.param_dtype()) : master_is_params ? static_cast<double>(master_.bytes()) : 0.0;
   b.grads = static_cast<double>(stage_ >= 2 ? shard_grads_.bytes() : static_cast<std::size_t>(full(DType::F32)));
   b.optimizer = static_cast<double>(adamw_.bytes() + (master_is_params ? 0 : master_.bytes()));
+  if (offload_) {
+    b.host = b.optimizer + static_cast<double>(host_grads_.bytes() + host_params_.bytes());
+    b.optimizer = 0;
+  }
   for (const runtime::OwnedBuffer& w : param_windows_) b.windows += static_cast<double>(w.bytes());
   for (const runtime::OwnedBuffer& w : grad_windows_) b.windows += static_cast<double>(w.bytes());
   b.windows += static_cast<double>(reduce_staging_.bytes());
@@ -182,13 +197,13 @@ void DataParallel::initialize(std::uint64_t seed, int layers) {
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     const model::FlatRange range = master_range(u);
     float* dst = stage_ == 0 ? master_params() + range.begin : owned_params(u);
-    if (ops_.device() == kernels::Device::Cpu) {
+    if (master_memory_.device() == kernels::Device::Cpu) {
       store_.initialize_range(seed, layers, range, dst);
       continue;
     }
     host.resize(static_cast<std::size_t>(range.size()));
     store_.initialize_range(seed, layers, range, host.data());
-    ops_.copy_to_device(f32(dst), host.data(), host.size() * sizeof(float));
+    master_memory_.copy_to_device(f32(dst), host.data(), host.size() * sizeof(float));
   }
   publish();
 }
@@ -198,7 +213,8 @@ void DataParallel::assign_weights(const float* full) {
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     const model::FlatRange range = master_range(u);
     float* dst = stage_ == 0 ? master_params() + range.begin : owned_params(u);
-    ops_.copy_to_device(f32(dst), full + range.begin, static_cast<std::size_t>(range.size()) * sizeof(float));
+    master_memory_.copy_to_device(f32(dst), full + range.begin,
+                                  static_cast<std::size_t>(range.size()) * sizeof(float));
   }
   publish();
 }
@@ -310,14 +326,14 @@ void DataParallel::publish() {
   }
   const Buf params = store_.param_buffer();
   if (stage_ == 0) {
-    if (separate_master()) ops_.convert(params, f32(master_params()), store_.numel());
+    if (separate_master()) publish_range(params, master_params(), store_.numel());
     return;
   }
   // Joined unit by unit as the next forward reaches them (before_forward).
   for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
     const model::FlatRange& range = store_.units()[static_cast<size_t>(u)];
     const std::int64_t n = chunk_size(u);
-    if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), n);
+    if (separate_master()) publish_range(runtime::advance(params, chunk(u).begin), owned_params(u), n);
     const Buf whole = runtime::advance(params, range.begin);
     const dist::Group& group = group_of(u);
     staged_.run(group, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
@@ -396,12 +412,30 @@ void DataParallel::step(double lr, std::int64_t step) {
   await_gathers();  // AdamW writes the owned chunks (the model's own parameters in fp32 at stages 1-2)
   if (stage_ == 0) {
     const model::FlatRange all{0, store_.numel()};
-    adamw_.update(master_params(), store_.grads(), 0, decay_spans(all), lr, step);
+    adamw_.update(master_params(), optimizer_grads(store_.grads(), 0, store_.numel()), 0, decay_spans(all), lr, step);
   } else {
     for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-      adamw_.update(owned_params(u), owned_grads(u), moment_offset(u), decay_spans(chunk(u)), lr, step);
+      adamw_.update(owned_params(u), optimizer_grads(owned_grads(u), shard_offset(u), chunk_size(u)),
+                    moment_offset(u), decay_spans(chunk(u)), lr, step);
   }
   publish();
+}
+
+float* DataParallel::optimizer_grads(float* grads, std::int64_t host_offset, std::int64_t n) {
+  if (!offload_) return grads;
+  float* host = static_cast<float*>(host_grads_.data()) + host_offset;
+  ops_.copy_to_host(host, f32(grads), static_cast<std::size_t>(n) * sizeof(float));
+  return host;
+}
+
+void DataParallel::publish_range(Buf params, float* master, std::int64_t n) {
+  if (!offload_) return ops_.convert(params, f32(master), n);
+  Buf from = f32(master);
+  if (params.dtype != DType::F32) {  // converted where the master is, so that half the bytes cross
+    from = {host_params_.data(), params.dtype};
+    master_memory_.convert(from, f32(master), n);
+  }
+  ops_.copy_to_device(params, from.ptr, static_cast<std::size_t>(n) * kernels::dtype_size(params.dtype));
 }
 
 std::vector<model::FlatShard> DataParallel::saved_shards() {

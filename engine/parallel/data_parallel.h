@@ -29,6 +29,12 @@
 // Gradients are summed over ranks: the loss gradient is already scaled by 1 / (tokens of the
 // global batch).
 //
+// Offload (parallel.offload: optimizer, ZeRO-Offload; stages 0-2): the fp32 master weights and the
+// moments live in host memory and AdamW runs on the host's CPU (the CPU backend's kernel) over the
+// owned chunks: step() copies each unit's owned gradients out, updates them, and copies the weights
+// back (converted to bf16 on the host under mixed precision) before the unit's gather. The device
+// keeps the parameters and the gradients only.
+//
 // Overlap: reductions are issued from the model's unit hooks in backward order as overlapped
 // collectives (dist::Comm's tickets), so on a device backend the rest of the backward runs while
 // they do. What must follow a reduction (bf16 results converted back, stage 2/3 chunks added into
@@ -67,6 +73,7 @@ struct ZeroBytes {
   double params = 0, grads = 0;
   double optimizer = 0;  // m, v and (mixed precision) the fp32 master weights
   double windows = 0;    // gather and reduction windows (stages 2 and 3), the bf16 reduction staging
+  double host = 0;       // offload: the host's optimizer state, gradient copy and weight staging
 };
 
 // The model-parallel groups around one data-parallel group. Under sequence parallelism the norms'
@@ -125,8 +132,10 @@ class DataParallel final : public model::UnitHooks {
   // expert unit).
   const dist::Group& group_of(int unit) const;
 
-  // What this rank writes to a checkpoint: its chunks of (master) parameters and moments.
+  // What this rank writes to a checkpoint: its chunks of (master) parameters and moments, in
+  // shard_memory()'s memory (the host's when offloaded).
   std::vector<model::FlatShard> saved_shards();
+  const kernels::Ops& shard_memory() const { return master_memory_; }
   // What this rank reads on resume (stage 0: everything; else its chunks); call
   // after_restore() once they are filled.
   std::vector<model::FlatShard> restored_shards();
@@ -180,10 +189,17 @@ class DataParallel final : public model::UnitHooks {
   void join_gather(dist::Comm::Ticket& ticket);   // joins a parameter gather in flight, if any
   void await_gathers();                           // joins every parameter gather in flight
   void publish();                                 // the master weights into the model's parameters
+  // n master weights into the model's parameters at `params` (converted; offloaded: copied over).
+  void publish_range(kernels::Buf params, float* master, std::int64_t n);
+  // The gradients AdamW reads for n owned elements at `grads`: themselves, or offloaded their host
+  // copy at `host_offset` of host_grads_.
+  float* optimizer_grads(float* grads, std::int64_t host_offset, std::int64_t n);
 
   const config::JobSpec& spec_;
   model::ParamStore& store_;
   const kernels::Ops& ops_;
+  bool offload_;
+  const kernels::Ops& master_memory_;  // where master_ and adamw_'s moments live: ops_, or the host's
   dist::Comm& comm_;
   const dist::Group& group_;
   int stage_;
@@ -194,6 +210,7 @@ class DataParallel final : public model::UnitHooks {
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
   // model's fp32 parameters are the master.
   runtime::OwnedBuffer master_, shard_grads_;
+  runtime::OwnedBuffer host_grads_, host_params_;  // offload: the owned gradients' copy, bf16 staging
   optim::AdamW adamw_;  // its moments: of the whole flat layout at stage 0, else of the owned chunks
   // Stages 2, 3: the windows units pass through (window_of). Consecutive dense units alternate
   // between two, each as big as the biggest of them, and so do the experts' units (expert

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,9 +42,9 @@ std::string at(int rank, int index, const Instr& instr) {
 
 // Instruction fields: ranges, peers, and ops that have no place at this end of the pipeline.
 void check_fields(const Schedule& s, Problems& problems) {
+  const config::StagePlacement place = s.placement();
   const int last_stage = s.virtual_stages() - 1;
   for (int rank = 0; rank < s.pp; ++rank) {
-    const int prev = (rank + s.pp - 1) % s.pp, next = (rank + 1) % s.pp;
     for (int i = 0; i < static_cast<int>(s.ranks[rank].size()); ++i) {
       const Instr& instr = s.ranks[rank][i];
       auto where = [&] { return at(rank, i, instr); };  // built only for a problem
@@ -55,7 +56,7 @@ void check_fields(const Schedule& s, Problems& problems) {
         problems.add(where() + ": chunk out of range [0, " + std::to_string(s.vpp) + ")");
         continue;
       }
-      const int stage = s.virtual_stage(rank, instr.chunk);
+      const int stage = place.virtual_stage(rank, instr.chunk);
       switch (instr.op) {
         case Op::Forward:
         case Op::Backward:
@@ -69,6 +70,8 @@ void check_fields(const Schedule& s, Problems& problems) {
         case Op::RecvGrad:
           if (stage == last_stage) {
             problems.add(where() + ": the last virtual stage has no " + to_string(instr.op));
+          } else if (const int next = place.next_rank(rank, instr.chunk); next == rank) {
+            problems.add(where() + ": the next virtual stage is on this rank, a hop without a message");
           } else if (instr.peer != next) {
             problems.add(where() + ": the next virtual stage is on rank " + std::to_string(next));
           }
@@ -77,6 +80,8 @@ void check_fields(const Schedule& s, Problems& problems) {
         case Op::SendGrad:
           if (stage == 0) {
             problems.add(where() + ": the first virtual stage has no " + to_string(instr.op));
+          } else if (const int prev = place.prev_rank(rank, instr.chunk); prev == rank) {
+            problems.add(where() + ": the previous virtual stage is on this rank, a hop without a message");
           } else if (instr.peer != prev) {
             problems.add(where() + ": the previous virtual stage is on rank " + std::to_string(prev));
           }
@@ -107,8 +112,16 @@ class Positions {
   std::vector<int> index_;
 };
 
-// Whether (mb, chunk) at this virtual stage has the op at all.
-bool stage_has(Op op, int stage, int last_stage, bool split_weight_grad) {
+// The neighbouring stages of (rank, chunk): their ranks, -1 at either end of the pipeline.
+struct Neighbours {
+  int prev = -1, next = -1;
+  Neighbours(const config::StagePlacement& place, int rank, int chunk)
+      : prev(place.first(rank, chunk) ? -1 : place.prev_rank(rank, chunk)),
+        next(place.last(rank, chunk) ? -1 : place.next_rank(rank, chunk)) {}
+};
+
+// Whether (mb, chunk) on `rank` has the op at all: messages only to a neighbour on another rank.
+bool stage_has(Op op, const Neighbours& around, int rank, bool split_weight_grad) {
   switch (op) {
     case Op::Forward:
     case Op::Backward:
@@ -117,39 +130,55 @@ bool stage_has(Op op, int stage, int last_stage, bool split_weight_grad) {
       return split_weight_grad;
     case Op::SendAct:
     case Op::RecvGrad:
-      return stage < last_stage;
+      return around.next >= 0 && around.next != rank;
     case Op::RecvAct:
     case Op::SendGrad:
-      return stage > 0;
+      return around.prev >= 0 && around.prev != rank;
   }
   return false;
 }
 
+// A hop between two chunks of one rank has no message: F of the earlier chunk must come before F
+// of the later one in the list, B of the later before B of the earlier.
+void check_local_hop(const Schedule& s, const Positions& pos, int rank, int mb, int chunk,
+                     Problems& problems) {
+  const int later = s.placement().chunk_beside(rank, chunk, +1);
+  if (later < 0) return;
+  for (const auto& [op, first, second] :
+       {std::tuple{Op::Forward, chunk, later}, std::tuple{Op::Backward, later, chunk}}) {
+    const int a = pos.of(op, mb, first), b = pos.of(op, mb, second);
+    if (a < 0 || b < 0 || a < b) continue;  // missing or repeated: reported on its own
+    problems.add(at(rank, b, s.ranks[rank][b]) + " comes before " + to_string(op) + "(mb " +
+                 std::to_string(mb) + ", chunk " + std::to_string(first) + ") at instruction " +
+                 std::to_string(a) + ", which hands it its input on this rank");
+  }
+}
+
 // Exactly the ops each (mb, chunk) needs on its rank, each once, in dependency order.
 void check_ops_and_local_order(const Schedule& s, Problems& problems) {
-  const int last_stage = s.virtual_stages() - 1;
+  const config::StagePlacement place = s.placement();
   for (int rank = 0; rank < s.pp; ++rank) {
     const Positions pos(s, rank);
-    const int prev = (rank + s.pp - 1) % s.pp, next = (rank + 1) % s.pp;
     const std::string on_rank = "rank " + std::to_string(rank) + ": ";
     for (int mb = 0; mb < s.microbatches; ++mb) {
       for (int chunk = 0; chunk < s.vpp; ++chunk) {
-        const int stage = s.virtual_stage(rank, chunk);
+        const Neighbours around(place, rank, chunk);
         bool complete = true;
         for (int op = 0; op < kOps; ++op) {
           const Op kind = static_cast<Op>(op);
           const bool to_next = kind == Op::SendAct || kind == Op::RecvGrad;
-          const Instr instr{kind, mb, chunk, is_compute(kind) ? -1 : to_next ? next : prev};
+          const Instr instr{kind, mb, chunk, is_compute(kind) ? -1 : to_next ? around.next : around.prev};
           const int p = pos.of(instr.op, mb, chunk);
           if (p == -2) {
             problems.add(on_rank + to_string(instr) + " appears more than once");
             complete = false;
-          } else if (p == -1 && stage_has(kind, stage, last_stage, s.split_weight_grad)) {
+          } else if (p == -1 && stage_has(kind, around, rank, s.split_weight_grad)) {
             problems.add(on_rank + to_string(instr) + " is missing");
             complete = false;
           }
         }
         if (!complete) continue;
+        check_local_hop(s, pos, rank, mb, chunk, problems);
         // Each pair: the first must come before the second.
         const std::array<std::pair<Op, Op>, 6> before = {{{Op::RecvAct, Op::Forward},
                                                           {Op::Forward, Op::SendAct},
@@ -186,7 +215,7 @@ void check_channels(const Schedule& s, Problems& problems) {
       } else if (is_recv(instr.op)) {
         const int sender_stage = s.virtual_stage(rank, instr.chunk) + (instr.op == Op::RecvAct ? -1 : 1);
         recvs[detail::channel_of(instr, rank, s.pp)].push_back(
-            {instr.microbatch, sender_stage / s.pp, rank, i});
+            {instr.microbatch, s.placement().holder(sender_stage).chunk, rank, i});
       }
     }
   }

@@ -6,10 +6,12 @@
 // The checks run in this order, each only if the ones before found nothing (a later check would
 // only restate an earlier problem):
 //  1. fields: microbatch and chunk in range, peers of sends/receives on the neighbouring virtual
-//     stages, no messages off either end of the pipeline, W only when the schedule splits it;
+//     stages, no messages off either end of the pipeline or for a hop within one rank, W only when
+//     the schedule splits it;
 //  2. per rank, each (mb, chunk) has each op it needs exactly once, RecvAct -> F -> SendAct,
-//     RecvGrad -> B -> SendGrad, F -> B -> W in list order; and per channel (sender, receiver,
-//     payload) both ends list the same messages in the same order;
+//     RecvGrad -> B -> SendGrad, F -> B -> W in list order, and across a hop within the rank F of
+//     the earlier chunk before F of the later, B of the later before B of the earlier; and per
+//     channel (sender, receiver, payload) both ends list the same messages in the same order;
 //  3. execution under the contract in schedule.h: sends buffered, receives block; every rank must
 //     reach the end of its list.
 #pragma once

@@ -37,6 +37,25 @@ void check_backward_order(const Schedule& s, Op done, const std::vector<Instr>& 
       throw std::logic_error("pipeline executor: a chunk's last gradients are not the last microbatch's");
 }
 
+// Across a hop within the rank the later chunk's input grad is handed over before the earlier
+// chunk's B, so no other B of the later chunk may come between: their B's must pair up.
+void check_local_backward_pairs(const Schedule& s, int rank, const std::vector<Instr>& list) {
+  const config::StagePlacement place = s.placement();
+  for (int chunk = 0; chunk < s.vpp; ++chunk) {
+    const int later = place.chunk_beside(rank, chunk, +1);
+    if (later < 0) continue;
+    int pending = -1;  // microbatch of the later chunk's B whose grad the earlier has not taken
+    for (const Instr& in : list) {
+      if (in.op != Op::Backward || (in.chunk != later && in.chunk != chunk)) continue;
+      const bool ok = in.chunk == later ? pending < 0 : pending == in.microbatch;
+      if (!ok)
+        throw std::logic_error("pipeline executor: " + to_string(in) +
+                               " breaks the pairs of B's across the hop within the rank");
+      pending = in.chunk == later ? in.microbatch : -1;
+    }
+  }
+}
+
 }  // namespace
 
 ScheduleExecutor::ScheduleExecutor(Schedule schedule, int pp_rank)
@@ -46,6 +65,7 @@ ScheduleExecutor::ScheduleExecutor(Schedule schedule, int pp_rank)
   const std::vector<Instr>& list = schedule_.ranks[index(pp_rank_)];
   check_messages_beside_compute(list);
   check_backward_order(schedule_, gradients_done(), list);
+  check_local_backward_pairs(schedule_, pp_rank_, list);
   buffers_ = std::move(rank_buffers(schedule_)[index(pp_rank_)]);
 }
 
@@ -83,22 +103,33 @@ void ScheduleExecutor::run(StageWork& work) {
     in_flight.resize(kept);
   };
 
+  auto take_slot = [&](int chunk, int microbatch) {
+    std::vector<int>& free = free_slots[index(chunk)];
+    if (free.empty()) throw std::logic_error("pipeline executor: no free activation slot (rank_buffers is wrong)");
+    const int taken = free.back();
+    free.pop_back();
+    slot_of[index(chunk)][index(microbatch)] = taken;
+    return taken;
+  };
+
+  const config::StagePlacement place = schedule_.placement();
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     release_until(i);
     const Instr& in = list[index(i)];
     int& slot = slot_of[index(in.chunk)][index(in.microbatch)];
-    if (in.op == Op::RecvAct || (in.op == Op::Forward && first_stage(in.chunk))) {
-      std::vector<int>& free = free_slots[index(in.chunk)];
-      if (free.empty()) throw std::logic_error("pipeline executor: no free activation slot (rank_buffers is wrong)");
-      slot = free.back();
-      free.pop_back();
-    }
+    // A slot from the receive, or, with none before it, at F: the first stage's (after a hop within
+    // the rank the earlier chunk's F has filled one already).
+    if (in.op == Op::RecvAct || (in.op == Op::Forward && slot < 0)) take_slot(in.chunk, in.microbatch);
+    // The chunk on the other side of a hop within the rank, -1 if none.
+    const int later = place.chunk_beside(pp_rank_, in.chunk, +1);
     switch (in.op) {
       case Op::RecvAct:
         work.receive_activation(in.chunk, slot, in.peer);
         break;
       case Op::Forward:
         work.forward(in.chunk, slot, in.microbatch);
+        // Handed over at once: the output is valid only until the rank's next forward.
+        if (later >= 0) work.pass_activation(in.chunk, slot, later, take_slot(later, in.microbatch));
         break;
       case Op::SendAct:
         work.send_activation(in.chunk, slot, take_buffer(i), in.peer);
@@ -108,6 +139,7 @@ void ScheduleExecutor::run(StageWork& work) {
         break;
       case Op::Backward:
       case Op::WeightGrad:
+        if (in.op == Op::Backward && later >= 0) work.pass_gradient(later, in.chunk);
         if (in.op == Op::Backward)
           work.backward(in.chunk, slot, in.microbatch);
         else

@@ -28,6 +28,11 @@ class StageWork {
   virtual void backward(int chunk, int slot, int microbatch) = 0;
   virtual void weight_grad(int chunk, int slot, int microbatch) = 0;
   virtual void send_gradient(int chunk, int buffer, int peer) = 0;  // started, not awaited
+  // The hop between two chunks of this rank (the V's turn), what a send and a receive do elsewhere:
+  // the output of `from_chunk`'s F just run into the input of `chunk`'s slot for the same microbatch.
+  virtual void pass_activation(int from_chunk, int from_slot, int chunk, int slot) = 0;
+  // The input grad of `from_chunk`'s B (the rank's last) to `chunk`'s B about to run.
+  virtual void pass_gradient(int from_chunk, int chunk) = 0;
   // The send from `buffer` is over (waits for it if it is not yet): the buffer may be reused.
   virtual void wait_send(int buffer) = 0;
 };
@@ -35,14 +40,14 @@ class StageWork {
 class ScheduleExecutor {
  public:
   // Throws std::logic_error when the list breaks what the executor relies on: every message right
-  // beside its compute op (RecvAct F SendAct, RecvGrad B SendGrad), and in every chunk the last
-  // microbatch the last to have its gradients written (ZeRO 0/1 reduce a unit then).
+  // beside its compute op (RecvAct F SendAct, RecvGrad B SendGrad), in every chunk the last
+  // microbatch the last to have its gradients written (ZeRO 0/1 reduce a unit then), and across a
+  // hop within the rank each B of the later chunk followed by the earlier chunk's B of the same
+  // microbatch before the next (the later chunk keeps one input grad at a time).
   ScheduleExecutor(Schedule schedule, int pp_rank);
 
   const Schedule& schedule() const { return schedule_; }
   const RankBuffers& buffers() const { return buffers_; }
-  // Whether chunk `chunk` of this rank is the model's first virtual stage (it embeds the tokens).
-  bool first_stage(int chunk) const { return pp_rank_ == 0 && chunk == 0; }
   // The op after which a microbatch's gradients are all written (W when the schedule splits them).
   Op gradients_done() const { return schedule_.split_weight_grad ? Op::WeightGrad : Op::Backward; }
 

@@ -2,21 +2,22 @@
 
 namespace ptrain::pipeline::detail {
 
-RankProgram::RankProgram(int pp, int vpp, int rank)
-    : pp_(pp), vpp_(vpp), rank_(rank), prev_rank_((rank + pp - 1) % pp), next_rank_((rank + 1) % pp) {}
-
 void RankProgram::forward(int microbatch, int chunk) {
-  const int stage = chunk * pp_ + rank_;
-  if (stage > 0) instrs_.push_back({Op::RecvAct, microbatch, chunk, prev_rank_});
+  const bool first = placement_.first(rank_, chunk), last = placement_.last(rank_, chunk);
+  const int prev = first ? rank_ : placement_.prev_rank(rank_, chunk);
+  const int next = last ? rank_ : placement_.next_rank(rank_, chunk);
+  if (prev != rank_) instrs_.push_back({Op::RecvAct, microbatch, chunk, prev});
   instrs_.push_back({Op::Forward, microbatch, chunk});
-  if (stage < pp_ * vpp_ - 1) instrs_.push_back({Op::SendAct, microbatch, chunk, next_rank_});
+  if (next != rank_) instrs_.push_back({Op::SendAct, microbatch, chunk, next});
 }
 
 void RankProgram::backward(int microbatch, int chunk) {
-  const int stage = chunk * pp_ + rank_;
-  if (stage < pp_ * vpp_ - 1) instrs_.push_back({Op::RecvGrad, microbatch, chunk, next_rank_});
+  const bool first = placement_.first(rank_, chunk), last = placement_.last(rank_, chunk);
+  const int prev = first ? rank_ : placement_.prev_rank(rank_, chunk);
+  const int next = last ? rank_ : placement_.next_rank(rank_, chunk);
+  if (next != rank_) instrs_.push_back({Op::RecvGrad, microbatch, chunk, next});
   instrs_.push_back({Op::Backward, microbatch, chunk});
-  if (stage > 0) instrs_.push_back({Op::SendGrad, microbatch, chunk, prev_rank_});
+  if (prev != rank_) instrs_.push_back({Op::SendGrad, microbatch, chunk, prev});
 }
 
 void RankProgram::weight_grad(int microbatch, int chunk) {

@@ -74,6 +74,22 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
     }
     return problems;
   }
+  if (config::StagePlacement::of(kind, pp, vpp).v_shape) {
+    if (vpp != 2) {
+      problems.push_back(name + " places two model chunks per rank in a V, so schedule.virtual_stages is 2 (got " +
+                         std::to_string(vpp) + ")");
+    }
+    if (pp < 2) problems.push_back(name + " needs pp >= 2 (got " + std::to_string(pp) + "); use 1f1b or gpipe");
+    // ZB-V's memory bound (1F1B's) leaves it no bubble to fill with fewer; DualPipeV's steady
+    // phase runs at least once on rank 0 only from 2*pp on.
+    const int least = kind == ScheduleKind::DualPipeV ? 2 * pp : pp;
+    if (microbatches < least) {
+      problems.push_back(name + " needs at least " + std::to_string(least) + " microbatches per step (" +
+                         (least == pp ? "pp" : "2*pp") + " with pp = " + std::to_string(pp) + "), got " +
+                         std::to_string(microbatches) + "; raise train.global_batch or lower train.micro_batch");
+    }
+    return problems;
+  }
   if (vpp != 1) {
     problems.push_back(name + " runs one model chunk per rank, so schedule.virtual_stages must be 1 (got " +
                        std::to_string(vpp) + "); use interleaved-1f1b for virtual stages");
@@ -88,7 +104,7 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
 
 Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
   using config::ScheduleKind;
-  Schedule s{kind, pp, vpp, microbatches, kind == ScheduleKind::ZbH1, {}};
+  Schedule s{kind, pp, vpp, microbatches, config::splits_weight_grad(kind), {}};
   switch (kind) {
     case ScheduleKind::Gpipe:
       s.ranks = detail::build_gpipe(pp, microbatches);
@@ -101,6 +117,12 @@ Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
       break;
     case ScheduleKind::ZbH1:
       s.ranks = detail::build_zb_h1(pp, microbatches);
+      break;
+    case ScheduleKind::Zbv:
+      s.ranks = detail::build_zbv(pp, microbatches);
+      break;
+    case ScheduleKind::DualPipeV:
+      s.ranks = detail::build_dualpipev(pp, microbatches);
       break;
   }
   return s;

@@ -1,11 +1,15 @@
 // Pipeline schedules as pure instruction lists: one source of truth for the simulator, the
-// schedule drawing and the executor. Virtual stage v = chunk*pp + pp_rank (Megatron placement):
-// chunk c of rank r feeds chunk c of rank r+1, and rank pp-1's chunk c feeds rank 0's chunk c+1.
+// schedule drawing and the executor. Which rank and chunk hold a virtual stage is the kind's
+// placement (config/stage_placement.h): Megatron's v = chunk*pp + pp_rank, or the V shape of zbv
+// and dualpipev.
 //
 // Communication is explicit. Every compute op carries its messages around it:
 //   [RecvAct(mb,c) from prev] F(mb,c) [SendAct(mb,c) to next]     (RecvAct right before its F)
 //   [RecvGrad(mb,c) from next] B(mb,c) [SendGrad(mb,c) to prev]   (SendGrad right after its B)
 // The first virtual stage has no RecvAct/SendGrad, the last no SendAct/RecvGrad. W has no messages.
+// Neither has a hop between two chunks of one rank (the V's turn on rank pp-1): there the list
+// order alone carries the dependency (F of the earlier chunk before F of the later one, B of the
+// later before B of the earlier), and the executor hands the tensor over in memory.
 // In a send/recv the chunk is the local one (the sender's chunk in a send, the receiver's in a
 // recv); `peer` is the pp rank on the other side.
 //
@@ -21,13 +25,14 @@
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/config/stage_placement.h"
 
 namespace ptrain::pipeline {
 
 enum class Op {
   Forward,     // F(mb, chunk)
   Backward,    // B(mb, chunk): input grad; also the weight grad unless the schedule splits W
-  WeightGrad,  // W(mb, chunk): weight grad (zb-h1 only)
+  WeightGrad,  // W(mb, chunk): weight grad (schedules that split it: zb-h1, zbv, dualpipev)
   SendAct,     // activations of F(mb, chunk) to the next virtual stage (peer = its pp rank)
   RecvAct,     // activations for F(mb, chunk) from the previous virtual stage
   SendGrad,    // input grad of B(mb, chunk) to the previous virtual stage
@@ -55,11 +60,12 @@ struct Schedule {
   int pp = 1;
   int vpp = 1;  // virtual stages (model chunks) per pp rank
   int microbatches = 1;
-  bool split_weight_grad = false;         // true when W is its own instruction (zb-h1)
+  bool split_weight_grad = false;         // true when W is its own instruction (zb-h1, zbv, dualpipev)
   std::vector<std::vector<Instr>> ranks;  // ranks[pp_rank] = instruction list in execution order
 
   int virtual_stages() const { return pp * vpp; }
-  int virtual_stage(int pp_rank, int chunk) const { return chunk * pp + pp_rank; }
+  config::StagePlacement placement() const { return config::StagePlacement::of(kind, pp, vpp); }
+  int virtual_stage(int pp_rank, int chunk) const { return placement().virtual_stage(pp_rank, chunk); }
   // Compute instructions (F, B, W) a correct schedule has in total over all ranks.
   int compute_ops() const { return microbatches * virtual_stages() * (split_weight_grad ? 3 : 2); }
 };

@@ -14,7 +14,7 @@ namespace ptrain::pipeline::detail {
 RankLists build_1f1b(int pp, int microbatches) {
   RankLists ranks;
   for (int rank = 0; rank < pp; ++rank) {
-    RankProgram program(pp, 1, rank);
+    RankProgram program(config::StagePlacement::of(config::ScheduleKind::OneFOneB, pp, 1), rank);
     const int warmup = std::min(pp - rank - 1, microbatches);
     const int steady = microbatches - warmup;
     for (int mb = 0; mb < warmup; ++mb) program.forward(mb, 0);

@@ -12,18 +12,19 @@ namespace ptrain::pipeline::detail {
 using RankLists = std::vector<std::vector<Instr>>;
 
 // Appends one pp rank's instructions: F with RecvAct right before and SendAct right after, B with
-// RecvGrad before and SendGrad after, each omitted at the ends of the virtual pipeline.
+// RecvGrad before and SendGrad after, each omitted at the ends of the virtual pipeline and where
+// the neighbouring stage is on this rank too (a local hop).
 class RankProgram {
  public:
-  RankProgram(int pp, int vpp, int rank);
+  RankProgram(config::StagePlacement placement, int rank) : placement_(placement), rank_(rank) {}
   void forward(int microbatch, int chunk);
   void backward(int microbatch, int chunk);
   void weight_grad(int microbatch, int chunk);
   std::vector<Instr> take() { return std::move(instrs_); }
 
  private:
-  int pp_, vpp_, rank_;
-  int prev_rank_, next_rank_;  // pp ranks of the neighbouring virtual stages
+  config::StagePlacement placement_;
+  int rank_;
   std::vector<Instr> instrs_;
 };
 
@@ -31,5 +32,7 @@ RankLists build_gpipe(int pp, int microbatches);
 RankLists build_1f1b(int pp, int microbatches);
 RankLists build_interleaved_1f1b(int pp, int vpp, int microbatches);
 RankLists build_zb_h1(int pp, int microbatches);
+RankLists build_zbv(int pp, int microbatches);
+RankLists build_dualpipev(int pp, int microbatches);
 
 }  // namespace ptrain::pipeline::detail

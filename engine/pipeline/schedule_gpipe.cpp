@@ -10,7 +10,7 @@ namespace ptrain::pipeline::detail {
 RankLists build_gpipe(int pp, int microbatches) {
   RankLists ranks;
   for (int rank = 0; rank < pp; ++rank) {
-    RankProgram program(pp, 1, rank);
+    RankProgram program(config::StagePlacement::of(config::ScheduleKind::Gpipe, pp, 1), rank);
     for (int mb = 0; mb < microbatches; ++mb) program.forward(mb, 0);
     for (int mb = 0; mb < microbatches; ++mb) program.backward(mb, 0);
     ranks.push_back(program.take());

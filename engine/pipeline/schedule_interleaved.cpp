@@ -31,7 +31,7 @@ RankLists build_interleaved_1f1b(int pp, int vpp, int microbatches) {
   const int total = microbatches * vpp;
   RankLists ranks;
   for (int rank = 0; rank < pp; ++rank) {
-    RankProgram program(pp, vpp, rank);
+    RankProgram program(config::StagePlacement::of(config::ScheduleKind::Interleaved1F1B, pp, vpp), rank);
     auto forward = [&](int k) { program.forward(microbatch_of(k, pp, vpp), forward_chunk(k, pp, vpp)); };
     auto backward = [&](int k) { program.backward(microbatch_of(k, pp, vpp), backward_chunk(k, pp, vpp)); };
 

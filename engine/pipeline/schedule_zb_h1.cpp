@@ -42,7 +42,8 @@ RankLists build_zb_h1(int pp, int microbatches) {
     s.backward_done.assign(microbatches, kNever);
   }
   std::vector<RankProgram> programs;
-  for (int rank = 0; rank < pp; ++rank) programs.emplace_back(pp, 1, rank);
+  for (int rank = 0; rank < pp; ++rank)
+    programs.emplace_back(config::StagePlacement::of(config::ScheduleKind::ZbH1, pp, 1), rank);
 
   int finished = 0;
   for (int t = 0; finished < pp; ++t) {

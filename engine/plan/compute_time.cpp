@@ -65,7 +65,7 @@ StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& o
   ComputeSeconds redone;  // what recompute runs again before a layer's backward
   if (spec.train.recompute == config::Recompute::Full) redone = layer.forward;
   if (spec.train.recompute == config::Recompute::Selective) redone = layer.selective;
-  const bool split = spec.schedule.kind == config::ScheduleKind::ZbH1;
+  const bool split = config::splits_weight_grad(spec.schedule.kind);
   StageCompute c;
   c.forward = layers * layer.forward;
   c.backward = layers * layer.input_grad;

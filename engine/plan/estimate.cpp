@@ -204,6 +204,18 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   }
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
+  // Offloaded optimizer state: a node's ranks share its RAM (cluster.host_memory_gb, when given).
+  for (const RankEstimate& r : est.ranks) est.host_memory_bytes = std::max(est.host_memory_bytes, r.memory.host);
+  est.node_host_memory_bytes = node_host_bytes(spec, {0, 0, 0, 0, 0, est.host_memory_bytes});
+  const double host_limit = spec.cluster.host_memory_gb * 1e9;
+  if (host_limit > 0 && est.node_host_memory_bytes > host_limit)
+    est.diags.errors.push_back(job.at(
+        "cluster.host_memory_gb",
+        "the offloaded optimizer state of a node's " + std::to_string(std::min(spec.cluster.gpus_per_node, spec.world)) +
+            " ranks, " + gib(est.node_host_memory_bytes) + " (" + gib(est.host_memory_bytes) +
+            " per rank: fp32 master weights, m, v and a gradient copy), exceeds its " + gb(host_limit) + " of RAM",
+        "use a higher parallel.zero (it shards the state over dp*cp), more nodes, or offload: none"));
+
   if (est.peak_memory_bytes() > hw.memory_bytes) {
     const std::optional<FittingLayout> fit = nearest_fitting_layout(job, hw);
     if (fit) est.nearest_fit = fit->set_line();

@@ -71,6 +71,8 @@ struct Estimate {
   std::string expected_error;  // how far that model's step times held against runs (plan::expected_error)
   double mfu = 0;
   double device_memory_bytes = 0;
+  // parallel.offload: the host bytes of the rank with the most, and of a node (its ranks').
+  double host_memory_bytes = 0, node_host_memory_bytes = 0;
   std::string hardware;
   std::string nearest_fit;  // over memory: "--set ..." of the nearest layout that fits ("" if none)
   config::Diagnostics

@@ -4,13 +4,23 @@
 
 #include "engine/model/layer_description.h"
 #include "engine/plan/traffic.h"
+#include "engine/config/stage_placement.h"
 #include "engine/plan/dtypes.h"
 
 namespace ptrain::plan {
 
-ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, config::Precision precision) {
+// Offloaded per owned element: fp32 master, m, v, and the gradient's host copy.
+constexpr double kOffloadedBytesPerElement = 16;
+
+ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, config::Precision precision,
+                                  bool offload) {
   const BytesPerElement b = bytes_per_element(precision);
   const double n = shards;
+  if (offload) {
+    const double owned = elements / (zero_stage >= 1 ? n : 1.0);
+    return {elements * b.param, elements * b.grad / (zero_stage >= 2 ? n : 1.0), 0.0,
+            owned * (kOffloadedBytesPerElement)};
+  }
   // Under ZeRO-3 a rank's shard of the weights is the master; with a separate fp32 master (bf16)
   // it is counted in the optimizer state and the bf16 weights exist only in the gather windows.
   const double params = zero_stage < 3 ? elements * b.param : b.master > 0 ? 0.0 : elements * b.param / n;
@@ -21,11 +31,13 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
 ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params) {
   const config::ParallelSpec& p = spec.parallel;
   const config::Precision precision = spec.train.precision;
+  const bool offload = p.offload == config::Offload::Optimizer;
   const ModelStateBytes dense =
-      model_state_bytes(static_cast<double>(params.dense), p.dp * p.cp, p.zero, precision);
+      model_state_bytes(static_cast<double>(params.dense), p.dp * p.cp, p.zero, precision, offload);
   const ModelStateBytes expert =
-      model_state_bytes(static_cast<double>(params.expert), p.tp * p.cp * p.dp / p.ep, p.zero, precision);
-  return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer};
+      model_state_bytes(static_cast<double>(params.expert), p.tp * p.cp * p.dp / p.ep, p.zero, precision, offload);
+  return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer,
+          dense.host + expert.host};
 }
 
 namespace {
@@ -57,11 +69,12 @@ double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split
 }
 
 double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
-  const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
+  const config::StagePlacement place = config::StagePlacement::of(spec);
   const MicrobatchBytes microbatch(spec);
   double sum = model::total_bytes(model::backward_workspace(spec));
-  for (int c = 0; c < vpp; ++c)
-    sum += held.activation_slots[static_cast<size_t>(c)] * microbatch.stage(spec, c * pp + pp_rank, held.split_weight_grad);
+  for (int c = 0; c < place.vpp; ++c)
+    sum += held.activation_slots[static_cast<size_t>(c)] *
+           microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad);
   if (model::sends_stage_output(model::shard_coords(spec, pp_rank, 0, 0)))
     sum += bytes_sent(pipeline_message(spec));
   return sum;
@@ -84,8 +97,23 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held) {
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
-  return {states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, held),
-          comm_buffer_bytes(spec, params, held)};
+  MemoryBreakdown m{states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, held),
+                    comm_buffer_bytes(spec, params, held), states.host};
+  // Offloaded bf16 weights are converted on the host before they go to the device: the largest
+  // owned chunk's (the whole store's at stage 0) bf16 copy.
+  if (spec.parallel.offload == config::Offload::Optimizer && spec.train.precision == config::Precision::Bf16) {
+    const config::ParallelSpec& p = spec.parallel;
+    const double elements =
+        p.zero == 0 ? static_cast<double>(params.dense + params.expert)
+                    : std::max(static_cast<double>(params.largest_dense_unit) / (p.dp * p.cp),
+                               static_cast<double>(params.largest_expert_unit) / (p.tp * p.cp * p.dp / p.ep));
+    m.host += elements * bytes_per_element(spec.train.precision).param;
+  }
+  return m;
+}
+
+double node_host_bytes(const config::JobSpec& spec, const MemoryBreakdown& heaviest) {
+  return heaviest.host * std::min(spec.cluster.gpus_per_node, spec.world);
 }
 
 }  // namespace ptrain::plan

@@ -38,16 +38,22 @@ namespace ptrain::plan {
 
 struct MemoryBreakdown {  // bytes on one rank
   double params = 0, grads = 0, optimizer = 0, activations = 0, comm_buffers = 0;
+  // parallel.offload: optimizer: in the host's memory, not the device's (not in total()).
+  double host = 0;
   double total() const { return params + grads + optimizer + activations + comm_buffers; }
 };
 
 struct ModelStateBytes {
   double params = 0, grads = 0, optimizer = 0;
+  double host = 0;  // offloaded: the optimizer state, and the owned gradients' host copy
   double total() const { return params + grads + optimizer; }
 };
 
-// `elements` sharded by ZeRO `zero_stage` over `shards` ranks.
-ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, config::Precision precision);
+// `elements` sharded by ZeRO `zero_stage` over `shards` ranks. Offloaded (ZeRO-Offload, stages 0-2),
+// the owned elements' fp32 master, m and v and a host copy of their gradients are the host's: 16
+// bytes each, whatever the precision (fp32 keeps a host master apart from the device's weights).
+ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, config::Precision precision,
+                                  bool offload = false);
 
 // Dense params over dp*cp plus experts over expert-dp.
 ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params);
@@ -67,5 +73,8 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
 
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held);
+
+// Offload: what the host of a node holds, the heaviest rank's host bytes times the node's ranks.
+double node_host_bytes(const config::JobSpec& spec, const MemoryBreakdown& heaviest);
 
 }  // namespace ptrain::plan

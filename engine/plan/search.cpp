@@ -50,12 +50,22 @@ struct Schedule {
   int virtual_stages;
 };
 
+// The ways a cp group reaches the other ranks' keys: none to choose at cp 1.
+std::vector<config::CpComm> cp_comms_for(int cp) {
+  if (cp == 1) return {config::CpComm::Allgather};
+  return {config::CpComm::Allgather, config::CpComm::Ring, config::CpComm::A2a};
+}
+
 std::vector<Schedule> schedules_for(int pp, int layers) {
   std::vector<Schedule> kinds = {{config::ScheduleKind::OneFOneB, 1}};
   if (pp == 1) return kinds;
   kinds.push_back({config::ScheduleKind::ZbH1, 1});
   for (int v : kInterleavedStages)
     if (pp * v <= layers) kinds.push_back({config::ScheduleKind::Interleaved1F1B, v});
+  if (2 * pp <= layers) {  // two chunks per rank in a V
+    kinds.push_back({config::ScheduleKind::Zbv, 2});
+    kinds.push_back({config::ScheduleKind::DualPipeV, 2});
+  }
   return kinds;
 }
 
@@ -164,6 +174,7 @@ config::JobSpec with_layout(config::JobSpec spec, const Layout& layout) {
   p.dp_auto = true;
   p.sequence_parallel = layout.sequence_parallel;
   p.zero = layout.zero;
+  p.cp_comm = layout.cp_comm;
   spec.schedule.kind = layout.schedule;
   spec.schedule.virtual_stages = layout.virtual_stages;
   spec.schedule.layers_per_stage = layout.layers_per_stage;
@@ -183,6 +194,7 @@ std::vector<std::string> layout_assignments(const Layout& layout, bool experts) 
   std::vector<std::string> keys = {
       "parallel.tp=" + std::to_string(layout.tp),
       "parallel.cp=" + std::to_string(layout.cp),
+      std::string("parallel.cp_comm=") + config::to_string(layout.cp_comm),
       "parallel.pp=" + std::to_string(layout.pp),
       "parallel.dp=auto",
       std::string("parallel.sequence_parallel=") + (layout.sequence_parallel ? "true" : "false"),
@@ -210,36 +222,39 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
   std::map<std::tuple<config::ScheduleKind, int, int, int>, ScheduleRun> schedules;  // kind, pp, vpp, m
   for (int tp : powers_of_two_up_to(std::min(world, base.cluster.gpus_per_node))) {
     for (int cp : powers_of_two_up_to(std::min(world / tp, kMaxContextParallel))) {
-      for (int pp : powers_of_two_up_to(std::min(world / (tp * cp), layers))) {
-        if (world % (tp * cp * pp) != 0) continue;
-        const int dp = world / (tp * cp * pp);
-        for (const Schedule& schedule : schedules_for(pp, layers)) {
-          for (int ep : eps) {
-            for (int mb = 1; mb * dp <= base.train.global_batch; mb *= 2) {
-              Layout layout{tp,
-                            cp,
-                            pp,
-                            ep,
-                            schedule.kind,
-                            schedule.virtual_stages,
-                            spread_layers(layers, pp * schedule.virtual_stages),
-                            mb};
-              layout.sequence_parallel = base.parallel.sequence_parallel && tp > 1;
-              ++result.layouts;
-              const config::LoadResult derived = config::rederive(job, with_layout(base, layout));
-              if (!derived.ok()) {
-                ++result.invalid;
-                if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
-                continue;
+      for (config::CpComm cp_comm : cp_comms_for(cp)) {
+        for (int pp : powers_of_two_up_to(std::min(world / (tp * cp), layers))) {
+          if (world % (tp * cp * pp) != 0) continue;
+          const int dp = world / (tp * cp * pp);
+          for (const Schedule& schedule : schedules_for(pp, layers)) {
+            for (int ep : eps) {
+              for (int mb = 1; mb * dp <= base.train.global_batch; mb *= 2) {
+                Layout layout{tp,
+                              cp,
+                              pp,
+                              ep,
+                              schedule.kind,
+                              schedule.virtual_stages,
+                              spread_layers(layers, pp * schedule.virtual_stages),
+                              mb};
+                layout.sequence_parallel = base.parallel.sequence_parallel && tp > 1;
+                layout.cp_comm = cp_comm;
+                ++result.layouts;
+                const config::LoadResult derived = config::rederive(job, with_layout(base, layout));
+                if (!derived.ok()) {
+                  ++result.invalid;
+                  if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
+                  continue;
+                }
+                auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
+                if (new_model) model->second = ModelCounts(derived.spec.model);
+                auto [run, new_run] = schedules.try_emplace(
+                    {schedule.kind, pp, schedule.virtual_stages, derived.spec.train.microbatches});
+                if (new_run) run->second = ScheduleRun(derived.spec);
+                const bool fits =
+                    add_fitting(derived.spec, layout, model->second, run->second, hw, result, candidates);
+                ++(fits ? result.fitting : result.over_memory);
               }
-              auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
-              if (new_model) model->second = ModelCounts(derived.spec.model);
-              auto [run, new_run] = schedules.try_emplace(
-                  {schedule.kind, pp, schedule.virtual_stages, derived.spec.train.microbatches});
-              if (new_run) run->second = ScheduleRun(derived.spec);
-              const bool fits =
-                  add_fitting(derived.spec, layout, model->second, run->second, hw, result, candidates);
-              ++(fits ? result.fitting : result.over_memory);
             }
           }
         }

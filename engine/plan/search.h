@@ -1,9 +1,9 @@
 // `ptrain plan`: the layout search. Every combination of
 //   tp        1, 2, 4, ... up to a node (cluster.gpus_per_node), so tensor parallelism stays on NVLink
-//   cp        1, 2, 4, ... 16
+//   cp        1, 2, 4, ... 16; with cp > 1 each cp_comm (allgather, ring, a2a where the heads split)
 //   pp        1, 2, 4, ... up to model.layers
-//   schedule  1f1b; with pp > 1 also zb-h1 and interleaved-1f1b with 2 and 4 virtual stages
-//             (gpipe is left out: 1f1b has its bubble with fewer microbatches in flight)
+//   schedule  1f1b; with pp > 1 also zb-h1, interleaved-1f1b with 2 and 4 virtual stages, zbv and
+//             dualpipev (gpipe is left out: 1f1b has its bubble with fewer microbatches in flight)
 //   ep        every divisor of model.moe.experts (MoE models; 1 otherwise)
 //   micro_batch 1, 2, 4, ... up to global_batch / dp
 //   zero      0..3 where ranks shard (dp*cp or the expert dp group > 1; else 0)
@@ -43,6 +43,7 @@ struct Layout {
   bool sequence_parallel = false;  // the job's choice where tp > 1 (it does nothing at tp 1)
   config::Recompute recompute = config::Recompute::None;
   int zero = 0;
+  config::CpComm cp_comm = config::CpComm::Allgather;
 };
 
 // `spec` with `layout`'s values and dp: auto (derived fields are not recomputed: see rederive).

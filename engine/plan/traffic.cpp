@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/model/layer_description.h"
+#include "engine/config/stage_placement.h"
 #include "engine/plan/dtypes.h"
 
 namespace ptrain::plan {
@@ -110,7 +111,7 @@ StageTraffic stage_traffic(const config::JobSpec& spec, const model::ModelOps& o
   const int t = spec.parallel.tp;
   const bool sp = spec.parallel.sequence_parallel;
   const bool full = spec.train.recompute == config::Recompute::Full;
-  const bool zb = spec.schedule.kind == config::ScheduleKind::ZbH1;
+  const bool zb = config::splits_weight_grad(spec.schedule.kind);  // W runs apart (zb-h1, zbv, dualpipev)
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
   using model::Axis;
   // The collectives of the layer description (model/layer_description.h): the layers', and the
@@ -185,20 +186,22 @@ DataParallelTraffic data_parallel_traffic(const config::JobSpec& spec, const Ran
 }
 
 StepTraffic step_traffic(const config::JobSpec& spec, const RankParams& params, int pp_rank) {
-  const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
+  const config::StagePlacement place = config::StagePlacement::of(spec);
   const double m = spec.train.microbatches;
   const double message = bytes_sent(pipeline_message(spec));
   const model::ModelOps ops = model::model_ops(spec);
   StepTraffic s;
-  for (int chunk = 0; chunk < vpp; ++chunk) {
-    const int v = chunk * pp + pp_rank;
+  for (int chunk = 0; chunk < place.vpp; ++chunk) {
+    const int v = place.virtual_stage(pp_rank, chunk);
     const StageTraffic c = stage_traffic(spec, ops, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
     s.tp += m * (bytes_sent(c.tp_forward) + bytes_sent(c.tp_backward)) +
             sequence_parallel_grad_bytes(spec, v,
                                          spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
     s.cp += m * (bytes_sent(c.cp_forward) + bytes_sent(c.cp_backward));
     s.ep += m * (bytes_sent(c.ep_forward) + bytes_sent(c.ep_backward));
-    const int sends = (v + 1 < pp * vpp ? 1 : 0) + (v > 0 ? 1 : 0);  // activation forward, grad backward
+    // Activation forward, grad backward; none to a neighbour on this rank (the V's turn).
+    const int sends = (v + 1 < place.stages() && place.holder(v + 1).rank != pp_rank ? 1 : 0) +
+                      (v > 0 && place.holder(v - 1).rank != pp_rank ? 1 : 0);
     s.pp += m * sends * message;
   }
   if (params.tied_embedding > 0) {

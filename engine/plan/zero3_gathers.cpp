@@ -4,7 +4,7 @@ namespace ptrain::plan {
 
 Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const FlatUnits& units, int pp_rank) {
   const int count = units.count();
-  const int pp = schedule.pp, vpp = schedule.vpp;
+  const int vpp = schedule.vpp;
   auto is_expert = [&](int u) { return u >= 0 && u < count && units.expert[static_cast<std::size_t>(u)]; };
   // Each model chunk's announcements (Transformer::run_forward, backward, weight_grad), unit by unit:
   // a layer's unit, then its experts' when they are apart (the unit right after it).
@@ -14,7 +14,7 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const FlatUnits& 
     for (int u = 0; u < count; ++u)
       if (units.chunk[static_cast<std::size_t>(u)] == c && !is_expert(u)) layers.push_back(u);
     auto experts_of = [&](int layer_unit) { return is_expert(layer_unit + 1) ? layer_unit + 1 : -1; };
-    const bool first = pp_rank == 0 && c == 0, last = pp_rank == pp - 1 && c == vpp - 1;
+    const bool first = schedule.placement().first(pp_rank, c), last = schedule.placement().last(pp_rank, c);
     std::vector<int>& f = forward[static_cast<std::size_t>(c)];
     if (first) f.push_back(units.embedding);
     if (!layers.empty() || last) f.push_back(!layers.empty() ? layers.front() : units.final);

@@ -74,9 +74,6 @@ std::int64_t PipelineStage::activation_bytes() const {
   return bytes;
 }
 
-int PipelineStage::prev_rank() const { return (pp_rank_ + pp_ - 1) % pp_; }
-int PipelineStage::next_rank() const { return (pp_rank_ + 1) % pp_; }
-
 const void* PipelineStage::outgoing(kernels::Buf buffer, int index_of_buffer) {
   if (!staged_) return buffer.ptr;
   const std::size_t bytes = chunks_.front()->boundary_bytes();
@@ -135,6 +132,16 @@ class PipelineStage::Step final : public pipeline::StageWork {
   void send_gradient(int chunk, int buffer, int peer) override {
     send(stage_.chunks_[index(chunk)]->input_grad(), buffer, peer, kGradients);
   }
+  void pass_activation(int from_chunk, int from_slot, int chunk, int slot) override {
+    const model::Transformer& to = *stage_.chunks_[index(chunk)];
+    stage_.ops_.convert(to.input(slot), stage_.chunks_[index(from_chunk)]->output(from_slot), to.boundary_elements());
+  }
+  void pass_gradient(int from_chunk, int chunk) override {
+    // Nothing to move: the chunks share one backward workspace, where the later chunk's B left its
+    // input grad and the earlier chunk's B, the rank's next backward, starts from it.
+    if (stage_.chunks_[index(from_chunk)]->input_grad().ptr != stage_.chunks_[index(chunk)]->output_grad().ptr)
+      throw std::logic_error("PipelineStage: the chunks of a rank no longer share the backward workspace");
+  }
   void wait_send(int buffer) override {
     timed("wait send", -1, -1, [&] { sends_[index(buffer)].wait(); });
   }
@@ -191,13 +198,19 @@ double PipelineStage::train(const MicrobatchLoader& load, float grad_scale,
 }
 
 std::int64_t PipelineStage::evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum) {
+  const config::StagePlacement place = executor_.schedule().placement();
   std::int64_t counted = 0;
-  for (auto& chunk : chunks_) {
-    const std::size_t bytes = chunk->boundary_bytes();
-    if (!chunk->first_stage()) receive(chunk->input(0), bytes, prev_rank(), kActivations);
-    counted += chunk->evaluate(0, tokens, targets, loss_sum);
-    if (!chunk->last_stage())
-      comm_.send(*pp_group_, outgoing(chunk->output(0), 0), bytes, next_rank(), kActivations);
+  for (int c = 0; c < static_cast<int>(chunks_.size()); ++c) {
+    model::Transformer& chunk = *chunks_[index(c)];
+    const std::size_t bytes = chunk.boundary_bytes();
+    // A hop within the rank (the V's turn) hands the earlier chunk's output over in memory.
+    if (const int earlier = place.chunk_beside(pp_rank_, c, -1); earlier >= 0)
+      ops_.convert(chunk.input(0), chunks_[index(earlier)]->output(0), chunk.boundary_elements());
+    else if (!chunk.first_stage())
+      receive(chunk.input(0), bytes, place.prev_rank(pp_rank_, c), kActivations);
+    counted += chunk.evaluate(0, tokens, targets, loss_sum);
+    if (!chunk.last_stage() && place.chunk_beside(pp_rank_, c, +1) < 0)
+      comm_.send(*pp_group_, outgoing(chunk.output(0), 0), bytes, place.next_rank(pp_rank_, c), kActivations);
   }
   return counted;
 }

@@ -2,7 +2,9 @@
 // by pipeline::ScheduleExecutor over the instruction list that pipeline::build gives its pp rank
 // (DESIGN.md: the simulator, the drawing and the executor run the same lists), and the forward-only
 // chain of validation. With pp = 1 there is one chunk, the whole model, and the list is F and B per
-// microbatch. Schedules that split weight gradients (zb-h1) run W as Transformer::weight_grad.
+// microbatch. Schedules that split weight gradients (zb-h1, zbv, dualpipev) run W as
+// Transformer::weight_grad. The hop between two chunks of one rank (the V's turn of zbv and
+// dualpipev) is a copy from the earlier chunk's output into the later chunk's input slot.
 //
 // Messages go over the pp group, activations on channel 0 and gradients on channel 1 (the execution
 // contract of pipeline/schedule.h). A received activation goes straight into its slot's input, a
@@ -47,7 +49,7 @@ class PipelineStage {
                 parallel::ContextParallel* cp, parallel::ExpertParallel* ep, int microbatches);
   ~PipelineStage();
 
-  // The rank that holds the last virtual stage computes the loss.
+  // The rank that holds the last virtual stage computes the loss (its last chunk in both placements).
   bool computes_loss() const { return chunks_.back()->last_stage(); }
   // False where messages of device memory go through NCCL: the device waits for them, not the host.
   bool messages_wait_on_host() const { return ops_.device() == kernels::Device::Cpu || staged_; }
@@ -67,8 +69,6 @@ class PipelineStage {
   std::int64_t evaluate(const std::int32_t* tokens, const std::int32_t* targets, kernels::Buf loss_sum);
 
  private:
-  int prev_rank() const;  // pp rank of the previous (next) virtual stage's holder
-  int next_rank() const;
   // What the Comm sends for send buffer `index` holding `buffer`: the buffer, or its host mirror.
   const void* outgoing(kernels::Buf buffer, int index);
   // Receives a message of `bytes` into `into`, through the host when staged.

@@ -235,7 +235,7 @@ struct Trainer::State {
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
         options.startup.weights = "read from a checkpoint";
-        ShardMirror staged(ops, zero.restored_shards());
+        ShardMirror staged(zero.shard_memory(), zero.restored_shards());
         ckpt::restore_flat_shards(loaded, params, staged.host());
         staged.upload();
         zero.after_restore();
@@ -287,7 +287,7 @@ struct Trainer::State {
     std::exception_ptr failure;  // this rank's own
     std::string report;          // to rank 0: what this rank wrote (RankFileInfo JSON), or why nothing
     try {
-      ShardMirror staged(ops, zero.saved_shards());
+      ShardMirror staged(zero.shard_memory(), zero.saved_shards());
       staged.download();
       report = ckpt::to_json(ckpt::write_rank_file(tmp_dir, comm.rank(), step,
                                                    ckpt::flat_shard_tensors(params, staged.host())))

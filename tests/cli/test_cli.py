@@ -199,6 +199,17 @@ class ValidateBadInput(unittest.TestCase):
             self.assertIn(f, r.stderr)
         return r
 
+    def test_offloaded_state_over_the_node_ram(self):
+        # Llama 3 8B's optimizer state unsharded on 8 ranks a node: 8 x ~16 bytes a parameter.
+        offload = ("--set", "parallel.offload=optimizer")
+        r = ptrain("validate", config("llama3-8b"), *offload, "--set", "parallel.zero=0",
+                   "--set", "cluster.host_memory_gb=100")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("cluster.host_memory_gb: the offloaded optimizer state", r.stderr)
+        self.assertIn("host (offload: optimizer)", r.stdout)
+        ok = ptrain("validate", config("llama3-8b"), *offload, "--set", "cluster.host_memory_gb=2000")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+
     def test_missing_file(self):
         r = ptrain("validate", "/nonexistent/job.yaml")
         self.assertEqual(r.returncode, 2)

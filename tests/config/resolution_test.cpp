@@ -202,6 +202,20 @@ TEST_CASE("interleaved even split has pp*virtual_stages entries", "[config][reso
   CHECK(result.spec.schedule.resolved_layers_per_stage == std::vector<int>{2, 2, 2, 2, 2, 2});
 }
 
+TEST_CASE("zbv and dualpipev imply two virtual stages per rank", "[config][resolve]") {
+  for (const std::string kind : {"zbv", "dualpipev"}) {
+    for (const std::string vpp : {"", ", virtual_stages: 2"}) {
+      CAPTURE(kind, vpp);
+      LoadResult result = load("name: tiny\nmodel: {arch: llama, layers: 8, hidden: 64, heads: 4, ffn_hidden: 128, "
+                               "vocab: 100, seq_len: 16}\ncluster: {gpus_per_node: 2}\nparallel: {pp: 2}\n"
+                               "schedule: {kind: " + kind + vpp + "}\n");
+      REQUIRE(result.ok());
+      CHECK(result.spec.schedule.virtual_stages == 2);
+      CHECK(result.spec.schedule.resolved_layers_per_stage == std::vector<int>{2, 2, 2, 2});
+    }
+  }
+}
+
 TEST_CASE("not-given kv_heads and ffn_hidden resolve, and vocab pads to tp", "[config][resolve]") {
   for (const std::string given :
        {"", "  kv_heads: null\n  ffn_hidden: ~\n", "  kv_heads: 0\n  ffn_hidden: 0\n"}) {
@@ -274,7 +288,7 @@ TEST_CASE("to_string spells every enum value as YAML does", "[config][resolve]")
   CHECK(names(EnumValues<Backend>::values) == std::vector<std::string>{"auto", "cpu", "cuda"});
   CHECK(names(EnumValues<Arch>::values) == std::vector<std::string>{"gpt2", "llama", "mixtral"});
   CHECK(names(EnumValues<ScheduleKind>::values) ==
-        std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"});
+        std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev"});
   CHECK(names(EnumValues<Precision>::values) == std::vector<std::string>{"fp32", "bf16"});
   CHECK(names(EnumValues<Recompute>::values) == std::vector<std::string>{"none", "selective", "full"});
   CHECK(names(EnumValues<LrDecay>::values) ==

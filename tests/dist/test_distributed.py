@@ -21,7 +21,7 @@ JOB = """\
 name: dist-test
 backend: cpu
 model: {{arch: {arch}, layers: {layers}, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16{moe}}}
-parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}, order: {order}}}
+parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}, order: {order}, offload: {offload}}}
 schedule: {{kind: {schedule}, virtual_stages: {vpp}, layers_per_stage: {layers_per_stage}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: {micro_batch}, precision: fp32, seed: 5, recompute: {recompute}}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
@@ -35,13 +35,13 @@ comm: {{timeout_s: {timeout}}}
 
 def job(d, dp=1, zero=0, steps=20, arch="gpt2", every=10, timeout=60, pp=1, schedule="1f1b", vpp=1, layers=2,
         layers_per_stage="[]", tp=1, sp=False, cp=1, recompute="selective", micro_batch=1, ep=1,
-        order="tp-cp-ep-dp-pp", cp_comm="allgather"):
+        order="tp-cp-ep-dp-pp", cp_comm="allgather", offload="none"):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
         # llama and mixtral with grouped-query attention (2 kv heads: replicated at tp 4); gpt2 has 4;
         # mixtral's experts drop some tokens (capacity 8 of a sequence's 32 choices)
         moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0, aux_loss_coef: 0.05}" if arch == "mixtral" else ""
-        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, cp_comm=cp_comm, ep=ep, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d, order=order,
+        f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, cp_comm=cp_comm, offload=offload, ep=ep, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d, order=order,
                            pp=pp, schedule=schedule, vpp=vpp, layers=layers, layers_per_stage=layers_per_stage))
     return path
 
@@ -322,6 +322,21 @@ class PipelineLayouts(ModelParallelCurves):
             dict(pp=2, dp=2, zero=1, order="tp-cp-ep-pp-dp"),
         ])
 
+    def test_v_shaped_schedules(self):
+        # zbv and dualpipev: two chunks per rank in a V; rank 0 holds the first and the last stage,
+        # rank 1 (the last) hands its chunk 0's output to its chunk 1 without a message.
+        self.check_layouts("llama", [
+            dict(pp=2, schedule="zbv", vpp=2),
+            dict(pp=2, dp=2, zero=1, schedule="zbv", vpp=2),
+            dict(pp=2, schedule="dualpipev", vpp=2, recompute="full"),
+            dict(pp=2, dp=2, zero=1, schedule="dualpipev", vpp=2),
+        ])
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d, layers=4, pp=2, schedule="zbv", vpp=2))  # gpt2 ties its word embedding
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("schedule.kind: schedule.kind zbv puts the first and the last stage on pipeline rank 0",
+                          r.stderr)
+
     def test_a_pipeline_checkpoint_resumes_in_other_layouts(self):
         self.check_resumes("gpt2", dict(pp=2, dp=2, zero=1), [dict(), dict(pp=4, schedule="gpipe")])
 
@@ -414,6 +429,24 @@ class ContextParallelLayouts(ModelParallelCurves):
         ], TensorParallelLayouts.NORM_TOLERANCE)
         self.check_layouts("gpt2", [dict(cp=2, cp_comm="a2a", dp=2, zero=1, recompute="none")],
                            TensorParallelLayouts.NORM_TOLERANCE)
+
+
+class OptimizerOffload(ModelParallelCurves):
+    """parallel.offload: optimizer (ZeRO-Offload): the master weights and AdamW's moments on the host,
+    the owned gradients copied out and the weights copied back around a host AdamW; the curve is the
+    device-resident one's, at ZeRO 0, 1 and 2, with tensor and pipeline parallelism."""
+
+    def test_offloaded_optimizer_reproduces_the_curve(self):
+        self.check_layouts("llama", [
+            dict(dp=2, zero=0, offload="optimizer"),
+            dict(dp=2, zero=1, offload="optimizer"),
+            dict(dp=2, zero=2, tp=2, offload="optimizer"),
+            dict(dp=2, zero=1, pp=2, offload="optimizer"),
+        ], TensorParallelLayouts.NORM_TOLERANCE)
+
+    def test_an_offloaded_checkpoint_resumes_on_the_device_and_back(self):
+        self.check_resumes("llama", dict(dp=2, zero=1, offload="optimizer"),
+                           [dict(), dict(dp=2, zero=2, offload="optimizer")])
 
 
 class MoeLayouts(ModelParallelCurves):

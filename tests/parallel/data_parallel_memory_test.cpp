@@ -76,3 +76,42 @@ TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
     }
   }
 }
+
+TEST_CASE("offloaded, the optimizer's state is the host's, as validate predicts") {
+  for (const char* precision : {"fp32", "bf16"}) {
+    for (int zero = 0; zero <= 2; ++zero) {
+      INFO("zero " << zero << " precision " << precision);
+      const config::LoadResult loaded = test::load_job(
+          R"(
+name: zero-offload-memory
+backend: cpu
+model: {arch: llama, layers: 3, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 1000, seq_len: 32}
+train: {global_batch: 8, micro_batch: 2, precision: fp32}
+parallel: {offload: optimizer}
+cluster: {nodes: 1, gpus_per_node: 2, gpu: cpu}
+)",
+          {"parallel.zero=" + std::to_string(zero), std::string("train.precision=") + precision}, 2);
+      REQUIRE(loaded.ok());
+      const config::JobSpec& spec = loaded.spec;
+      const model::ShardCoords coords = model::shard_coords(spec, 0, 0, 0);
+      std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
+      const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, 1, 1, spec.train.microbatches);
+      const plan::RankParams counted =
+          plan::count_rank_params(spec, schedule, model::local_params(registry, coords), 0);
+      const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, {{1}, {}, 0});
+
+      model::ParamStore store(std::move(registry), coords, parallel::zero_store_options(spec, 2, kernels::cpu_ops()));
+      test::SilentComm comm(0, 2);
+      const parallel::DataParallel engine(spec, store, kernels::cpu_ops(), comm, comm.new_group("dp", {0, 1}));
+      const parallel::ZeroBytes allocated = engine.allocated_bytes();
+      CHECK(allocated.optimizer == 0);
+      CHECK(predicted.optimizer == 0);
+      CHECK(allocated.host == Approx(predicted.host).epsilon(1e-9));
+      CHECK(allocated.params == Approx(predicted.params).epsilon(1e-9));
+      CHECK(allocated.grads == Approx(predicted.grads).epsilon(1e-9));
+      // fp32 master, m, v and the gradients' copy for every owned element, and bf16 staging.
+      const double owned = static_cast<double>(store.numel()) / (zero >= 1 ? 2 : 1);
+      CHECK(allocated.host >= 16 * owned);
+    }
+  }
+}

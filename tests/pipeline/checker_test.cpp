@@ -136,6 +136,21 @@ TEST_CASE("local order, fields and shape are checked") {
     s.ranks[1].push_back({Op::SendAct, 0, 0, 0});
     CHECK(any_contains(check(s), "the last virtual stage has no SendAct"));
   }
+  SECTION("a message for the V's turn, which stays on the rank") {
+    Schedule s = build(ScheduleKind::Zbv, 2, 2, 2);
+    s.ranks[1].push_back({Op::SendAct, 0, 0, 0});  // rank 1 = pp-1: chunk 0 feeds its own chunk 1
+    CHECK(any_contains(check(s), "the next virtual stage is on this rank, a hop without a message"));
+  }
+  SECTION("the later chunk's F before the earlier one's across the V's turn") {
+    Schedule s = build(ScheduleKind::Zbv, 2, 2, 2);
+    auto& list = s.ranks[1];  // RecvAct(0, 0) F(0, 0) F(0, 1) SendAct(0, 1) ...
+    REQUIRE(list[1] == Instr{Op::Forward, 0, 0});
+    REQUIRE(list[2] == Instr{Op::Forward, 0, 1});
+    std::swap(list[1], list[2]);
+    std::swap(list[0], list[1]);  // F(0, 1) RecvAct(0, 0) F(0, 0): the receive still right before its F
+    CHECK(any_contains(check(s), "rank 1, instruction 0 (F(mb 0, chunk 1)) comes before F(mb 0, chunk 0) at "
+                                 "instruction 2, which hands it its input on this rank"));
+  }
   SECTION("microbatch out of range") {
     Schedule s = build(ScheduleKind::OneFOneB, 2, 1, 2);
     s.ranks[0][0].microbatch = 7;

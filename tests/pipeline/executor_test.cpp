@@ -5,6 +5,7 @@
 // send is waited for by the end of the step. Lists that break the executor's assumptions are refused.
 #include "engine/pipeline/executor.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
@@ -34,11 +35,23 @@ class RecordingWork final : public StageWork {
   }
   void forward(int chunk, int slot, int microbatch) override {
     const bool received = !done.empty() && done.back() == Instr{Op::RecvAct, microbatch, chunk, done.back().peer};
-    if (received)
-      REQUIRE(holds(chunk, slot, microbatch));  // the slot the activations were received into
+    if (received || passed_.count({chunk, slot}) > 0)
+      REQUIRE(holds(chunk, slot, microbatch));  // the slot the activations were received or passed into
     else
       hold(chunk, slot, microbatch);  // the first virtual stage: taken at F
+    passed_.erase({chunk, slot});
     done.push_back({Op::Forward, microbatch, chunk});
+  }
+  void pass_activation(int from_chunk, int from_slot, int chunk, int slot) override {
+    // Right after the earlier chunk's F of the microbatch, which still holds its slot.
+    REQUIRE(done.back() == Instr{Op::Forward, holder_.at({from_chunk, from_slot}), from_chunk});
+    hold(chunk, slot, done.back().microbatch);
+    passed_.insert({chunk, slot});
+  }
+  void pass_gradient(int from_chunk, int chunk) override {
+    // The later chunk's last B hands its grad to the earlier chunk's B of the same microbatch.
+    REQUIRE(last_backward_.count(from_chunk) == 1);
+    expected_backward_[chunk] = last_backward_[from_chunk];
   }
   void send_activation(int chunk, int slot, int buffer, int peer) override {
     start_send(buffer);
@@ -81,6 +94,13 @@ class RecordingWork final : public StageWork {
   }
   void compute(Op op, int chunk, int slot, int microbatch) {
     REQUIRE(holds(chunk, slot, microbatch));
+    if (op == Op::Backward) {
+      if (auto it = expected_backward_.find(chunk); it != expected_backward_.end()) {
+        REQUIRE(it->second == microbatch);
+        expected_backward_.erase(it);
+      }
+      last_backward_[chunk] = microbatch;
+    }
     if (op == (split_ ? Op::WeightGrad : Op::Backward)) holder_.erase({chunk, slot});
     done.push_back({op, microbatch, chunk});
   }
@@ -95,6 +115,9 @@ class RecordingWork final : public StageWork {
   bool split_;
   std::map<std::pair<int, int>, int> holder_;  // (chunk, slot) -> microbatch
   std::map<std::pair<Op, int>, int> seen_;     // (receive op, chunk) -> receives done
+  std::set<std::pair<int, int>> passed_;       // (chunk, slot) pass_activation filled, F not yet run
+  std::map<int, int> last_backward_;           // chunk -> microbatch of its last B
+  std::map<int, int> expected_backward_;       // chunk -> microbatch whose grad was passed to it
 };
 
 }  // namespace
@@ -121,6 +144,18 @@ TEST_CASE("the executor refuses lists it cannot run") {
   SECTION("a message away from its compute op") {
     std::swap(s.ranks[1][0], s.ranks[1][1]);  // RecvAct(0) F(0) -> F(0) RecvAct(0)
     CHECK_THROWS_WITH(ScheduleExecutor(s, 1), Catch::Contains("is not beside its compute op"));
+  }
+  SECTION("B's across the hop within a rank that do not pair up") {
+    Schedule v = build(config::ScheduleKind::Zbv, 2, 2, 2);
+    auto& last_rank = v.ranks[1];
+    // B1(0) B0(0) B1(1) B0(1) on the last rank -> B1(0) B1(1) B0(0) B0(1): B0(0) and its SendGrad
+    // moved past B1(1).
+    auto is_b = [](const Instr& in, int mb, int chunk) { return in.op == Op::Backward && in.microbatch == mb && in.chunk == chunk; };
+    auto b00 = std::find_if(last_rank.begin(), last_rank.end(), [&](const Instr& in) { return is_b(in, 0, 0); });
+    auto b11 = std::find_if(last_rank.begin(), last_rank.end(), [&](const Instr& in) { return is_b(in, 1, 1); });
+    REQUIRE(b00 < b11);
+    std::rotate(b00, b00 + 2, b11 + 1);
+    CHECK_THROWS_WITH(ScheduleExecutor(v, 1), Catch::Contains("breaks the pairs of B's across the hop within the rank"));
   }
   SECTION("a chunk whose last gradients are not the last microbatch's") {
     Schedule one = build(config::ScheduleKind::Gpipe, 1, 1, 2);

@@ -67,7 +67,7 @@ struct Drawn {
 Drawn simulated(ScheduleKind kind, int pp, int vpp, int m) {
   Schedule s = build(kind, pp, vpp, m);
   SimResult sim =
-      simulate(s, OpCosts::uniform(s, 1.0 / vpp, 2.0 / vpp, kind == ScheduleKind::ZbH1 ? 1.0 : 0.0));
+      simulate(s, OpCosts::uniform(s, 1.0 / vpp, 2.0 / vpp, s.split_weight_grad ? 1.0 / vpp : 0.0));
   return {std::move(s), std::move(sim)};
 }
 
@@ -126,8 +126,7 @@ TEST_CASE("ascii: too wide drawings are scaled and say so") {
 
 TEST_CASE("svg: a standalone document with one rect per op") {
   for (auto kind : ptrain::pipeline::testing::kAllKinds) {
-    const bool interleaved = kind == ScheduleKind::Interleaved1F1B;
-    const auto [s, sim] = simulated(kind, 4, interleaved ? 2 : 1, 8);
+    const auto [s, sim] = simulated(kind, 4, ptrain::pipeline::testing::least_vpp(kind), 8);
     const std::string svg = render_svg(s, sim);
     INFO(config::to_string(kind));
     CHECK(svg.rfind("<?xml version=\"1.0\"", 0) == 0);
@@ -142,8 +141,7 @@ TEST_CASE("svg: a standalone document with one rect per op") {
 
 TEST_CASE("chrome trace: one complete event per op, in microseconds") {
   for (auto kind : ptrain::pipeline::testing::kAllKinds) {
-    const bool interleaved = kind == ScheduleKind::Interleaved1F1B;
-    const int pp = 4, vpp = interleaved ? 2 : 1, m = 8;
+    const int pp = 4, vpp = ptrain::pipeline::testing::least_vpp(kind), m = 8;
     const auto [s, sim] = simulated(kind, pp, vpp, m);
     const auto trace = nlohmann::json::parse(render_chrome_trace(s, sim));
     INFO(config::to_string(kind));
@@ -161,7 +159,7 @@ TEST_CASE("chrome trace: one complete event per op, in microseconds") {
       const double expected_us = (name[0] == 'F' ? 1e6 : name[0] == 'B' ? 2e6 : 1e6) / vpp;
       CHECK(e.at("dur").get<double>() == Approx(expected_us));
     }
-    CHECK(complete == 2 * m * vpp * pp + (s.split_weight_grad ? m * pp : 0));
-    CHECK(w == (s.split_weight_grad ? m * pp : 0));
+    CHECK(complete == (s.split_weight_grad ? 3 : 2) * m * vpp * pp);
+    CHECK(w == (s.split_weight_grad ? m * vpp * pp : 0));
   }
 }

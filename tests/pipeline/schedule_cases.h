@@ -16,15 +16,21 @@ struct Case {
 
 inline constexpr config::ScheduleKind kAllKinds[] = {
     config::ScheduleKind::Gpipe, config::ScheduleKind::OneFOneB, config::ScheduleKind::Interleaved1F1B,
-    config::ScheduleKind::ZbH1};
+    config::ScheduleKind::ZbH1, config::ScheduleKind::Zbv, config::ScheduleKind::DualPipeV};
 
-// Every valid combination of pp 1..8, vpp 1..4 (interleaved) or 1, microbatches 1..24.
+// The fewest model chunks per rank a kind runs with.
+inline int least_vpp(config::ScheduleKind kind) {
+  return kind == config::ScheduleKind::Interleaved1F1B || config::StagePlacement::of(kind, 2, 2).v_shape ? 2 : 1;
+}
+
+// Every valid combination of pp 1..8, vpp 1..4 (interleaved), 2 (zbv, dualpipev) or 1,
+// microbatches 1..24.
 inline std::vector<Case> sweep(int max_pp = 8, int max_microbatches = 24) {
   std::vector<Case> cases;
   for (auto kind : kAllKinds) {
     const bool interleaved = kind == config::ScheduleKind::Interleaved1F1B;
     for (int pp = 1; pp <= max_pp; ++pp) {
-      for (int vpp = 1; vpp <= (interleaved ? 4 : 1); ++vpp) {
+      for (int vpp = least_vpp(kind); vpp <= (interleaved ? 4 : least_vpp(kind)); ++vpp) {
         for (int m = 1; m <= max_microbatches; ++m) {
           if (build_problems(kind, pp, vpp, m).empty()) cases.push_back({kind, pp, vpp, m});
         }

@@ -92,15 +92,18 @@ TEST_CASE("sends and receives sit right around their compute op, over the sweep"
     REQUIRE(static_cast<int>(s.ranks.size()) == c.pp);
     int compute = 0;
     bool placed = true;
+    const ptrain::config::StagePlacement place = s.placement();
     for (int rank = 0; rank < s.pp; ++rank) {
       const auto& list = s.ranks[rank];
-      const int prev = (rank + s.pp - 1) % s.pp, next = (rank + 1) % s.pp;
       for (size_t i = 0; i < list.size(); ++i) {
         const Instr& in = list[i];
         if (!is_compute(in.op)) continue;
         ++compute;
+        // No message at either end of the pipeline, nor for a hop within the rank.
         const int stage = s.virtual_stage(rank, in.chunk);
-        const bool first = stage == 0, last = stage == s.virtual_stages() - 1;
+        const int prev = stage == 0 ? rank : place.holder(stage - 1).rank;
+        const int next = stage == s.virtual_stages() - 1 ? rank : place.holder(stage + 1).rank;
+        const bool first = prev == rank, last = next == rank;
         auto before = [&](Op op, int peer) {
           return i > 0 && list[i - 1] == Instr{op, in.microbatch, in.chunk, peer};
         };

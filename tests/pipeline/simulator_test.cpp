@@ -47,13 +47,16 @@ std::string dependency_violation(const Schedule& s, const SimResult& sim, double
   }
   if (static_cast<int>(by_key.size()) != s.compute_ops()) return "not every op ran";
   const int last = s.virtual_stages() - 1;
+  const ptrain::config::StagePlacement place = s.placement();
   for (const auto& [key, span] : by_key) {
     const auto [op, mb, stage] = key;
     auto end_of = [&](Op o, int v) { return by_key.at({static_cast<int>(o), mb, v}).end; };
+    // A message between stages on two ranks; none within one rank (the V's turn).
+    auto hop = [&](int v) { return place.holder(v).rank == place.holder(stage).rank ? 0.0 : p2p; };
     double ready = 0;
-    if (op == static_cast<int>(Op::Forward) && stage > 0) ready = end_of(Op::Forward, stage - 1) + p2p;
+    if (op == static_cast<int>(Op::Forward) && stage > 0) ready = end_of(Op::Forward, stage - 1) + hop(stage - 1);
     if (op == static_cast<int>(Op::Backward)) {
-      ready = stage == last ? end_of(Op::Forward, stage) : end_of(Op::Backward, stage + 1) + p2p;
+      ready = stage == last ? end_of(Op::Forward, stage) : end_of(Op::Backward, stage + 1) + hop(stage + 1);
     }
     if (op == static_cast<int>(Op::WeightGrad)) ready = end_of(Op::Backward, stage);
     if (span.start < ready - kTight) return "an op starts before its input is ready";
@@ -119,6 +122,64 @@ TEST_CASE("zb-h1 beats 1f1b with uneven F, B and W too") {
         const double base_bubble = simulate(base, OpCosts::uniform(base, f, b, w)).makespan - m * (f + b + w);
         CHECK(base_bubble == Approx((pp - 1) * (f + b + w)).margin(kTight));
         CHECK(zb_bubble < 0.75 * base_bubble);
+      }
+    }
+  }
+}
+
+TEST_CASE("zbv: with F=B=W=1 per chunk only the ramp is left, in 1F1B's memory") {
+  // Sea AI Lab's comparison at T_F = T_B = T_W: ZB-V's bubble rate is 0 (1F1B's (p-1)/m, ZB1P's
+  // (p-1)/3m) at 1F1B's activation memory (pp microbatches of a full stage = 2pp chunks). What is
+  // left is the ramp: rank pp-1 waits pp-1 forwards of a chunk for its first input, and with
+  // m = pp or m >= 2pp no rank waits anywhere else: makespan 6m + pp - 1, the least possible.
+  for (const auto& c : cases_of(ScheduleKind::Zbv)) {
+    INFO(describe(c));
+    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+    const SimResult sim = simulate(s, OpCosts::uniform(s, 1, 1, 1));
+    const double p = c.pp, m = c.microbatches;
+    if (c.microbatches == c.pp || c.microbatches >= 2 * c.pp) {
+      CHECK(sim.makespan == Approx(6 * m + p - 1).epsilon(kTight));
+      for (int rank = 0; rank < c.pp; ++rank) CHECK(bubble_seconds(sim, rank) == Approx(p - 1).margin(kTight));
+    }
+    // 1F1B with the same chunks (a full stage: F = B = W = 2) leaves (p-1)(F+B+W) = 6(p-1).
+    CHECK(sim.makespan - 6 * m < 6 * (p - 1));
+    CHECK(sim.peak_live_max == Approx(p));  // in full stages: 2pp chunks until W
+  }
+}
+
+// DualPipe's README ("Pipeline Bubbles and Memory Usage Comparison", PP = pipeline stages, B the
+// whole backward, B+W here, F&B an overlapped forward and backward pair):
+//   1F1B       (PP-1)(F+B)            activation PP
+//   ZB1P       (PP-1)(F+B-2W)         activation PP
+//   DualPipeV  (PP/2-1)(F&B+B-3W)     activation PP+1 (of a chunk; PP/2 devices)
+TEST_CASE("the DualPipe README's table with uniform costs, F = B = W = 1") {
+  for (int pp : {2, 3, 4, 6, 8}) {
+    for (int m : {2 * pp, 2 * pp + 3, 24}) {
+      INFO("pp=" << pp << " m=" << m);
+      const Schedule one_f_one_b = build(ScheduleKind::OneFOneB, pp, 1, m);
+      const SimResult base = simulate(one_f_one_b, OpCosts::uniform(one_f_one_b, 1, 1, 1));
+      const Schedule zb1p = build(ScheduleKind::ZbH1, pp, 1, m);
+      const SimResult zb = simulate(zb1p, OpCosts::uniform(zb1p, 1, 1, 1));
+      const double f = 1, b = 1 + 1, w = 1;  // b: the whole backward
+      for (int rank = 0; rank < pp; ++rank) {
+        CHECK(bubble_seconds(base, rank) == Approx((pp - 1) * (f + b)).margin(kTight));
+        CHECK(bubble_seconds(zb, rank) == Approx((pp - 1) * (f + b - 2 * w)).margin(kTight));
+      }
+      CHECK(base.peak_inflight_max == pp);
+      CHECK(zb.peak_inflight_max == pp);
+
+      // DualPipeV over pp ranks: PP = 2pp stages of a chunk each.
+      const Schedule v = build(ScheduleKind::DualPipeV, pp, 2, m);
+      const SimResult dual = simulate(v, OpCosts::uniform(v, 1, 1, 1));
+      const int stages = 2 * pp;
+      CHECK(dual.peak_inflight_max * 2 == stages + 1);  // chunks between F and B on the fullest rank
+      // The published bubble counts an F&B pair as one op whose F output leaves when the pair ends;
+      // run one after the other (F&B = F + B, nothing overlapped) F's output leaves after F alone,
+      // which takes one F off each of the PP/2-1 steps of the ramp.
+      const double published = (stages / 2 - 1) * ((f + b) + b - 3 * w);
+      for (int rank = 0; rank < pp; ++rank) {
+        CHECK(bubble_seconds(dual, rank) == Approx((stages / 2 - 1) * f).margin(kTight));
+        CHECK(bubble_seconds(dual, rank) <= published + kTight);
       }
     }
   }
