@@ -250,11 +250,17 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
   const std::int64_t slots = expert_token_slots(spec);
   const double slot_bytes = static_cast<double>(slots * C) * x.act_bytes;
   using K = CollectiveKind;
-  ops.push_back(gemm("moe.router", {N, E, C}, {fp32(ArenaTensor::MoeProbs, "moe.router_probs", N * E)}));
-  ops.push_back(memory_op("moe.route", OpKind::Routing, static_cast<double>(N * E) * kFp32 + 3.0 * pairs * 4,
-                          {int32(ArenaTensor::MoeChoice, "moe.choice", pairs),
-                           fp32(ArenaTensor::MoeWeight, "moe.weight", pairs),
-                           int32(ArenaTensor::MoeSlot, "moe.slot", pairs),
+  // Under cp the router's logits are gathered and the whole sequences routed on every cp rank
+  // (moe_block.h): the routing tensors are the cp group's tokens'.
+  const std::int64_t routed = N * x.cp, routed_pairs = routed * moe.top_k;
+  ops.push_back(gemm("moe.router", {N, E, C}, {fp32(ArenaTensor::MoeProbs, "moe.router_probs", routed * E)}));
+  if (x.cp > 1)
+    ops.push_back(collective("moe.router_logits", {Axis::Cp, static_cast<int>(x.cp),
+                                                   static_cast<double>(routed * E) * kFp32, {K::AllGather}, {}}));
+  ops.push_back(memory_op("moe.route", OpKind::Routing, static_cast<double>(routed * E) * kFp32 + 3.0 * routed_pairs * 4,
+                          {int32(ArenaTensor::MoeChoice, "moe.choice", routed_pairs),
+                           fp32(ArenaTensor::MoeWeight, "moe.weight", routed_pairs),
+                           int32(ArenaTensor::MoeSlot, "moe.slot", routed_pairs),
                            fp32(ArenaTensor::MoeCounts, "moe.counts", x.b * E)}));
   ops.push_back(memory_op("moe.dispatch", OpKind::Routing, 2 * slot_bytes,
                           {act(x, ArenaTensor::MoeExpertInput, "moe.expert_input", slots * C)}));
@@ -477,6 +483,15 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     add(T::MoeDExpertInput, "moe.d_expert_input", slots * x.h);
     add(T::MoeDPartial, "moe.d_partial", expert_block_rows(spec) * x.h);  // one block's
     if (spec.parallel.ep > 1 && spec.parallel.ep != spec.parallel.tp) add(T::MoeExchange, "moe.exchange", slots * x.h);
+    if (spec.parallel.cp > 1) {  // this rank's routing out of the whole sequences', and back
+      const std::int64_t E = spec.model.moe->experts, pairs = N * spec.model.moe->top_k;
+      out.push_back(int32(T::MoeCpOwnSlot, "moe.cp_own_slot", pairs));
+      out.push_back(fp32(T::MoeCpOwnWeight, "moe.cp_own_weight", pairs));
+      out.push_back(fp32(T::MoeCpLogits, "moe.cp_logits", N * E));
+      out.push_back(fp32(T::MoeCpLogitsStaging, "moe.cp_logits_staging", x.cp * N * E));
+      out.push_back(fp32(T::MoeCpDWeight, "moe.cp_sequence_d_weight", x.cp * pairs));
+      add(T::MoeCpDLogits, "moe.cp_sequence_d_logits", x.cp * N * E);
+    }
   } else if (!x.gpt2) {
     // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
     add(T::DMlpActivation, "d_mlp_activation", N * x.local_ffn());
@@ -496,7 +511,7 @@ std::int64_t expert_token_slots(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::ParallelSpec& p = spec.parallel;
   const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
-  const std::int64_t sharers = static_cast<std::int64_t>(p.cp) * (p.sequence_parallel ? p.tp : 1);
+  const std::int64_t sharers = p.sequence_parallel ? p.tp : 1;
   const std::int64_t per_expert = (sequences * expert_capacity(spec) + sharers - 1) / sharers;
   return spec.model.moe->experts / p.ep * per_expert;
 }

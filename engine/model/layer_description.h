@@ -51,7 +51,8 @@ enum class ArenaTensor {
   ProjectionOutput, DResidual, DNorm, DScratch, SpGatheredInput, SpGatheredGradient, CpKeys, CpValues,
   CpDKeys, CpDValues, CpStaging, CpRingKv, CpRingDKv, CpRingPart, CpRingPartLse, CpRingPartDKv, CpA2aQ, CpA2aK,
   CpA2aV, CpA2aDOutput, CpA2aSend, CpA2aRecv, DAttention, DMlpActivation, MoeDWeight, MoeDActivation, MoeDExpertInput,
-  MoeDPartial, MoeExchange,
+  MoeDPartial, MoeExchange, MoeCpOwnSlot, MoeCpOwnWeight, MoeCpLogits, MoeCpLogitsStaging, MoeCpDWeight,
+  MoeCpDLogits,
 };
 
 // Activation: the training dtype (bf16 or fp32).
@@ -160,7 +161,9 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 int expert_capacity(const config::JobSpec& spec);
 // Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each expert takes
 // expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, of which
-// a rank holds 1/(cp * t) under context (and sequence) parallelism; 0 for dense models. As the
+// a rank holds 1/t under sequence parallelism (under context parallelism every cp rank's static
+// buffers hold the whole capacity: it routes the whole sequences, model/moe_block.h); 0 for dense
+// models. As the
 // engine runs it: E * micro_batch * capacity with ep over data-parallel ranks (or ep = 1), and the
 // local experts' E/t * micro_batch * capacity with the experts split over the tp group (ep = t);
 // the rest is the model `validate` and `plan` use for layouts the engine does not run yet.

@@ -11,10 +11,11 @@ namespace ptrain::model {
 using kernels::Buf;
 
 MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep,
-                   parallel::TensorParallel* tp)
+                   parallel::TensorParallel* tp, parallel::ContextParallel* cp)
     : ops_(ops),
       ep_(spec.parallel.ep > 1 && spec.parallel.tp == 1 ? ep : nullptr),
       tp_(spec.parallel.ep > 1 && spec.parallel.tp > 1 ? tp : nullptr),
+      cp_(spec.parallel.cp > 1 ? cp : nullptr),
       B_(spec.train.micro_batch),
       T_(T),
       N_(B_ * T),
@@ -23,6 +24,7 @@ MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, 
       E_(spec.model.moe->experts),
       k_(spec.model.moe->top_k),
       capacity_(expert_capacity(spec)),
+      sequence_T_(spec.parallel.cp > 1 ? spec.model.seq_len : T),
       R_(static_cast<std::int64_t>(B_) * capacity_),
       aux_scale_(static_cast<float>(spec.model.moe->aux_loss_coef / spec.train.global_batch)) {
   const config::ParallelSpec& p = spec.parallel;
@@ -32,6 +34,9 @@ MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, 
   if (p.ep > 1 && p.tp > 1 && (p.ep != p.tp || tp == nullptr || tp->size() != p.tp))
     throw std::invalid_argument("MoeBlock: with parallel.tp = " + std::to_string(p.tp) +
                                 " the experts are split over the tp group: parallel.ep must equal it");
+  if (p.cp > 1 && (cp == nullptr || cp->size() != p.cp || cp->seq_len() != spec.model.seq_len))
+    throw std::invalid_argument("MoeBlock: parallel.cp = " + std::to_string(p.cp) +
+                                " needs a context-parallel group of that size");
   if (p.ep == 1 && p.tp > 1)
     throw std::invalid_argument(
         "MoeBlock: parallel.tp > 1 needs the experts split over the tp group (ep = tp)");
@@ -53,15 +58,25 @@ void MoeBlock::exchange(Buf from, Buf to) const {
   ep_->exchange(from, to, rows() / split_ * C_);
 }
 
+std::pair<Buf, Buf> MoeBlock::own_routing(const MoeActs& a, const MoeWorkspace& ws) const {
+  if (cp_ == nullptr) return {a.slot, a.weight};
+  cp_->take_rows(a.slot, ws.own_slot, k_);
+  cp_->take_rows(a.weight, ws.own_weight, k_);
+  return {ws.own_slot, ws.own_weight};
+}
+
 void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const MoeWorkspace& ws) const {
-  ops_.linear_forward(a.probs, in, w.router, Buf{}, N_, E_, C_);  // the logits, routed in place
+  // The logits, routed in place (under cp: of the whole sequences, gathered).
+  ops_.linear_forward(cp_ != nullptr ? ws.logits : a.probs, in, w.router, Buf{}, N_, E_, C_);
+  if (cp_ != nullptr) cp_->gather_sequences({ws.logits}, {a.probs}, ws.logits_staging, E_);
   // Slots of every expert under the all-to-all, else of the local ones.
   const int first = ep_ != nullptr ? 0 : first_local_expert(), here = ep_ != nullptr ? E_ : local_experts();
-  ops_.moe_route(a.probs, a.choice, a.weight, a.slot, a.counts, a.probs, B_, T_, E_, k_, capacity_, first,
+  ops_.moe_route(a.probs, a.choice, a.weight, a.slot, a.counts, a.probs, B_, sequence_T_, E_, k_, capacity_, first,
                  here);
+  const auto [slot, weight] = own_routing(a, ws);
   // Dispatch: the tokens into the slots, then (all-to-all) to the experts' owners.
   const Buf dispatched = ep_ != nullptr ? ws.exchange : a.expert_in;
-  ops_.moe_scatter(dispatched, Buf{}, in, Buf{}, a.slot, Buf{}, N_, k_, static_cast<int>(rows()), C_);
+  ops_.moe_scatter(dispatched, Buf{}, in, Buf{}, slot, Buf{}, N_, k_, static_cast<int>(rows()), C_);
   if (ep_ != nullptr) exchange(dispatched, a.expert_in);
   const auto R = static_cast<int>(R_);
   const Buf outputs = ep_ != nullptr ? ws.exchange : a.expert_out;
@@ -75,7 +90,7 @@ void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const M
     ops_.linear_forward(expert_rows(outputs, e, C_), act, x.w2, Buf{}, R, C_, F_);
   }
   if (ep_ != nullptr) exchange(outputs, a.expert_out);  // back to the tokens' ranks
-  ops_.moe_combine(out, a.expert_out, a.slot, a.weight, N_, k_, C_);
+  ops_.moe_combine(out, a.expert_out, slot, weight, N_, k_, C_);
 }
 
 void MoeBlock::recompute_activation(MoeActs& a) const {
@@ -89,7 +104,8 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
   // The combine's backward: each kept pair's row gets its weight times the token's gradient, and
   // each weight the dot product of the token's gradient with its expert's output.
   const Buf d_returned = ep_ != nullptr ? ws.exchange : g.d_expert_out;
-  ops_.moe_scatter(d_returned, ws.d_weight, d_out, a.expert_out, a.slot, a.weight, N_, k_,
+  const auto [slot, weight] = own_routing(a, ws);
+  ops_.moe_scatter(d_returned, ws.d_weight, d_out, a.expert_out, slot, weight, N_, k_,
                    static_cast<int>(rows()), C_);
   if (ep_ != nullptr) exchange(d_returned, g.d_expert_out);  // to the experts' owners
   if (tp_ != nullptr) tp_->sum_partials(ws.d_weight, static_cast<std::int64_t>(N_) * k_);
@@ -107,9 +123,18 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
   }
   // The dispatch's backward: (all-to-all) back to the tokens' ranks, each token's rows summed.
   if (ep_ != nullptr) exchange(ws.d_expert_in, ws.exchange);
-  ops_.moe_combine(d_in, ep_ != nullptr ? ws.exchange : ws.d_expert_in, a.slot, Buf{}, N_, k_, C_);
-  ops_.moe_route_backward(g.d_logits, ws.d_weight, a.probs, a.choice, a.weight, a.counts, B_, T_, E_, k_,
-                          aux_scale_);
+  ops_.moe_combine(d_in, ep_ != nullptr ? ws.exchange : ws.d_expert_in, slot, Buf{}, N_, k_, C_);
+  if (cp_ == nullptr) {
+    ops_.moe_route_backward(g.d_logits, ws.d_weight, a.probs, a.choice, a.weight, a.counts, B_, T_, E_, k_,
+                            aux_scale_);
+  } else {  // over the whole sequences, the other ranks' tokens' weight gradients zero; this rank's rows kept
+    const std::int64_t sequence_pairs = static_cast<std::int64_t>(B_) * sequence_T_ * k_;
+    ops_.fill(ws.sequence_d_weight, 0.0f, sequence_pairs);
+    cp_->place_rows(ws.d_weight, ws.sequence_d_weight, k_);
+    ops_.moe_route_backward(ws.sequence_d_logits, ws.sequence_d_weight, a.probs, a.choice, a.weight, a.counts, B_,
+                            sequence_T_, E_, k_, aux_scale_);
+    cp_->take_rows(ws.sequence_d_logits, g.d_logits, E_);
+  }
   ops_.linear_backward(router_rows(d_scratch, C_), now(w.g_router), Buf{}, router_rows(g.d_logits, E_),
                        router_rows(in, C_), w.router, router_tokens_, E_, C_);
   ops_.accumulate(router_rows(d_in, C_), router_rows(d_scratch, C_),

@@ -23,15 +23,27 @@
 //    the combine weights' gradients over tp (each pair's expert is on one rank), and each rank
 //    takes the router's gradients for its own tokens only, so the sums over tp count them once.
 //
+// Context parallelism (cp > 1): a rank holds two chunks of each sequence, but capacity is per
+// sequence, earliest positions first. The router's logits are all-gathered over the cp group into
+// sequence order (E floats a token) and every cp rank routes the whole sequences alike, so each
+// keeps the routing tensors of the whole sequences (probs, choice, weight, slot, counts) and takes
+// its own tokens' slots and weights to dispatch and combine: the experts' static slot buffers are
+// the same as on one rank (the slots of the other ranks' tokens stay zero). Backward runs the
+// router's backward over the whole sequences with the other ranks' weight gradients at zero (the
+// load-balancing loss's gradient is per token, from the whole sequence's counts) and takes its own
+// tokens' logit gradients.
+//
 // Load balancing (model.moe.aux_loss_coef): HF Mixtral's auxiliary loss per sequence,
 // E * sum_e (tokens choosing e / T) * (mean router probability of e), averaged over the global
 // batch's sequences and added to the training objective with that coefficient (its gradient only;
 // the reported loss is the language-model loss).
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/parallel/context_parallel.h"
 #include "engine/parallel/expert_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "kernels/ops.h"
@@ -47,7 +59,8 @@ struct MoeWeights {
   std::vector<ExpertWeights> experts;  // this rank's E/ep
 };
 
-// What one MoE layer keeps per microbatch (sized by model/layer_description.h).
+// What one MoE layer keeps per microbatch (sized by model/layer_description.h). Under context
+// parallelism the routing tensors are the whole sequences' (N * cp rows, sequence order).
 struct MoeActs {
   kernels::Buf probs;                 // [N, E] F32 router probabilities (the logits before routing)
   kernels::Buf choice, weight, slot;  // [N, k]: I32 experts, F32 renormalised weights, I32 slots
@@ -69,6 +82,10 @@ struct MoeWorkspace {
   kernels::Buf d_expert_in;  // [rows, C]
   kernels::Buf d_partial;    // [R, C] one expert's w3 input gradient before it is added
   kernels::Buf exchange;     // ep > 1: [rows, C] what one all-to-all sends (or receives)
+  // cp > 1: this rank's tokens' slots [N, k] I32 and weights [N, k] F32, the router's logits of them
+  // [N, E] F32 and the all-gather's staging [cp * N, E] F32, the whole sequences' weight gradients
+  // [N * cp, k] F32 and logit gradients [N * cp, E].
+  kernels::Buf own_slot, own_weight, logits, logits_staging, sequence_d_weight, sequence_d_logits;
 };
 
 class MoeBlock {
@@ -76,7 +93,7 @@ class MoeBlock {
   // N = micro_batch * T tokens of whole sequences of length T (tp > 1: the tp group's). With ep > 1,
   // `ep` (tp = 1) or `tp` (ep = tp) is the group the experts are split over, of parallel.ep ranks.
   MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep,
-           parallel::TensorParallel* tp);
+           parallel::TensorParallel* tp, parallel::ContextParallel* cp);
 
   int experts() const { return E_; }
   int local_experts() const { return E_ / split_; }
@@ -103,13 +120,18 @@ class MoeBlock {
   void exchange(kernels::Buf from, kernels::Buf to) const;
   // The rows of an [N, cols] tensor whose router gradients this rank takes (its own tokens under tp).
   kernels::Buf router_rows(kernels::Buf b, int cols) const;
+  // This rank's tokens' slots and weights: the routing's own (cp = 1), else taken from the whole
+  // sequences' into the workspace.
+  std::pair<kernels::Buf, kernels::Buf> own_routing(const MoeActs& a, const MoeWorkspace& ws) const;
 
   const kernels::Ops& ops_;
   parallel::ExpertParallel* ep_;    // the all-to-all (ep > 1, tp = 1)
   parallel::TensorParallel* tp_;    // the experts split over the tp group (ep = tp > 1)
+  parallel::ContextParallel* cp_;   // cp > 1: the group whose chunks make the sequences routed
   int split_ = 1, split_rank_ = 0;  // the ranks the experts are split over, and this one's index
   int router_first_ = 0, router_tokens_ = 0;
   int B_, T_, N_, C_, F_, E_, k_, capacity_;
+  int sequence_T_;  // positions of a whole sequence: T, or under cp the cp group's
   std::int64_t R_;
   float aux_scale_;  // aux_loss_coef / sequences of the global batch
 };

@@ -76,12 +76,11 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
   }
   dims_.Ns = sequence_parallel_ ? dims_.N / spec.parallel.tp : dims_.N;
   if (m.arch == config::Arch::Mixtral) {
-    // Routing is per sequence (moe_block.h): the block must see whole sequences (the tp group's, all-
-    // gathered under sequence parallelism).
-    if (spec.parallel.cp > 1 || (tp_ != nullptr && !sequence_parallel_))
-      throw std::invalid_argument(
-          "Transformer: MoE layers run with cp = 1, and with tp > 1 under sequence parallelism");
-    moe_.emplace(spec, ops_, dims_.T, chunk.expert_parallel, tp_);
+    // Routing is per sequence (moe_block.h): the block must see the tp group's tokens (all-gathered
+    // under sequence parallelism) and routes the cp group's chunks as whole sequences.
+    if (tp_ != nullptr && !sequence_parallel_)
+      throw std::invalid_argument("Transformer: MoE layers run with tp > 1 under sequence parallelism");
+    moe_.emplace(spec, ops_, dims_.T, chunk.expert_parallel, tp_, cp_);
   }
   const ShardCoords& at = params_.coords();
   if (chunk.index < 0 || chunk.index >= at.vpp)

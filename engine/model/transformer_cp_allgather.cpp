@@ -9,7 +9,7 @@ using kernels::Buf;
 void Transformer::attend_allgather(LayerActs& a) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D;
-  cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, d.Hkv * d.D);
+  cp_->gather_sequences({a.k, a.v}, {ws_.cp_k, ws_.cp_v}, ws_.cp_staging, d.Hkv * d.D);
   for (std::size_t i = 0; i < query_chunks_.size(); ++i) {
     const QueryChunk& c = query_chunks_[i];
     const Buf lse = runtime::advance(a.lse, static_cast<std::int64_t>(i) * d.B * d.Hq * c.len);
@@ -22,7 +22,7 @@ void Transformer::attend_allgather(LayerActs& a) {
 void Transformer::attend_allgather_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a, bool kv_gathered) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  if (!kv_gathered) cp_->gather_sequences(a.k, a.v, ws_.cp_k, ws_.cp_v, ws_.cp_staging, kv_cols);
+  if (!kv_gathered) cp_->gather_sequences({a.k, a.v}, {ws_.cp_k, ws_.cp_v}, ws_.cp_staging, kv_cols);
   // The sequence's d_k and d_v: the late chunk's into cp_dk and cp_dv, the early chunk's into the
   // staging (free until the sum over cp), added.
   const std::int64_t sequence_kv = static_cast<std::int64_t>(d.N) * cp_->size() * kv_cols;
@@ -38,7 +38,7 @@ void Transformer::attend_allgather_backward(Buf d_q, Buf d_k, Buf d_v, const Lay
   }
   ops_.accumulate(ws_.cp_dk, ws_.cp_staging, sequence_kv);
   ops_.accumulate(ws_.cp_dv, runtime::advance(ws_.cp_staging, sequence_kv), sequence_kv);
-  cp_->sum_into_chunks(ws_.cp_dk, ws_.cp_dv, d_k, d_v, ws_.cp_staging, kv_cols);
+  cp_->sum_into_chunks({ws_.cp_dk, ws_.cp_dv}, {d_k, d_v}, ws_.cp_staging, kv_cols);
 }
 
 }  // namespace ptrain::model

@@ -108,6 +108,12 @@ Buf* Transformer::workspace_field(Workspace& w, ArenaTensor id) {
     case T::MoeDExpertInput: return &w.moe.d_expert_in;
     case T::MoeDPartial: return &w.moe.d_partial;
     case T::MoeExchange: return &w.moe.exchange;
+    case T::MoeCpOwnSlot: return &w.moe.own_slot;
+    case T::MoeCpOwnWeight: return &w.moe.own_weight;
+    case T::MoeCpLogits: return &w.moe.logits;
+    case T::MoeCpLogitsStaging: return &w.moe.logits_staging;
+    case T::MoeCpDWeight: return &w.moe.sequence_d_weight;
+    case T::MoeCpDLogits: return &w.moe.sequence_d_logits;
     default:  // the layer's output gradients, and what recompute rebuilds
       if (Buf* g = output_grad_field(w.outputs, id)) return g;
       return layer_field(w.recomputed, id);

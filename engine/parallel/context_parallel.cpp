@@ -45,22 +45,38 @@ void ContextParallel::take_chunks(const std::int32_t* batch, std::int32_t* mine)
     }
 }
 
-void ContextParallel::permute(kernels::Buf a_full, kernels::Buf b_full, kernels::Buf staging, int cols,
+void ContextParallel::copy_chunks(kernels::Buf full, kernels::Buf rows, int r, int cols, bool to_rows) const {
+  const std::size_t es = kernels::dtype_size(full.dtype);
+  const std::size_t chunk = static_cast<std::size_t>(chunk_len_) * cols * es;  // one sequence's chunk
+  const std::size_t sequence = static_cast<std::size_t>(seq_len_) * cols * es;
+  for (int j = 0; j < 2; ++j) {
+    const kernels::Buf in_rows = runtime::advance(rows, static_cast<std::int64_t>(j) * micro_batch_ * chunk / es);
+    const kernels::Buf in_full = runtime::advance(full, static_cast<std::int64_t>(chunk_start(r, j)) * cols);
+    const auto B = static_cast<std::size_t>(micro_batch_);
+    if (to_rows)
+      memory_.copy_rows(in_rows, chunk, in_full, sequence, chunk, B);
+    else
+      memory_.copy_rows(in_full, sequence, in_rows, chunk, chunk, B);
+  }
+}
+
+void ContextParallel::take_rows(kernels::Buf full, kernels::Buf mine, int cols) const {
+  copy_chunks(full, mine, rank(), cols, true);
+}
+
+void ContextParallel::place_rows(kernels::Buf mine, kernels::Buf full, int cols) const {
+  copy_chunks(full, mine, rank(), cols, false);
+}
+
+void ContextParallel::permute(const std::vector<kernels::Buf>& full, kernels::Buf staging, int cols,
                               Direction dir) const {
-  const std::int64_t piece = static_cast<std::int64_t>(chunk_len_) * cols;  // one chunk of one sequence
-  std::int64_t s = 0;                                                       // staging's rank order
+  const std::int64_t mine = 2LL * micro_batch_ * chunk_len_ * cols;  // one tensor's rows of one rank
+  std::int64_t s = 0;                                                // staging's rank order
   for (int r = 0; r < size(); ++r)
-    for (kernels::Buf full : {a_full, b_full})
-      for (int j = 0; j < 2; ++j)
-        for (int b = 0; b < micro_batch_; ++b, s += piece) {
-          const kernels::Buf in_sequence = runtime::advance(
-              full, (static_cast<std::int64_t>(b) * seq_len_ + chunk_of(r, j) * chunk_len_) * cols);
-          const kernels::Buf in_staging = runtime::advance(staging, s);
-          if (dir == Direction::ToStaging)
-            memory_.copy(in_staging, in_sequence, bytes_of(staging, piece));
-          else
-            memory_.copy(in_sequence, in_staging, bytes_of(staging, piece));
-        }
+    for (const kernels::Buf& f : full) {
+      copy_chunks(f, runtime::advance(staging, s), r, cols, dir == Direction::ToStaging);
+      s += mine;
+    }
 }
 
 void ContextParallel::collective(kernels::Buf staging, std::int64_t chunk, bool gather) {
@@ -72,22 +88,26 @@ void ContextParallel::collective(kernels::Buf staging, std::int64_t chunk, bool 
   });
 }
 
-void ContextParallel::gather_sequences(kernels::Buf a, kernels::Buf b, kernels::Buf a_full,
-                                       kernels::Buf b_full, kernels::Buf staging, int cols) {
-  const std::int64_t mine = 2LL * micro_batch_ * chunk_len_ * cols;  // one tensor's rows on this rank
-  memory_.copy(runtime::advance(staging, 2 * mine * rank()), a, bytes_of(staging, mine));
-  memory_.copy(runtime::advance(staging, 2 * mine * rank() + mine), b, bytes_of(staging, mine));
-  collective(staging, 2 * mine, true);
-  permute(a_full, b_full, staging, cols, Direction::FromStaging);
+void ContextParallel::gather_sequences(const std::vector<kernels::Buf>& mine, const std::vector<kernels::Buf>& full,
+                                       kernels::Buf staging, int cols) {
+  const std::int64_t rows = 2LL * micro_batch_ * chunk_len_ * cols;  // one tensor's rows on this rank
+  const auto n = static_cast<std::int64_t>(mine.size());
+  for (std::int64_t i = 0; i < n; ++i)
+    memory_.copy(runtime::advance(staging, rows * (n * rank() + i)), mine[static_cast<std::size_t>(i)],
+                 bytes_of(staging, rows));
+  collective(staging, n * rows, true);
+  permute(full, staging, cols, Direction::FromStaging);
 }
 
-void ContextParallel::sum_into_chunks(kernels::Buf a_full, kernels::Buf b_full, kernels::Buf a,
-                                      kernels::Buf b, kernels::Buf staging, int cols) {
-  const std::int64_t mine = 2LL * micro_batch_ * chunk_len_ * cols;
-  permute(a_full, b_full, staging, cols, Direction::ToStaging);
-  collective(staging, 2 * mine, false);
-  memory_.copy(a, runtime::advance(staging, 2 * mine * rank()), bytes_of(staging, mine));
-  memory_.copy(b, runtime::advance(staging, 2 * mine * rank() + mine), bytes_of(staging, mine));
+void ContextParallel::sum_into_chunks(const std::vector<kernels::Buf>& full, const std::vector<kernels::Buf>& mine,
+                                      kernels::Buf staging, int cols) {
+  const std::int64_t rows = 2LL * micro_batch_ * chunk_len_ * cols;
+  const auto n = static_cast<std::int64_t>(mine.size());
+  permute(full, staging, cols, Direction::ToStaging);
+  collective(staging, n * rows, false);
+  for (std::int64_t i = 0; i < n; ++i)
+    memory_.copy(mine[static_cast<std::size_t>(i)], runtime::advance(staging, rows * (n * rank() + i)),
+                 bytes_of(staging, rows));
 }
 
 std::vector<ContextParallel::RingBlock> ContextParallel::ring_blocks(int step) const {
@@ -111,22 +131,6 @@ void ContextParallel::receive_from_previous(kernels::Buf into, std::size_t bytes
 
 void ContextParallel::finish_sends() { staged_.finish_sends(); }
 
-void ContextParallel::heads_to_rows(const HeadSplit& t, int head_dim, kernels::Buf rows, int r, bool to_rows) const {
-  const std::size_t es = kernels::dtype_size(rows.dtype);
-  const std::size_t row = static_cast<std::size_t>(t.per_rank) * head_dim * es;  // one position's
-  const std::size_t chunk = row * static_cast<std::size_t>(chunk_len_);          // one sequence's chunk
-  for (int j = 0; j < 2; ++j) {
-    const kernels::Buf in_rows = runtime::advance(rows, static_cast<std::int64_t>(j) * micro_batch_ * chunk / es);
-    const kernels::Buf in_heads =
-        runtime::advance(t.heads, static_cast<std::int64_t>(chunk_start(r, j)) * t.per_rank * head_dim);
-    const std::size_t sequence = row * static_cast<std::size_t>(seq_len_);
-    if (to_rows)
-      memory_.copy_rows(in_rows, chunk, in_heads, sequence, chunk, static_cast<std::size_t>(micro_batch_));
-    else
-      memory_.copy_rows(in_heads, sequence, in_rows, chunk, chunk, static_cast<std::size_t>(micro_batch_));
-  }
-}
-
 void ContextParallel::to_heads(const std::vector<HeadSplit>& tensors, int head_dim, kernels::Buf send,
                                kernels::Buf recv) {
   const std::int64_t n = 2LL * micro_batch_ * chunk_len_;  // this rank's rows
@@ -147,7 +151,7 @@ void ContextParallel::to_heads(const std::vector<HeadSplit>& tensors, int head_d
   for (int r = 0; r < size(); ++r) {  // rank r's rows of this rank's heads
     std::int64_t at = r * block;
     for (const HeadSplit& t : tensors) {
-      heads_to_rows(t, head_dim, runtime::advance(recv, at), r, false);
+      copy_chunks(t.heads, runtime::advance(recv, at), r, t.per_rank * head_dim, false);
       at += n * t.per_rank * head_dim;
     }
   }
@@ -162,7 +166,7 @@ void ContextParallel::to_sequence(const std::vector<HeadSplit>& tensors, int hea
   for (int r = 0; r < size(); ++r) {
     std::int64_t at = r * block;
     for (const HeadSplit& t : tensors) {
-      heads_to_rows(t, head_dim, runtime::advance(send, at), r, true);
+      copy_chunks(t.heads, runtime::advance(send, at), r, t.per_rank * head_dim, true);
       at += n * t.per_rank * head_dim;
     }
   }

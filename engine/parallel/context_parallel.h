@@ -69,14 +69,19 @@ class ContextParallel {
 
   // This rank's [2, B, L] rows of a [B, T] batch of token ids (host memory).
   void take_chunks(const std::int32_t* batch, std::int32_t* mine) const;
-  // a and b: this rank's [N, cols] rows of two tensors (k and v); a_full and b_full receive every
-  // rank's rows in sequence order, [B, T, cols]. staging: 2 B T cols elements of a's dtype.
-  void gather_sequences(kernels::Buf a, kernels::Buf b, kernels::Buf a_full, kernels::Buf b_full,
+  // mine[i]: this rank's [N, cols] rows of tensor i (k and v; the router's logits); full[i]
+  // receives every rank's rows in sequence order, [B, T, cols]. staging: B T cols elements per
+  // tensor, of their dtype.
+  void gather_sequences(const std::vector<kernels::Buf>& mine, const std::vector<kernels::Buf>& full,
                         kernels::Buf staging, int cols);
-  // a_full and b_full: [B, T, cols] partial sums (d_k and d_v); a and b receive this rank's rows of
-  // their sums over the cp group. staging as above.
-  void sum_into_chunks(kernels::Buf a_full, kernels::Buf b_full, kernels::Buf a, kernels::Buf b,
+  // full[i]: [B, T, cols] partial sums (d_k and d_v); mine[i] receives this rank's rows of their sums
+  // over the cp group. staging as above.
+  void sum_into_chunks(const std::vector<kernels::Buf>& full, const std::vector<kernels::Buf>& mine,
                        kernels::Buf staging, int cols);
+  // Between a tensor in sequence order ([B, T, cols], any dtype) and this rank's rows of it
+  // ([N, cols]): take copies them out, place copies them in (the other ranks' rows untouched).
+  void take_rows(kernels::Buf full, kernels::Buf mine, int cols) const;
+  void place_rows(kernels::Buf mine, kernels::Buf full, int cols) const;
 
   // ring: the cp rank whose k and v this one holds at step s; the messages of a step.
   int ring_source(int step) const { return (rank() - step + size()) % size(); }
@@ -112,12 +117,12 @@ class ContextParallel {
  private:
   // Which of the 2 cp chunks rank r holds as its chunk j.
   int chunk_of(int r, int j) const { return j == 0 ? r : 2 * size() - 1 - r; }
-  // Copies between sequence order and the staging's rank order ([cp][2: a, b][2, B, L, cols]).
+  // Copies between sequence order and the staging's rank order ([cp][tensor][2, B, L, cols]).
   enum class Direction { ToStaging, FromStaging };
-  void permute(kernels::Buf a_full, kernels::Buf b_full, kernels::Buf staging, int cols, Direction dir) const;
+  void permute(const std::vector<kernels::Buf>& full, kernels::Buf staging, int cols, Direction dir) const;
+  // The rows of cp rank r in the staging's rank order to or from sequence order.
+  void copy_chunks(kernels::Buf full, kernels::Buf rows, int r, int cols, bool to_rows) const;
   void collective(kernels::Buf staging, std::int64_t chunk, bool gather);
-  // a2a: copies between a tensor's head layout and the [2, B, L] rows of cp rank r's chunks.
-  void heads_to_rows(const HeadSplit& t, int head_dim, kernels::Buf rows, int r, bool to_rows) const;
 
   dist::Comm& comm_;
   const kernels::Ops& memory_;

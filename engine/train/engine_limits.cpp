@@ -19,14 +19,8 @@ bool experts_split_over_tp(const config::JobSpec& spec) {
 std::vector<EngineLimit> engine_limits(const config::JobSpec& spec) {
   const config::ParallelSpec& p = spec.parallel;
   std::vector<EngineLimit> limits;
-  // MoE routing is per sequence (model/moe_block.h): the block must see whole sequences.
+  // MoE routing is per sequence (model/moe_block.h): the block must see the tp group's tokens.
   if (spec.model.arch == config::Arch::Mixtral) {
-    if (p.cp > 1)
-      limits.push_back(
-          {"parallel.cp",
-           "MoE layers (mixtral) run with parallel.cp = 1 for now: `ptrain run` refuses parallel.cp = " +
-               std::to_string(p.cp) + " (validate and plan model it)",
-           "set parallel.cp: 1 to train this model now"});
     if (p.tp > 1 && !p.sequence_parallel)
       limits.push_back(
           {"parallel.sequence_parallel",

@@ -158,23 +158,22 @@ class ValidateShippedConfigs(unittest.TestCase):
         r = ptrain("validate", tiny)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("valid, would run", r.stdout)
-        # MoE layers need whole sequences: cp 2 is not executed yet; tp 2 needs the experts split
-        # over the tp group (ep 2); ep over dp ranks runs too.
+        # MoE layers route whole sequences: cp 2 runs (the cp group's chunks routed together); tp 2
+        # needs the experts split over the tp group (ep 2), which run refuses otherwise; ep over dp
+        # ranks runs too.
         moe = ["--set", "model.arch=mixtral", "--set", "model.ffn_hidden=128", "--set", "model.moe.experts=4",
                "--set", "model.moe.top_k=2", "--set", "parallel.cp=2", "--set", "parallel.pp=1"]
         r = ptrain("validate", tiny, *moe)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
-        sentence = ("parallel.cp: MoE layers (mixtral) run with parallel.cp = 1 for now: `ptrain run` refuses "
-                    "parallel.cp = 2")
-        self.assertIn(sentence, r.stderr)
-        r = ptrain("run", tiny, *moe, "--nproc", "4")
-        self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn(sentence, r.stderr)
+        self.assertIn("valid, would run", r.stdout)
         tp2 = [*moe, "--set", "parallel.cp=1", "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true"]
         r = ptrain("validate", tiny, *tp2)
-        self.assertIn("parallel.ep: MoE layers (mixtral) with parallel.tp = 2 split their experts over the tp group",
-                      r.stderr)
+        self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
+        sentence = "parallel.ep: MoE layers (mixtral) with parallel.tp = 2 split their experts over the tp group"
+        self.assertIn(sentence, r.stderr)
+        r = ptrain("run", tiny, *tp2, "--nproc", "2")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(sentence, r.stderr)
         for layout in (["--set", "parallel.ep=2"], ["--set", "parallel.tp=1", "--set", "parallel.ep=2"]):
             r = ptrain("validate", tiny, *tp2, *layout)
             self.assertIn("valid, would run", r.stdout)

@@ -483,6 +483,19 @@ class MoeLayouts(ModelParallelCurves):
             dict(tp=2, sp=True, ep=2, dp=2, zero=3, micro_batch=2),
         ], TensorParallelLayouts.NORM_TOLERANCE)
 
+    def test_mixtral_under_context_parallelism(self):
+        # Each cp rank holds two chunks of every sequence; the router's logits are gathered and the
+        # whole sequences routed alike on every cp rank (the same tokens dropped as on one rank),
+        # the load-balancing loss from the whole sequence's counts. With experts over the cp pair
+        # (ep 2 in order tp-cp-ep-dp-pp), with dp, pp, every ring and all-to-all attention.
+        self.check_layouts("mixtral", [
+            dict(cp=2),
+            dict(cp=2, ep=2, recompute="full"),
+            dict(cp=2, dp=2, ep=4, zero=1, cp_comm="ring"),
+            dict(cp=2, pp=2, schedule="zb-h1", cp_comm="a2a", micro_batch=2),
+            dict(cp=2, tp=2, sp=True, ep=2, recompute="none"),
+        ], TensorParallelLayouts.NORM_TOLERANCE)
+
     def test_a_mixtral_checkpoint_resumes_in_other_layouts(self):
         self.check_resumes("mixtral", dict(dp=2, zero=2), [dict(), dict(pp=2, dp=2, zero=1)])
         self.check_resumes("mixtral", dict(dp=4, ep=2, zero=1), [dict(), dict(dp=2, ep=2, zero=2)])

@@ -4,6 +4,7 @@
 // two sequences per microbatch; and through host staging when the buffers are a device's.
 #include "engine/parallel/context_parallel.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <vector>
 
@@ -55,8 +56,9 @@ void check_chunks(const kernels::Ops& memory, int cp) {
             a[i] = tag(s, group.chunk_start(j) + t, c, 0);
             b[i] = tag(s, group.chunk_start(j) + t, c, 1);
           }
-    group.gather_sequences({a.data(), DType::F32}, {b.data(), DType::F32}, {a_full.data(), DType::F32},
-                           {b_full.data(), DType::F32}, {staging.data(), DType::F32}, kCols);
+    group.gather_sequences({{a.data(), DType::F32}, {b.data(), DType::F32}},
+                           {{a_full.data(), DType::F32}, {b_full.data(), DType::F32}}, {staging.data(), DType::F32},
+                           kCols);
     for (int s = 0; s < kB; ++s)
       for (int t = 0; t < T; ++t)
         for (int c = 0; c < kCols; ++c) {
@@ -73,8 +75,23 @@ void check_chunks(const kernels::Ops& memory, int cp) {
     }
     std::fill(a.begin(), a.end(), 0.0f);
     std::fill(b.begin(), b.end(), 0.0f);
-    group.sum_into_chunks({a_full.data(), DType::F32}, {b_full.data(), DType::F32}, {a.data(), DType::F32},
-                          {b.data(), DType::F32}, {staging.data(), DType::F32}, kCols);
+    group.sum_into_chunks({{a_full.data(), DType::F32}, {b_full.data(), DType::F32}},
+                          {{a.data(), DType::F32}, {b.data(), DType::F32}}, {staging.data(), DType::F32}, kCols);
+    // take_rows and place_rows: this rank's rows of a sequence-order tensor, out and back in.
+    std::vector<float> taken(a.size()), placed(full, -1.0f);
+    group.take_rows({a_full.data(), DType::F32}, {taken.data(), DType::F32}, kCols);
+    group.place_rows({taken.data(), DType::F32}, {placed.data(), DType::F32}, kCols);
+    i = 0;
+    for (int j = 0; j < 2; ++j)
+      for (int s = 0; s < kB; ++s)
+        for (int t = 0; t < L; ++t)
+          for (int c = 0; c < kCols; ++c, ++i) {
+            const std::size_t at = (static_cast<std::size_t>(s) * T + group.chunk_start(j) + t) * kCols + c;
+            CHECK(taken[i] == a_full[at]);
+            CHECK(placed[at] == a_full[at]);
+          }
+    CHECK(std::count(placed.begin(), placed.end(), -1.0f) ==
+          static_cast<std::ptrdiff_t>(full - a.size()));  // the other ranks' rows untouched
     const float ranks_sum = static_cast<float>(cp * (cp + 1) / 2);
     i = 0;
     for (int j = 0; j < 2; ++j)

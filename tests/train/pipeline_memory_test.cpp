@@ -75,6 +75,11 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
        "train.precision=bf16", "train.recompute=selective"},
       {"parallel.pp=4", "model.arch=mixtral", "model.kv_heads=2", "model.moe.capacity_factor=2.0",
        "train.recompute=full", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2"},
+      // MoE under context parallelism: the whole sequences' routing tensors, the gathered logits.
+      {"parallel.pp=2", "parallel.cp=2", "model.arch=mixtral", "model.kv_heads=2", "model.moe.experts=4",
+       "train.micro_batch=4", "schedule.kind=zb-h1"},
+      {"parallel.pp=1", "parallel.cp=4", "parallel.cp_comm=ring", "model.arch=mixtral", "model.kv_heads=2",
+       "model.moe.experts=4", "train.micro_batch=8", "train.precision=bf16", "train.recompute=full"},
       // Expert parallelism: the local experts' slots from every ep rank, the all-to-all's buffer.
       {"parallel.pp=2", "parallel.dp=2", "parallel.ep=2", "model.arch=mixtral", "model.kv_heads=2",
        "model.moe.experts=4", "schedule.kind=zb-h1"},
