@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/pipeline/channels.h"
+#include "engine/pipeline/pairs.h"
 
 namespace ptrain::pipeline {
 namespace {
@@ -57,6 +58,8 @@ void check_fields(const Schedule& s, Problems& problems) {
         continue;
       }
       const int stage = place.virtual_stage(rank, instr.chunk);
+      if (instr.overlapped && instr.op != Op::Forward)
+        problems.add(where() + ": only an F opens an F&B pair (overlapped is set)");
       switch (instr.op) {
         case Op::Forward:
         case Op::Backward:
@@ -197,6 +200,22 @@ void check_ops_and_local_order(const Schedule& s, Problems& problems) {
   }
 }
 
+// An F that opens an F&B pair needs a B as the rank's next compute op, to pair with.
+void check_pairs(const Schedule& s, Problems& problems) {
+  for (int rank = 0; rank < s.pp; ++rank) {
+    const auto& list = s.ranks[rank];
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      if (!list[i].overlapped) continue;
+      int next = i + 1;
+      while (next < static_cast<int>(list.size()) && !is_compute(list[next].op)) ++next;
+      if (next < static_cast<int>(list.size()) && list[next].op == Op::Backward) continue;
+      problems.add(at(rank, i, list[i]) + ": the rank's next compute op " +
+                   (next < static_cast<int>(list.size()) ? "is " + to_string(list[next]) : "is missing") +
+                   ", not a B to pair with");
+    }
+  }
+}
+
 struct Message {
   int microbatch;
   int sender_chunk;
@@ -241,35 +260,55 @@ void check_channels(const Schedule& s, Problems& problems) {
   }
 }
 
-// Runs every list with buffered sends and blocking receives; reports where it gets stuck.
+// Runs every list with buffered sends and blocking receives, each F&B pair as one step (all its
+// receives, then all its sends); reports where it gets stuck.
 void check_execution(const Schedule& s, Problems& problems) {
   std::vector<int> sent(detail::channel_count(s.pp), 0), received(detail::channel_count(s.pp), 0);
   std::vector<size_t> next(s.pp, 0);
+  std::vector<size_t> waiting(s.pp, 0);  // the receive a rank stopped at
+  // Runs instructions [begin, end) of the rank's list if every receive among them has its message.
+  auto run = [&](int rank, size_t begin, size_t end) {
+    const auto& list = s.ranks[rank];
+    std::vector<int> wanted(sent.size(), 0);
+    for (size_t i = begin; i < end; ++i) {
+      if (!is_recv(list[i].op)) continue;
+      const int c = detail::channel_of(list[i], rank, s.pp);
+      if (sent[c] - received[c] == wanted[c]++) {  // blocks until the sender gets there
+        waiting[rank] = i;
+        return false;
+      }
+    }
+    for (size_t i = begin; i < end; ++i) {
+      if (is_send(list[i].op)) ++sent[detail::channel_of(list[i], rank, s.pp)];
+      if (is_recv(list[i].op)) ++received[detail::channel_of(list[i], rank, s.pp)];
+    }
+    return true;
+  };
   for (bool progress = true; progress;) {
     progress = false;
     for (int rank = 0; rank < s.pp; ++rank) {
       const auto& list = s.ranks[rank];
-      for (; next[rank] < list.size(); ++next[rank], progress = true) {
-        const Instr& instr = list[next[rank]];
-        if (is_send(instr.op)) {
-          ++sent[detail::channel_of(instr, rank, s.pp)];
-        } else if (is_recv(instr.op)) {
-          const int c = detail::channel_of(instr, rank, s.pp);
-          if (sent[c] == received[c]) break;  // blocks until the sender gets there
-          ++received[c];
-        }
+      while (next[rank] < list.size()) {
+        const auto pair = detail::pair_at(list, next[rank]);
+        const size_t end = pair ? pair->end : next[rank] + 1;
+        if (!run(rank, next[rank], end)) break;
+        next[rank] = end;
+        progress = true;
       }
     }
   }
   for (int rank = 0; rank < s.pp; ++rank) {
     if (next[rank] == s.ranks[rank].size()) continue;
-    const int i = static_cast<int>(next[rank]);
-    const Instr& waiting = s.ranks[rank][i];
+    const int i = static_cast<int>(waiting[rank]);
+    const Instr& blocked = s.ranks[rank][i];
     // Channels match (checked before), so the peer cannot have finished: it is blocked too.
-    const int peer = waiting.peer;
+    const int peer = blocked.peer;
+    const int peer_at = static_cast<int>(waiting[peer]);
     const std::string cause = "rank " + std::to_string(peer) + " is itself blocked at instruction " +
-                              std::to_string(next[peer]) + " (" + to_string(s.ranks[peer][next[peer]]) + ")";
-    problems.add("deadlock: " + at(rank, i, waiting) + " waits forever: " + cause);
+                              std::to_string(peer_at) + " (" + to_string(s.ranks[peer][peer_at]) + ")";
+    problems.add("deadlock: " + at(rank, i, blocked) + " waits forever" +
+                 (waiting[rank] != next[rank] ? " (an F&B pair receives all its inputs before it starts)" : "") +
+                 ": " + cause);
   }
 }
 
@@ -286,6 +325,7 @@ std::vector<std::string> check(const Schedule& s) {
   check_fields(s, problems);
   if (!problems.empty()) return std::move(problems).finish();  // later checks index by these fields
   check_ops_and_local_order(s, problems);
+  check_pairs(s, problems);
   check_channels(s, problems);
   if (!problems.empty()) return std::move(problems).finish();  // execution would only echo them
   check_execution(s, problems);

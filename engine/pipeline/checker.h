@@ -7,13 +7,15 @@
 // only restate an earlier problem):
 //  1. fields: microbatch and chunk in range, peers of sends/receives on the neighbouring virtual
 //     stages, no messages off either end of the pipeline or for a hop within one rank, W only when
-//     the schedule splits it;
+//     the schedule splits it, `overlapped` only on an F;
 //  2. per rank, each (mb, chunk) has each op it needs exactly once, RecvAct -> F -> SendAct,
 //     RecvGrad -> B -> SendGrad, F -> B -> W in list order, and across a hop within the rank F of
 //     the earlier chunk before F of the later, B of the later before B of the earlier; and per
-//     channel (sender, receiver, payload) both ends list the same messages in the same order;
-//  3. execution under the contract in schedule.h: sends buffered, receives block; every rank must
-//     reach the end of its list.
+//     channel (sender, receiver, payload) both ends list the same messages in the same order; an F
+//     opening an F&B pair has a B as the rank's next compute op;
+//  3. execution under the contract in schedule.h: sends buffered, receives block, each F&B pair
+//     one step that receives all its inputs before it sends anything; every rank must reach the
+//     end of its list.
 #pragma once
 
 #include <string>

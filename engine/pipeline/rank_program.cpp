@@ -2,12 +2,12 @@
 
 namespace ptrain::pipeline::detail {
 
-void RankProgram::forward(int microbatch, int chunk) {
+void RankProgram::forward(int microbatch, int chunk, bool opens_pair) {
   const bool first = placement_.first(rank_, chunk), last = placement_.last(rank_, chunk);
   const int prev = first ? rank_ : placement_.prev_rank(rank_, chunk);
   const int next = last ? rank_ : placement_.next_rank(rank_, chunk);
   if (prev != rank_) instrs_.push_back({Op::RecvAct, microbatch, chunk, prev});
-  instrs_.push_back({Op::Forward, microbatch, chunk});
+  instrs_.push_back({Op::Forward, microbatch, chunk, -1, opens_pair});
   if (next != rank_) instrs_.push_back({Op::SendAct, microbatch, chunk, next});
 }
 

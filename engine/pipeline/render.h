@@ -2,6 +2,8 @@
 // Op labels everywhere: F = forward, B = backward (input grad, plus weight grad when W is not
 // split), W = weight grad; then the microbatch id, and for interleaved schedules (vpp > 1) a dot
 // and the model chunk: "F3" = forward of microbatch 3, "B3.1" = backward of microbatch 3, chunk 1.
+// An F that opens an F&B pair (dualpipev) ends in '&' ("F3.0&"): it and the B (and W) after it are
+// one pair, which DualPipe runs overlapped; the legends say whether the simulation timed it so.
 #pragma once
 
 #include <string>
@@ -21,12 +23,14 @@ std::string render_ascii(const Schedule& schedule, const SimResult& sim, int max
 
 // A standalone SVG document: one <rect class="op"> per compute op (with a <title> tooltip), filled
 // by op kind (F blue, B green, W orange) and chunk (later chunks lighter); labels on ops wide
-// enough; rank names; a time axis in seconds; a legend of <rect class="legend"> swatches.
+// enough; rank names; a time axis in seconds; a legend of <rect class="legend"> swatches; one
+// unfilled <rect class="pair"> around each F&B pair, as DualPipe's figure draws them.
 std::string render_svg(const Schedule& schedule, const SimResult& sim);
 
 // Chrome trace JSON: {"traceEvents": [...]} with one complete event (ph "X", pid 0, tid = pp rank,
 // ts/dur in microseconds, name like "F mb3 c1", cat forward|backward|weight_grad, args with
-// microbatch, chunk and virtual_stage) per compute op, plus "M" metadata events naming the process
+// microbatch, chunk and virtual_stage, and "pair": true for an op of an F&B pair) per compute op,
+// plus "M" metadata events naming the process
 // and one thread per pp rank.
 std::string render_chrome_trace(const Schedule& schedule, const SimResult& sim);
 

@@ -102,6 +102,7 @@ std::string render_ascii(const Schedule& schedule, const SimResult& sim, int max
              ", showing the op kind filling most of it (F forward, B backward" +
              (schedule.split_weight_grad ? ", W weight grad" : "") + ", '.' idle); labels dropped";
   }
+  if (const std::string pairs = detail::pairs_legend(sim); !pairs.empty()) legend += "; " + pairs;
   out += legend + "\n";
   for (int rank = 0; rank < schedule.pp; ++rank) {
     const auto& spans = sim.timeline[rank];

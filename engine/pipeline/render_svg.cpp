@@ -39,8 +39,15 @@ double tick_step(double span) {
   return 10.0 * power;
 }
 
+// Text for XML character data: the '&' of an F&B pair's label, say.
+std::string escaped(const std::string& raw) {
+  std::string out;
+  for (char c : raw) out += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
+  return out;
+}
+
 std::string text(double x, double y, const std::string& content, const char* extra = "") {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + extra + ">" + content + "</text>\n";
+  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + extra + ">" + escaped(content) + "</text>\n";
 }
 
 }  // namespace
@@ -68,12 +75,13 @@ std::string render_svg(const Schedule& schedule, const SimResult& sim) {
   for (int rank = 0; rank < schedule.pp; ++rank) {
     const double y = kTop + rank * (kRowHeight + kRowGap);
     svg += text(8, y + kRowHeight / 2 + 4, "rank " + std::to_string(rank));
-    for (const Span& span : sim.timeline[rank]) {
+    const auto& spans = sim.timeline[rank];
+    for (const Span& span : spans) {
       const double x = kLeft + span.start * px_per_second, w = (span.end - span.start) * px_per_second;
       const std::string label = detail::op_label(span, schedule.vpp);
       svg += "<rect class=\"op\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) +
              "\" height=\"" + num(kRowHeight) + "\" fill=\"" + fill_of(span.op, span.chunk) +
-             "\" stroke=\"white\" stroke-width=\"0.5\"><title>" + label + " rank " + std::to_string(rank) +
+             "\" stroke=\"white\" stroke-width=\"0.5\"><title>" + escaped(label) + " rank " + std::to_string(rank) +
              ": " + detail::format_seconds(span.start) + " to " + detail::format_seconds(span.end) +
              "</title></rect>\n";
       if (w >= kMinLabelWidth) {
@@ -82,6 +90,15 @@ std::string render_svg(const Schedule& schedule, const SimResult& sim) {
             text(x + w / 2, y + kRowHeight / 2 + 4, label,
                  light ? " text-anchor=\"middle\" fill=\"#222\"" : " text-anchor=\"middle\" fill=\"white\"");
       }
+    }
+    // Outlines after the ops, so that none is painted over.
+    for (size_t i = 0; i < spans.size(); ++i) {
+      if (!spans[i].overlapped || spans[i].op != Op::Forward) continue;
+      size_t last = i;  // the pair: its F, then its B (and W)
+      while (last + 1 < spans.size() && spans[last + 1].overlapped && spans[last + 1].op != Op::Forward) ++last;
+      svg += "<rect class=\"pair\" x=\"" + num(kLeft + spans[i].start * px_per_second) + "\" y=\"" + num(y) +
+             "\" width=\"" + num((spans[last].end - spans[i].start) * px_per_second) + "\" height=\"" +
+             num(kRowHeight) + "\" fill=\"none\" stroke=\"black\" stroke-width=\"1.5\"/>\n";
     }
   }
 
@@ -115,7 +132,12 @@ std::string render_svg(const Schedule& schedule, const SimResult& sim) {
       x += schedule.vpp > 1 ? 140 : 120;
     }
   }
-  if (schedule.vpp > 1) svg += text(kLeft, legend_y + 18, "labels: F3.1 = forward of microbatch 3, chunk 1");
+  if (schedule.vpp > 1) {
+    std::string labels = "labels: F3.1 = forward of microbatch 3, chunk 1";
+    if (const std::string pairs = detail::pairs_legend(sim); !pairs.empty())
+      labels += "; outlined, " + pairs;
+    svg += text(kLeft, legend_y + 18, labels);
+  }
   svg += "</svg>\n";
   return svg;
 }

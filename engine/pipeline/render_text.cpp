@@ -8,7 +8,17 @@ namespace ptrain::pipeline::detail {
 std::string op_label(const Span& span, int vpp) {
   std::string label = std::string(to_string(span.op)) + std::to_string(span.microbatch);
   if (vpp > 1) label += "." + std::to_string(span.chunk);
+  if (span.overlapped && span.op == Op::Forward) label += "&";
   return label;
+}
+
+std::string pairs_legend(const SimResult& sim) {
+  for (const auto& spans : sim.timeline)
+    for (const Span& s : spans)
+      if (s.overlapped)
+        return std::string("F3.0& = the F of an F&B pair with the B (and W) after it, ") +
+               (sim.pairs_as_one_op ? "timed as one overlapped op" : "run F then B as ptrain's executor does");
+  return "";
 }
 
 double shortest_op(const SimResult& sim) {

@@ -19,6 +19,10 @@ std::string render_chrome_trace(const Schedule& schedule, const SimResult& sim) 
                       {"tid", rank},
                       {"args", {{"name", "pp rank " + std::to_string(rank)}}}});
     for (const Span& span : sim.timeline[rank]) {
+      json args = {{"microbatch", span.microbatch},
+                   {"chunk", span.chunk},
+                   {"virtual_stage", schedule.virtual_stage(rank, span.chunk)}};
+      if (span.overlapped) args["pair"] = true;
       events.push_back({{"name", std::string(to_string(span.op)) + " mb" + std::to_string(span.microbatch) +
                                      " c" + std::to_string(span.chunk)},
                         {"cat", trace_category(span.op)},
@@ -27,10 +31,7 @@ std::string render_chrome_trace(const Schedule& schedule, const SimResult& sim) 
                         {"tid", rank},
                         {"ts", span.start * 1e6},
                         {"dur", (span.end - span.start) * 1e6},
-                        {"args",
-                         {{"microbatch", span.microbatch},
-                          {"chunk", span.chunk},
-                          {"virtual_stage", schedule.virtual_stage(rank, span.chunk)}}}});
+                        {"args", std::move(args)}});
     }
   }
   return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump() + "\n";

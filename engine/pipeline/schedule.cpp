@@ -44,6 +44,7 @@ std::string to_string(const Instr& instr) {
                   std::to_string(instr.chunk) + ")";
   if (is_send(instr.op)) s += " to rank " + std::to_string(instr.peer);
   if (is_recv(instr.op)) s += " from rank " + std::to_string(instr.peer);
+  if (instr.overlapped) s += " opening an F&B pair";
   return s;
 }
 

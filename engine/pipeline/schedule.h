@@ -13,12 +13,20 @@
 // In a send/recv the chunk is the local one (the sender's chunk in a send, the receiver's in a
 // recv); `peer` is the pp rank on the other side.
 //
+// F&B pairs (dualpipev; DeepSeek's DualPipe runs each pair's F and B at once, one's communication
+// hidden behind the other's compute): an F with `overlapped` set and the rank's next compute op, a
+// B, form a pair, with that B's W when it follows at once (the unsplit backward). The executor runs
+// a pair as it is listed, F then B; the simulator can time it as one op (OpCosts::forward_backward)
+// that receives both inputs before it starts and sends both outputs when it ends, as DualPipe does.
+//
 // Execution contract (what check() proves deadlock-free): sends are asynchronous (buffered, e.g.
 // isend whose completion is awaited later), receives block until the matching send was issued,
 // and messages are matched in FIFO order per channel = (sender, receiver, payload), where payload
 // is activation or gradient. The executor must therefore keep activations and gradients on
 // separate channels (tags or communicators): on one channel the order is guaranteed, across the
-// two it is not.
+// two it is not. check() proves it with each F&B pair's receives all done before the pair and its
+// sends issued after it, which proves it for the pair run as listed too (there a send comes earlier
+// and a receive later).
 #pragma once
 
 #include <string>
@@ -50,9 +58,11 @@ struct Instr {
   int microbatch;
   int chunk;
   int peer = -1;  // pp rank on the other side of a send/recv; -1 for compute
+  bool overlapped = false;  // on an F: it opens an F&B pair with the rank's next B (see above)
   bool operator==(const Instr&) const = default;
 };
-// "F(mb 3, chunk 1)", "RecvAct(mb 3, chunk 1) from rank 2", for messages and reports.
+// "F(mb 3, chunk 1)", "RecvAct(mb 3, chunk 1) from rank 2", "F(mb 3, chunk 0) opening an F&B
+// pair", for messages and reports.
 std::string to_string(const Instr&);
 
 struct Schedule {

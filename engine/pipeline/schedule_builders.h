@@ -17,7 +17,7 @@ using RankLists = std::vector<std::vector<Instr>>;
 class RankProgram {
  public:
   RankProgram(config::StagePlacement placement, int rank) : placement_(placement), rank_(rank) {}
-  void forward(int microbatch, int chunk);
+  void forward(int microbatch, int chunk, bool opens_pair = false);  // opens_pair: Instr::overlapped
   void backward(int microbatch, int chunk);
   void weight_grad(int microbatch, int chunk);
   std::vector<Instr> take() { return std::move(instrs_); }

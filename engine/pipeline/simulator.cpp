@@ -4,13 +4,14 @@
 #include <deque>
 
 #include "engine/pipeline/channels.h"
+#include "engine/pipeline/pairs.h"
 
 namespace ptrain::pipeline {
 
 OpCosts OpCosts::uniform(const Schedule& s, double forward, double backward, double weight_grad, double p2p) {
   const size_t stages = static_cast<size_t>(s.virtual_stages());
   return {std::vector<double>(stages, forward), std::vector<double>(stages, backward),
-          std::vector<double>(stages, weight_grad), p2p};
+          std::vector<double>(stages, weight_grad), {}, p2p};
 }
 
 namespace {
@@ -27,6 +28,21 @@ double cost_of(const Schedule& s, const OpCosts& costs, int rank, const Instr& i
     default:
       return 0.0;
   }
+}
+
+// in_pair[i]: list[i] belongs to an F&B pair.
+std::vector<bool> pair_members(const std::vector<Instr>& list) {
+  std::vector<bool> in_pair(list.size(), false);
+  for (size_t i = 0; i < list.size();) {
+    const auto pair = detail::pair_at(list, i);
+    if (!pair) {
+      ++i;
+      continue;
+    }
+    for (size_t k = pair->begin; k < pair->end; ++k) in_pair[k] = true;
+    i = pair->end;
+  }
+  return in_pair;
 }
 
 // Peak counts over one rank's compute order (each op ends before the next starts, so the order
@@ -59,30 +75,78 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
   result.peak_live.assign(s.pp, 0.0);
   result.timeline.resize(s.pp);
 
+  result.pairs_as_one_op = !costs.forward_backward.empty();
+
   std::vector<std::deque<double>> in_transit(detail::channel_count(s.pp));  // arrival times, FIFO
   std::vector<double> clock(s.pp, 0.0);                                     // when each rank is free
   std::vector<size_t> next(s.pp, 0);
+  std::vector<std::vector<bool>> in_pair(s.pp);
+  for (int rank = 0; rank < s.pp; ++rank) in_pair[rank] = pair_members(s.ranks[rank]);
+
+  // Runs one instruction; false, changing nothing, if it is a receive whose message was not sent yet.
+  auto run_one = [&](int rank, size_t i) {
+    const Instr& instr = s.ranks[rank][i];
+    if (is_send(instr.op)) {
+      in_transit[detail::channel_of(instr, rank, s.pp)].push_back(clock[rank] + costs.p2p_seconds);
+    } else if (is_recv(instr.op)) {
+      auto& queue = in_transit[detail::channel_of(instr, rank, s.pp)];
+      if (queue.empty()) return false;
+      clock[rank] = std::max(clock[rank], queue.front());
+      queue.pop_front();
+    } else {
+      const double start = clock[rank];
+      clock[rank] += cost_of(s, costs, rank, instr);
+      result.timeline[rank].push_back({instr.op, instr.microbatch, instr.chunk, start, clock[rank], in_pair[rank][i]});
+      result.busy[rank] += clock[rank] - start;
+    }
+    return true;
+  };
+  // Runs an F&B pair as one op of costs.forward_backward: it starts when the rank is free and all its
+  // messages have arrived, and its sends leave when it ends. False, changing nothing, if a message
+  // is missing.
+  auto run_pair = [&](int rank, const detail::PairExtent& pair) {
+    const auto& list = s.ranks[rank];
+    std::vector<int> wanted;  // the channel of each receive
+    for (size_t i = pair.begin; i < pair.end; ++i)
+      if (is_recv(list[i].op)) wanted.push_back(detail::channel_of(list[i], rank, s.pp));
+    for (int c : wanted)
+      if (in_transit[c].size() < static_cast<size_t>(std::count(wanted.begin(), wanted.end(), c))) return false;
+    for (int c : wanted) {
+      clock[rank] = std::max(clock[rank], in_transit[c].front());
+      in_transit[c].pop_front();
+    }
+    const double seconds =
+        costs.forward_backward.at(static_cast<size_t>(s.virtual_stage(rank, list[pair.forward].chunk)));
+    double own = 0;  // the ops' own costs: each is drawn with its share of the pair
+    int ops = 0;
+    for (size_t i = pair.begin; i < pair.end; ++i)
+      if (is_compute(list[i].op)) own += cost_of(s, costs, rank, list[i]), ++ops;
+    const double start = clock[rank];
+    for (size_t i = pair.begin; i < pair.end; ++i) {
+      const Instr& instr = list[i];
+      if (!is_compute(instr.op)) continue;
+      const double from = clock[rank];
+      clock[rank] += own > 0 ? seconds * cost_of(s, costs, rank, instr) / own : seconds / ops;
+      result.timeline[rank].push_back({instr.op, instr.microbatch, instr.chunk, from, clock[rank], true});
+    }
+    clock[rank] = start + seconds;  // exactly, whatever the rounding of the shares
+    result.timeline[rank].back().end = clock[rank];
+    result.busy[rank] += seconds;
+    for (size_t i = pair.begin; i < pair.end; ++i)
+      if (is_send(list[i].op))
+        in_transit[detail::channel_of(list[i], rank, s.pp)].push_back(clock[rank] + costs.p2p_seconds);
+    return true;
+  };
+
   // Rank by rank, as far as each can go before a message it needs was sent: the times do not
   // depend on this visiting order, only on the dependencies.
   for (bool progress = true; progress;) {
     progress = false;
     for (int rank = 0; rank < s.pp; ++rank) {
-      const auto& list = s.ranks[rank];
-      for (; next[rank] < list.size(); ++next[rank], progress = true) {
-        const Instr& instr = list[next[rank]];
-        if (is_send(instr.op)) {
-          in_transit[detail::channel_of(instr, rank, s.pp)].push_back(clock[rank] + costs.p2p_seconds);
-        } else if (is_recv(instr.op)) {
-          auto& queue = in_transit[detail::channel_of(instr, rank, s.pp)];
-          if (queue.empty()) break;  // not sent yet
-          clock[rank] = std::max(clock[rank], queue.front());
-          queue.pop_front();
-        } else {
-          const double start = clock[rank];
-          clock[rank] += cost_of(s, costs, rank, instr);
-          result.timeline[rank].push_back({instr.op, instr.microbatch, instr.chunk, start, clock[rank]});
-          result.busy[rank] += clock[rank] - start;
-        }
+      for (size_t& i = next[rank]; i < s.ranks[rank].size(); progress = true) {
+        const auto pair = result.pairs_as_one_op ? detail::pair_at(s.ranks[rank], i) : std::nullopt;
+        if (pair ? !run_pair(rank, *pair) : !run_one(rank, i)) break;  // a message not sent yet
+        i = pair ? pair->end : i + 1;
       }
     }
   }

@@ -6,7 +6,11 @@
 //  - a send takes no time on its rank; its message arrives p2p_seconds after the send is issued
 //    (i.e. after the F or B before it ended);
 //  - a receive takes no time; it holds its rank until the message has arrived;
-//  - a compute op starts when its rank is free (and hence after the receive before it).
+//  - a compute op starts when its rank is free (and hence after the receive before it);
+//  - an F&B pair (schedule.h) runs as its ops one after the other, unless costs.forward_backward
+//    is given: then as DualPipe runs it, one op of that cost that starts once its rank is free and
+//    all its receives have arrived, and whose sends leave when it ends. Its F, B (and W) are drawn
+//    side by side within it, in proportion to their own costs.
 // Definitions (all times in seconds, from 0 = the first op's start):
 //  - makespan: the end of the last op on any rank;
 //  - busy[r]: total compute time of rank r; bubble_fraction[r] = 1 - busy[r] / makespan, so the
@@ -28,6 +32,12 @@ struct OpCosts {
   // (chunk*pp + pp_rank). Backward excludes the weight grad when the schedule splits W;
   // when it does not, the executor runs W inside B and the simulator charges backward+weight_grad.
   std::vector<double> forward, backward, weight_grad;
+  // DualPipe's F&B: seconds of an F&B pair run overlapped (the F and the B it pairs with, and that
+  // B's W when it follows at once, i.e. the whole backward), indexed by the virtual stage of the
+  // pair's F. Empty: pairs run as ptrain's executor runs them, F then B, each message leaving
+  // after its own op. F + B + W here is DualPipe's F&B with nothing overlapped; the overlap it
+  // gains needs the pair's two ops to run at once (two streams), which ptrain's executor does not.
+  std::vector<double> forward_backward;
   double p2p_seconds = 0.0;  // latency+transfer of one activation/grad message between stages
 
   // Same cost on every virtual stage.
@@ -40,6 +50,7 @@ struct Span {  // one compute op on one rank's timeline
   int microbatch;
   int chunk;
   double start, end;
+  bool overlapped = false;  // part of an F&B pair: its F, its B, or that B's W
 };
 
 struct SimResult {
@@ -52,9 +63,11 @@ struct SimResult {
   std::vector<double> peak_live;  // per rank, like peak_inflight but until W (see above)
   double peak_live_max = 0.0;
   std::vector<std::vector<Span>> timeline;  // per rank, in time order
+  bool pairs_as_one_op = false;             // F&B pairs timed as one op (costs.forward_backward)
 };
 
-// Precondition: check(schedule) is empty, and every cost vector has pp*vpp entries.
+// Precondition: check(schedule) is empty, and every cost vector has pp*vpp entries
+// (forward_backward: that or none).
 SimResult simulate(const Schedule& schedule, const OpCosts& costs);
 
 }  // namespace ptrain::pipeline

@@ -190,3 +190,34 @@ TEST_CASE("random adjacent swaps: whatever the checker accepts runs to the end")
   CHECK(accepted > 30);  // e.g. two sends swapped, or a send moved past an unrelated compute op
   CHECK(rejected > 300);
 }
+
+TEST_CASE("F&B pairs: only on an F, with a B next, and deadlock-free run as one step") {
+  SECTION("dualpipev's pairs pass") {
+    for (int pp : {2, 3, 5}) CHECK(check(build(ScheduleKind::DualPipeV, pp, 2, 2 * pp + 1)).empty());
+  }
+  SECTION("the mark on a B") {
+    Schedule s = build(ScheduleKind::OneFOneB, 2, 1, 2);
+    s.ranks[1][index_of(s.ranks[1], {Op::Backward, 0, 0})].overlapped = true;
+    CHECK(any_contains(check(s), "B(mb 0, chunk 0) opening an F&B pair): only an F opens an F&B pair"));
+  }
+  SECTION("an F whose next compute op is not a B") {
+    Schedule s = build(ScheduleKind::OneFOneB, 2, 1, 2);  // rank 0: F0 SendAct0 F1 SendAct1 RecvGrad0 B0 ...
+    s.ranks[0][index_of(s.ranks[0], {Op::Forward, 0, 0})].overlapped = true;
+    CHECK(any_contains(check(s), "rank 0, instruction 0 (F(mb 0, chunk 0) opening an F&B pair): the rank's next "
+                                 "compute op is F(mb 1, chunk 0), not a B to pair with"));
+  }
+  SECTION("a pair waiting for the grad of its own forward") {
+    // Fine run as listed; as one step F0&B0 would need B0's grad before F0's output leaves.
+    Schedule s{ScheduleKind::OneFOneB, 2, 1, 1, false, {}};
+    s.ranks = {{{Op::Forward, 0, 0, -1, true}, {Op::SendAct, 0, 0, 1}, {Op::RecvGrad, 0, 0, 1}, {Op::Backward, 0, 0}},
+               {{Op::RecvAct, 0, 0, 0}, {Op::Forward, 0, 0}, {Op::Backward, 0, 0}, {Op::SendGrad, 0, 0, 0}}};
+    const auto problems = check(s);
+    INFO(joined(problems));
+    CHECK(any_contains(problems,
+                       "deadlock: rank 0, instruction 2 (RecvGrad(mb 0, chunk 0) from rank 1) waits forever (an F&B "
+                       "pair receives all its inputs before it starts): rank 1 is itself blocked at instruction 0 "
+                       "(RecvAct(mb 0, chunk 0) from rank 0)"));
+    s.ranks[0][0].overlapped = false;
+    CHECK(check(s).empty());
+  }
+}

@@ -163,3 +163,31 @@ TEST_CASE("chrome trace: one complete event per op, in microseconds") {
     CHECK(w == (s.split_weight_grad ? m * vpp * pp : 0));
   }
 }
+
+TEST_CASE("dualpipev's F&B pairs in the drawings") {
+  const auto [s, sim] = simulated(ScheduleKind::DualPipeV, 4, 2, 10);
+  int pairs = 0;
+  for (const auto& list : s.ranks)
+    for (const Instr& in : list) pairs += in.overlapped;
+  REQUIRE(pairs > 0);
+
+  const std::string text = render_ascii(s, sim, 1000);
+  INFO(text);
+  CHECK(count(text, "&") == pairs + 2);  // each pair's F, and "F3.0& ... an F&B pair" in the legend
+  CHECK(text.find("run F then B as ptrain's executor does") != std::string::npos);
+
+  const std::string svg = render_svg(s, sim);
+  CHECK(tags_balanced(svg));
+  CHECK(count(svg, "<rect class=\"pair\"") == pairs);
+  CHECK(count(svg, "&") == count(svg, "&amp;"));  // escaped in the labels and the legend
+
+  int marked = 0;
+  const auto trace = nlohmann::json::parse(render_chrome_trace(s, sim));
+  for (const auto& e : trace.at("traceEvents"))
+    marked += e.at("ph") == "X" && e.at("args").contains("pair");
+  CHECK(marked == 3 * pairs);  // each pair's F, B and W
+
+  OpCosts costs = OpCosts::uniform(s, 0.5, 0.5, 0.5);
+  costs.forward_backward.assign(static_cast<size_t>(s.virtual_stages()), 1.2);
+  CHECK(render_ascii(s, simulate(s, costs), 100).find("timed as one overlapped op") != std::string::npos);
+}

@@ -135,3 +135,35 @@ TEST_CASE("channels lists each message channel once, in an order every rank deri
   CHECK(channels(build(ScheduleKind::Interleaved1F1B, 3, 2, 6)).size() == 6);
   CHECK(channels(build(ScheduleKind::Gpipe, 1, 1, 4)).empty());
 }
+
+TEST_CASE("dualpipev marks its F&B pairs: the steady F0&B1 and F1&B0, then F1&B0") {
+  for (int pp : {2, 3, 4, 8}) {
+    for (int m : {2 * pp, 2 * pp + 5}) {
+      const Schedule s = build(ScheduleKind::DualPipeV, pp, 2, m);
+      for (int rank = 0; rank < pp; ++rank) {
+        INFO("pp=" << pp << " m=" << m << " rank=" << rank);
+        const auto& list = s.ranks[rank];
+        int pairs = 0;
+        for (size_t i = 0; i < list.size(); ++i) {
+          if (!list[i].overlapped) continue;
+          ++pairs;
+          REQUIRE(list[i].op == Op::Forward);
+          size_t b = i + 1;
+          while (!is_compute(list[b].op)) ++b;
+          CHECK(list[b].op == Op::Backward);
+          CHECK(list[b].chunk == 1 - list[i].chunk);  // the forward of one chunk, the backward of the other
+          // The whole backward: its W follows at once (after the B's SendGrad if there is one).
+          const size_t w = b + 1 + (b + 1 < list.size() && list[b + 1].op == Op::SendGrad ? 1 : 0);
+          CHECK(list[w] == Instr{Op::WeightGrad, list[b].microbatch, list[b].chunk});
+        }
+        // 2 per steady step but the last rank's first (the reference runs those apart), 1 per step of phase 5.
+        CHECK(pairs == 2 * (m - 2 * pp + rank + 1) + (pp - rank - 1) - (rank == pp - 1 ? 1 : 0));
+      }
+    }
+  }
+  for (auto kind : {ScheduleKind::OneFOneB, ScheduleKind::ZbH1, ScheduleKind::Zbv}) {
+    const Schedule s = build(kind, 4, kind == ScheduleKind::Zbv ? 2 : 1, 8);
+    for (const auto& list : s.ranks)
+      for (const Instr& in : list) CHECK_FALSE(in.overlapped);
+  }
+}

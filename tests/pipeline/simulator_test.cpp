@@ -168,18 +168,108 @@ TEST_CASE("the DualPipe README's table with uniform costs, F = B = W = 1") {
       CHECK(base.peak_inflight_max == pp);
       CHECK(zb.peak_inflight_max == pp);
 
-      // DualPipeV over pp ranks: PP = 2pp stages of a chunk each.
+      // DualPipeV over pp ranks: PP = 2pp stages of a chunk each, run as ptrain's executor runs it
+      // (each F&B pair F then B, F's output leaving when F ends).
       const Schedule v = build(ScheduleKind::DualPipeV, pp, 2, m);
       const SimResult dual = simulate(v, OpCosts::uniform(v, 1, 1, 1));
       const int stages = 2 * pp;
       CHECK(dual.peak_inflight_max * 2 == stages + 1);  // chunks between F and B on the fullest rank
-      // The published bubble counts an F&B pair as one op whose F output leaves when the pair ends;
-      // run one after the other (F&B = F + B, nothing overlapped) F's output leaves after F alone,
-      // which takes one F off each of the PP/2-1 steps of the ramp.
+      // The published bubble at F&B = F + B (nothing overlapped) is 2(pp-1); run one op at a time
+      // the forward's output leaves after F alone, a forward earlier on each of the pp-1 steps of
+      // the ramp.
       const double published = (stages / 2 - 1) * ((f + b) + b - 3 * w);
       for (int rank = 0; rank < pp; ++rank) {
         CHECK(bubble_seconds(dual, rank) == Approx((stages / 2 - 1) * f).margin(kTight));
         CHECK(bubble_seconds(dual, rank) <= published + kTight);
+      }
+    }
+  }
+}
+
+namespace {
+
+// F&B pairs of a DualPipeV rank: 2 per steady step (phase 4) but the last rank's first, 1 per
+// step of phase 5.
+int dualpipev_pairs(int pp, int m, int rank) {
+  return 2 * (m - 2 * pp + rank + 1) + (pp - rank - 1) - (rank == pp - 1 ? 1 : 0);
+}
+
+}  // namespace
+
+TEST_CASE("dualpipev with each F&B pair one op: the published bubble, F = B = W = 1") {
+  // The published accounting: a pair is one op of cost F&B (the forward and the whole backward of
+  // the other chunk, W included) whose outputs leave when it ends. Its bubble per device,
+  // (PP/2-1)(F&B+B-3W) = (pp-1)(F&B-1) here, is that of the ranks with the most pairs (pp-2 and
+  // pp-1); a rank with k fewer pairs has the same makespan with k(F+B+W-F&B) more of it idle. That
+  // holds from F&B = F+B+W (nothing hidden) down to F&B = 2 = the whole backward alone, the least
+  // an F&B can physically take. Below it (F&B = 1.5, a pair shorter than its own backward) the
+  // formula would undercut the pipeline's dependencies, and the simulated bubble stays above it.
+  for (int pp = 2; pp <= 8; ++pp) {
+    for (int m = 2 * pp; m <= 24; ++m) {
+      const Schedule s = build(ScheduleKind::DualPipeV, pp, 2, m);
+      for (double fb : {3.0, 2.5, 2.25, 2.0, 1.5}) {
+        INFO("pp=" << pp << " m=" << m << " F&B=" << fb);
+        OpCosts costs = OpCosts::uniform(s, 1, 1, 1);
+        costs.forward_backward.assign(static_cast<size_t>(s.virtual_stages()), fb);
+        const SimResult sim = simulate(s, costs);
+        REQUIRE(sim.pairs_as_one_op);
+        const double published = (pp - 1) * (fb + 2 - 3);
+        double worst = 0;
+        for (int rank = 0; rank < pp; ++rank) {
+          CHECK(sim.busy[rank] ==
+                Approx(6.0 * m - (3 - fb) * dualpipev_pairs(pp, m, rank)).epsilon(kTight));
+          worst = std::max(worst, bubble_seconds(sim, rank));
+          if (fb >= 2) {
+            const int fewer = dualpipev_pairs(pp, m, pp - 1) - dualpipev_pairs(pp, m, rank);
+            CHECK(bubble_seconds(sim, rank) == Approx(published - fewer * (3 - fb)).margin(kTight));
+          }
+        }
+        if (fb >= 2) {
+          CHECK(worst == Approx(published).margin(kTight));
+        } else {
+          CHECK(worst > published + 0.25);
+        }
+        CHECK(sim.peak_inflight_max * 2 == 2 * pp + 1);  // PP+1 chunks
+      }
+    }
+  }
+}
+
+TEST_CASE("an F&B pair one op: it waits for both inputs, its outputs leave when it ends") {
+  for (int pp : {2, 3, 4}) {
+    const Schedule s = build(ScheduleKind::DualPipeV, pp, 2, 2 * pp + 2);
+    for (double p2p : {0.0, 0.3}) {
+      INFO("pp=" << pp << " p2p=" << p2p);
+      OpCosts costs = OpCosts::uniform(s, 1, 1.2, 0.7, p2p);
+      for (int v = 0; v < s.virtual_stages(); ++v) {
+        costs.forward[v] = 1.0 + 0.1 * (v % 3);
+        costs.forward_backward.push_back(0.8 * (costs.forward[v] + costs.backward[v] + costs.weight_grad[v]));
+      }
+      const SimResult sim = simulate(s, costs);
+      CHECK(dependency_violation(s, sim, p2p) == "");
+      // Every op's inputs came from ops that ended, and from a pair only once the whole pair ended.
+      std::map<std::tuple<int, int, int>, double> ready;  // (op, mb, stage) -> when its output may leave
+      for (int rank = 0; rank < pp; ++rank) {
+        const auto& spans = sim.timeline[rank];
+        for (size_t i = 0; i < spans.size(); ++i) {
+          size_t last = i;
+          if (spans[i].overlapped && spans[i].op == Op::Forward)
+            while (last + 1 < spans.size() && spans[last + 1].overlapped && spans[last + 1].op != Op::Forward) ++last;
+          for (size_t k = i; k <= last; ++k)
+            ready[{static_cast<int>(spans[k].op), spans[k].microbatch, s.virtual_stage(rank, spans[k].chunk)}] =
+                spans[last].end;
+          i = last;
+        }
+      }
+      const ptrain::config::StagePlacement place = s.placement();
+      for (int rank = 0; rank < pp; ++rank) {
+        for (const Span& span : sim.timeline[rank]) {
+          const int stage = s.virtual_stage(rank, span.chunk);
+          const int from = span.op == Op::Forward ? stage - 1 : stage + 1;
+          if (span.op == Op::WeightGrad || from < 0 || from >= s.virtual_stages()) continue;
+          if (place.holder(from).rank == rank) continue;  // the V's turn: no message
+          CHECK(span.start >= ready.at({static_cast<int>(span.op), span.microbatch, from}) + p2p - kTight);
+        }
       }
     }
   }
