@@ -47,9 +47,10 @@ ParallelGroups make_parallel_groups(const config::JobSpec& spec, Comm& comm, boo
   if (p.cp > 1) out.cp = make("cp", grid.groups("cp"));
   if (p.ep > 1) {
     out.ep = make("ep", grid.expert_groups("ep"));
-    out.expert_dp = make("expert-dp", grid.expert_groups("dp"));
     out.ep_rank = grid.coord(comm.rank(), grid::Axis::Ep);
   }
+  // The experts' units apart (model::experts_apart) are reduced over the expert-dp group.
+  if (spec.model.moe && (p.ep > 1 || p.tp > 1)) out.expert_dp = make("expert-dp", grid.expert_groups("dp"));
   if (p.pp == 1) return out;
   out.pp = make("pp", grid.groups("pp"));
   if (tied_head) out.embedding = make("embedding", grid.embedding_groups());

@@ -511,7 +511,9 @@ std::int64_t expert_token_slots(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::ParallelSpec& p = spec.parallel;
   const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
-  const std::int64_t sharers = p.sequence_parallel ? p.tp : 1;
+  // Split over the tp group (ep = tp), the experts take the group's slots; otherwise a rank's static
+  // buffers hold every slot of the sequences it routes (model/moe_block.h).
+  const std::int64_t sharers = p.tp > 1 && p.ep == p.tp ? p.tp : 1;
   const std::int64_t per_expert = (sequences * expert_capacity(spec) + sharers - 1) / sharers;
   return spec.model.moe->experts / p.ep * per_expert;
 }

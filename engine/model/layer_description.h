@@ -160,13 +160,10 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 // top_k * seq_len / experts)); 0 for dense models.
 int expert_capacity(const config::JobSpec& spec);
 // Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each expert takes
-// expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, of which
-// a rank holds 1/t under sequence parallelism (under context parallelism every cp rank's static
-// buffers hold the whole capacity: it routes the whole sequences, model/moe_block.h); 0 for dense
-// models. As the
-// engine runs it: E * micro_batch * capacity with ep over data-parallel ranks (or ep = 1), and the
-// local experts' E/t * micro_batch * capacity with the experts split over the tp group (ep = t);
-// the rest is the model `validate` and `plan` use for layouts the engine does not run yet.
+// expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, static
+// buffers (model/moe_block.h): E * micro_batch * capacity with ep over other ranks than the tp
+// group (or ep = 1), and the local experts' E/t * micro_batch * capacity with the experts split
+// over the tp group (ep = t); 0 for dense models.
 std::int64_t expert_token_slots(const config::JobSpec& spec);
 // The slots of one expert from one source rank (micro_batch * capacity as the engine runs it): the
 // rows of one expert GEMM.

@@ -13,8 +13,9 @@ using kernels::Buf;
 MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep,
                    parallel::TensorParallel* tp, parallel::ContextParallel* cp)
     : ops_(ops),
-      ep_(spec.parallel.ep > 1 && spec.parallel.tp == 1 ? ep : nullptr),
-      tp_(spec.parallel.ep > 1 && spec.parallel.tp > 1 ? tp : nullptr),
+      ep_(spec.parallel.ep > 1 && spec.parallel.ep != spec.parallel.tp ? ep : nullptr),
+      tp_(spec.parallel.tp > 1 ? tp : nullptr),
+      experts_over_tp_(spec.parallel.tp > 1 && spec.parallel.ep == spec.parallel.tp),
       cp_(spec.parallel.cp > 1 ? cp : nullptr),
       B_(spec.train.micro_batch),
       T_(T),
@@ -28,20 +29,19 @@ MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, 
       R_(static_cast<std::int64_t>(B_) * capacity_),
       aux_scale_(static_cast<float>(spec.model.moe->aux_loss_coef / spec.train.global_batch)) {
   const config::ParallelSpec& p = spec.parallel;
-  if (p.ep > 1 && p.tp == 1 && (ep == nullptr || ep->size() != p.ep))
+  if (ep_ != nullptr && ep->size() != p.ep)
     throw std::invalid_argument("MoeBlock: parallel.ep = " + std::to_string(p.ep) +
                                 " needs an expert-parallel group of that size");
-  if (p.ep > 1 && p.tp > 1 && (p.ep != p.tp || tp == nullptr || tp->size() != p.tp))
-    throw std::invalid_argument("MoeBlock: with parallel.tp = " + std::to_string(p.tp) +
-                                " the experts are split over the tp group: parallel.ep must equal it");
+  if (p.ep > 1 && p.ep != p.tp && ep == nullptr)
+    throw std::invalid_argument("MoeBlock: parallel.ep = " + std::to_string(p.ep) + " needs an expert-parallel group");
+  if (p.tp > 1 && (tp == nullptr || tp->size() != p.tp))
+    throw std::invalid_argument("MoeBlock: parallel.tp = " + std::to_string(p.tp) +
+                                " needs a tensor-parallel group of that size");
   if (p.cp > 1 && (cp == nullptr || cp->size() != p.cp || cp->seq_len() != spec.model.seq_len))
     throw std::invalid_argument("MoeBlock: parallel.cp = " + std::to_string(p.cp) +
                                 " needs a context-parallel group of that size");
-  if (p.ep == 1 && p.tp > 1)
-    throw std::invalid_argument(
-        "MoeBlock: parallel.tp > 1 needs the experts split over the tp group (ep = tp)");
   if (ep_ != nullptr) split_ = ep_->size(), split_rank_ = ep_->rank();
-  if (tp_ != nullptr) split_ = tp_->size(), split_rank_ = tp_->rank();
+  if (experts_over_tp_) split_ = tp_->size(), split_rank_ = tp_->rank();
   router_tokens_ = tp_ != nullptr ? N_ / tp_->size() : N_;
   router_first_ = tp_ != nullptr ? tp_->rank() * router_tokens_ : 0;
 }
@@ -53,6 +53,12 @@ Buf MoeBlock::expert_rows(Buf b, int e, int cols) const {
 Buf MoeBlock::router_rows(Buf b, int cols) const {
   return runtime::advance(b, static_cast<std::int64_t>(router_first_) * cols);
 }
+
+Buf MoeBlock::dispatched_rows(Buf b, int cols) const {
+  return own_tokens_only() ? router_rows(b, cols) : b;
+}
+
+int MoeBlock::dispatched_tokens() const { return own_tokens_only() ? router_tokens_ : N_; }
 
 void MoeBlock::exchange(Buf from, Buf to) const {
   ep_->exchange(from, to, rows() / split_ * C_);
@@ -76,7 +82,9 @@ void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const M
   const auto [slot, weight] = own_routing(a, ws);
   // Dispatch: the tokens into the slots, then (all-to-all) to the experts' owners.
   const Buf dispatched = ep_ != nullptr ? ws.exchange : a.expert_in;
-  ops_.moe_scatter(dispatched, Buf{}, in, Buf{}, slot, Buf{}, N_, k_, static_cast<int>(rows()), C_);
+  const int n = dispatched_tokens();
+  ops_.moe_scatter(dispatched, Buf{}, dispatched_rows(in, C_), Buf{}, dispatched_rows(slot, k_), Buf{}, n, k_,
+                   static_cast<int>(rows()), C_);
   if (ep_ != nullptr) exchange(dispatched, a.expert_in);
   const auto R = static_cast<int>(R_);
   const Buf outputs = ep_ != nullptr ? ws.exchange : a.expert_out;
@@ -90,7 +98,11 @@ void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const M
     ops_.linear_forward(expert_rows(outputs, e, C_), act, x.w2, Buf{}, R, C_, F_);
   }
   if (ep_ != nullptr) exchange(outputs, a.expert_out);  // back to the tokens' ranks
-  ops_.moe_combine(out, a.expert_out, slot, weight, N_, k_, C_);
+  // Only this rank's tokens under tp without the experts split over it: the others' rows are zero
+  // in the partial sum over tp.
+  if (own_tokens_only()) ops_.fill(out, 0.0f, static_cast<std::int64_t>(N_) * C_);
+  ops_.moe_combine(dispatched_rows(out, C_), a.expert_out, dispatched_rows(slot, k_), dispatched_rows(weight, k_), n,
+                   k_, C_);
 }
 
 void MoeBlock::recompute_activation(MoeActs& a) const {
@@ -105,10 +117,11 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
   // each weight the dot product of the token's gradient with its expert's output.
   const Buf d_returned = ep_ != nullptr ? ws.exchange : g.d_expert_out;
   const auto [slot, weight] = own_routing(a, ws);
-  ops_.moe_scatter(d_returned, ws.d_weight, d_out, a.expert_out, slot, weight, N_, k_,
-                   static_cast<int>(rows()), C_);
+  const int n = dispatched_tokens();
+  ops_.moe_scatter(d_returned, dispatched_rows(ws.d_weight, k_), dispatched_rows(d_out, C_), a.expert_out,
+                   dispatched_rows(slot, k_), dispatched_rows(weight, k_), n, k_, static_cast<int>(rows()), C_);
   if (ep_ != nullptr) exchange(d_returned, g.d_expert_out);  // to the experts' owners
-  if (tp_ != nullptr) tp_->sum_partials(ws.d_weight, static_cast<std::int64_t>(N_) * k_);
+  if (experts_over_tp_) tp_->sum_partials(ws.d_weight, static_cast<std::int64_t>(N_) * k_);
   for (int e = 0; e < rows() / R_; ++e) {
     const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_), d_gate = expert_rows(g.d_gate, e, F_),
@@ -123,7 +136,9 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
   }
   // The dispatch's backward: (all-to-all) back to the tokens' ranks, each token's rows summed.
   if (ep_ != nullptr) exchange(ws.d_expert_in, ws.exchange);
-  ops_.moe_combine(d_in, ep_ != nullptr ? ws.exchange : ws.d_expert_in, slot, Buf{}, N_, k_, C_);
+  if (own_tokens_only()) ops_.fill(d_in, 0.0f, static_cast<std::int64_t>(N_) * C_);
+  ops_.moe_combine(dispatched_rows(d_in, C_), ep_ != nullptr ? ws.exchange : ws.d_expert_in,
+                   dispatched_rows(slot, k_), Buf{}, n, k_, C_);
   if (cp_ == nullptr) {
     ops_.moe_route_backward(g.d_logits, ws.d_weight, a.probs, a.choice, a.weight, a.counts, B_, T_, E_, k_,
                             aux_scale_);

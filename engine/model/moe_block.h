@@ -11,7 +11,7 @@
 // zero (they cost compute, not correctness: zero rows give zero outputs and gradients).
 //
 // Expert parallelism, two ways:
-//  - over data-parallel ranks (tp = 1; parallel/expert_parallel.h): this rank holds E/ep experts; its
+//  - over ranks other than the tp group (ep != tp; parallel/expert_parallel.h): this rank holds E/ep experts; its
 //    tokens' slots for every expert are exchanged with the ep group (one all-to-all), so its expert
 //    buffers hold, in source-rank order, each rank's R slots per local expert: E*R rows either way.
 //    Expert block q of the received buffer (rows [q*R, (q+1)*R)) is local expert q % (E/ep). The
@@ -22,6 +22,11 @@
 //    its output is a partial sum over tp, reduce-scattered like a row-parallel layer's. Backward sums
 //    the combine weights' gradients over tp (each pair's expert is on one rank), and each rank
 //    takes the router's gradients for its own tokens only, so the sums over tp count them once.
+// With tp > 1 and the experts not split over the tp group (ep = 1, or ep over other ranks), every
+// tp rank routes the group's gathered tokens alike but dispatches, runs its experts on, and
+// combines only its own tokens (the router's rows; the others' rows of its output are zero, added
+// by the tp sum like a row-parallel layer's), so each expert gradient counts a token once when the
+// expert-dp group, which includes the tp ranks, sums them.
 //
 // Context parallelism (cp > 1): a rank holds two chunks of each sequence, but capacity is per
 // sequence, earliest positions first. The router's logits are all-gathered over the cp group into
@@ -120,13 +125,19 @@ class MoeBlock {
   void exchange(kernels::Buf from, kernels::Buf to) const;
   // The rows of an [N, cols] tensor whose router gradients this rank takes (its own tokens under tp).
   kernels::Buf router_rows(kernels::Buf b, int cols) const;
+  // tp > 1 with the experts not split over it: this rank dispatches and combines its own tokens
+  // only (the router's rows), and the tp sum of the block's output adds the others'.
+  bool own_tokens_only() const { return tp_ != nullptr && !experts_over_tp_; }
+  kernels::Buf dispatched_rows(kernels::Buf b, int cols) const;  // of an [N, cols] tensor
+  int dispatched_tokens() const;
   // This rank's tokens' slots and weights: the routing's own (cp = 1), else taken from the whole
   // sequences' into the workspace.
   std::pair<kernels::Buf, kernels::Buf> own_routing(const MoeActs& a, const MoeWorkspace& ws) const;
 
   const kernels::Ops& ops_;
   parallel::ExpertParallel* ep_;    // the all-to-all (ep > 1, tp = 1)
-  parallel::TensorParallel* tp_;    // the experts split over the tp group (ep = tp > 1)
+  parallel::TensorParallel* tp_;    // tp > 1: the group whose tokens the block takes (all-gathered)
+  bool experts_over_tp_;            // ep = tp > 1: the experts split over the tp group
   parallel::ContextParallel* cp_;   // cp > 1: the group whose chunks make the sequences routed
   int split_ = 1, split_rank_ = 0;  // the ranks the experts are split over, and this one's index
   int router_first_ = 0, router_tokens_ = 0;

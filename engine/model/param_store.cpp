@@ -49,8 +49,9 @@ ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coord
   std::int64_t offset = 0;
   int current_key = 0;
   const bool apart = experts_apart(coords_);
-  auto close_unit = [&] {
-    offset = round_up(offset, expert_units_.back() ? options.expert_unit_multiple : options.unit_multiple);
+  auto close_unit = [&] {  // its size a multiple of its kind's (not its end: the two kinds' differ)
+    const std::int64_t begin = units_.back().begin;
+    offset = begin + round_up(offset - begin, expert_units_.back() ? options.expert_unit_multiple : options.unit_multiple);
     units_.back().end = offset;
   };
   for (LocalParam& lp : local_params(registry_, coords_)) {

@@ -83,7 +83,9 @@ DataParallel::DataParallel(const config::JobSpec& spec, model::ParamStore& store
       throw std::logic_error("DataParallel: this rank is not in its expert-dp group");
     const std::int64_t size = units[static_cast<std::size_t>(u)].size();
     if (size % (model::kFlatAlignment * ranks_of(u)) != 0)
-      throw std::logic_error("DataParallel: the ParamStore was not built with zero_store_options");
+      throw std::logic_error("DataParallel: the ParamStore was not built with zero_store_options (unit " +
+                             std::to_string(u) + " of " + std::to_string(size) + " elements over " +
+                             std::to_string(ranks_of(u)) + " ranks)");
     shard_offsets_.push_back(shard_numel_);
     shard_numel_ += size / ranks_of(u);
     any_reduction = any_reduction || ranks_of(u) > 1;

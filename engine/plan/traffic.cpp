@@ -212,6 +212,13 @@ StepTraffic step_traffic(const config::JobSpec& spec, const RankParams& params, 
   const DataParallelTraffic dp = data_parallel_traffic(spec, params);
   s.dp_dense = zero_bytes_sent(dp.dense);
   s.dp_expert = zero_bytes_sent(dp.expert);
+  // The gradient norm: the sum of squares (one double) all-reduced over dp-cp, tp and pp
+  // (train/grad_norm.h).
+  const config::ParallelSpec& par = spec.parallel;
+  auto norm_sum = [](int ranks) { return ranks > 1 ? bytes_sent(Collective{CollectiveKind::AllReduce, 8, ranks}) : 0.0; };
+  s.dp_dense += norm_sum(par.dp * par.cp);
+  s.tp += norm_sum(par.tp);
+  s.pp += norm_sum(par.pp);
   return s;
 }
 

@@ -90,6 +90,7 @@ DataParallelTraffic data_parallel_traffic(const config::JobSpec& spec, const Ran
 struct StepTraffic {  // bytes one rank at `pp_rank` sends per step, by axis
   double tp = 0, cp = 0, ep = 0;
   double pp = 0;                       // activations/grads + the tied-embedding all-reduce
+  // (each axis also carries the gradient norm's all-reduce of one double)
   double dp_dense = 0, dp_expert = 0;  // over dp-cp and over expert-dp
 };
 StepTraffic step_traffic(const config::JobSpec& spec, const RankParams& params, int pp_rank);

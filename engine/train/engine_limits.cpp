@@ -27,14 +27,13 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec) {
            "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +
                " take the tp group's tokens all-gathered: `ptrain run` needs sequence parallelism",
            "set parallel.sequence_parallel: true"});
-    if (p.tp > 1 && !experts_split_over_tp(spec))
+    if (p.tp > 1 && p.ep == p.tp && !experts_split_over_tp(spec))
       limits.push_back(
-          {"parallel.ep",
-           "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +
-               " split their experts over the tp group: `ptrain run` needs parallel.ep = parallel.tp "
-               "with the ep groups on the tp groups, not ep = " +
-               std::to_string(p.ep) + " in order " + p.order + " (validate and plan model it)",
-           "set parallel.ep: " + std::to_string(p.tp) + " and parallel.order: tp-cp-ep-dp-pp"});
+          {"parallel.order",
+           "MoE layers (mixtral) with parallel.ep = parallel.tp = " + std::to_string(p.tp) +
+               " split their experts over the tp group: `ptrain run` needs the ep groups on the tp groups, "
+               "which order " + p.order + " does not give (validate and plan model it)",
+           "set parallel.order: tp-cp-ep-dp-pp, or another parallel.ep"});
   }
   return limits;
 }

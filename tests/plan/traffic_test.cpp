@@ -35,21 +35,23 @@ TEST_CASE("small layout by hand: tp 2, pp 2, dp 2, no SP, zero 0") {
   REQUIRE(first.dense == 1'309'696);
   const plan::StepTraffic c = plan::step_traffic(job.spec, first, 0);
   // tp, n = 2 (2(n-1)/n = 1): per microbatch 4 layers x 2 all-reduces forward + the embedding's, and
-  // 4 x 2 backward.
-  CHECK(c.tp == m * (8 + 1 + 8) * S);
+  // 4 x 2 backward. Every axis also all-reduces the gradient norm's sum of squares (one double: 8
+  // bytes sent at n = 2).
+  const double norm = 8;
+  CHECK(c.tp == m * (8 + 1 + 8) * S + norm);
   // pp: one activation forward per microbatch (stage 0 sends no gradient back), full sbh without SP.
-  CHECK(c.pp == m * S);
+  CHECK(c.pp == m * S + norm);
   // dp: all-reduce of the fp32 grads over 2 ranks: 2(n-1)/n * 4 bytes * Psi; half that in bf16.
-  CHECK(c.dp_dense == Approx(4.0 * first.dense));
+  CHECK(c.dp_dense == Approx(4.0 * first.dense + norm));
   job.spec.train.grad_reduce = config::Precision::Bf16;
-  CHECK(plan::step_traffic(job.spec, first, 0).dp_dense == Approx(2.0 * first.dense));
+  CHECK(plan::step_traffic(job.spec, first, 0).dp_dense == Approx(2.0 * first.dense + norm));
   CHECK(c.cp == 0);
   CHECK(c.ep == 0);
 
   // The last stage: 4 layers, the LM head's backward all-reduce and the 3 fp32 loss statistics.
   const plan::StepTraffic last = plan::step_traffic(job.spec, first, 1);
-  CHECK(last.tp == m * (8 + 8 + 1) * S + m * 3 * 128 * 4);
-  CHECK(last.pp == m * S);  // gradients backward
+  CHECK(last.tp == m * (8 + 8 + 1) * S + m * 3 * 128 * 4 + norm);
+  CHECK(last.pp == m * S + norm);  // gradients backward
 }
 
 TEST_CASE("sequence parallelism: all-gather + reduce-scatter instead of all-reduce, same bytes") {
