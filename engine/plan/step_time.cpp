@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/config/job_grid.h"
+#include "engine/config/stage_placement.h"
 #include "engine/plan/traffic.h"
 #include "engine/plan/dtypes.h"
 
@@ -21,8 +22,9 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
   costs.forward.resize(stages);
   costs.backward.resize(stages);
   costs.weight_grad.resize(stages);
+  const config::StagePlacement place = config::StagePlacement::of(spec);
   for (size_t v = 0; v < stages; ++v) {
-    const LinkTiers& tiers = tiers_by_pp_rank[v % static_cast<size_t>(pp)];
+    const LinkTiers& tiers = tiers_by_pp_rank[static_cast<size_t>(place.holder(static_cast<int>(v)).rank)];
     const StageTraffic comm = stage_traffic(spec, ops, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
     const double tp_forward = seconds(comm.tp_forward, hw, tiers.tp),
                  tp_backward = seconds(comm.tp_backward, hw, tiers.tp);
