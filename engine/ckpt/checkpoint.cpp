@@ -341,7 +341,7 @@ struct LoadedCheckpoint::Impl {
       throw CheckpointError(bytes.path(), "file is " + std::to_string(bytes.size()) +
                                               " bytes but the manifest records " + std::to_string(f.bytes) +
                                               " (truncated or replaced)");
-    const std::uint32_t crc = crc32c(bytes.bytes().data(), bytes.bytes().size());
+    const std::uint32_t crc = crc32c_parallel(bytes.bytes().data(), bytes.bytes().size());
     if (crc != f.crc32c)
       throw CheckpointError(bytes.path(), "checksum mismatch: CRC32C is " + crc32c_hex(crc) +
                                               ", the manifest records " + crc32c_hex(f.crc32c) +

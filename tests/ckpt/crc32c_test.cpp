@@ -49,3 +49,20 @@ TEST_CASE("crc32c: the hardware path and the table agree", "[ckpt][crc32c]") {
   const std::string check = "123456789";
   CHECK(ptrain::ckpt::crc32c_extend_portable(0, check.data(), check.size()) == 0xE3069283u);
 }
+
+TEST_CASE("crc32c of two pieces combines into the whole's, in parallel too", "[ckpt][crc32c]") {
+  std::vector<unsigned char> data(3000);
+  std::uint32_t x = 7;
+  for (auto& b : data) b = static_cast<unsigned char>((x = x * 1103515245u + 12345u) >> 16);
+  const std::uint32_t whole = crc32c(data.data(), data.size());
+  for (std::size_t split : {0u, 1u, 2u, 3u, 8u, 255u, 256u, 1024u, 2999u, 3000u}) {
+    INFO("split " << split);
+    const std::uint32_t a = crc32c(data.data(), split), b = crc32c(data.data() + split, data.size() - split);
+    CHECK(ptrain::ckpt::crc32c_combine(a, b, data.size() - split) == whole);
+  }
+  // Large enough for several pieces (8 MiB each), with a size no piece count divides.
+  std::vector<unsigned char> big((std::size_t{8} << 20) * 3 + 12345);
+  for (auto& b : big) b = static_cast<unsigned char>((x = x * 1103515245u + 12345u) >> 16);
+  CHECK(ptrain::ckpt::crc32c_parallel(big.data(), big.size()) == crc32c(big.data(), big.size()));
+  CHECK(ptrain::ckpt::crc32c_parallel(data.data(), data.size()) == whole);
+}
