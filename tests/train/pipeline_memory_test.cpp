@@ -52,6 +52,10 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       {"parallel.pp=2", "parallel.tp=4", "parallel.sequence_parallel=true", "train.recompute=selective",
        "model.arch=llama", "model.kv_heads=2", "schedule.kind=interleaved-1f1b", "train.micro_batch=4",
        "schedule.virtual_stages=2"},
+      // The V schedules: two chunks a rank, the last rank's turn copied into its chunk 1's input slot.
+      {"parallel.pp=2", "schedule.kind=zbv", "model.arch=llama", "model.kv_heads=2"},
+      {"parallel.pp=4", "schedule.kind=dualpipev", "model.arch=llama", "model.kv_heads=2", "train.micro_batch=1",
+       "train.recompute=full"},
       // Context parallelism: this rank's chunks of the sequence; the whole sequence's k and v in backward.
       {"parallel.pp=2", "parallel.cp=2"},
       {"parallel.pp=2", "parallel.cp=2", "parallel.tp=2", "parallel.sequence_parallel=true",

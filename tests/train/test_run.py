@@ -295,10 +295,13 @@ class CudaBackend(unittest.TestCase):
         # tp 2 and 4, cp 2 and cp 2 x tp 2.
         with tempfile.TemporaryDirectory() as one:
             self.run_on_gpu(one, "llama", 10, "--set", "train.precision=fp32")
-            for zero in [1, 3]:
-                with self.subTest(zero=zero), tempfile.TemporaryDirectory() as two:
+            # ... and with the optimizer offloaded (masters and moments on the host, AdamW on the CPU,
+            # the gradients and weights copied across).
+            for zero, offload in [(1, "none"), (3, "none"), (1, "optimizer"), (2, "optimizer")]:
+                with self.subTest(zero=zero, offload=offload), tempfile.TemporaryDirectory() as two:
                     r = run(job(two, "llama", steps=10), "--nproc", "2", "--set", "backend=cuda",
-                            "--set", "train.precision=fp32", "--set", f"parallel.zero={zero}")
+                            "--set", "train.precision=fp32", "--set", f"parallel.zero={zero}",
+                            "--set", f"parallel.offload={offload}")
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assert_same_curve(one, two, 1e-5)
             # Tensor parallelism over the same Gloo staging, with and without SP (kv heads shared at tp 4),
@@ -319,12 +322,14 @@ class CudaBackend(unittest.TestCase):
 
     def test_pipeline_stages_on_one_gpu_match_one_rank(self):
         # Two pipeline stages sharing the device (Gloo, the messages staged through the host): 1f1b,
-        # zb-h1 (W split from B) and interleaved 1f1b (two chunks a rank), against one rank.
+        # zb-h1 (W split from B), interleaved 1f1b (two chunks a rank) and the V schedules zbv and
+        # dualpipev (rank 1's turn from chunk 0 to chunk 1 on the device), against one rank.
         four_layers = ["--set", "train.precision=fp32", "--set", "model.layers=4"]
         with tempfile.TemporaryDirectory() as one:
             self.run_on_gpu(one, "llama", 10, *four_layers)
             for schedule in (["--set", "schedule.kind=1f1b"], ["--set", "schedule.kind=zb-h1"],
-                             ["--set", "schedule.kind=interleaved-1f1b", "--set", "schedule.virtual_stages=2"]):
+                             ["--set", "schedule.kind=interleaved-1f1b", "--set", "schedule.virtual_stages=2"],
+                             ["--set", "schedule.kind=zbv"], ["--set", "schedule.kind=dualpipev"]):
                 with self.subTest(schedule=schedule), tempfile.TemporaryDirectory() as two:
                     r = run(job(two, "llama", steps=10), "--nproc", "2", "--set", "backend=cuda", *four_layers,
                             "--set", "parallel.pp=2", *schedule)
