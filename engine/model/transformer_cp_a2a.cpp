@@ -17,8 +17,12 @@ namespace {
 struct HeadShare {
   int q, kv, group;
   HeadShare(const ModelDims& d, int cp) : q(d.Hq / cp), kv(std::max(d.Hkv / cp, 1)), group(d.Hq / d.Hkv) {}
-  Split queries(Buf sequence, Buf heads, const ModelDims& d) const { return {sequence, heads, d.Hq, q, q, 1}; }
-  Split keys(Buf sequence, Buf heads, const ModelDims& d) const { return {sequence, heads, d.Hkv, kv, q, group}; }
+  Split queries(Buf sequence, Buf heads, const ModelDims& d) const {
+    return {sequence, heads, d.Hq, q, q, 1};
+  }
+  Split keys(Buf sequence, Buf heads, const ModelDims& d) const {
+    return {sequence, heads, d.Hkv, kv, q, group};
+  }
 };
 
 }  // namespace
@@ -26,7 +30,8 @@ struct HeadShare {
 void Transformer::attend_a2a(LayerActs& a, Buf q, Buf k, Buf v) {
   const auto& d = dims_;
   const HeadShare h(d, cp_->size());
-  cp_->to_heads({h.queries(q, a.q, d), h.keys(k, a.k, d), h.keys(v, a.v, d)}, d.D, ws_.a2a_send, ws_.a2a_recv);
+  cp_->to_heads({h.queries(q, a.q, d), h.keys(k, a.k, d), h.keys(v, a.v, d)}, d.D, ws_.a2a_send,
+                ws_.a2a_recv);
   ops_.attention_forward(a.att_heads, a.lse, a.q, a.k, a.v,
                          kernels::AttentionShape::self_attention(d.B, cp_->seq_len(), h.q, h.kv, d.D));
   cp_->to_sequence({h.queries(a.att, a.att_heads, d)}, d.D, ws_.a2a_send, ws_.a2a_recv);

@@ -26,9 +26,11 @@ struct KeysValues {
 void Transformer::attend_ring(LayerActs& a) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D, L = cp_->chunk_len();
-  const std::int64_t kv = static_cast<std::int64_t>(d.N) * kv_cols, chunk = static_cast<std::int64_t>(d.B) * L;
+  const std::int64_t kv = static_cast<std::int64_t>(d.N) * kv_cols,
+                     chunk = static_cast<std::int64_t>(d.B) * L;
   const std::size_t bytes = static_cast<std::size_t>(2 * kv) * kernels::dtype_size(act_);
-  KeysValues held{ws_.ring_kv, kv, chunk * kv_cols}, arriving{runtime::advance(ws_.ring_kv, 2 * kv), kv, chunk * kv_cols};
+  KeysValues held{ws_.ring_kv, kv, chunk * kv_cols},
+      arriving{runtime::advance(ws_.ring_kv, 2 * kv), kv, chunk * kv_cols};
   ops_.copy(held.k(0), a.k, bytes / 2);
   ops_.copy(held.v(0), a.v, bytes / 2);
   bool written[2] = {false, false};  // a query chunk's output holds its first block
@@ -40,8 +42,9 @@ void Transformer::attend_ring(LayerActs& a) {
       const Buf out = chunk_rows(a.att, i, q_cols), lse = runtime::advance(a.lse, i * chunk * d.Hq);
       const bool first = !written[i];
       written[i] = true;
-      ops_.attention_forward(first ? out : ws_.ring_part, first ? lse : ws_.ring_part_lse, chunk_rows(a.q, i, q_cols),
-                             held.k(b.key_chunk), held.v(b.key_chunk), {d.B, L, L, b.q_pos0, d.Hq, d.Hkv, d.D});
+      ops_.attention_forward(first ? out : ws_.ring_part, first ? lse : ws_.ring_part_lse,
+                             chunk_rows(a.q, i, q_cols), held.k(b.key_chunk), held.v(b.key_chunk),
+                             {d.B, L, L, b.q_pos0, d.Hq, d.Hkv, d.D});
       if (!first) ops_.attention_merge(out, lse, ws_.ring_part, ws_.ring_part_lse, d.B, L, d.Hq, d.D);
     }
     if (!passes_on) break;
@@ -54,7 +57,8 @@ void Transformer::attend_ring(LayerActs& a) {
 void Transformer::attend_ring_backward(Buf d_q, Buf d_k, Buf d_v, const LayerActs& a) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D, L = cp_->chunk_len();
-  const std::int64_t kv = static_cast<std::int64_t>(d.N) * kv_cols, chunk = static_cast<std::int64_t>(d.B) * L;
+  const std::int64_t kv = static_cast<std::int64_t>(d.N) * kv_cols,
+                     chunk = static_cast<std::int64_t>(d.B) * L;
   const std::size_t bytes = static_cast<std::size_t>(2 * kv) * kernels::dtype_size(act_);
   const std::int64_t block = chunk * kv_cols;
   KeysValues held{ws_.ring_kv, kv, block}, arriving{runtime::advance(ws_.ring_kv, 2 * kv), kv, block};
@@ -77,7 +81,8 @@ void Transformer::attend_ring_backward(Buf d_q, Buf d_k, Buf d_v, const LayerAct
       // merged ones), so each block's gradients are its exact share.
       ops_.attention_backward(first ? dq : ws_.ring_part, part_dk, part_dv, chunk_rows(ws_.d_att, i, q_cols),
                               chunk_rows(a.q, i, q_cols), held.k(j), held.v(j), chunk_rows(a.att, i, q_cols),
-                              runtime::advance(a.lse, i * chunk * d.Hq), {d.B, L, L, b.q_pos0, d.Hq, d.Hkv, d.D});
+                              runtime::advance(a.lse, i * chunk * d.Hq),
+                              {d.B, L, L, b.q_pos0, d.Hq, d.Hkv, d.D});
       if (!first) ops_.accumulate(dq, ws_.ring_part, chunk * q_cols);
       ops_.accumulate(held_d.k(j), part_dk, block);
       ops_.accumulate(held_d.v(j), part_dv, block);

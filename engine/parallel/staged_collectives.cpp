@@ -4,8 +4,8 @@
 
 namespace ptrain::parallel {
 
-void StagedCollectives::all_to_all(dist::Comm& comm, const dist::Group& g, kernels::Buf send, kernels::Buf recv,
-                                   std::int64_t block) {
+void StagedCollectives::all_to_all(dist::Comm& comm, const dist::Group& g, kernels::Buf send,
+                                   kernels::Buf recv, std::int64_t block) {
   if (send.dtype != recv.dtype) throw std::invalid_argument("all_to_all: send and recv dtypes differ");
   const std::size_t bytes = static_cast<std::size_t>(block) * kernels::dtype_size(send.dtype);
   if (bytes % sizeof(float) != 0)
