@@ -120,9 +120,8 @@ std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, con
 // (experts_apart): ZeRO shards and reduces them over the expert-dp group (tp*cp*dp/ep ranks), not
 // the dp-cp group.
 inline constexpr std::int64_t kFlatAlignment = 16;
-inline bool experts_apart(const ShardCoords& coords) {
-  return coords.ep > 1 || coords.tp > 1;
-}
+inline bool experts_apart(int tp, int ep) { return ep > 1 || tp > 1; }
+inline bool experts_apart(const ShardCoords& coords) { return experts_apart(coords.tp, coords.ep); }
 // The unit a parameter belongs to as an ordering key: -1 the embedding, 2 * layer for a layer (2 *
 // layer + 1 for its experts when they are apart), the final norm and the head 1 << 30.
 int unit_key(const ParamInfo& info, bool experts_apart);

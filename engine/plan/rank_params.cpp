@@ -15,7 +15,7 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
 }  // namespace
 
 bool experts_in_layer_units(const config::ParallelSpec& p) {
-  return p.ep == 1 && p.tp == 1;
+  return !model::experts_apart(p.tp, p.ep);
 }
 
 FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t dense_multiple,

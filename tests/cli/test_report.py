@@ -126,9 +126,6 @@ class Report(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if "--ptrain" in args:
-        i = args.index("--ptrain")
-        PTRAIN = args[i + 1]
-        del args[i:i + 2]
-    unittest.main(argv=[sys.argv[0], *args])
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import test_script_main
+    test_script_main.run(sys.modules[__name__])
