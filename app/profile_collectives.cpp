@@ -73,7 +73,10 @@ double trimmed_mean(std::vector<double> runs) {
 plan::CollectiveTable measure_collectives(dist::Comm& comm, const kernels::Ops& ops, bool quick) {
   const dist::Group& world = comm.world_group();
   const int n = comm.world(), me = comm.rank();
-  const int rounds = quick ? 20 : 30;
+  // 60 rounds, quick or not: on a 2-core host a call's wake-up latency (~1 ms, doubling in slow
+  // spells) is most of a small message's time, and 20 rounds left tp's predicted step +-9% from one
+  // profile to the next (llama tp 2 with SP, 4 profiles), 80 rounds about +-4%.
+  const int rounds = 60;
   // Host transports are timed after compute, as a step calls them; device ones (NCCL) queue behind
   // the stream's kernels and are timed from idle.
   const double lead_in = comm.takes_device_memory() ? 0.0 : 0.002;

@@ -211,6 +211,23 @@ class Ops {
   virtual void copy_to_device(Buf dst, const void* host, std::size_t bytes) const = 0;
   virtual void copy_to_host(void* host, Buf src, std::size_t bytes) const = 0;
   virtual void copy(Buf dst, Buf src, std::size_t bytes) const = 0;  // within the device
+  // Host memory the optimizer offload streams through (parallel/data_parallel.h): pin_host
+  // page-locks [host, host + bytes) so that the device's copies of it are DMA at full speed
+  // (cudaHostRegister), until unpin_host(host), which never throws. Nothing to do on the CPU.
+  virtual void pin_host(void* host, std::size_t bytes) const {
+    static_cast<void>(host);
+    static_cast<void>(bytes);
+  }
+  virtual void unpin_host(void* host) const { static_cast<void>(host); }
+  // An upload beside the compute stream: copies `bytes` of pinned host memory to `dst` on a copy
+  // stream, after everything enqueued on the compute stream so far, and returns a ticket; ops
+  // enqueued after await_upload(ticket) (once per ticket) see the bytes. Until then neither the
+  // host bytes nor `dst` may change. Default (the CPU): copy_to_device, ticket 0.
+  virtual std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes) const {
+    copy_to_device(dst, host, bytes);
+    return 0;
+  }
+  virtual void await_upload(std::uint64_t ticket) const { static_cast<void>(ticket); }
   // `rows` rows of `width` bytes within the device, row r from src + r * src_pitch to
   // dst + r * dst_pitch (pitches in bytes, each at least width; the regions do not overlap).
   virtual void copy_rows(Buf dst, std::size_t dst_pitch, Buf src, std::size_t src_pitch, std::size_t width,

@@ -120,19 +120,6 @@ void check_sequence_parallel(LoadContext& ctx) {
   }
 }
 
-// ZeRO-Offload keeps the optimizer's state (fp32 master weights, m, v) and runs AdamW on the host
-// for what the rank owns. At stage 3 the owned chunks are also what the gathers read on the device,
-// which the engine does not keep a device copy of yet.
-void check_offload(LoadContext& ctx) {
-  const ParallelSpec& p = ctx.spec().parallel;
-  if (ctx.any_bad({"parallel.offload", "parallel.zero"})) return;
-  if (p.offload == Offload::Optimizer && p.zero == 3)
-    ctx.error("parallel.offload",
-              "offload: optimizer runs with ZeRO 0, 1 or 2; at zero 3 the parameters' owned chunks, which the "
-              "gathers read on the device, would be on the host",
-              "use parallel.zero: 1 or 2 with offload, or offload: none with zero 3");
-}
-
 }  // namespace
 
 void resolve_parallel(LoadContext& ctx, std::optional<int> world) {
@@ -140,7 +127,6 @@ void resolve_parallel(LoadContext& ctx, std::optional<int> world) {
   resolve_dp(ctx);
   check_order(ctx);
   check_sequence_parallel(ctx);
-  check_offload(ctx);
 }
 
 }  // namespace ptrain::config

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "kernels/cpu/threads.h"
+
 namespace ptrain::parallel {
 namespace {
 
@@ -94,16 +96,18 @@ DataParallel::DataParallel(const config::JobSpec& spec, model::ParamStore& store
     throw std::logic_error("DataParallel: the ParamStore's parameter dtype does not follow train.precision");
   for (const model::ParamSlot& s : store.slots()) tied_ = tied_ || s.local.info->tied_head;
   const bool mixed = store.param_dtype() != DType::F32;
-  if (offload_ && stage_ == 3)  // config::load refuses it (rules_parallel.cpp)
-    throw std::logic_error("DataParallel: offload at ZeRO 3 would keep the gathers' owned chunks on the host");
   const std::int64_t owned = stage_ == 0 ? store.numel() : shard_numel_;
   if (mixed || stage_ == 3 || offload_) master_ = runtime::OwnedBuffer(master_memory_, owned, DType::F32);
   adamw_ = optim::AdamW(spec.optimizer, master_memory_, owned);
   if (offload_) {
     host_grads_ = runtime::OwnedBuffer(master_memory_, owned, DType::F32);
-    std::int64_t largest = stage_ == 0 ? store.numel() : 0;  // what publish_range converts at once
-    for (int u = 0; stage_ > 0 && u < static_cast<int>(units.size()); ++u) largest = std::max(largest, chunk_size(u));
-    if (mixed) host_params_ = runtime::OwnedBuffer(master_memory_, largest, store.param_dtype());
+    if (mixed) host_params_ = runtime::OwnedBuffer(master_memory_, owned, store.param_dtype());
+    if (stage_ == 3) device_shard_ = runtime::OwnedBuffer(ops, owned, store.param_dtype());
+    // What crosses: the gradients out, the weights back (the bf16 copy, or the fp32 master itself).
+    for (runtime::OwnedBuffer* b : {&host_grads_, mixed ? &host_params_ : &master_})
+      pins_.emplace_back(ops, b->data(), b->bytes());
+    crossing_.assign(units.size(), Crossing::Landed);
+    uploads_.assign(units.size(), 0);
   }
   const Windows windows = plan_windows(store, tied_);
   window_of_ = windows.of_unit;
@@ -126,9 +130,12 @@ ZeroBytes DataParallel::allocated_bytes() const {
   ZeroBytes b;
   const auto full = [&](DType t) { return static_cast<double>(store_.numel()) * static_cast<double>(kernels::dtype_size(t)); };
   const bool master_is_params = stage_ == 3 && store_.param_dtype() == DType::F32;
-  b.params = stage_ < 3 ? full(store_.param_dtype()) : master_is_params ? static_cast<double>(master_.bytes()) : 0.0;
+  b.params = stage_ < 3                ? full(store_.param_dtype())
+             : offload_              ? static_cast<double>(device_shard_.bytes())
+             : master_is_params      ? static_cast<double>(master_.bytes())
+                                     : 0.0;
   b.grads = static_cast<double>(stage_ >= 2 ? shard_grads_.bytes() : static_cast<std::size_t>(full(DType::F32)));
-  b.optimizer = static_cast<double>(adamw_.bytes() + (master_is_params ? 0 : master_.bytes()));
+  b.optimizer = static_cast<double>(adamw_.bytes() + (master_is_params && !offload_ ? 0 : master_.bytes()));
   if (offload_) {
     b.host = b.optimizer + static_cast<double>(host_grads_.bytes() + host_params_.bytes());
     b.optimizer = 0;
@@ -178,6 +185,10 @@ float* DataParallel::owned_params(int unit) const {
 float* DataParallel::owned_grads(int unit) const {
   if (stage_ >= 2) return static_cast<float*>(shard_grads_.data()) + shard_offset(unit);
   return store_.grads() + chunk(unit).begin;
+}
+
+std::int64_t DataParallel::master_offset(int unit) const {
+  return stage_ == 0 ? store_.units()[static_cast<size_t>(unit)].begin : shard_offset(unit);
 }
 
 std::int64_t DataParallel::moment_offset(int unit) const {
@@ -292,6 +303,7 @@ void DataParallel::join_gather(dist::Comm::Ticket& ticket) {
 }
 
 void DataParallel::await_gathers() {
+  host_update_.wait_all();
   for (dist::Comm::Ticket& t : unit_gathers_) join_gather(t);
   for (dist::Comm::Ticket& t : window_gathers_) join_gather(t);
 }
@@ -305,7 +317,14 @@ void DataParallel::gather_params(int unit, bool wait) {
     const Buf window = param_windows_[w].at();
     const std::int64_t n = chunk_size(unit);
     const dist::Group& group = group_of(unit);
-    ops_.convert(runtime::advance(window, index_of(unit) * n), f32(owned_params(unit)), n);
+    const Buf mine = runtime::advance(window, index_of(unit) * n);
+    if (offload_) {  // the owned chunk's device copy, once this step's update has reached it
+      land_unit(unit);
+      ops_.copy(mine, runtime::advance(device_shard_.at(), shard_offset(unit)),
+                static_cast<std::size_t>(n) * kernels::dtype_size(window.dtype));
+    } else {
+      ops_.convert(mine, f32(owned_params(unit)), n);
+    }
     staged_.run(group, window.ptr,
                 static_cast<std::size_t>(n * ranks_of(unit)) * kernels::dtype_size(window.dtype),
                 [&](void* p) {
@@ -318,37 +337,95 @@ void DataParallel::gather_params(int unit, bool wait) {
   if (wait) join_gather(window_gathers_[w]);
 }
 
-void DataParallel::publish() {
-  if (stage_ == 3) {  // the windows are stale: gathered again at their next use
-    for (int& unit : resident_) {
-      if (unit >= 0) store_.bind_params(unit, nullptr);
-      unit = -1;
-    }
-    return;
-  }
-  const Buf params = store_.param_buffer();
-  if (stage_ == 0) {
-    if (separate_master()) publish_range(params, master_params(), store_.numel());
-    return;
-  }
-  // Joined unit by unit as the next forward reaches them (before_forward).
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
-    const model::FlatRange& range = store_.units()[static_cast<size_t>(u)];
-    const std::int64_t n = chunk_size(u);
-    if (separate_master()) publish_range(runtime::advance(params, chunk(u).begin), owned_params(u), n);
-    const Buf whole = runtime::advance(params, range.begin);
-    const dist::Group& group = group_of(u);
-    staged_.run(group, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
-                [&](void* p) {
-                  comm_.all_gather(group, p, static_cast<std::size_t>(n), parallel::comm_type(whole.dtype),
-                                   &unit_gathers_[static_cast<size_t>(u)]);
-                });
+void DataParallel::release_windows() {
+  for (int& unit : resident_) {
+    if (unit >= 0) store_.bind_params(unit, nullptr);
+    unit = -1;
   }
 }
 
+void DataParallel::publish() {
+  release_windows();  // stage 3: the windows are stale, gathered again at their next use
+  const int units = static_cast<int>(store_.units().size());
+  if (offload_) {  // each unit crosses to the device as the next forward nears it (land_unit)
+    for (int u = 0; u < units; ++u) stage_on_host(u);
+    crossing_.assign(static_cast<std::size_t>(units), Crossing::OnHost);
+    return;
+  }
+  if (stage_ == 3) return;
+  const Buf params = store_.param_buffer();
+  if (stage_ == 0) {
+    if (separate_master()) ops_.convert(params, f32(master_params()), store_.numel());
+    return;
+  }
+  // Joined unit by unit as the next forward reaches them (before_forward).
+  for (int u = 0; u < units; ++u) {
+    if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), chunk_size(u));
+    gather_unit(u);
+  }
+}
+
+void DataParallel::gather_unit(int unit) {
+  const model::FlatRange& range = store_.units()[static_cast<size_t>(unit)];
+  const Buf whole = runtime::advance(store_.param_buffer(), range.begin);
+  const dist::Group& group = group_of(unit);
+  staged_.run(group, whole.ptr, static_cast<std::size_t>(range.size()) * kernels::dtype_size(whole.dtype),
+              [&](void* p) {
+                comm_.all_gather(group, p, static_cast<std::size_t>(chunk_size(unit)),
+                                 parallel::comm_type(whole.dtype), &unit_gathers_[static_cast<size_t>(unit)]);
+              });
+}
+
+void DataParallel::stage_on_host(int unit) {
+  if (host_params_.size() == 0) return;  // fp32: the master itself crosses
+  const std::int64_t at = master_offset(unit);
+  master_memory_.convert(runtime::advance(host_params_.at(), at), f32(master_params() + at), master_range(unit).size());
+}
+
+void DataParallel::publish_update() {
+  for (int u = 0; offload_ && u < static_cast<int>(store_.units().size()); ++u) land_unit(u);
+}
+
+void DataParallel::upload_unit(int unit) {
+  if (!offload_ || crossing_[static_cast<size_t>(unit)] != Crossing::OnHost) return;
+  host_update_.wait(unit);
+  const std::int64_t at = master_offset(unit);
+  const model::FlatRange range = master_range(unit);
+  const void* from = host_params_.size() > 0 ? runtime::advance(host_params_.at(), at).ptr : master_params() + at;
+  const Buf to = stage_ == 3 ? runtime::advance(device_shard_.at(), at)
+                             : runtime::advance(store_.param_buffer(), range.begin);
+  uploads_[static_cast<size_t>(unit)] =
+      ops_.upload_async(to, from, static_cast<std::size_t>(range.size()) * kernels::dtype_size(to.dtype));
+  crossing_[static_cast<size_t>(unit)] = Crossing::Uploading;
+}
+
+void DataParallel::land_unit(int unit) {
+  upload_unit(unit);
+  if (!offload_ || crossing_[static_cast<size_t>(unit)] != Crossing::Uploading) return;
+  ops_.await_upload(uploads_[static_cast<size_t>(unit)]);
+  crossing_[static_cast<size_t>(unit)] = Crossing::Landed;
+  if (stage_ == 1 || stage_ == 2) gather_unit(unit);
+}
+
+void DataParallel::cross_ahead(int unit) {
+  const int units = static_cast<int>(store_.units().size());
+  if (!offload_ || unit + 1 >= units) return;
+  // The next unit's gather (stages 1-2) while this one computes, if its upload has been started;
+  // the uploads of the two after it beside the compute, where their updates are done.
+  if ((stage_ == 1 || stage_ == 2) && crossing_[static_cast<size_t>(unit + 1)] == Crossing::Uploading)
+    land_unit(unit + 1);
+  for (int next = unit + 1; next <= unit + 2 && next < units; ++next)
+    if (host_update_.done(next)) upload_unit(next);
+}
+
 void DataParallel::before_forward(int unit) {
-  if (stage_ < 3) return join_gather(unit_gathers_[static_cast<size_t>(unit)]);
+  if (stage_ < 3) {
+    land_unit(unit);
+    cross_ahead(unit);
+    return join_gather(unit_gathers_[static_cast<size_t>(unit)]);
+  }
   gather_params(unit, true);
+  cross_ahead(unit);
   // The next unit in forward order, while this one computes. Not after the embedding: at the start
   // of a forward its lookup is too short to hide a gather (the first layer gathers on its own
   // announcement), and a tied head announces it again at the end, where nothing follows.
@@ -358,6 +435,7 @@ void DataParallel::before_forward(int unit) {
 
 void DataParallel::before_backward(int unit) {
   if (stage_ < 3) {
+    land_unit(unit);
     join_gather(unit_gathers_[static_cast<size_t>(unit)]);
   } else {
     gather_params(unit, true);
@@ -412,32 +490,36 @@ void DataParallel::scale_grads(float factor) {
 void DataParallel::step(double lr, std::int64_t step) {
   finish_reductions();
   await_gathers();  // AdamW writes the owned chunks (the model's own parameters in fp32 at stages 1-2)
+  if (offload_) return start_host_update(lr, step);
   if (stage_ == 0) {
     const model::FlatRange all{0, store_.numel()};
-    adamw_.update(master_params(), optimizer_grads(store_.grads(), 0, store_.numel()), 0, decay_spans(all), lr, step);
+    adamw_.update(master_params(), store_.grads(), 0, decay_spans(all), lr, step);
   } else {
     for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-      adamw_.update(owned_params(u), optimizer_grads(owned_grads(u), shard_offset(u), chunk_size(u)),
-                    moment_offset(u), decay_spans(chunk(u)), lr, step);
+      adamw_.update(owned_params(u), owned_grads(u), moment_offset(u), decay_spans(chunk(u)), lr, step);
   }
   publish();
 }
 
-float* DataParallel::optimizer_grads(float* grads, std::int64_t host_offset, std::int64_t n) {
-  if (!offload_) return grads;
-  float* host = static_cast<float*>(host_grads_.data()) + host_offset;
-  ops_.copy_to_host(host, f32(grads), static_cast<std::size_t>(n) * sizeof(float));
-  return host;
-}
-
-void DataParallel::publish_range(Buf params, float* master, std::int64_t n) {
-  if (!offload_) return ops_.convert(params, f32(master), n);
-  Buf from = f32(master);
-  if (params.dtype != DType::F32) {  // converted where the master is, so that half the bytes cross
-    from = {host_params_.data(), params.dtype};
-    master_memory_.convert(from, f32(master), n);
+void DataParallel::start_host_update(double lr, std::int64_t step) {
+  const int units = static_cast<int>(store_.units().size());
+  // An upload no forward landed (a unit this step never used) must end before its host bytes change.
+  for (int u = 0; u < units; ++u)
+    if (crossing_[static_cast<size_t>(u)] == Crossing::Uploading) land_unit(u);
+  float* host_grads = static_cast<float*>(host_grads_.data());
+  for (int u = 0; u < units; ++u) {  // at stage 0 each rank updates all of it
+    float* grads = stage_ == 0 ? store_.grads() + master_range(u).begin : owned_grads(u);
+    ops_.copy_to_host(host_grads + master_offset(u), f32(grads),
+                      static_cast<std::size_t>(master_range(u).size()) * sizeof(float));
   }
-  ops_.copy_to_device(params, from.ptr, static_cast<std::size_t>(n) * kernels::dtype_size(params.dtype));
+  release_windows();
+  crossing_.assign(static_cast<std::size_t>(units), Crossing::OnHost);
+  host_update_.start(units, [this, host_grads, lr, step, threads = kernels::current_cpu_threads()](int u) {
+    if (u == 0) kernels::set_cpu_threads(threads);  // the rank's share of the cores, not all of them
+    const std::int64_t at = master_offset(u);
+    adamw_.update(master_params() + at, host_grads + at, at, decay_spans(master_range(u)), lr, step);
+    stage_on_host(u);
+  });
 }
 
 std::vector<model::FlatShard> DataParallel::saved_shards() {

@@ -29,11 +29,15 @@
 // Gradients are summed over ranks: the loss gradient is already scaled by 1 / (tokens of the
 // global batch).
 //
-// Offload (parallel.offload: optimizer, ZeRO-Offload; stages 0-2): the fp32 master weights and the
-// moments live in host memory and AdamW runs on the host's CPU (the CPU backend's kernel) over the
-// owned chunks: step() copies each unit's owned gradients out, updates them, and copies the weights
-// back (converted to bf16 on the host under mixed precision) before the unit's gather. The device
-// keeps the parameters and the gradients only.
+// Offload (parallel.offload: optimizer, ZeRO-Offload): the fp32 master weights and the moments of
+// what the rank updates live in host memory, and AdamW runs on the host's CPU (the CPU backend's
+// kernel). step() copies the owned gradients out and returns; a worker thread (host_update_)
+// updates unit after unit in forward order and converts each to the parameters' dtype on the host
+// (so that bf16 crosses, half the bytes), while the next forward runs: a unit's weights cross to
+// the device (and, at stages 1-2, are gathered) when the forward reaches it and its update is done,
+// the next unit's as soon as its update is done. At stage 3 they cross into a device copy of the
+// owned chunks (device_shard_), which the window gathers read. The device keeps the parameters (the
+// owned chunks at stage 3) and the gradients only.
 //
 // Overlap: reductions are issued from the model's unit hooks in backward order as overlapped
 // collectives (dist::Comm's tickets), so on a device backend the rest of the backward runs while
@@ -57,6 +61,8 @@
 #include "engine/model/unit_hooks.h"
 #include "engine/optim/adamw.h"
 #include "engine/parallel/staged_collectives.h"
+#include "engine/runtime/ordered_worker.h"
+#include "engine/runtime/pinned_range.h"
 #include "engine/runtime/owned_buffer.h"
 #include "kernels/ops.h"
 
@@ -128,6 +134,10 @@ class DataParallel final : public model::UnitHooks {
   // (a collective).
   void step(double lr, std::int64_t step);
 
+  // Offload: waits for the host's update and starts every unit's way to the device, as the next
+  // training forward would unit by unit (before an evaluation, whose traffic is not a step's).
+  void publish_update();
+
   // The group ZeRO shards and reduces `unit` over (the dp-cp group, or the expert-dp group for an
   // expert unit).
   const dist::Group& group_of(int unit) const;
@@ -189,11 +199,22 @@ class DataParallel final : public model::UnitHooks {
   void join_gather(dist::Comm::Ticket& ticket);   // joins a parameter gather in flight, if any
   void await_gathers();                           // joins every parameter gather in flight
   void publish();                                 // the master weights into the model's parameters
-  // n master weights into the model's parameters at `params` (converted; offloaded: copied over).
-  void publish_range(kernels::Buf params, float* master, std::int64_t n);
-  // The gradients AdamW reads for n owned elements at `grads`: themselves, or offloaded their host
-  // copy at `host_offset` of host_grads_.
-  float* optimizer_grads(float* grads, std::int64_t host_offset, std::int64_t n);
+  void gather_unit(int unit);                     // stages 1-2: starts all-gathering the unit's chunks
+  void release_windows();                         // stage 3: no window holds a unit any more
+  // Offload: where master_range(unit) starts in the master, the moments and host_grads_ (packed at
+  // stages 1-3).
+  std::int64_t master_offset(int unit) const;
+  // Offload: copies the owned gradients out and starts the host's update (host_update_).
+  void start_host_update(double lr, std::int64_t step);
+  void stage_on_host(int unit);   // offload, bf16: the unit's master converted into host_params_
+  // Offload: the way of a unit's updated weights to the device. upload_unit starts the copy once
+  // the host's update of the unit is done; land_unit makes the compute stream wait for it (and at
+  // stages 1-2 starts the unit's gather); cross_ahead, as `unit` is about to compute, lands the next
+  // unit if its upload is under way and starts the uploads of the two after it whose updates are
+  // done. Each does nothing where the unit is further along.
+  void upload_unit(int unit);
+  void land_unit(int unit);
+  void cross_ahead(int unit);
 
   const config::JobSpec& spec_;
   model::ParamStore& store_;
@@ -210,7 +231,13 @@ class DataParallel final : public model::UnitHooks {
   // master_: fp32 weights apart from the model's parameters (stage 3, or mixed precision); else the
   // model's fp32 parameters are the master.
   runtime::OwnedBuffer master_, shard_grads_;
-  runtime::OwnedBuffer host_grads_, host_params_;  // offload: the owned gradients' copy, bf16 staging
+  // Offload: the owned gradients' copy, their weights converted to bf16 (mixed precision) on the
+  // host, and at stage 3 the owned chunks in the parameters' dtype on the device.
+  runtime::OwnedBuffer host_grads_, host_params_, device_shard_;
+  std::vector<runtime::PinnedRange> pins_;  // offload: the host buffers that cross, page-locked
+  enum class Crossing { OnHost, Uploading, Landed };
+  std::vector<Crossing> crossing_;        // offload: where each unit's updated weights are
+  std::vector<std::uint64_t> uploads_;    // offload: the unit's upload ticket while Uploading
   optim::AdamW adamw_;  // its moments: of the whole flat layout at stage 0, else of the owned chunks
   // Stages 2, 3: the windows units pass through (window_of). Consecutive dense units alternate
   // between two, each as big as the biggest of them, and so do the experts' units (expert
@@ -228,6 +255,7 @@ class DataParallel final : public model::UnitHooks {
   int microbatches_ = 1, microbatch_ = 0;
   bool backward_ended_ = false;           // finish_reductions ran this step
   parallel::StagedCollectives staged_;           // collectives on buffers the Comm cannot reach: via the host
+  runtime::OrderedWorker host_update_;  // offload: AdamW unit by unit (last: joined before the buffers go)
 };
 
 }  // namespace ptrain::parallel

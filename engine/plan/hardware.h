@@ -12,7 +12,12 @@
 //             (2 AVX-512 cores: 2 FMA units x 16 lanes x 2 flops x ~3 GHz x 2 cores = 384 GFLOP/s;
 //             bf16 counted at the fp32 rate), 20 GB/s memory,
 //             10 GB/s between ranks of one host (shared-memory loopback), 1.25 GB/s (10 GbE)
-//             between hosts.
+//             between hosts; "host copies" are memcpy within that memory (10 GB/s).
+// The host side, for the optimizer offload: device-host copies over PCIe per direction (Gen5 x16
+// = 64 GB/s for H100/H200, Gen4 x16 = 32 GB/s for A100: the PCI-SIG rates), and a rank's share of
+// its node's host memory bandwidth, which the host's AdamW streams at (DGX H100: 2 sockets x 8
+// channels of DDR5-4800 = 614 GB/s over 8 GPUs = 77 GB/s; DGX A100: 2 x 8 channels of DDR4-3200 =
+// 410 GB/s over 8 = 51 GB/s).
 // Memory is the marketing size in decimal GB (80e9 B, below the 80 GiB of physical HBM): the
 // difference is the CUDA context, NCCL and the allocator's fragmentation. Latency: ~5 us over
 // NVLink, ~10 us over InfiniBand, charged once per collective (comm.h).
@@ -38,6 +43,8 @@ struct HardwareProfile {
   double inter_node_bytes_per_s;  // per-GPU network bandwidth
   double intra_node_latency_s;
   double inter_node_latency_s;
+  double host_link_bytes_per_s;    // device <-> host copies, per direction
+  double host_memory_bytes_per_s;  // the rank's share of the host's memory bandwidth
   // Collectives on host memory (a CPU rank's Gloo) complete on return: nothing overlaps them, so a
   // step pays ZeRO's reductions and gathers whole. Device collectives (NCCL) run beside compute.
   bool host_collectives = false;
@@ -46,6 +53,7 @@ struct HardwareProfile {
   std::shared_ptr<const MeasuredProfile> measured = nullptr;
 
   double peak_flops(config::Precision precision) const;
+  bool device_is_host() const { return name == "cpu"; }  // a CPU rank: "device" memory is the host's
   double link_bytes_per_s(bool inter_node) const {
     return inter_node ? inter_node_bytes_per_s : intra_node_bytes_per_s;
   }

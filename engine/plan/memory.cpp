@@ -16,9 +16,9 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
                                   bool offload) {
   const BytesPerElement b = bytes_per_element(precision);
   const double n = shards;
-  if (offload) {
+  if (offload) {  // the device keeps the weights (stage 3: the owned chunks) and the gradients
     const double owned = elements / (zero_stage >= 1 ? n : 1.0);
-    return {elements * b.param, elements * b.grad / (zero_stage >= 2 ? n : 1.0), 0.0,
+    return {elements * b.param / (zero_stage == 3 ? n : 1.0), elements * b.grad / (zero_stage >= 2 ? n : 1.0), 0.0,
             owned * (kOffloadedBytesPerElement)};
   }
   // Under ZeRO-3 a rank's shard of the weights is the master; with a separate fp32 master (bf16)
@@ -99,14 +99,14 @@ MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& param
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
   MemoryBreakdown m{states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, held),
                     comm_buffer_bytes(spec, params, held), states.host};
-  // Offloaded bf16 weights are converted on the host before they go to the device: the largest
-  // owned chunk's (the whole store's at stage 0) bf16 copy.
+  // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
+  // what the rank updates (the whole store at stage 0, its owned chunks otherwise).
   if (spec.parallel.offload == config::Offload::Optimizer && spec.train.precision == config::Precision::Bf16) {
     const config::ParallelSpec& p = spec.parallel;
     const double elements =
         p.zero == 0 ? static_cast<double>(params.dense + params.expert)
-                    : std::max(static_cast<double>(params.largest_dense_unit) / (p.dp * p.cp),
-                               static_cast<double>(params.largest_expert_unit) / (p.tp * p.cp * p.dp / p.ep));
+                    : static_cast<double>(params.dense) / (p.dp * p.cp) +
+                          static_cast<double>(params.expert) / (p.tp * p.cp * p.dp / p.ep);
     m.host += elements * bytes_per_element(spec.train.precision).param;
   }
   return m;

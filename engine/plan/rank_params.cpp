@@ -57,10 +57,12 @@ RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedu
     r.largest_unit = std::max(r.largest_unit, n);
     if (units.expert[static_cast<std::size_t>(u)]) {
       r.expert += n;
+      ++r.expert_units;
       r.largest_expert_unit = std::max(r.largest_expert_unit, n);
       continue;
     }
     r.dense += n;
+    ++r.dense_units;
     r.largest_dense_unit = std::max(r.largest_dense_unit, n);
     if (u != units.embedding) r.largest_other_unit = std::max(r.largest_other_unit, n);
   }

@@ -19,6 +19,8 @@ struct RankParams {
   std::int64_t expert = 0;  // expert elements apart (ZeRO shards them over expert-dp = tp*cp*dp/ep), padded
   std::int64_t largest_unit = 0;  // the biggest unit of either kind (a bf16 reduction's staging)
   std::int64_t largest_dense_unit = 0, largest_expert_unit = 0;
+  // Units of the flat buffer (FlatUnits) of each kind: ZeRO reduces and gathers each in one call.
+  int dense_units = 0, expert_units = 0;
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
   // of the other dense units: ZeRO 2/3 give it a window of its own (parallel/data_parallel.h).

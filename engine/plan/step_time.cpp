@@ -30,10 +30,6 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
                  tp_backward = seconds(comm.tp_backward, hw, tiers.tp);
     const double ep_forward = seconds(comm.ep_forward, hw, tiers.ep),
                  ep_backward = seconds(comm.ep_backward, hw, tiers.ep);
-    // The engine's cp collectives (whole-sequence k/v gathers, their gradients' reduce-scatter)
-    // block like tp's.
-    const double cp_forward = seconds(comm.cp_forward, hw, tiers.cp),
-                 cp_backward = seconds(comm.cp_backward, hw, tiers.cp);
     StageCompute compute;
     if (hw.measured) {
       compute = stage_compute(spec, ops, *hw.measured, static_cast<int>(v), spec.schedule.resolved_layers_per_stage[v]);
@@ -41,6 +37,18 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
       compute.forward.gemm = flops.forward[v] / flops_per_s;
       compute.backward.gemm = (flops.forward[v] + flops.recompute[v]) / flops_per_s;
       compute.weight_grad.gemm = flops.forward[v] / flops_per_s;
+    }
+    // The engine's cp collectives block like tp's (allgather's k/v gathers and their gradients'
+    // reduce-scatter, a2a's head exchanges), but ring's hops on a device transport run beside the
+    // attention: each of the cp-1 hops beside one of the cp blocks a rank attends, so what shows is
+    // what the hops take beyond (cp-1)/cp of the attention (timed attention only: peak x 60% lumps
+    // it with the GEMMs, and then nothing is taken as hidden). On a host transport (Gloo) a hop
+    // moves only once both ranks are in it, so it is charged whole.
+    double cp_forward = seconds(comm.cp_forward, hw, tiers.cp), cp_backward = seconds(comm.cp_backward, hw, tiers.cp);
+    if (spec.parallel.cp_comm == config::CpComm::Ring && !hw.host_collectives) {
+      const double beside = (spec.parallel.cp - 1.0) / spec.parallel.cp;
+      cp_forward = std::max(0.0, cp_forward - beside * compute.forward.attention);
+      cp_backward = std::max(0.0, cp_backward - beside * compute.backward.attention);
     }
     costs.forward[v] = compute.forward.total() + tp_forward + ep_forward + cp_forward;
     costs.backward[v] = compute.backward.total() + tp_backward + ep_backward + cp_backward;
@@ -86,7 +94,8 @@ double data_parallel_exposed_seconds(const config::JobSpec& spec, const Hardware
   return exposed;
 }
 
-double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params) {
+double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params,
+                         double forward_window_s) {
   const config::ParallelSpec& p = spec.parallel;
   const BytesPerElement b = bytes_per_element(spec.train.precision);
   const bool sharded = p.zero >= 1;  // each rank updates only its shard of the optimizer state
@@ -94,20 +103,30 @@ double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
   const double expert_shards = sharded ? p.tp * p.cp * p.dp / p.ep : 1;
   const double elements =
       static_cast<double>(params.dense) / dense_shards + static_cast<double>(params.expert) / expert_shards;
-  if (hw.measured)
-    return rank_slowdown(spec, *hw.measured) * memory_seconds(*hw.measured, "optimizer/f32", 4.0 * elements, false);
-  return 2.0 * (b.param + b.grad + b.optimizer()) * elements / hw.hbm_bytes_per_s;
+  const double on_device =
+      hw.measured ? rank_slowdown(spec, *hw.measured) * memory_seconds(*hw.measured, "optimizer/f32", 4.0 * elements, false)
+                  : 2.0 * (b.param + b.grad + b.optimizer()) * elements / hw.hbm_bytes_per_s;
+  if (p.offload != config::Offload::Optimizer) return on_device;
+  // The host's AdamW: the device's own where the device is the host; else it streams the fp32
+  // weights, gradients, m and v in and three of them out (28 bytes), plus the bf16 copy.
+  const double host_update =
+      hw.device_is_host() ? on_device : (28.0 + (b.param < 4 ? 4.0 + b.param : 0.0)) * elements / hw.host_memory_bytes_per_s;
+  const double down = 4.0 * elements / hw.host_link_bytes_per_s, up = b.param * elements / hw.host_link_bytes_per_s;
+  const double units = std::max(1, params.dense_units + params.expert_units);
+  return down + std::max((host_update + up) / units, host_update + up - forward_window_s);
 }
 
 StepTail step_tail(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params,
                    const LinkTiers& tiers, int pp_rank, const pipeline::OpCosts& costs,
                    const pipeline::SimResult& sim) {
   const auto r = static_cast<size_t>(pp_rank);
-  double backward_window = 0;
-  for (size_t v = r; v < costs.backward.size(); v += static_cast<size_t>(spec.parallel.pp))
+  double backward_window = 0, forward_window = 0;
+  for (size_t v = r; v < costs.backward.size(); v += static_cast<size_t>(spec.parallel.pp)) {
     backward_window += costs.backward[v] + costs.weight_grad[v];
+    forward_window += costs.forward[v];
+  }
   return {data_parallel_exposed_seconds(spec, hw, params, tiers, backward_window, sim.busy[r]),
-          optimizer_seconds(spec, hw, params)};
+          optimizer_seconds(spec, hw, params, forward_window)};
 }
 
 }  // namespace ptrain::plan

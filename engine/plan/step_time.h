@@ -57,7 +57,12 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
 double data_parallel_exposed_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
                                      const RankParams& params, const LinkTiers& tiers,
                                      double backward_window_s, double busy_s);
-double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params);
+// The update's seconds at the end of the step. Offloaded (parallel.offload: optimizer), what the
+// step waits for: the gradients' copy to the host, and whatever of the host's AdamW and the weights'
+// copies back does not fit under the next step's first forward (`forward_window_s`: one
+// microbatch's over the rank's chunks), at least the first unit's.
+double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params,
+                         double forward_window_s);
 
 // What a rank adds to the pipeline's makespan at the end of the step.
 struct StepTail {

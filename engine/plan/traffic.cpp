@@ -151,21 +151,21 @@ DataParallelTraffic data_parallel_traffic(const config::JobSpec& spec, const Ran
   const BytesPerElement bytes = bytes_per_element(spec.train.precision);
   const int zero = spec.parallel.zero;
   const config::ParallelSpec& par = spec.parallel;
-  auto zero_comm = [&](double elements, int ranks) {
+  auto zero_comm = [&](double elements, int units, int ranks) {
     ZeroComm z;
     if (ranks == 1 || elements == 0) return z;
-    const double buckets = std::ceil(elements / kGradBucketElements);
-    const double bucket = elements / buckets;
+    const double calls = std::max(1, units), unit = elements / calls;
     // Stages 2 and 3 keep no full gradient buffer: every microbatch's gradients are reduced.
-    const double reductions = zero >= 2 ? buckets * spec.train.microbatches : buckets;
+    const double reductions = zero >= 2 ? calls * spec.train.microbatches : calls;
     z.grad_reduction = {{zero == 0 ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter,
-                         bucket * grad_reduce_bytes(spec.train), ranks, reductions}};
+                         unit * grad_reduce_bytes(spec.train), ranks, reductions}};
     if (zero == 1 || zero == 2)
-      z.param_gather_after_step = {{CollectiveKind::AllGather, bucket * bytes.param, ranks, buckets}};
+      z.param_gather_after_step = {{CollectiveKind::AllGather, unit * bytes.param, ranks, calls}};
     return z;
   };
-  DataParallelTraffic c{zero_comm(static_cast<double>(params.dense), par.dp * par.cp),
-                     zero_comm(static_cast<double>(params.expert), par.tp * par.cp * par.dp / par.ep)};
+  DataParallelTraffic c{zero_comm(static_cast<double>(params.dense), params.dense_units, par.dp * par.cp),
+                     zero_comm(static_cast<double>(params.expert), params.expert_units,
+                               par.tp * par.cp * par.dp / par.ep)};
   if (zero == 3) {
     // Units as the engine gathers them (zero3_gathers.h), the experts' over expert-dp.
     if (par.dp * par.cp > 1 && params.zero3_gather_calls > 0) {

@@ -39,10 +39,6 @@
 
 namespace ptrain::plan {
 
-// Gradients are reduced in buckets of this many elements while backward runs (PyTorch DDP and
-// Megatron use buckets of tens of millions of elements); each bucket is one collective.
-inline constexpr double kGradBucketElements = 25e6;
-
 using CollectiveKind = model::CollectiveKind;
 
 struct Collective {
@@ -74,9 +70,10 @@ Collective pipeline_message(const config::JobSpec& spec);
 
 // Per step, dense params over dp-cp and experts over expert-dp; each list is empty when its group
 // has one rank. Gradients are reduced once per step after the last microbatch's backward (zero 0,
-// 1) or after every microbatch's backward (zero 2, 3, which keep no full gradient buffer). Grad
-// reduction and the zero 1/2 param all-gather are counted in buckets of kGradBucketElements (count
-// = buckets, bytes = one bucket); the volume is what matters, not where the bucket edges fall.
+// 1) or after every microbatch's backward (zero 2, 3, which keep no full gradient buffer). As the
+// engine does (parallel/data_parallel.h), the reduction and the zero 1/2 param all-gather are one
+// collective per unit of the flat buffer (count = units, bytes = their mean size): a call's
+// latency is paid per unit, which is what a small model on a host transport spends most on.
 struct ZeroComm {
   std::vector<Collective> grad_reduction;           // all-reduce (zero 0) or reduce-scatter
   std::vector<Collective> param_gather_after_step;  // zero 1/2

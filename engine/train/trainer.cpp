@@ -428,6 +428,7 @@ struct Trainer::State {
 
   double validation_loss() {
     const dist::Trace::Scope span(trace.get(), "validation", "validation");
+    zero.publish_update();  // the step's traffic, counted in the next step's
     const PerAxis before = sent_so_far(), spent = spent_so_far();
     double sums[2] = {0, 0};  // loss sum, counted tokens
     int slot = 0;

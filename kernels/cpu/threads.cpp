@@ -13,4 +13,6 @@ void set_cpu_threads(int n) {
   omp_set_num_threads(threads);
 }
 
+int current_cpu_threads() { return omp_get_max_threads(); }
+
 }  // namespace ptrain::kernels

@@ -26,6 +26,7 @@
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/pinned_uploads.cuh"
+#include "kernels/cuda/side_uploads.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -256,6 +257,20 @@ class CudaOps final : public Ops {
     PTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(dst.ptr, dst_pitch, src.ptr, src_pitch, width, rows,
                                         cudaMemcpyDeviceToDevice, ctx().stream));
   }
+  void pin_host(void* host, std::size_t bytes) const override {
+    if (bytes > 0) PTRAIN_CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault));
+  }
+  void unpin_host(void* host) const override {
+    static_cast<void>(cudaHostUnregister(host));  // from destructors: never throws
+    static_cast<void>(cudaGetLastError());
+  }
+  std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes) const override {
+    if (bytes == 0) return 0;
+    return side_uploads_.start(ctx().stream, dst.ptr, host, bytes);
+  }
+  void await_upload(std::uint64_t ticket) const override {
+    if (ticket != 0) side_uploads_.await(ctx().stream, ticket);
+  }
   std::optional<std::int64_t> device_bytes_in_use() const override {
     ctx();
     return used_bytes() - baseline_used_;
@@ -269,6 +284,7 @@ class CudaOps final : public Ops {
   }
 
   mutable cuda::PinnedUploads uploads_;
+  mutable cuda::SideUploads side_uploads_;
   mutable std::once_flag once_;
   mutable LaunchContext ctx_;
   mutable int device_ = -1;

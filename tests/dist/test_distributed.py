@@ -433,20 +433,23 @@ class ContextParallelLayouts(ModelParallelCurves):
 
 class OptimizerOffload(ModelParallelCurves):
     """parallel.offload: optimizer (ZeRO-Offload): the master weights and AdamW's moments on the host,
-    the owned gradients copied out and the weights copied back around a host AdamW; the curve is the
-    device-resident one's, at ZeRO 0, 1 and 2, with tensor and pipeline parallelism."""
+    the owned gradients copied out, a host thread updating unit after unit while the next forward
+    copies each back as it reaches it; the curve is the device-resident one's, at ZeRO 0-3, with
+    tensor and pipeline parallelism."""
 
     def test_offloaded_optimizer_reproduces_the_curve(self):
         self.check_layouts("llama", [
             dict(dp=2, zero=0, offload="optimizer"),
             dict(dp=2, zero=1, offload="optimizer"),
             dict(dp=2, zero=2, tp=2, offload="optimizer"),
+            dict(dp=2, zero=3, offload="optimizer"),
+            dict(dp=2, zero=3, pp=2, offload="optimizer"),
             dict(dp=2, zero=1, pp=2, offload="optimizer"),
         ], TensorParallelLayouts.NORM_TOLERANCE)
 
     def test_an_offloaded_checkpoint_resumes_on_the_device_and_back(self):
         self.check_resumes("llama", dict(dp=2, zero=1, offload="optimizer"),
-                           [dict(), dict(dp=2, zero=2, offload="optimizer")])
+                           [dict(), dict(dp=2, zero=3, offload="optimizer")])
 
 
 class MoeLayouts(ModelParallelCurves):

@@ -3,12 +3,16 @@
 // timed op by op from the layer description.
 #include "engine/plan/measured_profile.h"
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include <catch2/catch.hpp>
 
 #include "engine/plan/compute_time.h"
+#include "engine/plan/hardware.h"
+#include "engine/plan/step_time.h"
 #include "engine/plan/traffic.h"
 #include "tests/plan/jobs.h"
 
@@ -223,4 +227,30 @@ TEST_CASE("a profile's checked accuracy round-trips and is what validate and pla
   CHECK(plan::expected_error(&back) == "median 9%, worst 14% over 6 runs of one GPU: six jobs (2026-11-26)");
   std::string text = plan::to_json(checked);
   CHECK_THROWS_WITH(plan::from_json(text.replace(text.find("0.1426"), 6, "0.0100")), Contains("accuracy"));
+}
+
+TEST_CASE("ring attention's hops hide behind (cp-1)/cp of the attention on a device transport, not on Gloo") {
+  config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.cp=4", "parallel.cp_comm=ring"}, 4);
+  REQUIRE(job.ok());
+  plan::HardwareProfile device = *plan::find_hardware("h100-sxm");
+  device.measured = std::make_shared<const plan::MeasuredProfile>(ideal());
+  plan::HardwareProfile host = device;
+  host.host_collectives = true;
+  const model::ModelOps ops = model::model_ops(job.spec);
+  const plan::StageCompute compute = plan::stage_compute(job.spec, ops, ideal(), 0, 8);
+  REQUIRE(compute.forward.attention > 0);
+  const pipeline::OpCosts hidden = plan::stage_op_costs(job.spec, device), whole = plan::stage_op_costs(job.spec, host);
+  // Whole on Gloo: the forward is its compute plus every hop.
+  const double hops_forward = whole.forward[0] - compute.forward.total();
+  const double hops_backward = whole.backward[0] - compute.backward.total();
+  REQUIRE(hops_forward > 0);
+  CHECK(hidden.forward[0] - compute.forward.total() ==
+        Approx(std::max(0.0, hops_forward - 0.75 * compute.forward.attention)).margin(1e-12));
+  CHECK(hidden.backward[0] - compute.backward.total() ==
+        Approx(std::max(0.0, hops_backward - 0.75 * compute.backward.attention)).margin(1e-12));
+  CHECK(hidden.forward[0] < whole.forward[0]);
+  // allgather's gathers block wherever they run
+  job.spec.parallel.cp_comm = config::CpComm::Allgather;
+  const pipeline::OpCosts gathered = plan::stage_op_costs(job.spec, device);
+  CHECK(gathered.forward[0] == Approx(plan::stage_op_costs(job.spec, host).forward[0]));
 }

@@ -56,12 +56,13 @@ TEST_CASE("full recompute lengthens backward, and tp collectives add to both dir
 TEST_CASE("exposed data-parallel time") {
   const config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
   plan::RankParams params;
-  params.dense = 100'000'000;  // 4 buckets of 25M
+  params.dense = 100'000'000;  // in 4 units of 25M: a collective each
+  params.dense_units = 4;
   const plan::LinkTiers intra;
   const plan::DataParallelTraffic dp = plan::data_parallel_traffic(job.spec, params);
-  const double bucket = 0.75 * 25e6 * 4 / 450e9 + 5e-6;  // one fp32 reduce-scatter over 4 ranks
+  const double bucket = 0.75 * 25e6 * 4 / 450e9 + 5e-6;  // one unit's fp32 reduce-scatter over 4 ranks
   const double gather = plan::seconds(dp.dense.param_gather_after_step, h100(), false);
-  // a long backward hides all but the last bucket; the param all-gather after the step is exposed
+  // a long backward hides all but the last unit's; the param all-gather after the step is exposed
   CHECK(plan::data_parallel_exposed_seconds(job.spec, h100(), params, intra, 10.0, 10.0) ==
         Approx(bucket + gather));
   // no backward to hide behind: the whole reduction
@@ -83,6 +84,27 @@ TEST_CASE("optimizer step: every state read and written once, over the rank's Ze
   const config::LoadResult z0 = test::load_job(test::kSmallLlama, {"parallel.zero=0"}, 4);
   const config::LoadResult z1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
   // bf16 weights, fp32 gradients, fp32 master + m + v: 18 bytes per parameter
-  CHECK(plan::optimizer_seconds(z0.spec, h100(), params) == Approx(2.0 * 18 * 1e9 / 3.35e12));
-  CHECK(plan::optimizer_seconds(z1.spec, h100(), params) == Approx(2.0 * 18 * 1e9 / 4 / 3.35e12));
+  CHECK(plan::optimizer_seconds(z0.spec, h100(), params, 0.0) == Approx(2.0 * 18 * 1e9 / 3.35e12));
+  CHECK(plan::optimizer_seconds(z1.spec, h100(), params, 0.0) == Approx(2.0 * 18 * 1e9 / 4 / 3.35e12));
+}
+
+TEST_CASE("offloaded optimizer step: the gradients' copy, then what the next forward does not hide") {
+  plan::RankParams params;
+  params.dense = 1'000'000'000;
+  params.dense_units = 10;
+  const config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.zero=1", "parallel.offload=optimizer"}, 4);
+  REQUIRE(job.ok());
+  const double owned = 1e9 / 4;
+  const double down = 4 * owned / 64e9, up = 2 * owned / 64e9;
+  // AdamW on the host: fp32 weights, gradients, m, v in and three out, plus the bf16 copy (4 in, 2 out)
+  const double host = (28 + 6) * owned / 77e9;
+  CHECK(plan::optimizer_seconds(job.spec, h100(), params, 0.0) == Approx(down + host + up));
+  // a forward longer than the update hides all of it but the first unit's
+  CHECK(plan::optimizer_seconds(job.spec, h100(), params, 10.0) == Approx(down + (host + up) / 10));
+  CHECK(plan::optimizer_seconds(job.spec, h100(), params, 0.5 * (host + up)) == Approx(down + 0.5 * (host + up)));
+  // on a CPU rank the host's AdamW is the device's
+  plan::HardwareProfile cpu = *plan::find_hardware("cpu");
+  const config::LoadResult zero1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
+  const double on_device = plan::optimizer_seconds(zero1.spec, cpu, params, 0.0);
+  CHECK(plan::optimizer_seconds(job.spec, cpu, params, 0.0) == Approx(on_device + 6 * owned / 10e9));
 }

@@ -94,7 +94,8 @@ TEST_CASE("full recompute repeats the forward collectives in backward") {
 
 TEST_CASE("ZeRO 1 reduce-scatters grads and all-gathers params") {
   plan::RankParams params;
-  params.dense = 100'000'000;  // 4 buckets of 25M
+  params.dense = 100'000'000;  // in 4 units of 25M: a collective each
+  params.dense_units = 4;
   config::LoadResult z1 = test::load_job(test::kSmallLlama, {"parallel.zero=1"}, 4);
   const plan::DataParallelTraffic c1 = plan::data_parallel_traffic(z1.spec, params);
   REQUIRE(c1.dense.grad_reduction.size() == 1);

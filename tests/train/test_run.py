@@ -297,7 +297,7 @@ class CudaBackend(unittest.TestCase):
             self.run_on_gpu(one, "llama", 10, "--set", "train.precision=fp32")
             # ... and with the optimizer offloaded (masters and moments on the host, AdamW on the CPU,
             # the gradients and weights copied across).
-            for zero, offload in [(1, "none"), (3, "none"), (1, "optimizer"), (2, "optimizer")]:
+            for zero, offload in [(1, "none"), (3, "none"), (1, "optimizer"), (2, "optimizer"), (3, "optimizer")]:
                 with self.subTest(zero=zero, offload=offload), tempfile.TemporaryDirectory() as two:
                     r = run(job(two, "llama", steps=10), "--nproc", "2", "--set", "backend=cuda",
                             "--set", "train.precision=fp32", "--set", f"parallel.zero={zero}",
