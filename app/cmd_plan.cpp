@@ -36,7 +36,7 @@ struct PlanArgs {
   int verify = 0;  // > 0: run the best `verify` layouts for a few steps here
 };
 
-constexpr int kVerifySteps = 8;
+constexpr int kVerifySteps = 8, kVerifyRounds = 3;
 
 int bad_input(const std::string& message, const std::string& fix) {
   std::fprintf(stderr, "error: %s%s\n", message.c_str(), fix.empty() ? "" : (" (fix: " + fix + ")").c_str());
@@ -156,10 +156,13 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
     w.key("verified").begin_array();
     for (const VerifiedLayout& v : verified) {
       w.begin_object().key("row").value(v.row).key("predicted_s").value(v.predicted_s);
-      if (v.measured_s)
-        w.key("measured_s").value(*v.measured_s);
-      else
+      if (v.measured_s) {
+        w.key("measured_s").value(*v.measured_s).key("round_s").begin_array();
+        for (const double s : v.round_s) w.value(s);
+        w.end_array();
+      } else {
         w.key("failure").value(v.failure);
+      }
       w.end_object();
     }
     w.end_array();
@@ -273,7 +276,7 @@ int run_plan(const PlanArgs& args) {
   std::vector<VerifiedLayout> verified;
   if (args.verify > 0) {
     try {
-      verified = verify_layouts(*text, read.overrides, result.best, args.verify, experts, kVerifySteps);
+      verified = verify_layouts(*text, read.overrides, result.best, args.verify, experts, kVerifySteps, kVerifyRounds);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: --verify: %s\n", e.what());
       return kExitRuntimeFailure;
@@ -310,8 +313,9 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
   cmd->add_flag("--force", args->force, "Replace --out even if ptrain plan did not write it");
   cmd->add_flag("--json", args->json, "Print the ranking as one JSON object");
   cmd->add_option("--verify", args->verify,
-                  "Run the best K layouts for " + std::to_string(kVerifySteps) +
-                      " steps each on this machine and report which was really fastest")
+                  "Run the best K layouts for " + std::to_string(kVerifySteps) + " steps, " +
+                      std::to_string(kVerifyRounds) +
+                      " times each (interleaved), on this machine and report which was really fastest")
       ->check(CLI::Range(1, 100));
   cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });
 }

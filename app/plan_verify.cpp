@@ -91,7 +91,7 @@ std::string last_error_line(const std::string& log) {
 
 std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::vector<std::string>& keys,
                                            const std::vector<plan::RankedLayout>& ranked, int k, bool experts,
-                                           int steps) {
+                                           int steps, int rounds) {
   const ScratchDir scratch;
   std::vector<VerifiedLayout> rows;
   const int count = std::min<int>(k, static_cast<int>(ranked.size()));
@@ -105,33 +105,49 @@ std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::v
              "logging.every=" + std::to_string(steps), "logging.trace=null", "checkpoint.dir=null",
              "data.eval_every=0"})
       assignments.push_back(key);
-    {
-      std::ofstream job(base + ".yaml");
-      job << config::yaml_with_values(yaml, assignments);
-    }
-    std::fprintf(stderr, "verify: running row %d (%d steps)\n", row, steps);
+    std::ofstream job(base + ".yaml");
+    job << config::yaml_with_values(yaml, assignments);
     VerifiedLayout v;
     v.row = row;
     v.predicted_s = layout.estimate.step_time_s;
-    if (const int code = run_child(base + ".yaml", base + ".log"); code != 0)
-      v.failure = "exit " + std::to_string(code) + ": " + last_error_line(base + ".log");
-    else
-      v.measured_s = median_step(base + ".jsonl");
-    if (!v.measured_s && v.failure.empty()) v.failure = "no step was recorded";
     rows.push_back(std::move(v));
+  }
+  for (int round = 1; round <= rounds; ++round) {
+    for (VerifiedLayout& v : rows) {
+      if (!v.failure.empty()) continue;
+      const std::string base = (scratch.path() / ("row" + std::to_string(v.row))).string();
+      std::fprintf(stderr, "verify: running row %d (%d steps, round %d of %d)\n", v.row, steps, round, rounds);
+      std::error_code ignored;
+      fs::remove(base + ".jsonl", ignored);
+      if (const int code = run_child(base + ".yaml", base + ".log"); code != 0) {
+        v.failure = "exit " + std::to_string(code) + ": " + last_error_line(base + ".log");
+      } else if (const std::optional<double> step = median_step(base + ".jsonl")) {
+        v.round_s.push_back(*step);
+      } else {
+        v.failure = "no step was recorded";
+      }
+    }
+  }
+  for (VerifiedLayout& v : rows) {
+    if (!v.failure.empty() || v.round_s.empty()) continue;
+    std::vector<double> sorted = v.round_s;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t n = sorted.size();
+    v.measured_s = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   }
   return rows;
 }
 
 std::string verify_table(const std::vector<VerifiedLayout>& rows) {
   std::string out = "verify: the top " + std::to_string(rows.size()) + " layouts run on this machine\n";
-  out += "  #  predicted   measured  measured/predicted\n";
+  out += "  #  predicted   measured  measured/predicted  rounds\n";
   const VerifiedLayout* fastest = nullptr;
   for (const VerifiedLayout& v : rows) {
     char line[256];
     if (v.measured_s) {
-      std::snprintf(line, sizeof line, "%3d  %7.4f s  %7.4f s  %6.2fx\n", v.row, v.predicted_s, *v.measured_s,
-                    *v.measured_s / v.predicted_s);
+      const auto [low, high] = std::minmax_element(v.round_s.begin(), v.round_s.end());
+      std::snprintf(line, sizeof line, "%3d  %7.4f s  %7.4f s  %6.2fx              %.4f-%.4f s\n", v.row,
+                    v.predicted_s, *v.measured_s, *v.measured_s / v.predicted_s, *low, *high);
       if (fastest == nullptr || *v.measured_s < *fastest->measured_s) fastest = &v;
     } else {
       std::snprintf(line, sizeof line, "%3d  %7.4f s  failed: %s\n", v.row, v.predicted_s, v.failure.c_str());

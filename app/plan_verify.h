@@ -14,16 +14,20 @@ namespace ptrain::app {
 struct VerifiedLayout {
   int row = 0;  // 1-based, in the plan's ranking
   double predicted_s = 0;
-  std::optional<double> measured_s;  // the median step after the first two; none if the run failed
-  std::string failure;                // the run's last error line, when it failed
+  // The median over rounds of each run's typical step (its median after the first two); none if a
+  // run failed.
+  std::optional<double> measured_s;
+  std::vector<double> round_s;  // each round's run
+  std::string failure;          // the run's last error line, when it failed
 };
 
-// Runs rows 1..k of `ranked`. `yaml` is the job as written and `keys` the assignments that make it
-// the planned job (--set, cluster); each row adds its layout's and the short run's own: `steps`
-// steps, metrics to a scratch file, no checkpoints, no evaluation, no trace.
+// Runs rows 1..k of `ranked`, `rounds` times each, interleaved (row 1, 2, .., k, then again), so that
+// a slow spell of the machine falls on every row alike. `yaml` is the job as written and `keys` the
+// assignments that make it the planned job (--set, cluster); each row adds its layout's and the
+// short run's own: `steps` steps, metrics to a scratch file, no checkpoints, no evaluation, no trace.
 std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::vector<std::string>& keys,
                                            const std::vector<plan::RankedLayout>& ranked, int k, bool experts,
-                                           int steps);
+                                           int steps, int rounds);
 
 // The table for the terminal: each row's predicted and measured step and which ran fastest.
 std::string verify_table(const std::vector<VerifiedLayout>& rows);

@@ -5,8 +5,9 @@ without: peak x 60%) against the median step time of a short `ptrain run` (steps
 two), and validate's step_breakdown next to the parts the run measures (comm_s, optimizer_s). Writes
 bench/results/<date>-step-time-vs-validate.json.
     python3 bench/step_time_vs_validate.py [--ptrain build/ptrain] [--steps 10] [--only NAME] [--profile FILE]
-With --check TOL it is the test `step_time_sweep` (ctest label `timing`, run alone): every job within
-TOL of its measured median.
+Then `ptrain plan --verify 3` for the llama job on 2 ranks with the profile: the plan's choice
+measured against the fastest of its top three. With --check TOL it is the test `step_time_sweep`:
+every job within TOL of its measured median, and the plan's choice within 5% of the fastest.
 
 With --backend cuda (on a GPU machine) the sweep is one GPU's: `ptrain profile --backend cuda` (full
 grids), then the two benchmark jobs of bench/jobs and four other shapes (full and selective recompute,
@@ -88,6 +89,35 @@ def median_steps(ptrain, job, sets, metrics):
         return [json.loads(line) for line in f if '"step_s"' in line][2:]
 
 
+# The plan's first choice on this machine, measured against the fastest of its top three.
+PICK_TOLERANCE = 0.05
+
+
+def verify_plan(ptrain, d, profile, pool_twice):
+    """`ptrain plan --verify 3` for the llama job on 2 ranks with the profile: the plan's choice (row 1)
+    measured over the fastest of the three. With pool_twice (the test), a choice outside
+    PICK_TOLERANCE is verified once more and judged on both runs' rounds."""
+    job = os.path.join(d, "plan.yaml")
+    with open(job, "w") as f:
+        f.write(job_text("llama", 2, os.path.join(d, "unused.jsonl"), 10))
+    rounds = {}
+
+    def verify():
+        r = subprocess.run([ptrain, "plan", job, "--gpus", "2", "--verify", "3", "--json", "--out",
+                            os.path.join(d, "planned.yaml"), "--force", "--set", "cluster.profile=" + profile],
+                           check=True, capture_output=True, text=True)
+        for v in json.loads(r.stdout)["verified"]:
+            rounds.setdefault(v["row"], []).extend(v["round_s"])
+        medians = {row: statistics.median(s) for row, s in rounds.items()}
+        return medians[1] / min(medians.values())
+
+    picked = verify()
+    if pool_twice and picked > 1 + PICK_TOLERANCE:
+        picked = verify()
+    print(f"plan --verify 3: the plan's choice (row 1) measured {picked:.3f}x the fastest of the three", flush=True)
+    return picked
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
@@ -166,14 +196,19 @@ def main():
             print(f"{name:28s} predicted {predicted:7.3f} s  measured {measured:7.3f} s  "
                   f"measured/predicted {measured / predicted:5.2f}  (peak x 60%: {measured / peak['step_time_s']:5.2f})"
                   + ("  (run twice)" if runs == 2 else ""), flush=True)
+        picked = None if cuda or args.only else verify_plan(args.ptrain, d, profile, args.check is not None)
     errors = [abs(r["measured_over_predicted"] - 1) for r in rows]
     print(f"worst |error| {max(errors):.0%}, median {statistics.median(errors):.0%}")
     if args.check:
         outside = [r["job"] for r, e in zip(rows, errors) if e > args.check]
         if outside:
             print(f"FAIL: {len(outside)} of {len(rows)} jobs outside {args.check:.0%}: {', '.join(outside)}")
+        if picked is not None and picked > 1 + PICK_TOLERANCE:
+            print(f"FAIL: plan --verify 3: the plan's choice ran {picked - 1:.1%} longer than the fastest of the three")
+        if outside or (picked is not None and picked > 1 + PICK_TOLERANCE):
             return 1
-        print(f"all {len(rows)} jobs within {args.check:.0%}")
+        print(f"all {len(rows)} jobs within {args.check:.0%}"
+              + (f"; plan --verify 3 picked within {PICK_TOLERANCE:.0%} of the fastest" if picked else ""))
         return 0
     if args.record_accuracy and not args.only and (args.profile or args.profile_out):
         path = args.profile or args.profile_out
@@ -192,7 +227,8 @@ def main():
         write_result("step-time-vs-validate-" + "-".join(gpu.lower().split()),
                      {"machine": f"{gpu} (ptrain profile --backend cuda)", "jobs": rows})
     elif not args.only:
-        write_result("step-time-vs-validate", {"machine": "this CPU (ptrain profile --quick)", "jobs": rows})
+        write_result("step-time-vs-validate", {"machine": "this CPU (ptrain profile --quick)", "jobs": rows,
+                                               "plan_verify_3_choice_over_fastest": picked})
     return 0
 
 

@@ -364,8 +364,11 @@ class Plan(unittest.TestCase):
         self.assertEqual([v["row"] for v in verified], [1, 2])
         for v, ranked in zip(verified, report["ranked"]):
             self.assertEqual(v["predicted_s"], ranked["step_time_s"])
-            self.assertGreater(v["measured_s"], 0)
-        self.assertIn("verify: running row 2 (8 steps)", r.stderr)
+            self.assertEqual(len(v["round_s"]), 3)
+            self.assertEqual(v["measured_s"], sorted(v["round_s"])[1])  # the median of the rounds
+        # interleaved: every row once before any row again
+        self.assertRegex(r.stderr, r"row 1 \(8 steps, round 1 of 3\)[\s\S]*row 2 \(8 steps, round 1 of 3\)"
+                                   r"[\s\S]*row 1 \(8 steps, round 2 of 3\)")
         self.assertFalse(os.path.exists(ckpt), "a verification run wrote into the job's checkpoint.dir")
         r, _ = self.plan(job, "--gpus", "2", "--verify", "2")
         self.assertEqual(r.returncode, 0, r.stderr)
