@@ -31,7 +31,7 @@ JOB = """\
 name: nccl-test
 backend: cuda
 model: {{arch: {arch}, layers: 4, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 128, vocab: 96, seq_len: 32{moe}}}
-parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}}}
+parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}, offload: {offload}}}
 schedule: {{kind: {schedule}, virtual_stages: {vpp}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp32, seed: 5}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
@@ -44,12 +44,12 @@ comm: {{timeout_s: {timeout}}}
 
 
 def job(d, world, arch="llama", zero=0, pp=1, tp=1, cp=1, cp_comm="allgather", ep=1, sp=False, schedule="1f1b", vpp=1,
-        steps=8, timeout=60):
+        steps=8, timeout=60, offload="none"):
     path = os.path.join(d, "job.yaml")
     moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0}" if arch == "mixtral" else ""
     with open(path, "w") as f:
         f.write(JOB.format(arch=arch, moe=moe, zero=zero, pp=pp, tp=tp, cp=cp, cp_comm=cp_comm, ep=ep,
-                           sp="true" if sp else "false",
+                           sp="true" if sp else "false", offload=offload,
                            schedule=schedule, vpp=vpp, steps=steps, world=world, dir=d, timeout=timeout))
     return path
 
@@ -143,6 +143,13 @@ class NcclTraining(unittest.TestCase):
         for zero in (1, 3):
             with self.subTest(zero=zero):
                 self.assert_nccl_reproduces("llama", 2, zero=zero)
+
+    def test_offloaded_optimizer_at_zero_1_and_3(self):
+        # the host's AdamW beside the next forward; weights back on the copy stream from pinned
+        # buffers, then (ZeRO 1) NCCL's gather of them or (ZeRO 3) the windows' gathers
+        for zero in (1, 3):
+            with self.subTest(zero=zero):
+                self.assert_nccl_reproduces("llama", 2, zero=zero, offload="optimizer")
 
     def test_tensor_parallel_with_sequence_parallelism(self):
         self.assert_nccl_reproduces("llama", 2, tp=2, sp=True)
