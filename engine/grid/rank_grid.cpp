@@ -198,13 +198,24 @@ RankGrid::Sizes RankGrid::expert_sizes() const {
   return s;
 }
 
-int RankGrid::coord_in(const Sizes& sizes, int rank, Axis axis) const {
+int RankGrid::stride_in(const Sizes& sizes, Axis axis) const {
   int stride = 1;
   for (Axis a : order_) {
     if (a == axis) break;
     stride *= sizes[index(a)];
   }
-  return rank / stride % sizes[index(axis)];
+  return stride;
+}
+
+int RankGrid::coord_in(const Sizes& sizes, int rank, Axis axis) const {
+  return rank / stride_in(sizes, axis) % sizes[index(axis)];
+}
+
+// A group along one axis is the ranks whose coordinate on it alone differs: its stride and size fix
+// which ranks those are, whatever the other axes (and at size 1 every group is one rank).
+bool RankGrid::ep_groups_are_tp_groups() const {
+  return degrees_.ep == degrees_.tp &&
+         (degrees_.tp == 1 || stride_in(expert_sizes(), Axis::Ep) == stride_in(dense_sizes(), Axis::Tp));
 }
 
 int RankGrid::coord(int rank, Axis axis) const {

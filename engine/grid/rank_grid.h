@@ -68,6 +68,9 @@ class RankGrid {
   Group expert_group_of(int rank, std::string_view axes) const;
   // First and last pp stage of every pp group (one rank if pp == 1): they hold tied embeddings.
   GroupList embedding_groups() const;
+  // Whether the expert grid's ep groups are the dense grid's tp groups (ep = tp, the two axes at
+  // the same stride). Costs no group listing.
+  bool ep_groups_are_tp_groups() const;
 
   // Coordinate of a rank (0 <= rank < world()) along an axis of the dense grid (Ep -> coordinate in
   // the expert grid).
@@ -81,6 +84,7 @@ class RankGrid {
   using Sizes = std::array<int, kAxes>;  // indexed by Axis
   Sizes dense_sizes() const;
   Sizes expert_sizes() const;
+  int stride_in(const Sizes& sizes, Axis axis) const;  // the sizes of the axes before it, multiplied
   int coord_in(const Sizes& sizes, int rank, Axis axis) const;
   GroupList groups_in(const Sizes& sizes, std::string_view axes, bool expert) const;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/config/job_grid.h"
 #include "kernels/op_constants.h"
 
 namespace ptrain::model {
@@ -264,7 +265,7 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
                            fp32(ArenaTensor::MoeCounts, "moe.counts", x.b * E)}));
   ops.push_back(memory_op("moe.dispatch", OpKind::Routing, 2 * slot_bytes,
                           {act(x, ArenaTensor::MoeExpertInput, "moe.expert_input", slots * C)}));
-  const bool exchanged = ep > 1 && ep != x.t;
+  const bool over_tp = config::experts_over_tp(spec), exchanged = ep > 1 && !over_tp;
   if (exchanged)
     ops.push_back(collective("moe.dispatch_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
   // The experts run on blocks of one source rank's slots for one expert.
@@ -278,7 +279,7 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
   if (exchanged)
     ops.push_back(collective("moe.combine_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
   ops.push_back(memory_op("moe.combine", OpKind::Routing, slot_bytes + 2.0 * N * C * x.act_bytes));
-  if (ep > 1 && ep == x.t)
+  if (over_tp)
     ops.push_back(collective("moe.combine_weights", {Axis::Tp, static_cast<int>(x.t),
                                                      static_cast<double>(pairs) * kFp32, {}, {K::AllReduce}}));
 }
@@ -482,7 +483,7 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     add(T::MoeDActivation, "moe.d_activation", slots * x.f);
     add(T::MoeDExpertInput, "moe.d_expert_input", slots * x.h);
     add(T::MoeDPartial, "moe.d_partial", expert_block_rows(spec) * x.h);  // one block's
-    if (spec.parallel.ep > 1 && spec.parallel.ep != spec.parallel.tp) add(T::MoeExchange, "moe.exchange", slots * x.h);
+    if (spec.parallel.ep > 1 && !config::experts_over_tp(spec)) add(T::MoeExchange, "moe.exchange", slots * x.h);
     if (spec.parallel.cp > 1) {  // this rank's routing out of the whole sequences', and back
       const std::int64_t E = spec.model.moe->experts, pairs = N * spec.model.moe->top_k;
       out.push_back(int32(T::MoeCpOwnSlot, "moe.cp_own_slot", pairs));
@@ -513,7 +514,7 @@ std::int64_t expert_token_slots(const config::JobSpec& spec) {
   const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
   // Split over the tp group (ep = tp), the experts take the group's slots; otherwise a rank's static
   // buffers hold every slot of the sequences it routes (model/moe_block.h).
-  const std::int64_t sharers = p.tp > 1 && p.ep == p.tp ? p.tp : 1;
+  const std::int64_t sharers = config::experts_over_tp(spec) ? p.tp : 1;
   const std::int64_t per_expert = (sequences * expert_capacity(spec) + sharers - 1) / sharers;
   return spec.model.moe->experts / p.ep * per_expert;
 }
@@ -521,7 +522,7 @@ std::int64_t expert_token_slots(const config::JobSpec& spec) {
 std::int64_t expert_block_rows(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::ParallelSpec& p = spec.parallel;
-  const bool exchanged = p.ep > 1 && p.ep != p.tp;  // every source rank's slots of each local expert
+  const bool exchanged = p.ep > 1 && !config::experts_over_tp(spec);  // every source rank's slots of each local expert
   return expert_token_slots(spec) / (spec.model.moe->experts / p.ep) / (exchanged ? p.ep : 1);
 }
 

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/config/job_grid.h"
 #include "engine/model/layer_description.h"
 #include "engine/runtime/owned_buffer.h"
 
@@ -13,9 +14,9 @@ using kernels::Buf;
 MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep,
                    parallel::TensorParallel* tp, parallel::ContextParallel* cp)
     : ops_(ops),
-      ep_(spec.parallel.ep > 1 && spec.parallel.ep != spec.parallel.tp ? ep : nullptr),
+      ep_(spec.parallel.ep > 1 && !config::experts_over_tp(spec) ? ep : nullptr),
       tp_(spec.parallel.tp > 1 ? tp : nullptr),
-      experts_over_tp_(spec.parallel.tp > 1 && spec.parallel.ep == spec.parallel.tp),
+      experts_over_tp_(config::experts_over_tp(spec)),
       cp_(spec.parallel.cp > 1 ? cp : nullptr),
       B_(spec.train.micro_batch),
       T_(T),
@@ -32,7 +33,7 @@ MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, 
   if (ep_ != nullptr && ep->size() != p.ep)
     throw std::invalid_argument("MoeBlock: parallel.ep = " + std::to_string(p.ep) +
                                 " needs an expert-parallel group of that size");
-  if (p.ep > 1 && p.ep != p.tp && ep == nullptr)
+  if (p.ep > 1 && !experts_over_tp_ && ep == nullptr)
     throw std::invalid_argument("MoeBlock: parallel.ep = " + std::to_string(p.ep) + " needs an expert-parallel group");
   if (p.tp > 1 && (tp == nullptr || tp->size() != p.tp))
     throw std::invalid_argument("MoeBlock: parallel.tp = " + std::to_string(p.tp) +

@@ -11,12 +11,14 @@
 // zero (they cost compute, not correctness: zero rows give zero outputs and gradients).
 //
 // Expert parallelism, two ways:
-//  - over ranks other than the tp group (ep != tp; parallel/expert_parallel.h): this rank holds E/ep experts; its
+//  - over ranks other than the tp group (config::experts_over_tp false: ep != tp, or an order whose
+//    ep groups are not the tp groups; parallel/expert_parallel.h): this rank holds E/ep experts; its
 //    tokens' slots for every expert are exchanged with the ep group (one all-to-all), so its expert
 //    buffers hold, in source-rank order, each rank's R slots per local expert: E*R rows either way.
 //    Expert block q of the received buffer (rows [q*R, (q+1)*R)) is local expert q % (E/ep). The
 //    outputs go back the same way before they are combined; backward exchanges the gradients alike.
-//  - over the tensor-parallel group (ep = tp, under sequence parallelism; Megatron's all-gather
+//  - over the tensor-parallel group (config::experts_over_tp: ep = tp on the tp groups, under
+//    sequence parallelism; Megatron's all-gather
 //    dispatch): the block takes the tp group's whole tokens (all-gathered, as every column-parallel
 //    layer does), every rank routes all of them alike and runs its E/tp experts on their slots, and
 //    its output is a partial sum over tp, reduce-scattered like a row-parallel layer's. Backward sums
@@ -137,7 +139,7 @@ class MoeBlock {
   const kernels::Ops& ops_;
   parallel::ExpertParallel* ep_;    // the all-to-all (ep > 1, tp = 1)
   parallel::TensorParallel* tp_;    // tp > 1: the group whose tokens the block takes (all-gathered)
-  bool experts_over_tp_;            // ep = tp > 1: the experts split over the tp group
+  bool experts_over_tp_;            // config::experts_over_tp: the experts split over the tp group
   parallel::ContextParallel* cp_;   // cp > 1: the group whose chunks make the sequences routed
   int split_ = 1, split_rank_ = 0;  // the ranks the experts are split over, and this one's index
   int router_first_ = 0, router_tokens_ = 0;

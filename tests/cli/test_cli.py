@@ -159,8 +159,9 @@ class ValidateShippedConfigs(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("valid, would run", r.stdout)
         # MoE layers route whole sequences: cp 2 runs (the cp group's chunks routed together), tp 2
-        # runs with the experts on every tp rank (ep 1), split over the tp group (ep 2) or over the
-        # tp x dp ranks; ep = tp in an order whose ep groups are not the tp groups does not run.
+        # runs with the experts on every tp rank (ep 1), split over the tp group (ep 2), over the
+        # tp x dp ranks, or ep = tp in an order whose ep groups are not the tp groups; tp without
+        # sequence parallelism does not run.
         moe = ["--set", "model.arch=mixtral", "--set", "model.ffn_hidden=128", "--set", "model.moe.experts=4",
                "--set", "model.moe.top_k=2", "--set", "parallel.cp=2", "--set", "parallel.pp=1"]
         r = ptrain("validate", tiny, *moe)
@@ -171,12 +172,14 @@ class ValidateShippedConfigs(unittest.TestCase):
             r = ptrain("validate", tiny, *tp2, *layout)
             self.assertIn("valid, would run", r.stdout)
             self.assertNotIn("does not execute", r.stdout)
-        other_order = [*tp2, "--set", "parallel.ep=2", "--set", "parallel.order=tp-cp-dp-ep-pp"]
-        r = ptrain("validate", tiny, *other_order)
+        r = ptrain("validate", tiny, *tp2, "--set", "parallel.ep=2", "--set", "parallel.order=tp-cp-dp-ep-pp")
+        self.assertIn("valid, would run", r.stdout)
+        without_sp = [*tp2, "--set", "parallel.sequence_parallel=false"]
+        r = ptrain("validate", tiny, *without_sp)
         self.assertIn("`ptrain run` does not execute this layout yet", r.stdout)
-        sentence = "parallel.order: MoE layers (mixtral) with parallel.ep = parallel.tp = 2 split their experts"
+        sentence = "parallel.sequence_parallel: MoE layers (mixtral) with parallel.tp = 2 take the tp group's tokens"
         self.assertIn(sentence, r.stderr)
-        r = ptrain("run", tiny, *other_order, "--nproc", "4")
+        r = ptrain("run", tiny, *without_sp, "--nproc", "4")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(sentence, r.stderr)
         r = ptrain("validate", tiny, "--set", "parallel.tp=2", "--set", "parallel.sequence_parallel=true")

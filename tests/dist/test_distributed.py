@@ -487,12 +487,14 @@ class MoeLayouts(ModelParallelCurves):
         ], TensorParallelLayouts.NORM_TOLERANCE)
 
     def test_mixtral_with_experts_apart_from_the_tp_group(self):
-        # tp 2 with every expert on each tp rank (ep 1), or the experts over the tp x dp ranks (ep 4):
-        # each tp rank routes the group's tokens alike and dispatches its own, the others' rows of
-        # its output zero in the tp sum; the experts' gradients are summed over tp x dp / ep.
+        # tp 2 with every expert on each tp rank (ep 1), the experts over the tp x dp ranks (ep 4), or
+        # ep = tp = 2 in an order that puts the ep groups across dp (ranks 0 and 2), not on the tp
+        # pairs: each tp rank routes the group's tokens alike and dispatches its own, the others' rows
+        # of its output zero in the tp sum; the experts' gradients are summed over tp x dp / ep.
         self.check_layouts("mixtral", [
             dict(tp=2, sp=True),
             dict(tp=2, sp=True, dp=2, ep=4, zero=1),
+            dict(tp=2, sp=True, dp=2, ep=2, order="tp-cp-dp-ep-pp"),
             dict(tp=2, sp=True, dp=2, zero=3, recompute="full"),
             dict(tp=2, sp=True, cp=2, pp=2, schedule="zb-h1", micro_batch=2),
         ], TensorParallelLayouts.NORM_TOLERANCE)

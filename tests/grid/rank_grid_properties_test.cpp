@@ -202,6 +202,8 @@ TEST_CASE("properties over degree combinations and all 120 orders") {
       }
       CHECK(grid.expert_groups("pp") == grid.groups("pp"));
       CHECK(grid.expert_groups("ep-dp") == grid.groups("tp-cp-dp"));  // same ranks per pp stage
+      // the strides' shortcut against the listed groups
+      CHECK(grid.ep_groups_are_tp_groups() == (d.ep == d.tp && grid.expert_groups("ep") == grid.groups("tp")));
 
       const GroupList pp_groups = grid.groups("pp");
       const GroupList embedding = grid.embedding_groups();
