@@ -101,14 +101,8 @@ MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& param
                     comm_buffer_bytes(spec, params, held), states.host};
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).
-  if (spec.parallel.offload == config::Offload::Optimizer && spec.train.precision == config::Precision::Bf16) {
-    const config::ParallelSpec& p = spec.parallel;
-    const double elements =
-        p.zero == 0 ? static_cast<double>(params.dense + params.expert)
-                    : static_cast<double>(params.dense) / (p.dp * p.cp) +
-                          static_cast<double>(params.expert) / (p.tp * p.cp * p.dp / p.ep);
-    m.host += elements * bytes_per_element(spec.train.precision).param;
-  }
+  if (spec.parallel.offload == config::Offload::Optimizer && spec.train.precision == config::Precision::Bf16)
+    m.host += updated_elements(spec, params) * bytes_per_element(spec.train.precision).param;
   return m;
 }
 

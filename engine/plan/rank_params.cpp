@@ -45,6 +45,13 @@ FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t d
   return u;
 }
 
+double updated_elements(const config::JobSpec& spec, const RankParams& params) {
+  const config::ParallelSpec& p = spec.parallel;
+  if (p.zero == 0) return static_cast<double>(params.dense + params.expert);
+  return static_cast<double>(params.dense) / (p.dp * p.cp) +
+         static_cast<double>(params.expert) / (p.tp * p.cp * p.dp / p.ep);
+}
+
 RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
                              const std::vector<model::LocalParam>& local, int pp_rank) {
   const config::ParallelSpec& par = spec.parallel;

@@ -38,6 +38,10 @@ struct RankParams {
   }
 };
 
+// Elements whose optimizer state this rank keeps and updates: all of them at ZeRO 0, else its shards
+// (dense over dp*cp, the experts over expert-dp = tp*cp*dp/ep).
+double updated_elements(const config::JobSpec& spec, const RankParams& params);
+
 // The units of a rank's flat parameter buffer, as model::ParamStore cuts and pads them: the
 // embedding, each layer (and, experts apart, each layer's experts right after it), the final norm
 // with the head, in the buffer's order.

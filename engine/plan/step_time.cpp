@@ -98,11 +98,7 @@ double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
                          double forward_window_s) {
   const config::ParallelSpec& p = spec.parallel;
   const BytesPerElement b = bytes_per_element(spec.train.precision);
-  const bool sharded = p.zero >= 1;  // each rank updates only its shard of the optimizer state
-  const double dense_shards = sharded ? p.dp * p.cp : 1;
-  const double expert_shards = sharded ? p.tp * p.cp * p.dp / p.ep : 1;
-  const double elements =
-      static_cast<double>(params.dense) / dense_shards + static_cast<double>(params.expert) / expert_shards;
+  const double elements = updated_elements(spec, params);  // ZeRO 1-3: only the rank's shards
   const double on_device =
       hw.measured ? rank_slowdown(spec, *hw.measured) * memory_seconds(*hw.measured, "optimizer/f32", 4.0 * elements, false)
                   : 2.0 * (b.param + b.grad + b.optimizer()) * elements / hw.hbm_bytes_per_s;
