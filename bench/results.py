@@ -22,10 +22,12 @@ def write_result(name, fields):
     return path
 
 
-def before_after(runs):
+def before_after(runs, parser=None):
     """Parses --ptrain (the build timed, "after"), --before (an older binary timed beside it, runs
-    interleaved) and --runs; returns ({name: binary}, runs), "before" first when given."""
-    parser = argparse.ArgumentParser()
+    interleaved) and --runs, besides what the caller's parser already has; returns ({name: binary},
+    runs), "before" first when given, or with a parser given ({name: binary}, parsed args)."""
+    own = parser is None
+    parser = parser or argparse.ArgumentParser()
     parser.add_argument("--ptrain", default=os.path.join(ROOT, "build", "ptrain"))
     parser.add_argument("--before", help="another ptrain binary to time in the same run")
     parser.add_argument("--runs", type=int, default=runs)
@@ -33,4 +35,4 @@ def before_after(runs):
     binaries = {"after": args.ptrain}
     if args.before:
         binaries = {"before": args.before, **binaries}
-    return binaries, args.runs
+    return (binaries, args.runs) if own else (binaries, args)

@@ -1,9 +1,15 @@
-"""Seconds from `ptrain run` to the first step on this machine's CPU: a 0.51B-parameter Llama (hidden 2048,
-8 layers, vocab 32,000) whose step is short (16 tokens), so start-up (loading the job, allocating,
-drawing the initial weights) dominates; wall time of a 1-step run less its step, and the run's own
-"start-up:" line split into its parts (where the binary prints one). One binary or two side by side
-(--before an older build, runs interleaved). Writes bench/results/<date>-startup-time.json.
-    python3 bench/startup_time.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 3]"""
+"""Seconds from `ptrain run` to the first step: a Llama whose step is short (16 tokens), so start-up
+(loading the job, allocating, drawing the initial weights, the device's module and context) dominates;
+wall time of a 1-step run less its step, and the run's own "start-up:" line split into its parts.
+One binary or two side by side (--before an older build, runs interleaved).
+  --size 0.5b (default): hidden 2048, 8 layers, vocab 32,000, fp32 (0.51 B parameters: this CPU's size)
+  --size 3b: Llama 3.2 3B's shapes (hidden 3072, 28 layers, vocab 128,256, untied: 3.61 B), bf16 --
+             issue 20's goal, a 3B shard's first step in under 10 s on a 16-core H100 host
+  --backend cpu (default) | cuda (on a GPU machine; the CPU's cores still draw the weights)
+Writes bench/results/<date>-startup-time[-<size>-<backend>].json (the default keeps the plain name).
+    python3 bench/startup_time.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 3]
+                                  [--size 0.5b|3b] [--backend cpu|cuda]"""
+import argparse
 import json
 import os
 import re
@@ -14,28 +20,38 @@ import time
 
 from results import before_after, write_result
 
+SIZES = {  # name: (model keys, precision, parameters as validate counts them)
+    "0.5b": ("arch: llama, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, ffn_hidden: 5632, vocab: 32000",
+             "fp32", 508_594_176),
+    "3b": ("arch: llama, layers: 28, hidden: 3072, heads: 24, kv_heads: 8, ffn_hidden: 8192, vocab: 128256",
+           "bf16", 3_606_752_256),
+}
 JOB = """name: startup
-backend: cpu
-model: {{arch: llama, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, ffn_hidden: 5632, vocab: 32000, seq_len: 16}}
+backend: {backend}
+model: {{{model}, seq_len: 16}}
 parallel: {{tp: 1, pp: 1, dp: 1, zero: 0}}
-train: {{steps: 1, global_batch: 1, micro_batch: 1, precision: fp32, seed: 1}}
+train: {{steps: 1, global_batch: 1, micro_batch: 1, precision: {precision}, seed: 1}}
 optimizer: {{kind: adamw, lr: 1.0e-4}}
 data: {{format: synthetic}}
-cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
+cluster: {{nodes: 1, gpus_per_node: 1, gpu: {gpu}}}
 logging: {{every: 1, metrics: {metrics}}}
 """
 
 
-def one(binary, d):
+def one(binary, d, size, backend):
     metrics = os.path.join(d, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     job = os.path.join(d, "job.yaml")
     with open(job, "w") as f:
-        f.write(JOB.format(metrics=metrics))
+        model, precision, _ = SIZES[size]
+        f.write(JOB.format(backend=backend, model=model, precision=precision, metrics=metrics,
+                           gpu="h100-sxm" if backend == "cuda" else "cpu"))
     start = time.perf_counter()
-    r = subprocess.run([binary, "run", job], check=True, capture_output=True, text=True)
+    r = subprocess.run([binary, "run", job], capture_output=True, text=True)
     wall = time.perf_counter() - start
+    if r.returncode != 0:
+        raise SystemExit(f"{binary} run exited {r.returncode}:\n{r.stderr[-4000:]}")
     with open(metrics) as f:
         step = json.loads(f.readline())["step_s"]
     parts = {}
@@ -47,13 +63,24 @@ def one(binary, d):
     return wall, step, parts
 
 
+def machine(backend):
+    if backend == "cpu":
+        return "this CPU"
+    r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else "a CUDA device"
+
+
 def main():
-    binaries, runs = before_after(runs=3)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", choices=sorted(SIZES), default="0.5b")
+    parser.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
+    binaries, args = before_after(runs=3, parser=parser)
+    runs = args.runs
     samples = {b: [] for b in binaries}
     with tempfile.TemporaryDirectory() as d:
         for _ in range(runs):
             for b, binary in binaries.items():
-                samples[b].append(one(binary, d))
+                samples[b].append(one(binary, d, args.size, args.backend))
     rows = []
     for b, runs in samples.items():
         startup = [wall - step for wall, step, _ in runs]
@@ -64,7 +91,9 @@ def main():
         rows.append(row)
         print(f"{b:6s} start-up {row['startup_s']:6.2f} s (min {row['startup_min_s']:.2f}), first step "
               f"{row['first_step_s']:.2f} s" + (f", parts {row['parts_s']}" if "parts_s" in row else ""))
-    write_result("startup-time", {"machine": "this CPU", "parameters": 508_594_176, "rows": rows})
+    name = "startup-time" if (args.size, args.backend) == ("0.5b", "cpu") else f"startup-time-{args.size}-{args.backend}"
+    write_result(name, {"machine": machine(args.backend), "cores": os.cpu_count(), "size": args.size,
+                        "backend": args.backend, "parameters": SIZES[args.size][2], "rows": rows})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 #      run` under NCCL in every layout against one rank (tests/dist/test_nccl.py, --one-gpu on one
 #      GPU); the CUDA backend's curves against the CPU's (tests/train/test_run.py CudaBackend);
 #      TensorBoard's own reader on ptrain's event files (tests/train/test_tensorboard.py);
-#   2. alone: `ptrain profile --backend cuda` and the step-time sweep against it
+#   2. alone: a 3.6B-parameter Llama's start-up to its first step (bench/startup_time.py --size 3b
+#      --backend cuda), then `ptrain profile --backend cuda` and the step-time sweep against it
 #      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
 #      $OUT/h100-sxm.json (commit it as profiles/h100-sxm.json when the GPU is one) with its results;
 #   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT.
@@ -55,11 +56,13 @@ for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard;
 done
 pack
 
-say "2: profile and step-time sweep, alone"
+say "2: start-up of a 3B shard, then the profile and the step-time sweep, alone"
+check startup 150 python3 bench/startup_time.py --ptrain "$ptrain" --size 3b --backend cuda --runs 3
+tail -n 3 "$work/logs/startup.log"
 check step-time 420 python3 bench/step_time_vs_validate.py --ptrain "$ptrain" --backend cuda --steps 10 \
   --profile-out "$out/h100-sxm.json" --record-accuracy
 tail -n 12 "$work/logs/step-time.log"
-find bench/results -name '*-step-time-vs-validate-*.json' -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
+find bench/results \( -name '*-step-time-vs-validate-*.json' -o -name '*-startup-time-3b-cuda.json' \) -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
 [ -s "$out/h100-sxm.json" ] || rm -f "$out/h100-sxm.json"  # a profile that did not finish
 pack
 

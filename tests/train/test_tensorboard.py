@@ -54,7 +54,10 @@ def tensorboard_event_class():
                     type_name=".tensorboard.Summary")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
-    return message_factory.MessageFactory(pool).GetPrototype(pool.FindMessageTypeByName("tensorboard.Event"))
+    descriptor = pool.FindMessageTypeByName("tensorboard.Event")
+    if hasattr(message_factory, "GetMessageClass"):  # protobuf 4.21 on (5 removed GetPrototype)
+        return message_factory.GetMessageClass(descriptor)
+    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
 
 
 def crc32c(data):
