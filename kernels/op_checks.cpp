@@ -339,6 +339,12 @@ void check_fill(const char* backend, Buf x, std::int64_t n) {
   Checker{backend, "fill"}.require_same_floats(n, {{"x", x}});
 }
 
+void check_fill_normal(const char* backend, Buf x, std::int64_t rows, std::int64_t cols) {
+  const Checker c{backend, "fill_normal"};
+  c.require_sizes({rows, cols});
+  c.require_buf("x", x, DType::F32, rows * cols);
+}
+
 void check_convert(const char* backend, Buf dst, Buf src, std::int64_t n) {
   const Checker c{backend, "convert"};
   c.require_sizes({n});

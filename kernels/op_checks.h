@@ -90,6 +90,7 @@ void check_add(const char* backend, Buf out, Buf a, Buf b, std::int64_t n);
 void check_accumulate(const char* backend, Buf acc, Buf x, std::int64_t n);
 void check_scale(const char* backend, Buf x, std::int64_t n);
 void check_fill(const char* backend, Buf x, std::int64_t n);
+void check_fill_normal(const char* backend, Buf x, std::int64_t rows, std::int64_t cols);
 void check_convert(const char* backend, Buf dst, Buf src, std::int64_t n);
 
 // cross entropy: logits and d_logits share one type; losses F32; targets I32 (a target >= V is found

@@ -128,6 +128,11 @@ class Ops {
   virtual void accumulate(Buf acc, Buf x, std::int64_t n) const = 0;          // acc += x
   virtual void scale(Buf x, float factor, std::int64_t n) const = 0;          // x *= factor
   virtual void fill(Buf x, float value, std::int64_t n) const = 0;
+  // x[r cols + c] = stddev * (standard normal sample number first + r row_stride + c of the Philox
+  // stream `key`) for r < rows, c < cols, F32: the initial weights, drawn where they live and bitwise
+  // alike on every backend (philox_normal.h); rows > 1 draws a tp rank's columns of a weight at once.
+  virtual void fill_normal(Buf x, std::int64_t rows, std::int64_t cols, std::uint64_t key, std::uint64_t first,
+                           std::uint64_t row_stride, float stddev) const = 0;
   // dst = src in dst's dtype, F32 or BF16 either way (fp32 master weights to their bf16 working copy,
   // bf16 gradients to fp32): F32 -> BF16 rounds to nearest even (NaN stays NaN, overflow gives inf),
   // BF16 -> F32 is exact, equal dtypes copy the bytes. dst and src must not overlap.

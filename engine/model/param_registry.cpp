@@ -207,6 +207,28 @@ std::vector<RowRange> tp_row_ranges(const ParamInfo& info, int tp_rank, int tp) 
   return ranges;
 }
 
+std::vector<TpBlockRun> tp_block_runs(const ParamInfo& info, int tp_rank, int tp, std::int64_t lo, std::int64_t hi) {
+  std::vector<TpBlockRun> runs;
+  std::int64_t position = 0;  // local element where the block starts
+  for_each_tp_block(info, tp_rank, tp, [&](std::int64_t start, std::int64_t length) {
+    const std::int64_t first = std::max(position, lo), last = std::min(position + length, hi);
+    position += length;
+    if (first >= last) return;
+    const std::int64_t global = start + (first - (position - length)), cols = last - first;
+    if (!runs.empty()) {  // blocks come back to back locally: extend the run if the shape and step agree
+      TpBlockRun& run = runs.back();
+      const std::int64_t step = run.rows == 1 ? global - run.global : run.stride;
+      if (run.cols == cols && global == run.global + run.rows * step) {
+        run.stride = step;
+        ++run.rows;
+        return;
+      }
+    }
+    runs.push_back({first, 1, cols, global, 0});
+  });
+  return runs;
+}
+
 bool first_tp_copy(const ParamInfo& info, int tp_rank, int tp) {
   if (info.tp_dim < 0) return tp_rank == 0;
   const std::int64_t units = info.shape[info.tp_dim] / info.tp_fused_parts / info.tp_unit;

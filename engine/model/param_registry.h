@@ -74,6 +74,15 @@ void for_each_tp_block(const ParamInfo& info, int tp_rank, int tp, Fn&& fn) {
   }
 }
 
+// The blocks for_each_tp_block gives, cut to the rank's local elements [lo, hi), as runs: `rows`
+// blocks of `cols` elements, back to back locally from `local`, whose global flat indices start at
+// `global` and step by `stride` a block (a split along dim 1: one run per fused part, not one block per
+// row). Drawing a tensor by runs is drawing it block by block.
+struct TpBlockRun {
+  std::int64_t local = 0, rows = 1, cols = 0, global = 0, stride = 0;
+};
+std::vector<TpBlockRun> tp_block_runs(const ParamInfo& info, int tp_rank, int tp, std::int64_t lo, std::int64_t hi);
+
 // Whether tp rank `tp_rank`'s slice of `info` is the first copy of its elements: every rank's of a
 // split tensor, tp rank 0's of a replicated one, the lowest sharer's of a kv head shared by several
 // ranks. A sum over the tp group counts each element once by adding first copies only.

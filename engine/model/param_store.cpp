@@ -115,19 +115,19 @@ kernels::Buf ParamStore::grad(const std::string& name) const {
 
 void ParamStore::initialize(std::uint64_t seed, int layers) {
   if (params() == nullptr) throw std::logic_error("ParamStore::initialize: no owned parameter buffer");  // F32 only
-  std::vector<float> host(static_cast<std::size_t>(numel_));
-  initialize_range(seed, layers, {0, numel_}, host.data());
-  memory_->copy_to_device(params_.at(), host.data(), host.size() * sizeof(float));
+  initialize_range(*memory_, seed, layers, {0, numel_}, params_.at());
 }
 
-void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const {
+void ParamStore::initialize_range(const kernels::Ops& ops, std::uint64_t seed, int layers, FlatRange range,
+                                  kernels::Buf dst) const {
   const float std_normal = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
-  // Slots lie in ascending offsets; the padding between them (and past the last) stays zero, and
+  auto at = [&](std::int64_t element) { return runtime::advance(dst, element - range.begin); };
+  // Slots lie in ascending offsets; the padding between them (and past the last) is zeroed, and
   // each slot's own elements are written once, below.
   std::int64_t written = range.begin;
   auto zero_up_to = [&](std::int64_t end) {
-    if (end > written) std::fill(dst + (written - range.begin), dst + (end - range.begin), 0.0f);
+    if (end > written) ops.fill(at(written), 0.0f, end - written);
   };
   for (const ParamSlot& s : slots_) {
     const std::int64_t lo = std::max(range.begin, s.offset), hi = std::min(range.end, s.offset + s.numel);
@@ -135,28 +135,18 @@ void ParamStore::initialize_range(std::uint64_t seed, int layers, FlatRange rang
     zero_up_to(lo);
     written = hi;
     const ParamInfo& info = *s.local.info;
-    float* out = dst + (lo - range.begin);
     const InitKind kind = init_kind(info);
     if (kind == InitKind::Zeros || kind == InitKind::Ones) {
-      std::fill(out, out + (hi - lo), kind == InitKind::Ones ? 1.0f : 0.0f);
+      ops.fill(at(lo), kind == InitKind::Ones ? 1.0f : 0.0f, hi - lo);
       continue;
     }
     const float stddev = kind == InitKind::ResidualNormal ? std_residual : std_normal;
-    const runtime::PhiloxKey key = runtime::stream_key(seed, runtime::name_hash(info.name));
-    // Each element is the Philox normal of its global index, so blocks and threads may take any
-    // share: the result is bitwise the same.
-    std::int64_t position = 0;  // local element of the tensor where this block starts
-    for_each_tp_block(info, coords_.tp_rank, coords_.tp, [&](std::int64_t start, std::int64_t length) {
-      const std::int64_t first = std::max(position, lo - s.offset), last = std::min(position + length, hi - s.offset);
-      if (first < last) {
-        float* block = dst + (s.offset + first - range.begin);
-        const std::int64_t global = start + (first - position);
-#pragma omp parallel for schedule(static) if (last - first > 65536)
-        for (std::int64_t i = 0; i < last - first; ++i)
-          block[i] = stddev * runtime::normal_at(key, static_cast<std::uint64_t>(global + i));
-      }
-      position += length;
-    });
+    const std::uint64_t key = runtime::packed(runtime::stream_key(seed, runtime::name_hash(info.name)));
+    // The rank's blocks of the tensor (tp_block_runs: equal blocks at a constant global stride
+    // as one run), cut to [lo, hi): one fill_normal per run.
+    for (const TpBlockRun& run : tp_block_runs(info, coords_.tp_rank, coords_.tp, lo - s.offset, hi - s.offset))
+      ops.fill_normal(at(s.offset + run.local), run.rows, run.cols, key, static_cast<std::uint64_t>(run.global),
+                      static_cast<std::uint64_t>(run.stride), stddev);
   }
   zero_up_to(range.end);
 }

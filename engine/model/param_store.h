@@ -91,11 +91,14 @@ class ParamStore {
   void bind_grads(int unit, float* base) { grad_base_.at(static_cast<size_t>(unit)) = base; }
 
   // GPT-2 / Megatron scheme: N(0, 0.02) for weights, 0.02/sqrt(2*layers) for the projections that
-  // write into the residual stream, ones for norm weights, zeros for biases. initialize_range
-  // writes only the flat elements [range.begin, range.end) into dst (dst[0] = element
-  // range.begin; host memory); padding elements are zero. initialize() needs an owned F32 buffer.
+  // write into the residual stream, ones for norm weights, zeros for biases; every element the
+  // normal sample of its global index in its tensor's own stream (seed, name), so any layout draws
+  // the same weights. initialize_range writes only the flat elements [range.begin, range.end) into
+  // dst (F32, dst[0] = element range.begin), with `ops`, where dst lives; padding elements are zero.
+  // initialize() needs an owned F32 buffer.
   void initialize(std::uint64_t seed, int layers);
-  void initialize_range(std::uint64_t seed, int layers, FlatRange range, float* dst) const;
+  void initialize_range(const kernels::Ops& ops, std::uint64_t seed, int layers, FlatRange range,
+                        kernels::Buf dst) const;
   void zero_grads();  // of the owned gradient buffer
 
  private:

@@ -206,17 +206,10 @@ std::vector<optim::DecaySpan> DataParallel::decay_spans(model::FlatRange range) 
 
 void DataParallel::initialize(std::uint64_t seed, int layers) {
   await_gathers();
-  std::vector<float> host;  // a device's weights are drawn on the host; the CPU's in place
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {
+  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u) {  // drawn where they live
     const model::FlatRange range = master_range(u);
     float* dst = stage_ == 0 ? master_params() + range.begin : owned_params(u);
-    if (master_memory_.device() == kernels::Device::Cpu) {
-      store_.initialize_range(seed, layers, range, dst);
-      continue;
-    }
-    host.resize(static_cast<std::size_t>(range.size()));
-    store_.initialize_range(seed, layers, range, host.data());
-    master_memory_.copy_to_device(f32(dst), host.data(), host.size() * sizeof(float));
+    store_.initialize_range(master_memory_, seed, layers, range, f32(dst));
   }
   publish();
 }

@@ -56,6 +56,9 @@ void add(Buf out, Buf a, Buf b, std::int64_t n);
 void accumulate(Buf acc, Buf x, std::int64_t n);
 void scale(Buf x, float factor, std::int64_t n);
 void fill(Buf x, float value, std::int64_t n);
+// fill_normal.cpp
+void fill_normal(Buf x, std::int64_t rows, std::int64_t cols, std::uint64_t key, std::uint64_t first,
+                 std::uint64_t row_stride, float stddev);
 void convert(Buf dst, Buf src, std::int64_t n);
 
 // cross_entropy.cpp

@@ -180,6 +180,10 @@ class CudaOps final : public Ops {
   void accumulate(Buf acc, Buf x, std::int64_t n) const override { cuda::accumulate(ctx(), acc, x, n); }
   void scale(Buf x, float factor, std::int64_t n) const override { cuda::scale(ctx(), x, factor, n); }
   void fill(Buf x, float value, std::int64_t n) const override { cuda::fill(ctx(), x, value, n); }
+  void fill_normal(Buf x, std::int64_t rows, std::int64_t cols, std::uint64_t key, std::uint64_t first,
+                   std::uint64_t row_stride, float stddev) const override {
+    cuda::fill_normal(ctx(), x, rows, cols, key, first, row_stride, stddev);
+  }
   void convert(Buf dst, Buf src, std::int64_t n) const override { cuda::convert(ctx(), dst, src, n); }
 
   void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,

@@ -155,6 +155,40 @@ TEST_CASE("tp slices: local shapes and every row held once") {
   }
 }
 
+TEST_CASE("tp block runs are the rank's blocks, element for element, cut anywhere") {
+  // Small shapes (every element enumerated): gpt2's fused c_attn (3 parts along dim 0), a dim-1 split
+  // (c_proj), replicated norms; cut at the ends, mid-row and mid-part.
+  config::ModelSpec m = test::gpt2_124m();
+  m.hidden = 48, m.heads = 4, m.kv_heads = 4, m.ffn_hidden = 192, m.vocab = m.padded_vocab = 100, m.layers = 1;
+  for (const int tp : {1, 2, 4}) {
+    for (const ParamInfo& p : model::build_registry(m)) {
+      for (int r = 0; r < tp; ++r) {
+        std::vector<std::int64_t> blocks;  // global flat index of each local element
+        model::for_each_tp_block(p, r, tp, [&](std::int64_t start, std::int64_t length) {
+          for (std::int64_t i = 0; i < length; ++i) blocks.push_back(start + i);
+        });
+        const auto n = static_cast<std::int64_t>(blocks.size());
+        for (const auto& [lo, hi] : {std::pair<std::int64_t, std::int64_t>{0, n}, {7, n - 5}, {n / 3, n / 2}, {n - 1, n}}) {
+          INFO(p.name << " tp " << tp << " rank " << r << " [" << lo << ", " << hi << ")");
+          std::vector<std::int64_t> runs(static_cast<std::size_t>(n), -1);
+          std::int64_t next = lo;
+          const auto got = model::tp_block_runs(p, r, tp, lo, hi);
+          for (const model::TpBlockRun& run : got) {
+            REQUIRE(run.local == next);  // back to back from lo
+            for (std::int64_t row = 0; row < run.rows; ++row)
+              for (std::int64_t c = 0; c < run.cols; ++c)
+                runs[static_cast<std::size_t>(run.local + row * run.cols + c)] = run.global + row * run.stride + c;
+            next += run.rows * run.cols;
+          }
+          CHECK(next == hi);
+          for (std::int64_t i = lo; i < hi; ++i) REQUIRE(runs[static_cast<std::size_t>(i)] == blocks[static_cast<std::size_t>(i)]);
+          if (tp > 1 && p.tp_dim == 1 && lo == 0 && hi == n) CHECK(got.size() == 1);  // a column split: one run
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("pipeline placement: every layer on exactly one stage, chunk c of rank r = virtual stage c*pp+r") {
   const auto registry = model::build_registry(test::llama3_8b());  // 32 layers
   const int pp = 4, vpp = 2;

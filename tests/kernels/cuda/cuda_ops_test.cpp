@@ -16,6 +16,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/kernels/cuda/device_buffer.h"
@@ -860,6 +861,27 @@ TEST_CASE("cuda add, accumulate, scale and fill match the CPU", "[cuda][elementw
       }
     }
   }
+}
+
+TEST_CASE("cuda fill_normal draws the CPU's normals bit for bit, rows and one long row", "[cuda][fill_normal]") {
+  const std::uint64_t key = 0x9E3779B97F4A7C15ull;
+  // One long row from an index past 2^32 (the counter's high word), and a tp rank's columns of a
+  // weight: 517 rows of 301 from column 1000 of 4096 (the seed's and the tensor's largest shapes are
+  // no different to the kernel).
+  for (const auto& [rows, cols, first, stride] :
+       {std::tuple<std::int64_t, std::int64_t, std::uint64_t, std::uint64_t>{1, 1000003, (1ull << 32) - 5, 0},
+        {517, 301, 1000, 4096}}) {
+    INFO("rows=" << rows << " cols=" << cols);
+    const std::int64_t n = rows * cols;
+    Vec ref = nan_vec(static_cast<std::size_t>(n));
+    cpu().fill_normal(buf(ref), rows, cols, key, first, stride, 0.02f);
+    const DeviceBuffer got(nan_vec(static_cast<std::size_t>(n)), F32);
+    gpu().fill_normal(got.buf(), rows, cols, key, first, stride, 0.02f);
+    const Vec host = got.download();
+    CHECK(std::memcmp(host.data(), ref.data(), ref.size() * sizeof(float)) == 0);
+  }
+  const DeviceBuffer bf(nan_vec(4), BF16);
+  REQUIRE_THROWS_WITH(gpu().fill_normal(bf.buf(), 1, 4, key, 0, 0, 1.0f), Contains("cuda fill_normal"));
 }
 
 TEST_CASE("cuda convert matches the CPU bit for bit in every direction", "[cuda][elementwise][convert]") {
