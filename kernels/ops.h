@@ -237,6 +237,18 @@ class Ops {
   // dst + r * dst_pitch (pitches in bytes, each at least width; the regions do not overlap).
   virtual void copy_rows(Buf dst, std::size_t dst_pitch, Buf src, std::size_t src_pitch, std::size_t width,
                          std::size_t rows) const = 0;
+  // ---- the device's own timeline (logging.trace's device track): a marker enqueued on the compute
+  // stream, timed when the device passes it (CUDA events). record_marker returns its id; the CPU
+  // runs each op on the calling thread, has no timeline of its own and returns 0 (no marker).
+  // marker_seconds: device seconds from marker `from` to marker `to`, waiting until `to` has
+  // passed; release_marker(id) gives a marker back (0 is ignored).
+  virtual std::uint64_t record_marker() const { return 0; }
+  virtual double marker_seconds(std::uint64_t from, std::uint64_t to) const {
+    static_cast<void>(from);
+    static_cast<void>(to);
+    return 0.0;
+  }
+  virtual void release_marker(std::uint64_t marker) const { static_cast<void>(marker); }
   // Bytes of the device's memory in use now beyond what was in use when the backend started (its
   // buffers, pools, library workspaces and communication buffers: what the job really costs on the
   // device; other processes on the same device count too), for reporting. nullopt where not

@@ -1,9 +1,14 @@
 // The CPU op set under a device's name: device() says Cuda, so the engine takes its device paths
 // (host staging around collectives, copies in and out), while the memory stays host memory that a
-// test can inspect. Counts the copies across the pretend host/device boundary.
+// test can inspect. Counts the copies across the pretend host/device boundary. Its timeline's
+// markers are host clock readings, and it counts those not given back.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -141,9 +146,31 @@ class PretendDeviceOps final : public kernels::Ops {
                  std::size_t rows) const override {
     cpu().copy_rows(dst, dst_pitch, src, src_pitch, width, rows);
   }
+  std::uint64_t record_marker() const override {
+    const std::lock_guard<std::mutex> lock(markers_mutex_);
+    marker_times_.push_back(std::chrono::steady_clock::now());
+    live_markers_.insert(marker_times_.size());
+    return marker_times_.size();
+  }
+  double marker_seconds(std::uint64_t from, std::uint64_t to) const override {
+    const std::lock_guard<std::mutex> lock(markers_mutex_);
+    if (!live_markers_.count(from) || !live_markers_.count(to)) throw std::logic_error("marker not live");
+    return std::chrono::duration<double>(marker_times_[to - 1] - marker_times_[from - 1]).count();
+  }
+  void release_marker(std::uint64_t marker) const override {
+    const std::lock_guard<std::mutex> lock(markers_mutex_);
+    if (marker != 0 && live_markers_.erase(marker) == 0) throw std::logic_error("marker released twice");
+  }
+  std::size_t live_markers() const {
+    const std::lock_guard<std::mutex> lock(markers_mutex_);
+    return live_markers_.size();
+  }
 
  private:
   static const kernels::Ops& cpu() { return kernels::cpu_ops(); }
+  mutable std::mutex markers_mutex_;
+  mutable std::vector<std::chrono::steady_clock::time_point> marker_times_;
+  mutable std::set<std::uint64_t> live_markers_;
 };
 
 }  // namespace ptrain::test

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/dist/comm.h"
+#include "kernels/ops.h"
 
 namespace ptrain::dist {
 namespace {
@@ -52,6 +53,15 @@ Trace::Trace(int rank, std::string label, std::size_t capacity)
   events_.reserve(std::min<std::size_t>(capacity_, 4096));
 }
 
+Trace::~Trace() {
+  if (device_ == nullptr) return;
+  for (const DeviceSpan& s : pending_) {
+    device_->release_marker(s.from);
+    device_->release_marker(s.to);
+  }
+  device_->release_marker(anchor_);
+}
+
 void Trace::start(Comm& comm) {
   double nothing = 0;
   comm.all_reduce(comm.world_group(), &nothing, 1);
@@ -64,12 +74,59 @@ double Trace::since_start_us(Clock::time_point t) const {
 
 void Trace::add(const std::string& name, const char* category, Track track, Clock::time_point begin,
                 Clock::time_point end, const std::string& args) {
+  const double b = since_start_us(begin);
+  push({name, category, track, b, since_start_us(end) - b, args});
+}
+
+void Trace::push(Event event) {
   if (events_.size() >= capacity_) {
     ++dropped_;
     return;
   }
-  const double b = since_start_us(begin);
-  events_.push_back({name, category, track, b, since_start_us(end) - b, args});
+  events_.push_back(std::move(event));
+}
+
+void Trace::attach_device(const kernels::Ops& ops) {
+  const std::uint64_t marker = ops.record_marker();
+  if (marker == 0) return;
+  ops.marker_seconds(marker, marker);  // waits until the device has passed it
+  device_ = &ops;
+  anchor_ = marker;
+  anchor_us_ = since_start_us(Clock::now());
+}
+
+std::uint64_t Trace::mark() const { return device_ == nullptr ? 0 : device_->record_marker(); }
+
+void Trace::add_device(std::string name, const char* category, std::uint64_t from, std::uint64_t to,
+                       std::string args) {
+  if (from == 0 || to == 0) {  // no timeline (or a marker short): nothing to show, nothing kept
+    if (device_ != nullptr) {
+      device_->release_marker(from);
+      device_->release_marker(to);
+    }
+    return;
+  }
+  pending_.push_back({std::move(name), category, from, to, std::move(args)});
+}
+
+void Trace::resolve_device() {
+  if (pending_.empty()) return;
+  // Device seconds are counted from the anchor, which moves to the last span's end each time: the
+  // events' float milliseconds stay short intervals, precise to a microsecond.
+  for (const DeviceSpan& s : pending_) {
+    const double begin_us = anchor_us_ + device_->marker_seconds(anchor_, s.from) * 1e6;
+    push({s.name, s.category, kDevice, begin_us, device_->marker_seconds(s.from, s.to) * 1e6, s.args});
+  }
+  const DeviceSpan& last = pending_.back();
+  const double last_us = anchor_us_ + device_->marker_seconds(anchor_, last.to) * 1e6;
+  device_->release_marker(anchor_);
+  for (const DeviceSpan& s : pending_) {
+    device_->release_marker(s.from);
+    if (&s != &last) device_->release_marker(s.to);
+  }
+  anchor_ = last.to;
+  anchor_us_ = last_us;
+  pending_.clear();
 }
 
 Trace::Scope::Scope(Trace* trace, std::string name, const char* category, Track track, std::string args)
@@ -85,6 +142,7 @@ std::string Trace::events_json() const {
   out += ",\n" + metadata("process_sort_index", rank_, -1, std::to_string(rank_));
   out += ",\n" + metadata("thread_name", rank_, kSteps, "step, pipeline, optimizer");
   out += ",\n" + metadata("thread_name", rank_, kCollectives, "collectives");
+  if (device_ != nullptr) out += ",\n" + metadata("thread_name", rank_, kDevice, "device (compute stream)");
   char number[64];
   for (const Event& e : events_) {
     out += ",\n{\"name\": \"";

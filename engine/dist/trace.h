@@ -7,7 +7,9 @@
 // Clocks: every rank starts its clock when it leaves the same barrier (start()), so spans of ranks
 // on different hosts line up to within that barrier's skew. Cost: two clock reads and one append a
 // span; at `capacity` spans a rank stops recording and the file says how many it dropped. On the
-// CUDA backend the spans are host times: when the host issued the work, and where it waited.
+// CUDA backend the spans of the first two tracks are host times: when the host issued the work, and
+// where it waited; a third track, "device", shows the compute stream as the GPU ran it (F/B/W and
+// the optimizer between markers, kernels::Ops::record_marker), placed on the host's clock.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,10 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+namespace ptrain::kernels {
+class Ops;
+}
 
 namespace ptrain::dist {
 
@@ -24,9 +30,12 @@ class Trace {
  public:
   using Clock = std::chrono::steady_clock;
   // Tracks of a rank (Chrome "threads").
-  enum Track : int { kSteps = 0, kCollectives = 1 };
+  enum Track : int { kSteps = 0, kCollectives = 1, kDevice = 2 };
 
   Trace(int rank, std::string label, std::size_t capacity = 1'000'000);
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
 
   // Ends a barrier over every rank of `comm` and starts the clock (every rank calls it).
   void start(Comm& comm);
@@ -53,6 +62,18 @@ class Trace {
     Clock::time_point begin_;
   };
 
+  // The device's timeline, where the backend has one of its own (CUDA; not the CPU, which runs each
+  // op on the calling thread). attach_device after start(): waits for the device once, to pin its
+  // clock to the host's. mark(): a marker on the compute stream (0 without a device timeline).
+  // add_device: a span between two markers, kept until resolve_device(), which the trainer calls
+  // where the host waits for the device anyway (a step's end: no wait of its own in the step); it
+  // places the spans on kDevice at the last resolved marker's host time plus the device's seconds
+  // since it, and gives their markers back.
+  void attach_device(const kernels::Ops& ops);
+  std::uint64_t mark() const;
+  void add_device(std::string name, const char* category, std::uint64_t from, std::uint64_t to, std::string args = {});
+  void resolve_device();
+
   std::size_t recorded() const { return events_.size(); }
   std::size_t dropped() const { return dropped_; }
 
@@ -75,7 +96,14 @@ class Trace {
     double duration_us;
     std::string args;
   };
+  struct DeviceSpan {
+    std::string name;
+    const char* category;
+    std::uint64_t from, to;  // markers
+    std::string args;
+  };
   double since_start_us(Clock::time_point t) const;
+  void push(Event event);
 
   int rank_;
   std::string label_;
@@ -83,6 +111,10 @@ class Trace {
   Clock::time_point start_;
   std::vector<Event> events_;
   std::size_t dropped_ = 0;
+  const kernels::Ops* device_ = nullptr;  // attach_device's
+  std::uint64_t anchor_ = 0;              // a marker the device passed at host time anchor_us_
+  double anchor_us_ = 0;
+  std::vector<DeviceSpan> pending_;
 };
 
 // The file a failed rank writes its own events to: "run/trace.json" -> "run/trace.rank3.json".

@@ -158,16 +158,21 @@ class PipelineStage::Step final : public pipeline::StageWork {
       stage_.trace_->add(chunk < 0 ? what : std::string(what) + " c" + std::to_string(chunk), "wait",
                          dist::Trace::kSteps, t0, t1, peer < 0 ? std::string() : "\"peer\": " + std::to_string(peer));
   }
-  // A compute op, a span of the trace named as `ptrain schedule --trace` names it ("F mb3 c0").
+  // A compute op, a span of the trace named as `ptrain schedule --trace` names it ("F mb3 c0"): as
+  // the host issued it, and on a device with a timeline of its own, as the device ran it.
   template <typename Work>
   void traced(pipeline::Op op, int chunk, int microbatch, Work&& work) {
-    if (stage_.trace_ == nullptr) return work();
+    dist::Trace* trace = stage_.trace_;
+    if (trace == nullptr) return work();
     const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t from = trace->mark();
     work();
-    stage_.trace_->add(std::string(pipeline::to_string(op)) + " mb" + std::to_string(microbatch) + " c" +
-                           std::to_string(chunk),
-                       pipeline::trace_category(op), dist::Trace::kSteps, t0, std::chrono::steady_clock::now(),
-                       "\"microbatch\": " + std::to_string(microbatch) + ", \"chunk\": " + std::to_string(chunk));
+    const std::uint64_t to = trace->mark();
+    const std::string name = std::string(pipeline::to_string(op)) + " mb" + std::to_string(microbatch) + " c" +
+                             std::to_string(chunk);
+    const std::string args = "\"microbatch\": " + std::to_string(microbatch) + ", \"chunk\": " + std::to_string(chunk);
+    trace->add(name, pipeline::trace_category(op), dist::Trace::kSteps, t0, std::chrono::steady_clock::now(), args);
+    trace->add_device(name, pipeline::trace_category(op), from, to, args);
   }
   // Copies `what` into send buffer `buffer` and leaves its send in flight.
   void send(kernels::Buf what, int buffer, int peer, int channel) {

@@ -8,7 +8,7 @@
 namespace ptrain::train {
 
 std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::Comm& comm,
-                                            const dist::ParallelGroups& groups) {
+                                            const dist::ParallelGroups& groups, const kernels::Ops& backend) {
   if (spec.logging.trace.empty()) return nullptr;
   std::string refusal;
   if (comm.rank() == 0) {
@@ -25,6 +25,7 @@ std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::C
                             ", ep " + std::to_string(groups.ep_rank) + ")";
   auto trace = std::make_unique<dist::Trace>(comm.rank(), label);
   trace->start(comm);
+  trace->attach_device(backend);
   return trace;
 }
 

@@ -1,6 +1,7 @@
 // logging.trace for a run: the dist::Trace that the rank's pipeline (F/B/W, waits), its Comm
 // (every collective and message) and the trainer (steps, optimizer, validation, checkpoints) record
-// into, written by rank 0 as one Chrome trace at the end (dist/trace.h).
+// into, written by rank 0 as one Chrome trace at the end (dist/trace.h); on a backend with a
+// timeline of its own (CUDA) also the compute stream as the device ran it.
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include "engine/dist/comm.h"
 #include "engine/dist/parallel_groups.h"
 #include "engine/dist/trace.h"
+#include "kernels/ops.h"
 
 namespace ptrain::train {
 
@@ -17,6 +19,6 @@ namespace ptrain::train {
 // throws std::invalid_argument (bad input, naming logging.trace), before the first step rather than
 // after the last.
 std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::Comm& comm,
-                                            const dist::ParallelGroups& groups);
+                                            const dist::ParallelGroups& groups, const kernels::Ops& backend);
 
 }  // namespace ptrain::train

@@ -191,7 +191,7 @@ struct Trainer::State {
                                : s.train.precision == config::Precision::Bf16 ? hw->peak_flops_bf16
                                                                               : hw->peak_flops_fp32;
     peak_flops = device_peak * s.world;
-    trace = open_run_trace(s, c, groups);
+    trace = open_run_trace(s, c, groups, backend);
     comm.set_trace(trace.get());
     pipeline.set_trace(trace.get());
   }
@@ -203,6 +203,7 @@ struct Trainer::State {
     RunResult result = run_steps();
     if (trace) {
       comm.set_trace(nullptr);
+      trace->resolve_device();  // the last optimizer step's
       if (trace->write_merged(comm, spec.logging.trace))
         note("trace written: " + spec.logging.trace + " (open it in Perfetto or chrome://tracing)");
     }
@@ -396,11 +397,14 @@ struct Trainer::State {
     // Agreed while the host waits anyway: after the update a host collective would wait (on NCCL)
     // behind the parameter gathers that the next forward overlaps.
     out.stop = stop_agreed(step + 1);
+    if (trace) trace->resolve_device();  // the device is past this step's pipeline (the norm waited)
     if (std::isfinite(out.grad_norm)) {
       const auto update = Clock::now();
       const dist::Trace::Scope span(trace.get(), "optimizer", "optimizer");
+      const std::uint64_t from = trace ? trace->mark() : 0;
       global_norm.clip(out.grad_norm, spec.train.grad_clip);
       zero.step(lr, step + 1);
+      if (trace) trace->add_device("optimizer", "optimizer", from, trace->mark());
       out.optimizer_seconds = seconds_since(update);  // this rank's; the next report takes the most
     }
     return out;

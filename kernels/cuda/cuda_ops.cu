@@ -26,6 +26,7 @@
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/pinned_uploads.cuh"
+#include "kernels/cuda/markers.cuh"
 #include "kernels/cuda/side_uploads.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
@@ -275,6 +276,9 @@ class CudaOps final : public Ops {
   void await_upload(std::uint64_t ticket) const override {
     if (ticket != 0) side_uploads_.await(ctx().stream, ticket);
   }
+  std::uint64_t record_marker() const override { return markers_.record(ctx().stream); }
+  double marker_seconds(std::uint64_t from, std::uint64_t to) const override { return markers_.seconds(from, to); }
+  void release_marker(std::uint64_t marker) const override { markers_.release(marker); }
   std::optional<std::int64_t> device_bytes_in_use() const override {
     ctx();
     return used_bytes() - baseline_used_;
@@ -289,6 +293,7 @@ class CudaOps final : public Ops {
 
   mutable cuda::PinnedUploads uploads_;
   mutable cuda::SideUploads side_uploads_;
+  mutable cuda::Markers markers_;
   mutable std::once_flag once_;
   mutable LaunchContext ctx_;
   mutable int device_ = -1;

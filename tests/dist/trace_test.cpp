@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "engine/dist/comm.h"
+#include "kernels/ops.h"
+#include "tests/pretend_device_ops.h"
 
 namespace {
 
@@ -55,6 +57,58 @@ TEST_CASE("trace spans are Chrome trace events of the rank's process and the spa
   CHECK(spans[1]["args"]["group"] == "dp[1,3]");
   CHECK(spans[1]["ts"].get<double>() - spans[0]["ts"].get<double>() == 300.0);
   CHECK(spans[2]["name"] == "weird \"name\"\n");
+}
+
+TEST_CASE("device spans land on their own track at the device's times, and their markers go back") {
+  const ptrain::test::PretendDeviceOps device;  // markers on the host's clock
+  {
+    Trace trace(0, "rank 0");
+    CHECK(trace.mark() == 0);  // no device timeline yet
+    trace.attach_device(device);
+    const auto spin = [](int us) {
+      const auto until = Clock::now() + std::chrono::microseconds(us);
+      while (Clock::now() < until) {
+      }
+    };
+    for (int step = 0; step < 3; ++step) {
+      const std::uint64_t f0 = trace.mark();
+      spin(2000);
+      const std::uint64_t f1 = trace.mark();
+      spin(1000);
+      const std::uint64_t b0 = trace.mark();
+      spin(3000);
+      trace.add_device("F mb0 c0", "forward", f0, f1, "\"microbatch\": 0");
+      trace.add_device("B mb0 c0", "backward", b0, trace.mark());
+      trace.resolve_device();
+      CHECK(device.live_markers() == 1);  // the anchor the next step's spans are timed from
+    }
+    trace.add_device("never", "step", 0, trace.mark());  // no `from` marker: not a span
+    const nlohmann::json events = parse_events(trace.events_json());
+    std::vector<nlohmann::json> spans;
+    bool named = false;
+    for (const auto& e : events) {
+      if (e["ph"] == "X") spans.push_back(e);
+      if (e["ph"] == "M" && e.contains("tid") && e["tid"] == Trace::kDevice) named = true;
+    }
+    CHECK(named);
+    REQUIRE(spans.size() == 6);
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      INFO("span " << i);
+      CHECK(spans[i]["tid"] == Trace::kDevice);
+      CHECK(spans[i]["dur"].get<double>() >= (i % 2 == 0 ? 2000.0 : 3000.0));
+      CHECK(spans[i]["dur"].get<double>() < (i % 2 == 0 ? 2000.0 : 3000.0) + 5000.0);
+      if (i > 0) CHECK(spans[i]["ts"].get<double>() >= spans[i - 1]["ts"].get<double>() + spans[i - 1]["dur"].get<double>());
+    }
+    CHECK(spans[1]["ts"].get<double>() - spans[0]["ts"].get<double>() - spans[0]["dur"].get<double>() >= 1000.0);
+  }
+  CHECK(device.live_markers() == 0);  // the trace gave back its anchor and its unresolved markers
+}
+
+TEST_CASE("on the CPU a trace has no device track") {
+  Trace trace(0, "rank 0");
+  trace.attach_device(ptrain::kernels::cpu_ops());
+  CHECK(trace.mark() == 0);
+  CHECK(trace.events_json().find("device") == std::string::npos);
 }
 
 TEST_CASE("a full trace drops later spans and says how many") {

@@ -290,6 +290,29 @@ class CudaBackend(unittest.TestCase):
                                      "--set", "train.precision=bf16").returncode, 0)
                 self.assertLess(max_relative_gap(c, b), 0.01)
 
+    def test_the_trace_shows_the_compute_stream_as_the_device_ran_it(self):
+        # logging.trace on the GPU: a third track per rank, "device (compute stream)", with every F and
+        # B of the host's track and the optimizer, timed by CUDA events: in order, not overlapping,
+        # each starting no earlier than the host issued it (the clocks are pinned at the trace's start).
+        with tempfile.TemporaryDirectory() as d:
+            trace_path = os.path.join(d, "trace.json")
+            self.run_on_gpu(d, "llama", 4, "--set", f"logging.trace={trace_path}")
+            with open(trace_path) as f:
+                events = json.load(f)["traceEvents"]
+            device_tid = [e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"
+                          and e["args"]["name"] == "device (compute stream)"]
+            self.assertEqual(len(device_tid), 1)
+            spans = [e for e in events if e["ph"] == "X"]
+            device = [e for e in spans if e["tid"] == device_tid[0]]
+            host_fb = [e for e in spans if e["tid"] == 0 and e["name"][0] in "FB"]
+            device_fb = [e for e in device if e["name"][0] in "FB"]
+            self.assertEqual([e["name"] for e in device_fb], [e["name"] for e in host_fb])
+            self.assertEqual(sum(e["name"] == "optimizer" for e in device), 4)
+            for a, b in zip(device, device[1:]):
+                self.assertGreaterEqual(b["ts"] + 1.0, a["ts"] + a["dur"], (a["name"], b["name"]))
+            for on_device, issued in zip(device_fb, host_fb):
+                self.assertGreaterEqual(on_device["ts"] + 50.0, issued["ts"], issued["name"])
+
     def test_two_ranks_on_one_gpu_match_one_rank(self):
         # Gloo with host staging: two ranks share the device; dp 2 x ZeRO 1 and 3 against dp 1, then
         # tp 2 and 4, cp 2 and cp 2 x tp 2.
