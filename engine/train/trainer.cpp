@@ -28,6 +28,7 @@
 #include "engine/plan/traffic.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
+#include "engine/runtime/device_interval.h"
 #include "engine/runtime/device_scalars.h"
 #include "engine/train/engine_limits.h"
 #include "engine/train/grad_norm.h"
@@ -352,7 +353,8 @@ struct Trainer::State {
     std::optional<PerAxis> comm_bytes;    // world > 1: what each axis sent, the most over the ranks
     std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls, alike
     double optimizer_seconds = 0;         // the slowest rank's
-    double compute_seconds = 0;           // the busiest rank's pipeline phase outside its calls
+    double compute_seconds = 0;           // the busiest rank's pipeline phase outside its calls (on
+                                          // CUDA the device's time, not the host's issuing)
     bool stop = false;  // every rank agreed to stop after this step
   };
 
@@ -365,19 +367,23 @@ struct Trainer::State {
     const float grad_scale = static_cast<float>(1.0 / tokens_per_step);
     const PerAxis spent_at_start = comm.world() > 1 ? spent_so_far() : PerAxis{};
     const auto t0 = Clock::now();
+    runtime::DeviceInterval on_device(ops);
     const double waited =
         pipeline.train([&](int mb, std::int32_t* tokens,
                            std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
                        grad_scale, loss_sums, zero);
+    on_device.end();
     const double pipeline_seconds = seconds_since(t0);
     const PerAxis spent_in_pipeline = comm.world() > 1 ? spent_so_far() - spent_at_start : PerAxis{};
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
+    // The pipeline phase as the device ran it (CUDA), else as the host did.
+    const double pipeline_busy = on_device.seconds().value_or(pipeline_seconds);
     if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
       const PerAxis sent = sent_so_far(), bytes = sent - sent_before;
       const PerAxis spent = spent_so_far(), seconds = spent - spent_before;
       // This rank's compute: its pipeline phase outside the calls it made in it.
       const PerAxis& in = spent_in_pipeline;
-      const double computed = pipeline_seconds - (in.tp + in.pp + in.dp + in.cp + in.ep);
+      const double computed = pipeline_busy - (in.tp + in.pp + in.dp + in.cp + in.ep);
       double most[12] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
                          bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,
                          seconds.tp, seconds.pp, seconds.dp, seconds.cp, seconds.ep, std::max(0.0, computed)};
@@ -389,7 +395,7 @@ struct Trainer::State {
       out.comm_seconds = PerAxis{most[6], most[7], most[8], most[9], most[10]};
       out.compute_seconds = most[11];
     } else {
-      out.compute_seconds = pipeline_seconds;
+      out.compute_seconds = pipeline_busy;
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
