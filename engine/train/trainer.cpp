@@ -354,7 +354,7 @@ struct Trainer::State {
     std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls, alike
     double optimizer_seconds = 0;         // the slowest rank's
     double compute_seconds = 0;           // the busiest rank's pipeline phase outside its calls (on
-                                          // CUDA the device's time, not the host's issuing)
+                                          // CUDA with one rank the device's time, not the host's issuing)
     bool stop = false;  // every rank agreed to stop after this step
   };
 
@@ -376,14 +376,16 @@ struct Trainer::State {
     const double pipeline_seconds = seconds_since(t0);
     const PerAxis spent_in_pipeline = comm.world() > 1 ? spent_so_far() - spent_at_start : PerAxis{};
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
-    // The pipeline phase as the device ran it (CUDA), else as the host did.
-    const double pipeline_busy = on_device.seconds().value_or(pipeline_seconds);
+    // The pipeline phase as the device ran it (CUDA, one rank), else as the host did. With peers the
+    // compute stream also waits on their messages (NCCL), which the host's clock does not see, so
+    // the device's span less the host's seconds in calls would count those waits as compute.
+    const double pipeline_busy = comm.world() == 1 ? on_device.seconds().value_or(pipeline_seconds) : pipeline_seconds;
     if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
       const PerAxis sent = sent_so_far(), bytes = sent - sent_before;
       const PerAxis spent = spent_so_far(), seconds = spent - spent_before;
       // This rank's compute: its pipeline phase outside the calls it made in it.
       const PerAxis& in = spent_in_pipeline;
-      const double computed = pipeline_busy - (in.tp + in.pp + in.dp + in.cp + in.ep);
+      const double computed = pipeline_seconds - (in.tp + in.pp + in.dp + in.cp + in.ep);
       double most[12] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
                          bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,
                          seconds.tp, seconds.pp, seconds.dp, seconds.cp, seconds.ep, std::max(0.0, computed)};
