@@ -277,7 +277,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
         Buffers b{ops, {}};
         const Buf param = b.take(n, DType::F32), grad = b.take(n, DType::F32), m = b.take(n, DType::F32),
                   v = b.take(n, DType::F32);
-        pt.forward_s = t.best(param, [&] { ops.adamw_step(param, grad, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); });
+        pt.forward_s = t.best(param, [&] { ops.adamw_step(param, grad, m, v, Buf{}, n, {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f}); });
         pt.backward_s = pt.forward_s;
       });
     // The loss computes its gradient in forward (fused): its backward is nothing more.

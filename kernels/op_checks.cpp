@@ -449,7 +449,8 @@ void check_moe_combine(const char* backend, Buf out, Buf rows, Buf slot, Buf wei
   c.require_opt("weight", weight, DType::F32);
 }
 
-void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step) {
+void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n,
+                      int step) {
   const Checker c{backend, "adamw_step"};
   c.require_sizes({n});
   c.require(step >= 1, "step must be >= 1");
@@ -457,6 +458,7 @@ void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, st
   c.require_buf("grad", grad, DType::F32, n);
   c.require_buf("m", m, DType::F32, n);
   c.require_buf("v", v, DType::F32, n);
+  c.require_opt_float("param_out", param_out);
 }
 
 void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::int64_t n) {

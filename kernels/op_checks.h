@@ -115,8 +115,10 @@ void check_moe_scatter(const char* backend, Buf rows, Buf d_weight, Buf x, Buf s
                        int N, int k, int R, int C);
 void check_moe_combine(const char* backend, Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C);
 
-// adamw_step: all F32 (fp32 master weights and optimizer state); step >= 1.
-void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, int step);
+// adamw_step: all F32 (fp32 master weights and optimizer state) but param_out (F32 or BF16, or
+// null); step >= 1.
+void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n,
+                      int step);
 
 // sum and sum_squares (`op` names which): out is F32 (one element), x is F32 or BF16.
 void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::int64_t n);

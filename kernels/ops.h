@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernels/adamw_step.h"
 #include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
 #include "kernels/op_constants.h"
@@ -193,11 +194,13 @@ class Ops {
   // their input summed back to the tokens (no weights).
   virtual void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C) const = 0;
 
-  // ---- optimizer over a flat F32 range: decoupled weight decay (Loshchilov & Hutter):
+  // ---- optimizer over a flat F32 range: decoupled weight decay (Loshchilov & Hutter) on the
+  // gradient g = grad_scale * grad (the scaling a separate pass would do, same rounding):
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd p)
-  // with step t >= 1 (t < 1 throws).
-  virtual void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
-                          float eps, float weight_decay, int step) const = 0;
+  // with step t >= 1 (t < 1 throws). param_out, unless null, also receives the updated p in its
+  // dtype, F32 or BF16 (rounded as convert rounds): mixed precision's working copy in the same pass.
+  virtual void adamw_step(Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n,
+                          const AdamWStep& s) const = 0;
 
   // ---- reductions of n elements of x (F32 or BF16) to one F32 value left in the device's memory at
   // out[0], so the host need not wait for it (the engine reads a step's losses and gradient norms

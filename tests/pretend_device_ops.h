@@ -125,9 +125,8 @@ class PretendDeviceOps final : public kernels::Ops {
   void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C) const override {
     cpu().moe_combine(out, rows, slot, weight, N, k, C);
   }
-  void adamw_step(Buf p, Buf g, Buf m, Buf v, std::int64_t n, float lr, float b1, float b2, float eps, float wd,
-                  int step) const override {
-    cpu().adamw_step(p, g, m, v, n, lr, b1, b2, eps, wd, step);
+  void adamw_step(Buf p, Buf g, Buf m, Buf v, Buf out, std::int64_t n, const kernels::AdamWStep& s) const override {
+    cpu().adamw_step(p, g, m, v, out, n, s);
   }
   void sum(Buf out, Buf x, std::int64_t n) const override { cpu().sum(out, x, n); }
   void sum_squares(Buf out, Buf x, std::int64_t n) const override { cpu().sum_squares(out, x, n); }

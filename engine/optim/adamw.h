@@ -28,9 +28,11 @@ class AdamW {
   AdamW(const config::OptimizerSpec& spec, const kernels::Ops& ops, std::int64_t elements);
 
   // One update with learning rate lr of the run of `params` whose moments start at element
-  // `moment_offset`, from `grads`; `step` counts updates from 1 (bias correction).
+  // `moment_offset`, from grad_scale x `grads` (the clip's factor, or 1); `step` counts updates from
+  // 1 (bias correction). `copy_out`, unless null, receives the run's updated weights in its dtype
+  // (its element i is params[i]'s): the bf16 working copy, written in the same pass.
   void update(float* params, float* grads, std::int64_t moment_offset, const std::vector<DecaySpan>& spans,
-              double lr, std::int64_t step) const;
+              double lr, std::int64_t step, float grad_scale, kernels::Buf copy_out) const;
 
   float* exp_avg(std::int64_t offset) const { return static_cast<float*>(exp_avg_.data()) + offset; }
   float* exp_avg_sq(std::int64_t offset) const { return static_cast<float*>(exp_avg_sq_.data()) + offset; }

@@ -338,6 +338,19 @@ void DataParallel::release_windows() {
 }
 
 void DataParallel::publish() {
+  if (writes_working_copy()) {
+    const Buf params = store_.param_buffer();
+    if (stage_ == 0) {
+      ops_.convert(params, f32(master_params()), store_.numel());
+    } else {
+      for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
+        ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), chunk_size(u));
+    }
+  }
+  publish_converted();
+}
+
+void DataParallel::publish_converted() {
   release_windows();  // stage 3: the windows are stale, gathered again at their next use
   const int units = static_cast<int>(store_.units().size());
   if (offload_) {  // each unit crosses to the device as the next forward nears it (land_unit)
@@ -345,17 +358,8 @@ void DataParallel::publish() {
     crossing_.assign(static_cast<std::size_t>(units), Crossing::OnHost);
     return;
   }
-  if (stage_ == 3) return;
-  const Buf params = store_.param_buffer();
-  if (stage_ == 0) {
-    if (separate_master()) ops_.convert(params, f32(master_params()), store_.numel());
-    return;
-  }
-  // Joined unit by unit as the next forward reaches them (before_forward).
-  for (int u = 0; u < units; ++u) {
-    if (separate_master()) ops_.convert(runtime::advance(params, chunk(u).begin), f32(owned_params(u)), chunk_size(u));
-    gather_unit(u);
-  }
+  if (stage_ == 0 || stage_ == 3) return;
+  for (int u = 0; u < units; ++u) gather_unit(u);  // joined as the next forward reaches them (before_forward)
 }
 
 void DataParallel::gather_unit(int unit) {
@@ -473,28 +477,24 @@ void DataParallel::sum_tied_embedding() {
   reduce(store_.grads() + store_.units()[static_cast<size_t>(unit)].begin, unit);
 }
 
-void DataParallel::scale_grads(float factor) {
-  finish_reductions();
-  if (stage_ == 0) return ops_.scale(f32(store_.grads()), factor, store_.numel());
-  for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-    ops_.scale(f32(owned_grads(u)), factor, chunk_size(u));
-}
-
-void DataParallel::step(double lr, std::int64_t step) {
+void DataParallel::step(double lr, std::int64_t step, float grad_scale) {
   finish_reductions();
   await_gathers();  // AdamW writes the owned chunks (the model's own parameters in fp32 at stages 1-2)
-  if (offload_) return start_host_update(lr, step);
+  if (offload_) return start_host_update(lr, step, grad_scale);
+  const Buf params = store_.param_buffer();
+  const bool copy = writes_working_copy();
   if (stage_ == 0) {
     const model::FlatRange all{0, store_.numel()};
-    adamw_.update(master_params(), store_.grads(), 0, decay_spans(all), lr, step);
+    adamw_.update(master_params(), store_.grads(), 0, decay_spans(all), lr, step, grad_scale, copy ? params : Buf{});
   } else {
     for (int u = 0; u < static_cast<int>(store_.units().size()); ++u)
-      adamw_.update(owned_params(u), owned_grads(u), moment_offset(u), decay_spans(chunk(u)), lr, step);
+      adamw_.update(owned_params(u), owned_grads(u), moment_offset(u), decay_spans(chunk(u)), lr, step, grad_scale,
+                    copy ? runtime::advance(params, chunk(u).begin) : Buf{});
   }
-  publish();
+  publish_converted();
 }
 
-void DataParallel::start_host_update(double lr, std::int64_t step) {
+void DataParallel::start_host_update(double lr, std::int64_t step, float grad_scale) {
   const int units = static_cast<int>(store_.units().size());
   // An upload no forward landed (a unit this step never used) must end before its host bytes change.
   for (int u = 0; u < units; ++u)
@@ -507,10 +507,10 @@ void DataParallel::start_host_update(double lr, std::int64_t step) {
   }
   release_windows();
   crossing_.assign(static_cast<std::size_t>(units), Crossing::OnHost);
-  host_update_.start(units, [this, host_grads, lr, step, threads = kernels::current_cpu_threads()](int u) {
+  host_update_.start(units, [this, host_grads, lr, step, grad_scale, threads = kernels::current_cpu_threads()](int u) {
     if (u == 0) kernels::set_cpu_threads(threads);  // the rank's share of the cores, not all of them
     const std::int64_t at = master_offset(u);
-    adamw_.update(master_params() + at, host_grads + at, at, decay_spans(master_range(u)), lr, step);
+    adamw_.update(master_params() + at, host_grads + at, at, decay_spans(master_range(u)), lr, step, grad_scale, Buf{});
     stage_on_host(u);
   });
 }

@@ -127,12 +127,10 @@ class DataParallel final : public model::UnitHooks {
   // which is what a sum over the ranks (the gradient norm) must count.
   model::FlatRange owned_range(int unit) const { return chunk(unit); }
   float* owned_grads(int unit) const;
-  // Multiplies every owned gradient by `factor` (clipping).
-  void scale_grads(float factor);
-  // AdamW on the owned chunks (everything at stage 0), then the model's parameters are rebuilt from
-  // the masters: gathered where the stage keeps them whole, converted to bf16 under mixed precision
-  // (a collective).
-  void step(double lr, std::int64_t step);
+  // AdamW on the owned chunks (everything at stage 0) from grad_scale x the gradients (the clip's
+  // factor, or 1), then the model's parameters are rebuilt from the masters: under mixed precision
+  // converted to bf16 in AdamW's own pass, gathered where the stage keeps them whole (a collective).
+  void step(double lr, std::int64_t step, float grad_scale);
 
   // Offload: waits for the host's update and starts every unit's way to the device, as the next
   // training forward would unit by unit (before an evaluation, whose traffic is not a step's).
@@ -164,6 +162,9 @@ class DataParallel final : public model::UnitHooks {
   std::int64_t shard_offset(int unit) const { return shard_offsets_[static_cast<size_t>(unit)]; }
   int window_of(int unit) const;
   bool separate_master() const { return master_.size() > 0; }
+  // Whether publishing writes the model's parameters from separate masters here (mixed precision at
+  // stages 0-2 on the device; ZeRO 3 gathers its windows from the masters, offload stages on the host).
+  bool writes_working_copy() const { return separate_master() && !offload_ && stage_ < 3; }
   // The fp32 weights AdamW updates: the model's own parameters (fp32 at stages 0-2), or the separate
   // master buffer (the whole flat layout at stage 0, the owned chunks packed at stages 1-3).
   float* master_params() const;
@@ -199,13 +200,14 @@ class DataParallel final : public model::UnitHooks {
   void join_gather(dist::Comm::Ticket& ticket);   // joins a parameter gather in flight, if any
   void await_gathers();                           // joins every parameter gather in flight
   void publish();                                 // the master weights into the model's parameters
+  void publish_converted();                       // publish() once the bf16 copy is written (step())
   void gather_unit(int unit);                     // stages 1-2: starts all-gathering the unit's chunks
   void release_windows();                         // stage 3: no window holds a unit any more
   // Offload: where master_range(unit) starts in the master, the moments and host_grads_ (packed at
   // stages 1-3).
   std::int64_t master_offset(int unit) const;
   // Offload: copies the owned gradients out and starts the host's update (host_update_).
-  void start_host_update(double lr, std::int64_t step);
+  void start_host_update(double lr, std::int64_t step, float grad_scale);
   void stage_on_host(int unit);   // offload, bf16: the unit's master converted into host_params_
   // Offload: the way of a unit's updated weights to the device. upload_unit starts the copy once
   // the host's update of the unit is done; land_unit makes the compute stream wait for it (and at

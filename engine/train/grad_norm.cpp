@@ -57,9 +57,9 @@ double GradNorm::compute() {
   return std::sqrt(sum);
 }
 
-void GradNorm::clip(double norm, double max_norm) {
-  if (max_norm <= 0 || norm <= max_norm) return data_parallel_.finish_reductions();
-  data_parallel_.scale_grads(static_cast<float>(max_norm / (norm + 1e-6)));
+float GradNorm::clip_factor(double norm, double max_norm) {
+  if (max_norm <= 0 || norm <= max_norm) return 1.0f;
+  return static_cast<float>(max_norm / (norm + 1e-6));
 }
 
 }  // namespace ptrain::train

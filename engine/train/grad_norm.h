@@ -35,8 +35,9 @@ class GradNorm {
   // waits for the device: the step's one read back (the trainer reads its losses right after, at no
   // further wait).
   double compute();
-  // Scales the gradients so their global norm is at most max_norm (0 = no clipping).
-  void clip(double norm, double max_norm);
+  // The factor that brings the gradients' global norm to at most max_norm (0 = no clipping): 1, or
+  // max_norm / (norm + 1e-6). AdamW applies it as it reads the gradients (DataParallel::step).
+  static float clip_factor(double norm, double max_norm);
 
  private:
   // A range of a unit's owned chunk (offset from its start, length) this rank counts.

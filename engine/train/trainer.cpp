@@ -410,8 +410,7 @@ struct Trainer::State {
       const auto update = Clock::now();
       const dist::Trace::Scope span(trace.get(), "optimizer", "optimizer");
       const std::uint64_t from = trace ? trace->mark() : 0;
-      global_norm.clip(out.grad_norm, spec.train.grad_clip);
-      zero.step(lr, step + 1);
+      zero.step(lr, step + 1, GradNorm::clip_factor(out.grad_norm, spec.train.grad_clip));
       if (trace) trace->add_device("optimizer", "optimizer", from, trace->mark());
       out.optimizer_seconds = seconds_since(update);  // this rank's; the next report takes the most
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/adamw_step.h"
 #include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
 
@@ -81,8 +82,7 @@ void moe_scatter(Buf rows, Buf d_weight, Buf x, Buf src, Buf slot, Buf weight, i
 void moe_combine(Buf out, Buf rows, Buf slot, Buf weight, int N, int k, int C);
 
 // adamw.cpp
-void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
-                float eps, float weight_decay, int step);
+void adamw_step(Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n, const AdamWStep& s);
 
 // reduce.cpp
 void sum(Buf out, Buf x, std::int64_t n);

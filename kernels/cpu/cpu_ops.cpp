@@ -139,9 +139,9 @@ class CpuOps final : public Ops {
     cpu::moe_combine(out, rows, slot, weight, N, k, C);
   }
 
-  void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int step) const override {
-    cpu::adamw_step(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+  void adamw_step(Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n,
+                  const AdamWStep& s) const override {
+    cpu::adamw_step(param, grad, m, v, param_out, n, s);
   }
   void sum(Buf out, Buf x, std::int64_t n) const override { cpu::sum(out, x, n); }
   void sum_squares(Buf out, Buf x, std::int64_t n) const override { cpu::sum_squares(out, x, n); }

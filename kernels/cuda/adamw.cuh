@@ -3,12 +3,13 @@
 
 #include <cstdint>
 
+#include "kernels/adamw_step.h"
 #include "kernels/buffer.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace ptrain::kernels::cuda {
 
-void adamw_step(const LaunchContext& ctx, Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr,
-                float beta1, float beta2, float eps, float weight_decay, int step);
+void adamw_step(const LaunchContext& ctx, Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n,
+                const AdamWStep& s);
 
 }  // namespace ptrain::kernels::cuda

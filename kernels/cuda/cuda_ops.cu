@@ -219,9 +219,9 @@ class CudaOps final : public Ops {
     cuda::moe_combine(ctx(), out, rows, slot, weight, N, k, C);
   }
 
-  void adamw_step(Buf param, Buf grad, Buf m, Buf v, std::int64_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int step) const override {
-    cuda::adamw_step(ctx(), param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+  void adamw_step(Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n,
+                  const AdamWStep& s) const override {
+    cuda::adamw_step(ctx(), param, grad, m, v, param_out, n, s);
   }
   void sum(Buf out, Buf x, std::int64_t n) const override { cuda::sum(ctx(), out, x, n); }
   void sum_squares(Buf out, Buf x, std::int64_t n) const override { cuda::sum_squares(ctx(), out, x, n); }

@@ -456,9 +456,9 @@ TEST_CASE("dtype combinations the CUDA ops reject throw on the CPU too", "[bf16]
           "cross_entropy_forward_backward", "'d_logits' must have the dtype of 'logits'");
   rejects([&] { o.cross_entropy_forward_backward(h, k, h, i32, 2, 2, 2, 1.0f); },
           "cross_entropy_forward_backward", "'losses' must be f32");
-  rejects([&] { o.adamw_step(h, f, g, s, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1); }, "adamw_step",
+  rejects([&] { o.adamw_step(h, f, g, s, Buf{}, 4, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1, 1.0f}); }, "adamw_step",
           "'param' must be f32");
-  rejects([&] { o.adamw_step(f, h, g, s, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1); }, "adamw_step",
+  rejects([&] { o.adamw_step(f, h, g, s, Buf{}, 4, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1, 1.0f}); }, "adamw_step",
           "'grad' must be f32");
   rejects([&] { o.sum_squares(f, i32, 4); }, "sum_squares", "'x' must be f32 or bf16");
   rejects([&] { o.sum(i32, f, 4); }, "sum", "'out' must be f32");

@@ -56,7 +56,7 @@ TEST_CASE("wrong dtypes and missing buffers throw invalid_argument with the op n
   REQUIRE_THROWS_WITH(o.fill(ti, 2.0f, 4), Contains("fill"));
   REQUIRE_THROWS_WITH(o.cross_entropy_forward_backward(f, g, h, tf, 2, 2, 2, 1.0f),
                       Contains("cross_entropy_forward_backward"));
-  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, bf16, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1),
+  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, bf16, Buf{}, 4, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1, 1.0f}),
                       Contains("adamw_step"));
   REQUIRE_THROWS_WITH(o.sum_squares(f, ti, 4), Contains("sum_squares"));
   REQUIRE_THROWS_WITH(o.sum(ti, f, 4), Contains("sum"));

@@ -87,8 +87,7 @@ std::vector<float> one_step(const kernels::Ops& ops, dist::Comm& comm, int zero,
     }
   }
   const double norm = grad_norm.compute();
-  grad_norm.clip(norm, 0.05);
-  opt.step(1e-2, 1);
+  opt.step(1e-2, 1, train::GradNorm::clip_factor(norm, 0.05));
   // The parameters as the model sees them, by name (layout independent).
   std::vector<float> out;
   for (const model::ParamSlot& s : store.slots()) {

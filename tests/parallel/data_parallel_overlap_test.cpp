@@ -82,8 +82,7 @@ Trace train(dist::Comm& comm, const config::JobSpec& spec) {
     const double norm = grad_norm.compute();
     trace.values.push_back(norm);
     trace.values.push_back(losses.read_sum(kMicrobatches));
-    grad_norm.clip(norm, 0.5);
-    zero.step(1e-2, step + 1);
+    zero.step(1e-2, step + 1, train::GradNorm::clip_factor(norm, 0.5));
   }
   for (const model::FlatShard& shard : zero.saved_shards())  // what a checkpoint would write now
     for (std::int64_t i = 0; i < shard.range.size(); ++i) trace.values.push_back(shard.params[i]);

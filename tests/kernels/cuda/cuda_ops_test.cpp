@@ -133,9 +133,9 @@ TEST_CASE("cuda ops reject bad arguments with std::invalid_argument naming the o
                       Contains("'targets' must be i32"));
   REQUIRE_THROWS_WITH(o.cross_entropy_forward_backward(f, g, h, i32, 2, 3, 2, 1.0f),
                       Contains("V must not exceed Vp"));
-  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, bf, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1),
+  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, bf, Buf{}, 4, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1, 1.0f}),
                       Contains("'v' must be f32"));
-  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, f, 4, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 0),
+  REQUIRE_THROWS_WITH(o.adamw_step(f, g, h, f, Buf{}, 4, {0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 0, 1.0f}),
                       Contains("step must be >= 1"));
   REQUIRE_THROWS_WITH(o.sum_squares(f, i32, 4),
                       Contains("sum_squares") && Contains("'x' must be f32 or bf16"));
@@ -1021,13 +1021,22 @@ TEST_CASE("cuda adamw_step matches the CPU", "[cuda][adamw]") {
   for (const int step : {1, 7}) {
     INFO("step=" << step);
     Vec p = p0, m = m0, v = v0;
-    cpu().adamw_step(buf(p), buf(g), buf(m), buf(v), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    cpu().adamw_step(buf(p), buf(g), buf(m), buf(v), Buf{}, n, {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 1.0f});
     const DeviceBuffer gp(p0, F32), gg(g, F32), gm(m0, F32), gv(v0, F32);
-    gpu().adamw_step(gp.buf(), gg.buf(), gm.buf(), gv.buf(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    gpu().adamw_step(gp.buf(), gg.buf(), gm.buf(), gv.buf(), Buf{}, n, {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 1.0f});
     expect_close(gp, p, Tol{1e-6, 1e-5}, "param");
     expect_close(gm, m, Tol{1e-7, 1e-5}, "m");
     expect_close(gv, v, Tol{1e-9, 1e-5}, "v");
   }
+  // The clip's gradient scale and the bf16 working copy written in the same pass.
+  Vec p = p0, m = m0, v = v0;
+  const AdamWStep scaled{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2, 0.37f};
+  cpu().adamw_step(buf(p), buf(g), buf(m), buf(v), Buf{}, n, scaled);
+  const DeviceBuffer gp(p0, F32), gg(g, F32), gm(m0, F32), gv(v0, F32), copy(nan_vec(n), BF16);
+  gpu().adamw_step(gp.buf(), gg.buf(), gm.buf(), gv.buf(), copy.buf(), n, scaled);
+  expect_close(gp, p, Tol{1e-6, 1e-5}, "param, scaled");
+  expect_close(gm, m, Tol{1e-7, 1e-5}, "m, scaled");
+  expect_close(copy, as_dtype(gp.download(), BF16), kExact, "the bf16 copy of the device's update");
 }
 
 TEST_CASE("cuda sum and sum_squares match the CPU, in device memory", "[cuda][reduce]") {
