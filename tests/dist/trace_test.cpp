@@ -95,8 +95,8 @@ TEST_CASE("device spans land on their own track at the device's times, and their
     for (std::size_t i = 0; i < spans.size(); ++i) {
       INFO("span " << i);
       CHECK(spans[i]["tid"] == Trace::kDevice);
-      CHECK(spans[i]["dur"].get<double>() >= (i % 2 == 0 ? 2000.0 : 3000.0));
-      CHECK(spans[i]["dur"].get<double>() < (i % 2 == 0 ? 2000.0 : 3000.0) + 5000.0);
+      CHECK(spans[i]["dur"].get<double>() >= (i % 2 == 0 ? 2000.0 : 3000.0));  // no upper bound: a loaded
+                                                                                  // machine may preempt the spin
       if (i > 0) CHECK(spans[i]["ts"].get<double>() >= spans[i - 1]["ts"].get<double>() + spans[i - 1]["dur"].get<double>());
     }
     CHECK(spans[1]["ts"].get<double>() - spans[0]["ts"].get<double>() - spans[0]["dur"].get<double>() >= 1000.0);
