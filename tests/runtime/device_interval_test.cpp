@@ -22,7 +22,6 @@ TEST_CASE("a device interval is the device's seconds between its markers, and gi
     interval.end();  // once is what counts
     REQUIRE(interval.seconds().has_value());
     CHECK(*interval.seconds() >= 0.003);
-    CHECK(*interval.seconds() < 0.5);
     CHECK(device.live_markers() == 2);
   }
   CHECK(device.live_markers() == 0);
