@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/op_checks.h"
 
@@ -49,7 +49,7 @@ void adamw_step(Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n
     adamw_kernel(p + i, g + i, m1 + i, m2 + i, len, k);
     if (!param_out) return;
     if (param_out.dtype == DType::BF16)
-      for (std::int64_t j = i; j < i + len; ++j) param_out.as<std::uint16_t>()[j] = f32_to_bf16(p[j]);
+      round_to_bf16(param_out.as<std::uint16_t>() + i, p + i, len);  // vectorised; one chunk: no threads of its own
     else
       std::memcpy(f32(param_out) + i, p + i, static_cast<std::size_t>(len) * sizeof(float));
   });
