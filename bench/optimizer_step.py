@@ -6,38 +6,26 @@ The run's optimizer_s (the update, host-timed: on the CPU backend the update its
 medians over the steps after the first two, one binary or two interleaved (--before an older build).
 Writes bench/results/<date>-optimizer-step.json.
     python3 bench/optimizer_step.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 3]"""
-import json
 import os
 import statistics
-import subprocess
 import tempfile
 
-from results import before_after, write_result
+from results import before_after, run_job, write_result
 
 JOB = """name: optimizer
 backend: cpu
-model: {{arch: llama, layers: 4, hidden: 2048, heads: 16, kv_heads: 8, ffn_hidden: 5632, vocab: 32000, seq_len: 16}}
-parallel: {{tp: 1, pp: 1, dp: 1, zero: 0}}
-train: {{steps: 8, global_batch: 1, micro_batch: 1, precision: bf16, seed: 1, grad_clip: 0.001}}
-optimizer: {{kind: adamw, lr: 1.0e-4}}
-data: {{format: synthetic}}
-cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
-logging: {{every: 1, metrics: {metrics}}}
+model: {arch: llama, layers: 4, hidden: 2048, heads: 16, kv_heads: 8, ffn_hidden: 5632, vocab: 32000, seq_len: 16}
+parallel: {tp: 1, pp: 1, dp: 1, zero: 0}
+train: {steps: 8, global_batch: 1, micro_batch: 1, precision: bf16, seed: 1, grad_clip: 0.001}
+optimizer: {kind: adamw, lr: 1.0e-4}
+data: {format: synthetic}
+cluster: {nodes: 1, gpus_per_node: 1, gpu: cpu}
+logging: {every: 1, metrics: {metrics}}
 """
 
 
 def one(binary, d):
-    metrics = os.path.join(d, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    job = os.path.join(d, "job.yaml")
-    with open(job, "w") as f:
-        f.write(JOB.format(metrics=metrics))
-    r = subprocess.run([binary, "run", job], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"{binary} run exited {r.returncode}:\n{r.stderr[-4000:]}")
-    with open(metrics) as f:
-        steps = [json.loads(line) for line in f if '"step_s"' in line][2:]
+    steps = run_job(binary, d, JOB)[0][2:]
     return statistics.median(s["optimizer_s"] for s in steps), statistics.median(s["step_s"] for s in steps)
 
 

@@ -5,6 +5,7 @@ import datetime
 import json
 import os
 import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,3 +37,22 @@ def before_after(runs, parser=None):
     if args.before:
         binaries = {"before": args.before, **binaries}
     return (binaries, args.runs) if own else (binaries, args)
+
+
+def run_job(binary, d, job_text, flags=()):
+    """Writes `job_text` (its metrics file: "{metrics}") to d/job.yaml and runs it with `binary`;
+    returns (the metrics' step records, ptrain's stderr, wall seconds). A failed run ends the
+    benchmark with its stderr."""
+    metrics = os.path.join(d, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    job = os.path.join(d, "job.yaml")
+    with open(job, "w") as f:
+        f.write(job_text.replace("{metrics}", metrics))
+    start = time.perf_counter()
+    r = subprocess.run([binary, "run", job, *flags], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if r.returncode != 0:
+        raise SystemExit(f"{binary} run exited {r.returncode}:\n{r.stderr[-4000:]}")
+    with open(metrics) as f:
+        return [json.loads(line) for line in f if '"step_s"' in line], r.stderr, wall

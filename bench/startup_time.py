@@ -10,15 +10,13 @@ Writes bench/results/<date>-startup-time[-<size>-<backend>].json (the default ke
     python3 bench/startup_time.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 3]
                                   [--size 0.5b|3b] [--backend cpu|cuda]"""
 import argparse
-import json
 import os
 import re
 import statistics
 import subprocess
 import tempfile
-import time
 
-from results import before_after, write_result
+from results import before_after, run_job, write_result
 
 SIZES = {  # name: (model keys, precision, parameters as validate counts them)
     "0.5b": ("arch: llama, layers: 8, hidden: 2048, heads: 16, kv_heads: 8, ffn_hidden: 5632, vocab: 32000",
@@ -39,28 +37,17 @@ logging: {{every: 1, metrics: {metrics}}}
 
 
 def one(binary, d, size, backend):
-    metrics = os.path.join(d, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    job = os.path.join(d, "job.yaml")
-    with open(job, "w") as f:
-        model, precision, _ = SIZES[size]
-        f.write(JOB.format(backend=backend, model=model, precision=precision, metrics=metrics,
-                           gpu="h100-sxm" if backend == "cuda" else "cpu"))
-    start = time.perf_counter()
-    r = subprocess.run([binary, "run", job], capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if r.returncode != 0:
-        raise SystemExit(f"{binary} run exited {r.returncode}:\n{r.stderr[-4000:]}")
-    with open(metrics) as f:
-        step = json.loads(f.readline())["step_s"]
+    model, precision, _ = SIZES[size]
+    job = JOB.format(backend=backend, model=model, precision=precision, metrics="{metrics}",
+                     gpu="h100-sxm" if backend == "cuda" else "cpu")
+    steps, stderr, wall = run_job(binary, d, job)
     parts = {}
-    for line in r.stderr.splitlines():
+    for line in stderr.splitlines():
         if "start-up:" in line:  # "... : job 0.01 s, backend 0.00 s, ..., weights 9.1 s (drawn ...), first step 0.3 s"
             for part in line.split(": ", 2)[-1].split(", "):
                 name, value = re.match(r"([a-z ]+) ([0-9.]+) s", part).groups()
                 parts[name] = float(value)
-    return wall, step, parts
+    return wall, steps[0]["step_s"], parts
 
 
 def machine(backend):

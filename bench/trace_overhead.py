@@ -7,35 +7,26 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import tempfile
 
-from results import ROOT, write_result
+from results import ROOT, run_job, write_result
 
 JOB = """name: trace-overhead
 backend: cpu
-model: {{arch: llama, layers: 4, hidden: 256, heads: 8, kv_heads: 4, ffn_hidden: 704, vocab: 2048, seq_len: 256}}
-parallel: {{tp: 1, pp: 2, dp: 2, zero: 3}}
-schedule: {{kind: 1f1b}}
-train: {{steps: 20, global_batch: 16, micro_batch: 2, precision: fp32, seed: 1}}
-optimizer: {{kind: adamw, lr: 1.0e-4}}
-data: {{format: synthetic}}
-cluster: {{nodes: 1, gpus_per_node: 4, gpu: cpu}}
-logging: {{every: 1, metrics: {metrics}}}
+model: {arch: llama, layers: 4, hidden: 256, heads: 8, kv_heads: 4, ffn_hidden: 704, vocab: 2048, seq_len: 256}
+parallel: {tp: 1, pp: 2, dp: 2, zero: 3}
+schedule: {kind: 1f1b}
+train: {steps: 20, global_batch: 16, micro_batch: 2, precision: fp32, seed: 1}
+optimizer: {kind: adamw, lr: 1.0e-4}
+data: {format: synthetic}
+cluster: {nodes: 1, gpus_per_node: 4, gpu: cpu}
+logging: {every: 1, metrics: {metrics}}
 """
 
 
 def median_step(ptrain, d, traced):
-    metrics = os.path.join(d, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    job = os.path.join(d, "job.yaml")
-    with open(job, "w") as f:
-        f.write(JOB.format(metrics=metrics))
     flags = ["--set", "logging.trace=" + os.path.join(d, "trace.json")] if traced else []
-    subprocess.run([ptrain, "run", job, *flags], check=True, capture_output=True)
-    with open(metrics) as f:
-        steps = [json.loads(line)["step_s"] for line in f if '"step_s"' in line][2:]
+    steps = [r["step_s"] for r in run_job(ptrain, d, JOB, flags)[0][2:]]
     spans = 0
     if traced:
         with open(os.path.join(d, "trace.json")) as f:
