@@ -376,10 +376,6 @@ struct Trainer::State {
     const double pipeline_seconds = seconds_since(t0);
     const PerAxis spent_in_pipeline = comm.world() > 1 ? spent_so_far() - spent_at_start : PerAxis{};
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
-    // The pipeline phase as the device ran it (CUDA, one rank), else as the host did. With peers the
-    // compute stream also waits on their messages (NCCL), which the host's clock does not see, so
-    // the device's span less the host's seconds in calls would count those waits as compute.
-    const double pipeline_busy = comm.world() == 1 ? on_device.seconds().value_or(pipeline_seconds) : pipeline_seconds;
     if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
       const PerAxis sent = sent_so_far(), bytes = sent - sent_before;
       const PerAxis spent = spent_so_far(), seconds = spent - spent_before;
@@ -397,7 +393,10 @@ struct Trainer::State {
       out.comm_seconds = PerAxis{most[6], most[7], most[8], most[9], most[10]};
       out.compute_seconds = most[11];
     } else {
-      out.compute_seconds = pipeline_busy;
+      // The pipeline phase as the device ran it (CUDA), else as the host did. Not with peers: their
+      // compute stream also waits on messages (NCCL) the host's clock does not see, so the device's
+      // span less the host's seconds in calls would count those waits as compute.
+      out.compute_seconds = on_device.seconds().value_or(pipeline_seconds);
     }
     double loss_sum = holds_loss() ? loss_sums.read_sum(micro) : 0.0;
     comm.all_reduce(comm.world_group(), &loss_sum, 1);
