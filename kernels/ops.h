@@ -227,11 +227,18 @@ class Ops {
     static_cast<void>(bytes);
   }
   virtual void unpin_host(void* host) const { static_cast<void>(host); }
+  // Two markers (below) around work on one stream; 0 where none was recorded.
+  struct MarkerSpan {
+    std::uint64_t from = 0, to = 0;
+  };
   // An upload beside the compute stream: copies `bytes` of pinned host memory to `dst` on a copy
   // stream, after everything enqueued on the compute stream so far, and returns a ticket; ops
   // enqueued after await_upload(ticket) (once per ticket) see the bytes. Until then neither the
-  // host bytes nor `dst` may change. Default (the CPU): copy_to_device, ticket 0.
-  virtual std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes) const {
+  // host bytes nor `dst` may change. With `timed`, markers on the copy stream around the copy go
+  // there (the trace's copy track). Default (the CPU): copy_to_device, ticket 0, no markers.
+  virtual std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes,
+                                     MarkerSpan* timed = nullptr) const {
+    static_cast<void>(timed);
     copy_to_device(dst, host, bytes);
     return 0;
   }
@@ -240,12 +247,16 @@ class Ops {
   // dst + r * dst_pitch (pitches in bytes, each at least width; the regions do not overlap).
   virtual void copy_rows(Buf dst, std::size_t dst_pitch, Buf src, std::size_t src_pitch, std::size_t width,
                          std::size_t rows) const = 0;
-  // ---- the device's own timeline (logging.trace's device track): a marker enqueued on the compute
-  // stream, timed when the device passes it (CUDA events). record_marker returns its id; the CPU
-  // runs each op on the calling thread, has no timeline of its own and returns 0 (no marker).
-  // marker_seconds: device seconds from marker `from` to marker `to`, waiting until `to` has
-  // passed; release_marker(id) gives a marker back (0 is ignored).
-  virtual std::uint64_t record_marker() const { return 0; }
+  // ---- the device's own timeline (logging.trace's device tracks): a marker enqueued on a stream,
+  // timed when the device passes it (CUDA events). record_marker returns its id; `stream` is a
+  // stream of this backend's device (a cudaStream_t: the NCCL backend's streams), nullptr the
+  // compute stream. The CPU runs each op on the calling thread, has no timeline of its own and
+  // returns 0 (no marker). marker_seconds: device seconds from marker `from` to marker `to`, of any
+  // streams, waiting until `to` has passed; release_marker(id) gives a marker back (0 is ignored).
+  virtual std::uint64_t record_marker(const void* stream = nullptr) const {
+    static_cast<void>(stream);
+    return 0;
+  }
   virtual double marker_seconds(std::uint64_t from, std::uint64_t to) const {
     static_cast<void>(from);
     static_cast<void>(to);

@@ -145,7 +145,8 @@ class PretendDeviceOps final : public kernels::Ops {
                  std::size_t rows) const override {
     cpu().copy_rows(dst, dst_pitch, src, src_pitch, width, rows);
   }
-  std::uint64_t record_marker() const override {
+  std::uint64_t record_marker(const void* stream) const override {
+    static_cast<void>(stream);  // one host clock for every stream
     const std::lock_guard<std::mutex> lock(markers_mutex_);
     marker_times_.push_back(std::chrono::steady_clock::now());
     live_markers_.insert(marker_times_.size());

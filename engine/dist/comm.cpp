@@ -96,7 +96,7 @@ std::string Comm::name(const Running& r) const {
 
 template <typename Fn>
 void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, Fn&& fn) {
-  running_ = {log_.begin(op, g, bytes, peer), op, &g, bytes, false};
+  running_ = {log_.begin(op, g, bytes, peer), op, &g, bytes, peer, false};
   Traffic& t = traffic_[g.id][op];
   t.calls += 1;
   t.bytes += static_cast<double>(bytes);
@@ -110,12 +110,27 @@ void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, F
   const auto end = std::chrono::steady_clock::now();
   t.seconds += std::chrono::duration<double>(end - start).count();
   if (trace_ != nullptr) {
-    std::string args = "\"group\": \"" + g.name + "\", \"bytes\": " + std::to_string(bytes);
-    if (peer >= 0) args += ", \"peer\": " + std::to_string(peer);
+    std::string args = trace_args(g, bytes, peer);
     if (running_.deferred) args += ", \"left_in_flight\": true";  // the span is its issue
     trace_->add(op, "collective", Trace::kCollectives, start, end, args);
   }
   if (!running_.deferred) log_.end(running_.seq);
+}
+
+std::string Comm::trace_args(const Group& g, std::size_t bytes, int peer) const {
+  std::string args = "\"group\": \"" + g.name + "\", \"bytes\": " + std::to_string(bytes);
+  if (peer >= 0) args += ", \"peer\": " + std::to_string(peer);
+  return args;
+}
+
+std::uint64_t Comm::trace_mark(const void* stream) const {
+  return trace_ != nullptr ? trace_->mark(stream) : 0;
+}
+
+void Comm::trace_device(std::uint64_t from, std::uint64_t to, Trace::Track track) {
+  if (trace_ == nullptr) return;
+  trace_->add_device(running_.op, "collective", from, to, trace_args(*running_.group, running_.bytes, running_.peer),
+                     track);
 }
 
 const std::map<std::string, Comm::Traffic>& Comm::traffic(const Group& g) const {

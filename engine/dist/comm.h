@@ -249,6 +249,12 @@ class Comm {
   };
   Deferred defer_completion();
   void finished(std::uint64_t seq) { log_.end(seq); }
+  // For such a backend, inside a hook, where the trace follows the device (Trace::attach_device):
+  // trace_mark(stream) is a marker on `stream` (a cudaStream_t; 0 when not traced), and
+  // trace_device(from, to, track) shows the running collective between two markers on `track`,
+  // named as on the collectives track.
+  std::uint64_t trace_mark(const void* stream) const;
+  void trace_device(std::uint64_t from, std::uint64_t to, Trace::Track track);
 
  private:
   struct Running {
@@ -256,9 +262,12 @@ class Comm {
     const char* op = "";
     const Group* group = nullptr;
     std::size_t bytes = 0;
+    int peer = -1;
     bool deferred = false;
   };
   std::string name(const Running& r) const;
+  // The running collective's trace args ("\"group\": ..., \"bytes\": ...").
+  std::string trace_args(const Group& g, std::size_t bytes, int peer) const;
   void check_member(const Group& g, const char* op) const;
   void check_peer(const Group& g, const char* op, int peer, int channel) const;
   // Runs one collective under the log: a backend exception becomes a CollectiveError naming it.

@@ -480,7 +480,9 @@ class NcclComm final : public Comm {
   Ticket run_on_device(const CommKey& key, void* data, Enqueue& enqueue, bool overlap, cudaStream_t stream) {
     PTRAIN_DIST_CHECK(cudaEventRecord(ready_, compute_));
     PTRAIN_DIST_CHECK(cudaStreamWaitEvent(stream, ready_, 0));
+    const std::uint64_t traced = trace_mark(stream);
     issue(key, [&](ncclComm_t comm) { enqueue(data, comm, stream); });
+    trace_device(traced, trace_mark(stream), stream == comm_stream_ ? Trace::kCommStream : Trace::kSendStreams);
     cudaEvent_t done = take_event();
     PTRAIN_DIST_CHECK(cudaEventRecord(done, stream));
     if (!overlap) PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
@@ -499,7 +501,9 @@ class NcclComm final : public Comm {
       std::memcpy(pinned_, staging.in, staging.in_bytes);
       PTRAIN_DIST_CHECK(cudaMemcpyAsync(scratch, pinned_, staging.in_bytes, cudaMemcpyHostToDevice, comm_stream_));
     }
+    const std::uint64_t traced = trace_mark(comm_stream_);
     issue(key, [&](ncclComm_t comm) { enqueue(scratch, comm, comm_stream_); });
+    trace_device(traced, trace_mark(comm_stream_), Trace::kCommStream);
     if (staging.out_bytes > 0)
       PTRAIN_DIST_CHECK(cudaMemcpyAsync(pinned_ + staging.out_offset, scratch + staging.out_offset, staging.out_bytes,
                                         cudaMemcpyDeviceToHost, comm_stream_));

@@ -95,10 +95,12 @@ void Trace::attach_device(const kernels::Ops& ops) {
   anchor_us_ = since_start_us(Clock::now());
 }
 
-std::uint64_t Trace::mark() const { return device_ == nullptr ? 0 : device_->record_marker(); }
+std::uint64_t Trace::mark(const void* stream) const {
+  return device_ == nullptr ? 0 : device_->record_marker(stream);
+}
 
 void Trace::add_device(std::string name, const char* category, std::uint64_t from, std::uint64_t to,
-                       std::string args) {
+                       std::string args, Track track) {
   if (from == 0 || to == 0) {  // no timeline (or a marker short): nothing to show, nothing kept
     if (device_ != nullptr) {
       device_->release_marker(from);
@@ -106,7 +108,7 @@ void Trace::add_device(std::string name, const char* category, std::uint64_t fro
     }
     return;
   }
-  pending_.push_back({std::move(name), category, from, to, std::move(args)});
+  pending_.push_back({std::move(name), category, from, to, std::move(args), track});
 }
 
 void Trace::resolve_device() {
@@ -115,7 +117,8 @@ void Trace::resolve_device() {
   // events' float milliseconds stay short intervals, precise to a microsecond.
   for (const DeviceSpan& s : pending_) {
     const double begin_us = anchor_us_ + device_->marker_seconds(anchor_, s.from) * 1e6;
-    push({s.name, s.category, kDevice, begin_us, device_->marker_seconds(s.from, s.to) * 1e6, s.args});
+    push({s.name, s.category, s.track, begin_us, device_->marker_seconds(s.from, s.to) * 1e6, s.args});
+    device_track_used_[s.track] = true;
   }
   const DeviceSpan& last = pending_.back();
   const double last_us = anchor_us_ + device_->marker_seconds(anchor_, last.to) * 1e6;
@@ -142,7 +145,12 @@ std::string Trace::events_json() const {
   out += ",\n" + metadata("process_sort_index", rank_, -1, std::to_string(rank_));
   out += ",\n" + metadata("thread_name", rank_, kSteps, "step, pipeline, optimizer");
   out += ",\n" + metadata("thread_name", rank_, kCollectives, "collectives");
-  if (device_ != nullptr) out += ",\n" + metadata("thread_name", rank_, kDevice, "device (compute stream)");
+  static constexpr const char* kDeviceTrackNames[kTracks] = {
+      nullptr, nullptr, "device (compute stream)", "device (NCCL stream: collectives, receives)",
+      "device (pipeline send streams)", "device (offload copy stream)"};
+  for (int track = kDevice; track < kTracks; ++track)
+    if (device_track_used_[track] || (track == kDevice && device_ != nullptr))
+      out += ",\n" + metadata("thread_name", rank_, track, kDeviceTrackNames[track]);
   char number[64];
   for (const Event& e : events_) {
     out += ",\n{\"name\": \"";

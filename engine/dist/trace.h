@@ -8,8 +8,10 @@
 // on different hosts line up to within that barrier's skew. Cost: two clock reads and one append a
 // span; at `capacity` spans a rank stops recording and the file says how many it dropped. On the
 // CUDA backend the spans of the first two tracks are host times: when the host issued the work, and
-// where it waited; a third track, "device", shows the compute stream as the GPU ran it (F/B/W and
-// the optimizer between markers, kernels::Ops::record_marker), placed on the host's clock.
+// where it waited; the device tracks show the streams as the GPU ran them (spans between markers,
+// kernels::Ops::record_marker), placed on the host's clock: the compute stream (F/B/W, the
+// optimizer), NCCL's stream (collectives and the pipeline's receives), the pipeline's send streams,
+// and the optimizer offload's copy stream. A device track is named in the file once it has a span.
 #pragma once
 
 #include <chrono>
@@ -30,7 +32,8 @@ class Trace {
  public:
   using Clock = std::chrono::steady_clock;
   // Tracks of a rank (Chrome "threads").
-  enum Track : int { kSteps = 0, kCollectives = 1, kDevice = 2 };
+  enum Track : int { kSteps = 0, kCollectives = 1, kDevice = 2, kCommStream = 3, kSendStreams = 4, kCopyStream = 5 };
+  static constexpr int kTracks = 6;
 
   Trace(int rank, std::string label, std::size_t capacity = 1'000'000);
   ~Trace();
@@ -64,14 +67,17 @@ class Trace {
 
   // The device's timeline, where the backend has one of its own (CUDA; not the CPU, which runs each
   // op on the calling thread). attach_device after start(): waits for the device once, to pin its
-  // clock to the host's. mark(): a marker on the compute stream (0 without a device timeline).
-  // add_device: a span between two markers, kept until resolve_device(), which the trainer calls
-  // where the host waits for the device anyway (a step's end: no wait of its own in the step); it
-  // places the spans on kDevice at the last resolved marker's host time plus the device's seconds
-  // since it, and gives their markers back.
+  // clock to the host's. mark(stream): a marker on a stream of the device (kernels::Ops::
+  // record_marker; nullptr the compute stream), 0 without a device timeline. add_device: a span
+  // between two markers on device track `track` (kDevice and after), kept until resolve_device(),
+  // which the trainer calls where the host waits for the device anyway (a step's end: no wait of
+  // its own in the step, every stream's work of the step done); it places the spans at the last
+  // resolved marker's host time plus the device's seconds since it, and gives their markers back.
   void attach_device(const kernels::Ops& ops);
-  std::uint64_t mark() const;
-  void add_device(std::string name, const char* category, std::uint64_t from, std::uint64_t to, std::string args = {});
+  bool has_device() const { return device_ != nullptr; }
+  std::uint64_t mark(const void* stream = nullptr) const;
+  void add_device(std::string name, const char* category, std::uint64_t from, std::uint64_t to, std::string args = {},
+                  Track track = kDevice);
   void resolve_device();
 
   std::size_t recorded() const { return events_.size(); }
@@ -101,6 +107,7 @@ class Trace {
     const char* category;
     std::uint64_t from, to;  // markers
     std::string args;
+    Track track;
   };
   double since_start_us(Clock::time_point t) const;
   void push(Event event);
@@ -115,6 +122,7 @@ class Trace {
   std::uint64_t anchor_ = 0;              // a marker the device passed at host time anchor_us_
   double anchor_us_ = 0;
   std::vector<DeviceSpan> pending_;
+  bool device_track_used_[kTracks] = {};  // named in the file
 };
 
 // The file a failed rank writes its own events to: "run/trace.json" -> "run/trace.rank3.json".

@@ -391,8 +391,13 @@ void DataParallel::upload_unit(int unit) {
   const void* from = host_params_.size() > 0 ? runtime::advance(host_params_.at(), at).ptr : master_params() + at;
   const Buf to = stage_ == 3 ? runtime::advance(device_shard_.at(), at)
                              : runtime::advance(store_.param_buffer(), range.begin);
-  uploads_[static_cast<size_t>(unit)] =
-      ops_.upload_async(to, from, static_cast<std::size_t>(range.size()) * kernels::dtype_size(to.dtype));
+  const std::size_t bytes = static_cast<std::size_t>(range.size()) * kernels::dtype_size(to.dtype);
+  kernels::Ops::MarkerSpan span;
+  const bool traced = trace_ != nullptr && trace_->has_device();
+  uploads_[static_cast<size_t>(unit)] = ops_.upload_async(to, from, bytes, traced ? &span : nullptr);
+  if (traced)
+    trace_->add_device("upload unit " + std::to_string(unit), "offload", span.from, span.to,
+                       "\"bytes\": " + std::to_string(bytes), dist::Trace::kCopyStream);
   crossing_[static_cast<size_t>(unit)] = Crossing::Uploading;
 }
 

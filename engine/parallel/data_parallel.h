@@ -135,6 +135,8 @@ class DataParallel final : public model::UnitHooks {
   // Offload: waits for the host's update and starts every unit's way to the device, as the next
   // training forward would unit by unit (before an evaluation, whose traffic is not a step's).
   void publish_update();
+  // Offload: each upload from now on as a span of `trace`'s copy-stream track (nullptr stops).
+  void set_trace(dist::Trace* trace) { trace_ = trace; }
 
   // The group ZeRO shards and reduces `unit` over (the dp-cp group, or the expert-dp group for an
   // expert unit).
@@ -240,6 +242,7 @@ class DataParallel final : public model::UnitHooks {
   enum class Crossing { OnHost, Uploading, Landed };
   std::vector<Crossing> crossing_;        // offload: where each unit's updated weights are
   std::vector<std::uint64_t> uploads_;    // offload: the unit's upload ticket while Uploading
+  dist::Trace* trace_ = nullptr;
   optim::AdamW adamw_;  // its moments: of the whole flat layout at stage 0, else of the owned chunks
   // Stages 2, 3: the windows units pass through (window_of). Consecutive dense units alternate
   // between two, each as big as the biggest of them, and so do the experts' units (expert

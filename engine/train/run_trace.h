@@ -1,7 +1,7 @@
 // logging.trace for a run: the dist::Trace that the rank's pipeline (F/B/W, waits), its Comm
 // (every collective and message) and the trainer (steps, optimizer, validation, checkpoints) record
 // into, written by rank 0 as one Chrome trace at the end (dist/trace.h); on a backend with a
-// timeline of its own (CUDA) also the compute stream as the device ran it.
+// timeline of its own (CUDA) also its streams as the device ran them.
 #pragma once
 
 #include <memory>

@@ -195,6 +195,7 @@ struct Trainer::State {
     trace = open_run_trace(s, c, groups, backend);
     comm.set_trace(trace.get());
     pipeline.set_trace(trace.get());
+    zero.set_trace(trace.get());
   }
   ~State() { comm.set_trace(nullptr); }  // the Comm outlives the trainer
 

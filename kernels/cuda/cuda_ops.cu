@@ -269,14 +269,16 @@ class CudaOps final : public Ops {
     static_cast<void>(cudaHostUnregister(host));  // from destructors: never throws
     static_cast<void>(cudaGetLastError());
   }
-  std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes) const override {
+  std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes, MarkerSpan* timed) const override {
     if (bytes == 0) return 0;
-    return side_uploads_.start(ctx().stream, dst.ptr, host, bytes);
+    return side_uploads_.start(ctx().stream, dst.ptr, host, bytes, timed == nullptr ? nullptr : &markers_, timed);
   }
   void await_upload(std::uint64_t ticket) const override {
     if (ticket != 0) side_uploads_.await(ctx().stream, ticket);
   }
-  std::uint64_t record_marker() const override { return markers_.record(ctx().stream); }
+  std::uint64_t record_marker(const void* stream) const override {
+    return markers_.record(stream != nullptr ? static_cast<cudaStream_t>(const_cast<void*>(stream)) : ctx().stream);
+  }
   double marker_seconds(std::uint64_t from, std::uint64_t to) const override { return markers_.seconds(from, to); }
   void release_marker(std::uint64_t marker) const override { markers_.release(marker); }
   std::optional<std::int64_t> device_bytes_in_use() const override {

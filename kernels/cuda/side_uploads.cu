@@ -15,7 +15,8 @@ SideUploads::~SideUploads() {  // errors ignored: cleanup
   }
 }
 
-std::uint64_t SideUploads::start(cudaStream_t compute, void* dst, const void* host, std::size_t bytes) {
+std::uint64_t SideUploads::start(cudaStream_t compute, void* dst, const void* host, std::size_t bytes,
+                                 Markers* markers, Ops::MarkerSpan* span) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (copies_ == nullptr) PTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&copies_, cudaStreamNonBlocking));
   cudaEvent_t before = nullptr, done = nullptr;
@@ -23,7 +24,10 @@ std::uint64_t SideUploads::start(cudaStream_t compute, void* dst, const void* ho
   PTRAIN_CUDA_CHECK(cudaEventRecord(before, compute));
   PTRAIN_CUDA_CHECK(cudaStreamWaitEvent(copies_, before, 0));
   PTRAIN_CUDA_CHECK(cudaEventDestroy(before));  // released once the copy stream has passed it
+  const bool timed = markers != nullptr && span != nullptr;
+  if (timed) span->from = markers->record(copies_);
   PTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, copies_));
+  if (timed) span->to = markers->record(copies_);
   PTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   PTRAIN_CUDA_CHECK(cudaEventRecord(done, copies_));
   pending_.emplace(next_, done);

@@ -38,19 +38,20 @@ optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
 data: {{format: synthetic, eval_every: 0}}
 checkpoint: {{dir: null}}
 cluster: {{nodes: 1, gpus_per_node: {world}, gpu: h100-sxm}}
-logging: {{every: 1, metrics: {dir}/metrics.jsonl}}
+logging: {{every: 1, metrics: {dir}/metrics.jsonl{trace}}}
 comm: {{timeout_s: {timeout}}}
 """
 
 
 def job(d, world, arch="llama", zero=0, pp=1, tp=1, cp=1, cp_comm="allgather", ep=1, sp=False, schedule="1f1b", vpp=1,
-        steps=8, timeout=60, offload="none"):
+        steps=8, timeout=60, offload="none", trace=None):
     path = os.path.join(d, "job.yaml")
     moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0}" if arch == "mixtral" else ""
     with open(path, "w") as f:
         f.write(JOB.format(arch=arch, moe=moe, zero=zero, pp=pp, tp=tp, cp=cp, cp_comm=cp_comm, ep=ep,
                            sp="true" if sp else "false", offload=offload,
-                           schedule=schedule, vpp=vpp, steps=steps, world=world, dir=d, timeout=timeout))
+                           schedule=schedule, vpp=vpp, steps=steps, world=world, dir=d, timeout=timeout,
+                           trace=f", trace: {trace}" if trace else ""))
     return path
 
 
@@ -168,6 +169,35 @@ class NcclTraining(unittest.TestCase):
 
     def test_expert_parallel(self):
         self.assert_nccl_reproduces("mixtral", 2, ep=2)
+
+    def test_the_trace_shows_nccl_and_copy_streams(self):
+        # logging.trace under NCCL: besides the compute stream, each rank's NCCL stream (collectives,
+        # receives), its pipeline send streams (pp 2) and the offload's copy stream (ZeRO 1 offloaded),
+        # each span named and sized like its host span, no longer than the step it ran in.
+        cases = {"pp 2": (dict(pp=2), {"device (compute stream)", "device (NCCL stream: collectives, receives)",
+                                       "device (pipeline send streams)"}),
+                 "dp 2 offloaded": (dict(zero=1, offload="optimizer"),
+                                    {"device (compute stream)", "device (NCCL stream: collectives, receives)",
+                                     "device (offload copy stream)"})}
+        for name, (layout, tracks) in cases.items():
+            with self.subTest(name), tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "trace.json")
+                r = launch(job(d, 2, trace=path, **layout), 2)
+                self.assertEqual(set(r.codes), {0}, r.stderr)
+                with open(path) as f:
+                    events = json.load(f)["traceEvents"]
+                for rank in (0, 1):
+                    named = {e["tid"]: e["args"]["name"] for e in events
+                             if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == rank}
+                    self.assertTrue(tracks <= set(named.values()), f"rank {rank}: tracks {sorted(named.values())}")
+                    by_name = {v: k for k, v in named.items()}
+                    comm = [e for e in events if e["ph"] == "X" and e["pid"] == rank
+                            and e["tid"] == by_name["device (NCCL stream: collectives, receives)"]]
+                    self.assertTrue(comm)
+                    self.assertTrue(all(e["cat"] == "collective" and "bytes" in e["args"] for e in comm))
+                    longest_step = max(e["dur"] for e in events if e["ph"] == "X" and e["pid"] == rank
+                                       and e["cat"] == "step")
+                    self.assertTrue(all(0 <= e["dur"] <= longest_step for e in comm))
 
     def test_a_stalled_rank_ends_the_job_at_the_timeout(self):
         with tempfile.TemporaryDirectory() as d:

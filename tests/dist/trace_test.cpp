@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -102,6 +103,77 @@ TEST_CASE("device spans land on their own track at the device's times, and their
     CHECK(spans[1]["ts"].get<double>() - spans[0]["ts"].get<double>() - spans[0]["dur"].get<double>() >= 1000.0);
   }
   CHECK(device.live_markers() == 0);  // the trace gave back its anchor and its unresolved markers
+}
+
+namespace {
+
+// A backend of two ranks without transport whose collectives "run" on a stream of the device, as
+// NCCL's do: a marker before and after, shown through Comm::trace_device.
+class StreamComm final : public ptrain::dist::Comm {
+ public:
+  StreamComm() : Comm(0, 2) {}
+  const char* backend() const override { return "stream"; }
+
+ protected:
+  void connect(const ptrain::dist::Group&) override {}
+  void do_all_reduce(const ptrain::dist::Group&, void*, std::size_t, ptrain::dist::ElemType, ptrain::dist::ReduceOp,
+                     bool) override {
+    const std::uint64_t from = trace_mark(&stream_);
+    trace_device(from, trace_mark(&stream_), Trace::kCommStream);
+  }
+  [[noreturn]] static void none() { throw ptrain::dist::DistError("not used"); }
+  void do_reduce_scatter(const ptrain::dist::Group&, void*, std::size_t, ptrain::dist::ElemType, bool) override { none(); }
+  void do_all_gather(const ptrain::dist::Group&, void*, std::size_t, ptrain::dist::ElemType, bool) override { none(); }
+  void do_all_to_allv(const ptrain::dist::Group&, const float*, const std::vector<std::size_t>&, float*,
+                      const std::vector<std::size_t>&) override {
+    none();
+  }
+  void do_broadcast(const ptrain::dist::Group&, void*, std::size_t, int) override { none(); }
+  void do_send(const ptrain::dist::Group&, const void*, std::size_t, int, int) override { none(); }
+  void do_recv(const ptrain::dist::Group&, void*, std::size_t, int, int) override { none(); }
+  void do_barrier(const ptrain::dist::Group&) override { none(); }
+
+ private:
+  int stream_ = 0;  // stands for a cudaStream_t
+};
+
+}  // namespace
+
+TEST_CASE("spans of the device's other streams land on tracks of their own, named once they have one") {
+  const ptrain::test::PretendDeviceOps device;
+  {
+    StreamComm comm;
+    Trace trace(0, "rank 0");
+    trace.attach_device(device);
+    comm.set_trace(&trace);
+    std::vector<float> data(8);
+    comm.all_reduce(comm.world_group(), data.data(), data.size());  // kCommStream, through the Comm
+    const std::uint64_t c0 = trace.mark();
+    trace.add_device("upload unit 2", "offload", trace.mark(), trace.mark(), "\"bytes\": 64", Trace::kCopyStream);
+    trace.add_device("F mb0 c0", "forward", c0, trace.mark());
+    trace.resolve_device();
+    comm.set_trace(nullptr);
+
+    const nlohmann::json events = parse_events(trace.events_json());
+    std::map<int, std::string> named;
+    std::map<int, nlohmann::json> spans;
+    for (const auto& e : events) {
+      if (e["ph"] == "M" && e["name"] == "thread_name") named[e["tid"].get<int>()] = e["args"]["name"];
+      if (e["ph"] == "X" && e["tid"].get<int>() >= Trace::kDevice) spans[e["tid"].get<int>()] = e;
+    }
+    CHECK(named.count(Trace::kDevice) == 1);
+    CHECK(named.count(Trace::kCommStream) == 1);
+    CHECK(named.count(Trace::kCopyStream) == 1);
+    CHECK(named.count(Trace::kSendStreams) == 0);  // no span there: no track
+    REQUIRE(spans.count(Trace::kCommStream) == 1);
+    CHECK(spans[Trace::kCommStream]["name"] == "all_reduce");
+    CHECK(spans[Trace::kCommStream]["args"]["group"] == comm.world_group().name);
+    CHECK(spans[Trace::kCommStream]["args"]["bytes"] == 32);
+    REQUIRE(spans.count(Trace::kCopyStream) == 1);
+    CHECK(spans[Trace::kCopyStream]["args"]["bytes"] == 64);
+    CHECK(spans.count(Trace::kDevice) == 1);
+  }
+  CHECK(device.live_markers() == 0);
 }
 
 TEST_CASE("on the CPU a trace has no device track") {
