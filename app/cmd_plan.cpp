@@ -34,9 +34,10 @@ struct PlanArgs {
   bool force = false;
   bool json = false;
   int verify = 0;  // > 0: run the best `verify` layouts for a few steps here
+  int verify_rounds = 3;  // runs of each, interleaved: the median is its measured step
 };
 
-constexpr int kVerifySteps = 8, kVerifyRounds = 3;
+constexpr int kVerifySteps = 8;
 
 int bad_input(const std::string& message, const std::string& fix) {
   std::fprintf(stderr, "error: %s%s\n", message.c_str(), fix.empty() ? "" : (" (fix: " + fix + ")").c_str());
@@ -276,7 +277,8 @@ int run_plan(const PlanArgs& args) {
   std::vector<VerifiedLayout> verified;
   if (args.verify > 0) {
     try {
-      verified = verify_layouts(*text, read.overrides, result.best, args.verify, experts, kVerifySteps, kVerifyRounds);
+      verified = verify_layouts(*text, read.overrides, result.best, args.verify, experts, kVerifySteps,
+                                args.verify_rounds);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: --verify: %s\n", e.what());
       return kExitRuntimeFailure;
@@ -312,11 +314,17 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
   cmd->add_option("--out", args->out, "Where to write the best layout (default: <job name>.plan.yaml here)");
   cmd->add_flag("--force", args->force, "Replace --out even if ptrain plan did not write it");
   cmd->add_flag("--json", args->json, "Print the ranking as one JSON object");
-  cmd->add_option("--verify", args->verify,
-                  "Run the best K layouts for " + std::to_string(kVerifySteps) + " steps, " +
-                      std::to_string(kVerifyRounds) +
-                      " times each (interleaved), on this machine and report which was really fastest")
+  CLI::Option* verify = cmd->add_option("--verify", args->verify,
+                  "Run the best K layouts for " + std::to_string(kVerifySteps) +
+                      " steps, --verify-rounds times each (interleaved), on this machine and report which was "
+                      "really fastest")
       ->check(CLI::Range(1, 100));
+  cmd->add_option("--verify-rounds", args->verify_rounds,
+                  "With --verify: runs of each layout, whose median is its step (more: less of the machine's "
+                  "noise between layouts that are close)")
+      ->check(CLI::Range(1, 50))
+      ->capture_default_str()
+      ->needs(verify);
   cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });
 }
 

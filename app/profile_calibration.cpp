@@ -57,7 +57,7 @@ plan::Calibration calibrate(const kernels::Ops& ops, const plan::MeasuredProfile
   const train::RunResult result = trainer.run();
   if (!result.typical_step) throw std::runtime_error("the calibration job ran no step");
   const double measured_compute = result.typical_step->step_s - result.typical_step->optimizer_s;
-  return {ref.words, result.typical_step->step_s, compute, measured_compute / compute};
+  return {ref.words, result.typical_step->step_s, compute, measured_compute / compute, text};
 }
 
 }  // namespace ptrain::app

@@ -12,6 +12,14 @@ with a profile of its own, and keeps each job's median pass. With --check TOL it
 `step_time_sweep` (--passes 3): every job within TOL, and the plan's choice within 5% of the
 fastest.
 
+The machine's drift (CPU sweep): this shared VM's speed wanders by 10% and more over minutes, so a
+profile measured in a slow spell over-predicts every job after it, and a job run in one is slower
+than its profile says. Around every job the sweep reruns the profile's own reference step (the
+calibration job the profile keeps, calibration.job_yaml) and divides its typical step by the one
+the profile measured: `drift`, the machine's speed now against its speed when profiled (1.0: the
+same). Each job is judged at the profile's speed, measured / (predicted x drift), the mean of the
+two probes around it; the raw ratio is kept beside it. --no-drift judges the raw ratio.
+
 With --backend cuda (on a GPU machine) the sweep is one GPU's: `ptrain profile --backend cuda` (full
 grids), then the two benchmark jobs of bench/jobs and four other shapes (full and selective recompute,
 a 24-layer GPT-2, a Mixtral), bf16, each run --steps steps; writes
@@ -92,8 +100,30 @@ def median_steps(ptrain, job, sets, metrics):
         return [json.loads(line) for line in f if '"step_s"' in line][2:]
 
 
-# The plan's first choice on this machine, measured against the fastest of its top three.
+# The plan's first choice on this machine, measured against the fastest of its top three: each
+# the median of 5 runs (interleaved). The three are often predicted within 1-2% of each other, and
+# with 3 runs this machine's noise alone put the choice 5.4% behind once in three sweeps.
 PICK_TOLERANCE = 0.05
+VERIFY_ROUNDS = 5
+
+
+def drift_probe(ptrain, profile, d):
+    """The profile's reference step run now over the one it measured (None for a profile without its
+    calibration job): above 1 the machine runs slower than when it was profiled."""
+    with open(profile) as f:
+        calibration = json.load(f).get("calibration", {})
+    if not calibration.get("job_yaml"):
+        return None
+    job, metrics = os.path.join(d, "probe.yaml"), os.path.join(d, "probe.jsonl")
+    with open(job, "w") as f:
+        f.write(calibration["job_yaml"])
+    steps = median_steps(ptrain, job, ["--set", "logging.every=1", "--set", "logging.metrics=" + metrics], metrics)
+    return statistics.median(r["step_s"] for r in steps) / calibration["measured_step_s"]
+
+
+def judged(row):
+    """The ratio a job is judged by: at the profile's speed where the drift was probed, else raw."""
+    return row.get("at_profile_speed", row["measured_over_predicted"])
 
 
 def measure_job(ptrain, name, job, world, flags, profile, metrics):
@@ -123,18 +153,33 @@ def measure_job(ptrain, name, job, world, flags, profile, metrics):
 
 
 def verify_plan(ptrain, d, profile):
-    """`ptrain plan --verify 3` for the llama job on 2 ranks with the profile (three rounds of each
-    row, interleaved): the plan's choice (row 1) measured over the fastest of the three."""
+    """`ptrain plan --verify 3` for the llama job on 2 ranks with the profile (VERIFY_ROUNDS rounds of
+    each row, interleaved): the plan's choice (row 1) measured over the fastest of the three."""
     job = os.path.join(d, "plan.yaml")
     with open(job, "w") as f:
         f.write(job_text("llama", 2, os.path.join(d, "unused.jsonl"), 10))
-    r = subprocess.run([ptrain, "plan", job, "--gpus", "2", "--verify", "3", "--json", "--out",
+    r = subprocess.run([ptrain, "plan", job, "--gpus", "2", "--verify", "3", "--verify-rounds", str(VERIFY_ROUNDS),
+                        "--json", "--out",
                         os.path.join(d, "planned.yaml"), "--force", "--set", "cluster.profile=" + profile],
                        check=True, capture_output=True, text=True)
     measured = {v["row"]: v["measured_s"] for v in json.loads(r.stdout)["verified"]}
     picked = measured[1] / min(measured.values())
     print(f"plan --verify 3: the plan's choice (row 1) measured {picked:.3f}x the fastest of the three", flush=True)
     return picked
+
+
+def median_rows(passes):
+    """Each job's median pass by its judged error (of two, the worse), the passes' ratios beside it."""
+    rows = []
+    for name, got in passes.items():
+        ordered = sorted(got, key=lambda r: abs(judged(r) - 1))
+        row = dict(ordered[len(ordered) // 2])
+        if len(got) > 1:
+            row["passes_measured_over_predicted"] = [r["measured_over_predicted"] for r in got]
+            if "drift" in row:
+                row["passes_at_profile_speed"] = [judged(r) for r in got]
+        rows.append(row)
+    return rows
 
 
 def main():
@@ -153,6 +198,11 @@ def main():
                         help="the test: exit 1 unless every job's predicted step is within TOL of the measured "
                              "median, and the plan's choice within 5%% of the fastest of its top three; writes "
                              "no results")
+    parser.add_argument("--retry-passes", type=int, default=0, metavar="K",
+                        help="with --check: a job whose median pass is outside TOL is measured in K more passes "
+                             "and judged by the median of all of them")
+    parser.add_argument("--no-drift", action="store_true",
+                        help="CPU sweep: judge the raw measured/predicted, without probing the machine's drift")
     parser.add_argument("--passes", type=int, default=1,
                         help="measure the whole sweep this many times, each pass with a profile of its own, and "
                              "judge each job by its median pass: this machine's host moves timings by 10%% and "
@@ -170,33 +220,48 @@ def main():
                      for name, (path, flags) in CUDA_SWEEP.items()}
         else:
             sweep = {name: (os.path.join(d, "job.yaml"), world, flags) for name, (model, world, flags) in SWEEP.items()}
-        for number in range(1, args.passes + 1):
+        def run_pass(number, total, names):
             if not args.profile:  # each pass its own profile, measured just before its runs
                 subprocess.run([args.ptrain, "profile", *measure, "--out", profile], check=True,
                                capture_output=not cuda)
-            for name, (job, world, flags) in sweep.items():
-                if args.only and args.only not in name:
-                    continue
+            probe = (lambda: None) if cuda or args.no_drift else (lambda: drift_probe(args.ptrain, profile, d))
+            before = probe()
+            for name in names:
+                job, world, flags = sweep[name]
                 if not cuda:
                     with open(job, "w") as f:
                         f.write(job_text(SWEEP[name][0], world, metrics, args.steps))
                 row = measure_job(args.ptrain, name, job, world, flags, profile, metrics)
+                after = probe()
+                if before is not None and after is not None:
+                    row["drift"] = (before + after) / 2
+                    row["at_profile_speed"] = row["measured_over_predicted"] / row["drift"]
+                before = after
                 passes.setdefault(name, []).append(row)
                 print(f"{name:28s} predicted {row['predicted_s']:7.3f} s  measured {row['measured_s']:7.3f} s  "
-                      f"measured/predicted {row['measured_over_predicted']:5.2f}  "
-                      f"(peak x 60%: {row['measured_over_peak_model']:5.2f})"
-                      + (f"  (pass {number} of {args.passes})" if args.passes > 1 else ""), flush=True)
+                      f"measured/predicted {row['measured_over_predicted']:5.2f}"
+                      + (f" (drift {row['drift']:4.2f}: {row['at_profile_speed']:5.2f} at the profile's speed)"
+                         if "drift" in row else "")
+                      + f"  (peak x 60%: {row['measured_over_peak_model']:5.2f})"
+                      + (f"  (pass {number} of {total})" if total > 1 else ""), flush=True)
+
+        names = [name for name in sweep if not args.only or args.only in name]
+        for number in range(1, args.passes + 1):
+            run_pass(number, args.passes, names)
+        # --check's second look: a job whose median pass is outside gets --retry-passes more, each
+        # with a profile of its own, and is judged by the median of all its passes.
+        outside = [r["job"] for r in median_rows(passes) if args.check and abs(judged(r) - 1) > args.check]
+        for extra in range(1, args.retry_passes + 1 if outside else 1):
+            print(f"outside {args.check:.0%} after {args.passes} passes: {', '.join(outside)}; "
+                  f"pass {args.passes + extra} of {args.passes + args.retry_passes} for them", flush=True)
+            run_pass(args.passes + extra, args.passes + args.retry_passes, outside)
         picked = None if cuda or args.only else verify_plan(args.ptrain, d, profile)
-    # Each job's median pass by its error (of two, the worse), the other passes' ratios beside it.
-    rows = []
-    for name, got in passes.items():
-        ordered = sorted(got, key=lambda r: abs(r["measured_over_predicted"] - 1))
-        row = dict(ordered[len(ordered) // 2])
-        if len(got) > 1:
-            row["passes_measured_over_predicted"] = [r["measured_over_predicted"] for r in got]
-        rows.append(row)
-    errors = [abs(r["measured_over_predicted"] - 1) for r in rows]
-    print(f"worst |error| {max(errors):.0%}, median {statistics.median(errors):.0%}")
+    rows = median_rows(passes)
+    errors = [abs(judged(r) - 1) for r in rows]
+    raw = [abs(r["measured_over_predicted"] - 1) for r in rows]
+    print(f"worst |error| {max(errors):.0%}, median {statistics.median(errors):.0%}"
+          + (f" at the profile's speed (raw: worst {max(raw):.0%}, median {statistics.median(raw):.0%})"
+             if any("drift" in r for r in rows) else ""))
     if args.check:
         outside = [r["job"] for r, e in zip(rows, errors) if e > args.check]
         if outside:
@@ -215,7 +280,9 @@ def main():
         kept["accuracy"] = {"jobs": len(rows), "median_error": round(statistics.median(errors), 4),
                             "worst_error": round(max(errors), 4), "date": datetime.date.today().isoformat(),
                             "how": ("one GPU: the benchmark jobs and four shapes" if cuda else
-                                    "this CPU: 13 jobs over dp, tp, pp, cp, ep, ZeRO and recompute")}
+                                    "this CPU: 13 jobs over dp, tp, pp, cp, ep, ZeRO and recompute"
+                                    + (", at the profile's speed (drift probed around each)"
+                                       if any("drift" in r for r in rows) else ""))}
         with open(path, "w") as f:
             json.dump(kept, f, indent=1)
             f.write("\n")

@@ -277,6 +277,7 @@ std::string to_json(const MeasuredProfile& p) {
     j["calibration"] = {{"job", p.calibration->job}, {"measured_step_s", p.calibration->measured_step_s},
                         {"predicted_compute_s", p.calibration->predicted_compute_s},
                         {"compute_scale", p.calibration->compute_scale}};
+  if (p.calibration && !p.calibration->job_yaml.empty()) j["calibration"]["job_yaml"] = p.calibration->job_yaml;
   return j.dump(1) + "\n";
 }
 
@@ -342,7 +343,8 @@ MeasuredProfile from_json(const std::string& source) {
     const json& c = j["calibration"];
     p.calibration = Calibration{text(c, "job", "calibration."), positive_number(c, "measured_step_s", "calibration."),
                                 positive_number(c, "predicted_compute_s", "calibration."),
-                                positive_number(c, "compute_scale", "calibration.")};
+                                positive_number(c, "compute_scale", "calibration."),
+                                c.contains("job_yaml") ? text(c, "job_yaml", "calibration.") : std::string()};
   }
   if (j.contains("accuracy")) {
     const json& a = j["accuracy"];

@@ -61,6 +61,10 @@ const char* collective_name(model::CollectiveKind kind);  // "all_reduce", ..., 
 struct Calibration {
   std::string job;  // the reference job, in words
   double measured_step_s = 0, predicted_compute_s = 0, compute_scale = 1;
+  // The reference job as it ran (a job file; empty in profiles written before 2026-11-27): run it
+  // again and compare its typical step with measured_step_s to see whether the machine still runs
+  // at the speed it was profiled at (bench/step_time_vs_validate.py does, around each job).
+  std::string job_yaml;
 };
 
 // How far step times from this profile held against runs on its machine

@@ -377,6 +377,14 @@ class Plan(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("verify: the top 2 layouts run on this machine", r.stdout)
         self.assertRegex(r.stdout, r"fastest measured: row [12]")
+        r, _ = self.plan(job, "--gpus", "2", "--verify", "1", "--verify-rounds", "4", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rounds = json.loads(r.stdout)["verified"][0]["round_s"]
+        self.assertEqual(len(rounds), 4)
+        self.assertEqual(json.loads(r.stdout)["verified"][0]["measured_s"], (sorted(rounds)[1] + sorted(rounds)[2]) / 2)
+        r, _ = self.plan(job, "--gpus", "2", "--verify-rounds", "4")  # no layouts to run them on
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--verify-rounds requires --verify", r.stderr)
         # the layouts run here: one node at most
         r, _ = self.plan(job, "--gpus", "8", "--verify", "1")
         self.assertEqual(r.returncode, 2)

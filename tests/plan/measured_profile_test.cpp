@@ -168,11 +168,14 @@ TEST_CASE("a CPU profile's times are per machine: ranks sharing its cores comput
 
 TEST_CASE("a calibrated profile scales every stage's compute by its measured compute_scale") {
   plan::MeasuredProfile calibrated = ideal();
-  calibrated.calibration = plan::Calibration{"reference", 0.3, 0.25, 1.2};
+  calibrated.calibration = plan::Calibration{"reference", 0.3, 0.25, 1.2, ""};
   const plan::MeasuredProfile back = plan::from_json(plan::to_json(calibrated));
   REQUIRE(back.calibration.has_value());
   CHECK(back.calibration->job == "reference");
   CHECK(back.calibration->compute_scale == 1.2);
+  CHECK(back.calibration->job_yaml.empty());  // a profile from before it was kept
+  calibrated.calibration->job_yaml = "name: calibration\nbackend: cpu\n";
+  CHECK(plan::from_json(plan::to_json(calibrated)).calibration->job_yaml == calibrated.calibration->job_yaml);
   CHECK_FALSE(plan::from_json(plan::to_json(ideal())).calibration.has_value());
   std::string text = plan::to_json(calibrated);
   CHECK_THROWS_WITH(plan::from_json(text.replace(text.find("1.2"), 3, "-1")), Contains("calibration.compute_scale"));
