@@ -63,6 +63,8 @@ bool aligned16(const void* p) {
 // otherwise.
 bool epilogue_operands_usable(const GemmArgs& g) {
   if (g.bias != nullptr && !aligned16(g.bias)) return false;
+  if (g.bias_grad != nullptr && (!aligned16(g.bias_grad) || g.bias != nullptr || g.gelu != GemmGelu::None))
+    return false;
   return g.gelu == GemmGelu::None || (aligned16(g.aux) && g.ld_aux % 8 == 0 && g.ld_aux >= g.m);
 }
 
@@ -75,6 +77,7 @@ cublasLtEpilogue_t epilogue_of(const GemmArgs& g) {
     case GemmGelu::None:
       break;
   }
+  if (g.bias_grad != nullptr) return CUBLASLT_EPILOGUE_BGRADB;
   return g.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
@@ -97,6 +100,7 @@ bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
   // The heuristic reads the bias and aux pointers' values for their alignment: set them before it runs.
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue_of(g));
   if (g.bias != nullptr) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  if (g.bias_grad != nullptr) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias_grad);
   if (g.gelu != GemmGelu::None) {
     set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
     set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ld_aux);

@@ -1,6 +1,7 @@
 // One cuBLASLt matmul in cuBLAS's column-major terms, for linear.cu:
 //   D[m,n] = op(A)[m,k] op(B)[k,n] + beta * D  (+ bias[m] broadcast over columns, BIAS epilogue)
-// optionally with GELU in the epilogue (GemmGelu). A and B share one element type (F32 or BF16); D is
+// optionally with GELU in the epilogue (GemmGelu), or with the sums of op(B) over k written to
+// bias_grad[n] (BGRADB: a weight gradient's GEMM that also yields its bias gradient). A and B share one element type (F32 or BF16); D is
 // F32, or BF16 when A/B are BF16. Accumulation and scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so
 // F32 GEMMs match the CPU to rounding).
 #pragma once
@@ -36,10 +37,12 @@ struct GemmArgs {
   GemmGelu gelu = GemmGelu::None;
   void* aux = nullptr;  // written by GemmGelu::Forward, read by Backward
   std::int64_t ld_aux = 0;
+  void* bias_grad = nullptr;  // [n], of d_type: sum over k of op(B)[k, j], written (not accumulated);
+                              // BGRADB, without bias or GELU
 };
 
 // Enqueues the matmul on ctx.stream. Returns false, enqueuing nothing, when the epilogue's operands are
-// not as gemm.cu takes them (bias and aux 16-byte aligned; ld_aux a multiple of 8 and >= m, as cuBLASLt
+// not as gemm.cu takes them (bias, bias_grad and aux 16-byte aligned; ld_aux a multiple of 8 and >= m, as cuBLASLt
 // documents) or cuBLASLt offers no algorithm for it: the caller falls back (a bias broadcast, our GELU
 // kernels, after a plain GEMM). Throws on any other failure. m, n, k must be positive.
 bool try_gemm(const LaunchContext& ctx, const GemmArgs& g);

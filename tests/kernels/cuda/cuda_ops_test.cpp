@@ -207,7 +207,9 @@ TEST_CASE("cuda linear_backward matches the CPU: d_in overwritten, d_weight and 
   for (const Case c : {Case{37, 67, 45, F32, F32, F32}, Case{130, 33, 257, F32, F32, F32},
                        Case{37, 67, 45, BF16, BF16, F32}, Case{37, 67, 45, BF16, F32, BF16},
                        // 65 row splits for d_bias's column sums: more than one per lane of a warp
-                       Case{4100, 33, 16, BF16, BF16, F32}}) {
+                       Case{4100, 33, 16, BF16, BF16, F32},
+                       // aligned as a model's layers are: d_bias from the d_weight GEMM's BGRADB epilogue
+                       Case{512, 256, 128, BF16, BF16, F32}, Case{512, 256, 128, F32, F32, F32}}) {
     INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " compute=" << to_string(c.compute)
               << " d_in=" << to_string(c.d_in) << " d_param=" << to_string(c.d_param));
     const Vec in = as_dtype(random_vec(c.M * c.K, 11), c.compute);
