@@ -5,6 +5,8 @@
 #include <regex>
 #include <set>
 
+#include "engine/dist/trace.h"
+
 namespace ptrain::app {
 
 std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
@@ -45,13 +47,23 @@ std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
   sim.busy.assign(static_cast<std::size_t>(pp), 0.0);
   std::map<int, int> rank_of;  // pid -> pp rank
   for (const auto& [rank, pid] : pid_of) rank_of[pid] = rank;
-  for (const auto& e : events) {
+  auto is_pipeline_op = [](const nlohmann::json& e) {
     const std::string name = e.value("name", "");
-    if (e.value("ph", "") != "X" || name.size() < 2 || name[1] != ' ' || std::string("FBW").find(name[0]) == std::string::npos)
-      continue;
+    return e.value("ph", "") == "X" && name.size() >= 2 && name[1] == ' ' &&
+           std::string("FBW").find(name[0]) != std::string::npos;
+  };
+  // A rank whose device ran the ops (CUDA: the compute stream's track) is read there, where each op
+  // took its time, rather than on the host's track, where it was issued.
+  std::set<int> on_device;
+  for (const auto& e : events)
+    if (is_pipeline_op(e) && e.value("tid", -1) == dist::Trace::kDevice) on_device.insert(e.value("pid", -1));
+  for (const auto& e : events) {
+    if (!is_pipeline_op(e)) continue;
+    const std::string name = e.value("name", "");
     const int pid = e.value("pid", -1);
     const auto rank = rank_of.find(pid);
     if (rank == rank_of.end() || !e.contains("args")) continue;
+    if (e.value("tid", -1) != (on_device.count(pid) > 0 ? dist::Trace::kDevice : dist::Trace::kSteps)) continue;
     const auto [begin, end] = steps[pid][out.step];
     const double ts = e.value("ts", 0.0), te = ts + e.value("dur", 0.0);
     if (ts < begin || te > end) continue;

@@ -20,6 +20,7 @@ struct MeasuredStep {
 
 // The last step every pp rank of the replica at tp 0, dp 0, ep 0 recorded (the ranks found by their
 // process names, "rank 2 (pp 1, tp 0, dp 0, ep 0)"), or nullopt when the trace lacks one of them.
+// A rank's ops come from its device track where it has one (CUDA), else from its host track.
 std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp);
 
 }  // namespace ptrain::app

@@ -2,6 +2,7 @@
 curves, its predictions and, with a trace, its measured pipeline step beside the simulated one; the
 page renders in a real headless browser (Debian's chromium); bad input is exit 2.
     python3 tests/cli/test_report.py --ptrain build/ptrain [-v]"""
+import json
 import os
 import re
 import shutil
@@ -93,6 +94,29 @@ class Report(unittest.TestCase):
             png = f.read()
         self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
         self.assertGreater(len(png), 20_000)  # a page of charts, not a blank one
+
+    def test_a_device_track_is_the_measured_timeline_where_there_is_one(self):
+        # A CUDA trace holds every F/B/W twice: where the host issued it (track 0) and where the
+        # compute stream ran it (track 2). The page reads the device's, each op once.
+        _, host_html = self.page()
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("job.yaml", "metrics.jsonl"):
+                shutil.copy(os.path.join(self.run_dir, name), d)
+            with open(os.path.join(self.run_dir, "trace.json")) as f:
+                trace = json.load(f)
+            device = [dict(e, tid=2, ts=e["ts"] + 20.0, dur=e["dur"] / 2) for e in trace["traceEvents"]
+                      if e["ph"] == "X" and e["tid"] == 0 and e["name"][:2] in ("F ", "B ", "W ")]
+            trace["traceEvents"] += device
+            with open(os.path.join(d, "trace.json"), "w") as f:
+                json.dump(trace, f)
+            r = ptrain("report", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "report.html")) as f:
+                html = f.read()
+        measured = html[html.index('id="measured"'):html.index('id="simulated"')]
+        self.assertEqual(len(re.findall(r'class="op"', measured)), 2 * 2 * 4)
+        makespan = re.compile(r"measured: step 6 \(tp 0, dp 0\), makespan ([\d.]+) s")
+        self.assertLess(float(makespan.search(html).group(1)), float(makespan.search(host_html).group(1)))
 
     def test_without_job_or_trace_the_page_says_what_is_missing(self):
         with tempfile.TemporaryDirectory() as d:
