@@ -180,6 +180,12 @@ void check_linear_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bi
                                                               weight, M, N, K);
 }
 
+void check_linear_input_grad_add(const char* backend, Buf d_in, Buf d_out, Buf weight, int M, int N, int K) {
+  const Checker c{backend, "linear_input_grad_add"};
+  c.require_float("d_in", d_in);
+  c.require_linear_backward("d_in", d_in, Buf{}, Buf{}, d_out, Buf{}, weight, M, N, K);
+}
+
 void check_linear_gelu_forward(const char* backend, Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M,
                                int N, int K) {
   const Checker c{backend, "linear_gelu_forward"};

@@ -35,6 +35,7 @@ void check_linear_backward(const char* backend, Buf d_in, Buf d_weight, Buf d_bi
 // pre's dtype, d_pre and pre share one.
 void check_linear_gelu_forward(const char* backend, Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M,
                                int N, int K);
+void check_linear_input_grad_add(const char* backend, Buf d_in, Buf d_out, Buf weight, int M, int N, int K);
 void check_linear_backward_gelu(const char* backend, Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
                                 Buf weight, Buf pre, int M, int N, int K);
 

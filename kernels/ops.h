@@ -41,6 +41,10 @@ class Ops {
   // (skipped if null); d_bias[N] += column sums of d_out (skipped if null).
   virtual void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N,
                                int K) const = 0;
+  // d_in[M,K] += d_out @ weight: the input gradient of a layer that shares its input with another
+  // (attention's k and v projections read what q's reads), added in the GEMM itself (beta 1) rather
+  // than written aside and added by a pass of its own. d_in is required; dtypes as linear_backward's.
+  virtual void linear_input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K) const = 0;
 
   // ---- linear with the GELU that follows it fused in (an MLP's up projection; GELU as gelu_forward):
   // pre[M,N] = in @ weight^T (+ bias), out[M,N] = gelu(pre). pre, the GELU input kept for backward, is

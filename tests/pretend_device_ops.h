@@ -29,6 +29,9 @@ class PretendDeviceOps final : public kernels::Ops {
   void linear_gelu_forward(Buf out, Buf pre, Buf in, Buf w, Buf b, int M, int N, int K) const override {
     cpu().linear_gelu_forward(out, pre, in, w, b, M, N, K);
   }
+  void linear_input_grad_add(Buf d_in, Buf d_out, Buf w, int M, int N, int K) const override {
+    cpu().linear_input_grad_add(d_in, d_out, w, M, N, K);
+  }
   void linear_backward_gelu(Buf d_pre, Buf d_w, Buf d_b, Buf d_out, Buf in, Buf w, Buf pre, int M, int N,
                             int K) const override {
     cpu().linear_backward_gelu(d_pre, d_w, d_b, d_out, in, w, pre, M, N, K);

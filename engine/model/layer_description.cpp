@@ -467,7 +467,6 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   add(T::ProjectionOutput, "projection_output", full_hidden);
   add(T::DResidual, "d_residual", x.sharded_hidden());
   add(T::DNorm, "d_norm", full_hidden);
-  add(T::DScratch, "d_scratch", full_hidden);
   if (x.seq_shard > 1) {
     add(T::SpGatheredInput, "sequence_parallel.gathered_input", full_hidden);
     add(T::SpGatheredGradient, "sequence_parallel.gathered_gradient", full_hidden);
@@ -476,13 +475,12 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   add(T::DAttention, "d_attention", N * x.q_cols());
   for (SavedTensor& t : layer_output_grads(spec, false)) out.push_back(std::move(t));
   if (spec.model.moe) {
-    // The combine weights' gradient, the experts' SwiGLU and input gradients, one expert's w3 input
-    // gradient before it is added, and the all-to-all's buffer (not over tp).
+    // The combine weights' gradient, the experts' SwiGLU and input gradients, and the all-to-all's
+    // buffer (not over tp).
     const std::int64_t slots = expert_token_slots(spec);
     out.push_back(fp32(T::MoeDWeight, "moe.d_weight", N * spec.model.moe->top_k));
     add(T::MoeDActivation, "moe.d_activation", slots * x.f);
     add(T::MoeDExpertInput, "moe.d_expert_input", slots * x.h);
-    add(T::MoeDPartial, "moe.d_partial", expert_block_rows(spec) * x.h);  // one block's
     if (spec.parallel.ep > 1 && !config::experts_over_tp(spec)) add(T::MoeExchange, "moe.exchange", slots * x.h);
     if (spec.parallel.cp > 1) {  // this rank's routing out of the whole sequences', and back
       const std::int64_t E = spec.model.moe->experts, pairs = N * spec.model.moe->top_k;

@@ -48,10 +48,10 @@ enum class ArenaTensor {
   TokenIds, FinalNormInput, FinalNormMean, FinalNormRstd, FinalNormOutput, Logits, Targets, TokenLosses,
   LossShardStats,
   // The backward workspace's own temporaries.
-  ProjectionOutput, DResidual, DNorm, DScratch, SpGatheredInput, SpGatheredGradient, CpKeys, CpValues,
+  ProjectionOutput, DResidual, DNorm, SpGatheredInput, SpGatheredGradient, CpKeys, CpValues,
   CpDKeys, CpDValues, CpStaging, CpRingKv, CpRingDKv, CpRingPart, CpRingPartLse, CpRingPartDKv, CpA2aQ, CpA2aK,
   CpA2aV, CpA2aDOutput, CpA2aSend, CpA2aRecv, DAttention, DMlpActivation, MoeDWeight, MoeDActivation, MoeDExpertInput,
-  MoeDPartial, MoeExchange, MoeCpOwnSlot, MoeCpOwnWeight, MoeCpLogits, MoeCpLogitsStaging, MoeCpDWeight,
+  MoeExchange, MoeCpOwnSlot, MoeCpOwnWeight, MoeCpLogits, MoeCpLogitsStaging, MoeCpDWeight,
   MoeCpDLogits,
 };
 

@@ -110,8 +110,8 @@ void MoeBlock::recompute_activation(MoeActs& a) const {
   ops_.swiglu_forward(a.act, a.gate, a.up, rows() * F_);
 }
 
-void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out, Buf d_in, Buf d_scratch,
-                        const MoeWorkspace& ws, const MoeGrads& g, bool keep) const {
+void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out, Buf d_in, const MoeWorkspace& ws,
+                        const MoeGrads& g, bool keep) const {
   auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
   const auto R = static_cast<int>(R_);
   // The combine's backward: each kept pair's row gets its weight times the token's gradient, and
@@ -132,8 +132,8 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
                          expert_rows(a.act, e, F_), x.w2, R, C_, F_);
     ops_.swiglu_backward(d_gate, d_up, d_act, expert_rows(a.gate, e, F_), expert_rows(a.up, e, F_), R_ * F_);
     ops_.linear_backward(d_rows_in, now(x.g_w1), Buf{}, d_gate, rows_in, x.w1, R, F_, C_);
-    ops_.linear_backward(ws.d_partial, now(x.g_w3), Buf{}, d_up, rows_in, x.w3, R, F_, C_);
-    ops_.accumulate(d_rows_in, ws.d_partial, R_ * C_);
+    if (!keep) ops_.linear_backward(Buf{}, x.g_w3, Buf{}, d_up, rows_in, x.w3, R, F_, C_);
+    ops_.linear_input_grad_add(d_rows_in, d_up, x.w3, R, F_, C_);  // w1 and w3 read one input
   }
   // The dispatch's backward: (all-to-all) back to the tokens' ranks, each token's rows summed.
   if (ep_ != nullptr) exchange(ws.d_expert_in, ws.exchange);
@@ -151,10 +151,11 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
                             sequence_T_, E_, k_, aux_scale_);
     cp_->take_rows(ws.sequence_d_logits, g.d_logits, E_);
   }
-  ops_.linear_backward(router_rows(d_scratch, C_), now(w.g_router), Buf{}, router_rows(g.d_logits, E_),
-                       router_rows(in, C_), w.router, router_tokens_, E_, C_);
-  ops_.accumulate(router_rows(d_in, C_), router_rows(d_scratch, C_),
-                  static_cast<std::int64_t>(router_tokens_) * C_);
+  // The router reads the block's input too: its input gradient is added to the experts'.
+  if (!keep)
+    ops_.linear_backward(Buf{}, w.g_router, Buf{}, router_rows(g.d_logits, E_), router_rows(in, C_), w.router,
+                         router_tokens_, E_, C_);
+  ops_.linear_input_grad_add(router_rows(d_in, C_), router_rows(g.d_logits, E_), w.router, router_tokens_, E_, C_);
 }
 
 void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const MoeGrads& g) const {

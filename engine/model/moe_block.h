@@ -87,7 +87,6 @@ struct MoeWorkspace {
   kernels::Buf d_weight;     // [N, k] F32
   kernels::Buf d_act;        // [rows, F]
   kernels::Buf d_expert_in;  // [rows, C]
-  kernels::Buf d_partial;    // [R, C] one expert's w3 input gradient before it is added
   kernels::Buf exchange;     // ep > 1: [rows, C] what one all-to-all sends (or receives)
   // cp > 1: this rank's tokens' slots [N, k] I32 and weights [N, k] F32, the router's logits of them
   // [N, E] F32 and the all-gather's staging [cp * N, E] F32, the whole sequences' weight gradients
@@ -115,10 +114,10 @@ class MoeBlock {
   // a.act from a.gate and a.up (selective recompute).
   void recompute_activation(MoeActs& a) const;
   // d_in[N, C] = dLoss/d(in) from d_out (overwrite), through the experts and the router (with the
-  // load-balancing loss); d_scratch [N, C] is clobbered. The weight gradients accumulate unless
-  // `keep` takes the output gradients for weight_grad(); otherwise they go to `outputs`.
+  // load-balancing loss). The weight gradients accumulate unless `keep` takes the output gradients
+  // for weight_grad(); otherwise they go to `outputs`.
   void backward(const MoeWeights& w, const MoeActs& a, kernels::Buf in, kernels::Buf d_out, kernels::Buf d_in,
-                kernels::Buf d_scratch, const MoeWorkspace& ws, const MoeGrads& outputs, bool keep) const;
+                const MoeWorkspace& ws, const MoeGrads& outputs, bool keep) const;
   void weight_grad(const MoeWeights& w, const MoeActs& a, kernels::Buf in, const MoeGrads& g) const;
 
  private:

@@ -181,7 +181,7 @@ class Transformer {
     LayerActs recomputed;                  // full set for recompute (full) or the dropped parts (selective)
     Buf proj_out;                          // attention / MLP output projection before the residual add [N,C]
     Buf d_res;                             // gradient of the residual stream [Ns,C]
-    Buf d_norm, d_tmp;                     // [N,C] (partial sums over tp before their sum)
+    Buf d_norm;                            // [N,C] (partial sums over tp before their sum)
     Buf d_att;                             // [N, Hq*D]
     Buf d_act;                             // [N,F] llama only (SwiGLU)
     LayerOutputGrads outputs;  // the layer's d_q, d_k, d_v, d_up, d_gate (d_attention, d_mlp: d_res)

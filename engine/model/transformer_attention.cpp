@@ -71,7 +71,6 @@ void Transformer::attention_backward(const LayerWeights& w, const LayerActs& a, 
                                      bool kv_gathered) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
-  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C;
   const std::int64_t mine = static_cast<std::int64_t>(d.Ns) * d.C;  // this rank's residual stream
   // A linear layer's weight gradient now, or (keep) its output gradient for weight_grad.
   auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
@@ -92,13 +91,17 @@ void Transformer::attention_backward(const LayerWeights& w, const LayerActs& a, 
     tp_->sum_kv_copies(d_k, kv_elements);
     tp_->sum_kv_copies(d_v, kv_elements);
   }
-  const Buf d_in_kv = passes_kv ? ws_.d_tmp : Buf{};
+  // q, k and v read one input: k's and v's input gradients are added to q's in their GEMMs.
   const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
   ops_.linear_backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, qkv_in, w.wq, d.N, q_cols, d.C);
-  ops_.linear_backward(d_in_kv, now(w.g_wk), now(w.g_bk), d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
-  if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
-  ops_.linear_backward(d_in_kv, now(w.g_wv), now(w.g_bv), d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
-  if (passes_kv) ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+  if (!keep) {
+    ops_.linear_backward(Buf{}, w.g_wk, w.g_bk, d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
+    ops_.linear_backward(Buf{}, w.g_wv, w.g_bv, d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
+  }
+  if (passes_kv) {
+    ops_.linear_input_grad_add(ws_.d_norm, d_k, w.wk, d.N, kv_cols, d.C);
+    ops_.linear_input_grad_add(ws_.d_norm, d_v, w.wv, d.N, kv_cols, d.C);
+  }
 }
 
 void Transformer::attention_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g) {

@@ -82,7 +82,6 @@ Buf* Transformer::workspace_field(Workspace& w, ArenaTensor id) {
     case T::ProjectionOutput: return &w.proj_out;
     case T::DResidual: return &w.d_res;
     case T::DNorm: return &w.d_norm;
-    case T::DScratch: return &w.d_tmp;
     case T::SpGatheredInput: return &w.gathered;
     case T::SpGatheredGradient: return &w.d_full;
     case T::CpKeys: return &w.cp_k;
@@ -106,7 +105,6 @@ Buf* Transformer::workspace_field(Workspace& w, ArenaTensor id) {
     case T::MoeDWeight: return &w.moe.d_weight;
     case T::MoeDActivation: return &w.moe.d_act;
     case T::MoeDExpertInput: return &w.moe.d_expert_in;
-    case T::MoeDPartial: return &w.moe.d_partial;
     case T::MoeExchange: return &w.moe.exchange;
     case T::MoeCpOwnSlot: return &w.moe.own_slot;
     case T::MoeCpOwnWeight: return &w.moe.own_weight;

@@ -29,11 +29,11 @@ Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
 void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g,
                                bool keep) {
   const auto& d = dims_;
-  const std::int64_t nc = static_cast<std::int64_t>(d.N) * d.C, nf = static_cast<std::int64_t>(d.N) * d.F;
+  const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
   auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
   if (moe_)
     return moe_->backward(w.moe, a.moe, gather_tokens(a.norm2, ws_.gathered),
-                          gather_tokens(ws_.d_res, ws_.d_full), ws_.d_norm, ws_.d_tmp, ws_.moe, g.moe, keep);
+                          gather_tokens(ws_.d_res, ws_.d_full), ws_.d_norm, ws_.moe, g.moe, keep);
   if (keep) ops_.convert(g.d_mlp, ws_.d_res, static_cast<std::int64_t>(d.Ns) * d.C);
   const Buf d_mlp_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
@@ -47,9 +47,10 @@ void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const 
     ops_.linear_backward(ws_.d_act, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, d.N, d.C,
                          d.F);
     ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
+    // gate and up read one input: up's input gradient is added to gate's in its GEMM
     ops_.linear_backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-    ops_.linear_backward(ws_.d_tmp, now(w.g_up), Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
-    ops_.accumulate(ws_.d_norm, ws_.d_tmp, nc);
+    if (!keep) ops_.linear_backward(Buf{}, w.g_up, Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
+    ops_.linear_input_grad_add(ws_.d_norm, d_up, w.w_up, d.N, d.F, d.C);
   }
 }
 

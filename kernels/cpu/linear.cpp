@@ -103,4 +103,14 @@ void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf 
   if (d_bias && N > 0 && M > 0) column_sums_accumulate(f32(d_bias), dy, M, N);
 }
 
+void linear_input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K) {
+  check_linear_input_grad_add("cpu", d_in, d_out, weight, M, N, K);
+  if (M == 0 || N == 0 || K == 0) return;
+  Bf16Staging staging;  // a BF16 d_in is staged from its values: the sum is rounded once
+  d_in = staging.output(d_in, std::int64_t{M} * K);
+  const float* dy = cf32(staging.input(d_out, std::int64_t{M} * N));
+  weight = staging.input(weight, std::int64_t{N} * K);
+  sgemm(CblasNoTrans, CblasNoTrans, M, K, N, dy, N, cf32(weight), K, 1.0f, f32(d_in), K);
+}
+
 }  // namespace ptrain::kernels::cpu

@@ -111,6 +111,9 @@ class CudaOps final : public Ops {
                            int K) const override {
     cuda::linear_gelu_forward(ctx(), out, pre, in, weight, bias, M, N, K);
   }
+  void linear_input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K) const override {
+    cuda::linear_input_grad_add(ctx(), d_in, d_out, weight, M, N, K);
+  }
   void linear_backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre,
                             int M, int N, int K) const override {
     cuda::linear_backward_gelu(ctx(), d_pre, d_weight, d_bias, d_out, in, weight, pre, M, N, K);

@@ -193,6 +193,14 @@ void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bia
   }
 }
 
+void linear_input_grad_add(const LaunchContext& ctx, Buf d_in, Buf d_out, Buf weight, int M, int N, int K) {
+  check_linear_input_grad_add("cuda", d_in, d_out, weight, M, N, K);
+  if (M == 0 || N == 0 || K == 0) return;
+  GemmArgs g = input_grad_gemm(d_in, d_out, weight, M, N, K);
+  g.beta = 1.0f;
+  gemm(ctx, g);
+}
+
 void linear_gelu_forward(const LaunchContext& ctx, Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M,
                          int N, int K) {
   check_linear_gelu_forward("cuda", out, pre, in, weight, bias, M, N, K);

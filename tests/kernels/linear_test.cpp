@@ -113,3 +113,37 @@ TEST_CASE("linear with a large shape uses several threads and still matches", "[
   }
   check_close(db, ref_db, 1e-5, 1e-5, "d_bias");
 }
+
+TEST_CASE("linear_input_grad_add adds d_out @ weight to d_in, rounded once in BF16", "[linear]") {
+  const int M = 9, N = 14, K = 11;
+  const Vec w = random_vec(N * K, 41);
+  const Vec dy = random_vec(M * N, 42);
+  const Vec d_in0 = random_vec(M * K, 43);
+  Vec product = nan_vec(M * K);
+  ops().linear_backward(buf(product), none(), none(), buf(dy), none(), buf(w), M, N, K);
+  for (const ptrain::kernels::DType t : {F32, BF16}) {
+    INFO("d_in " << to_string(t));
+    const Vec start = as_dtype(d_in0, t);
+    HostTensor d_in(start, t), w_t(w, t), dy_t(dy, t);
+    ops().linear_input_grad_add(d_in.buf(), dy_t.buf(), w_t.buf(), M, N, K);
+    // The product of the stored operands in fp32, added to d_in's stored values, rounded once.
+    Vec stored_product = nan_vec(M * K);
+    ops().linear_backward(buf(stored_product), none(), none(), buf(as_dtype(dy, t)), none(), buf(as_dtype(w, t)), M,
+                          N, K);
+    DVec want(static_cast<std::size_t>(M) * K);
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = static_cast<double>(start[i]) + stored_product[i];
+    check_close(d_in.values(), want, t == BF16 ? 1e-2 : 1e-5, t == BF16 ? 8e-3 : 1e-5, "d_in");
+  }
+  // F32: exactly what linear_backward into a temporary and an accumulate make, up to the GEMM's sum.
+  Vec d_in = d_in0;
+  ops().linear_input_grad_add(buf(d_in), buf(dy), buf(w), M, N, K);
+  Vec summed = d_in0;
+  ops().accumulate(buf(summed), buf(product), M * K);
+  check_close(d_in, to_double(summed), 1e-6, 1e-6, "d_in against the two ops");
+  // Empty sums leave d_in; a missing d_in is refused.
+  Vec untouched = d_in0;
+  ops().linear_input_grad_add(buf(untouched), buf(dy), buf(w), M, 0, K);
+  check_close(untouched, to_double(d_in0), 0.0, 0.0, "N == 0");
+  CHECK_THROWS_WITH(ops().linear_input_grad_add(none(), buf(dy), buf(w), M, N, K),
+                    Catch::Contains("linear_input_grad_add") && Catch::Contains("d_in"));
+}

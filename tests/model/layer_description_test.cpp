@@ -142,8 +142,9 @@ TEST_CASE("backward workspace: recomputed tensors per mode plus the backward tem
   const std::int64_t n = spec.train.micro_batch * spec.model.seq_len;
   const std::int64_t h = spec.model.hidden, f = spec.model.ffn_hidden, d = spec.model.head_dim();
   const int a = spec.train.precision == config::Precision::Bf16 ? 2 : 4;
-  // 4 x [n,h] + d_attention, d_q [n, heads*d] + d_k, d_v [n, kv*d] + 3 x [n,f] (SwiGLU has a gate)
-  CHECK(temps == static_cast<double>(a * (4 * n * h + 2 * n * spec.model.heads * d + 2 * n * spec.model.kv_heads * d +
+  // 3 x [n,h] (the projection output, the residual's and the norm's gradients) + d_attention, d_q
+  // [n, heads*d] + d_k, d_v [n, kv*d] + 3 x [n,f] (SwiGLU has a gate)
+  CHECK(temps == static_cast<double>(a * (3 * n * h + 2 * n * spec.model.heads * d + 2 * n * spec.model.kv_heads * d +
                                           3 * n * f)));
   spec.train.recompute = config::Recompute::Selective;
   const double dropped = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None)) -

@@ -236,6 +236,21 @@ TEST_CASE("cuda linear_backward matches the CPU: d_in overwritten, d_weight and 
   }
 }
 
+TEST_CASE("cuda linear_input_grad_add matches the CPU: d_in += d_out @ weight", "[cuda][linear][grad]") {
+  for (const auto& [M, N, K, t] : {std::tuple{37, 67, 45, F32}, std::tuple{37, 67, 45, BF16},
+                                   std::tuple{512, 128, 256, BF16}}) {
+    INFO("M=" << M << " N=" << N << " K=" << K << " dtype=" << to_string(t));
+    const Vec w = as_dtype(random_vec(N * K, 21), t), dy = as_dtype(random_vec(M * N, 22), t);
+    const Vec d_in0 = as_dtype(random_vec(M * K, 23), t);
+    Vec ref = d_in0;
+    cpu().linear_input_grad_add(buf(ref), buf(dy), buf(w), M, N, K);  // F32 on the CPU, rounded below
+    ref = as_dtype(ref, t);
+    const DeviceBuffer g_w(w, t), g_dy(dy, t), g_in(d_in0, t);
+    gpu().linear_input_grad_add(g_in.buf(), g_dy.buf(), g_w.buf(), M, N, K);
+    expect_close(g_in, ref, tol(t, 3e-5), "d_in");
+  }
+}
+
 TEST_CASE("cuda linear_backward with N == 0 zeroes d_in", "[cuda][linear][grad]") {
   const int M = 5, K = 9;
   const DeviceBuffer one(Vec(1, 1.0f), F32);
