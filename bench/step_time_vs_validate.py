@@ -258,7 +258,9 @@ def main():
         picked = None if cuda or args.only else verify_plan(args.ptrain, d, profile)
     rows = median_rows(passes)
     errors = [abs(judged(r) - 1) for r in rows]
-    raw = [abs(r["measured_over_predicted"] - 1) for r in rows]
+    # Raw: what a user of the profile meets, drift and all (each job's median pass by its raw ratio).
+    raw = [statistics.median(abs(x - 1) for x in r.get("passes_measured_over_predicted", [r["measured_over_predicted"]]))
+           for r in rows]
     print(f"worst |error| {max(errors):.0%}, median {statistics.median(errors):.0%}"
           + (f" at the profile's speed (raw: worst {max(raw):.0%}, median {statistics.median(raw):.0%})"
              if any("drift" in r for r in rows) else ""))
@@ -277,12 +279,11 @@ def main():
         path = args.profile or args.profile_out
         with open(path) as f:
             kept = json.load(f)
-        kept["accuracy"] = {"jobs": len(rows), "median_error": round(statistics.median(errors), 4),
-                            "worst_error": round(max(errors), 4), "date": datetime.date.today().isoformat(),
+        # The raw errors: validate quotes them to users, whose runs meet the machine's drift too.
+        kept["accuracy"] = {"jobs": len(rows), "median_error": round(statistics.median(raw), 4),
+                            "worst_error": round(max(raw), 4), "date": datetime.date.today().isoformat(),
                             "how": ("one GPU: the benchmark jobs and four shapes" if cuda else
-                                    "this CPU: 13 jobs over dp, tp, pp, cp, ep, ZeRO and recompute"
-                                    + (", at the profile's speed (drift probed around each)"
-                                       if any("drift" in r for r in rows) else ""))}
+                                    "this CPU: 13 jobs over dp, tp, pp, cp, ep, ZeRO and recompute")}
         with open(path, "w") as f:
             json.dump(kept, f, indent=1)
             f.write("\n")
