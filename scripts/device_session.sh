@@ -9,7 +9,9 @@
 #      --backend cuda), then `ptrain profile --backend cuda` and the step-time sweep against it
 #      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
 #      $OUT/h100-sxm.json (commit it as profiles/h100-sxm.json when the GPU is one) with its results;
-#   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT.
+#   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT, then
+#      ptrain's GPT-2 run again with PTRAIN_CUDA_BGRAD=0 (bias gradients by column sums, not the
+#      BGRADB epilogue) into $OUT/bgrad-off, to time the two against each other.
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
 # its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried.
 #   bash scripts/device_session.sh [--bench]      # device tool: carry ["device-bundle"]
@@ -70,6 +72,10 @@ if [ "$bench" = 1 ]; then
   say "3: the GPU benchmark, alone"
   check gpu-benchmark 540 bash bench/gpu_benchmark.sh --results-dir "$out"
   tail -n 12 "$work/logs/gpu-benchmark.log"
+  mkdir -p "$out/bgrad-off"
+  check gpu-benchmark-bgrad-off 180 env PTRAIN_CUDA_BGRAD=0 bash bench/gpu_benchmark.sh --models gpt2-124m \
+    --skip torch,llmc --results-dir "$out/bgrad-off"
+  tail -n 4 "$work/logs/gpu-benchmark-bgrad-off.log"
   pack
 fi
 say "done (files in $out: $(ls "$out" | tr '\n' ' '))"

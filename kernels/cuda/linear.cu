@@ -9,6 +9,8 @@
 // The profile of 2026-11-22 timed the separate pass at 3.7 ms of a GPT-2 124M microbatch. Otherwise
 // (no d_weight, BF16 d_weight, no algorithm) the deterministic column reduction (column_sums.cuh).
 // Both sum in fp32 in an order fixed by the shape (and, for BGRADB, the algorithm cuBLASLt picks).
+// PTRAIN_CUDA_BGRAD=0 in the environment keeps the column reduction, for A/B timing: cuBLASLt may
+// pick a slower GEMM with the epilogue than without (reported for large GEMMs on A100, CUDA 11.7).
 // Dtypes: in, weight and d_out share one element type, F32 or BF16. Outputs (out, d_in, d_weight) are
 // F32, or either F32 or BF16 when the inputs are BF16 (fp32 accumulation in both cases); bias has
 // out's dtype; d_bias is F32 or BF16. The BIAS epilogue is used when the bias is 16-byte aligned and
@@ -23,6 +25,8 @@
 // relative: below bf16's rounding, far above fp32's, which is why F32 never takes it) and by one
 // rounding fewer (GELU and gelu' read the fp32 product; the pair reads it rounded to bf16).
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/activations.cuh"
@@ -51,6 +55,15 @@ struct BiasGradValue {
     v[0] = to_f32(d_out[static_cast<std::int64_t>(r) * C + c]);
   }
 };
+
+// BGRADB unless PTRAIN_CUDA_BGRAD=0 (read once).
+bool bgrad_epilogue() {
+  static const bool on = [] {
+    const char* v = std::getenv("PTRAIN_CUDA_BGRAD");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
 
 template <typename G>
 struct AddSums {
@@ -166,7 +179,7 @@ void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bia
   bool bias_done = false;
   if (d_weight && N > 0 && K > 0 && M > 0) {
     GemmArgs g = weight_grad_gemm(d_weight, d_out, in, M, N, K);
-    if (d_bias && d_weight.dtype == DType::F32) {
+    if (d_bias && d_weight.dtype == DType::F32 && bgrad_epilogue()) {
       const Scratch<float> sums(ctx, static_cast<std::size_t>(N));
       g.bias_grad = sums.get();
       bias_done = try_gemm(ctx, g);
