@@ -127,7 +127,7 @@ std::uint64_t Comm::trace_mark(const void* stream) const {
   return trace_ != nullptr ? trace_->mark(stream) : 0;
 }
 
-void Comm::trace_device(std::uint64_t from, std::uint64_t to, Trace::Track track) {
+void Comm::trace_device(std::uint64_t from, std::uint64_t to, int track) {
   if (trace_ == nullptr) return;
   trace_->add_device(running_.op, "collective", from, to, trace_args(*running_.group, running_.bytes, running_.peer),
                      track);

@@ -254,7 +254,7 @@ class Comm {
   // trace_device(from, to, track) shows the running collective between two markers on `track`,
   // named as on the collectives track.
   std::uint64_t trace_mark(const void* stream) const;
-  void trace_device(std::uint64_t from, std::uint64_t to, Trace::Track track);
+  void trace_device(std::uint64_t from, std::uint64_t to, int track);
 
  private:
   struct Running {

@@ -482,7 +482,7 @@ class NcclComm final : public Comm {
     PTRAIN_DIST_CHECK(cudaStreamWaitEvent(stream, ready_, 0));
     const std::uint64_t traced = trace_mark(stream);
     issue(key, [&](ncclComm_t comm) { enqueue(data, comm, stream); });
-    trace_device(traced, trace_mark(stream), stream == comm_stream_ ? Trace::kCommStream : Trace::kSendStreams);
+    trace_device(traced, trace_mark(stream), stream_track(stream));
     cudaEvent_t done = take_event();
     PTRAIN_DIST_CHECK(cudaEventRecord(done, stream));
     if (!overlap) PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
@@ -490,6 +490,18 @@ class NcclComm final : public Comm {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending_.push_back({op, done, Clock::now()});
     return op.seq;
+  }
+
+  // The trace track of `stream`: the comm stream's, or the track of its own that each send stream
+  // has (sends on two channels overlap).
+  int stream_track(cudaStream_t stream) const {
+    if (stream == comm_stream_) return Trace::kCommStream;
+    int n = 0;
+    for (const auto& entry : send_streams_) {
+      if (entry.second == stream) break;
+      ++n;
+    }
+    return Trace::send_stream_track(n);
   }
 
   // Host memory: through the device scratch, and waited for, since the caller reads the result

@@ -89,10 +89,9 @@ void Trace::push(Event event) {
 void Trace::attach_device(const kernels::Ops& ops) {
   const std::uint64_t marker = ops.record_marker();
   if (marker == 0) return;
-  ops.marker_seconds(marker, marker);  // waits until the device has passed it
+  ops.release_marker(marker);
   device_ = &ops;
-  anchor_ = marker;
-  anchor_us_ = since_start_us(Clock::now());
+  pin_device_clock();
 }
 
 std::uint64_t Trace::mark(const void* stream) const {
@@ -100,7 +99,7 @@ std::uint64_t Trace::mark(const void* stream) const {
 }
 
 void Trace::add_device(std::string name, const char* category, std::uint64_t from, std::uint64_t to,
-                       std::string args, Track track) {
+                       std::string args, int track) {
   if (from == 0 || to == 0) {  // no timeline (or a marker short): nothing to show, nothing kept
     if (device_ != nullptr) {
       device_->release_marker(from);
@@ -113,23 +112,25 @@ void Trace::add_device(std::string name, const char* category, std::uint64_t fro
 
 void Trace::resolve_device() {
   if (pending_.empty()) return;
-  // Device seconds are counted from the anchor, which moves to the last span's end each time: the
-  // events' float milliseconds stay short intervals, precise to a microsecond.
+  // Device seconds are counted from the anchor, pinned again at the end of each call: the events'
+  // float milliseconds stay short intervals, precise to a microsecond, and the device's clock, which
+  // drifts from the host's by parts per million, is never followed for longer than a step.
   for (const DeviceSpan& s : pending_) {
     const double begin_us = anchor_us_ + device_->marker_seconds(anchor_, s.from) * 1e6;
     push({s.name, s.category, s.track, begin_us, device_->marker_seconds(s.from, s.to) * 1e6, s.args});
-    device_track_used_[s.track] = true;
-  }
-  const DeviceSpan& last = pending_.back();
-  const double last_us = anchor_us_ + device_->marker_seconds(anchor_, last.to) * 1e6;
-  device_->release_marker(anchor_);
-  for (const DeviceSpan& s : pending_) {
+    device_tracks_.insert(s.track);
     device_->release_marker(s.from);
-    if (&s != &last) device_->release_marker(s.to);
+    device_->release_marker(s.to);
   }
-  anchor_ = last.to;
-  anchor_us_ = last_us;
   pending_.clear();
+  device_->release_marker(anchor_);
+  pin_device_clock();
+}
+
+void Trace::pin_device_clock() {
+  anchor_ = device_->record_marker();
+  device_->marker_seconds(anchor_, anchor_);  // waits until the device has passed it
+  anchor_us_ = since_start_us(Clock::now());
 }
 
 Trace::Scope::Scope(Trace* trace, std::string name, const char* category, Track track, std::string args)
@@ -145,12 +146,15 @@ std::string Trace::events_json() const {
   out += ",\n" + metadata("process_sort_index", rank_, -1, std::to_string(rank_));
   out += ",\n" + metadata("thread_name", rank_, kSteps, "step, pipeline, optimizer");
   out += ",\n" + metadata("thread_name", rank_, kCollectives, "collectives");
-  static constexpr const char* kDeviceTrackNames[kTracks] = {
-      nullptr, nullptr, "device (compute stream)", "device (NCCL stream: collectives, receives)",
-      "device (pipeline send streams)", "device (offload copy stream)"};
-  for (int track = kDevice; track < kTracks; ++track)
-    if (device_track_used_[track] || (track == kDevice && device_ != nullptr))
-      out += ",\n" + metadata("thread_name", rank_, track, kDeviceTrackNames[track]);
+  std::set<int> named = device_tracks_;
+  if (device_ != nullptr) named.insert(kDevice);
+  for (const int track : named) {
+    const std::string name = track == kDevice        ? "device (compute stream)"
+                             : track == kCommStream  ? "device (NCCL stream: collectives, receives)"
+                             : track == kCopyStream  ? "device (offload copy stream)"
+                                                     : "device (pipeline send stream " + std::to_string(track - kSendStreams) + ")";
+    out += ",\n" + metadata("thread_name", rank_, track, name);
+  }
   char number[64];
   for (const Event& e : events_) {
     out += ",\n{\"name\": \"";

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,11 @@ class Trace {
  public:
   using Clock = std::chrono::steady_clock;
   // Tracks of a rank (Chrome "threads").
-  enum Track : int { kSteps = 0, kCollectives = 1, kDevice = 2, kCommStream = 3, kSendStreams = 4, kCopyStream = 5 };
-  static constexpr int kTracks = 6;
+  // Tracks of a rank (Chrome "threads"): the host's two, then the device's streams. Each of the
+  // pipeline's send streams has a track of its own (sends on two channels overlap), from
+  // send_stream_track(0) up.
+  enum Track : int { kSteps = 0, kCollectives = 1, kDevice = 2, kCommStream = 3, kCopyStream = 4, kSendStreams = 5 };
+  static int send_stream_track(int n) { return kSendStreams + n; }
 
   Trace(int rank, std::string label, std::size_t capacity = 1'000'000);
   ~Trace();
@@ -70,14 +74,15 @@ class Trace {
   // clock to the host's. mark(stream): a marker on a stream of the device (kernels::Ops::
   // record_marker; nullptr the compute stream), 0 without a device timeline. add_device: a span
   // between two markers on device track `track` (kDevice and after), kept until resolve_device(),
-  // which the trainer calls where the host waits for the device anyway (a step's end: no wait of
-  // its own in the step, every stream's work of the step done); it places the spans at the last
-  // resolved marker's host time plus the device's seconds since it, and gives their markers back.
+  // which the trainer calls where the host waits for the device anyway (a step's end, every
+  // stream's work of the step done); it places the spans at the anchor's host time plus the
+  // device's seconds since it, gives their markers back, and pins a new anchor: one marker on the
+  // idle compute stream, waited for (a launch's cost, no wait for work).
   void attach_device(const kernels::Ops& ops);
   bool has_device() const { return device_ != nullptr; }
   std::uint64_t mark(const void* stream = nullptr) const;
   void add_device(std::string name, const char* category, std::uint64_t from, std::uint64_t to, std::string args = {},
-                  Track track = kDevice);
+                  int track = kDevice);
   void resolve_device();
 
   std::size_t recorded() const { return events_.size(); }
@@ -97,7 +102,7 @@ class Trace {
   struct Event {
     std::string name;
     const char* category;
-    Track track;
+    int track;
     double begin_us;
     double duration_us;
     std::string args;
@@ -107,9 +112,11 @@ class Trace {
     const char* category;
     std::uint64_t from, to;  // markers
     std::string args;
-    Track track;
+    int track;
   };
   double since_start_us(Clock::time_point t) const;
+  // A marker on the compute stream, waited for: the anchor device times are placed from.
+  void pin_device_clock();
   void push(Event event);
 
   int rank_;
@@ -122,7 +129,7 @@ class Trace {
   std::uint64_t anchor_ = 0;              // a marker the device passed at host time anchor_us_
   double anchor_us_ = 0;
   std::vector<DeviceSpan> pending_;
-  bool device_track_used_[kTracks] = {};  // named in the file
+  std::set<int> device_tracks_;  // with a span: named in the file
 };
 
 // The file a failed rank writes its own events to: "run/trace.json" -> "run/trace.rank3.json".

@@ -14,10 +14,10 @@ namespace ptrain::kernels::cpu {
 // linear.cpp
 void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K);
 void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K);
+void linear_input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K);
 
 // linear_gelu.cpp
 void linear_gelu_forward(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K);
-void linear_input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K);
 void linear_backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre, int M,
                           int N, int K);
 

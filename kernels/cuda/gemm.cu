@@ -135,9 +135,12 @@ bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
   if (found == 0 || heuristic.state != CUBLAS_STATUS_SUCCESS) return false;
 
   const float alpha = 1.0f;
-  PTRAIN_CUDA_CHECK(cublasLtMatmul(ctx.lt, desc.get(), &alpha, g.a, a.get(), g.b, b.get(), &g.beta, g.d,
-                                   d.get(), g.d, d.get(), &heuristic.algo, ctx.lt_workspace,
-                                   ctx.lt_workspace_bytes, ctx.stream));
+  const cublasStatus_t run = cublasLtMatmul(ctx.lt, desc.get(), &alpha, g.a, a.get(), g.b, b.get(), &g.beta, g.d,
+                                            d.get(), g.d, d.get(), &heuristic.algo, ctx.lt_workspace,
+                                            ctx.lt_workspace_bytes, ctx.stream);
+  // An epilogue the heuristic offered but the launch refuses: declined too (nothing was enqueued).
+  if (run == CUBLAS_STATUS_NOT_SUPPORTED && epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT) return false;
+  PTRAIN_CUDA_CHECK(run);
   return true;
 }
 

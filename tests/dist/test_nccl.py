@@ -175,7 +175,7 @@ class NcclTraining(unittest.TestCase):
         # receives), its pipeline send streams (pp 2) and the offload's copy stream (ZeRO 1 offloaded),
         # each span named and sized like its host span, no longer than the step it ran in.
         cases = {"pp 2": (dict(pp=2), {"device (compute stream)", "device (NCCL stream: collectives, receives)",
-                                       "device (pipeline send streams)"}),
+                                       "device (pipeline send stream 0)"}),
                  "dp 2 offloaded": (dict(zero=1, offload="optimizer"),
                                     {"device (compute stream)", "device (NCCL stream: collectives, receives)",
                                      "device (offload copy stream)"})}

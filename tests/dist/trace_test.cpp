@@ -151,6 +151,7 @@ TEST_CASE("spans of the device's other streams land on tracks of their own, name
     const std::uint64_t c0 = trace.mark();
     trace.add_device("upload unit 2", "offload", trace.mark(), trace.mark(), "\"bytes\": 64", Trace::kCopyStream);
     trace.add_device("F mb0 c0", "forward", c0, trace.mark());
+    trace.add_device("isend", "collective", trace.mark(), trace.mark(), "", Trace::send_stream_track(1));
     trace.resolve_device();
     comm.set_trace(nullptr);
 
@@ -164,7 +165,7 @@ TEST_CASE("spans of the device's other streams land on tracks of their own, name
     CHECK(named.count(Trace::kDevice) == 1);
     CHECK(named.count(Trace::kCommStream) == 1);
     CHECK(named.count(Trace::kCopyStream) == 1);
-    CHECK(named.count(Trace::kSendStreams) == 0);  // no span there: no track
+    CHECK(named.count(Trace::send_stream_track(0)) == 0);  // no span there: no track
     REQUIRE(spans.count(Trace::kCommStream) == 1);
     CHECK(spans[Trace::kCommStream]["name"] == "all_reduce");
     CHECK(spans[Trace::kCommStream]["args"]["group"] == comm.world_group().name);
@@ -172,6 +173,7 @@ TEST_CASE("spans of the device's other streams land on tracks of their own, name
     REQUIRE(spans.count(Trace::kCopyStream) == 1);
     CHECK(spans[Trace::kCopyStream]["args"]["bytes"] == 64);
     CHECK(spans.count(Trace::kDevice) == 1);
+    CHECK(named[Trace::send_stream_track(1)] == "device (pipeline send stream 1)");
   }
   CHECK(device.live_markers() == 0);
 }
