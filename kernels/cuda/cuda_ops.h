@@ -15,6 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -37,5 +38,9 @@ const Ops& cuda_ops();
 
 // The stream every CUDA op runs on (creates cuda_ops()'s state if needed).
 cudaStream_t cuda_compute_stream();
+
+// How many linear_backward calls of this process took d_bias from the d_weight GEMM's BGRADB
+// epilogue (the others ran the column reduction; kernels/cuda/linear.cu): for tests and profiles.
+std::uint64_t cuda_bias_grads_from_epilogue();
 
 }  // namespace ptrain::kernels

@@ -24,6 +24,7 @@
 // that pair by cuBLASLt's own evaluation of the tanh formula (possibly a hardware tanh, ~2^-11
 // relative: below bf16's rounding, far above fp32's, which is why F32 never takes it) and by one
 // rounding fewer (GELU and gelu' read the fp32 product; the pair reads it rounded to bf16).
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -55,6 +56,8 @@ struct BiasGradValue {
     v[0] = to_f32(d_out[static_cast<std::int64_t>(r) * C + c]);
   }
 };
+
+std::atomic<std::uint64_t> epilogue_bias_grads{0};
 
 // BGRADB unless PTRAIN_CUDA_BGRAD=0 (read once).
 bool bgrad_epilogue() {
@@ -185,6 +188,7 @@ void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bia
       bias_done = try_gemm(ctx, g);
       g.bias_grad = nullptr;
       if (bias_done) {
+        epilogue_bias_grads.fetch_add(1, std::memory_order_relaxed);
         dispatch_float(d_bias.dtype, [&](auto* g_tag) {
           using G = std::remove_pointer_t<decltype(g_tag)>;
           launch_map(ctx.stream, N, AddSums<G>{typed<G>(d_bias), sums.get()});
@@ -247,3 +251,11 @@ void linear_backward_gelu(const LaunchContext& ctx, Buf d_pre, Buf d_weight, Buf
 }
 
 }  // namespace ptrain::kernels::cuda
+
+namespace ptrain::kernels {
+
+std::uint64_t cuda_bias_grads_from_epilogue() {
+  return cuda::epilogue_bias_grads.load(std::memory_order_relaxed);
+}
+
+}  // namespace ptrain::kernels
