@@ -273,6 +273,9 @@ def main():
             run_pass(args.passes + extra, args.passes + args.retry_passes, outside)
         picked = None if cuda or args.only else verify_plan(args.ptrain, d, profile)
     rows = median_rows(passes)
+    if not rows:
+        print(f"error: --only {args.only!r} names no job of the sweep", file=sys.stderr)
+        return 2
     errors = [abs(judged(r) - 1) for r in rows]
     # Raw: what a user of the profile meets, drift and all (each job's median pass by its raw ratio).
     raw = [statistics.median(abs(x - 1) for x in r.get("passes_measured_over_predicted", [r["measured_over_predicted"]]))
