@@ -129,9 +129,14 @@ def drift_probe(ptrain, profile, d):
 RAW_BOUND = 2
 
 
+def raw_error(row):
+    """|measured / predicted - 1| of the job's median pass by its raw ratio: what a user of the
+    profile meets, drift and all."""
+    return statistics.median(abs(x - 1) for x in row.get("passes_measured_over_predicted", [row["measured_over_predicted"]]))
+
+
 def outside_bounds(row, tolerance):
-    raw = statistics.median(abs(x - 1) for x in row.get("passes_measured_over_predicted", [row["measured_over_predicted"]]))
-    return abs(judged(row) - 1) > tolerance or raw > RAW_BOUND * tolerance
+    return abs(judged(row) - 1) > tolerance or raw_error(row) > RAW_BOUND * tolerance
 
 
 def judged(row):
@@ -277,9 +282,7 @@ def main():
         print(f"error: --only {args.only!r} names no job of the sweep", file=sys.stderr)
         return 2
     errors = [abs(judged(r) - 1) for r in rows]
-    # Raw: what a user of the profile meets, drift and all (each job's median pass by its raw ratio).
-    raw = [statistics.median(abs(x - 1) for x in r.get("passes_measured_over_predicted", [r["measured_over_predicted"]]))
-           for r in rows]
+    raw = [raw_error(r) for r in rows]
     at_speed = [abs(r["at_profile_speed"] - 1) for r in rows if "at_profile_speed" in r]
     print(f"worst |error| {max(errors):.0%}, median {statistics.median(errors):.0%}"
           + (f" (each job by the nearer of raw and at the profile's speed; at the profile's speed: worst "
