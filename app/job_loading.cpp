@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/plan/profile_transfer.h"
 #include "engine/train/engine_limits.h"
 
 namespace ptrain::app {
@@ -44,13 +45,27 @@ std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) 
                                       "measure one with `ptrain profile --out " + path + "`"));
     return std::nullopt;
   }
+  plan::MeasuredProfile profile;
   try {
-    out.measured = std::make_shared<const plan::MeasuredProfile>(plan::from_json(text.str()));
+    profile = plan::from_json(text.str());
   } catch (const std::invalid_argument& e) {
     job.diags.errors.push_back(job.at("cluster.profile", path + " is not a ptrain profile: " + e.what(),
                                       "measure it again with `ptrain profile`"));
     return std::nullopt;
   }
+  // A profile of another GPU is carried to this one by datasheet ratios; a CPU's and a GPU's do not mix.
+  const plan::HardwareProfile* measured_on = plan::measured_hardware(profile);
+  if (measured_on != nullptr && measured_on->name != out.name) {
+    if (measured_on->device_is_host() || out.device_is_host()) {
+      job.diags.errors.push_back(job.at("cluster.profile",
+                                        path + " measured " + measured_on->name + ", and cluster.gpu is " + out.name +
+                                            ": a profile is carried from one GPU to another, never between a CPU and a GPU",
+                                        "measure a profile of " + out.name + " with `ptrain profile`"));
+      return std::nullopt;
+    }
+    profile = plan::transfer_profile(profile, *measured_on, out);
+  }
+  out.measured = std::make_shared<const plan::MeasuredProfile>(std::move(profile));
   return out;
 }
 

@@ -196,6 +196,12 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   est.breakdown = step_breakdown(spec, parts, costs, sim, est);
   est.compute_model = hw.measured ? "profile of " + hw.measured->device + " (" + hw.measured->date + ")"
                                   : "peak x " + std::to_string(static_cast<int>(kGemmEfficiency * 100)) + "%";
+  if (hw.measured && hw.measured->transfer) {
+    char by[96];
+    std::snprintf(by, sizeof by, " carried to %s (compute x%.2f, memory x%.2f)", hw.measured->transfer->to.c_str(),
+                  hw.measured->transfer->compute_ratio, hw.measured->transfer->memory_ratio);
+    est.compute_model += by;
+  }
   est.expected_error = expected_error(hw.measured.get());
   if (hw.measured && hw.measured->calibration) {
     char scale[32];

@@ -76,6 +76,14 @@ struct Accuracy {
   std::string how;   // what was run, in words
 };
 
+// A profile carried from the GPU it measured to another by datasheet ratios (profile_transfer.h):
+// its times are the measured ones times `compute_ratio` (GEMM, attention; the bf16 ratio here) or
+// `memory_ratio` (memory-bound ops). Set by transfer_profile only, never read from or written to a file.
+struct Transfer {
+  std::string from, to;  // hardware names (hardware.h)
+  double compute_ratio = 1, memory_ratio = 1;
+};
+
 struct MeasuredProfile {
   std::string device, backend, date, ptrain_version;
   std::map<std::string, std::string> versions;  // driver and library versions
@@ -89,10 +97,12 @@ struct MeasuredProfile {
   std::optional<CollectiveTable> collectives;                // intra-node, when measured
   std::optional<Calibration> calibration;                    // where profile ran the reference step
   std::optional<Accuracy> accuracy;                          // once the sweep has checked it
+  std::optional<Transfer> transfer;                          // read for another GPU than it measured
 };
 
 // What a step time predicted with `profile` (nullptr: peak x 60%) is worth, in words: the profile's
-// checked accuracy, or that it has none, or how far peak x 60% was measured to be off.
+// checked accuracy, or that it has none, or how far a transferred profile or peak x 60% was
+// measured to be off.
 std::string expected_error(const MeasuredProfile* profile);
 
 // Seconds of one collective of `bytes` (S) over `ranks` ranks of one node, read from the measured
