@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,24 @@ class Comm {
   // Orders the compute stream's later work after the collective `ticket` names (nothing for 0, or
   // for one the device has finished).
   virtual void join(Ticket ticket) { static_cast<void>(ticket); }
+
+  // Where the compute stream, not the host, waits for collectives and messages (NCCL): how long it
+  // stood still in each wait, measured by a timing event on each side of the wait (0 when the work
+  // was done before the compute stream got there). device_wait_mark() counts the waits recorded so
+  // far; settle_device_waits(mark) returns every wait recorded before `mark` that it has not
+  // returned before, oldest first, and forgets them. The device must be past them: call it after
+  // the host has waited for later work on the compute stream, so that it adds no wait of its own.
+  // nullopt where waits happen on the host (Gloo): Traffic::seconds tells those.
+  struct DeviceWait {
+    std::uint64_t seq = 0;  // its place among this Comm's waits (device_wait_mark counts them)
+    int group = -1;         // Group::id of the work waited for
+    double seconds = 0;
+  };
+  virtual std::uint64_t device_wait_mark() const { return 0; }
+  virtual std::optional<std::vector<DeviceWait>> settle_device_waits(std::uint64_t mark) {
+    static_cast<void>(mark);
+    return std::nullopt;
+  }
   void reduce_scatter(const Group& g, float* data, std::size_t chunk) { reduce_scatter(g, data, chunk, ElemType::F32); }
   void all_gather(const Group& g, float* data, std::size_t chunk) { all_gather(g, data, chunk, ElemType::F32); }
   // out[j*chunk ...] receives rank j's in[index*chunk ...].

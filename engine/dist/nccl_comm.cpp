@@ -120,6 +120,8 @@ class NcclComm final : public Comm {
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     for (const Pending& p : pending_) cudaEventDestroy(p.done);
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    for (const Wait& w : waits_) cudaEventDestroy(w.before), cudaEventDestroy(w.after);
+    for (cudaEvent_t e : free_timing_events_) cudaEventDestroy(e);
     for (cudaEvent_t e : {ready_, staged_})
       if (e != nullptr) cudaEventDestroy(e);
     if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
@@ -139,9 +141,32 @@ class NcclComm final : public Comm {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     for (const Pending& p : pending_) {
       if (p.op.seq != ticket) continue;
-      PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, p.done, 0));
+      compute_waits_for(p.done, p.group);
       return;
     }
+  }
+
+  std::uint64_t device_wait_mark() const override {
+    std::lock_guard<std::mutex> lock(waits_mutex_);
+    return next_wait_;
+  }
+
+  // The waits' timing events are done once the device is past them (the caller's promise), so
+  // reading them waits for nothing.
+  std::optional<std::vector<DeviceWait>> settle_device_waits(std::uint64_t mark) override {
+    std::vector<DeviceWait> out;
+    std::lock_guard<std::mutex> lock(waits_mutex_);
+    while (!waits_.empty() && waits_.front().seq < mark) {
+      const Wait w = waits_.front();
+      waits_.pop_front();
+      free_timing_events_.push_back(w.before);
+      free_timing_events_.push_back(w.after);
+      float ms = 0;
+      PTRAIN_DIST_CHECK(cudaEventSynchronize(w.after));
+      PTRAIN_DIST_CHECK(cudaEventElapsedTime(&ms, w.before, w.after));
+      out.push_back({w.seq, w.group, static_cast<double>(ms) / 1e3});
+    }
+    return out;
   }
 
   // Creates the streams and the world communicator (rank 0's unique id goes through the store),
@@ -381,6 +406,13 @@ class NcclComm final : public Comm {
     Deferred op;
     cudaEvent_t done;
     Clock::time_point start;
+    int group;  // Group::id
+  };
+  // One wait of the compute stream on a collective or message (see Comm::settle_device_waits).
+  struct Wait {
+    std::uint64_t seq;
+    int group;  // Group::id
+    cudaEvent_t before, after;  // timing events on the compute stream around the wait
   };
   // What host staging copies: `in_bytes` from `in` to the start of the scratch before the
   // collective, `out_bytes` from scratch offset `out_offset` back to the output after it.
@@ -485,10 +517,10 @@ class NcclComm final : public Comm {
     trace_device(traced, trace_mark(stream), stream_track(stream));
     cudaEvent_t done = take_event();
     PTRAIN_DIST_CHECK(cudaEventRecord(done, stream));
-    if (!overlap) PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
+    if (!overlap) compute_waits_for(done, key.group);
     const Deferred op = defer_completion();
     std::lock_guard<std::mutex> lock(pending_mutex_);
-    pending_.push_back({op, done, Clock::now()});
+    pending_.push_back({op, done, Clock::now(), key.group});
     return op.seq;
   }
 
@@ -593,6 +625,25 @@ class NcclComm final : public Comm {
         throw DistError(abort_reason_);
       }
     }
+  }
+
+  // The compute stream waits for `done`, work of group `group`, between two timing events that
+  // measure how long it stood still (see Comm::settle_device_waits).
+  void compute_waits_for(cudaEvent_t done, int group) {
+    std::lock_guard<std::mutex> lock(waits_mutex_);
+    cudaEvent_t around[2];
+    for (cudaEvent_t& e : around) {
+      if (free_timing_events_.empty()) {
+        PTRAIN_DIST_CHECK(cudaEventCreate(&e));
+      } else {
+        e = free_timing_events_.back();
+        free_timing_events_.pop_back();
+      }
+    }
+    PTRAIN_DIST_CHECK(cudaEventRecord(around[0], compute_));
+    PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
+    PTRAIN_DIST_CHECK(cudaEventRecord(around[1], compute_));
+    waits_.push_back({next_wait_++, group, around[0], around[1]});
   }
 
   cudaEvent_t take_event() {
@@ -728,6 +779,11 @@ class NcclComm final : public Comm {
   std::mutex pending_mutex_;
   std::deque<Pending> pending_;  // oldest first
   std::vector<cudaEvent_t> free_events_;
+
+  mutable std::mutex waits_mutex_;  // taken after pending_mutex_ where both are
+  std::deque<Wait> waits_;          // recorded, not yet settled; oldest first
+  std::uint64_t next_wait_ = 0;
+  std::vector<cudaEvent_t> free_timing_events_;
 
   char* scratch_ = nullptr;  // device
   char* pinned_ = nullptr;   // host

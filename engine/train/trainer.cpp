@@ -25,11 +25,11 @@
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/expert_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
-#include "engine/plan/traffic.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
 #include "engine/runtime/device_interval.h"
 #include "engine/runtime/device_scalars.h"
+#include "engine/train/axis_accounting.h"
 #include "engine/train/engine_limits.h"
 #include "engine/train/grad_norm.h"
 #include "engine/train/shard_mirror.h"
@@ -53,31 +53,6 @@ dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) 
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
   const bool tied = std::any_of(registry.begin(), registry.end(), [](const model::ParamInfo& i) { return i.tied_head; });
   return dist::make_parallel_groups(spec, comm, tied);
-}
-
-// The seconds this rank has spent inside the calls on `g` since the start.
-double seconds_on(const dist::Comm& comm, const dist::Group* g) {
-  double sum = 0;
-  if (g != nullptr)
-    for (const auto& [op, t] : comm.traffic(*g)) sum += t.seconds;
-  return sum;
-}
-
-// The bytes this rank has sent on `g` since the start, by the plan's convention (plan::bytes_sent);
-// receives count nothing (their senders count them).
-double bytes_sent_on(const dist::Comm& comm, const dist::Group* g) {
-  if (g == nullptr) return 0;
-  double sum = 0;
-  for (const auto& [op, t] : comm.traffic(*g)) {
-    std::optional<plan::CollectiveKind> kind;
-    if (op == "all_reduce") kind = plan::CollectiveKind::AllReduce;
-    if (op == "all_gather") kind = plan::CollectiveKind::AllGather;
-    if (op == "reduce_scatter") kind = plan::CollectiveKind::ReduceScatter;
-    if (op == "send" || op == "isend") kind = plan::CollectiveKind::SendRecv;
-    if (op == "all_to_allv") kind = plan::CollectiveKind::AllToAll;
-    if (kind) sum += plan::bytes_sent(plan::Collective{*kind, t.bytes, g->size()});
-  }
-  return sum;
 }
 
 // Rank 0 claims checkpoint.dir for the job (ckpt/dir_lock.h: why rank 0, and how) before any rank
@@ -355,7 +330,7 @@ struct Trainer::State {
     std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls, alike
     double optimizer_seconds = 0;         // the slowest rank's
     double compute_seconds = 0;           // the busiest rank's pipeline phase outside its calls (on
-                                          // CUDA with one rank the device's time, not the host's issuing)
+                                          // CUDA the device's time less its waits, not the host's issuing)
     bool stop = false;  // every rank agreed to stop after this step
   };
 
@@ -369,27 +344,44 @@ struct Trainer::State {
     const PerAxis spent_at_start = comm.world() > 1 ? spent_so_far() : PerAxis{};
     const auto t0 = Clock::now();
     runtime::DeviceInterval on_device(ops);
+    const std::uint64_t waits_from = comm.device_wait_mark();
     const double waited =
         pipeline.train([&](int mb, std::int32_t* tokens,
                            std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
                        grad_scale, loss_sums, zero);
     on_device.end();
+    const std::uint64_t waits_to = comm.device_wait_mark();
     const double pipeline_seconds = seconds_since(t0);
     const PerAxis spent_in_pipeline = comm.world() > 1 ? spent_so_far() - spent_at_start : PerAxis{};
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
     if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
       const PerAxis sent = sent_so_far(), bytes = sent - sent_before;
       const PerAxis spent = spent_so_far(), seconds = spent - spent_before;
-      // This rank's compute: its pipeline phase outside the calls it made in it.
+      // This rank's compute: its pipeline phase outside the calls it made in it. Where the compute
+      // stream waits for collectives and messages (NCCL), the host only issued them: then the
+      // device's pipeline phase less the compute stream's waits in it, and each axis's time is its
+      // waits (the norm above waited for the device, so settling them waits for nothing).
       const PerAxis& in = spent_in_pipeline;
-      const double computed = pipeline_seconds - (in.tp + in.pp + in.dp + in.cp + in.ep);
-      double most[12] = {pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0,
+      double computed = pipeline_seconds - (in.tp + in.pp + in.dp + in.cp + in.ep);
+      double idle = pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0;
+      PerAxis axis_seconds = seconds;
+      const std::optional<double> device_seconds = on_device.seconds();
+      const auto waits = comm.settle_device_waits(waits_to);
+      const bool timed_on_device = waits && device_seconds;
+      if (timed_on_device) {
+        axis_seconds = device_waits(*waits, waits_from, groups);
+        const PerAxis& w = axis_seconds;
+        computed = *device_seconds - (w.tp + w.pp + w.dp + w.cp + w.ep);
+        idle = *device_seconds > 0 ? w.pp / *device_seconds : 0.0;
+      }
+      double most[12] = {idle,
                          bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,
-                         seconds.tp, seconds.pp, seconds.dp, seconds.cp, seconds.ep, std::max(0.0, computed)};
+                         axis_seconds.tp, axis_seconds.pp, axis_seconds.dp, axis_seconds.cp, axis_seconds.ep,
+                         std::max(0.0, computed)};
       sent_before = sent;
       spent_before = spent;
       comm.all_reduce(comm.world_group(), most, 12, dist::ReduceOp::Max);
-      if (groups.pp != nullptr && pipeline.messages_wait_on_host()) out.pipeline_idle = most[0];
+      if (groups.pp != nullptr && (pipeline.messages_wait_on_host() || timed_on_device)) out.pipeline_idle = most[0];
       out.comm_bytes = PerAxis{most[1], most[2], most[3], most[4], most[5]};
       out.comm_seconds = PerAxis{most[6], most[7], most[8], most[9], most[10]};
       out.compute_seconds = most[11];
@@ -418,20 +410,9 @@ struct Trainer::State {
   }
 
   // What this rank has sent on each axis's groups since the start (dp: ZeRO's, the experts' too).
-  PerAxis sent_so_far() const {
-    return {bytes_sent_on(comm, groups.tp) + bytes_sent_on(comm, groups.kv_copies),
-            bytes_sent_on(comm, groups.pp) + bytes_sent_on(comm, groups.embedding),
-            bytes_sent_on(comm, groups.dp) + bytes_sent_on(comm, groups.expert_dp),
-            bytes_sent_on(comm, groups.cp), bytes_sent_on(comm, groups.ep)};
-  }
-
+  PerAxis sent_so_far() const { return bytes_sent(comm, groups); }
   // The seconds this rank has spent inside each axis's calls since the start.
-  PerAxis spent_so_far() const {
-    return {seconds_on(comm, groups.tp) + seconds_on(comm, groups.kv_copies),
-            seconds_on(comm, groups.pp) + seconds_on(comm, groups.embedding),
-            seconds_on(comm, groups.dp) + seconds_on(comm, groups.expert_dp), seconds_on(comm, groups.cp),
-            seconds_on(comm, groups.ep)};
-  }
+  PerAxis spent_so_far() const { return seconds_in_calls(comm, groups); }
 
   // Whether this rank's losses count in the world's sum: those of the last stage's ranks, of tp rank 0
   // only (every tp rank computes the same).
