@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/plan/builtin_profile.h"
 #include "engine/plan/profile_transfer.h"
 #include "engine/train/engine_limits.h"
 
@@ -36,7 +37,11 @@ std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) 
   }
   plan::HardwareProfile out = *hw;
   const std::string& path = job.spec.cluster.profile;
-  if (path.empty()) return out;
+  if (path == plan::kPeakModel) return out;
+  if (path.empty()) {
+    out.measured = plan::builtin_profile(out);
+    return out;
+  }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -53,18 +58,25 @@ std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) 
                                       "measure it again with `ptrain profile`"));
     return std::nullopt;
   }
-  // A profile of another GPU is carried to this one by datasheet ratios; a CPU's and a GPU's do not mix.
-  const plan::HardwareProfile* measured_on = plan::measured_hardware(profile);
-  if (measured_on != nullptr && measured_on->name != out.name) {
-    if (measured_on->device_is_host() || out.device_is_host()) {
-      job.diags.errors.push_back(job.at("cluster.profile",
-                                        path + " measured " + measured_on->name + ", and cluster.gpu is " + out.name +
-                                            ": a profile is carried from one GPU to another, never between a CPU and a GPU",
-                                        "measure a profile of " + out.name + " with `ptrain profile`"));
-      return std::nullopt;
-    }
-    profile = plan::transfer_profile(profile, *measured_on, out);
+  // A CPU's profile and a GPU's do not mix; a profile of another GPU is carried to this one by
+  // datasheet ratios, and one of a GPU without an entry here is read as measured, with a warning.
+  const bool measured_a_cpu = profile.backend == "cpu";
+  if (measured_a_cpu != out.device_is_host()) {
+    job.diags.errors.push_back(job.at("cluster.profile",
+                                      path + " measured " + (measured_a_cpu ? "a CPU" : "a GPU (" + profile.device + ")") +
+                                          ", and cluster.gpu is " + out.name +
+                                          ": a profile is carried from one GPU to another, never between a CPU and a GPU",
+                                      "measure a profile of " + out.name + " with `ptrain profile`"));
+    return std::nullopt;
   }
+  const plan::HardwareProfile* measured_on = plan::measured_hardware(profile);
+  if (measured_on == nullptr)
+    job.diags.warnings.push_back(job.at("cluster.profile",
+                                        path + " measured " + profile.device + ", a GPU with no datasheet entry here: " +
+                                            "its times are read as they were measured, for " + out.name,
+                                        "profile the GPU the job runs on"));
+  else if (measured_on->name != out.name)
+    profile = plan::transfer_profile(profile, *measured_on, out);
   out.measured = std::make_shared<const plan::MeasuredProfile>(std::move(profile));
   return out;
 }

@@ -157,7 +157,7 @@ def measure_job(ptrain, name, job, world, flags, profile, metrics):
         return json.loads(subprocess.run([ptrain, "validate", job, "--json", *flags_], check=True,
                                          capture_output=True, text=True).stdout)
 
-    report, peak = validate(sets), validate(plain)
+    report, peak = validate(sets), validate(plain + ["--set", "cluster.profile=peak"])
     predicted = report["step_time_s"]
     steps = median_steps(ptrain, job, sets, metrics)
     measured = statistics.median(r["step_s"] for r in steps)

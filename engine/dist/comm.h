@@ -140,9 +140,10 @@ class Comm {
   // stood still in each wait, measured by a timing event on each side of the wait (0 when the work
   // was done before the compute stream got there). device_wait_mark() counts the waits recorded so
   // far; settle_device_waits(mark) returns every wait recorded before `mark` that it has not
-  // returned before, oldest first, and forgets them. The device must be past them: call it after
-  // the host has waited for later work on the compute stream, so that it adds no wait of its own.
-  // nullopt where waits happen on the host (Gloo): Traffic::seconds tells those.
+  // returned before, oldest first, and forgets them. It never waits for the device: call it after
+  // the host has waited for later work on the compute stream (waits the device has not finished
+  // stay for a later call). nullopt where waits happen on the host (Gloo): Traffic::seconds tells
+  // those. A backend may forget the oldest unsettled waits past a limit far above a step's.
   struct DeviceWait {
     std::uint64_t seq = 0;  // its place among this Comm's waits (device_wait_mark counts them)
     int group = -1;         // Group::id of the work waited for

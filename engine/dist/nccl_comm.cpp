@@ -151,21 +151,32 @@ class NcclComm final : public Comm {
     return next_wait_;
   }
 
-  // The waits' timing events are done once the device is past them (the caller's promise), so
-  // reading them waits for nothing.
+  // Never waits: the compute stream runs its waits in order, so the settled ones are those up to
+  // the first whose closing event the device has not reached (none, if the caller kept its promise;
+  // the rest stay for a later call).
   std::optional<std::vector<DeviceWait>> settle_device_waits(std::uint64_t mark) override {
+    std::vector<Wait> done;
+    {
+      std::lock_guard<std::mutex> lock(waits_mutex_);
+      while (!waits_.empty() && waits_.front().seq < mark) {
+        const cudaError_t reached = cudaEventQuery(waits_.front().after);
+        if (reached == cudaErrorNotReady) {
+          static_cast<void>(cudaGetLastError());  // no error: keep it from later launch checks
+          break;
+        }
+        PTRAIN_DIST_CHECK(reached);
+        done.push_back(waits_.front());
+        waits_.pop_front();
+      }
+    }
     std::vector<DeviceWait> out;
-    std::lock_guard<std::mutex> lock(waits_mutex_);
-    while (!waits_.empty() && waits_.front().seq < mark) {
-      const Wait w = waits_.front();
-      waits_.pop_front();
-      free_timing_events_.push_back(w.before);
-      free_timing_events_.push_back(w.after);
+    for (const Wait& w : done) {
       float ms = 0;
-      PTRAIN_DIST_CHECK(cudaEventSynchronize(w.after));
       PTRAIN_DIST_CHECK(cudaEventElapsedTime(&ms, w.before, w.after));
       out.push_back({w.seq, w.group, static_cast<double>(ms) / 1e3});
     }
+    std::lock_guard<std::mutex> lock(waits_mutex_);
+    for (const Wait& w : done) free_timing_events_.push_back(w.before), free_timing_events_.push_back(w.after);
     return out;
   }
 
@@ -644,6 +655,13 @@ class NcclComm final : public Comm {
     PTRAIN_DIST_CHECK(cudaStreamWaitEvent(compute_, done, 0));
     PTRAIN_DIST_CHECK(cudaEventRecord(around[1], compute_));
     waits_.push_back({next_wait_++, group, around[0], around[1]});
+    // Where nobody settles (a collective sweep of `ptrain profile --nproc`), the oldest go back to
+    // the pool: an event may be recorded again before the device reached its last record.
+    if (waits_.size() > kUnsettledWaits) {
+      free_timing_events_.push_back(waits_.front().before);
+      free_timing_events_.push_back(waits_.front().after);
+      waits_.pop_front();
+    }
   }
 
   cudaEvent_t take_event() {
@@ -780,6 +798,7 @@ class NcclComm final : public Comm {
   std::deque<Pending> pending_;  // oldest first
   std::vector<cudaEvent_t> free_events_;
 
+  static constexpr std::size_t kUnsettledWaits = 1 << 16;  // far more than a step makes
   mutable std::mutex waits_mutex_;  // taken after pending_mutex_ where both are
   std::deque<Wait> waits_;          // recorded, not yet settled; oldest first
   std::uint64_t next_wait_ = 0;

@@ -194,12 +194,14 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   }
   est.step_time_s = est.pipeline_s + est.dp_exposed_s + est.optimizer_s;
   est.breakdown = step_breakdown(spec, parts, costs, sim, est);
-  est.compute_model = hw.measured ? "profile of " + hw.measured->device + " (" + hw.measured->date + ")"
+  est.compute_model = hw.measured ? std::string(hw.measured->built_in ? "built-in " : "") + "profile of " +
+                                        hw.measured->device + " (" + hw.measured->date + ")"
                                   : "peak x " + std::to_string(static_cast<int>(kGemmEfficiency * 100)) + "%";
   if (hw.measured && hw.measured->transfer) {
     char by[96];
-    std::snprintf(by, sizeof by, " carried to %s (compute x%.2f, memory x%.2f)", hw.measured->transfer->to.c_str(),
-                  hw.measured->transfer->compute_ratio, hw.measured->transfer->memory_ratio);
+    const Transfer& t = *hw.measured->transfer;
+    std::snprintf(by, sizeof by, " carried to %s (compute x%.2f, memory x%.2f)", t.to.c_str(),
+                  spec.train.precision == config::Precision::Bf16 ? t.bf16_ratio : t.fp32_ratio, t.memory_ratio);
     est.compute_model += by;
   }
   est.expected_error = expected_error(hw.measured.get());

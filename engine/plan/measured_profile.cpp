@@ -248,6 +248,7 @@ OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool b
 }
 
 std::string to_json(const MeasuredProfile& p) {
+  if (p.transfer) throw std::logic_error("a carried profile is not written: read back, it would be carried again");
   json j;
   j["schema"] = kSchema;
   j["device"] = p.device;
@@ -372,10 +373,15 @@ std::string expected_error(const MeasuredProfile* profile) {
     return "peak x 60% is optimistic: measured/predicted 1.46-2.07 on an H100 (6 jobs) and 1.45-5.24 on a 2-core "
            "CPU (13 jobs; bench/results/2026-11-26-step-time-vs-validate*.json); give cluster.profile a `ptrain "
            "profile` of the machine";
-  if (profile->transfer)
-    return "no run on " + profile->transfer->to + " checked this profile, carried from " + profile->transfer->from +
-           " by datasheet ratios; the one transfer checked, H100 to A100, predicted Megatron-LM's 10 published runs "
-           "(SC21 Table 1, configs/published) at 0.94-1.09 of their published throughput";
+  if (profile->transfer) {
+    const Transfer& t = *profile->transfer;
+    const std::string carried =
+        "no run on " + t.to + " checked this profile, carried from " + t.from + " by datasheet ratios";
+    if (t.from == "h100-sxm" && t.to == "a100-80g")
+      return carried + "; it predicted Megatron-LM's 10 published A100 runs (SC21 Table 1, configs/published) at "
+                       "0.94-1.09 of their published throughput";
+    return carried + "; no published runs checked this transfer";
+  }
   if (!profile->accuracy) return "this profile has not been checked against runs (bench/step_time_vs_validate.py)";
   const Accuracy& a = *profile->accuracy;
   std::snprintf(text, sizeof text, "median %.0f%%, worst %.0f%% over %d runs of %s (%s)", 100 * a.median_error,

@@ -77,11 +77,12 @@ struct Accuracy {
 };
 
 // A profile carried from the GPU it measured to another by datasheet ratios (profile_transfer.h):
-// its times are the measured ones times `compute_ratio` (GEMM, attention; the bf16 ratio here) or
-// `memory_ratio` (memory-bound ops). Set by transfer_profile only, never read from or written to a file.
+// its times are the measured ones times the compute ratio of their element type (GEMM, attention)
+// or `memory_ratio` (memory-bound ops). Set by transfer_profile only, never read from or written
+// to a file (to_json refuses a carried profile: read back, it would be carried again).
 struct Transfer {
   std::string from, to;  // hardware names (hardware.h)
-  double compute_ratio = 1, memory_ratio = 1;
+  double bf16_ratio = 1, fp32_ratio = 1, memory_ratio = 1;
 };
 
 struct MeasuredProfile {
@@ -98,6 +99,7 @@ struct MeasuredProfile {
   std::optional<Calibration> calibration;                    // where profile ran the reference step
   std::optional<Accuracy> accuracy;                          // once the sweep has checked it
   std::optional<Transfer> transfer;                          // read for another GPU than it measured
+  bool built_in = false;  // compiled into the binary (builtin_profile.h); never in a file
 };
 
 // What a step time predicted with `profile` (nullptr: peak x 60%) is worth, in words: the profile's

@@ -1,5 +1,6 @@
 #include "engine/plan/profile_transfer.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -14,8 +15,19 @@ void scale(std::vector<double>& seconds, double by) {
 
 const HardwareProfile* measured_hardware(const MeasuredProfile& profile) {
   if (profile.backend == "cpu") return find_hardware("cpu");
-  for (const auto& [marker, name] : {std::pair{"H100", "h100-sxm"}, {"H200", "h200"}, {"A100", "a100-80g"}})
-    if (profile.device.find(marker) != std::string::npos) return find_hardware(name);
+  // What the driver calls each entry's GPU, and the names of its variants with other datasheets
+  // (PCIe and NVL boards, the 40 GB A100, the GH200 superchip).
+  struct Name {
+    const char* hardware;
+    const char* has;
+    std::vector<const char*> lacks;
+  };
+  static const std::vector<Name> names = {{"h100-sxm", "H100", {"PCIe", "NVL"}},
+                                          {"h200", "H200", {"GH200", "NVL"}},
+                                          {"a100-80g", "A100", {"PCIe", "40GB"}}};
+  auto contains = [&](const char* text) { return profile.device.find(text) != std::string::npos; };
+  for (const Name& n : names)
+    if (contains(n.has) && std::none_of(n.lacks.begin(), n.lacks.end(), contains)) return find_hardware(n.hardware);
   return nullptr;
 }
 
@@ -24,9 +36,9 @@ MeasuredProfile transfer_profile(const MeasuredProfile& profile, const HardwareP
   if (from.device_is_host() || to.device_is_host())
     throw std::invalid_argument("a profile carries between GPUs only (from " + from.name + " to " + to.name + ")");
   MeasuredProfile out = profile;
-  auto compute_ratio = [&](const std::string& element) {
-    return element == "bf16" ? from.peak_flops_bf16 / to.peak_flops_bf16 : from.peak_flops_fp32 / to.peak_flops_fp32;
-  };
+  const double bf16_ratio = from.peak_flops_bf16 / to.peak_flops_bf16;
+  const double fp32_ratio = from.peak_flops_fp32 / to.peak_flops_fp32;
+  auto compute_ratio = [&](const std::string& element) { return element == "bf16" ? bf16_ratio : fp32_ratio; };
   for (auto& [element, g] : out.gemm) {
     const double by = compute_ratio(element);
     scale(g.forward_s, by), scale(g.input_grad_s, by), scale(g.weight_grad_s, by);
@@ -38,7 +50,7 @@ MeasuredProfile transfer_profile(const MeasuredProfile& profile, const HardwareP
     for (MemoryPoint& p : points) p.forward_s *= memory_ratio, p.backward_s *= memory_ratio;
   out.collectives.reset();
   out.accuracy.reset();
-  out.transfer = Transfer{from.name, to.name, compute_ratio("bf16"), memory_ratio};
+  out.transfer = Transfer{from.name, to.name, bf16_ratio, fp32_ratio, memory_ratio};
   return out;
 }
 

@@ -327,7 +327,8 @@ struct Trainer::State {
     double grad_norm = 0;
     std::optional<double> pipeline_idle;  // pp > 1: the largest share of the pipeline a rank waited
     std::optional<PerAxis> comm_bytes;    // world > 1: what each axis sent, the most over the ranks
-    std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls, alike
+    std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls (under
+                                          // NCCL the compute stream's waits on them), alike
     double optimizer_seconds = 0;         // the slowest rank's
     double compute_seconds = 0;           // the busiest rank's pipeline phase outside its calls (on
                                           // CUDA the device's time less its waits, not the host's issuing)
@@ -349,6 +350,9 @@ struct Trainer::State {
         pipeline.train([&](int mb, std::int32_t* tokens,
                            std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
                        grad_scale, loss_sums, zero);
+    // The gradients' last reductions (and the tied embedding's sum) belong to the phase: what they
+    // leave exposed is the dp time validate predicts. The norm below would finish them anyway.
+    zero.finish_reductions();
     on_device.end();
     const std::uint64_t waits_to = comm.device_wait_mark();
     const double pipeline_seconds = seconds_since(t0);
@@ -372,7 +376,9 @@ struct Trainer::State {
         axis_seconds = device_waits(*waits, waits_from, groups);
         const PerAxis& w = axis_seconds;
         computed = *device_seconds - (w.tp + w.pp + w.dp + w.cp + w.ep);
-        idle = *device_seconds > 0 ? w.pp / *device_seconds : 0.0;
+        dist::ParallelGroups stages;  // the pipeline's messages alone, not the tied embedding's sum
+        stages.pp = groups.pp;
+        idle = *device_seconds > 0 ? device_waits(*waits, waits_from, stages).pp / *device_seconds : 0.0;
       }
       double most[12] = {idle,
                          bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,

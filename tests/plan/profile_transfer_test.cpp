@@ -4,6 +4,7 @@
 #include "engine/plan/profile_transfer.h"
 
 #include <stdexcept>
+#include <string>
 
 #include <catch2/catch.hpp>
 
@@ -37,15 +38,23 @@ plan::MeasuredProfile h100_like() {
 
 TEST_CASE("a profile names the hardware it measured") {
   plan::MeasuredProfile p = h100_like();
-  CHECK(plan::measured_hardware(p)->name == "h100-sxm");
-  p.device = "NVIDIA A100-SXM4-80GB (cuda device 3)";
-  CHECK(plan::measured_hardware(p)->name == "a100-80g");
-  p.device = "NVIDIA H200 (cuda device 0)";
-  CHECK(plan::measured_hardware(p)->name == "h200");
-  p.device = "NVIDIA L40S (cuda device 0)";
-  CHECK(plan::measured_hardware(p) == nullptr);  // read as measured
-  p.backend = "cpu", p.device = "AMD EPYC 9654";
-  CHECK(plan::measured_hardware(p)->name == "cpu");
+  auto named = [&](const char* device) {
+    p.device = device;
+    const plan::HardwareProfile* hw = plan::measured_hardware(p);
+    return hw == nullptr ? std::string("(none)") : hw->name;
+  };
+  CHECK(named("NVIDIA H100 80GB HBM3 (cuda device 0)") == "h100-sxm");
+  CHECK(named("NVIDIA A100-SXM4-80GB (cuda device 3)") == "a100-80g");
+  CHECK(named("NVIDIA H200 (cuda device 0)") == "h200");
+  // Boards of other datasheets are none of the entries: read as measured
+  CHECK(named("NVIDIA H100 PCIe") == "(none)");
+  CHECK(named("NVIDIA H100 NVL") == "(none)");
+  CHECK(named("NVIDIA A100-SXM4-40GB") == "(none)");
+  CHECK(named("NVIDIA A100 80GB PCIe") == "(none)");
+  CHECK(named("NVIDIA GH200 480GB") == "(none)");
+  CHECK(named("NVIDIA L40S (cuda device 0)") == "(none)");
+  p.backend = "cpu";
+  CHECK(named("AMD EPYC 9654") == "cpu");
 }
 
 TEST_CASE("a transferred profile scales each table by its datasheet ratio") {
@@ -83,11 +92,19 @@ TEST_CASE("a transferred profile scales each table by its datasheet ratio") {
   REQUIRE(a100.transfer.has_value());
   CHECK(a100.transfer->from == "h100-sxm");
   CHECK(a100.transfer->to == "a100-80g");
-  CHECK(a100.transfer->compute_ratio == Approx(bf16));
+  CHECK(a100.transfer->bf16_ratio == Approx(bf16));
+  CHECK(a100.transfer->fp32_ratio == Approx(f32));
   CHECK(a100.transfer->memory_ratio == Approx(hbm));
   CHECK_THAT(plan::expected_error(&a100), Contains("no run on a100-80g checked this profile") &&
-                                              Contains("carried from h100-sxm"));
+                                              Contains("carried from h100-sxm") && Contains("Megatron-LM"));
   CHECK_FALSE(h100.transfer.has_value());
+  // Only the transfer the published runs checked cites them.
+  const plan::MeasuredProfile h200 = plan::transfer_profile(h100, from, *plan::find_hardware("h200"));
+  CHECK(h200.gemm.at("bf16").forward_s == h100.gemm.at("bf16").forward_s);  // the same compute
+  CHECK(h200.memory.at("norm/bf16")[0].forward_s == Approx(1e-5 * 3.35 / 4.8));
+  CHECK_THAT(plan::expected_error(&h200), Contains("no published runs checked this transfer"));
+  // A carried profile is never written: read back, it would be carried again.
+  CHECK_THROWS_AS(plan::to_json(a100), std::logic_error);
 }
 
 TEST_CASE("a profile is never carried between a CPU and a GPU") {
