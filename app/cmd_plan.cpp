@@ -287,7 +287,8 @@ int run_plan(const PlanArgs& args) {
   }
   if (args.json) std::printf("%s\n", json_table(result, *hw, args.gpus, out_path, verified).c_str());
   std::fflush(stdout);
-  std::vector<config::Diagnostic> warnings = best.job.diags.warnings;
+  std::vector<config::Diagnostic> warnings = job.diags.warnings;  // the hardware's (an unknown GPU's profile)
+  warnings.insert(warnings.end(), best.job.diags.warnings.begin(), best.job.diags.warnings.end());
   for (config::Diagnostic& limit : engine_limit_warnings(reloaded)) warnings.push_back(std::move(limit));
   print_diagnostics({{}, warnings});
   return kExitOk;

@@ -39,7 +39,14 @@ std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) 
   const std::string& path = job.spec.cluster.profile;
   if (path == plan::kPeakModel) return out;
   if (path.empty()) {
-    out.measured = plan::builtin_profile(out);
+    try {
+      out.measured = plan::builtin_profile(out);
+    } catch (const std::invalid_argument& e) {  // a build defect; a run must not stop for the cost model
+      job.diags.warnings.push_back(job.at("cluster.gpu",
+                                          std::string("the built-in profile does not load (") + e.what() +
+                                              "): step times at peak x 60%",
+                                          "give cluster.profile a `ptrain profile` of the GPU"));
+    }
     return out;
   }
   std::ifstream in(path, std::ios::binary);

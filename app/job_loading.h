@@ -22,9 +22,11 @@ void add_job_args(CLI::App& command, JobArgs& args);
 
 config::LoadResult load_job(const JobArgs& args, std::optional<int> world);
 
-// The profile of the job's cluster.gpu with the measurement in cluster.profile if it names one, or
-// nullopt after adding the error to job.diags: an unknown GPU (located at cluster.gpu, listing
-// the known names), a profile file that cannot be read or is not one (at cluster.profile).
+// The profile of the job's cluster.gpu with the measurement in cluster.profile if it names one
+// (carried there from another GPU's), the built-in one on a GPU if it names none, none for `peak`;
+// or nullopt after adding the error to job.diags: an unknown GPU (located at cluster.gpu, listing
+// the known names), a profile file that cannot be read or is not one, or a CPU's for a GPU job and
+// the reverse (at cluster.profile).
 std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job);
 
 // validate's verdict beyond the rules, which `run` applies too: the hardware profile of

@@ -143,7 +143,7 @@ class Comm {
   // returned before, oldest first, and forgets them. It never waits for the device: call it after
   // the host has waited for later work on the compute stream (waits the device has not finished
   // stay for a later call). nullopt where waits happen on the host (Gloo): Traffic::seconds tells
-  // those. A backend may forget the oldest unsettled waits past a limit far above a step's.
+  // those. Until the first settle, a backend may forget the oldest waits past a limit.
   struct DeviceWait {
     std::uint64_t seq = 0;  // its place among this Comm's waits (device_wait_mark counts them)
     int group = -1;         // Group::id of the work waited for

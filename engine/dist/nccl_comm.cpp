@@ -158,6 +158,7 @@ class NcclComm final : public Comm {
     std::vector<Wait> done;
     {
       std::lock_guard<std::mutex> lock(waits_mutex_);
+      settled_ = true;
       while (!waits_.empty() && waits_.front().seq < mark) {
         const cudaError_t reached = cudaEventQuery(waits_.front().after);
         if (reached == cudaErrorNotReady) {
@@ -656,8 +657,9 @@ class NcclComm final : public Comm {
     PTRAIN_DIST_CHECK(cudaEventRecord(around[1], compute_));
     waits_.push_back({next_wait_++, group, around[0], around[1]});
     // Where nobody settles (a collective sweep of `ptrain profile --nproc`), the oldest go back to
-    // the pool: an event may be recorded again before the device reached its last record.
-    if (waits_.size() > kUnsettledWaits) {
+    // the pool: an event may be recorded again before the device reached its last record. Once
+    // somebody settles (the trainer, every step), nothing is dropped.
+    if (!settled_ && waits_.size() > kUnsettledWaits) {
       free_timing_events_.push_back(waits_.front().before);
       free_timing_events_.push_back(waits_.front().after);
       waits_.pop_front();
@@ -798,10 +800,11 @@ class NcclComm final : public Comm {
   std::deque<Pending> pending_;  // oldest first
   std::vector<cudaEvent_t> free_events_;
 
-  static constexpr std::size_t kUnsettledWaits = 1 << 16;  // far more than a step makes
+  static constexpr std::size_t kUnsettledWaits = 1 << 16;  // kept while nobody settles
   mutable std::mutex waits_mutex_;  // taken after pending_mutex_ where both are
   std::deque<Wait> waits_;          // recorded, not yet settled; oldest first
   std::uint64_t next_wait_ = 0;
+  bool settled_ = false;  // settle_device_waits has been called: the cap no longer applies
   std::vector<cudaEvent_t> free_timing_events_;
 
   char* scratch_ = nullptr;  // device

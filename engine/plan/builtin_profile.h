@@ -15,6 +15,9 @@
 namespace ptrain::plan {
 
 // The built-in profile for jobs on `gpu` (read once per process), nullptr for the CPU.
+// std::invalid_argument (from_json's, or naming the device) if the compiled-in file does not load
+// or measured no GPU with a datasheet entry: a build defect, which callers report without failing
+// the command (validate and plan then time at peak x 60%).
 std::shared_ptr<const MeasuredProfile> builtin_profile(const HardwareProfile& gpu);
 
 // The cluster.profile value that asks for peak x 60% instead of the built-in profile.

@@ -48,8 +48,9 @@ struct HardwareProfile {
   // Collectives on host memory (a CPU rank's Gloo) complete on return: nothing overlaps them, so a
   // step pays ZeRO's reductions and gathers whole. Device collectives (NCCL) run beside compute.
   bool host_collectives = false;
-  // A `ptrain profile` measurement of this hardware (cluster.profile): compute is timed op by op
-  // from it (compute_time.h); without one, at kGemmEfficiency of the peak (step_time.h).
+  // A `ptrain profile` measurement (cluster.profile, or the built-in one on a GPU: builtin_profile.h;
+  // another GPU's carried here: profile_transfer.h): compute is timed op by op from it
+  // (compute_time.h); without one, at kGemmEfficiency of the peak (step_time.h).
   std::shared_ptr<const MeasuredProfile> measured = nullptr;
 
   double peak_flops(config::Precision precision) const;

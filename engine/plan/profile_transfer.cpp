@@ -1,7 +1,9 @@
 #include "engine/plan/profile_transfer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace ptrain::plan {
@@ -25,7 +27,12 @@ const HardwareProfile* measured_hardware(const MeasuredProfile& profile) {
   static const std::vector<Name> names = {{"h100-sxm", "H100", {"PCIe", "NVL"}},
                                           {"h200", "H200", {"GH200", "NVL"}},
                                           {"a100-80g", "A100", {"PCIe", "40GB"}}};
-  auto contains = [&](const char* text) { return profile.device.find(text) != std::string::npos; };
+  std::string device = profile.device;  // nvidia-smi writes "PCIE", the driver's name "PCIe"
+  std::transform(device.begin(), device.end(), device.begin(), [](unsigned char c) { return std::toupper(c); });
+  auto contains = [&](std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
+    return device.find(text) != std::string::npos;
+  };
   for (const Name& n : names)
     if (contains(n.has) && std::none_of(n.lacks.begin(), n.lacks.end(), contains)) return find_hardware(n.hardware);
   return nullptr;

@@ -350,12 +350,15 @@ struct Trainer::State {
         pipeline.train([&](int mb, std::int32_t* tokens,
                            std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
                        grad_scale, loss_sums, zero);
-    // The gradients' last reductions (and the tied embedding's sum) belong to the phase: what they
-    // leave exposed is the dp time validate predicts. The norm below would finish them anyway.
-    zero.finish_reductions();
     on_device.end();
-    const std::uint64_t waits_to = comm.device_wait_mark();
     const double pipeline_seconds = seconds_since(t0);
+    // The gradients' last reductions (and the tied embedding's sum) belong to the measured phase:
+    // what they leave exposed is the dp time validate predicts. The norm below would finish them anyway.
+    runtime::DeviceInterval reducing(ops);
+    zero.finish_reductions();
+    reducing.end();
+    const std::uint64_t waits_to = comm.device_wait_mark();
+    const double phase_seconds = seconds_since(t0);
     const PerAxis spent_in_pipeline = comm.world() > 1 ? spent_so_far() - spent_at_start : PerAxis{};
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
     if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
@@ -366,16 +369,16 @@ struct Trainer::State {
       // device's pipeline phase less the compute stream's waits in it, and each axis's time is its
       // waits (the norm above waited for the device, so settling them waits for nothing).
       const PerAxis& in = spent_in_pipeline;
-      double computed = pipeline_seconds - (in.tp + in.pp + in.dp + in.cp + in.ep);
+      double computed = phase_seconds - (in.tp + in.pp + in.dp + in.cp + in.ep);
       double idle = pipeline_seconds > 0 ? waited / pipeline_seconds : 0.0;
       PerAxis axis_seconds = seconds;
-      const std::optional<double> device_seconds = on_device.seconds();
+      const std::optional<double> device_seconds = on_device.seconds(), device_reducing = reducing.seconds();
       const auto waits = comm.settle_device_waits(waits_to);
-      const bool timed_on_device = waits && device_seconds;
+      const bool timed_on_device = waits && device_seconds && device_reducing;
       if (timed_on_device) {
         axis_seconds = device_waits(*waits, waits_from, groups);
         const PerAxis& w = axis_seconds;
-        computed = *device_seconds - (w.tp + w.pp + w.dp + w.cp + w.ep);
+        computed = *device_seconds + *device_reducing - (w.tp + w.pp + w.dp + w.cp + w.ep);
         dist::ParallelGroups stages;  // the pipeline's messages alone, not the tied embedding's sum
         stages.pp = groups.pp;
         idle = *device_seconds > 0 ? device_waits(*waits, waits_from, stages).pp / *device_seconds : 0.0;

@@ -593,6 +593,10 @@ class ProfileTransfer(unittest.TestCase):
         d = json.loads(r.stdout)
         self.assertNotIn("carried", d["compute_model"])
         self.assertTrue(any("no datasheet entry" in w["message"] for w in d["warnings"]), d["warnings"])
+        r = ptrain("plan", config("gpt2-124m"), "--gpus", "8", "--top", "1", "--out", path + ".plan.yaml",
+                   "--set", "cluster.profile=" + path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("no datasheet entry", r.stderr)
 
 
 class Profile(unittest.TestCase):
