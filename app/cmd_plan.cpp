@@ -167,6 +167,8 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
       w.end_object();
     }
     w.end_array();
+    if (const std::optional<double> ratio = choice_over_fastest(verified))
+      w.key("choice_over_fastest").value(*ratio);
   }
   w.end_object();
   return w.str();

@@ -29,6 +29,12 @@ std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::v
                                            const std::vector<plan::RankedLayout>& ranked, int k, bool experts,
                                            int steps, int rounds);
 
+// The plan's choice (row 1) against the row measured fastest (the least measured_s), round by
+// round: the median of row 1's step over that row's in each round. The rows of a round run back to
+// back, so a drift of the machine between rounds cancels, which the medians of each row's rounds
+// do not do. 1 when row 1 is the fastest; nullopt when row 1 failed.
+std::optional<double> choice_over_fastest(const std::vector<VerifiedLayout>& rows);
+
 // The table for the terminal: each row's predicted and measured step and which ran fastest.
 std::string verify_table(const std::vector<VerifiedLayout>& rows);
 

@@ -183,13 +183,13 @@ def verify_plan(ptrain, d, profile):
                         "--json", "--out",
                         os.path.join(d, "planned.yaml"), "--force", "--set", "cluster.profile=" + profile],
                        check=True, capture_output=True, text=True)
-    verified = {v["row"]: v for v in json.loads(r.stdout)["verified"]}
-    fastest = min(verified.values(), key=lambda v: v["measured_s"])
-    # Round by round against the fastest (the rows of a round run back to back, so a drift of the
-    # shared machine between rounds cancels): the median of the paired ratios.
-    picked = statistics.median(a / b for a, b in zip(verified[1]["round_s"], fastest["round_s"]))
+    report = json.loads(r.stdout)
+    fastest = min(v["measured_s"] for v in report["verified"])
+    # Round by round against the fastest (choice_over_fastest: the rows of a round run back to back,
+    # so a drift of the shared machine between rounds cancels), the medians' ratio beside it.
+    picked = report["choice_over_fastest"]
     print(f"plan --verify 3: the plan's choice (row 1) measured {picked:.3f}x the fastest of the three, round by "
-          f"round (medians: {verified[1]['measured_s'] / fastest['measured_s']:.3f}x)", flush=True)
+          f"round (medians: {report['verified'][0]['measured_s'] / fastest:.3f}x)", flush=True)
     return picked
 
 

@@ -372,6 +372,10 @@ class Plan(unittest.TestCase):
             self.assertEqual(v["predicted_s"], ranked["step_time_s"])
             self.assertEqual(len(v["round_s"]), 3)
             self.assertEqual(v["measured_s"], sorted(v["round_s"])[1])  # the median of the rounds
+        # the choice against the fastest row, round by round: the median of the paired ratios
+        fastest = min(verified, key=lambda v: v["measured_s"])
+        paired = sorted(a / b for a, b in zip(verified[0]["round_s"], fastest["round_s"]))
+        self.assertAlmostEqual(report["choice_over_fastest"], paired[1])
         # interleaved: every row once before any row again
         self.assertRegex(r.stderr, r"row 1 \(8 steps, round 1 of 3\)[\s\S]*row 2 \(8 steps, round 1 of 3\)"
                                    r"[\s\S]*row 1 \(8 steps, round 2 of 3\)")
