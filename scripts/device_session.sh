@@ -11,7 +11,9 @@
 #      $OUT/h100-sxm.json (commit it as profiles/h100-sxm.json when the GPU is one) with its results;
 #   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT, then
 #      ptrain's GPT-2 run again with PTRAIN_CUDA_BGRAD=0 (bias gradients by column sums, not the
-#      BGRADB epilogue) into $OUT/bgrad-off, to time the two against each other.
+#      BGRADB epilogue) into $OUT/bgrad-off, to time the two against each other; then ptrain alone
+#      with attention on its own kernels (PTRAIN_CUDNN_ATTENTION=off, $OUT/cudnn-off) and on cuDNN's
+#      deterministic backward ($OUT/cudnn-deterministic), against the default (cuDNN, fast backward).
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
 # its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried.
 #   bash scripts/device_session.sh [--bench]      # device tool: carry ["device-bundle"]
@@ -45,7 +47,7 @@ check() {  # check NAME LIMIT_S COMMAND...: runs it into its log, then the log's
 
 say "1: correctness, side by side"
 check op-tests 240 "$bin/cuda_op_tests" &
-check sanitizer-attention 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[attention]" &
+check sanitizer-attention 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[attention]~[cudnn]" &
 check nccl-training 300 python3 tests/dist/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
 check cuda-backend 300 python3 tests/train/test_run.py --ptrain "$ptrain" CudaBackend -v &
 check tensorboard 120 python3 tests/train/test_tensorboard.py --ptrain "$ptrain" -v &
@@ -76,6 +78,14 @@ if [ "$bench" = 1 ]; then
   check gpu-benchmark-bgrad-off 180 env PTRAIN_CUDA_BGRAD=0 bash bench/gpu_benchmark.sh --models gpt2-124m \
     --skip torch,llmc --results-dir "$out/bgrad-off"
   tail -n 4 "$work/logs/gpu-benchmark-bgrad-off.log"
+  # Attention on ptrain's own kernels instead of cuDNN's (kernels/cuda/cudnn_attention.h), and on
+  # cuDNN's deterministic backward, against the default (cuDNN, fast backward) above.
+  for mode in off deterministic; do
+    mkdir -p "$out/cudnn-$mode"
+    check "gpu-benchmark-cudnn-$mode" 240 env PTRAIN_CUDNN_ATTENTION=$mode bash bench/gpu_benchmark.sh \
+      --skip torch,llmc --results-dir "$out/cudnn-$mode"
+    tail -n 4 "$work/logs/gpu-benchmark-cudnn-$mode.log"
+  done
   pack
 fi
 say "done (files in $out: $(ls "$out" | tr '\n' ' '))"

@@ -18,19 +18,23 @@
 #include "kernels/cuda/attention_merge.cuh"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/cross_entropy.cuh"
+#ifdef PTRAIN_HAVE_CUDNN
+#include "kernels/cuda/cudnn_attention.h"
+#endif
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/markers.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/pinned_uploads.cuh"
-#include "kernels/cuda/markers.cuh"
-#include "kernels/cuda/side_uploads.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/side_uploads.cuh"
+#include "kernels/op_checks.h"
 
 namespace ptrain::kernels {
 namespace {
@@ -158,18 +162,30 @@ class CudaOps final : public Ops {
     cuda::rope_backward(ctx(), d_x, B, T, H, D, theta, pos0);
   }
 
+  // BF16 attention goes to cuDNN's fused kernels where cuDNN has a plan for the shape, else (and F32)
+  // to ptrain's own (cudnn_attention.h).
   void attention_forward(Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& s) const override {
+#ifdef PTRAIN_HAVE_CUDNN
+    check_attention_forward("cuda", out, lse, q, k, v, s);
+    if (cudnn_attention_.forward(ctx(), out, lse, q, k, v, s)) return;
+#endif
     cuda::attention_forward(ctx().stream, out, lse, q, k, v, s);
   }
   void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
                           const AttentionShape& s) const override {
+#ifdef PTRAIN_HAVE_CUDNN
+    check_attention_backward("cuda", d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
+    if (cudnn_attention_.backward(ctx(), d_q, d_k, d_v, d_out, q, k, v, out, lse, s)) return;
+#endif
     cuda::attention_backward(ctx().stream, d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
   }
   void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D) const override {
     cuda::attention_merge(ctx().stream, out, lse, part, part_lse, B, T, H, D);
   }
 
-  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cuda::gelu_forward(ctx(), out, in, n); }
+  void gelu_forward(Buf out, Buf in, std::int64_t n) const override {
+    cuda::gelu_forward(ctx(), out, in, n);
+  }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
     cuda::gelu_backward(ctx(), d_in, d_out, in, n);
   }
@@ -180,15 +196,25 @@ class CudaOps final : public Ops {
     cuda::swiglu_backward(ctx(), d_gate, d_up, d_out, gate, up, n);
   }
 
-  void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cuda::add(ctx(), out, a, b, n); }
-  void accumulate(Buf acc, Buf x, std::int64_t n) const override { cuda::accumulate(ctx(), acc, x, n); }
-  void scale(Buf x, float factor, std::int64_t n) const override { cuda::scale(ctx(), x, factor, n); }
-  void fill(Buf x, float value, std::int64_t n) const override { cuda::fill(ctx(), x, value, n); }
+  void add(Buf out, Buf a, Buf b, std::int64_t n) const override {
+    cuda::add(ctx(), out, a, b, n);
+  }
+  void accumulate(Buf acc, Buf x, std::int64_t n) const override {
+    cuda::accumulate(ctx(), acc, x, n);
+  }
+  void scale(Buf x, float factor, std::int64_t n) const override {
+    cuda::scale(ctx(), x, factor, n);
+  }
+  void fill(Buf x, float value, std::int64_t n) const override {
+    cuda::fill(ctx(), x, value, n);
+  }
   void fill_normal(Buf x, std::int64_t rows, std::int64_t cols, std::uint64_t key, std::uint64_t first,
                    std::uint64_t row_stride, float stddev) const override {
     cuda::fill_normal(ctx(), x, rows, cols, key, first, row_stride, stddev);
   }
-  void convert(Buf dst, Buf src, std::int64_t n) const override { cuda::convert(ctx(), dst, src, n); }
+  void convert(Buf dst, Buf src, std::int64_t n) const override {
+    cuda::convert(ctx(), dst, src, n);
+  }
 
   void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
                                       float grad_scale) const override {
@@ -226,8 +252,12 @@ class CudaOps final : public Ops {
                   const AdamWStep& s) const override {
     cuda::adamw_step(ctx(), param, grad, m, v, param_out, n, s);
   }
-  void sum(Buf out, Buf x, std::int64_t n) const override { cuda::sum(ctx(), out, x, n); }
-  void sum_squares(Buf out, Buf x, std::int64_t n) const override { cuda::sum_squares(ctx(), out, x, n); }
+  void sum(Buf out, Buf x, std::int64_t n) const override {
+    cuda::sum(ctx(), out, x, n);
+  }
+  void sum_squares(Buf out, Buf x, std::int64_t n) const override {
+    cuda::sum_squares(ctx(), out, x, n);
+  }
 
   // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in
   // stream order so later ops see zeros.
@@ -274,16 +304,22 @@ class CudaOps final : public Ops {
   }
   std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes, MarkerSpan* timed) const override {
     if (bytes == 0) return 0;
-    return side_uploads_.start(ctx().stream, dst.ptr, host, bytes, timed == nullptr ? nullptr : &markers_, timed);
+    return side_uploads_.start(ctx().stream, dst.ptr, host, bytes, timed == nullptr ? nullptr : &markers_,
+                               timed);
   }
   void await_upload(std::uint64_t ticket) const override {
     if (ticket != 0) side_uploads_.await(ctx().stream, ticket);
   }
   std::uint64_t record_marker(const void* stream) const override {
-    return markers_.record(stream != nullptr ? static_cast<cudaStream_t>(const_cast<void*>(stream)) : ctx().stream);
+    return markers_.record(stream != nullptr ? static_cast<cudaStream_t>(const_cast<void*>(stream))
+                                             : ctx().stream);
   }
-  double marker_seconds(std::uint64_t from, std::uint64_t to) const override { return markers_.seconds(from, to); }
-  void release_marker(std::uint64_t marker) const override { markers_.release(marker); }
+  double marker_seconds(std::uint64_t from, std::uint64_t to) const override {
+    return markers_.seconds(from, to);
+  }
+  void release_marker(std::uint64_t marker) const override {
+    markers_.release(marker);
+  }
   std::optional<std::int64_t> device_bytes_in_use() const override {
     ctx();
     return used_bytes() - baseline_used_;
@@ -299,6 +335,9 @@ class CudaOps final : public Ops {
   mutable cuda::PinnedUploads uploads_;
   mutable cuda::SideUploads side_uploads_;
   mutable cuda::Markers markers_;
+#ifdef PTRAIN_HAVE_CUDNN
+  mutable cuda::CudnnAttention cudnn_attention_;
+#endif
   mutable std::once_flag once_;
   mutable LaunchContext ctx_;
   mutable int device_ = -1;
@@ -336,7 +375,8 @@ std::string cuda_describe_device(std::map<std::string, std::string>& versions) {
   const std::size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
   versions["cuda_driver"] = dotted(driver);
   versions["cuda_runtime"] = dotted(runtime);
-  versions["cublaslt"] = std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." + std::to_string(lt % 100);
+  versions["cublaslt"] =
+      std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." + std::to_string(lt % 100);
   versions["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
   return prop.name;
 }

@@ -1,6 +1,6 @@
-// What every op entry shares: the launch context (stream, cuBLASLt handle and workspace, scratch
-// pool) that CudaOps owns, stream-ordered scratch memory, the F32/BF16 element-type dispatch, grid
-// sizing and a grid-stride "map" kernel for elementwise functors.
+// What every op entry shares: the launch context that CudaOps owns (launch_context.h), stream-ordered
+// scratch memory, the F32/BF16 element-type dispatch, grid sizing and a grid-stride "map" kernel for
+// elementwise functors.
 #pragma once
 
 #include <cublasLt.h>
@@ -15,23 +15,11 @@
 
 #include "kernels/buffer.h"
 #include "kernels/cuda/check.cuh"
+#include "kernels/cuda/launch_context.h"
 
 namespace ptrain::kernels::cuda {
 
 using bf16 = __nv_bfloat16;
-
-// Owned by CudaOps (cuda_ops.cu), created on first use; entries only read it.
-struct LaunchContext {
-  cudaStream_t stream = nullptr;  // the one compute stream (non-blocking)
-  cublasLtHandle_t lt = nullptr;  // linear's GEMMs
-  void* lt_workspace = nullptr;   // cuBLASLt workspace
-  std::size_t lt_workspace_bytes = 0;
-  cudaMemPool_t scratch_pool = nullptr;  // stream-ordered temporaries (keeps its memory)
-  // The first target >= V cross entropy met since the last read back (cross_entropy.cuh), in device
-  // memory, and the pinned host word it is read back into.
-  unsigned long long* bad_target = nullptr;
-  unsigned long long* bad_target_host = nullptr;
-};
 
 // Temporary device memory for `count` T's, allocated and freed in stream order on the compute stream
 // (no host synchronisation): freeing it after enqueuing the kernels that use it is safe.

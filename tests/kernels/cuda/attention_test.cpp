@@ -8,6 +8,8 @@
 //
 // Part of cuda_op_tests (its main exits 77 when there is no CUDA device). Device memory through
 // tests/kernels/cuda/device_buffer.h.
+#include "kernels/cuda/attention.cuh"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -22,12 +24,18 @@
 #include <vector>
 
 #include "kernels/buffer.h"
-#include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_merge.cuh"
 #include "kernels/cuda/check.cuh"
 #include "kernels/ops.h"
 #include "tests/kernels/cuda/device_buffer.h"
 #include "tests/kernels/kernel_test_util.h"
+#ifdef PTRAIN_HAVE_CUDNN
+#include <cstdlib>
+#include <iterator>
+
+#include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/launch_context.h"
+#endif
 
 using namespace ptrain::kernels;
 using namespace ptrain::kernels::test;
@@ -256,7 +264,8 @@ TEST_CASE("cuda attention is deterministic, overwrites, and lse is optional", "[
     dev.forward(st, s);
     dev.backward(st, s);
     st.sync();
-    const Vec out = dev.out.download(), dq = dev.dq.download(), dk = dev.dk.download(), dv = dev.dv.download();
+    const Vec out = dev.out.download(), dq = dev.dq.download(), dk = dev.dk.download(),
+              dv = dev.dv.download();
     // Same call again on poisoned outputs: bitwise the same results (no atomics, no accumulation).
     poison(dev.out);
     poison(dev.dq);
@@ -290,9 +299,10 @@ TEST_CASE("cuda attention rejects bad arguments before launching", "[cuda][atten
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, 2, 3, 2, 8), std::invalid_argument);
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, -2, 2, 1, 8), std::invalid_argument);
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, 2, 2, 0, 8), std::invalid_argument);
-  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 20), Catch::Contains("attention_forward") &&
-                                                               Catch::Contains("D=20"));
-  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 264), Catch::Contains("D=264") && Catch::Contains("up to 256"));
+  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 20),
+                      Catch::Contains("attention_forward") && Catch::Contains("D=20"));
+  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 264),
+                      Catch::Contains("D=264") && Catch::Contains("up to 256"));
   // dtypes: integer inputs, mixed F32/BF16, a non-F32 lse; a missing input.
   REQUIRE_THROWS_AS(fwd(i32, f, i32, i32, i32, 1, 2, 2, 1, 8), std::invalid_argument);
   REQUIRE_THROWS_AS(fwd(f, f, f, b16, f, 1, 2, 2, 1, 8), std::invalid_argument);
@@ -424,3 +434,98 @@ TEST_CASE("cuda attention_merge composes ring attention's blocks into the causal
     }
   }
 }
+
+// ---- cuDNN's fused attention (kernels/cuda/cudnn_attention.h), BF16
+
+#ifdef PTRAIN_HAVE_CUDNN
+namespace {
+
+// The context the cuDNN path needs: a stream and a pool for its scratch (the device's default pool).
+cuda::LaunchContext cudnn_context(const Stream& st) {
+  cuda::LaunchContext ctx;
+  ctx.stream = st.get();
+  PTRAIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&ctx.scratch_pool, 0));
+  return ctx;
+}
+
+// Sets PTRAIN_CUDNN_ATTENTION for one scope.
+class CudnnMode {
+ public:
+  explicit CudnnMode(const char* mode) { setenv("PTRAIN_CUDNN_ATTENTION", mode, 1); }
+  ~CudnnMode() { unsetenv("PTRAIN_CUDNN_ATTENTION"); }
+  CudnnMode(const CudnnMode&) = delete;
+  CudnnMode& operator=(const CudnnMode&) = delete;
+};
+
+// Every shape of kShapes through cuDNN where it has a plan (declines are allowed, and logged on
+// stderr: the own kernels take those); returns how many it served. What it serves matches the CPU as
+// closely as the own BF16 kernels must.
+int compare_cudnn_with_cpu(const char* mode) {
+  const CudnnMode scoped(mode);
+  Stream st;
+  const cuda::LaunchContext ctx = cudnn_context(st);
+  cuda::CudnnAttention cudnn;
+  std::uint32_t seed = 900;
+  int served = 0;
+  for (const Shape& s : kShapes) {
+    INFO(s << " cuDNN " << mode);
+    const Host h = random_host(s, DType::BF16, seed += 10);
+    GpuRun dev(s, h, DType::BF16);
+    if (!cudnn.forward(ctx, dev.out.buf(), dev.lse.buf(), dev.q.buf(), dev.k.buf(), dev.v.buf(), s.op()))
+      continue;
+    REQUIRE(cudnn.backward(ctx, dev.dq.buf(), dev.dk.buf(), dev.dv.buf(), dev.dout.buf(), dev.q.buf(),
+                           dev.k.buf(), dev.v.buf(), dev.out.buf(), dev.lse.buf(), s.op()));
+    st.sync();
+    ++served;
+    const Reference ref = cpu_reference(s, h);
+    check(dev.out.download(), ref.out, DType::BF16, "out");
+    check(dev.lse.download(), ref.lse, DType::BF16, "lse");
+    check(dev.dq.download(), ref.dq, DType::BF16, "d_q");
+    const Vec dk = dev.dk.download(), dv = dev.dv.download();
+    check(dk, ref.dk, DType::BF16, "d_k");
+    check(dv, ref.dv, DType::BF16, "d_v");
+    check_key_gradients(s, dk, dv);
+  }
+  WARN("cuDNN (" << mode << ") served " << served << " of " << std::size(kShapes) << " shapes");
+  return served;
+}
+
+}  // namespace
+
+TEST_CASE("cudnn attention matches the CPU reference where it has a plan", "[cuda][attention][cudnn]") {
+  // The shapes training runs (head dims 64 and 128, self-attention and context-parallel chunks) must
+  // be served; cuDNN may decline odd head dims and ring attention's blocks.
+  CHECK(compare_cudnn_with_cpu("fast") >= 10);
+  CHECK(compare_cudnn_with_cpu("deterministic") >= 10);
+}
+
+TEST_CASE("cudnn attention: the deterministic backward repeats its bits, off declines",
+          "[cuda][attention][cudnn]") {
+  Stream st;
+  const cuda::LaunchContext ctx = cudnn_context(st);
+  cuda::CudnnAttention cudnn;
+  const Shape s{2, 256, 8, 2, 128};
+  const Host h = random_host(s, DType::BF16, 77);
+  GpuRun dev(s, h, DType::BF16);
+  {
+    const CudnnMode scoped("off");
+    CHECK_FALSE(
+        cudnn.forward(ctx, dev.out.buf(), dev.lse.buf(), dev.q.buf(), dev.k.buf(), dev.v.buf(), s.op()));
+  }
+  const CudnnMode scoped("deterministic");
+  auto run = [&] {
+    REQUIRE(cudnn.forward(ctx, dev.out.buf(), dev.lse.buf(), dev.q.buf(), dev.k.buf(), dev.v.buf(), s.op()));
+    REQUIRE(cudnn.backward(ctx, dev.dq.buf(), dev.dk.buf(), dev.dv.buf(), dev.dout.buf(), dev.q.buf(),
+                           dev.k.buf(), dev.v.buf(), dev.out.buf(), dev.lse.buf(), s.op()));
+    st.sync();
+    return std::vector<Vec>{dev.out.download(), dev.dq.download(), dev.dk.download(), dev.dv.download()};
+  };
+  const std::vector<Vec> first = run();
+  poison(dev.out);
+  poison(dev.dq);
+  poison(dev.dk);
+  poison(dev.dv);
+  const std::vector<Vec> second = run();
+  for (std::size_t i = 0; i < first.size(); ++i) check_close(second[i], first[i], 0.0, 0.0, "repeat");
+}
+#endif

@@ -1,0 +1,303 @@
+// cuDNN fused attention (see cudnn_attention.h).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace ptrain::kernels::cuda {
+namespace {
+
+using cudnn::Graph;
+using Uid = Graph::Uid;
+using Dims = std::vector<std::int64_t>;
+
+// cuDNN's [b, h, s, d] view of ptrain's [B, T, H, D].
+Dims bshd_strides(std::int64_t T, std::int64_t H, std::int64_t D) {
+  return {T * H * D, D, H * D, 1};
+}
+// The same with the last two dims swapped: [b, h, d, s] (K^T, V^T).
+Dims bshd_strides_transposed(std::int64_t T, std::int64_t H, std::int64_t D) {
+  return {T * H * D, D, 1, H * D};
+}
+
+struct Sizes {
+  std::int64_t B, Hq, Hkv, Tq, Tk, D;
+  explicit Sizes(const AttentionShape& s) : B(s.B), Hq(s.Hq), Hkv(s.Hkv), Tq(s.Tq), Tk(s.Tk), D(s.D) {}
+  Dims scores() const { return {B, Hq, Tq, Tk}; }
+  Dims scores_strides() const { return {Hq * Tq * Tk, Tq * Tk, Tk, 1}; }
+  Dims rows() const { return {B, Hq, Tq, 1}; }  // one value per query row: lse, row sums
+  Dims rows_strides() const { return {Hq * Tq, Tq, 1, 1}; }
+};
+
+// The causal mask on scaled scores `x`: keeps x where row + q_pos0 >= col, -inf elsewhere.
+Uid causal_mask(Graph& g, const Sizes& z, const AttentionShape& s, Uid x) {
+  Uid row = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, row, CUDNN_DATA_FLOAT, -1, -1, 2);
+  if (s.q_pos0 != 0) {
+    const Uid shifted = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
+    g.pointwise(CUDNN_POINTWISE_ADD, row, shifted, CUDNN_DATA_INT32, g.scalar_int32(s.q_pos0));
+    row = shifted;
+  }
+  const Uid col = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, col, CUDNN_DATA_FLOAT, -1, -1, 3);
+  const Uid keep = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_CMP_GE, row, keep, CUDNN_DATA_BOOLEAN, col);
+  const Uid masked = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, masked, CUDNN_DATA_FLOAT,
+              g.scalar(-std::numeric_limits<float>::infinity()), keep);
+  return masked;
+}
+
+// An F32 virtual tensor of the scores' shape holding op(x[, b]).
+Uid scores_op(Graph& g, const Sizes& z, cudnnPointwiseMode_t mode, Uid x, Uid b = -1) {
+  const Uid y = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
+  g.pointwise(mode, x, y, CUDNN_DATA_FLOAT, b);
+  return y;
+}
+
+float softmax_scale(const AttentionShape& s) {
+  return 1.0f / std::sqrt(static_cast<float>(s.D));
+}
+
+bool env_is(const char* value, const char* want) {
+  return std::string(value) == want;
+}
+
+// cuDNN's tensors are declared 16-byte aligned.
+bool aligned(Buf b) {
+  return reinterpret_cast<std::uintptr_t>(b.ptr) % 16 == 0;
+}
+
+// Whether the cuDNN path may take the call at all (the own kernels take the rest, and raise the
+// argument errors): BF16, something to compute, every tensor aligned.
+bool eligible(std::initializer_list<Buf> bufs, const AttentionShape& s) {
+  if (bufs.begin()->dtype != DType::BF16 || s.q_elements() == 0 || s.kv_elements() == 0) return false;
+  for (const Buf& b : bufs) {
+    if (b.ptr != nullptr && !aligned(b)) return false;
+  }
+  return cudnn_attention_mode() != CudnnAttentionMode::Off;
+}
+
+}  // namespace
+
+CudnnAttentionMode cudnn_attention_mode() {
+  const char* v = std::getenv("PTRAIN_CUDNN_ATTENTION");
+  if (v == nullptr || env_is(v, "") || env_is(v, "fast")) return CudnnAttentionMode::Fast;
+  if (env_is(v, "off")) return CudnnAttentionMode::Off;
+  if (env_is(v, "deterministic")) return CudnnAttentionMode::Deterministic;
+  throw std::invalid_argument(
+      std::string("PTRAIN_CUDNN_ATTENTION must be off, fast or deterministic (got '") + v + "')");
+}
+
+AttentionForwardGraph attention_forward_graph(const AttentionShape& s) {
+  const Sizes z(s);
+  AttentionForwardGraph f;
+  Graph& g = f.graph;
+  f.q = g.tensor({z.B, z.Hq, z.Tq, z.D}, bshd_strides(z.Tq, z.Hq, z.D), CUDNN_DATA_BFLOAT16);
+  f.k = g.tensor({z.B, z.Hkv, z.D, z.Tk}, bshd_strides_transposed(z.Tk, z.Hkv, z.D), CUDNN_DATA_BFLOAT16);
+  f.v = g.tensor({z.B, z.Hkv, z.Tk, z.D}, bshd_strides(z.Tk, z.Hkv, z.D), CUDNN_DATA_BFLOAT16);
+  f.out = g.tensor({z.B, z.Hq, z.Tq, z.D}, bshd_strides(z.Tq, z.Hq, z.D), CUDNN_DATA_BFLOAT16);
+  f.lse = g.tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
+
+  const Uid scores = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
+  g.matmul(f.q, f.k, scores);
+  const Uid scaled = scores_op(g, z, CUDNN_POINTWISE_MUL, scores, g.scalar(softmax_scale(s)));
+  const Uid masked = causal_mask(g, z, s, scaled);
+  // Softmax with its statistics: lse = max + log(sum(exp(x - max))).
+  const Uid row_max = g.virtual_tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, masked, row_max);
+  const Uid centred = scores_op(g, z, CUDNN_POINTWISE_SUB, masked, row_max);
+  const Uid exps = scores_op(g, z, CUDNN_POINTWISE_EXP, centred);
+  const Uid row_sum = g.virtual_tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
+  const Uid log_sum = g.virtual_tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_LOG, row_sum, log_sum);
+  g.pointwise(CUDNN_POINTWISE_ADD, row_max, f.lse, CUDNN_DATA_FLOAT, log_sum);
+  // P in BF16: the second GEMM's A operand takes the I/O type.
+  const Uid probs = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_BFLOAT16);
+  g.pointwise(CUDNN_POINTWISE_DIV, exps, probs, CUDNN_DATA_FLOAT, row_sum);
+  g.matmul(probs, f.v, f.out);
+  return f;
+}
+
+AttentionBackwardGraph attention_backward_graph(const AttentionShape& s, bool deterministic) {
+  const Sizes z(s);
+  AttentionBackwardGraph b;
+  Graph& g = b.graph;
+  const Dims q_dims{z.B, z.Hq, z.Tq, z.D}, q_strides = bshd_strides(z.Tq, z.Hq, z.D);
+  const Dims kv_dims{z.B, z.Hkv, z.Tk, z.D}, kv_strides = bshd_strides(z.Tk, z.Hkv, z.D);
+  const Dims kvt_dims{z.B, z.Hkv, z.D, z.Tk}, kvt_strides = bshd_strides_transposed(z.Tk, z.Hkv, z.D);
+  b.q = g.tensor(q_dims, q_strides, CUDNN_DATA_BFLOAT16);
+  b.k = g.tensor(kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);  // K^T
+  b.v = g.tensor(kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);  // V^T
+  b.out = g.tensor(q_dims, q_strides, CUDNN_DATA_BFLOAT16);
+  b.d_out = g.tensor(q_dims, q_strides, CUDNN_DATA_BFLOAT16);
+  b.lse = g.tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
+  b.d_q = g.tensor(q_dims, q_strides, CUDNN_DATA_BFLOAT16);
+  b.d_k = g.tensor(kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  b.d_v = g.tensor(kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  const Uid scale = g.scalar(softmax_scale(s));
+
+  // row_dot_i = sum_d dO_id O_id (FlashAttention's D_i), kept in a buffer.
+  const Uid products =
+      g.virtual_tensor(q_dims, {z.Hq * z.Tq * z.D, z.Tq * z.D, z.Hq * z.D, 1}, CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, b.d_out, products, CUDNN_DATA_FLOAT, b.out);
+  const Uid dots = g.virtual_tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, products, dots);
+  b.row_dot = g.tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
+  g.pointwise(CUDNN_POINTWISE_MUL, dots, b.row_dot, CUDNN_DATA_FLOAT, g.scalar(1.0f));
+
+  // P = exp(mask(scale * Q K^T) - lse).
+  const Uid scores = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
+  g.matmul(b.q, b.k, scores);
+  const Uid scaled = scores_op(g, z, CUDNN_POINTWISE_MUL, scores, scale);
+  const Uid centred = scores_op(g, z, CUDNN_POINTWISE_SUB, scaled, b.lse);
+  const Uid masked = causal_mask(g, z, s, centred);
+  const Uid probs = scores_op(g, z, CUDNN_POINTWISE_EXP, masked);
+
+  // Transposed [b, h, Tk, Tq] BF16 views of a scores-shaped tensor, for the kv-side GEMMs.
+  const Dims t_dims{z.B, z.Hq, z.Tk, z.Tq}, t_strides{z.Hq * z.Tq * z.Tk, z.Tq * z.Tk, 1, z.Tk};
+  auto transposed = [&](Uid x) {
+    const Uid t = g.virtual_tensor(t_dims, t_strides, CUDNN_DATA_BFLOAT16);
+    g.reshape(x, t);
+    return t;
+  };
+  // kv gradient = a^T b, summed over each kv head's group of query heads (GQA) by a reduction.
+  auto kv_grad = [&](Uid a_t, Uid rhs, Uid grad) {
+    if (z.Hq == z.Hkv) return g.matmul(a_t, rhs, grad);
+    const Uid per_query_head = g.virtual_tensor({z.B, z.Hq, z.Tk, z.D},
+                                                {z.Hq * z.Tk * z.D, z.Tk * z.D, z.D, 1}, CUDNN_DATA_BFLOAT16);
+    g.matmul(a_t, rhs, per_query_head);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, per_query_head, grad);
+  };
+  kv_grad(transposed(probs), b.d_out, b.d_v);
+
+  // dS = P * (dO V^T - row_dot) * scale.
+  const Uid d_probs = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
+  g.matmul(b.d_out, b.v, d_probs);
+  const Uid d_centred = scores_op(g, z, CUDNN_POINTWISE_SUB, d_probs, b.row_dot);
+  const Uid d_masked = scores_op(g, z, CUDNN_POINTWISE_MUL, d_centred, probs);
+  const Uid d_scores = scores_op(g, z, CUDNN_POINTWISE_MUL, d_masked, scale);
+  kv_grad(transposed(d_scores), b.q, b.d_k);
+
+  // dQ = dS K: K^T's view back to [b, h, Tk, D].
+  const Uid k = g.virtual_tensor(kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  g.reshape(b.k, k);
+  if (deterministic) {
+    g.matmul(d_scores, k, b.d_q);
+  } else {
+    b.d_q_accum = g.tensor(q_dims, {z.Hq * z.Tq * z.D, z.Tq * z.D, z.D, 1}, CUDNN_DATA_FLOAT);
+    g.matmul(d_scores, k, b.d_q_accum);
+    g.pointwise(CUDNN_POINTWISE_IDENTITY, b.d_q_accum, b.d_q);
+  }
+  return b;
+}
+
+std::int64_t attention_backward_buffers_bytes(const AttentionShape& s, bool deterministic) {
+  const std::int64_t rows = std::int64_t{s.B} * s.Hq * s.Tq;
+  return rows * 4 + (deterministic ? 0 : rows * s.D * 4);
+}
+
+// ---- CudnnAttention
+
+CudnnAttention::~CudnnAttention() {
+  if (handle_ != nullptr) static_cast<void>(cudnnDestroy(handle_));
+}
+
+cudnnHandle_t CudnnAttention::handle(const LaunchContext& ctx) {
+  if (handle_ == nullptr) {
+    cudnn::check(cudnnCreate(&handle_), "creating a handle");
+    cudnn::check(cudnnSetStream(handle_, ctx.stream), "binding the compute stream");
+  }
+  return handle_;
+}
+
+CudnnAttention::Plans& CudnnAttention::plans(const AttentionShape& s) {
+  return plans_[Key{s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D}];
+}
+
+void CudnnAttention::report_failure(const char* which, const AttentionShape& s, const std::string& why) {
+  std::fprintf(stderr,
+               "ptrain: cuDNN attention %s has no plan for B=%d Tq=%d Tk=%d q_pos0=%d Hq=%d Hkv=%d D=%d; "
+               "using ptrain's own kernels for it: %s\n",
+               which, s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D, why.c_str());
+}
+
+bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, Buf k, Buf v,
+                             const AttentionShape& s) {
+  if (!eligible({q, k, v, out}, s)) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Plans& p = plans(s);
+  if (p.fwd_failed) return false;
+  if (!p.fwd) {
+    try {
+      p.fwd_graph = attention_forward_graph(s);
+      p.fwd = p.fwd_graph->graph.build(cudnn::Target::handle(handle(ctx)));
+    } catch (const std::runtime_error& e) {
+      p.fwd_failed = true;
+      report_failure("forward", s, e.what());
+      return false;
+    }
+  }
+  const AttentionForwardGraph& f = *p.fwd_graph;
+  // lse is optional in the contract; the graph always writes it.
+  Scratch<float> lse_scratch(ctx, lse.ptr == nullptr ? static_cast<std::size_t>(s.lse_elements()) : 0);
+  Scratch<std::byte> workspace(ctx, static_cast<std::size_t>(p.fwd->workspace_bytes()));
+  p.fwd->execute(handle(ctx),
+                 {{f.q, q.ptr},
+                  {f.k, k.ptr},
+                  {f.v, v.ptr},
+                  {f.out, out.ptr},
+                  {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}},
+                 workspace.get());
+  return true;
+}
+
+bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
+                              Buf v, Buf out, Buf lse, const AttentionShape& s) {
+  if (!eligible({q, k, v, out, d_out, d_q, d_k, d_v}, s)) return false;
+  const bool deterministic = cudnn_attention_mode() == CudnnAttentionMode::Deterministic;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Plans& p = plans(s);
+  if (p.bwd_failed) return false;
+  if (p.bwd && (p.bwd_graph->d_q_accum == 0) != deterministic)
+    p.bwd.reset();  // PTRAIN_CUDNN_ATTENTION changed
+  if (!p.bwd) {
+    try {
+      p.bwd_graph = attention_backward_graph(s, deterministic);
+      p.bwd = p.bwd_graph->graph.build(cudnn::Target::handle(handle(ctx)));
+    } catch (const std::runtime_error& e) {
+      p.bwd_failed = true;
+      report_failure("backward", s, e.what());
+      return false;
+    }
+  }
+  const AttentionBackwardGraph& b = *p.bwd_graph;
+  const std::int64_t rows = std::int64_t{s.B} * s.Hq * s.Tq;
+  Scratch<float> row_dot(ctx, static_cast<std::size_t>(rows));
+  Scratch<float> d_q_accum(ctx, deterministic ? 0 : static_cast<std::size_t>(rows * s.D));
+  Scratch<std::byte> workspace(ctx, static_cast<std::size_t>(p.bwd->workspace_bytes()));
+  std::vector<std::pair<std::int64_t, void*>> data{
+      {b.q, q.ptr},     {b.k, k.ptr},     {b.v, v.ptr},     {b.out, out.ptr}, {b.d_out, d_out.ptr},
+      {b.lse, lse.ptr}, {b.d_q, d_q.ptr}, {b.d_k, d_k.ptr}, {b.d_v, d_v.ptr}, {b.row_dot, row_dot.get()}};
+  if (!deterministic) {
+    data.emplace_back(b.d_q_accum, d_q_accum.get());
+    // cuDNN zeroes the accumulator itself from 9.6 on.
+    if (cudnnGetVersion() < 90600) {
+      PTRAIN_CUDA_CHECK(cudaMemsetAsync(d_q_accum.get(), 0,
+                                        static_cast<std::size_t>(rows * s.D) * sizeof(float), ctx.stream));
+    }
+  }
+  p.bwd->execute(handle(ctx), data, workspace.get());
+  return true;
+}
+
+}  // namespace ptrain::kernels::cuda

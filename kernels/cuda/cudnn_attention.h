@@ -1,0 +1,93 @@
+// BF16 causal attention through cuDNN's fused flash attention (its graph API, cudnn_graph.h), beside
+// ptrain's own kernels (attention.cuh), which stay the F32 path, the fallback and the reference.
+//
+// Same contract as attention.cuh (ops.h attention_forward / attention_backward): q, out, d_q
+// [B, Tq, Hq, D], k, v [B, Tk, Hkv, D], lse [B, Hq, Tq] F32 in natural log, row i sees keys
+// 0 .. q_pos0 + i. The graphs describe those layouts with strides (no copies): cuDNN's [b, h, s, d]
+// view of [B, T, H, D] has strides {T*H*D, D, H*D, 1}; the causal mask is row + q_pos0 >= col.
+//
+// The graphs are NVIDIA's published SDPA pattern (the one cuDNN's frontend emits and cuDNN fuses into
+// one kernel): forward S = scale * Q K^T, masked, softmax with stats (max + log sum), O = P V;
+// backward recomputes P from the stats and forms dV = P^T dO, dS = P (dO V^T - rowsum(dO * O)) * scale,
+// dK = dS^T Q, dQ = dS K, GQA's kv gradients summed over the group by a reduction.
+// Two backward variants: `Fast` accumulates dQ in an F32 buffer with atomics (run-to-run bits may
+// differ), `Deterministic` has cuDNN stage dP in a B*Hq*Tq*Tk BF16 workspace instead (bitwise
+// reproducible, much more memory). PTRAIN_CUDNN_ATTENTION=off|fast|deterministic picks (default fast).
+//
+// Plans are built once per shape (the first call pays for cuDNN's heuristics and, for some engines,
+// its runtime compilation), cached, and run on the compute stream; their workspace is stream-ordered
+// scratch. A shape cuDNN cannot fuse (or any cuDNN error while planning) is remembered and answered
+// with false, and the caller runs its own kernels: the first such answer per shape is logged once
+// on stderr with cuDNN's reason.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "kernels/attention_shape.h"
+#include "kernels/buffer.h"
+#include "kernels/cuda/cudnn_graph.h"
+#include "kernels/cuda/launch_context.h"
+
+namespace ptrain::kernels::cuda {
+
+enum class CudnnAttentionMode { Off, Fast, Deterministic };
+
+// From PTRAIN_CUDNN_ATTENTION (unset: Fast); an unknown value throws std::invalid_argument.
+CudnnAttentionMode cudnn_attention_mode();
+
+// The graphs (exposed for the device-less plan test) and the uids of their non-virtual tensors.
+struct AttentionForwardGraph {
+  cudnn::Graph graph;
+  cudnn::Graph::Uid q = 0, k = 0, v = 0, out = 0, lse = 0;
+};
+struct AttentionBackwardGraph {
+  cudnn::Graph graph;
+  cudnn::Graph::Uid q = 0, k = 0, v = 0, out = 0, d_out = 0, lse = 0, d_q = 0, d_k = 0, d_v = 0;
+  cudnn::Graph::Uid row_dot = 0;    // rowsum(dO * O), [B, Hq, Tq] F32: a buffer the caller supplies
+  cudnn::Graph::Uid d_q_accum = 0;  // Fast: dQ's F32 accumulator [B, Hq, Tq, D]; 0 when Deterministic
+};
+AttentionForwardGraph attention_forward_graph(const AttentionShape& s);
+AttentionBackwardGraph attention_backward_graph(const AttentionShape& s, bool deterministic);
+
+// Device memory besides the plan's own workspace that the backward needs (row_dot, d_q_accum), bytes.
+std::int64_t attention_backward_buffers_bytes(const AttentionShape& s, bool deterministic);
+
+class CudnnAttention {
+ public:
+  CudnnAttention() = default;
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // Run the op through cuDNN if the mode allows, the tensors are BF16 and cuDNN has a plan for the
+  // shape; false (nothing enqueued) otherwise.
+  bool forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, Buf k, Buf v, const AttentionShape& s);
+  bool backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf v, Buf out,
+                Buf lse, const AttentionShape& s);
+
+ private:
+  struct Plans {
+    std::optional<AttentionForwardGraph> fwd_graph;
+    std::optional<AttentionBackwardGraph> bwd_graph;
+    std::optional<cudnn::Plan> fwd, bwd;
+    bool fwd_failed = false, bwd_failed = false;
+  };
+  using Key = std::tuple<int, int, int, int, int, int, int>;
+  cudnnHandle_t handle(const LaunchContext& ctx);
+  Plans& plans(const AttentionShape& s);
+  void report_failure(const char* which, const AttentionShape& s, const std::string& why);
+
+  std::mutex mutex_;
+  cudnnHandle_t handle_ = nullptr;
+  std::map<Key, Plans> plans_;
+};
+
+}  // namespace ptrain::kernels::cuda
