@@ -224,6 +224,15 @@ CudnnAttention::Plans& CudnnAttention::plans(const AttentionShape& s) {
   return plans_[Key{s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D}];
 }
 
+void CudnnAttention::report_first_plan(const cudnn::Plan& plan) {
+  if (reported_plan_) return;
+  reported_plan_ = true;
+  const char* mode = cudnn_attention_mode() == CudnnAttentionMode::Deterministic ? "deterministic" : "fast";
+  std::fprintf(stderr,
+               "ptrain: BF16 attention on cuDNN %zu's fused kernels (%s; PTRAIN_CUDNN_ATTENTION=%s)\n",
+               cudnnGetVersion(), plan.engine().c_str(), mode);
+}
+
 void CudnnAttention::report_failure(const char* which, const AttentionShape& s, const std::string& why) {
   std::fprintf(stderr,
                "ptrain: cuDNN attention %s has no plan for B=%d Tq=%d Tk=%d q_pos0=%d Hq=%d Hkv=%d D=%d; "
@@ -241,6 +250,7 @@ bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, 
     try {
       p.fwd_graph = attention_forward_graph(s);
       p.fwd = p.fwd_graph->graph.build(cudnn::Target::handle(handle(ctx)));
+      report_first_plan(*p.fwd);
     } catch (const std::runtime_error& e) {
       p.fwd_failed = true;
       report_failure("forward", s, e.what());
@@ -274,6 +284,7 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
     try {
       p.bwd_graph = attention_backward_graph(s, deterministic);
       p.bwd = p.bwd_graph->graph.build(cudnn::Target::handle(handle(ctx)));
+      report_first_plan(*p.bwd);
     } catch (const std::runtime_error& e) {
       p.bwd_failed = true;
       report_failure("backward", s, e.what());

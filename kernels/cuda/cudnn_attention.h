@@ -18,7 +18,7 @@
 // its runtime compilation), cached, and run on the compute stream; their workspace is stream-ordered
 // scratch. A shape cuDNN cannot fuse (or any cuDNN error while planning) is remembered and answered
 // with false, and the caller runs its own kernels: the first such answer per shape is logged once
-// on stderr with cuDNN's reason.
+// on stderr with cuDNN's reason, as is the first plan built (cuDNN's version and engine).
 #pragma once
 
 #include <cudnn.h>
@@ -83,11 +83,13 @@ class CudnnAttention {
   using Key = std::tuple<int, int, int, int, int, int, int>;
   cudnnHandle_t handle(const LaunchContext& ctx);
   Plans& plans(const AttentionShape& s);
+  void report_first_plan(const cudnn::Plan& plan);  // once per process, on stderr
   void report_failure(const char* which, const AttentionShape& s, const std::string& why);
 
   std::mutex mutex_;
   cudnnHandle_t handle_ = nullptr;
   std::map<Key, Plans> plans_;
+  bool reported_plan_ = false;
 };
 
 }  // namespace ptrain::kernels::cuda
