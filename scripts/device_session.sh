@@ -12,16 +12,25 @@
 #   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT, then
 #      ptrain's GPT-2 run again with PTRAIN_CUDA_BGRAD=0 (bias gradients by column sums, not the
 #      BGRADB epilogue) into $OUT/bgrad-off, to time the two against each other; then ptrain alone
-#      with attention on its own kernels (PTRAIN_CUDNN_ATTENTION=off, $OUT/cudnn-off) and on cuDNN's
-#      deterministic backward ($OUT/cudnn-deterministic), against the default (cuDNN, fast backward).
+#      with attention on its own kernels (PTRAIN_CUDNN_ATTENTION=off, $OUT/cudnn-off) and, on the
+#      Llama, on cuDNN's deterministic backward ($OUT/cudnn-deterministic), against the default
+#      (cuDNN, fast backward).
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
 # its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried.
-#   bash scripts/device_session.sh [--bench]      # device tool: carry ["device-bundle"]
+#   bash scripts/device_session.sh [--bench] [--no-sweep]   # device tool: carry ["device-bundle"]
+# --no-sweep leaves phase 2 out: phases 1 and 3 together fit one call of the device tool (at most
+# 600 s), all three do not.
 # Exit 0 when every correctness check passed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-bench=0
-case "${1:-}" in "") ;; --bench) bench=1 ;; *) echo "error: unknown argument '$1' (expected --bench or nothing)" >&2; exit 2 ;; esac
+bench=0 sweep=1
+for arg in "$@"; do
+  case "$arg" in
+    --bench) bench=1 ;;
+    --no-sweep) sweep=0 ;;
+    *) echo "error: unknown argument '$arg' (expected --bench and/or --no-sweep)" >&2; exit 2 ;;
+  esac
+done
 [ -f device-bundle/payload.tar.xz ] || { echo "error: no device-bundle/ (run scripts/bundle_for_device.sh and carry it)" >&2; exit 2; }
 out=${OUT:-$(mktemp -d)}
 work=$(mktemp -d)
@@ -46,7 +55,8 @@ check() {  # check NAME LIMIT_S COMMAND...: runs it into its log, then the log's
 }
 
 say "1: correctness, side by side"
-check op-tests 240 "$bin/cuda_op_tests" &
+# cuDNN's warnings and errors (a declined attention graph says why there) into their own log.
+check op-tests 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$work/logs/cudnn-op-tests.log" "$bin/cuda_op_tests" &
 check sanitizer-attention 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[attention]~[cudnn]" &
 check nccl-training 300 python3 tests/dist/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
 check cuda-backend 300 python3 tests/train/test_run.py --ptrain "$ptrain" CudaBackend -v &
@@ -60,6 +70,7 @@ for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard;
 done
 pack
 
+if [ "$sweep" = 1 ]; then
 say "2: start-up of a 3B shard, then the profile and the step-time sweep, alone"
 check startup 150 python3 bench/startup_time.py --ptrain "$ptrain" --size 3b --backend cuda --runs 3
 tail -n 3 "$work/logs/startup.log"
@@ -69,6 +80,7 @@ tail -n 12 "$work/logs/step-time.log"
 find bench/results \( -name '*-step-time-vs-validate-*.json' -o -name '*-startup-time-3b-cuda.json' \) -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
 [ -s "$out/h100-sxm.json" ] || rm -f "$out/h100-sxm.json"  # a profile that did not finish
 pack
+fi
 
 if [ "$bench" = 1 ]; then
   say "3: the GPU benchmark, alone"
@@ -80,10 +92,11 @@ if [ "$bench" = 1 ]; then
   tail -n 4 "$work/logs/gpu-benchmark-bgrad-off.log"
   # Attention on ptrain's own kernels instead of cuDNN's (kernels/cuda/cudnn_attention.h), and on
   # cuDNN's deterministic backward, against the default (cuDNN, fast backward) above.
-  for mode in off deterministic; do
+  for run in off:gpt2-124m,llama-1b deterministic:llama-1b; do
+    mode=${run%%:*}
     mkdir -p "$out/cudnn-$mode"
-    check "gpu-benchmark-cudnn-$mode" 240 env PTRAIN_CUDNN_ATTENTION=$mode bash bench/gpu_benchmark.sh \
-      --skip torch,llmc --results-dir "$out/cudnn-$mode"
+    check "gpu-benchmark-cudnn-$mode" 240 env PTRAIN_CUDNN_ATTENTION="$mode" bash bench/gpu_benchmark.sh \
+      --models "${run#*:}" --skip torch,llmc --results-dir "$out/cudnn-$mode"
     tail -n 4 "$work/logs/gpu-benchmark-cudnn-$mode.log"
   done
   pack

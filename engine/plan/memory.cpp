@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "engine/model/layer_description.h"
-#include "engine/plan/traffic.h"
 #include "engine/config/stage_placement.h"
+#include "engine/model/layer_description.h"
 #include "engine/plan/dtypes.h"
+#include "engine/plan/traffic.h"
 
 namespace ptrain::plan {
 
@@ -18,8 +18,8 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
   const double n = shards;
   if (offload) {  // the device keeps the weights (stage 3: the owned chunks) and the gradients
     const double owned = elements / (zero_stage >= 1 ? n : 1.0);
-    return {elements * b.param / (zero_stage == 3 ? n : 1.0), elements * b.grad / (zero_stage >= 2 ? n : 1.0), 0.0,
-            owned * (kOffloadedBytesPerElement)};
+    return {elements * b.param / (zero_stage == 3 ? n : 1.0), elements * b.grad / (zero_stage >= 2 ? n : 1.0),
+            0.0, owned * (kOffloadedBytesPerElement)};
   }
   // Under ZeRO-3 a rank's shard of the weights is the master; with a separate fp32 master (bf16)
   // it is counted in the optimizer state and the bf16 weights exist only in the gather windows.
@@ -34,8 +34,8 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
   const bool offload = p.offload == config::Offload::Optimizer;
   const ModelStateBytes dense =
       model_state_bytes(static_cast<double>(params.dense), p.dp * p.cp, p.zero, precision, offload);
-  const ModelStateBytes expert =
-      model_state_bytes(static_cast<double>(params.expert), p.tp * p.cp * p.dp / p.ep, p.zero, precision, offload);
+  const ModelStateBytes expert = model_state_bytes(static_cast<double>(params.expert),
+                                                   p.tp * p.cp * p.dp / p.ep, p.zero, precision, offload);
   return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer,
           dense.host + expert.host};
 }
@@ -64,6 +64,21 @@ struct MicrobatchBytes {
 
 }  // namespace
 
+// The largest call: the rank's query rows (under cp's a2a its heads over the whole sequence, the
+// same count), against the gathered sequence's keys under cp's allgather.
+double cudnn_attention_scratch_bytes(const config::JobSpec& spec) {
+  if (spec.backend == config::Backend::Cpu || spec.cluster.gpu == "cpu" ||
+      spec.train.precision != config::Precision::Bf16)
+    return 0.0;
+  const config::ModelSpec& m = spec.model;
+  const double tokens = static_cast<double>(spec.train.micro_batch) * (m.seq_len / spec.parallel.cp);
+  const double heads = m.heads / spec.parallel.tp, d = m.head_dim();
+  const double key_tokens =
+      spec.parallel.cp_comm == config::CpComm::Allgather ? tokens * spec.parallel.cp : tokens;
+  const double gqa_copies = m.kv_heads == m.heads ? 0.0 : 2.0 * key_tokens * heads * d * 2;
+  return tokens * heads * (d + 1) * 4 + gqa_copies;
+}
+
 double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad) {
   return MicrobatchBytes(spec).stage(spec, stage, split_weight_grad);
 }
@@ -71,7 +86,7 @@ double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split
 double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
   const config::StagePlacement place = config::StagePlacement::of(spec);
   const MicrobatchBytes microbatch(spec);
-  double sum = model::total_bytes(model::backward_workspace(spec));
+  double sum = model::total_bytes(model::backward_workspace(spec)) + cudnn_attention_scratch_bytes(spec);
   for (int c = 0; c < place.vpp; ++c)
     sum += held.activation_slots[static_cast<size_t>(c)] *
            microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad);
@@ -97,8 +112,12 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held) {
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
-  MemoryBreakdown m{states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, held),
-                    comm_buffer_bytes(spec, params, held), states.host};
+  MemoryBreakdown m{states.params,
+                    states.grads,
+                    states.optimizer,
+                    activation_bytes(spec, pp_rank, held),
+                    comm_buffer_bytes(spec, params, held),
+                    states.host};
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).
   if (spec.parallel.offload == config::Offload::Optimizer && spec.train.precision == config::Precision::Bf16)

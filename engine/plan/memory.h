@@ -64,8 +64,15 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
 double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad);
 // What `pp_rank` holds (`held`: pipeline::rank_buffers of the job's schedule, as the engine
 // allocates): each chunk's slots times its microbatch's activations, the backward workspace its
-// chunks share, and with pp > 1 the output of a chunk that is not the last, kept until it is sent.
+// chunks share (on GPUs in bf16 with cuDNN attention's scratch), and with pp > 1 the output of a
+// chunk that is not the last, kept until it is sent.
 double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held);
+// Device scratch of cuDNN's attention backward (kernels/cuda/cudnn_attention.h, its default `fast`
+// variant), taken from the compute stream's pool for the call and kept by the pool: dQ's fp32
+// accumulator and the rows' dot products, and under GQA the per-query-head dK/dV copies (bf16)
+// cuDNN sums over each group. GPU jobs in bf16 only (0 otherwise: F32 attention and the CPU run
+// ptrain's own kernels, which need none).
+double cudnn_attention_scratch_bytes(const config::JobSpec& spec);
 // The pipeline's send buffers (held.send_buffers messages), sequence parallelism's gather, expert
 // dispatch, ZeRO windows and bf16 reduction staging.
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,

@@ -378,6 +378,13 @@ std::string cuda_describe_device(std::map<std::string, std::string>& versions) {
   versions["cublaslt"] =
       std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." + std::to_string(lt % 100);
   versions["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+#ifdef PTRAIN_HAVE_CUDNN
+  // The attention a profile measures is cuDNN's where it serves (cudnn_attention.h).
+  const std::size_t dnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
+  versions["cudnn"] =
+      std::to_string(dnn / 10000) + "." + std::to_string(dnn / 100 % 100) + "." + std::to_string(dnn % 100) +
+      " (attention: PTRAIN_CUDNN_ATTENTION=" + cuda::to_string(cuda::cudnn_attention_mode()) + ")";
+#endif
   return prop.name;
 }
 

@@ -97,6 +97,15 @@ CudnnAttentionMode cudnn_attention_mode() {
       std::string("PTRAIN_CUDNN_ATTENTION must be off, fast or deterministic (got '") + v + "')");
 }
 
+const char* to_string(CudnnAttentionMode mode) {
+  switch (mode) {
+    case CudnnAttentionMode::Off: return "off";
+    case CudnnAttentionMode::Fast: return "fast";
+    case CudnnAttentionMode::Deterministic: return "deterministic";
+  }
+  return "?";
+}
+
 AttentionForwardGraph attention_forward_graph(const AttentionShape& s) {
   const Sizes z(s);
   AttentionForwardGraph f;
@@ -224,19 +233,32 @@ CudnnAttention::Plans& CudnnAttention::plans(const AttentionShape& s) {
   return plans_[Key{s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D}];
 }
 
+bool CudnnAttention::run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which,
+                         const AttentionShape& s, const std::vector<std::pair<std::int64_t, void*>>& data,
+                         void* workspace) {
+  try {
+    plan->execute(handle_, data, workspace);
+    return true;
+  } catch (const std::runtime_error& e) {  // cuDNN refused to launch: nothing ran, our kernels take the shape
+    failed = true;
+    plan.reset();
+    report_failure(which, s, e.what());
+    return false;
+  }
+}
+
 void CudnnAttention::report_first_plan(const cudnn::Plan& plan) {
   if (reported_plan_) return;
   reported_plan_ = true;
-  const char* mode = cudnn_attention_mode() == CudnnAttentionMode::Deterministic ? "deterministic" : "fast";
   std::fprintf(stderr,
                "ptrain: BF16 attention on cuDNN %zu's fused kernels (%s; PTRAIN_CUDNN_ATTENTION=%s)\n",
-               cudnnGetVersion(), plan.engine().c_str(), mode);
+               cudnnGetVersion(), plan.engine().c_str(), to_string(cudnn_attention_mode()));
 }
 
 void CudnnAttention::report_failure(const char* which, const AttentionShape& s, const std::string& why) {
   std::fprintf(stderr,
-               "ptrain: cuDNN attention %s has no plan for B=%d Tq=%d Tk=%d q_pos0=%d Hq=%d Hkv=%d D=%d; "
-               "using ptrain's own kernels for it: %s\n",
+               "ptrain: cuDNN declined the attention %s of B=%d Tq=%d Tk=%d q_pos0=%d Hq=%d Hkv=%d D=%d; "
+               "ptrain's own kernels compute it: %s\n",
                which, s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D, why.c_str());
 }
 
@@ -261,14 +283,13 @@ bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, 
   // lse is optional in the contract; the graph always writes it.
   Scratch<float> lse_scratch(ctx, lse.ptr == nullptr ? static_cast<std::size_t>(s.lse_elements()) : 0);
   Scratch<std::byte> workspace(ctx, static_cast<std::size_t>(p.fwd->workspace_bytes()));
-  p.fwd->execute(handle(ctx),
-                 {{f.q, q.ptr},
-                  {f.k, k.ptr},
-                  {f.v, v.ptr},
-                  {f.out, out.ptr},
-                  {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}},
-                 workspace.get());
-  return true;
+  return run(p.fwd, p.fwd_failed, "forward", s,
+             {{f.q, q.ptr},
+              {f.k, k.ptr},
+              {f.v, v.ptr},
+              {f.out, out.ptr},
+              {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}},
+             workspace.get());
 }
 
 bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
@@ -307,8 +328,7 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
                                         static_cast<std::size_t>(rows * s.D) * sizeof(float), ctx.stream));
     }
   }
-  p.bwd->execute(handle(ctx), data, workspace.get());
-  return true;
+  return run(p.bwd, p.bwd_failed, "backward", s, data, workspace.get());
 }
 
 }  // namespace ptrain::kernels::cuda

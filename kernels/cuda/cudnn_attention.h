@@ -30,6 +30,8 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
@@ -42,6 +44,7 @@ enum class CudnnAttentionMode { Off, Fast, Deterministic };
 
 // From PTRAIN_CUDNN_ATTENTION (unset: Fast); an unknown value throws std::invalid_argument.
 CudnnAttentionMode cudnn_attention_mode();
+const char* to_string(CudnnAttentionMode mode);  // the variable's value: "off", "fast", "deterministic"
 
 // The graphs (exposed for the device-less plan test) and the uids of their non-virtual tensors.
 struct AttentionForwardGraph {
@@ -83,6 +86,10 @@ class CudnnAttention {
   using Key = std::tuple<int, int, int, int, int, int, int>;
   cudnnHandle_t handle(const LaunchContext& ctx);
   Plans& plans(const AttentionShape& s);
+  // Executes `plan`; where cuDNN refuses (an error status from the launch) marks the shape failed
+  // and answers false, so that the caller's own kernels compute it.
+  bool run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which, const AttentionShape& s,
+           const std::vector<std::pair<std::int64_t, void*>>& data, void* workspace);
   void report_first_plan(const cudnn::Plan& plan);  // once per process, on stderr
   void report_failure(const char* which, const AttentionShape& s, const std::string& why);
 

@@ -55,7 +55,8 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   const double head = model::total_bytes(model::head_saved_activations(spec));
   CHECK(plan::stage_activation_bytes(spec, 0, false) == 4 * layer + ids);
   CHECK(plan::stage_activation_bytes(spec, 1, false) == 4 * layer + head);
-  const double workspace = model::total_bytes(model::backward_workspace(spec));
+  const double workspace =
+      model::total_bytes(model::backward_workspace(spec)) + plan::cudnn_attention_scratch_bytes(spec);
   const double output = 128.0 * 256 * 2;  // [micro_batch*seq_len, hidden] bf16, kept until sent
   CHECK(plan::activation_bytes(spec, 0, {{2}, {}, 0}) == 2 * (4 * layer + ids) + workspace + output);
   CHECK(plan::activation_bytes(spec, 1, {{1}, {}, 0}) ==
@@ -64,7 +65,8 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   config::LoadResult full = test::load_job(test::kSmallLlama, {"parallel.pp=2", "train.recompute=full"}, 2);
   const double input = model::total_bytes(model::layer_saved_activations(full.spec, config::Recompute::Full));
   CHECK(plan::activation_bytes(full.spec, 0, {{2}, {}, 0}) ==
-        2 * (4 * input + ids) + model::total_bytes(model::backward_workspace(full.spec)) + output);
+        2 * (4 * input + ids) + model::total_bytes(model::backward_workspace(full.spec)) +
+            plan::cudnn_attention_scratch_bytes(full.spec) + output);
 
   // Interleaved: every chunk of the rank with its own slots; only the last chunk of the last rank
   // keeps no output.
@@ -72,7 +74,8 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
       test::kSmallLlama, {"parallel.pp=2", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2"}, 2);
   const config::JobSpec& il = interleaved.spec;
   const double il_layer = model::total_bytes(model::layer_saved_activations(il, il.train.recompute));
-  const double il_workspace = model::total_bytes(model::backward_workspace(il));
+  const double il_workspace =
+      model::total_bytes(model::backward_workspace(il)) + plan::cudnn_attention_scratch_bytes(il);
   CHECK(plan::activation_bytes(il, 1, {{3, 2}, {}, 0}) ==
         3 * 2 * il_layer + 2 * (2 * il_layer + model::total_bytes(model::head_saved_activations(il))) +
             il_workspace + output);
@@ -94,4 +97,23 @@ TEST_CASE("communication buffers") {
   job.spec.train.grad_reduce = Precision::Bf16;
   CHECK(plan::comm_buffer_bytes(job.spec, params, held) ==
         2 * sbh / 2 + 2 * 300'000 * 4 + 2 * 300'000 * 2 + 300'000 * 2);
+}
+
+TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only, dQ's fp32 accumulator, row sums, GQA's kv copies") {
+  config::LoadResult job = test::load_job(test::kSmallLlama, {}, 1);
+  config::JobSpec spec = job.spec;
+  spec.backend = config::Backend::Auto;
+  spec.cluster.gpu = "h100-sxm";
+  spec.train.precision = Precision::Bf16;
+  const config::ModelSpec& m = spec.model;
+  const double tokens = double(spec.train.micro_batch) * m.seq_len, d = m.head_dim();
+  const double accumulator = tokens * m.heads * d * 4, row_sums = tokens * m.heads * 4;
+  const double kv_copies = m.kv_heads == m.heads ? 0.0 : 2 * tokens * m.heads * d * 2;
+  CHECK(plan::cudnn_attention_scratch_bytes(spec) == accumulator + row_sums + kv_copies);
+  config::JobSpec cpu = spec;
+  cpu.backend = config::Backend::Cpu;
+  CHECK(plan::cudnn_attention_scratch_bytes(cpu) == 0);
+  config::JobSpec fp32 = spec;
+  fp32.train.precision = Precision::Fp32;
+  CHECK(plan::cudnn_attention_scratch_bytes(fp32) == 0);
 }
