@@ -380,10 +380,14 @@ std::string cuda_describe_device(std::map<std::string, std::string>& versions) {
   versions["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
 #ifdef PTRAIN_HAVE_CUDNN
   // The attention a profile measures is cuDNN's where it serves (cudnn_attention.h).
-  const std::size_t dnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
-  versions["cudnn"] =
-      std::to_string(dnn / 10000) + "." + std::to_string(dnn / 100 % 100) + "." + std::to_string(dnn % 100) +
-      " (attention: PTRAIN_CUDNN_ATTENTION=" + cuda::to_string(cuda::cudnn_attention_mode()) + ")";
+  try {
+    const std::size_t dnn = cuda::cudnn::api().GetVersion();  // major * 10000 + minor * 100 + patch
+    versions["cudnn"] = std::to_string(dnn / 10000) + "." + std::to_string(dnn / 100 % 100) + "." +
+                        std::to_string(dnn % 100) + " (attention: PTRAIN_CUDNN_ATTENTION=" +
+                        cuda::to_string(cuda::cudnn_attention_mode()) + ")";
+  } catch (const std::runtime_error& e) {
+    versions["cudnn"] = e.what();
+  }
 #endif
   return prop.name;
 }

@@ -99,9 +99,12 @@ CudnnAttentionMode cudnn_attention_mode() {
 
 const char* to_string(CudnnAttentionMode mode) {
   switch (mode) {
-    case CudnnAttentionMode::Off: return "off";
-    case CudnnAttentionMode::Fast: return "fast";
-    case CudnnAttentionMode::Deterministic: return "deterministic";
+    case CudnnAttentionMode::Off:
+      return "off";
+    case CudnnAttentionMode::Fast:
+      return "fast";
+    case CudnnAttentionMode::Deterministic:
+      return "deterministic";
   }
   return "?";
 }
@@ -218,13 +221,13 @@ std::int64_t attention_backward_buffers_bytes(const AttentionShape& s, bool dete
 // ---- CudnnAttention
 
 CudnnAttention::~CudnnAttention() {
-  if (handle_ != nullptr) static_cast<void>(cudnnDestroy(handle_));
+  if (handle_ != nullptr) static_cast<void>(cudnn::api().Destroy(handle_));
 }
 
 cudnnHandle_t CudnnAttention::handle(const LaunchContext& ctx) {
   if (handle_ == nullptr) {
-    cudnn::check(cudnnCreate(&handle_), "creating a handle");
-    cudnn::check(cudnnSetStream(handle_, ctx.stream), "binding the compute stream");
+    cudnn::check(cudnn::api().Create(&handle_), "creating a handle");
+    cudnn::check(cudnn::api().SetStream(handle_, ctx.stream), "binding the compute stream");
   }
   return handle_;
 }
@@ -252,7 +255,7 @@ void CudnnAttention::report_first_plan(const cudnn::Plan& plan) {
   reported_plan_ = true;
   std::fprintf(stderr,
                "ptrain: BF16 attention on cuDNN %zu's fused kernels (%s; PTRAIN_CUDNN_ATTENTION=%s)\n",
-               cudnnGetVersion(), plan.engine().c_str(), to_string(cudnn_attention_mode()));
+               cudnn::api().GetVersion(), plan.engine().c_str(), to_string(cudnn_attention_mode()));
 }
 
 void CudnnAttention::report_failure(const char* which, const AttentionShape& s, const std::string& why) {
@@ -323,7 +326,7 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
   if (!deterministic) {
     data.emplace_back(b.d_q_accum, d_q_accum.get());
     // cuDNN zeroes the accumulator itself from 9.6 on.
-    if (cudnnGetVersion() < 90600) {
+    if (cudnn::api().GetVersion() < 90600) {
       PTRAIN_CUDA_CHECK(cudaMemsetAsync(d_q_accum.get(), 0,
                                         static_cast<std::size_t>(rows * s.D) * sizeof(float), ctx.stream));
     }

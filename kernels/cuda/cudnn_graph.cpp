@@ -1,17 +1,63 @@
 // cuDNN graph API layer (see cudnn_graph.h).
 #include "kernels/cuda/cudnn_graph.h"
 
+#include <dlfcn.h>
+
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
+#include <variant>
 
 namespace ptrain::kernels::cuda::cudnn {
+
+namespace {
+
+// Opens libcudnn.so.9 and resolves Api's entry points; the reason when it cannot.
+std::variant<Api, std::string> load_api() {
+  void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+#ifdef PTRAIN_CUDNN_LIBRARY_DIR
+  if (lib == nullptr) lib = dlopen(PTRAIN_CUDNN_LIBRARY_DIR "/libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    return std::string("cuDNN is not available: ") + (why != nullptr ? why : "libcudnn.so.9 not found");
+  }
+  Api a{};
+  std::string missing;
+  auto resolve = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    if (fn == nullptr) missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+  resolve(a.GetVersion, "cudnnGetVersion");
+  resolve(a.GetErrorString, "cudnnGetErrorString");
+  resolve(a.GetLastErrorString, "cudnnGetLastErrorString");
+  resolve(a.Create, "cudnnCreate");
+  resolve(a.Destroy, "cudnnDestroy");
+  resolve(a.SetStream, "cudnnSetStream");
+  resolve(a.BackendCreateDescriptor, "cudnnBackendCreateDescriptor");
+  resolve(a.BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
+  resolve(a.BackendSetAttribute, "cudnnBackendSetAttribute");
+  resolve(a.BackendGetAttribute, "cudnnBackendGetAttribute");
+  resolve(a.BackendFinalize, "cudnnBackendFinalize");
+  resolve(a.BackendExecute, "cudnnBackendExecute");
+  if (!missing.empty()) return "cuDNN is not available: libcudnn.so.9 lacks " + missing;
+  return a;
+}
+
+}  // namespace
+
+const Api& api() {
+  static const std::variant<Api, std::string> loaded = load_api();  // never unloaded
+  if (const std::string* why = std::get_if<std::string>(&loaded)) throw std::runtime_error(*why);
+  return std::get<Api>(loaded);
+}
 
 void check(cudnnStatus_t status, const char* what) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   std::array<char, 1024> last{};
-  cudnnGetLastErrorString(last.data(), last.size());
-  std::string message = std::string("cuDNN ") + what + ": " + cudnnGetErrorString(status);
+  api().GetLastErrorString(last.data(), last.size());
+  std::string message = std::string("cuDNN ") + what + ": " + api().GetErrorString(status);
   if (last[0] != '\0') message += std::string(" (") + last.data() + ")";
   throw std::runtime_error(message);
 }
@@ -19,16 +65,16 @@ void check(cudnnStatus_t status, const char* what) {
 // ---- Descriptor
 
 Descriptor::Descriptor(cudnnBackendDescriptorType_t type) {
-  check(cudnnBackendCreateDescriptor(type, &d_), "creating a descriptor");
+  check(api().BackendCreateDescriptor(type, &d_), "creating a descriptor");
 }
 
 Descriptor::~Descriptor() {
-  if (d_ != nullptr) static_cast<void>(cudnnBackendDestroyDescriptor(d_));
+  if (d_ != nullptr) static_cast<void>(api().BackendDestroyDescriptor(d_));
 }
 
 Descriptor& Descriptor::operator=(Descriptor&& other) noexcept {
   if (this != &other) {
-    if (d_ != nullptr) static_cast<void>(cudnnBackendDestroyDescriptor(d_));
+    if (d_ != nullptr) static_cast<void>(api().BackendDestroyDescriptor(d_));
     d_ = std::exchange(other.d_, nullptr);
   }
   return *this;
@@ -37,7 +83,7 @@ Descriptor& Descriptor::operator=(Descriptor&& other) noexcept {
 Descriptor& Descriptor::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
                             std::int64_t count, const void* values) {
   const std::string what = "setting attribute " + std::to_string(static_cast<int>(name));
-  check(cudnnBackendSetAttribute(d_, name, type, count, values), what.c_str());
+  check(api().BackendSetAttribute(d_, name, type, count, values), what.c_str());
   return *this;
 }
 
@@ -60,7 +106,7 @@ Descriptor& Descriptor::set_data_type(cudnnBackendAttributeName_t name, cudnnDat
 }
 
 Descriptor& Descriptor::finalize(const char* what) {
-  check(cudnnBackendFinalize(d_), what);
+  check(api().BackendFinalize(d_), what);
   return *this;
 }
 
@@ -104,7 +150,7 @@ void Plan::execute(cudnnHandle_t handle, const std::vector<std::pair<std::int64_
            static_cast<std::int64_t>(pointers.size()), pointers.data());
   pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
   pack.finalize("finalizing the variant pack");
-  check(cudnnBackendExecute(handle, plan_.get(), pack.get()), "executing the plan");
+  check(api().BackendExecute(handle, plan_.get(), pack.get()), "executing the plan");
 }
 
 // ---- Graph
@@ -222,8 +268,8 @@ std::vector<Descriptor> heuristic_configs(const Descriptor& graph, const Target&
   if (target.device() != nullptr) heur.set_descriptor(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, *target.device());
   heur.finalize("running the heuristics");
   std::int64_t count = 0;
-  check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                 &count, nullptr),
+  check(api().BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                  &count, nullptr),
         "counting the heuristics' results");
   std::vector<Descriptor> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
@@ -233,8 +279,8 @@ std::vector<Descriptor> heuristic_configs(const Descriptor& graph, const Target&
   }
   std::int64_t got = 0;
   if (count > 0) {
-    check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                   count, &got, raw.data()),
+    check(api().BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                    count, &got, raw.data()),
           "reading the heuristics' results");
   }
   configs.resize(static_cast<std::size_t>(got));
@@ -274,17 +320,17 @@ std::vector<Graph::Config> Graph::configs(const Descriptor& graph, const Target&
       Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
       cudnnBackendDescriptor_t raw = engine.get();
       std::int64_t n = 0, engine_id = -1;
-      check(cudnnBackendGetAttribute(c.d.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                     &n, &raw),
+      check(api().BackendGetAttribute(c.d.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                      1, &n, &raw),
             "reading a configuration's engine");
       check(
-          cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &engine_id),
+          api().BackendGetAttribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &engine_id),
           "reading an engine's index");
       c.what.name = "engine " + std::to_string(engine_id) + ", configuration " + std::to_string(i + 1) +
                     " of " + std::to_string(found.size()) +
                     (mode == CUDNN_HEUR_MODE_A ? " from heuristics A" : " from the fallback list");
-      check(cudnnBackendGetAttribute(c.d.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                     nullptr, &c.what.workspace_bytes),
+      check(api().BackendGetAttribute(c.d.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                      nullptr, &c.what.workspace_bytes),
             "reading a configuration's workspace size");
       out.push_back(std::move(c));
     }
@@ -315,8 +361,8 @@ Plan Graph::build(const Target& target) const {
         plan.plan_.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *target.device());
       }
       plan.plan_.finalize("building the execution plan");
-      check(cudnnBackendGetAttribute(plan.plan_.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, nullptr, &plan.workspace_bytes_),
+      check(api().BackendGetAttribute(plan.plan_.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                      CUDNN_TYPE_INT64, 1, nullptr, &plan.workspace_bytes_),
             "reading the plan's workspace size");
       plan.engine_ = c.what.name;
       for (std::size_t u = 0; u < tensors_.size(); ++u) {

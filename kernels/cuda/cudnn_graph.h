@@ -27,6 +27,27 @@
 
 namespace ptrain::kernels::cuda::cudnn {
 
+// cuDNN's entry points this layer uses, from libcudnn.so.9 opened at first use (dlopen; the build's
+// cuDNN directory is tried after the loader's search path): ptrain links no cuDNN, so a machine
+// without it still runs the CUDA backend, attention on ptrain's own kernels.
+struct Api {
+  decltype(&::cudnnGetVersion) GetVersion;
+  decltype(&::cudnnGetErrorString) GetErrorString;
+  decltype(&::cudnnGetLastErrorString) GetLastErrorString;
+  decltype(&::cudnnCreate) Create;
+  decltype(&::cudnnDestroy) Destroy;
+  decltype(&::cudnnSetStream) SetStream;
+  decltype(&::cudnnBackendCreateDescriptor) BackendCreateDescriptor;
+  decltype(&::cudnnBackendDestroyDescriptor) BackendDestroyDescriptor;
+  decltype(&::cudnnBackendSetAttribute) BackendSetAttribute;
+  decltype(&::cudnnBackendGetAttribute) BackendGetAttribute;
+  decltype(&::cudnnBackendFinalize) BackendFinalize;
+  decltype(&::cudnnBackendExecute) BackendExecute;
+};
+// The loaded table; throws std::runtime_error("cuDNN is not available: ...") where the library or an
+// entry point is missing (every call, the first attempt's reason).
+const Api& api();
+
 // Throws std::runtime_error("cuDNN <what>: <status> (<cuDNN's last message>)") unless status is success.
 void check(cudnnStatus_t status, const char* what);
 
