@@ -51,8 +51,10 @@ Uid causal_mask(Graph& g, const Sizes& z, const AttentionShape& s, Uid x) {
   const Uid keep = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_BOOLEAN);
   g.pointwise(CUDNN_POINTWISE_CMP_GE, row, keep, CUDNN_DATA_BOOLEAN, col);
   const Uid masked = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
-  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, masked, CUDNN_DATA_FLOAT,
-              g.scalar(-std::numeric_limits<float>::infinity()), keep);
+  // cuDNN before 9.10 wants the lowest finite float for a masked score (as its frontend gives it).
+  const float masked_score = cudnn::api().GetVersion() < 91000 ? std::numeric_limits<float>::lowest()
+                                                               : -std::numeric_limits<float>::infinity();
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, masked, CUDNN_DATA_FLOAT, g.scalar(masked_score), keep);
   return masked;
 }
 
