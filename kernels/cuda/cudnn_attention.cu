@@ -269,7 +269,7 @@ void CudnnAttention::report_failure(const char* which, const AttentionShape& s, 
 
 bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, Buf k, Buf v,
                              const AttentionShape& s) {
-  if (!eligible({q, k, v, out}, s)) return false;
+  if (!eligible({q, k, v, out, lse}, s)) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   Plans& p = plans(s);
   if (p.fwd_failed) return false;
@@ -299,7 +299,7 @@ bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, 
 
 bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
                               Buf v, Buf out, Buf lse, const AttentionShape& s) {
-  if (!eligible({q, k, v, out, d_out, d_q, d_k, d_v}, s)) return false;
+  if (!eligible({q, k, v, out, d_out, d_q, d_k, d_v, lse}, s)) return false;
   const bool deterministic = cudnn_attention_mode() == CudnnAttentionMode::Deterministic;
   std::lock_guard<std::mutex> lock(mutex_);
   Plans& p = plans(s);
