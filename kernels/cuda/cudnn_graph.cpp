@@ -347,7 +347,7 @@ std::vector<Graph::Candidate> Graph::candidates(const Target& target) const {
 }
 
 Plan Graph::build(const Target& target) const {
-  const Descriptor graph = finalized_graph(target);
+  Descriptor graph = finalized_graph(target);
   std::string failures;
   for (Config& c : configs(graph, target, failures)) {
     try {
@@ -365,6 +365,8 @@ Plan Graph::build(const Target& target) const {
                                       CUDNN_TYPE_INT64, 1, nullptr, &plan.workspace_bytes_),
             "reading the plan's workspace size");
       plan.engine_ = c.what.name;
+      plan.config_ = std::move(c.d);
+      plan.graph_ = std::move(graph);
       for (std::size_t u = 0; u < tensors_.size(); ++u) {
         if (tensors_[u].by_value) plan.scalars_.emplace_back(static_cast<Uid>(u) + 1, tensors_[u].value);
       }

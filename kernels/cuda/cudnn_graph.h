@@ -101,6 +101,7 @@ class Plan {
 
  private:
   friend class Graph;
+  Descriptor graph_, config_;  // what the plan was built from, kept as long as it lives
   Descriptor plan_;
   std::int64_t workspace_bytes_ = 0;
   std::string engine_;
