@@ -1,5 +1,6 @@
 // ptrain: train transformers from a YAML job spec across TP x PP x DP x CP x EP.
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -20,9 +21,17 @@ std::string version_text() {
   if (!cuda.built) return text + "; cuda: " + cuda.detail;
   if (!cuda.loaded) return text + "; cuda: does not load: " + cuda.detail;
   const bool nccl = ptrain::kernels::cuda_module_symbol("ptrain_nccl_backend") != nullptr;
+  using CudnnVersion = std::size_t (*)();
+  const auto cudnn =
+      reinterpret_cast<CudnnVersion>(ptrain::kernels::cuda_module_symbol("ptrain_cudnn_version"));
+  const std::size_t dnn = cudnn != nullptr ? cudnn() : 0;
+  const std::string with_cudnn = dnn > 0 ? "with cuDNN " + std::to_string(dnn / 10000) + "." +
+                                               std::to_string(dnn / 100 % 100) + "." +
+                                               std::to_string(dnn % 100) + " (BF16 attention)"
+                                         : "without cuDNN (attention on ptrain's kernels)";
   const bool device = ptrain::kernels::cuda_backend()->device_available();
-  return text + "; cuda: " + cuda.detail + " loads, " + (nccl ? "with" : "without") + " NCCL, " +
-         (device ? "a device is visible" : "no device visible");
+  return text + "; cuda: " + cuda.detail + " loads, " + (nccl ? "with" : "without") + " NCCL, " + with_cudnn +
+         ", " + (device ? "a device is visible" : "no device visible");
 }
 
 }  // namespace

@@ -37,24 +37,25 @@ struct Sizes {
   Dims rows_strides() const { return {Hq * Tq, Tq, 1, 1}; }
 };
 
-// The causal mask on scaled scores `x`: keeps x where row + q_pos0 >= col, -inf elsewhere.
-Uid causal_mask(Graph& g, const Sizes& z, const AttentionShape& s, Uid x) {
+// The causal mask on scores `x` (attention_mask): keeps x where row (+ q_pos0) >= col, -inf elsewhere;
+// the shift's by-value INT32 scalar goes to `shift`. The operations in cuDNN's frontend's order.
+Uid causal_mask(Graph& g, const Sizes& z, AttentionMask mask, Uid x, Uid& shift) {
+  if (mask == AttentionMask::None) return x;
   Uid row = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, row, CUDNN_DATA_FLOAT, -1, -1, 2);
-  if (s.q_pos0 != 0) {
-    const Uid shifted = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_ADD, row, shifted, CUDNN_DATA_INT32, g.scalar_int32(s.q_pos0));
-    row = shifted;
-  }
   const Uid col = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, col, CUDNN_DATA_FLOAT, -1, -1, 3);
+  if (mask == AttentionMask::Shifted) {
+    const Uid shifted = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
+    shift = g.scalar_int32(0);  // the shape's q_pos0, given at each run
+    g.pointwise(CUDNN_POINTWISE_ADD, row, shifted, CUDNN_DATA_INT32, shift);
+    row = shifted;
+  }
   const Uid keep = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_BOOLEAN);
   g.pointwise(CUDNN_POINTWISE_CMP_GE, row, keep, CUDNN_DATA_BOOLEAN, col);
   const Uid masked = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
-  // cuDNN before 9.10 wants the lowest finite float for a masked score (as its frontend gives it).
-  const float masked_score = cudnn::api().GetVersion() < 91000 ? std::numeric_limits<float>::lowest()
-                                                               : -std::numeric_limits<float>::infinity();
-  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, masked, CUDNN_DATA_FLOAT, g.scalar(masked_score), keep);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, masked, CUDNN_DATA_FLOAT,
+              g.scalar(-std::numeric_limits<float>::infinity()), keep);
   return masked;
 }
 
@@ -79,9 +80,11 @@ bool aligned(Buf b) {
 }
 
 // Whether the cuDNN path may take the call at all (the own kernels take the rest, and raise the
-// argument errors): BF16, something to compute, every tensor aligned.
+// argument errors): BF16, something to compute, a head dim the CUDA backend takes, every tensor
+// aligned; not a single query against a single key (cuDNN's frontend refuses its backward).
 bool eligible(std::initializer_list<Buf> bufs, const AttentionShape& s) {
   if (bufs.begin()->dtype != DType::BF16 || s.q_elements() == 0 || s.kv_elements() == 0) return false;
+  if (s.D % kCudaHeadDimStep != 0 || s.D > kCudaMaxHeadDim || (s.Tq == 1 && s.Tk == 1)) return false;
   for (const Buf& b : bufs) {
     if (b.ptr != nullptr && !aligned(b)) return false;
   }
@@ -97,6 +100,11 @@ CudnnAttentionMode cudnn_attention_mode() {
   if (env_is(v, "deterministic")) return CudnnAttentionMode::Deterministic;
   throw std::invalid_argument(
       std::string("PTRAIN_CUDNN_ATTENTION must be off, fast or deterministic (got '") + v + "')");
+}
+
+AttentionMask attention_mask(const AttentionShape& s) {
+  if (s.q_pos0 >= s.Tk - 1) return AttentionMask::None;  // every row sees every key
+  return s.q_pos0 == 0 ? AttentionMask::Causal : AttentionMask::Shifted;
 }
 
 const char* to_string(CudnnAttentionMode mode) {
@@ -124,7 +132,7 @@ AttentionForwardGraph attention_forward_graph(const AttentionShape& s) {
   const Uid scores = g.virtual_tensor(z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
   g.matmul(f.q, f.k, scores);
   const Uid scaled = scores_op(g, z, CUDNN_POINTWISE_MUL, scores, g.scalar(softmax_scale(s)));
-  const Uid masked = causal_mask(g, z, s, scaled);
+  const Uid masked = causal_mask(g, z, attention_mask(s), scaled, f.q_pos0);
   // Softmax with its statistics: lse = max + log(sum(exp(x - max))).
   const Uid row_max = g.virtual_tensor(z.rows(), z.rows_strides(), CUDNN_DATA_FLOAT);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, masked, row_max);
@@ -174,7 +182,7 @@ AttentionBackwardGraph attention_backward_graph(const AttentionShape& s, bool de
   g.matmul(b.q, b.k, scores);
   const Uid scaled = scores_op(g, z, CUDNN_POINTWISE_MUL, scores, scale);
   const Uid centred = scores_op(g, z, CUDNN_POINTWISE_SUB, scaled, b.lse);
-  const Uid masked = causal_mask(g, z, s, centred);
+  const Uid masked = causal_mask(g, z, attention_mask(s), centred, b.q_pos0);
   const Uid probs = scores_op(g, z, CUDNN_POINTWISE_EXP, masked);
 
   // Transposed [b, h, Tk, Tq] BF16 views of a scores-shaped tensor, for the kv-side GEMMs.
@@ -202,8 +210,8 @@ AttentionBackwardGraph attention_backward_graph(const AttentionShape& s, bool de
   const Uid d_scores = scores_op(g, z, CUDNN_POINTWISE_MUL, d_masked, scale);
   kv_grad(transposed(d_scores), b.q, b.d_k);
 
-  // dQ = dS K: K^T's view back to [b, h, Tk, D].
-  const Uid k = g.virtual_tensor(kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  // dQ = dS K: K^T's view back to [b, h, Tk, D] (F32, the intermediate type, as the frontend's).
+  const Uid k = g.virtual_tensor(kv_dims, kv_strides, CUDNN_DATA_FLOAT);
   g.reshape(b.k, k);
   if (deterministic) {
     g.matmul(d_scores, k, b.d_q);
@@ -223,26 +231,38 @@ std::int64_t attention_backward_buffers_bytes(const AttentionShape& s, bool dete
 // ---- CudnnAttention
 
 CudnnAttention::~CudnnAttention() {
+  plans_.clear();  // the plans before the handle they were built with
   if (handle_ != nullptr) static_cast<void>(cudnn::api().Destroy(handle_));
 }
 
 cudnnHandle_t CudnnAttention::handle(const LaunchContext& ctx) {
   if (handle_ == nullptr) {
+    const std::size_t version = cudnn::api().GetVersion();
+    if (version < kMinCudnnVersion) {
+      throw std::runtime_error("cuDNN " + std::to_string(version) +
+                               " is older than 9.16, the first whose fused " +
+                               "attention these graphs trust (cuDNN's frontend patches 9.15's backward)");
+    }
     cudnn::check(cudnn::api().Create(&handle_), "creating a handle");
+  }
+  if (stream_ != ctx.stream) {
     cudnn::check(cudnn::api().SetStream(handle_, ctx.stream), "binding the compute stream");
+    stream_ = ctx.stream;
   }
   return handle_;
 }
 
 CudnnAttention::Plans& CudnnAttention::plans(const AttentionShape& s) {
-  return plans_[Key{s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D}];
+  return plans_[Key{s.B, s.Tq, s.Tk, static_cast<int>(attention_mask(s)), s.Hq, s.Hkv, s.D}];
 }
 
 bool CudnnAttention::run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which,
                          const AttentionShape& s, const std::vector<std::pair<std::int64_t, void*>>& data,
-                         void* workspace) {
+                         void* workspace, cudnn::Graph::Uid q_pos0) {
   try {
-    plan->execute(handle_, data, workspace);
+    std::vector<std::pair<std::int64_t, std::int32_t>> values;
+    if (q_pos0 != 0) values.emplace_back(q_pos0, s.q_pos0);
+    plan->execute(handle_, data, workspace, values);
     return true;
   } catch (const std::runtime_error& e) {  // cuDNN refused to launch: nothing ran, our kernels take the shape
     failed = true;
@@ -294,7 +314,7 @@ bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, 
               {f.v, v.ptr},
               {f.out, out.ptr},
               {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}},
-             workspace.get());
+             workspace.get(), f.q_pos0);
 }
 
 bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
@@ -325,15 +345,10 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
   std::vector<std::pair<std::int64_t, void*>> data{
       {b.q, q.ptr},     {b.k, k.ptr},     {b.v, v.ptr},     {b.out, out.ptr}, {b.d_out, d_out.ptr},
       {b.lse, lse.ptr}, {b.d_q, d_q.ptr}, {b.d_k, d_k.ptr}, {b.d_v, d_v.ptr}, {b.row_dot, row_dot.get()}};
-  if (!deterministic) {
-    data.emplace_back(b.d_q_accum, d_q_accum.get());
-    // cuDNN zeroes the accumulator itself from 9.6 on.
-    if (cudnn::api().GetVersion() < 90600) {
-      PTRAIN_CUDA_CHECK(cudaMemsetAsync(d_q_accum.get(), 0,
-                                        static_cast<std::size_t>(rows * s.D) * sizeof(float), ctx.stream));
-    }
-  }
-  return run(p.bwd, p.bwd_failed, "backward", s, data, workspace.get());
+  // cuDNN zeroes the accumulator itself (from 9.6 on).
+  if (!deterministic) data.emplace_back(b.d_q_accum, d_q_accum.get());
+
+  return run(p.bwd, p.bwd_failed, "backward", s, data, workspace.get(), b.q_pos0);
 }
 
 }  // namespace ptrain::kernels::cuda

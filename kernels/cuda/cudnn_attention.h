@@ -4,7 +4,8 @@
 // Same contract as attention.cuh (ops.h attention_forward / attention_backward): q, out, d_q
 // [B, Tq, Hq, D], k, v [B, Tk, Hkv, D], lse [B, Hq, Tq] F32 in natural log, row i sees keys
 // 0 .. q_pos0 + i. The graphs describe those layouts with strides (no copies): cuDNN's [b, h, s, d]
-// view of [B, T, H, D] has strides {T*H*D, D, H*D, 1}; the causal mask is row + q_pos0 >= col.
+// view of [B, T, H, D] has strides {T*H*D, D, H*D, 1}; the causal mask is row + q_pos0 >= col
+// (AttentionMask).
 //
 // The graphs are NVIDIA's published SDPA pattern (the one cuDNN's frontend emits and cuDNN fuses into
 // one kernel): forward S = scale * Q K^T, masked, softmax with stats (max + log sum), O = P V;
@@ -23,6 +24,7 @@
 
 #include <cudnn.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +44,16 @@ namespace ptrain::kernels::cuda {
 
 enum class CudnnAttentionMode { Off, Fast, Deterministic };
 
+// The oldest cuDNN the path takes (its frontend works around a backward bug up to 9.15; the graphs
+// were checked against 9.19): older ones decline, with the reason, to our kernels.
+inline constexpr std::size_t kMinCudnnVersion = 91600;
+
+// The mask a shape needs: the causal diagonal; the diagonal shifted by q_pos0 (a later query chunk,
+// the value given at each run, so that every offset shares one plan); none where every query row
+// sees every key (q_pos0 >= Tk - 1: ring attention's blocks with an earlier chunk's keys).
+enum class AttentionMask { Causal, Shifted, None };
+AttentionMask attention_mask(const AttentionShape& s);
+
 // From PTRAIN_CUDNN_ATTENTION (unset: Fast); an unknown value throws std::invalid_argument.
 CudnnAttentionMode cudnn_attention_mode();
 const char* to_string(CudnnAttentionMode mode);  // the variable's value: "off", "fast", "deterministic"
@@ -50,12 +62,14 @@ const char* to_string(CudnnAttentionMode mode);  // the variable's value: "off",
 struct AttentionForwardGraph {
   cudnn::Graph graph;
   cudnn::Graph::Uid q = 0, k = 0, v = 0, out = 0, lse = 0;
+  cudnn::Graph::Uid q_pos0 = 0;  // the shift's INT32 scalar (AttentionMask::Shifted), else 0
 };
 struct AttentionBackwardGraph {
   cudnn::Graph graph;
   cudnn::Graph::Uid q = 0, k = 0, v = 0, out = 0, d_out = 0, lse = 0, d_q = 0, d_k = 0, d_v = 0;
   cudnn::Graph::Uid row_dot = 0;    // rowsum(dO * O), [B, Hq, Tq] F32: a buffer the caller supplies
   cudnn::Graph::Uid d_q_accum = 0;  // Fast: dQ's F32 accumulator [B, Hq, Tq, D]; 0 when Deterministic
+  cudnn::Graph::Uid q_pos0 = 0;     // as the forward's
 };
 AttentionForwardGraph attention_forward_graph(const AttentionShape& s);
 AttentionBackwardGraph attention_backward_graph(const AttentionShape& s, bool deterministic);
@@ -89,12 +103,14 @@ class CudnnAttention {
   // Executes `plan`; where cuDNN refuses (an error status from the launch) marks the shape failed
   // and answers false, so that the caller's own kernels compute it.
   bool run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which, const AttentionShape& s,
-           const std::vector<std::pair<std::int64_t, void*>>& data, void* workspace);
+           const std::vector<std::pair<std::int64_t, void*>>& data, void* workspace,
+           cudnn::Graph::Uid q_pos0);
   void report_first_plan(const cudnn::Plan& plan);  // once per process, on stderr
   void report_failure(const char* which, const AttentionShape& s, const std::string& why);
 
   std::mutex mutex_;
   cudnnHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the one handle_ is bound to
   std::map<Key, Plans> plans_;
   bool reported_plan_ = false;
 };

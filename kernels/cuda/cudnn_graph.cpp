@@ -15,14 +15,20 @@ namespace {
 
 // Opens libcudnn.so.9 and resolves Api's entry points; the reason when it cannot.
 std::variant<Api, std::string> load_api() {
-  void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+  std::string tried;
+  void* lib = nullptr;
+  auto try_open = [&](const char* name) {
+    if (lib == nullptr) lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      tried += std::string(tried.empty() ? "" : "; ") + (why != nullptr ? why : name);
+    }
+  };
 #ifdef PTRAIN_CUDNN_LIBRARY_DIR
-  if (lib == nullptr) lib = dlopen(PTRAIN_CUDNN_LIBRARY_DIR "/libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+  try_open(PTRAIN_CUDNN_LIBRARY_DIR "/libcudnn.so.9");
 #endif
-  if (lib == nullptr) {
-    const char* why = dlerror();
-    return std::string("cuDNN is not available: ") + (why != nullptr ? why : "libcudnn.so.9 not found");
-  }
+  try_open("libcudnn.so.9");
+  if (lib == nullptr) return "cuDNN is not available: " + tried;
   Api a{};
   std::string missing;
   auto resolve = [&](auto& fn, const char* name) {
@@ -130,7 +136,8 @@ Target Target::properties(const std::string& json) {
 // ---- Plan
 
 void Plan::execute(cudnnHandle_t handle, const std::vector<std::pair<std::int64_t, void*>>& data,
-                   void* workspace) const {
+                   void* workspace,
+                   const std::vector<std::pair<std::int64_t, std::int32_t>>& int32_values) const {
   std::vector<std::int64_t> uids;
   std::vector<void*> pointers;
   uids.reserve(data.size() + scalars_.size());
@@ -139,9 +146,15 @@ void Plan::execute(cudnnHandle_t handle, const std::vector<std::pair<std::int64_
     uids.push_back(uid);
     pointers.push_back(ptr);
   }
-  for (const auto& [uid, bits] : scalars_) {
+  std::vector<std::pair<std::int64_t, std::uint32_t>> scalars = scalars_;
+  for (const auto& [uid, value] : int32_values) {
+    for (auto& [scalar_uid, bits] : scalars) {
+      if (scalar_uid == uid) std::memcpy(&bits, &value, sizeof bits);
+    }
+  }
+  for (auto& [uid, bits] : scalars) {
     uids.push_back(uid);
-    pointers.push_back(const_cast<std::uint32_t*>(&bits));  // cuDNN reads it, by value
+    pointers.push_back(&bits);  // cuDNN reads it, by value, during the call
   }
   Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<std::int64_t>(uids.size()),
@@ -354,12 +367,9 @@ Plan Graph::build(const Target& target) const {
       Plan plan;
       plan.plan_ = Descriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.plan_.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, c.d);
-      if (target.live_handle() != nullptr) {
-        cudnnHandle_t h = target.live_handle();
-        plan.plan_.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-      } else {
+      // A live target's plan takes its device from the graph's handle (as cuDNN's frontend builds it).
+      if (target.device() != nullptr)
         plan.plan_.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *target.device());
-      }
       plan.plan_.finalize("building the execution plan");
       check(api().BackendGetAttribute(plan.plan_.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                       CUDNN_TYPE_INT64, 1, nullptr, &plan.workspace_bytes_),

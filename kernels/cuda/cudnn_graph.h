@@ -1,5 +1,5 @@
 // A small C++ layer over cuDNN's graph (backend) API, enough to describe a fused operation graph,
-// build an execution plan for it and run the plan: what kernels/cuda/cudnn_attention.cpp needs.
+// build an execution plan for it and run the plan: what kernels/cuda/cudnn_attention.cu needs.
 //
 //   Graph g;
 //   auto q = g.tensor({B, H, T, D}, strides, CUDNN_DATA_BFLOAT16);        // a tensor the caller passes
@@ -9,7 +9,8 @@
 //   plan.execute(handle, {{q, q_ptr}, ...}, workspace);
 //
 // Tensors are named by the uid Graph gives them; dims and strides are in elements, outermost first.
-// Scalars are passed by value (their value is kept by the plan and handed to cuDNN at each run).
+// Scalars are passed by value (their value is kept by the plan and handed to cuDNN at each run; an
+// INT32 one may be given another value at a run, so that one plan serves every value).
 // Everything that fails throws std::runtime_error carrying cuDNN's own message
 // (cudnnGetLastErrorString), so that a shape the library cannot fuse says why.
 //
@@ -27,9 +28,10 @@
 
 namespace ptrain::kernels::cuda::cudnn {
 
-// cuDNN's entry points this layer uses, from libcudnn.so.9 opened at first use (dlopen; the build's
-// cuDNN directory is tried after the loader's search path): ptrain links no cuDNN, so a machine
-// without it still runs the CUDA backend, attention on ptrain's own kernels.
+// cuDNN's entry points this layer uses, from libcudnn.so.9 opened at first use (dlopen: the build's
+// cuDNN directory first, the version the graphs were checked against, then the loader's search
+// path): ptrain links no cuDNN, so a machine without it still runs the CUDA backend, attention on
+// ptrain's own kernels.
 struct Api {
   decltype(&::cudnnGetVersion) GetVersion;
   decltype(&::cudnnGetErrorString) GetErrorString;
@@ -96,8 +98,9 @@ class Plan {
   const std::string& engine() const { return engine_; }  // the candidate it came from (Graph::Candidate)
   // Runs the plan on the handle's stream. `data` gives a device pointer for every non-virtual,
   // non-scalar tensor of the graph; `workspace` holds workspace_bytes() (may be null when 0).
-  void execute(cudnnHandle_t handle, const std::vector<std::pair<std::int64_t, void*>>& data,
-               void* workspace) const;
+  // `int32_values`: by-value INT32 scalars given another value for this run (uid, value).
+  void execute(cudnnHandle_t handle, const std::vector<std::pair<std::int64_t, void*>>& data, void* workspace,
+               const std::vector<std::pair<std::int64_t, std::int32_t>>& int32_values = {}) const;
 
  private:
   friend class Graph;

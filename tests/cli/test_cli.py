@@ -60,6 +60,7 @@ class Help(unittest.TestCase):
         module = os.path.join(os.path.dirname(PTRAIN), "libptrain_cuda.so")
         if os.path.exists(module):
             self.assertIn(f"cuda: {module} loads", r.stdout)
+            self.assertRegex(r.stdout, r"with cuDNN \d+\.\d+\.\d+ \(BF16 attention\)|without cuDNN")
         else:
             self.assertIn("cuda: this ptrain was built without CUDA", r.stdout)
         # the dynamic loader's own account of the files it opens: validate and a CPU run open none of CUDA's

@@ -47,7 +47,8 @@ const Case kCases[] = {
     {"GPT-2 124M (MHA, D 64, T 1024)", AttentionShape::self_attention(32, 1024, 12, 12, 64)},
     {"Llama 1.25B (GQA 4:1, D 128, T 4096)", AttentionShape::self_attention(2, 4096, 16, 4, 128)},
     {"MQA, T 200 (no multiple of a tile)", AttentionShape::self_attention(3, 200, 8, 1, 64)},
-    {"a later context-parallel chunk", {2, 512, 1024, 512, 8, 2, 128}},
+    {"a later context-parallel chunk (the mask shifted by q_pos0)", {2, 512, 1024, 512, 8, 2, 128}},
+    {"a ring attention block past every key (no mask)", {2, 512, 512, 512, 8, 2, 128}},
 };
 
 bool fused_engine(const std::string& name, bool forward) {
@@ -97,4 +98,17 @@ TEST_CASE("a head dim cuDNN's fused attention does not take gets no engine, and 
       attention_backward_graph(AttentionShape::self_attention(1, 64, 2, 2, 1000), false);
   CHECK(b.graph.candidates(h100()).empty());
   CHECK_THROWS_WITH(b.graph.build(h100()), Catch::Contains("cuDNN has no engine for this graph"));
+}
+
+TEST_CASE("the mask a shape needs: causal, shifted by q_pos0 (one plan for every offset), or none") {
+  CHECK(attention_mask(AttentionShape::self_attention(2, 128, 4, 2, 64)) == AttentionMask::Causal);
+  CHECK(attention_mask({2, 128, 512, 384, 4, 2, 64}) == AttentionMask::Shifted);
+  CHECK(attention_mask({2, 128, 512, 100, 4, 2, 64}) == AttentionMask::Shifted);
+  CHECK(attention_mask({2, 128, 512, 511, 4, 2, 64}) == AttentionMask::None);  // row 0 sees key 511, the last
+  CHECK(attention_mask({2, 128, 512, 512, 4, 2, 64}) == AttentionMask::None);
+  // A shifted graph takes q_pos0 at each run; the others have no shift.
+  CHECK(attention_forward_graph({2, 128, 512, 384, 4, 2, 64}).q_pos0 != 0);
+  CHECK(attention_backward_graph({2, 128, 512, 384, 4, 2, 64}, false).q_pos0 != 0);
+  CHECK(attention_forward_graph(AttentionShape::self_attention(2, 128, 4, 2, 64)).q_pos0 == 0);
+  CHECK(attention_forward_graph({2, 128, 512, 512, 4, 2, 64}).q_pos0 == 0);
 }
