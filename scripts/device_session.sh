@@ -10,11 +10,10 @@
 #      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
 #      $OUT/h100-sxm.json (commit it as profiles/h100-sxm.json when the GPU is one) with its results;
 #   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT, then
-#      ptrain's GPT-2 run again with PTRAIN_CUDA_BGRAD=0 (bias gradients by column sums, not the
-#      BGRADB epilogue) into $OUT/bgrad-off, to time the two against each other; then ptrain alone
-#      with attention on its own kernels (PTRAIN_CUDNN_ATTENTION=off, $OUT/cudnn-off) and, on the
-#      Llama, on cuDNN's deterministic backward ($OUT/cudnn-deterministic), against the default
-#      (cuDNN, fast backward).
+#      ptrain alone with one change each, to time against it: attention on its own kernels
+#      (PTRAIN_CUDNN_ATTENTION=off, both models, logs/cudnn-off), bias gradients by column sums
+#      rather than the BGRADB epilogue (PTRAIN_CUDA_BGRAD=0, GPT-2, logs/bgrad-off), cuDNN's
+#      deterministic backward (the Llama, logs/cudnn-deterministic), their results in logs.tgz.
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
 # its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried.
 #   bash scripts/device_session.sh [--bench] [--no-sweep]   # device tool: carry ["device-bundle"]
@@ -86,20 +85,20 @@ if [ "$bench" = 1 ]; then
   say "3: the GPU benchmark, alone"
   check gpu-benchmark 540 bash bench/gpu_benchmark.sh --results-dir "$out"
   tail -n 12 "$work/logs/gpu-benchmark.log"
-  mkdir -p "$out/bgrad-off"
-  check gpu-benchmark-bgrad-off 180 env PTRAIN_CUDA_BGRAD=0 bash bench/gpu_benchmark.sh --models gpt2-124m \
-    --skip torch,llmc --results-dir "$out/bgrad-off"
-  tail -n 4 "$work/logs/gpu-benchmark-bgrad-off.log"
-  # Attention on ptrain's own kernels instead of cuDNN's (kernels/cuda/cudnn_attention.h), and on
-  # cuDNN's deterministic backward, against the default (cuDNN, fast backward) above.
-  for run in off:gpt2-124m,llama-1b deterministic:llama-1b; do
-    mode=${run%%:*}
-    mkdir -p "$out/cudnn-$mode"
-    check "gpu-benchmark-cudnn-$mode" 240 env PTRAIN_CUDNN_ATTENTION="$mode" bash bench/gpu_benchmark.sh \
-      --models "${run#*:}" --skip torch,llmc --results-dir "$out/cudnn-$mode"
-    tail -n 4 "$work/logs/gpu-benchmark-cudnn-$mode.log"
-  done
   pack
+  # ptrain alone, one change each, against the default above, most telling first (each packed as it
+  # ends, so a call cut short keeps what ran): attention on ptrain's own kernels instead of cuDNN's
+  # (kernels/cuda/cudnn_attention.h); bias gradients by column sums instead of the BGRADB epilogue;
+  # cuDNN's deterministic backward.
+  for run in cudnn-off:PTRAIN_CUDNN_ATTENTION=off:gpt2-124m,llama-1b bgrad-off:PTRAIN_CUDA_BGRAD=0:gpt2-124m \
+    cudnn-deterministic:PTRAIN_CUDNN_ATTENTION=deterministic:llama-1b; do
+    IFS=: read -r name setting models <<<"$run"
+    mkdir -p "$work/logs/$name"  # its results travel in logs.tgz
+    check "gpu-benchmark-$name" 240 env "$setting" bash bench/gpu_benchmark.sh --models "$models" \
+      --skip torch,llmc --results-dir "$work/logs/$name"
+    tail -n 4 "$work/logs/gpu-benchmark-$name.log"
+    pack
+  done
 fi
 say "done (files in $out: $(ls "$out" | tr '\n' ' '))"
 exit "$failed"
