@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "engine/config/stage_placement.h"
 #include "engine/model/layer_description.h"
-#include "engine/plan/dtypes.h"
 #include "engine/plan/traffic.h"
+#include "engine/config/stage_placement.h"
+#include "engine/plan/dtypes.h"
 
 namespace ptrain::plan {
 
@@ -18,8 +18,8 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
   const double n = shards;
   if (offload) {  // the device keeps the weights (stage 3: the owned chunks) and the gradients
     const double owned = elements / (zero_stage >= 1 ? n : 1.0);
-    return {elements * b.param / (zero_stage == 3 ? n : 1.0), elements * b.grad / (zero_stage >= 2 ? n : 1.0),
-            0.0, owned * (kOffloadedBytesPerElement)};
+    return {elements * b.param / (zero_stage == 3 ? n : 1.0), elements * b.grad / (zero_stage >= 2 ? n : 1.0), 0.0,
+            owned * (kOffloadedBytesPerElement)};
   }
   // Under ZeRO-3 a rank's shard of the weights is the master; with a separate fp32 master (bf16)
   // it is counted in the optimizer state and the bf16 weights exist only in the gather windows.
@@ -34,8 +34,8 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
   const bool offload = p.offload == config::Offload::Optimizer;
   const ModelStateBytes dense =
       model_state_bytes(static_cast<double>(params.dense), p.dp * p.cp, p.zero, precision, offload);
-  const ModelStateBytes expert = model_state_bytes(static_cast<double>(params.expert),
-                                                   p.tp * p.cp * p.dp / p.ep, p.zero, precision, offload);
+  const ModelStateBytes expert =
+      model_state_bytes(static_cast<double>(params.expert), p.tp * p.cp * p.dp / p.ep, p.zero, precision, offload);
   return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer,
           dense.host + expert.host};
 }
@@ -112,12 +112,8 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held) {
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
-  MemoryBreakdown m{states.params,
-                    states.grads,
-                    states.optimizer,
-                    activation_bytes(spec, pp_rank, held),
-                    comm_buffer_bytes(spec, params, held),
-                    states.host};
+  MemoryBreakdown m{states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, held),
+                    comm_buffer_bytes(spec, params, held), states.host};
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).
   if (spec.parallel.offload == config::Offload::Optimizer && spec.train.precision == config::Precision::Bf16)

@@ -27,13 +27,13 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/linear.cuh"
-#include "kernels/cuda/markers.cuh"
 #include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/pinned_uploads.cuh"
+#include "kernels/cuda/markers.cuh"
+#include "kernels/cuda/side_uploads.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope.cuh"
-#include "kernels/cuda/side_uploads.cuh"
 #include "kernels/op_checks.h"
 
 namespace ptrain::kernels {
@@ -183,9 +183,7 @@ class CudaOps final : public Ops {
     cuda::attention_merge(ctx().stream, out, lse, part, part_lse, B, T, H, D);
   }
 
-  void gelu_forward(Buf out, Buf in, std::int64_t n) const override {
-    cuda::gelu_forward(ctx(), out, in, n);
-  }
+  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cuda::gelu_forward(ctx(), out, in, n); }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
     cuda::gelu_backward(ctx(), d_in, d_out, in, n);
   }
@@ -196,25 +194,15 @@ class CudaOps final : public Ops {
     cuda::swiglu_backward(ctx(), d_gate, d_up, d_out, gate, up, n);
   }
 
-  void add(Buf out, Buf a, Buf b, std::int64_t n) const override {
-    cuda::add(ctx(), out, a, b, n);
-  }
-  void accumulate(Buf acc, Buf x, std::int64_t n) const override {
-    cuda::accumulate(ctx(), acc, x, n);
-  }
-  void scale(Buf x, float factor, std::int64_t n) const override {
-    cuda::scale(ctx(), x, factor, n);
-  }
-  void fill(Buf x, float value, std::int64_t n) const override {
-    cuda::fill(ctx(), x, value, n);
-  }
+  void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cuda::add(ctx(), out, a, b, n); }
+  void accumulate(Buf acc, Buf x, std::int64_t n) const override { cuda::accumulate(ctx(), acc, x, n); }
+  void scale(Buf x, float factor, std::int64_t n) const override { cuda::scale(ctx(), x, factor, n); }
+  void fill(Buf x, float value, std::int64_t n) const override { cuda::fill(ctx(), x, value, n); }
   void fill_normal(Buf x, std::int64_t rows, std::int64_t cols, std::uint64_t key, std::uint64_t first,
                    std::uint64_t row_stride, float stddev) const override {
     cuda::fill_normal(ctx(), x, rows, cols, key, first, row_stride, stddev);
   }
-  void convert(Buf dst, Buf src, std::int64_t n) const override {
-    cuda::convert(ctx(), dst, src, n);
-  }
+  void convert(Buf dst, Buf src, std::int64_t n) const override { cuda::convert(ctx(), dst, src, n); }
 
   void cross_entropy_forward_backward(Buf losses, Buf d_logits, Buf logits, Buf targets, int N, int V, int Vp,
                                       float grad_scale) const override {
@@ -252,12 +240,8 @@ class CudaOps final : public Ops {
                   const AdamWStep& s) const override {
     cuda::adamw_step(ctx(), param, grad, m, v, param_out, n, s);
   }
-  void sum(Buf out, Buf x, std::int64_t n) const override {
-    cuda::sum(ctx(), out, x, n);
-  }
-  void sum_squares(Buf out, Buf x, std::int64_t n) const override {
-    cuda::sum_squares(ctx(), out, x, n);
-  }
+  void sum(Buf out, Buf x, std::int64_t n) const override { cuda::sum(ctx(), out, x, n); }
+  void sum_squares(Buf out, Buf x, std::int64_t n) const override { cuda::sum_squares(ctx(), out, x, n); }
 
   // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in
   // stream order so later ops see zeros.
@@ -304,22 +288,16 @@ class CudaOps final : public Ops {
   }
   std::uint64_t upload_async(Buf dst, const void* host, std::size_t bytes, MarkerSpan* timed) const override {
     if (bytes == 0) return 0;
-    return side_uploads_.start(ctx().stream, dst.ptr, host, bytes, timed == nullptr ? nullptr : &markers_,
-                               timed);
+    return side_uploads_.start(ctx().stream, dst.ptr, host, bytes, timed == nullptr ? nullptr : &markers_, timed);
   }
   void await_upload(std::uint64_t ticket) const override {
     if (ticket != 0) side_uploads_.await(ctx().stream, ticket);
   }
   std::uint64_t record_marker(const void* stream) const override {
-    return markers_.record(stream != nullptr ? static_cast<cudaStream_t>(const_cast<void*>(stream))
-                                             : ctx().stream);
+    return markers_.record(stream != nullptr ? static_cast<cudaStream_t>(const_cast<void*>(stream)) : ctx().stream);
   }
-  double marker_seconds(std::uint64_t from, std::uint64_t to) const override {
-    return markers_.seconds(from, to);
-  }
-  void release_marker(std::uint64_t marker) const override {
-    markers_.release(marker);
-  }
+  double marker_seconds(std::uint64_t from, std::uint64_t to) const override { return markers_.seconds(from, to); }
+  void release_marker(std::uint64_t marker) const override { markers_.release(marker); }
   std::optional<std::int64_t> device_bytes_in_use() const override {
     ctx();
     return used_bytes() - baseline_used_;
@@ -375,8 +353,7 @@ std::string cuda_describe_device(std::map<std::string, std::string>& versions) {
   const std::size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
   versions["cuda_driver"] = dotted(driver);
   versions["cuda_runtime"] = dotted(runtime);
-  versions["cublaslt"] =
-      std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." + std::to_string(lt % 100);
+  versions["cublaslt"] = std::to_string(lt / 10000) + "." + std::to_string(lt / 100 % 100) + "." + std::to_string(lt % 100);
   versions["compute_capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
 #ifdef PTRAIN_HAVE_CUDNN
   // The attention a profile measures is cuDNN's where it serves (cudnn_attention.h).

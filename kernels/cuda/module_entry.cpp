@@ -12,9 +12,7 @@
 extern "C" __attribute__((visibility("default"))) const ptrain::kernels::CudaBackend* ptrain_cuda_backend() {
   using namespace ptrain::kernels;
   static const CudaBackend backend{
-      &cuda_device_available,
-      &cuda_select_device,
-      &cuda_ops,
+      &cuda_device_available, &cuda_select_device, &cuda_ops,
       [] { return static_cast<void*>(cuda_compute_stream()); },
       &cuda_describe_device,
   };

@@ -8,8 +8,6 @@
 //
 // Part of cuda_op_tests (its main exits 77 when there is no CUDA device). Device memory through
 // tests/kernels/cuda/device_buffer.h.
-#include "kernels/cuda/attention.cuh"
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "kernels/buffer.h"
+#include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/attention_merge.cuh"
 #include "kernels/cuda/check.cuh"
 #include "kernels/ops.h"
@@ -264,8 +263,7 @@ TEST_CASE("cuda attention is deterministic, overwrites, and lse is optional", "[
     dev.forward(st, s);
     dev.backward(st, s);
     st.sync();
-    const Vec out = dev.out.download(), dq = dev.dq.download(), dk = dev.dk.download(),
-              dv = dev.dv.download();
+    const Vec out = dev.out.download(), dq = dev.dq.download(), dk = dev.dk.download(), dv = dev.dv.download();
     // Same call again on poisoned outputs: bitwise the same results (no atomics, no accumulation).
     poison(dev.out);
     poison(dev.dq);
@@ -299,10 +297,9 @@ TEST_CASE("cuda attention rejects bad arguments before launching", "[cuda][atten
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, 2, 3, 2, 8), std::invalid_argument);
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, -2, 2, 1, 8), std::invalid_argument);
   REQUIRE_THROWS_AS(fwd(f, f, f, f, f, 1, 2, 2, 0, 8), std::invalid_argument);
-  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 20),
-                      Catch::Contains("attention_forward") && Catch::Contains("D=20"));
-  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 264),
-                      Catch::Contains("D=264") && Catch::Contains("up to 256"));
+  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 20), Catch::Contains("attention_forward") &&
+                                                               Catch::Contains("D=20"));
+  REQUIRE_THROWS_WITH(fwd(f, f, f, f, f, 1, 2, 2, 1, 264), Catch::Contains("D=264") && Catch::Contains("up to 256"));
   // dtypes: integer inputs, mixed F32/BF16, a non-F32 lse; a missing input.
   REQUIRE_THROWS_AS(fwd(i32, f, i32, i32, i32, 1, 2, 2, 1, 8), std::invalid_argument);
   REQUIRE_THROWS_AS(fwd(f, f, f, b16, f, 1, 2, 2, 1, 8), std::invalid_argument);
