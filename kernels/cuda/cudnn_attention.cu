@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/cudnn_attention_check.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace ptrain::kernels::cuda {
@@ -272,6 +273,18 @@ bool CudnnAttention::run(std::optional<cudnn::Plan>& plan, bool& failed, const c
   }
 }
 
+bool CudnnAttention::trusted(std::optional<cudnn::Plan>& plan, bool& checked, bool& failed, const char* which,
+                             const AttentionShape& s, const std::function<std::string()>& check) {
+  if (checked) return true;
+  checked = true;
+  const std::string disagreement = check();
+  if (disagreement.empty()) return true;
+  failed = true;
+  plan.reset();
+  report_failure(which, s, "its numbers differ from ptrain's kernels: " + disagreement);
+  return false;
+}
+
 void CudnnAttention::report_first_plan(const cudnn::Plan& plan) {
   if (reported_plan_) return;
   reported_plan_ = true;
@@ -308,13 +321,16 @@ bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, 
   // lse is optional in the contract; the graph always writes it.
   Scratch<float> lse_scratch(ctx, lse.ptr == nullptr ? static_cast<std::size_t>(s.lse_elements()) : 0);
   Scratch<std::byte> workspace(ctx, static_cast<std::size_t>(p.fwd->workspace_bytes()));
-  return run(p.fwd, p.fwd_failed, "forward", s,
-             {{f.q, q.ptr},
-              {f.k, k.ptr},
-              {f.v, v.ptr},
-              {f.out, out.ptr},
-              {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}},
-             workspace.get(), f.q_pos0);
+  if (!run(p.fwd, p.fwd_failed, "forward", s,
+           {{f.q, q.ptr},
+            {f.k, k.ptr},
+            {f.v, v.ptr},
+            {f.out, out.ptr},
+            {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}},
+           workspace.get(), f.q_pos0))
+    return false;
+  return trusted(p.fwd, p.fwd_checked, p.fwd_failed, "forward", s,
+                 [&] { return check_attention_forward_against_own(ctx, out, lse, q, k, v, s); });
 }
 
 bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
@@ -324,8 +340,10 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
   std::lock_guard<std::mutex> lock(mutex_);
   Plans& p = plans(s);
   if (p.bwd_failed) return false;
-  if (p.bwd && (p.bwd_graph->d_q_accum == 0) != deterministic)
-    p.bwd.reset();  // PTRAIN_CUDNN_ATTENTION changed
+  if (p.bwd && (p.bwd_graph->d_q_accum == 0) != deterministic) {  // PTRAIN_CUDNN_ATTENTION changed
+    p.bwd.reset();
+    p.bwd_checked = false;
+  }
   if (!p.bwd) {
     try {
       p.bwd_graph = attention_backward_graph(s, deterministic);
@@ -348,7 +366,10 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
   // cuDNN zeroes the accumulator itself (from 9.6 on).
   if (!deterministic) data.emplace_back(b.d_q_accum, d_q_accum.get());
 
-  return run(p.bwd, p.bwd_failed, "backward", s, data, workspace.get(), b.q_pos0);
+  if (!run(p.bwd, p.bwd_failed, "backward", s, data, workspace.get(), b.q_pos0)) return false;
+  return trusted(p.bwd, p.bwd_checked, p.bwd_failed, "backward", s, [&] {
+    return check_attention_backward_against_own(ctx, d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
+  });
 }
 
 }  // namespace ptrain::kernels::cuda

@@ -17,7 +17,8 @@
 //
 // Plans are built once per shape (the first call pays for cuDNN's heuristics and, for some engines,
 // its runtime compilation), cached, and run on the compute stream; their workspace is stream-ordered
-// scratch. A shape cuDNN cannot fuse (or any cuDNN error while planning) is remembered and answered
+// scratch. A plan's first run is checked against ptrain's own kernels on the same inputs
+// (cudnn_attention_check.h) before cuDNN is trusted with the shape. A shape cuDNN cannot fuse (or any cuDNN error while planning) is remembered and answered
 // with false, and the caller runs its own kernels: the first such answer per shape is logged once
 // on stderr with cuDNN's reason, as is the first plan built (cuDNN's version and engine).
 #pragma once
@@ -26,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -96,6 +98,7 @@ class CudnnAttention {
     std::optional<AttentionBackwardGraph> bwd_graph;
     std::optional<cudnn::Plan> fwd, bwd;
     bool fwd_failed = false, bwd_failed = false;
+    bool fwd_checked = false, bwd_checked = false;  // first run checked against ptrain's kernels
   };
   using Key = std::tuple<int, int, int, int, int, int, int>;
   cudnnHandle_t handle(const LaunchContext& ctx);
@@ -105,6 +108,11 @@ class CudnnAttention {
   bool run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which, const AttentionShape& s,
            const std::vector<std::pair<std::int64_t, void*>>& data, void* workspace,
            cudnn::Graph::Uid q_pos0);
+  // After a plan's run: true once its first run agreed with ptrain's kernels
+  // (cudnn_attention_check.h); a disagreement declines the shape, logged (false: the caller's
+  // kernels compute it again).
+  bool trusted(std::optional<cudnn::Plan>& plan, bool& checked, bool& failed, const char* which,
+               const AttentionShape& s, const std::function<std::string()>& check);
   void report_first_plan(const cudnn::Plan& plan);  // once per process, on stderr
   void report_failure(const char* which, const AttentionShape& s, const std::string& why);
 
