@@ -60,7 +60,7 @@ SWEEP = {
     "llama pp2 interleaved": ("llama", 2, ["parallel.pp=2", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2",
                                            "train.micro_batch=1"]),
     "llama pp2 zb-h1": ("llama", 2, ["parallel.pp=2", "schedule.kind=zb-h1", "train.micro_batch=1"]),
-    "llama cp2": ("llama", 2, ["parallel.cp=2"]),
+    "llama cp2": ("llama", 2, ["parallel.cp=2", "model.seq_len=512"]),
     "mixtral ep2": ("mixtral", 2, ["parallel.ep=2"]),
 }
 
