@@ -224,11 +224,6 @@ AttentionBackwardGraph attention_backward_graph(const AttentionShape& s, bool de
   return b;
 }
 
-std::int64_t attention_backward_buffers_bytes(const AttentionShape& s, bool deterministic) {
-  const std::int64_t rows = std::int64_t{s.B} * s.Hq * s.Tq;
-  return rows * 4 + (deterministic ? 0 : rows * s.D * 4);
-}
-
 // ---- CudnnAttention
 
 CudnnAttention::~CudnnAttention() {

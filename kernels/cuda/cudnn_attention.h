@@ -76,9 +76,6 @@ struct AttentionBackwardGraph {
 AttentionForwardGraph attention_forward_graph(const AttentionShape& s);
 AttentionBackwardGraph attention_backward_graph(const AttentionShape& s, bool deterministic);
 
-// Device memory besides the plan's own workspace that the backward needs (row_dot, d_q_accum), bytes.
-std::int64_t attention_backward_buffers_bytes(const AttentionShape& s, bool deterministic);
-
 class CudnnAttention {
  public:
   CudnnAttention() = default;
