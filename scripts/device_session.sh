@@ -16,18 +16,20 @@
 #      deterministic backward (the Llama, logs/cudnn-deterministic), their results in logs.tgz.
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
 # its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried.
-#   bash scripts/device_session.sh [--bench] [--no-sweep]   # device tool: carry ["device-bundle"]
+#   bash scripts/device_session.sh [--bench] [--no-sweep] [--startup]   # device tool: carry ["device-bundle"]
 # --no-sweep leaves phase 2 out: phases 1 and 3 together fit one call of the device tool (at most
-# 600 s), all three do not.
+# 600 s), all three do not. --startup (with --no-sweep) still runs phase 2's start-up, once, right
+# after phase 1: the 3B shard's start-up without the profile and sweep.
 # Exit 0 when every correctness check passed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-bench=0 sweep=1
+bench=0 sweep=1 startup=0
 for arg in "$@"; do
   case "$arg" in
     --bench) bench=1 ;;
     --no-sweep) sweep=0 ;;
-    *) echo "error: unknown argument '$arg' (expected --bench and/or --no-sweep)" >&2; exit 2 ;;
+    --startup) startup=1 ;;
+    *) echo "error: unknown argument '$arg' (expected --bench, --no-sweep, --startup)" >&2; exit 2 ;;
   esac
 done
 [ -f device-bundle/payload.tar.xz ] || { echo "error: no device-bundle/ (run scripts/bundle_for_device.sh and carry it)" >&2; exit 2; }
@@ -69,14 +71,21 @@ for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard;
 done
 pack
 
-if [ "$sweep" = 1 ]; then
-say "2: start-up of a 3B shard, then the profile and the step-time sweep, alone"
-check startup 150 python3 bench/startup_time.py --ptrain "$ptrain" --size 3b --backend cuda --runs 3
+startup_runs=$([ "$sweep" = 1 ] && echo 3 || echo 1)
+if [ "$sweep" = 1 ] || [ "$startup" = 1 ]; then
+say "2: start-up of a 3B shard ($startup_runs run(s)), alone"
+check startup 150 python3 bench/startup_time.py --ptrain "$ptrain" --size 3b --backend cuda --runs "$startup_runs"
 tail -n 3 "$work/logs/startup.log"
+find bench/results -name '*-startup-time-3b-cuda.json' -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
+pack
+fi
+
+if [ "$sweep" = 1 ]; then
+say "2: the profile and the step-time sweep, alone"
 check step-time 420 python3 bench/step_time_vs_validate.py --ptrain "$ptrain" --backend cuda --steps 10 \
   --profile-out "$out/h100-sxm.json" --record-accuracy
 tail -n 12 "$work/logs/step-time.log"
-find bench/results \( -name '*-step-time-vs-validate-*.json' -o -name '*-startup-time-3b-cuda.json' \) -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
+find bench/results -name '*-step-time-vs-validate-*.json' -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
 [ -s "$out/h100-sxm.json" ] || rm -f "$out/h100-sxm.json"  # a profile that did not finish
 pack
 fi
