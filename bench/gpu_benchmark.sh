@@ -355,7 +355,8 @@ notes=()
 
 # ------------------------------------------------------------------ the ptrain binary
 ptrain="${PTRAIN:-}" ptrain_bin="" ptrain_problem=""
-has_cuda() { LC_ALL=C grep -qa '\.nv_fatbin' "$1" 2>/dev/null; }
+# CUDA kernels in the binary, or in the CUDA module it opens from beside it (libptrain_cuda.so).
+has_cuda() { LC_ALL=C grep -qa '\.nv_fatbin' "$1" "$(dirname "$1")/libptrain_cuda.so" 2>/dev/null; }
 if [[ -z "$ptrain" ]]; then
   if [[ -x device-bundle/run-ptrain.sh ]]; then
     ptrain="$root/device-bundle/run-ptrain.sh"

@@ -103,7 +103,8 @@ if [ "$bench" = 1 ]; then
     cudnn-deterministic:PTRAIN_CUDNN_ATTENTION=deterministic:llama-1b; do
     IFS=: read -r name setting models <<<"$run"
     mkdir -p "$work/logs/$name"  # its results travel in logs.tgz
-    check "gpu-benchmark-$name" 240 env "$setting" bash bench/gpu_benchmark.sh --models "$models" \
+    # Without OUT: the benchmark copies its results and logs to $OUT, over the default run's.
+    check "gpu-benchmark-$name" 240 env -u OUT "$setting" bash bench/gpu_benchmark.sh --models "$models" \
       --skip torch,llmc --results-dir "$work/logs/$name"
     tail -n 4 "$work/logs/gpu-benchmark-$name.log"
     pack
