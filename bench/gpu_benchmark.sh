@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The GPU benchmark, as one command on one GPU: ptrain vs PyTorch (nanoGPT-style, compiled) vs llm.c
-# on GPT-2 124M (T=1024, bf16, micro-batch 32 x 2), then ptrain vs PyTorch on a Llama-style 1.25B
-# model (T=4096, GQA, SwiGLU, micro-batch 2 x 4). For every run: tokens/s (median over the timed
-# steps), MFU by llm.c's formula (6N + 6LCT, N = all parameters) and by TorchTitan's (6N' + 12LHQT,
-# N' = without embedding tables), peak 989 TFLOP/s, peak memory, and for the same job `ptrain
-# validate`'s predicted memory and the measured/predicted ratio. Writes
+# The GPU benchmark, as one command on one GPU: ptrain vs PyTorch (nanoGPT-style, compiled) on GPT-2
+# 124M (T=1024, bf16, micro-batch 32 x 2) and on a Llama-style 1.25B model (T=4096, GQA, SwiGLU,
+# micro-batch 2 x 4), then llm.c on the GPT-2 job twice: its defaults and its fastest flags
+# (-r 0 -ge 2); gpt2_ptrain_over_llmc is against the faster of the two. For every run: tokens/s
+# (median over the timed steps), MFU by llm.c's formula (6N + 6LCT, N = all parameters) and by
+# TorchTitan's (6N' + 12LHQT, N' = without embedding tables), peak 989 TFLOP/s, peak memory, and
+# for the same job `ptrain validate`'s predicted memory and the measured/predicted ratio. Writes
 # bench/results/<date>-<gpu>.json (date, gpu, commit, runs, goals) and copies it, with the logs,
 # to $OUT when that is set (the device machine returns what is under $OUT).
 #
@@ -16,18 +17,22 @@
 # Environment: PYTHON (with torch; default: python3 if it imports torch, else /usr/bin/python3),
 #   PTRAIN_BACKEND (cuda; cpu in --dry-run, where cuda rehearses the "ptrain unavailable" path),
 #   PTRAIN (a ptrain binary or wrapper; default device-bundle/run-ptrain.sh, else build/ptrain,
-#   else a fresh CUDA build in build-device/), LLMC_DIR (an llm.c checkout to build and run; none is
+#   else a fresh CUDA build in build-device/), LLMC_DIR (llm.c to run: its prebuilt train_gpt2cu, as
+#   scripts/prepare_llmc.sh leaves in bench/out/llm.c, else a checkout make builds; none is
 #   vendored), GPT2_MICRO_BATCH/GPT2_GRAD_ACCUM (32/2), LLAMA_MICRO_BATCH/LLAMA_GRAD_ACCUM (2/4),
 #   PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per run, 300), BENCH_COMMIT (the commit to record when the
 #   tree has no .git, as on the device; default git rev-parse HEAD, else device-bundle/COMMIT).
-#   LLMC_CUDNN=1 builds llm.c with cuDNN attention (needs cudnn-frontend headers next to it).
+#   LLMC_CUDNN=1 builds llm.c with cuDNN attention (needs cudnn-frontend headers next to it; the
+#   prebuilt binary has it).
 #
 # On the device (no network, no Debian packages: ptrain cannot be configured there, it needs
 # yaml-cpp, gloo, openblas, spdlog, CLI11 from Debian), carry a build made here:
 #   1. here:  cmake -S . -B build -G Ninja -DPTRAIN_CUDA=ON && cmake --build build
 #             bash scripts/bundle_for_device.sh          # -> device-bundle/ (< 60 MiB)
 #   2. run tool: command "bash bench/gpu_benchmark.sh", carry ["device-bundle"], timeout_s 600
-#      (device-bundle/ must be in .gitignore; untracked-but-not-ignored files travel anyway).
+#      (device-bundle/ must be in .gitignore; untracked-but-not-ignored files travel anyway); for
+#      llm.c's rows also carry "bench/out/llm.c" (scripts/prepare_llmc.sh) and set
+#      LLMC_DIR=$PWD/bench/out/llm.c (scripts/device_session.sh --bench does).
 # Without a bundle it tries a CUDA build on the device (fails at configure without the packages)
 # and records ptrain as "unavailable: <reason>"; the baselines still run. A ptrain without CUDA
 # (`ptrain run` exits 2: "this ptrain was built without CUDA") is recorded the same way.
@@ -202,8 +207,8 @@ def cmd_ptrain(a):
 
 def cmd_llmc(a):
     cfg = cfg_for(a.model, "")
-    run = {"impl": "llm.c", "model": a.model, "config": cfg, "micro_batch": a.micro_batch, "grad_accum": a.grad_accum,
-           "warmup_steps": a.warmup, "timed_steps": a.steps}
+    run = {"impl": a.impl or "llm.c", "model": a.model, "config": cfg, "micro_batch": a.micro_batch, "grad_accum": a.grad_accum,
+           "warmup_steps": a.warmup, "timed_steps": a.steps, "run_flags": a.flags.split()}
     if a.reason:
         run.update(status="skipped", reason=a.reason)
     else:
@@ -260,20 +265,26 @@ def cmd_report(a):
             run["predicted_memory_bytes"] = None
             run["predicted_memory_source"] = "validate failed: %s" % v.get("error", "")[:300]
         runs.append(run)
-    order = {"ptrain": 0, "pytorch": 1, "llm.c": 2}
+    order = {"ptrain": 0, "pytorch": 1, "llm.c": 2, "llm.c (-r 0 -ge 2)": 3}
     models = ["gpt2-124m", "llama-1b"]
     runs.sort(key=lambda r: (models.index(r["model"]) if r["model"] in models else 9, order.get(r["impl"], 9)))
     get = lambda impl, model: next((r for r in runs if r["impl"] == impl and r["model"] == model and r.get("status") == "ok"), None)
     def ratio(x, y, key):
         return x[key] / y[key] if x and y and x.get(key) and y.get(key) else None
-    pg, tg, lg, pl = get("ptrain", "gpt2-124m"), get("pytorch", "gpt2-124m"), get("llm.c", "gpt2-124m"), get("ptrain", "llama-1b")
+    pg, tg, pl = get("ptrain", "gpt2-124m"), get("pytorch", "gpt2-124m"), get("ptrain", "llama-1b")
+    # llm.c's rows (its defaults, its fastest flags): ptrain against the faster one.
+    llmc_rows = [r for r in runs if r["impl"].startswith("llm.c") and r["model"] == "gpt2-124m" and r.get("status") == "ok"]
+    lg = max(llmc_rows, key=lambda r: r.get("tokens_per_s") or 0, default=None)
     speed_torch = ratio(pg, tg, "tokens_per_s")
     speed_llmc = ratio(pg, lg, "tokens_per_s")
     mem = {m: (get("ptrain", m) or {}).get("memory_measured_over_predicted") for m in models}
     goals = {
         "gpt2_ptrain_over_pytorch_compiled": {"target": ">= 1.15", "value": speed_torch,
                                               "met": None if speed_torch is None else speed_torch >= 1.15},
-        "gpt2_ptrain_over_llmc": {"target": "> 1.0", "value": speed_llmc, "met": None if speed_llmc is None else speed_llmc > 1.0},
+        "gpt2_ptrain_over_llmc": {"target": "> 1.0 (against the faster llm.c row)", "value": speed_llmc,
+                                  "llmc_impl": lg and lg["impl"],
+                                  "value_per_llmc_run": {r["impl"]: ratio(pg, r, "tokens_per_s") for r in llmc_rows},
+                                  "met": None if speed_llmc is None else speed_llmc > 1.0},
         "llama1b_ptrain_mfu": {"target": "> 0.55 (TorchTitan formula; llm.c formula alongside)",
                                "value": pl and pl.get("mfu_torchtitan"), "value_llmc_formula": pl and pl.get("mfu_llmc"),
                                "met": None if not pl else pl["mfu_torchtitan"] > 0.55},
@@ -303,11 +314,11 @@ def cmd_report(a):
                 return "-"
             return "%.2f GiB" % (b / 1073741824) if b >= 1073741824 else "%.1f MiB" % (b / 1048576)
         pct = lambda x: "%.1f%%" % (100 * x) if x is not None else "-"
-        print("%-10s %-8s %-11s %12s %10s %9s %9s %11s %11s %7s" % ("model", "impl", "status", "tokens/s", "step ms",
+        print("%-10s %-18s %-11s %12s %10s %9s %9s %11s %11s %7s" % ("model", "impl", "status", "tokens/s", "step ms",
               "MFU llmc", "MFU titan", "peak mem", "predicted", "ratio"))
         for r in runs:
             ok = r.get("status") == "ok"
-            print("%-10s %-8s %-11s %12s %10s %9s %9s %11s %11s %7s" % (
+            print("%-10s %-18s %-11s %12s %10s %9s %9s %11s %11s %7s" % (
                 r["model"], r["impl"], r.get("status"), "%.0f" % r["tokens_per_s"] if ok else "-",
                 "%.1f" % r["step_ms_median"] if ok else "-", pct(r.get("mfu_llmc")), pct(r.get("mfu_torchtitan")),
                 gib(r.get("peak_memory_bytes")), gib(r.get("predicted_memory_bytes")),
@@ -327,6 +338,8 @@ for name in ("ptrain", "llmc"):
     s.add_argument("--job", default="")
     s.add_argument("--overrides", default="")
     s.add_argument("--reason", default="")
+    s.add_argument("--impl", default="")
+    s.add_argument("--flags", default="")
     for k in ("rc", "warmup", "steps", "micro-batch", "grad-accum"):
         s.add_argument("--" + k, type=int, default=0)
     s.add_argument("--peak", type=float, required=True)
@@ -475,42 +488,68 @@ for m in "${model_list[@]}"; do
     report
   fi
 
-  # llm.c (GPT-2 only): built from LLMC_DIR when one was brought; nothing is vendored.
-  if [[ "$m" == gpt2-124m ]] && ! skipped llmc; then
-    reason="" rc=0
-    if ((dry_run)); then
-      reason="dry run: llm.c needs a GPU"
-    elif [[ -z "${LLMC_DIR:-}" || ! -f "${LLMC_DIR:-}/train_gpt2.cu" ]]; then
-      reason="llm.c source not available on the device (no network; ptrain vendors nothing)"
+done
+
+# ------------------------------------------------------------------ llm.c (GPT-2 only, last)
+# Two rows: llm.c's defaults ("llm.c": recompute 1, GELU fusion 0 at its HEAD) and its fastest
+# setting ("llm.c (-r 0 -ge 2)": no recompute, GELU fused into cuBLASLt's matmuls forward and
+# backward). After every other run, so a call cut short keeps the ptrain and PyTorch rows. The
+# binary: $LLMC_DIR/train_gpt2cu as built (scripts/prepare_llmc.sh: sm_90, bf16, cuDNN, carried as
+# bench/out/llm.c) when $LLMC_DIR/train_gpt2.cu is absent or not newer, else make builds it there.
+if [[ ",$models," == *",gpt2-124m,"* ]] && ! skipped llmc; then
+  m=gpt2-124m reason="" llmc_build=""
+  if ((dry_run)); then
+    reason="dry run: llm.c needs a GPU"
+  elif [[ -z "${LLMC_DIR:-}" ]]; then
+    reason="no LLMC_DIR: llm.c not brought to the device (no network; ptrain vendors nothing; scripts/prepare_llmc.sh)"
+  elif [[ -f "$LLMC_DIR/train_gpt2cu" && ! "$LLMC_DIR/train_gpt2.cu" -nt "$LLMC_DIR/train_gpt2cu" ]]; then
+    [[ -x "$LLMC_DIR/train_gpt2cu" ]] || chmod +x "$LLMC_DIR/train_gpt2cu"
+    llmc_build="prebuilt $LLMC_DIR/train_gpt2cu"
+    [[ -f "$LLMC_DIR/BUILD_INFO" ]] && llmc_build="$llmc_build: $(grep -E '^(llm.c commit|cudnn-frontend|nvcc|make|patch):' "$LLMC_DIR/BUILD_INFO" | paste -sd';')"
+    log "llm.c: $llmc_build"
+  elif [[ -f "$LLMC_DIR/train_gpt2.cu" ]]; then
+    # USE_CUDNN=1 (llm.c's fast attention) needs cudnn-frontend headers in $HOME/cudnn-frontend or
+    # $LLMC_DIR/cudnn-frontend: bring them along with llm.c and set LLMC_CUDNN=1. llm.c's Makefile
+    # does not find the GPU's compute capability itself: it is passed.
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+    llmc_flags="NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=${LLMC_CUDNN:-0} PRECISION=BF16${cap:+ GPU_COMPUTE_CAPABILITY=$cap}"
+    log "llm.c: building train_gpt2cu in $LLMC_DIR ($llmc_flags)"
+    # shellcheck disable=SC2086
+    if (cd "$LLMC_DIR" && timeout 400 make train_gpt2cu $llmc_flags) >"$work/llmc-build.log" 2>&1; then
+      llmc_build="make train_gpt2cu $llmc_flags (on the device)"
     else
-      log "llm.c $m: building train_gpt2cu in $LLMC_DIR"
-      # USE_CUDNN=1 (llm.c's fast attention) needs cudnn-frontend headers in $HOME/cudnn-frontend or
-      # $LLMC_DIR/cudnn-frontend: bring them along with llm.c and set LLMC_CUDNN=1.
-      llmc_flags="NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=${LLMC_CUDNN:-0} PRECISION=BF16"
-      # shellcheck disable=SC2086
-      if ! (cd "$LLMC_DIR" && timeout 400 make train_gpt2cu $llmc_flags) >"$work/llmc-build.log" 2>&1; then
-        reason="llm.c build failed: $(grep -m1 -iE 'error' "$work/llmc-build.log" | cut -c1-200)"
-      else
-        # Synthetic tokens in llm.c's data format: 256 int32 header (magic 20240520, version 1, count), uint16 tokens.
-        "$PYTHON" -c 'import array,random,sys
+      reason="llm.c build failed: $(grep -m1 -iE 'error' "$work/llmc-build.log" | cut -c1-200)"
+    fi
+  else
+    reason="neither $LLMC_DIR/train_gpt2cu nor $LLMC_DIR/train_gpt2.cu"
+  fi
+  if [[ -z "$reason" ]]; then
+    # Synthetic tokens in llm.c's data format: 256 int32 header (magic 20240520, version 1, count), uint16 tokens.
+    "$PYTHON" -c 'import array,random,sys
 n=1<<22; r=random.Random(1234); h=array.array("i",[0]*256); h[0]=20240520; h[1]=1; h[2]=n
 t=array.array("H",(r.randrange(50257) for _ in range(n)))
 for p in sys.argv[1:]:
     f=open(p,"wb"); h.tofile(f); t.tofile(f); f.close()' "$work/llmc_train.bin" "$work/llmc_val.bin"
-        start_sampler "$work/runs/llm.c-$m.gpumem"
-        (cd "$LLMC_DIR" && timeout "$run_timeout" ./train_gpt2cu -i "$work/llmc_train.bin" -j "$work/llmc_val.bin" -e d12 \
-          -b "${MB[$m]}" -t 1024 -d $((MB[$m] * GA[$m] * 1024)) -x $((WU[$m] + ST[$m])) -v 100000 -m 1 -s 0 -n 0 \
-          -o "$work/llmc-out" -l 6e-4 -u 0 -c 0.1) >"$work/llmc-$m.log" 2>&1
-        rc=$?
-        stop_sampler
-      fi
+  fi
+  for variant in "llm.c||llm.c" "llm.c (-r 0 -ge 2)|-r 0 -ge 2|llm.c-fast"; do
+    IFS='|' read -r impl flags tag <<<"$variant"  # runs/$tag-$m.json, ${tag//./}-$m.log
+    rc=0
+    if [[ -z "$reason" ]]; then
+      log "$impl $m: ${MB[$m]} x ${GA[$m]} sequences/step, ${WU[$m]} warm-up + ${ST[$m]} timed steps"
+      start_sampler "$work/runs/$tag-$m.gpumem"
+      # shellcheck disable=SC2086  # flags holds several
+      (cd "$LLMC_DIR" && timeout "$run_timeout" ./train_gpt2cu -i "$work/llmc_train.bin" -j "$work/llmc_val.bin" -e d12 \
+        -b "${MB[$m]}" -t 1024 -d $((MB[$m] * GA[$m] * 1024)) -x $((WU[$m] + ST[$m])) -v 100000 -m 1 -s 0 -n 0 \
+        -o "$work/${tag//./}-out" -l 6e-4 -u 0 -c 0.1 $flags) >"$work/${tag//./}-$m.log" 2>&1
+      rc=$?
+      stop_sampler
     fi
-    "$PYTHON" "$helper" llmc --model "$m" --out "$work/runs/llm.c-$m.json" --log "$work/llmc-$m.log" --reason "$reason" \
-      --overrides "make train_gpt2cu ${llmc_flags:-}" \
+    "$PYTHON" "$helper" llmc --model "$m" --impl "$impl" --flags "$flags" --out "$work/runs/$tag-$m.json" \
+      --log "$work/${tag//./}-$m.log" --reason "$reason" --overrides "$llmc_build" \
       --rc "$rc" --warmup "${WU[$m]}" --steps "${ST[$m]}" --micro-batch "${MB[$m]}" --grad-accum "${GA[$m]}" --peak "$peak_flops"
     report
-  fi
-done
+  done
+fi
 
 report --print
 log "results: $results"

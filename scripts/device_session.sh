@@ -9,14 +9,17 @@
 #      --backend cuda), then `ptrain profile --backend cuda` and the step-time sweep against it
 #      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
 #      $OUT/h100-sxm.json (commit it as profiles/h100-sxm.json when the GPU is one) with its results;
-#   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled) into $OUT, then
-#      ptrain alone with one change each, to time against it: attention on its own kernels
-#      (PTRAIN_CUDNN_ATTENTION=off, both models, logs/cudnn-off), bias gradients by column sums
-#      rather than the BGRADB epilogue (PTRAIN_CUDA_BGRAD=0, GPT-2, logs/bgrad-off), cuDNN's
+#   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled, and against
+#      llm.c's defaults and its -r 0 -ge 2 when bench/out/llm.c/train_gpt2cu was carried: LLMC_DIR)
+#      into $OUT, then ptrain alone with one change each, to time against it: attention on its own
+#      kernels (PTRAIN_CUDNN_ATTENTION=off, both models, logs/cudnn-off), bias gradients by column
+#      sums rather than the BGRADB epilogue (PTRAIN_CUDA_BGRAD=0, GPT-2, logs/bgrad-off), cuDNN's
 #      deterministic backward (the Llama, logs/cudnn-deterministic), their results in logs.tgz.
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
-# its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried.
-#   bash scripts/device_session.sh [--bench] [--no-sweep] [--startup]   # device tool: carry ["device-bundle"]
+# its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried;
+# with --bench, also bench/out/llm.c/ (scripts/prepare_llmc.sh: llm.c's train_gpt2cu built here).
+#   bash scripts/device_session.sh [--bench] [--no-sweep] [--startup]
+#   # device tool: carry ["device-bundle", "bench/out/llm.c"] (["device-bundle"] without llm.c's rows)
 # --no-sweep leaves phase 2 out: phases 1 and 3 together fit one call of the device tool (at most
 # 600 s), all three do not. --startup (with --no-sweep) still runs phase 2's start-up, once, right
 # after phase 1: the 3B shard's start-up without the profile and sweep.
@@ -92,7 +95,11 @@ fi
 
 if [ "$bench" = 1 ]; then
   say "3: the GPU benchmark, alone"
-  check gpu-benchmark 540 bash bench/gpu_benchmark.sh --results-dir "$out"
+  # llm.c's binary when it was carried (the ablations below skip llm.c).
+  llmc_env=()
+  [ -f bench/out/llm.c/train_gpt2cu ] && llmc_env=(LLMC_DIR="$PWD/bench/out/llm.c" LLMC_CUDNN=1)
+  say "llm.c: ${llmc_env[*]:-not carried (bench/out/llm.c/train_gpt2cu)}"
+  check gpu-benchmark 540 env "${llmc_env[@]}" bash bench/gpu_benchmark.sh --results-dir "$out"
   tail -n 12 "$work/logs/gpu-benchmark.log"
   pack
   # ptrain alone, one change each, against the default above, most telling first (each packed as it
