@@ -378,8 +378,9 @@ std::string expected_error(const MeasuredProfile* profile) {
     const std::string carried =
         "no run on " + t.to + " checked this profile, carried from " + t.from + " by datasheet ratios";
     if (t.from == "h100-sxm" && t.to == "a100-80g")
-      return carried + "; it predicted Megatron-LM's 10 published A100 runs (SC21 Table 1, configs/published) at "
-                       "0.94-1.09 of their published throughput";
+      return carried + "; the H100 profile of ptrain's own attention kernels, carried so, predicted Megatron-LM's 10 "
+                       "published A100 runs (SC21 Table 1, configs/published) at 0.94-1.08 of their published "
+                       "throughput";
     return carried + "; no published runs checked this transfer";
   }
   if (!profile->accuracy) return "this profile has not been checked against runs (bench/step_time_vs_validate.py)";

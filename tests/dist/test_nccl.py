@@ -146,7 +146,11 @@ class NcclTraining(unittest.TestCase):
         """The step's parts from the device's clock (Comm::settle_device_waits): compute is the compute
         stream's pipeline phase less its waits, each axis's comm_s its waits in that phase (dp: the
         gradient reductions' exposed tail, with ZeRO's dp-cp groups), and with pp the pipeline's idle
-        share. Each part is the most over the ranks, so their sum may exceed any one rank's step a little."""
+        share. Each part is the most over the ranks: one rank's parts fit in its step, so each part does,
+        but parts from different ranks may not together. On an otherwise idle GPU their sum stays within
+        1.5 steps; two ranks time-sliced on one GPU shared with other jobs (scripts/device_session.sh
+        runs its checks side by side) skew apart, and one rank's compute is then the other's wait: an
+        H100 measured cp 2's compute 0.64 s and cp wait 0.68 s in a 0.76 s step."""
         with open(os.path.join(d, "metrics.jsonl")) as f:
             rows = [row for row in map(json.loads, f) if "compute_s" in row]
         self.assertTrue(rows)
@@ -154,7 +158,9 @@ class NcclTraining(unittest.TestCase):
             comm = row["comm_s"]
             self.assertGreater(row["compute_s"], 0, row)
             self.assertTrue(all(v >= 0 for v in comm.values()), row)
-            self.assertLessEqual(row["compute_s"] + sum(comm.values()), 1.5 * row["step_s"], row)
+            self.assertLessEqual(row["compute_s"], 1.05 * row["step_s"], row)
+            self.assertTrue(all(v <= 1.05 * row["step_s"] for v in comm.values()), row)
+            self.assertLessEqual(row["compute_s"] + sum(comm.values()), 2 * row["step_s"], row)
             if reduced:
                 self.assertGreater(comm["dp"], 0, row)
             if pipelined:
