@@ -211,7 +211,8 @@ int run_plan(const PlanArgs& args) {
   config::LoadOptions read;
   read.overrides = args.job.overrides;
   read.derive = false;  // the layout keys are the plan's to choose; search_layouts derives each
-  const config::LoadResult as_written = config::load_string(*text, path, read);
+  config::LoadResult as_written = config::load_string(*text, path, read);
+  check_environment(as_written.diags);
   if (!as_written.ok()) return bad_job(as_written.diags);
   const int per_node = as_written.spec.cluster.gpus_per_node;
   const std::optional<std::vector<std::string>> cluster = cluster_assignments(args, per_node);

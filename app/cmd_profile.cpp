@@ -26,6 +26,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/job_loading.h"
 #include "app/output_file.h"
 #include "app/profile_calibration.h"
 #include "app/profile_collectives.h"
@@ -147,6 +148,12 @@ int run_profile(const ProfileArgs& args) {
   std::optional<dist::WorkerEnv> env;
   if (!detect_worker(env)) return kExitBadInput;
   if (env) return profile_worker(args, *env);
+  config::Diagnostics environment;
+  check_environment(environment);  // the attention it times follows PTRAIN_CUDNN_ATTENTION
+  if (!environment.ok()) {
+    print_diagnostics(environment);
+    return kExitBadInput;
+  }
   std::ofstream probe(args.out, std::ios::app);
   if (!probe) {
     std::fprintf(stderr, "error: cannot write %s\n", args.out.c_str());

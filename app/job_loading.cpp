@@ -1,6 +1,7 @@
 #include "app/job_loading.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "engine/plan/builtin_profile.h"
 #include "engine/plan/profile_transfer.h"
 #include "engine/train/engine_limits.h"
+#include "kernels/cudnn_attention_mode.h"
 
 namespace ptrain::app {
 
@@ -23,7 +25,18 @@ config::LoadResult load_job(const JobArgs& args, std::optional<int> world) {
   config::LoadOptions opts;
   opts.overrides = args.overrides;
   opts.world = world;
-  return config::load_file(args.job_path, opts);
+  config::LoadResult job = config::load_file(args.job_path, opts);
+  check_environment(job.diags);
+  return job;
+}
+
+void check_environment(config::Diagnostics& diags) {
+  // The CUDA backend's attention and the memory model read it (kernels/cudnn_attention_mode.h).
+  const char* attention = std::getenv(kernels::kCudnnAttentionVariable);
+  if (!kernels::parse_cudnn_attention_mode(attention))
+    diags.errors.push_back(config::Diagnostic{kernels::kCudnnAttentionVariable, 0, 0,
+                                              "must be off, fast or deterministic, got '" + std::string(attention) + "'",
+                                              "unset it for the default, fast", "environment"});
 }
 
 std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) {

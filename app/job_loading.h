@@ -20,7 +20,12 @@ struct JobArgs {
 
 void add_job_args(CLI::App& command, JobArgs& args);
 
+// The job with its problems, and the environment's (check_environment).
 config::LoadResult load_job(const JobArgs& args, std::optional<int> world);
+
+// An error for each environment variable the commands read that holds a value they do not take
+// (PTRAIN_CUDNN_ATTENTION: the CUDA backend's attention and validate's memory).
+void check_environment(config::Diagnostics& diags);
 
 // The profile of the job's cluster.gpu with the measurement in cluster.profile if it names one
 // (carried there from another GPU's), the built-in one on a GPU if it names none, none for `peak`;

@@ -66,17 +66,22 @@ struct MicrobatchBytes {
 
 // The largest call: the rank's query rows (under cp's a2a its heads over the whole sequence, the
 // same count), against the gathered sequence's keys under cp's allgather.
-double cudnn_attention_scratch_bytes(const config::JobSpec& spec) {
+double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::CudnnAttentionMode mode) {
   if (spec.backend == config::Backend::Cpu || spec.cluster.gpu == "cpu" ||
-      spec.train.precision != config::Precision::Bf16)
+      spec.train.precision != config::Precision::Bf16 || mode == kernels::CudnnAttentionMode::Off)
     return 0.0;
   const config::ModelSpec& m = spec.model;
-  const double tokens = static_cast<double>(spec.train.micro_batch) * (m.seq_len / spec.parallel.cp);
-  const double heads = m.heads / spec.parallel.tp, d = m.head_dim();
-  const double key_tokens =
-      spec.parallel.cp_comm == config::CpComm::Allgather ? tokens * spec.parallel.cp : tokens;
-  const double gqa_copies = m.kv_heads == m.heads ? 0.0 : 2.0 * key_tokens * heads * d * 2;
-  return tokens * heads * (d + 1) * 4 + gqa_copies;
+  const double query_length = static_cast<double>(m.seq_len / spec.parallel.cp);
+  const double key_length =
+      spec.parallel.cp_comm == config::CpComm::Allgather ? query_length * spec.parallel.cp : query_length;
+  const double batch = spec.train.micro_batch, heads = m.heads / spec.parallel.tp, d = m.head_dim();
+  const double tokens = batch * query_length;
+  const double gqa_copies = m.kv_heads == m.heads ? 0.0 : 2.0 * batch * key_length * heads * d * 2;
+  const double row_sums = tokens * heads * 4;
+  const double variant = mode == kernels::CudnnAttentionMode::Fast
+                             ? tokens * heads * d * 4                              // dQ's fp32 accumulator
+                             : batch * heads * query_length * key_length * 2;  // dP, bf16
+  return row_sums + gqa_copies + variant;
 }
 
 double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad) {
@@ -86,7 +91,8 @@ double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split
 double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
   const config::StagePlacement place = config::StagePlacement::of(spec);
   const MicrobatchBytes microbatch(spec);
-  double sum = model::total_bytes(model::backward_workspace(spec)) + cudnn_attention_scratch_bytes(spec);
+  double sum = model::total_bytes(model::backward_workspace(spec)) +
+               cudnn_attention_scratch_bytes(spec, kernels::cudnn_attention_mode());
   for (int c = 0; c < place.vpp; ++c)
     sum += held.activation_slots[static_cast<size_t>(c)] *
            microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad);

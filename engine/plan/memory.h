@@ -33,6 +33,7 @@
 #include "engine/config/job_spec.h"
 #include "engine/pipeline/buffers.h"
 #include "engine/plan/rank_params.h"
+#include "kernels/cudnn_attention_mode.h"
 
 namespace ptrain::plan {
 
@@ -67,12 +68,14 @@ double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split
 // chunks share (on GPUs in bf16 with cuDNN attention's scratch), and with pp > 1 the output of a
 // chunk that is not the last, kept until it is sent.
 double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held);
-// Device scratch of cuDNN's attention backward (kernels/cuda/cudnn_attention.h, its default `fast`
-// variant), taken from the compute stream's pool for the call and kept by the pool: dQ's fp32
-// accumulator and the rows' dot products, and under GQA the per-query-head dK/dV copies (bf16)
-// cuDNN sums over each group. GPU jobs in bf16 only (0 otherwise: F32 attention and the CPU run
-// ptrain's own kernels, which need none).
-double cudnn_attention_scratch_bytes(const config::JobSpec& spec);
+// Device scratch of cuDNN's attention backward (kernels/cuda/cudnn_attention.h) in `mode`
+// (PTRAIN_CUDNN_ATTENTION, kernels/cudnn_attention_mode.h), taken from the compute stream's pool
+// for the call and kept by the pool: the rows' dot products, under GQA the per-query-head dK/dV
+// copies (bf16) cuDNN sums over each group, and `fast`'s fp32 dQ accumulator or `deterministic`'s
+// bf16 dP workspace, B x Hq x Tq x Tk (with context parallelism the largest call's: a rank's
+// queries against all-gathered keys, else its own). GPU jobs in bf16 only (0 otherwise, and with
+// `off`: F32 attention and the CPU run ptrain's own kernels, which need none).
+double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::CudnnAttentionMode mode);
 // The pipeline's send buffers (held.send_buffers messages), sequence parallelism's gather, expert
 // dispatch, ZeRO windows and bf16 reduction staging.
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,

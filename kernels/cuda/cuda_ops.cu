@@ -361,7 +361,7 @@ std::string cuda_describe_device(std::map<std::string, std::string>& versions) {
     const std::size_t dnn = cuda::cudnn::api().GetVersion();  // major * 10000 + minor * 100 + patch
     versions["cudnn"] = std::to_string(dnn / 10000) + "." + std::to_string(dnn / 100 % 100) + "." +
                         std::to_string(dnn % 100) + " (attention: PTRAIN_CUDNN_ATTENTION=" +
-                        cuda::to_string(cuda::cudnn_attention_mode()) + ")";
+                        to_string(cudnn_attention_mode()) + ")";
   } catch (const std::runtime_error& e) {
     versions["cudnn"] = e.what();
   }

@@ -2,7 +2,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 #include <limits>
 #include <stdexcept>
@@ -71,10 +70,6 @@ float softmax_scale(const AttentionShape& s) {
   return 1.0f / std::sqrt(static_cast<float>(s.D));
 }
 
-bool env_is(const char* value, const char* want) {
-  return std::string(value) == want;
-}
-
 // cuDNN's tensors are declared 16-byte aligned.
 bool aligned(Buf b) {
   return reinterpret_cast<std::uintptr_t>(b.ptr) % 16 == 0;
@@ -94,30 +89,9 @@ bool eligible(std::initializer_list<Buf> bufs, const AttentionShape& s) {
 
 }  // namespace
 
-CudnnAttentionMode cudnn_attention_mode() {
-  const char* v = std::getenv("PTRAIN_CUDNN_ATTENTION");
-  if (v == nullptr || env_is(v, "") || env_is(v, "fast")) return CudnnAttentionMode::Fast;
-  if (env_is(v, "off")) return CudnnAttentionMode::Off;
-  if (env_is(v, "deterministic")) return CudnnAttentionMode::Deterministic;
-  throw std::invalid_argument(
-      std::string("PTRAIN_CUDNN_ATTENTION must be off, fast or deterministic (got '") + v + "')");
-}
-
 AttentionMask attention_mask(const AttentionShape& s) {
   if (s.q_pos0 >= s.Tk - 1) return AttentionMask::None;  // every row sees every key
   return s.q_pos0 == 0 ? AttentionMask::Causal : AttentionMask::Shifted;
-}
-
-const char* to_string(CudnnAttentionMode mode) {
-  switch (mode) {
-    case CudnnAttentionMode::Off:
-      return "off";
-    case CudnnAttentionMode::Fast:
-      return "fast";
-    case CudnnAttentionMode::Deterministic:
-      return "deterministic";
-  }
-  return "?";
 }
 
 AttentionForwardGraph attention_forward_graph(const AttentionShape& s) {

@@ -39,12 +39,11 @@
 
 #include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
+#include "kernels/cudnn_attention_mode.h"
 #include "kernels/cuda/cudnn_graph.h"
 #include "kernels/cuda/launch_context.h"
 
 namespace ptrain::kernels::cuda {
-
-enum class CudnnAttentionMode { Off, Fast, Deterministic };
 
 // The oldest cuDNN the path takes (its frontend works around a backward bug up to 9.15; the graphs
 // were checked against 9.19): older ones decline, with the reason, to our kernels.
@@ -55,10 +54,6 @@ inline constexpr std::size_t kMinCudnnVersion = 91600;
 // sees every key (q_pos0 >= Tk - 1: ring attention's blocks with an earlier chunk's keys).
 enum class AttentionMask { Causal, Shifted, None };
 AttentionMask attention_mask(const AttentionShape& s);
-
-// From PTRAIN_CUDNN_ATTENTION (unset: Fast); an unknown value throws std::invalid_argument.
-CudnnAttentionMode cudnn_attention_mode();
-const char* to_string(CudnnAttentionMode mode);  // the variable's value: "off", "fast", "deterministic"
 
 // The graphs (exposed for the device-less plan test) and the uids of their non-virtual tensors.
 struct AttentionForwardGraph {

@@ -17,8 +17,10 @@ ROOT = ""
 CONFIGS = ["tiny-cpu", "gpt2-124m", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b"]
 
 
-def ptrain(*args, timeout=60):
-    return subprocess.run([PTRAIN, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+def ptrain(*args, timeout=60, env=None):
+    """env: variables set for this call on top of the tests' environment."""
+    full_env = None if env is None else {**os.environ, **env}
+    return subprocess.run([PTRAIN, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=full_env)
 
 
 def config(name):
@@ -202,6 +204,32 @@ class ValidateBadInput(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, r.stderr)
         return r
+
+    def test_an_unknown_cudnn_attention_mode_is_refused_everywhere(self):
+        # PTRAIN_CUDNN_ATTENTION: the CUDA backend's attention and validate's memory read it.
+        bad = {"PTRAIN_CUDNN_ATTENTION": "fastest"}
+        scratch = os.path.join(SCRATCH.name, "refused")
+        for args in (("validate", config("gpt2-124m")), ("run", config("tiny-cpu"), "--set", "train.steps=1"),
+                     ("plan", config("gpt2-124m"), "--gpus", "8", "--out", scratch + ".plan.yaml"),
+                     ("schedule", config("tiny-cpu")), ("profile", "--quick", "--out", scratch + ".json")):
+            with self.subTest(args[0]):
+                r = ptrain(*args, env=bad)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("PTRAIN_CUDNN_ATTENTION: must be off, fast or deterministic, got 'fastest'", r.stderr)
+                self.assertNotIn("internal error", r.stderr)
+
+    def test_the_cudnn_attention_mode_sets_the_predicted_memory(self):
+        # A GPU bf16 job: deterministic's dP workspace (B x Hq x T x T bf16) in place of fast's fp32 dQ
+        # accumulator (B x T x Hq x D); off (ptrain's own kernels) needs neither, nor the row sums.
+        def total(mode):
+            r = ptrain("validate", config("gpt2-124m"), "--json", env={"PTRAIN_CUDNN_ATTENTION": mode})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return json.loads(r.stdout)["memory"]["total_bytes"]
+        b, t, h, d = 32, 1024, 12, 64  # configs/gpt2-124m.yaml: micro_batch 32, GPT-2 124M's heads
+        fast, deterministic, off = total("fast"), total("deterministic"), total("off")
+        self.assertEqual(total(""), fast)
+        self.assertEqual(deterministic - fast, b * h * t * t * 2 - b * t * h * d * 4)
+        self.assertEqual(fast - off, b * t * h * (d + 1) * 4)
 
     def test_offloaded_state_over_the_node_ram(self):
         # Llama 3 8B's optimizer state unsharded on 8 ranks a node: 8 x ~16 bytes a parameter.

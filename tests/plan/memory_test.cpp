@@ -56,7 +56,7 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   CHECK(plan::stage_activation_bytes(spec, 0, false) == 4 * layer + ids);
   CHECK(plan::stage_activation_bytes(spec, 1, false) == 4 * layer + head);
   const double workspace =
-      model::total_bytes(model::backward_workspace(spec)) + plan::cudnn_attention_scratch_bytes(spec);
+      model::total_bytes(model::backward_workspace(spec)) + plan::cudnn_attention_scratch_bytes(spec, kernels::cudnn_attention_mode());
   const double output = 128.0 * 256 * 2;  // [micro_batch*seq_len, hidden] bf16, kept until sent
   CHECK(plan::activation_bytes(spec, 0, {{2}, {}, 0}) == 2 * (4 * layer + ids) + workspace + output);
   CHECK(plan::activation_bytes(spec, 1, {{1}, {}, 0}) ==
@@ -66,7 +66,7 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   const double input = model::total_bytes(model::layer_saved_activations(full.spec, config::Recompute::Full));
   CHECK(plan::activation_bytes(full.spec, 0, {{2}, {}, 0}) ==
         2 * (4 * input + ids) + model::total_bytes(model::backward_workspace(full.spec)) +
-            plan::cudnn_attention_scratch_bytes(full.spec) + output);
+            plan::cudnn_attention_scratch_bytes(full.spec, kernels::cudnn_attention_mode()) + output);
 
   // Interleaved: every chunk of the rank with its own slots; only the last chunk of the last rank
   // keeps no output.
@@ -75,7 +75,7 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   const config::JobSpec& il = interleaved.spec;
   const double il_layer = model::total_bytes(model::layer_saved_activations(il, il.train.recompute));
   const double il_workspace =
-      model::total_bytes(model::backward_workspace(il)) + plan::cudnn_attention_scratch_bytes(il);
+      model::total_bytes(model::backward_workspace(il)) + plan::cudnn_attention_scratch_bytes(il, kernels::cudnn_attention_mode());
   CHECK(plan::activation_bytes(il, 1, {{3, 2}, {}, 0}) ==
         3 * 2 * il_layer + 2 * (2 * il_layer + model::total_bytes(model::head_saved_activations(il))) +
             il_workspace + output);
@@ -99,21 +99,35 @@ TEST_CASE("communication buffers") {
         2 * sbh / 2 + 2 * 300'000 * 4 + 2 * 300'000 * 2 + 300'000 * 2);
 }
 
-TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only, dQ's fp32 accumulator, row sums, GQA's kv copies") {
+TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only; row sums, GQA's kv copies, fast's dQ or deterministic's dP") {
+  using kernels::CudnnAttentionMode;
   config::LoadResult job = test::load_job(test::kSmallLlama, {}, 1);
   config::JobSpec spec = job.spec;
   spec.backend = config::Backend::Auto;
   spec.cluster.gpu = "h100-sxm";
   spec.train.precision = Precision::Bf16;
   const config::ModelSpec& m = spec.model;
-  const double tokens = double(spec.train.micro_batch) * m.seq_len, d = m.head_dim();
+  const double batch = spec.train.micro_batch, tokens = batch * m.seq_len, d = m.head_dim();
   const double accumulator = tokens * m.heads * d * 4, row_sums = tokens * m.heads * 4;
   const double kv_copies = m.kv_heads == m.heads ? 0.0 : 2 * tokens * m.heads * d * 2;
-  CHECK(plan::cudnn_attention_scratch_bytes(spec) == accumulator + row_sums + kv_copies);
+  const double d_p = batch * m.heads * double(m.seq_len) * m.seq_len * 2;
+  CHECK(plan::cudnn_attention_scratch_bytes(spec, CudnnAttentionMode::Fast) == accumulator + row_sums + kv_copies);
+  CHECK(plan::cudnn_attention_scratch_bytes(spec, CudnnAttentionMode::Deterministic) == d_p + row_sums + kv_copies);
+  CHECK(plan::cudnn_attention_scratch_bytes(spec, CudnnAttentionMode::Off) == 0);
   config::JobSpec cpu = spec;
   cpu.backend = config::Backend::Cpu;
-  CHECK(plan::cudnn_attention_scratch_bytes(cpu) == 0);
+  CHECK(plan::cudnn_attention_scratch_bytes(cpu, CudnnAttentionMode::Fast) == 0);
   config::JobSpec fp32 = spec;
   fp32.train.precision = Precision::Fp32;
-  CHECK(plan::cudnn_attention_scratch_bytes(fp32) == 0);
+  CHECK(plan::cudnn_attention_scratch_bytes(fp32, CudnnAttentionMode::Deterministic) == 0);
+  // Context parallelism: a rank's queries (seq / cp) against all-gathered keys (seq), or its own.
+  config::JobSpec cp = spec;
+  cp.parallel.cp = 2;
+  cp.parallel.cp_comm = config::CpComm::Allgather;
+  const double half = m.seq_len / 2.0;
+  CHECK(plan::cudnn_attention_scratch_bytes(cp, CudnnAttentionMode::Deterministic) ==
+        batch * m.heads * half * m.seq_len * 2 + batch * half * m.heads * 4 + (kv_copies > 0 ? 2 * batch * m.seq_len * m.heads * d * 2 : 0));
+  cp.parallel.cp_comm = config::CpComm::Ring;
+  CHECK(plan::cudnn_attention_scratch_bytes(cp, CudnnAttentionMode::Deterministic) ==
+        batch * m.heads * half * half * 2 + batch * half * m.heads * 4 + (kv_copies > 0 ? 2 * batch * half * m.heads * d * 2 : 0));
 }
