@@ -35,8 +35,8 @@ void check_environment(config::Diagnostics& diags) {
   const char* attention = std::getenv(kernels::kCudnnAttentionVariable);
   if (!kernels::parse_cudnn_attention_mode(attention))
     diags.errors.push_back(config::Diagnostic{kernels::kCudnnAttentionVariable, 0, 0,
-                                              "must be off, fast or deterministic, got '" + std::string(attention) + "'",
-                                              "unset it for the default, fast", "environment"});
+                                              "must be auto, fast, deterministic or off, got '" + std::string(attention) + "'",
+                                              "unset it for the default, auto", "environment"});
 }
 
 std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) {

@@ -14,25 +14,34 @@
 #      into $OUT, then ptrain alone with one change each, to time against it: attention on its own
 #      kernels (PTRAIN_CUDNN_ATTENTION=off, both models, logs/cudnn-off), bias gradients by column
 #      sums rather than the BGRADB epilogue (PTRAIN_CUDA_BGRAD=0, GPT-2, logs/bgrad-off), cuDNN's
-#      deterministic backward (the Llama, logs/cudnn-deterministic), their results in logs.tgz.
+#      deterministic backward (the Llama, logs/cudnn-deterministic), their results in logs.tgz;
+#   4. alone, with --kernels: one step's GPU time kernel by kernel under Nsight Compute
+#      (bench/kernel_profile.sh): ptrain's GPT-2 124M and Llama 1.25B, and GPT-2 again with bias
+#      gradients by column sums (PTRAIN_CUDA_BGRAD=0), tables in logs/kernels*/. The profiled run is
+#      a whole one-step run, so the first run's checks show up too: cuDNN's plans, and ptrain's own
+#      attention kernels once per shape (cudnn_attention_check.h).
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
 # its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried;
 # with --bench, also bench/out/llm.c/ (scripts/prepare_llmc.sh: llm.c's train_gpt2cu built here).
-#   bash scripts/device_session.sh [--bench] [--no-sweep] [--startup]
+#   bash scripts/device_session.sh [--no-checks] [--bench] [--no-sweep] [--startup] [--kernels]
 #   # device tool: carry ["device-bundle", "bench/out/llm.c"] (["device-bundle"] without llm.c's rows)
 # --no-sweep leaves phase 2 out: phases 1 and 3 together fit one call of the device tool (at most
 # 600 s), all three do not. --startup (with --no-sweep) still runs phase 2's start-up, once, right
-# after phase 1: the 3B shard's start-up without the profile and sweep.
+# after phase 1: the 3B shard's start-up without the profile and sweep. --no-checks leaves phase 1
+# out (a second call of a session: e.g. --no-checks --no-sweep --kernels).
 # Exit 0 when every correctness check passed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-bench=0 sweep=1 startup=0
+checks=1 bench=0 sweep=1 startup=0 kernels=0
 for arg in "$@"; do
   case "$arg" in
+    --no-checks) checks=0 ;;
     --bench) bench=1 ;;
     --no-sweep) sweep=0 ;;
     --startup) startup=1 ;;
-    *) echo "error: unknown argument '$arg' (expected --bench, --no-sweep, --startup)" >&2; exit 2 ;;
+    --kernels) kernels=1 ;;
+    *) echo "error: unknown argument '$arg' (expected --no-checks, --bench, --no-sweep, --startup, --kernels)" >&2
+      exit 2 ;;
   esac
 done
 [ -f device-bundle/payload.tar.xz ] || { echo "error: no device-bundle/ (run scripts/bundle_for_device.sh and carry it)" >&2; exit 2; }
@@ -58,21 +67,23 @@ check() {  # check NAME LIMIT_S COMMAND...: runs it into its log, then the log's
   echo "exit $?" >>"$work/logs/$name.log"
 }
 
-say "1: correctness, side by side"
-# cuDNN's warnings and errors (a declined attention graph says why there) into their own log.
-check op-tests 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$work/logs/cudnn-op-tests.log" "$bin/cuda_op_tests" &
-check sanitizer-attention 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[attention]~[cudnn]" &
-check nccl-training 300 python3 tests/dist/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
-check cuda-backend 300 python3 tests/train/test_run.py --ptrain "$ptrain" CudaBackend -v &
-check tensorboard 120 python3 tests/train/test_tensorboard.py --ptrain "$ptrain" -v &
-wait
 failed=0
-for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard; do
-  status=$(tail -n 1 "$work/logs/$name.log")
-  echo "== $name: $status"
-  [ "$status" = "exit 0" ] || { failed=1; tail -n 8 "$work/logs/$name.log"; }
-done
-pack
+if [ "$checks" = 1 ]; then
+  say "1: correctness, side by side"
+  # cuDNN's warnings and errors (a declined attention graph says why there) into their own log.
+  check op-tests 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$work/logs/cudnn-op-tests.log" "$bin/cuda_op_tests" &
+  check sanitizer-attention 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[attention]~[cudnn]" &
+  check nccl-training 300 python3 tests/dist/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
+  check cuda-backend 300 python3 tests/train/test_run.py --ptrain "$ptrain" CudaBackend -v &
+  check tensorboard 120 python3 tests/train/test_tensorboard.py --ptrain "$ptrain" -v &
+  wait
+  for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard; do
+    status=$(tail -n 1 "$work/logs/$name.log")
+    echo "== $name: $status"
+    [ "$status" = "exit 0" ] || { failed=1; tail -n 8 "$work/logs/$name.log"; }
+  done
+  pack
+fi
 
 startup_runs=$([ "$sweep" = 1 ] && echo 3 || echo 1)
 if [ "$sweep" = 1 ] || [ "$startup" = 1 ]; then
@@ -114,6 +125,17 @@ if [ "$bench" = 1 ]; then
     check "gpu-benchmark-$name" 240 env -u OUT "$setting" bash bench/gpu_benchmark.sh --models "$models" \
       --skip torch,llmc --results-dir "$work/logs/$name"
     tail -n 4 "$work/logs/gpu-benchmark-$name.log"
+    pack
+  done
+fi
+if [ "$kernels" = 1 ]; then
+  say "4: kernel profiles, alone"
+  for run in kernels:gpt2-124m kernels:llama-1b kernels-bgrad-off:gpt2-124m; do
+    IFS=: read -r dir model <<<"$run"
+    setting=$([ "$dir" = kernels-bgrad-off ] && echo PTRAIN_CUDA_BGRAD=0 || echo PTRAIN_CUDA_BGRAD=1)
+    check "$dir-$model" 240 env PTRAIN="$ptrain" "$setting" bash bench/kernel_profile.sh --impl ptrain \
+      --model "$model" --out "$work/logs/$dir"
+    tail -n 6 "$work/logs/$dir-$model.log"
     pack
   done
 fi

@@ -78,9 +78,9 @@ double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::Cudnn
   const double tokens = batch * query_length;
   const double gqa_copies = m.kv_heads == m.heads ? 0.0 : 2.0 * batch * key_length * heads * d * 2;
   const double row_sums = tokens * heads * 4;
-  const double variant = mode == kernels::CudnnAttentionMode::Fast
-                             ? tokens * heads * d * 4                              // dQ's fp32 accumulator
-                             : batch * heads * query_length * key_length * 2;  // dP, bf16
+  const double variant = mode == kernels::CudnnAttentionMode::Deterministic
+                             ? batch * heads * query_length * key_length * 2  // dP, bf16
+                             : tokens * heads * d * 4;                        // dQ's fp32 accumulator
   return row_sums + gqa_copies + variant;
 }
 

@@ -71,10 +71,11 @@ double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline
 // Device scratch of cuDNN's attention backward (kernels/cuda/cudnn_attention.h) in `mode`
 // (PTRAIN_CUDNN_ATTENTION, kernels/cudnn_attention_mode.h), taken from the compute stream's pool
 // for the call and kept by the pool: the rows' dot products, under GQA the per-query-head dK/dV
-// copies (bf16) cuDNN sums over each group, and `fast`'s fp32 dQ accumulator or `deterministic`'s
-// bf16 dP workspace, B x Hq x Tq x Tk (with context parallelism the largest call's: a rank's
-// queries against all-gathered keys, else its own). GPU jobs in bf16 only (0 otherwise, and with
-// `off`: F32 attention and the CPU run ptrain's own kernels, which need none).
+// copies (bf16) cuDNN sums over each group, and the fp32 dQ accumulator of `fast` and `auto` (as
+// though cuDNN won every shape) or the bf16 dP workspace of `deterministic`, B x Hq x Tq x Tk
+// (with context parallelism the largest call's: a rank's queries against all-gathered keys, else
+// its own). GPU jobs in bf16 only (0 otherwise, and with `off`: F32 attention and the CPU run
+// ptrain's own kernels, which need none).
 double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::CudnnAttentionMode mode);
 // The pipeline's send buffers (held.send_buffers messages), sequence parallelism's gather, expert
 // dispatch, ZeRO windows and bf16 reduction staging.

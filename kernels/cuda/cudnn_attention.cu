@@ -226,13 +226,18 @@ CudnnAttention::Plans& CudnnAttention::plans(const AttentionShape& s) {
   return plans_[Key{s.B, s.Tq, s.Tk, static_cast<int>(attention_mask(s)), s.Hq, s.Hkv, s.D}];
 }
 
+void CudnnAttention::execute(const cudnn::Plan& plan, const AttentionShape& s, const Bindings& data,
+                             void* workspace, cudnn::Graph::Uid q_pos0) {
+  std::vector<std::pair<std::int64_t, std::int32_t>> values;
+  if (q_pos0 != 0) values.emplace_back(q_pos0, s.q_pos0);
+  plan.execute(handle_, data, workspace, values);
+}
+
 bool CudnnAttention::run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which,
-                         const AttentionShape& s, const std::vector<std::pair<std::int64_t, void*>>& data,
-                         void* workspace, cudnn::Graph::Uid q_pos0) {
+                         const AttentionShape& s, const Bindings& data, void* workspace,
+                         cudnn::Graph::Uid q_pos0) {
   try {
-    std::vector<std::pair<std::int64_t, std::int32_t>> values;
-    if (q_pos0 != 0) values.emplace_back(q_pos0, s.q_pos0);
-    plan->execute(handle_, data, workspace, values);
+    execute(*plan, s, data, workspace, q_pos0);
     return true;
   } catch (const std::runtime_error& e) {  // cuDNN refused to launch: nothing ran, our kernels take the shape
     failed = true;
@@ -243,14 +248,32 @@ bool CudnnAttention::run(std::optional<cudnn::Plan>& plan, bool& failed, const c
 }
 
 bool CudnnAttention::trusted(std::optional<cudnn::Plan>& plan, bool& checked, bool& failed, const char* which,
-                             const AttentionShape& s, const std::function<std::string()>& check) {
+                             const AttentionShape& s, const std::function<std::string()>& check,
+                             const std::function<double()>& cudnn_seconds,
+                             const std::function<double()>& own_seconds) {
   if (checked) return true;
   checked = true;
+  std::string why;
   const std::string disagreement = check();
-  if (disagreement.empty()) return true;
+  if (!disagreement.empty()) {
+    why = "its numbers differ from ptrain's kernels: " + disagreement;
+  } else if (cudnn_attention_mode() == CudnnAttentionMode::Auto) {
+    try {
+      const double theirs = cudnn_seconds(), ours = own_seconds();
+      if (ours < theirs) {
+        char text[160];
+        std::snprintf(text, sizeof text, "ptrain's kernels run it faster (%.3f ms against cuDNN's %.3f ms)",
+                      ours * 1e3, theirs * 1e3);
+        why = text;
+      }
+    } catch (const std::runtime_error& e) {  // cuDNN refused the timed runs
+      why = e.what();
+    }
+  }
+  if (why.empty()) return true;
   failed = true;
   plan.reset();
-  report_failure(which, s, "its numbers differ from ptrain's kernels: " + disagreement);
+  report_failure(which, s, why);
   return false;
 }
 
@@ -264,8 +287,8 @@ void CudnnAttention::report_first_plan(const cudnn::Plan& plan) {
 
 void CudnnAttention::report_failure(const char* which, const AttentionShape& s, const std::string& why) {
   std::fprintf(stderr,
-               "ptrain: cuDNN declined the attention %s of B=%d Tq=%d Tk=%d q_pos0=%d Hq=%d Hkv=%d D=%d; "
-               "ptrain's own kernels compute it: %s\n",
+               "ptrain: the attention %s of B=%d Tq=%d Tk=%d q_pos0=%d Hq=%d Hkv=%d D=%d goes to ptrain's "
+               "own kernels, not cuDNN's: %s\n",
                which, s.B, s.Tq, s.Tk, s.q_pos0, s.Hq, s.Hkv, s.D, why.c_str());
 }
 
@@ -290,16 +313,17 @@ bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, 
   // lse is optional in the contract; the graph always writes it.
   Scratch<float> lse_scratch(ctx, lse.ptr == nullptr ? static_cast<std::size_t>(s.lse_elements()) : 0);
   Scratch<std::byte> workspace(ctx, static_cast<std::size_t>(p.fwd->workspace_bytes()));
-  if (!run(p.fwd, p.fwd_failed, "forward", s,
-           {{f.q, q.ptr},
-            {f.k, k.ptr},
-            {f.v, v.ptr},
-            {f.out, out.ptr},
-            {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}},
-           workspace.get(), f.q_pos0))
-    return false;
-  return trusted(p.fwd, p.fwd_checked, p.fwd_failed, "forward", s,
-                 [&] { return check_attention_forward_against_own(ctx, out, lse, q, k, v, s); });
+  const Bindings data{{f.q, q.ptr},
+                      {f.k, k.ptr},
+                      {f.v, v.ptr},
+                      {f.out, out.ptr},
+                      {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}};
+  if (!run(p.fwd, p.fwd_failed, "forward", s, data, workspace.get(), f.q_pos0)) return false;
+  return trusted(
+      p.fwd, p.fwd_checked, p.fwd_failed, "forward", s,
+      [&] { return check_attention_forward_against_own(ctx, out, lse, q, k, v, s); },
+      [&] { return time_on_stream(ctx, [&] { execute(*p.fwd, s, data, workspace.get(), f.q_pos0); }); },
+      [&] { return own_attention_forward_seconds(ctx, q, k, v, s); });
 }
 
 bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k,
@@ -329,16 +353,17 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
   Scratch<float> row_dot(ctx, static_cast<std::size_t>(rows));
   Scratch<float> d_q_accum(ctx, deterministic ? 0 : static_cast<std::size_t>(rows * s.D));
   Scratch<std::byte> workspace(ctx, static_cast<std::size_t>(p.bwd->workspace_bytes()));
-  std::vector<std::pair<std::int64_t, void*>> data{
-      {b.q, q.ptr},     {b.k, k.ptr},     {b.v, v.ptr},     {b.out, out.ptr}, {b.d_out, d_out.ptr},
-      {b.lse, lse.ptr}, {b.d_q, d_q.ptr}, {b.d_k, d_k.ptr}, {b.d_v, d_v.ptr}, {b.row_dot, row_dot.get()}};
+  Bindings data{{b.q, q.ptr},     {b.k, k.ptr},     {b.v, v.ptr},     {b.out, out.ptr}, {b.d_out, d_out.ptr},
+                {b.lse, lse.ptr}, {b.d_q, d_q.ptr}, {b.d_k, d_k.ptr}, {b.d_v, d_v.ptr}, {b.row_dot, row_dot.get()}};
   // cuDNN zeroes the accumulator itself (from 9.6 on).
   if (!deterministic) data.emplace_back(b.d_q_accum, d_q_accum.get());
 
   if (!run(p.bwd, p.bwd_failed, "backward", s, data, workspace.get(), b.q_pos0)) return false;
-  return trusted(p.bwd, p.bwd_checked, p.bwd_failed, "backward", s, [&] {
-    return check_attention_backward_against_own(ctx, d_q, d_k, d_v, d_out, q, k, v, out, lse, s);
-  });
+  return trusted(
+      p.bwd, p.bwd_checked, p.bwd_failed, "backward", s,
+      [&] { return check_attention_backward_against_own(ctx, d_q, d_k, d_v, d_out, q, k, v, out, lse, s); },
+      [&] { return time_on_stream(ctx, [&] { execute(*p.bwd, s, data, workspace.get(), b.q_pos0); }); },
+      [&] { return own_attention_backward_seconds(ctx, d_out, q, k, v, out, lse, s); });
 }
 
 }  // namespace ptrain::kernels::cuda

@@ -13,7 +13,9 @@
 // dK = dS^T Q, dQ = dS K, GQA's kv gradients summed over the group by a reduction.
 // Two backward variants: `Fast` accumulates dQ in an F32 buffer with atomics (run-to-run bits may
 // differ), `Deterministic` has cuDNN stage dP in a B*Hq*Tq*Tk BF16 workspace instead (bitwise
-// reproducible, much more memory). PTRAIN_CUDNN_ATTENTION=off|fast|deterministic picks (default fast).
+// reproducible, much more memory). PTRAIN_CUDNN_ATTENTION=auto|fast|deterministic|off picks
+// (kernels/cudnn_attention_mode.h; default auto: the fast backward, and each shape and direction
+// kept on cuDNN only where it ran no slower than ptrain's kernels, timed once at the first call).
 //
 // Plans are built once per shape (the first call pays for cuDNN's heuristics and, for some engines,
 // its runtime compilation), cached, and run on the compute stream; their workspace is stream-ordered
@@ -90,21 +92,27 @@ class CudnnAttention {
     std::optional<AttentionBackwardGraph> bwd_graph;
     std::optional<cudnn::Plan> fwd, bwd;
     bool fwd_failed = false, bwd_failed = false;
-    bool fwd_checked = false, bwd_checked = false;  // first run checked against ptrain's kernels
+    bool fwd_checked = false, bwd_checked = false;  // first run checked (and under auto timed) against ptrain's kernels
   };
   using Key = std::tuple<int, int, int, int, int, int, int>;
+  using Bindings = std::vector<std::pair<std::int64_t, void*>>;  // (tensor uid, device pointer)
   cudnnHandle_t handle(const LaunchContext& ctx);
   Plans& plans(const AttentionShape& s);
-  // Executes `plan`; where cuDNN refuses (an error status from the launch) marks the shape failed
-  // and answers false, so that the caller's own kernels compute it.
+  // Enqueues `plan` with the shape's q_pos0 (when the graph has that scalar); throws
+  // std::runtime_error where cuDNN refuses.
+  void execute(const cudnn::Plan& plan, const AttentionShape& s, const Bindings& data, void* workspace,
+               cudnn::Graph::Uid q_pos0);
+  // execute; where cuDNN refuses (an error status from the launch) marks the shape failed and
+  // answers false, so that the caller's own kernels compute it.
   bool run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which, const AttentionShape& s,
-           const std::vector<std::pair<std::int64_t, void*>>& data, void* workspace,
-           cudnn::Graph::Uid q_pos0);
-  // After a plan's run: true once its first run agreed with ptrain's kernels
-  // (cudnn_attention_check.h); a disagreement declines the shape, logged (false: the caller's
-  // kernels compute it again).
+           const Bindings& data, void* workspace, cudnn::Graph::Uid q_pos0);
+  // After a plan's run: true once its first run agreed with ptrain's kernels (`check`,
+  // cudnn_attention_check.h) and, under PTRAIN_CUDNN_ATTENTION=auto, ran no slower than they do
+  // (`cudnn_seconds` against `own_seconds`, timed once); otherwise the shape is declined, logged
+  // (false: the caller's kernels compute it again).
   bool trusted(std::optional<cudnn::Plan>& plan, bool& checked, bool& failed, const char* which,
-               const AttentionShape& s, const std::function<std::string()>& check);
+               const AttentionShape& s, const std::function<std::string()>& check,
+               const std::function<double()>& cudnn_seconds, const std::function<double()>& own_seconds);
   void report_first_plan(const cudnn::Plan& plan);  // once per process, on stderr
   void report_failure(const char* which, const AttentionShape& s, const std::string& why);
 

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "kernels/bf16.h"
@@ -103,6 +105,52 @@ std::string check_attention_backward_against_own(const LaunchContext& ctx, Buf d
   }
   trim_pool(ctx);
   return failure;
+}
+
+double time_on_stream(const LaunchContext& ctx, const std::function<void()>& run) {
+  cudaEvent_t start = nullptr, end = nullptr;
+  PTRAIN_CUDA_CHECK(cudaEventCreate(&start));
+  PTRAIN_CUDA_CHECK(cudaEventCreate(&end));
+  run();
+  float best = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < 2; ++i) {
+    PTRAIN_CUDA_CHECK(cudaEventRecord(start, ctx.stream));
+    run();
+    PTRAIN_CUDA_CHECK(cudaEventRecord(end, ctx.stream));
+    PTRAIN_CUDA_CHECK(cudaEventSynchronize(end));
+    float ms = 0;
+    PTRAIN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
+    best = std::min(best, ms);
+  }
+  PTRAIN_CUDA_CHECK(cudaEventDestroy(start));
+  PTRAIN_CUDA_CHECK(cudaEventDestroy(end));
+  return best / 1e3;
+}
+
+double own_attention_forward_seconds(const LaunchContext& ctx, Buf q, Buf k, Buf v, const AttentionShape& s) {
+  double seconds = 0;
+  {
+    Scratch<bf16> own_out(ctx, static_cast<std::size_t>(s.q_elements()));
+    Scratch<float> own_lse(ctx, static_cast<std::size_t>(s.lse_elements()));
+    const Buf o{own_out.get(), DType::BF16}, l{own_lse.get(), DType::F32};
+    seconds = time_on_stream(ctx, [&] { attention_forward(ctx.stream, o, l, q, k, v, s); });
+  }
+  trim_pool(ctx);
+  return seconds;
+}
+
+double own_attention_backward_seconds(const LaunchContext& ctx, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
+                                      const AttentionShape& s) {
+  double seconds = 0;
+  {
+    Scratch<bf16> own_dq(ctx, static_cast<std::size_t>(s.q_elements()));
+    Scratch<bf16> own_dk(ctx, static_cast<std::size_t>(s.kv_elements()));
+    Scratch<bf16> own_dv(ctx, static_cast<std::size_t>(s.kv_elements()));
+    const Buf dq{own_dq.get(), DType::BF16}, dk{own_dk.get(), DType::BF16}, dv{own_dv.get(), DType::BF16};
+    seconds = time_on_stream(ctx, [&] { attention_backward(ctx.stream, dq, dk, dv, d_out, q, k, v, out, lse, s); });
+  }
+  trim_pool(ctx);
+  return seconds;
 }
 
 }  // namespace ptrain::kernels::cuda

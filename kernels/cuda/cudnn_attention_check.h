@@ -5,8 +5,11 @@
 // copied to the host (the stream synchronised: the first step only), compared with the tolerance the
 // attention tests give BF16 (|got - ref| <= 1e-2 max(1, max |ref|) + 2e-2 |ref|), and the scratch
 // pool is trimmed back so the check leaves no memory behind.
+// In PTRAIN_CUDNN_ATTENTION=auto the same module times ptrain's kernels on the shape, for the choice
+// between the two (cudnn_attention.h).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "kernels/attention_shape.h"
@@ -24,5 +27,15 @@ std::string check_attention_forward_against_own(const LaunchContext& ctx, Buf ou
 std::string check_attention_backward_against_own(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_v,
                                                  Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
                                                  const AttentionShape& s);
+
+// Seconds `run` takes on ctx's stream: the fastest of two timed runs after one untimed (which pays
+// for loading the kernels), by CUDA events; waits for the stream.
+double time_on_stream(const LaunchContext& ctx, const std::function<void()>& run);
+
+// time_on_stream of ptrain's own forward, resp. backward, of the shape on these inputs, into
+// stream-ordered scratch (the pool trimmed back after).
+double own_attention_forward_seconds(const LaunchContext& ctx, Buf q, Buf k, Buf v, const AttentionShape& s);
+double own_attention_backward_seconds(const LaunchContext& ctx, Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
+                                      const AttentionShape& s);
 
 }  // namespace ptrain::kernels::cuda

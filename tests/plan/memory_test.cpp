@@ -99,7 +99,7 @@ TEST_CASE("communication buffers") {
         2 * sbh / 2 + 2 * 300'000 * 4 + 2 * 300'000 * 2 + 300'000 * 2);
 }
 
-TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only; row sums, GQA's kv copies, fast's dQ or deterministic's dP") {
+TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only, row sums, GQA's kv copies, then auto's and fast's dQ or deterministic's dP") {
   using kernels::CudnnAttentionMode;
   config::LoadResult job = test::load_job(test::kSmallLlama, {}, 1);
   config::JobSpec spec = job.spec;
@@ -112,6 +112,7 @@ TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only; row sums, GQA's kv cop
   const double kv_copies = m.kv_heads == m.heads ? 0.0 : 2 * tokens * m.heads * d * 2;
   const double d_p = batch * m.heads * double(m.seq_len) * m.seq_len * 2;
   CHECK(plan::cudnn_attention_scratch_bytes(spec, CudnnAttentionMode::Fast) == accumulator + row_sums + kv_copies);
+  CHECK(plan::cudnn_attention_scratch_bytes(spec, CudnnAttentionMode::Auto) == accumulator + row_sums + kv_copies);
   CHECK(plan::cudnn_attention_scratch_bytes(spec, CudnnAttentionMode::Deterministic) == d_p + row_sums + kv_copies);
   CHECK(plan::cudnn_attention_scratch_bytes(spec, CudnnAttentionMode::Off) == 0);
   config::JobSpec cpu = spec;

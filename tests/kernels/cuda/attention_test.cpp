@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/launch_context.h"
 #endif
@@ -497,6 +498,44 @@ TEST_CASE("cudnn attention matches the CPU reference where it has a plan", "[cud
   // Each shape is a plan cuDNN compiles at run time: the other variant on the first 15 (head dims 8
   // to 256, self-attention and context-parallel chunks).
   CHECK(compare_cudnn_with_cpu("deterministic", 15) >= 5);
+}
+
+TEST_CASE("cudnn attention, auto: kept where it runs faster than ours, right on either", "[cuda][attention][cudnn]") {
+  const CudnnMode scoped("auto");
+  Stream st;
+  const cuda::LaunchContext ctx = cudnn_context(st);
+  // A shape where cuDNN ran 2-3x ours on an H100 (profiles/h100-sxm.json against
+  // h100-sxm-own-attention.json at T 1024-4096), so auto keeps it on cuDNN; then one of the test
+  // shapes whichever way it goes, through the op as the engine calls it.
+  const Shape large{2, 2048, 16, 4, 128};
+  const Host h = random_host(large, DType::BF16, 4242);
+  GpuRun theirs(large, h, DType::BF16), ours(large, h, DType::BF16);
+  cuda::CudnnAttention cudnn;
+  CHECK(cudnn.forward(ctx, theirs.out.buf(), theirs.lse.buf(), theirs.q.buf(), theirs.k.buf(), theirs.v.buf(),
+                      large.op()));
+  CHECK(cudnn.backward(ctx, theirs.dq.buf(), theirs.dk.buf(), theirs.dv.buf(), theirs.dout.buf(),
+                       theirs.q.buf(), theirs.k.buf(), theirs.v.buf(), theirs.out.buf(), theirs.lse.buf(),
+                       large.op()));
+  ours.forward(st, large);
+  ours.backward(st, large);
+  st.sync();
+  check(theirs.out.download(), ours.out.download(), DType::BF16, "out");
+  check(theirs.dq.download(), ours.dq.download(), DType::BF16, "d_q");
+  check(theirs.dk.download(), ours.dk.download(), DType::BF16, "d_k");
+  check(theirs.dv.download(), ours.dv.download(), DType::BF16, "d_v");
+
+  const Shape& small = kShapes[0];
+  const Host hs = random_host(small, DType::BF16, 4343);
+  GpuRun dev(small, hs, DType::BF16);
+  const Ops& ops = cuda_ops();
+  ops.attention_forward(dev.out.buf(), dev.lse.buf(), dev.q.buf(), dev.k.buf(), dev.v.buf(), small.op());
+  ops.attention_backward(dev.dq.buf(), dev.dk.buf(), dev.dv.buf(), dev.dout.buf(), dev.q.buf(), dev.k.buf(),
+                         dev.v.buf(), dev.out.buf(), dev.lse.buf(), small.op());
+  const Reference ref = cpu_reference(small, hs);
+  check(dev.out.download(), ref.out, DType::BF16, "out");
+  check(dev.dq.download(), ref.dq, DType::BF16, "d_q");
+  check(dev.dk.download(), ref.dk, DType::BF16, "d_k");
+  check(dev.dv.download(), ref.dv, DType::BF16, "d_v");
 }
 
 TEST_CASE("cudnn attention: the deterministic backward repeats its bits, off declines",
