@@ -233,10 +233,11 @@ void CudnnAttention::execute(const cudnn::Plan& plan, const AttentionShape& s, c
   plan.execute(handle_, data, workspace, values);
 }
 
-bool CudnnAttention::run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which,
-                         const AttentionShape& s, const Bindings& data, void* workspace,
+bool CudnnAttention::run(const LaunchContext& ctx, std::optional<cudnn::Plan>& plan, bool& failed,
+                         const char* which, const AttentionShape& s, const Bindings& data, void* workspace,
                          cudnn::Graph::Uid q_pos0) {
   try {
+    handle(ctx);  // bound to this call's stream (the plan may have been built on another's)
     execute(*plan, s, data, workspace, q_pos0);
     return true;
   } catch (const std::runtime_error& e) {  // cuDNN refused to launch: nothing ran, our kernels take the shape
@@ -252,7 +253,6 @@ bool CudnnAttention::trusted(std::optional<cudnn::Plan>& plan, bool& checked, bo
                              const std::function<double()>& cudnn_seconds,
                              const std::function<double()>& own_seconds) {
   if (checked) return true;
-  checked = true;
   std::string why;
   const std::string disagreement = check();
   if (!disagreement.empty()) {
@@ -270,6 +270,7 @@ bool CudnnAttention::trusted(std::optional<cudnn::Plan>& plan, bool& checked, bo
       why = e.what();
     }
   }
+  checked = true;
   if (why.empty()) return true;
   failed = true;
   plan.reset();
@@ -318,7 +319,7 @@ bool CudnnAttention::forward(const LaunchContext& ctx, Buf out, Buf lse, Buf q, 
                       {f.v, v.ptr},
                       {f.out, out.ptr},
                       {f.lse, lse.ptr != nullptr ? lse.ptr : lse_scratch.get()}};
-  if (!run(p.fwd, p.fwd_failed, "forward", s, data, workspace.get(), f.q_pos0)) return false;
+  if (!run(ctx, p.fwd, p.fwd_failed, "forward", s, data, workspace.get(), f.q_pos0)) return false;
   return trusted(
       p.fwd, p.fwd_checked, p.fwd_failed, "forward", s,
       [&] { return check_attention_forward_against_own(ctx, out, lse, q, k, v, s); },
@@ -358,7 +359,7 @@ bool CudnnAttention::backward(const LaunchContext& ctx, Buf d_q, Buf d_k, Buf d_
   // cuDNN zeroes the accumulator itself (from 9.6 on).
   if (!deterministic) data.emplace_back(b.d_q_accum, d_q_accum.get());
 
-  if (!run(p.bwd, p.bwd_failed, "backward", s, data, workspace.get(), b.q_pos0)) return false;
+  if (!run(ctx, p.bwd, p.bwd_failed, "backward", s, data, workspace.get(), b.q_pos0)) return false;
   return trusted(
       p.bwd, p.bwd_checked, p.bwd_failed, "backward", s,
       [&] { return check_attention_backward_against_own(ctx, d_q, d_k, d_v, d_out, q, k, v, out, lse, s); },

@@ -102,14 +102,15 @@ class CudnnAttention {
   // std::runtime_error where cuDNN refuses.
   void execute(const cudnn::Plan& plan, const AttentionShape& s, const Bindings& data, void* workspace,
                cudnn::Graph::Uid q_pos0);
-  // execute; where cuDNN refuses (an error status from the launch) marks the shape failed and
-  // answers false, so that the caller's own kernels compute it.
-  bool run(std::optional<cudnn::Plan>& plan, bool& failed, const char* which, const AttentionShape& s,
-           const Bindings& data, void* workspace, cudnn::Graph::Uid q_pos0);
+  // execute on ctx's stream; where cuDNN refuses (an error status from the launch) marks the shape
+  // failed and answers false, so that the caller's own kernels compute it.
+  bool run(const LaunchContext& ctx, std::optional<cudnn::Plan>& plan, bool& failed, const char* which,
+           const AttentionShape& s, const Bindings& data, void* workspace, cudnn::Graph::Uid q_pos0);
   // After a plan's run: true once its first run agreed with ptrain's kernels (`check`,
   // cudnn_attention_check.h) and, under PTRAIN_CUDNN_ATTENTION=auto, ran no slower than they do
-  // (`cudnn_seconds` against `own_seconds`, timed once); otherwise the shape is declined, logged
-  // (false: the caller's kernels compute it again).
+  // (`cudnn_seconds` against `own_seconds`, timed once: one decision per plan, so a shifted mask's
+  // holds for every q_pos0); otherwise the shape is declined, logged (false: the caller's kernels
+  // compute it again).
   bool trusted(std::optional<cudnn::Plan>& plan, bool& checked, bool& failed, const char* which,
                const AttentionShape& s, const std::function<std::string()>& check,
                const std::function<double()>& cudnn_seconds, const std::function<double()>& own_seconds);

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <vector>
 
 #include "kernels/bf16.h"
@@ -108,23 +107,22 @@ std::string check_attention_backward_against_own(const LaunchContext& ctx, Buf d
 }
 
 double time_on_stream(const LaunchContext& ctx, const std::function<void()>& run) {
-  cudaEvent_t start = nullptr, end = nullptr;
-  PTRAIN_CUDA_CHECK(cudaEventCreate(&start));
-  PTRAIN_CUDA_CHECK(cudaEventCreate(&end));
+  struct Event {  // destroyed on every path, a throwing run() included
+    cudaEvent_t e = nullptr;
+    Event() { PTRAIN_CUDA_CHECK(cudaEventCreate(&e)); }
+    ~Event() { static_cast<void>(cudaEventDestroy(e)); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+  } start, end;
+  constexpr int kRuns = 3;  // back to back: the host's enqueueing overlaps the GPU's running
   run();
-  float best = std::numeric_limits<float>::infinity();
-  for (int i = 0; i < 2; ++i) {
-    PTRAIN_CUDA_CHECK(cudaEventRecord(start, ctx.stream));
-    run();
-    PTRAIN_CUDA_CHECK(cudaEventRecord(end, ctx.stream));
-    PTRAIN_CUDA_CHECK(cudaEventSynchronize(end));
-    float ms = 0;
-    PTRAIN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
-    best = std::min(best, ms);
-  }
-  PTRAIN_CUDA_CHECK(cudaEventDestroy(start));
-  PTRAIN_CUDA_CHECK(cudaEventDestroy(end));
-  return best / 1e3;
+  PTRAIN_CUDA_CHECK(cudaEventRecord(start.e, ctx.stream));
+  for (int i = 0; i < kRuns; ++i) run();
+  PTRAIN_CUDA_CHECK(cudaEventRecord(end.e, ctx.stream));
+  PTRAIN_CUDA_CHECK(cudaEventSynchronize(end.e));
+  float ms = 0;
+  PTRAIN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, end.e));
+  return ms / 1e3 / kRuns;
 }
 
 double own_attention_forward_seconds(const LaunchContext& ctx, Buf q, Buf k, Buf v, const AttentionShape& s) {

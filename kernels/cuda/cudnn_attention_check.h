@@ -28,8 +28,9 @@ std::string check_attention_backward_against_own(const LaunchContext& ctx, Buf d
                                                  Buf d_out, Buf q, Buf k, Buf v, Buf out, Buf lse,
                                                  const AttentionShape& s);
 
-// Seconds `run` takes on ctx's stream: the fastest of two timed runs after one untimed (which pays
-// for loading the kernels), by CUDA events; waits for the stream.
+// Seconds `run` takes on ctx's stream: after one untimed run (which pays for loading the kernels),
+// the mean of three back to back between two CUDA events (so the host's enqueueing overlaps the
+// GPU's running, and a short kernel is not timed with its launch); waits for the stream.
 double time_on_stream(const LaunchContext& ctx, const std::function<void()>& run);
 
 // time_on_stream of ptrain's own forward, resp. backward, of the shape on these inputs, into
