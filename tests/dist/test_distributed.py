@@ -565,7 +565,10 @@ class DistributedCheckpoints(Timed):
             s.bind(("127.0.0.1", 0))
             port = str(s.getsockname()[1])
             s.close()
-            ranks = [subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=10, every=5)], stdout=subprocess.DEVNULL,
+            # The job file written once, before either rank starts: writing it again per rank truncated
+            # it under rank 0, which once read it empty (fresh-clone CI, 2026-11-27).
+            spec = job(d, dp=2, zero=1, steps=10, every=5)
+            ranks = [subprocess.Popen([PTRAIN, "run", spec], stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, text=True, preexec_fn=limit_file_size if rank else None,
                                       env=env(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                                               PTRAIN_JOB_TOKEN="one-rank-fails"))
