@@ -264,7 +264,9 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "a free port locally), PTRAIN_JOB_TOKEN (shared secret every connection to the store must present;\n"
       "random per local launch; a torchrun-style launch must set one, the same on every rank, unless\n"
       "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank; default cores / local ranks),\n"
-      "PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
+      "PTRAIN_CUDNN_ATTENTION=auto|fast|deterministic|off (BF16 attention on CUDA: cuDNN where it is faster,\n"
+      "the default; cuDNN wherever it can; cuDNN's bitwise-repeatable backward; ptrain's own kernels; validate\n"
+      "counts its memory), PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")
       ->check(CLI::Range(1, 1 << 20));
