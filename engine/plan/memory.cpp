@@ -64,19 +64,22 @@ struct MicrobatchBytes {
 
 }  // namespace
 
-// The largest call: the rank's query rows (under cp's a2a its heads over the whole sequence, the
-// same count), against the gathered sequence's keys under cp's allgather.
+// The largest call, counted in the tp rank's heads: the rank's query rows (seq / cp of them; under
+// cp's a2a its heads / cp over the whole sequence, the same count) against keys over the whole
+// sequence under allgather and a2a, over a ring block (seq / cp) under ring. The kv copies are
+// per query head over the keys the call has (a2a: its heads / cp over the sequence).
 double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::CudnnAttentionMode mode) {
   if (spec.backend == config::Backend::Cpu || spec.cluster.gpu == "cpu" ||
       spec.train.precision != config::Precision::Bf16 || mode == kernels::CudnnAttentionMode::Off)
     return 0.0;
   const config::ModelSpec& m = spec.model;
+  const config::CpComm cp_comm = spec.parallel.cp_comm;
   const double query_length = static_cast<double>(m.seq_len / spec.parallel.cp);
-  const double key_length =
-      spec.parallel.cp_comm == config::CpComm::Allgather ? query_length * spec.parallel.cp : query_length;
+  const double key_length = cp_comm == config::CpComm::Ring ? query_length : static_cast<double>(m.seq_len);
+  const double copied_key_length = cp_comm == config::CpComm::Allgather ? key_length : query_length;
   const double batch = spec.train.micro_batch, heads = m.heads / spec.parallel.tp, d = m.head_dim();
   const double tokens = batch * query_length;
-  const double gqa_copies = m.kv_heads == m.heads ? 0.0 : 2.0 * batch * key_length * heads * d * 2;
+  const double gqa_copies = m.kv_heads == m.heads ? 0.0 : 2.0 * batch * copied_key_length * heads * d * 2;
   const double row_sums = tokens * heads * 4;
   const double variant = mode == kernels::CudnnAttentionMode::Deterministic
                              ? batch * heads * query_length * key_length * 2  // dP, bf16

@@ -131,4 +131,9 @@ TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only, row sums, GQA's kv cop
   cp.parallel.cp_comm = config::CpComm::Ring;
   CHECK(plan::cudnn_attention_scratch_bytes(cp, CudnnAttentionMode::Deterministic) ==
         batch * m.heads * half * half * 2 + batch * half * m.heads * 4 + (kv_copies > 0 ? 2 * batch * half * m.heads * d * 2 : 0));
+  // a2a: half the heads over the whole sequence, kv copies for those heads only.
+  cp.parallel.cp_comm = config::CpComm::A2a;
+  CHECK(plan::cudnn_attention_scratch_bytes(cp, CudnnAttentionMode::Deterministic) ==
+        batch * (m.heads / 2.0) * m.seq_len * double(m.seq_len) * 2 + batch * half * m.heads * 4 +
+            (kv_copies > 0 ? 2 * batch * m.seq_len * (m.heads / 2.0) * d * 2 : 0));
 }
