@@ -78,6 +78,7 @@ bool written_by_plan(const std::string& path) {
 std::string schedule_text(const plan::Layout& l) {
   std::string text = config::to_string(l.schedule);
   if (l.virtual_stages > 1) text += " x" + std::to_string(l.virtual_stages);
+  if (l.max_in_flight > 0) text += " <=" + std::to_string(l.max_in_flight);
   return text;
 }
 
@@ -103,7 +104,7 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
                     counts(r) + ", " + std::to_string(r.fitting) + " fit; " + std::to_string(r.estimated) +
                     " estimated in full\n";
   out += std::string("  #  tp  cp  cp_comm    pp     dp") + (experts ? "  ep" : "") +
-         "  schedule             mb  recompute  zero     memory  bubble     step   tok/s/GPU    MFU\n";
+         "  schedule                 mb  recompute  zero     memory  bubble     step   tok/s/GPU    MFU\n";
   int row = 0;
   for (const plan::RankedLayout& ranked : r.best) {
     const plan::Layout& l = ranked.layout;
@@ -116,7 +117,7 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
       std::snprintf(line, sizeof line, "%4d", l.ep);
       out += line;
     }
-    std::snprintf(line, sizeof line, "  %-19s %4d  %-9s  %4d  %5.1f GiB  %5.1f%%  %6.3f s  %10.0f  %5.1f%%\n",
+    std::snprintf(line, sizeof line, "  %-23s %4d  %-9s  %4d  %5.1f GiB  %5.1f%%  %6.3f s  %10.0f  %5.1f%%\n",
                   schedule_text(l).c_str(), l.micro_batch, config::to_string(l.recompute), l.zero,
                   e.peak_memory_bytes() / (1024.0 * 1024.0 * 1024.0), 100 * e.bubble_fraction, e.step_time_s,
                   e.tokens_per_step / e.step_time_s / gpus, 100 * e.mfu);
@@ -145,6 +146,7 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
     w.key("pp").value(l.pp).key("dp").value(ranked.job.spec.parallel.dp);
     w.key("ep").value(l.ep).key("schedule").value(config::to_string(l.schedule));
     w.key("virtual_stages").value(l.virtual_stages).key("layers_per_stage").value(l.layers_per_stage);
+    w.key("max_in_flight").value(l.max_in_flight);
     w.key("micro_batch").value(l.micro_batch).key("recompute").value(config::to_string(l.recompute));
     w.key("zero").value(l.zero);
     w.key("peak_memory_bytes").value(e.peak_memory_bytes()).key("bubble_fraction").value(e.bubble_fraction);
@@ -303,8 +305,8 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = cli.add_subcommand(
       "plan",
-      "Search TP x CP x PP x schedule x EP x micro-batch x ZeRO x recompute for N GPUs with validate's "
-      "model\n"
+      "Search TP x CP x PP x schedule x EP x micro-batch x ZeRO x recompute (and, where a pipeline does not\n"
+      "fit, a cap on its microbatches in flight) for N GPUs with validate's model\n"
       "(memory, communication, simulated pipeline); print the fastest layouts that fit and write the best\n"
       "as a ready job file. Exit 0 = written, 2 = bad job or flags, or no layout fits.");
   add_job_args(*cmd, args->job);

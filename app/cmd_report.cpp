@@ -190,8 +190,7 @@ int run_report(const ReportArgs& args) {
             "simulated schedule.</p>\n";
   } else {
     const config::JobSpec& spec = job->spec;
-    const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, spec.parallel.pp,
-                                                        spec.schedule.virtual_stages, spec.train.microbatches);
+    const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
     const std::optional<MeasuredStep> measured = measured_step(*trace, spec.parallel.pp);
     const std::optional<plan::HardwareProfile> hw = find_job_hardware(*job);
     if (!measured || !hw) {

@@ -39,8 +39,7 @@ int run_schedule(const ScheduleArgs& args) {
   if (!job.ok()) return kExitBadInput;
 
   const config::JobSpec& spec = job.spec;
-  const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, spec.parallel.pp,
-                                                      spec.schedule.virtual_stages, spec.train.microbatches);
+  const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
   if (const auto problems = pipeline::check(schedule); !problems.empty()) {
     for (const auto& p : problems) std::fprintf(stderr, "internal error: schedule check: %s\n", p.c_str());
     return kExitRuntimeFailure;

@@ -39,6 +39,13 @@ std::string count_text(double n) {  // 124.44 M, 8.03 B
 
 std::string percent(double fraction) { return printf_string("%.1f%%", 100.0 * fraction); }
 
+// ", at most 19 in flight", or why schedule.max_in_flight changed nothing; empty without one.
+std::string in_flight_cap(const config::JobSpec& spec, const plan::Estimate& est) {
+  if (spec.schedule.max_in_flight == 0) return "";
+  if (est.max_in_flight > 0) return ", at most " + std::to_string(est.max_in_flight) + " in flight";
+  return " (max_in_flight " + std::to_string(spec.schedule.max_in_flight) + " does not bind)";
+}
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -146,7 +153,8 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
   line("");
   line("Pipeline   " + std::string(config::to_string(spec.schedule.kind)) + ", " + std::to_string(d.pp) +
        " stages x " + std::to_string(spec.schedule.virtual_stages) + " chunks, " + std::to_string(est.microbatches) +
-       " microbatches of " + std::to_string(spec.train.micro_batch) + ": bubble " + percent(est.bubble_fraction) +
+       " microbatches of " + std::to_string(spec.train.micro_batch) + in_flight_cap(spec, est) + ": bubble " +
+       percent(est.bubble_fraction) +
        ", peak in-flight " + printf_string("%.2f", est.peak_inflight) + " microbatches");
   line("");
   line("Memory     per rank (bytes on the device), " + est.hardware + " has " + bytes_text(est.device_memory_bytes));
@@ -266,7 +274,7 @@ std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) 
   w.key("pipeline").begin_object();
   w.key("kind").value(config::to_string(spec.schedule.kind)).key("virtual_stages").value(spec.schedule.virtual_stages);
   w.key("microbatches").value(est.microbatches).key("bubble_fraction").value(est.bubble_fraction);
-  w.key("peak_inflight").value(est.peak_inflight).end_object();
+  w.key("peak_inflight").value(est.peak_inflight).key("max_in_flight").value(est.max_in_flight).end_object();
   w.key("tokens_per_step").value(est.tokens_per_step).key("flops_per_step").value(est.flops_per_step);
   w.key("hardware_flops_per_step").value(est.hardware_flops_per_step);
   w.key("comm_bytes_per_step").begin_object();

@@ -50,6 +50,15 @@ bool splits_weight_grad(ScheduleKind v) {
   return v == ScheduleKind::ZbH1 || v == ScheduleKind::Zbv || v == ScheduleKind::DualPipeV;
 }
 
+bool caps_in_flight(ScheduleKind v) {
+  return v == ScheduleKind::OneFOneB || v == ScheduleKind::Interleaved1F1B;
+}
+
+int least_in_flight(int pp, int vpp) {
+  const std::int64_t chunks = static_cast<std::int64_t>(vpp - 1) * pp + 1;
+  return static_cast<int>((chunks + vpp - 1) / vpp);
+}
+
 const char* to_string(Precision v) {
   switch (v) {
     case Precision::Fp32:

@@ -78,6 +78,11 @@ struct ScheduleSpec {
   int virtual_stages = 1;
   std::vector<int> layers_per_stage;  // nullable; empty = even split; else one entry per
                                       // virtual stage, in the order of resolved_layers_per_stage
+  // nullable (0): the most microbatches whose activations a pp rank holds at once (1f1b and
+  // interleaved-1f1b; with virtual stages, in whole microbatches: max_in_flight*virtual_stages
+  // chunks). Where the kind's own order holds more, pipeline::build orders the rank's forwards and
+  // backwards under the cap instead (engine/pipeline/schedule_capped.cpp): less memory, more bubble.
+  int max_in_flight = 0;
 
   // Derived (filled by load): layers of every virtual stage, pp*virtual_stages entries in virtual
   // stage order (which rank and chunk hold a stage: config/stage_placement.h).
@@ -173,6 +178,13 @@ const char* to_string(Arch);
 const char* to_string(ScheduleKind);
 // Whether the schedule runs the weight grad as its own instruction W, after B (zb-h1, zbv, dualpipev).
 bool splits_weight_grad(ScheduleKind);
+// Whether schedule.max_in_flight applies to the kind (1f1b, interleaved-1f1b).
+bool caps_in_flight(ScheduleKind);
+// The fewest microbatches in flight a capped 1f1b / interleaved-1f1b can run with: before any
+// backward can start, every rank runs the forwards of the first microbatch's last chunk and of the
+// pp microbatches of each earlier chunk ahead of it, (vpp-1)*pp + 1 chunks; in whole microbatches,
+// rounded up.
+int least_in_flight(int pp, int vpp);
 const char* to_string(Precision);
 const char* to_string(Recompute);
 const char* to_string(CpComm);

@@ -63,6 +63,32 @@ void check_virtual_stages(LoadContext& ctx) {
   }
 }
 
+// schedule.max_in_flight: only where pipeline::build can order under a cap, and no lower than the
+// cap under which no backward could ever start.
+void check_in_flight_cap(LoadContext& ctx) {
+  const JobSpec& spec = ctx.spec();
+  const ScheduleSpec& s = spec.schedule;
+  if (s.max_in_flight == 0 || ctx.any_bad({"schedule.kind", "schedule.max_in_flight"})) return;
+  if (!caps_in_flight(s.kind)) {
+    ctx.error("schedule.max_in_flight",
+              cat("schedule.max_in_flight caps 1f1b and interleaved-1f1b, not ", to_string(s.kind),
+                  " (its order sets what it holds)"),
+              "remove schedule.max_in_flight, or use schedule.kind: 1f1b or interleaved-1f1b");
+    return;
+  }
+  if (ctx.any_bad({"parallel.pp", "schedule.virtual_stages"})) return;
+  const int pp = spec.parallel.pp, vpp = s.virtual_stages;
+  const int least = least_in_flight(pp, vpp);
+  if (s.max_in_flight < least) {
+    ctx.error("schedule.max_in_flight",
+              cat("schedule.max_in_flight = ", s.max_in_flight, " is below ", least,
+                  vpp > 1 ? cat(": with pp = ", pp, " and ", vpp, " virtual stages every rank runs (vpp-1)*pp+1 = ",
+                                (vpp - 1) * pp + 1, " chunks' forwards before the first backward can start")
+                          : std::string(": a rank holds at least the microbatch it runs")),
+              cat("set schedule.max_in_flight: ", least, " or more"));
+  }
+}
+
 // [8, 8, 7, 7]: the first stages take the remainder, since the last stage also holds the LM head.
 std::string even_as_possible(std::int64_t layers, std::int64_t stages) {
   std::vector<std::string> sizes;
@@ -220,6 +246,7 @@ void check_zero_with_pipeline(LoadContext& ctx) {
 void resolve_schedule(LoadContext& ctx) {
   resolve_v_shape(ctx);
   check_virtual_stages(ctx);
+  check_in_flight_cap(ctx);
   resolve_layers(ctx);
   resolve_microbatches(ctx);
   check_zero_with_pipeline(ctx);

@@ -78,6 +78,7 @@ constexpr SchemaEntry kScheduleEntries[] = {
     {"kind", [](ValueReader& r, JobSpec& s) { r.choice(s.schedule.kind); }},
     {"virtual_stages", [](ValueReader& r, JobSpec& s) { r.integer(s.schedule.virtual_stages, 1); }},
     {"layers_per_stage", [](ValueReader& r, JobSpec& s) { r.integer_list(s.schedule.layers_per_stage, 1); }},
+    {"max_in_flight", [](ValueReader& r, JobSpec& s) { r.optional_integer(s.schedule.max_in_flight); }},
 };
 constexpr Section kSchedule{"schedule", kScheduleEntries};
 

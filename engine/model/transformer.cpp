@@ -20,7 +20,7 @@ std::string layer_prefix(bool gpt2, int layer) {
 struct Measure {
   std::int64_t bytes = 0;
   Buf operator()(std::int64_t count, DType dtype) {
-    bytes = (bytes + 63) / 64 * 64 + count * static_cast<std::int64_t>(kernels::dtype_size(dtype));
+    bytes = runtime::Arena::aligned_end(bytes, count, dtype);
     return {};
   }
 };
@@ -101,10 +101,37 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
     expert_units_.push_back(units.second);
   }
 
+  {
+    Measure one;
+    Slot probe;
+    lay_out_slot(spec, std::ref(one), probe);
+    slot_bytes_ = one.bytes;
+  }
   Measure measure;
-  lay_out(spec, std::ref(measure), chunk.slots);
+  lay_out_workspace(spec, std::ref(measure));
+  for (int i = 0; i < chunk.slots; ++i) {
+    Slot probe;
+    lay_out_slot(spec, std::ref(measure), probe);
+  }
   arena_ = runtime::Arena(ops_, measure.bytes);
-  lay_out(spec, [this](std::int64_t count, DType dtype) { return arena_.take(count, dtype); }, chunk.slots);
+  const TakeFromArena take = [this](std::int64_t count, DType dtype) { return arena_.take(count, dtype); };
+  lay_out_workspace(spec, take);
+  slots_.assign(static_cast<size_t>(chunk.slots), Slot{});
+  for (Slot& s : slots_) lay_out_slot(spec, take, s);
+}
+
+void Transformer::place_slots(const config::JobSpec& spec, Buf pool, std::int64_t stride_bytes, int count) {
+  if (!slots_.empty()) throw std::logic_error("Transformer::place_slots: the chunk has slots of its own");
+  if (stride_bytes < slot_bytes_ || stride_bytes % runtime::Arena::kAlignment != 0)
+    throw std::logic_error("Transformer::place_slots: a stride of " + std::to_string(stride_bytes) +
+                           " bytes does not hold an aligned slot of " + std::to_string(slot_bytes_));
+  slots_.assign(static_cast<size_t>(count), Slot{});
+  for (int i = 0; i < count; ++i) {
+    runtime::Arena region = runtime::Arena::over(
+        Buf{static_cast<char*>(pool.ptr) + static_cast<std::int64_t>(i) * stride_bytes, pool.dtype}, stride_bytes);
+    lay_out_slot(spec, [&region](std::int64_t n, DType dtype) { return region.take(n, dtype); },
+                 slots_[static_cast<size_t>(i)]);
+  }
 }
 
 std::string Transformer::name(const char* gpt2_name, const char* llama_name, int layer) const {

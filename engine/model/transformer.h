@@ -68,7 +68,10 @@ class Transformer;
 // Which part of the model a Transformer runs, and how.
 struct ChunkOptions {
   int index = 0;  // of the model chunks the ParamStore holds (its coords() say which virtual stages)
-  int slots = 1;  // microbatches in flight
+  // Microbatches in flight: slots in the chunk's own arena. 0: none there; the rank places the
+  // chunk's slots in a pool its chunks share (place_slots), under a schedule's cap on the
+  // microbatches in flight (pipeline::RankBuffers::shared_slots).
+  int slots = 1;
   // Another chunk of the rank (which must outlive this one) whose backward workspace this one uses.
   const Transformer* workspace_from = nullptr;
   // backward() computes input gradients only, weight_grad() the weight gradients later (zb-h1).
@@ -104,8 +107,15 @@ class Transformer {
   // Announces units to `hooks` (ZeRO) from now on; nullptr: the parameters are always resident.
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // Bytes of the activation arena: its slots, and the backward workspace where this chunk owns it
-  // (no workspace_from).
+  // (no workspace_from); not a pool's (place_slots).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
+  // Bytes one slot takes, its views aligned as an arena aligns them from the slot's start.
+  std::int64_t slot_bytes() const { return slot_bytes_; }
+  // Lays out `count` slots in a pool the rank's chunks share, slot i at `pool` + i * stride_bytes
+  // (a multiple of runtime::Arena::kAlignment, at least every sharing chunk's slot_bytes()): slot i
+  // of every chunk is the same memory, and the rank's executor gives it to one (chunk, microbatch)
+  // at a time. The pool must outlive the chunk. Precondition: constructed with ChunkOptions::slots 0.
+  void place_slots(const config::JobSpec& spec, kernels::Buf pool, std::int64_t stride_bytes, int count);
 
   // Forward of one microbatch (tokens, targets: [B*T] whole sequences, of which a context-parallel
   // rank takes its chunks; the first stage reads the tokens, the last the
@@ -215,7 +225,11 @@ class Transformer {
   // Gives every tensor of the layer description (model/layer_description.h: the layers', the
   // model's ends', the backward workspace's) its buffer from `take` (transformer_layout.cpp).
   using TakeFromArena = std::function<Buf(std::int64_t count, kernels::DType dtype)>;
-  void lay_out(const config::JobSpec& spec, const TakeFromArena& take, int slots);
+  void place(Buf* field, const SavedTensor& t, const TakeFromArena& take) const;
+  // The backward workspace (or the rank's first chunk's), then each slot, which points into it for
+  // what train.recompute drops: the workspace comes first.
+  void lay_out_workspace(const config::JobSpec& spec, const TakeFromArena& take);
+  void lay_out_slot(const config::JobSpec& spec, const TakeFromArena& take, Slot& s);
   kernels::DType dtype_of(const SavedTensor& t) const;
   // Where each described tensor lives; nullptr where the struct has no such buffer.
   static Buf* layer_field(LayerActs& a, ArenaTensor id);
@@ -318,6 +332,7 @@ class Transformer {
   void announce_backward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_backward(unit); }
   void announce_done(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->after_backward(unit); }
   runtime::Arena arena_;
+  std::int64_t slot_bytes_ = 0;
   std::vector<Slot> slots_;
   Workspace ws_;
 };

@@ -127,54 +127,54 @@ DType Transformer::dtype_of(const SavedTensor& t) const {
   return act_;
 }
 
-void Transformer::lay_out(const config::JobSpec& spec, const TakeFromArena& take, int slots) {
-  auto place = [&](Buf* field, const SavedTensor& t) {
-    if (field == nullptr)
-      throw std::logic_error(std::string("Transformer: the layer description's ") + t.name + " has no buffer in the engine");
-    *field = take(t.elements, dtype_of(t));
-  };
+void Transformer::place(Buf* field, const SavedTensor& t, const TakeFromArena& take) const {
+  if (field == nullptr)
+    throw std::logic_error(std::string("Transformer: the layer description's ") + t.name + " has no buffer in the engine");
+  *field = take(t.elements, dtype_of(t));
+}
 
-  // The shared workspace first: what recompute rebuilds, the output gradients, the backward
-  // temporaries; the chunks of one rank share it (they never run at once).
+void Transformer::lay_out_workspace(const config::JobSpec& spec, const TakeFromArena& take) {
+  // What recompute rebuilds, the output gradients, the backward temporaries; the chunks of one rank
+  // share it (they never run at once).
   if (workspace_from_ != nullptr) {
     ws_ = workspace_from_->ws_;
-  } else {
-    for (const SavedTensor& t : backward_workspace(spec)) place(workspace_field(ws_, t.id), t);
-    if (sends_stage_output(params_.coords()))  // the pipeline message, until sent
-      ws_.stage_out = take(static_cast<std::int64_t>(dims_.Ns) * dims_.C, act_);
+    return;
   }
+  for (const SavedTensor& t : backward_workspace(spec)) place(workspace_field(ws_, t.id), t, take);
+  if (sends_stage_output(params_.coords()))  // the pipeline message, until sent
+    ws_.stage_out = take(static_cast<std::int64_t>(dims_.Ns) * dims_.C, act_);
+}
 
+void Transformer::lay_out_slot(const config::JobSpec& spec, const TakeFromArena& take, Slot& s) {
   const std::vector<SavedTensor> layer = layer_saved_activations(spec, config::Recompute::None);
   std::unordered_set<ArenaTensor> kept;
   for (const SavedTensor& t : layer_saved_activations(spec, recompute_)) kept.insert(t.id);
   const std::vector<SavedTensor> output_grads = layer_weight_grad_inputs(spec);
-  slots_.assign(static_cast<size_t>(slots), Slot{});
-  for (Slot& s : slots_) {
-    s.x.resize(static_cast<size_t>(dims_.layers) + 1);
-    if (first_)
-      for (const SavedTensor& t : embedding_saved_activations(spec)) place(slot_field(s, t.id), t);
-    s.layers.resize(static_cast<size_t>(dims_.layers));
-    for (std::size_t l = 0; l < s.layers.size(); ++l) {
-      LayerActs& a = s.layers[l];
-      for (const SavedTensor& t : layer) {
-        if (t.id == ArenaTensor::LayerInput)
-          place(&s.x[l], t);
-        else if (kept.count(t.id) > 0)
-          place(layer_field(a, t.id), t);
-        else
-          *layer_field(a, t.id) = *layer_field(ws_.recomputed, t.id);
-      }
+  auto place_into = [&](Buf* field, const SavedTensor& t) { place(field, t, take); };
+  s.x.resize(static_cast<size_t>(dims_.layers) + 1);
+  if (first_)
+    for (const SavedTensor& t : embedding_saved_activations(spec)) place_into(slot_field(s, t.id), t);
+  s.layers.resize(static_cast<size_t>(dims_.layers));
+  for (std::size_t l = 0; l < s.layers.size(); ++l) {
+    LayerActs& a = s.layers[l];
+    for (const SavedTensor& t : layer) {
+      if (t.id == ArenaTensor::LayerInput)
+        place_into(&s.x[l], t);
+      else if (kept.count(t.id) > 0)
+        place_into(layer_field(a, t.id), t);
+      else
+        *layer_field(a, t.id) = *layer_field(ws_.recomputed, t.id);
     }
-    if (split_weight_grad_) {
-      s.output_grads.resize(static_cast<size_t>(dims_.layers));
-      for (LayerOutputGrads& g : s.output_grads)
-        for (const SavedTensor& t : output_grads) place(output_grad_field(g, t.id), t);
-    }
-    if (last_)
-      for (const SavedTensor& t : head_saved_activations(spec)) place(slot_field(s, t.id), t);
-    else
-      s.x.back() = ws_.stage_out;
   }
+  if (split_weight_grad_) {
+    s.output_grads.resize(static_cast<size_t>(dims_.layers));
+    for (LayerOutputGrads& g : s.output_grads)
+      for (const SavedTensor& t : output_grads) place_into(output_grad_field(g, t.id), t);
+  }
+  if (last_)
+    for (const SavedTensor& t : head_saved_activations(spec)) place_into(slot_field(s, t.id), t);
+  else
+    s.x.back() = ws_.stage_out;
 }
 
 }  // namespace ptrain::model

@@ -3,7 +3,9 @@
 //
 // A chunk keeps a microbatch's activations from its F until its B (until its W when the schedule
 // splits weight gradients), so it needs as many slots as its list ever has microbatches between the
-// two.
+// two. Under a cap on the microbatches in flight (Schedule::max_in_flight) the rank's chunks share
+// one set of slots instead, as many as the list ever has (chunk, microbatch) pairs between the two:
+// the cap bounds their sum, not what each chunk holds at its own peak.
 //
 // Sends are left in flight (schedule.h's contract), so a send buffer can be reused only once its
 // send is known to be over: a send from rank r to rank p is over once r has received a message
@@ -30,6 +32,9 @@ struct RankBuffers {
   std::vector<int> send_released_after;
   int send_buffers = 0;  // the most sends not known to be over at any one time
   bool split_weight_grad = false;  // the slots also hold what B keeps for W (Schedule::split_weight_grad)
+  // > 0 under Schedule::max_in_flight: the slots all the rank's chunks draw from (activation_slots
+  // then says what each chunk holds at most).
+  int shared_slots = 0;
 };
 
 // Per pp rank. Precondition: check(schedule) is empty.

@@ -71,11 +71,15 @@ ScheduleExecutor::ScheduleExecutor(Schedule schedule, int pp_rank)
 
 void ScheduleExecutor::run(StageWork& work) {
   const std::vector<Instr>& list = schedule_.ranks[index(pp_rank_)];
-  // [chunk][microbatch]: its activation slot, -1 if none; the free slots of each chunk.
+  // [chunk][microbatch]: its activation slot, -1 if none; the free slots of each chunk, or under a
+  // cap (RankBuffers::shared_slots) of all of them, in free_slots[0].
   std::vector<std::vector<int>> slot_of(index(schedule_.vpp), std::vector<int>(index(schedule_.microbatches), -1));
-  std::vector<std::vector<int>> free_slots(index(schedule_.vpp));
-  for (int c = 0; c < schedule_.vpp; ++c)
-    for (int s = buffers_.activation_slots[index(c)] - 1; s >= 0; --s) free_slots[index(c)].push_back(s);
+  const bool shared = buffers_.shared_slots > 0;
+  std::vector<std::vector<int>> free_slots(index(shared ? 1 : schedule_.vpp));
+  for (int c = 0; c < static_cast<int>(free_slots.size()); ++c)
+    for (int s = (shared ? buffers_.shared_slots : buffers_.activation_slots[index(c)]) - 1; s >= 0; --s)
+      free_slots[index(c)].push_back(s);
+  auto slots_of = [&](int chunk) -> std::vector<int>& { return free_slots[index(shared ? 0 : chunk)]; };
   struct InFlight {
     int released_after;  // list index (RankBuffers::send_released_after)
     int buffer;
@@ -104,7 +108,7 @@ void ScheduleExecutor::run(StageWork& work) {
   };
 
   auto take_slot = [&](int chunk, int microbatch) {
-    std::vector<int>& free = free_slots[index(chunk)];
+    std::vector<int>& free = slots_of(chunk);
     if (free.empty()) throw std::logic_error("pipeline executor: no free activation slot (rank_buffers is wrong)");
     const int taken = free.back();
     free.pop_back();
@@ -145,7 +149,7 @@ void ScheduleExecutor::run(StageWork& work) {
         else
           work.weight_grad(in.chunk, slot, in.microbatch);
         if (in.op == gradients_done()) {
-          free_slots[index(in.chunk)].push_back(slot);
+          slots_of(in.chunk).push_back(slot);
           slot = -1;
         }
         break;

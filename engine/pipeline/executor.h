@@ -16,7 +16,9 @@
 
 namespace ptrain::pipeline {
 
-// What a rank does at each instruction. `slot`: the chunk's activation slot of the microbatch;
+// What a rank does at each instruction. `slot`: the chunk's activation slot of the microbatch (under
+// a cap on the microbatches in flight, one of the slots the rank's chunks share:
+// RankBuffers::shared_slots);
 // `buffer`: the send buffer a message leaves from (0 .. RankBuffers::send_buffers - 1).
 class StageWork {
  public:

@@ -1,5 +1,7 @@
 #include "engine/pipeline/schedule.h"
 
+#include <algorithm>
+
 #include "engine/pipeline/channels.h"
 #include "engine/pipeline/schedule_builders.h"
 
@@ -48,7 +50,8 @@ std::string to_string(const Instr& instr) {
   return s;
 }
 
-std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
+std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int vpp, int microbatches,
+                                        int max_in_flight) {
   using config::ScheduleKind;
   const std::string name = config::to_string(kind);
   std::vector<std::string> problems;
@@ -60,6 +63,16 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
                        ")");
   }
   if (!problems.empty()) return problems;
+  if (max_in_flight != 0) {
+    if (!config::caps_in_flight(kind)) {
+      problems.push_back("schedule.max_in_flight caps 1f1b and interleaved-1f1b, not " + name);
+    } else if (max_in_flight < config::least_in_flight(pp, vpp)) {
+      problems.push_back("schedule.max_in_flight must be at least " +
+                         std::to_string(config::least_in_flight(pp, vpp)) + " with pp " + std::to_string(pp) +
+                         " and " + std::to_string(vpp) + " virtual stages (got " + std::to_string(max_in_flight) +
+                         ")");
+    }
+  }
 
   if (kind == ScheduleKind::Interleaved1F1B) {
     if (vpp < 2) {
@@ -103,7 +116,29 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
   return problems;
 }
 
-Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
+namespace {
+
+// The most chunks whose activations any rank holds at once in its list.
+int peak_chunks_in_flight(const detail::RankLists& ranks) {
+  int peak = 0;
+  for (const auto& list : ranks) {
+    int held = 0;
+    for (const Instr& instr : list) {
+      if (instr.op == Op::Forward) peak = std::max(peak, ++held);
+      if (instr.op == Op::Backward) --held;
+    }
+  }
+  return peak;
+}
+
+}  // namespace
+
+Schedule build(const config::JobSpec& spec, int microbatches) {
+  return build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches,
+               spec.schedule.max_in_flight);
+}
+
+Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches, int max_in_flight) {
   using config::ScheduleKind;
   Schedule s{kind, pp, vpp, microbatches, config::splits_weight_grad(kind), {}};
   switch (kind) {
@@ -125,6 +160,10 @@ Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches) {
     case ScheduleKind::DualPipeV:
       s.ranks = detail::build_dualpipev(pp, microbatches);
       break;
+  }
+  if (max_in_flight != 0 && peak_chunks_in_flight(s.ranks) > max_in_flight * vpp) {
+    s.ranks = detail::build_capped_1f1b(kind, pp, vpp, microbatches, max_in_flight);
+    s.max_in_flight = max_in_flight;
   }
   return s;
 }

@@ -72,6 +72,9 @@ struct Schedule {
   int microbatches = 1;
   bool split_weight_grad = false;         // true when W is its own instruction (zb-h1, zbv, dualpipev)
   std::vector<std::vector<Instr>> ranks;  // ranks[pp_rank] = instruction list in execution order
+  // The cap on microbatches in flight the order was built under (schedule.max_in_flight), or 0
+  // where the kind's own order ran: uncapped, or within the cap anyway.
+  int max_in_flight = 0;
 
   int virtual_stages() const { return pp * vpp; }
   config::StagePlacement placement() const { return config::StagePlacement::of(kind, pp, vpp); }
@@ -92,9 +95,14 @@ struct Channel {
 std::vector<Channel> channels(const Schedule& s);
 
 // Problems with the arguments for a kind (e.g. interleaved needs microbatches % pp == 0), each a
-// sentence; empty when build() accepts them.
-std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int vpp, int microbatches);
-// Precondition: build_problems(...) is empty.
-Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches);
+// sentence; empty when build() accepts them. max_in_flight: schedule.max_in_flight, 0 for none.
+std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int vpp, int microbatches,
+                                        int max_in_flight = 0);
+// Precondition: build_problems(...) is empty. With max_in_flight set and the kind's own order
+// holding more chunks on some rank than max_in_flight*vpp, the order built under the cap instead
+// (schedule_capped.cpp).
+Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches, int max_in_flight = 0);
+// The job's schedule (kind, pp, virtual stages, max_in_flight) over `microbatches`.
+Schedule build(const config::JobSpec& spec, int microbatches);
 
 }  // namespace ptrain::pipeline

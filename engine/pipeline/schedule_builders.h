@@ -28,9 +28,27 @@ class RankProgram {
   std::vector<Instr> instrs_;
 };
 
+// Megatron's order of a rank's chunks (interleaved 1F1B; with vpp = 1, plain 1F1B's): the k-th
+// forward and the k-th backward of every rank, k = 0 .. microbatches*vpp-1, walking groups of pp
+// microbatches per chunk.
+struct Slot {
+  int microbatch = 0;
+  int chunk = 0;
+};
+inline Slot megatron_forward(int k, int pp, int vpp) {
+  return {k / (pp * vpp) * pp + k % pp, k / pp % vpp};
+}
+inline Slot megatron_backward(int k, int pp, int vpp) {
+  return {k / (pp * vpp) * pp + k % pp, vpp - 1 - k / pp % vpp};
+}
+
 RankLists build_gpipe(int pp, int microbatches);
 RankLists build_1f1b(int pp, int microbatches);
 RankLists build_interleaved_1f1b(int pp, int vpp, int microbatches);
+// 1f1b or interleaved-1f1b's forwards and backwards in Megatron's order, each rank holding at most
+// max_in_flight*vpp chunks (schedule_capped.cpp). Precondition: max_in_flight >=
+// config::least_in_flight(pp, vpp).
+RankLists build_capped_1f1b(config::ScheduleKind kind, int pp, int vpp, int microbatches, int max_in_flight);
 RankLists build_zb_h1(int pp, int microbatches);
 RankLists build_zbv(int pp, int microbatches);
 RankLists build_dualpipev(int pp, int microbatches);

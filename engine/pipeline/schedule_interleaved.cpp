@@ -1,6 +1,6 @@
 // Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's virtual pipeline): each rank holds vpp
 // model chunks; virtual stage v = chunk*pp + rank. Both directions walk "virtual microbatches"
-// k = 0 .. m*vpp-1 in groups of pp microbatches per chunk:
+// k = 0 .. m*vpp-1 in groups of pp microbatches per chunk (megatron_forward/_backward):
 //   forward  k -> microbatch (k / (pp*vpp))*pp + k % pp, chunk (k / pp) % vpp;
 //   backward k -> the same microbatch, chunk vpp-1 - (k / pp) % vpp.
 //   warmup:   rank r runs (pp-r-1)*2 + (vpp-1)*pp forwards (capped at m*vpp): enough to keep the
@@ -13,27 +13,20 @@
 #include "engine/pipeline/schedule_builders.h"
 
 namespace ptrain::pipeline::detail {
-namespace {
-
-int microbatch_of(int k, int pp, int vpp) {
-  return k / (pp * vpp) * pp + k % pp;
-}
-int forward_chunk(int k, int pp, int vpp) {
-  return k / pp % vpp;
-}
-int backward_chunk(int k, int pp, int vpp) {
-  return vpp - 1 - k / pp % vpp;
-}
-
-}  // namespace
 
 RankLists build_interleaved_1f1b(int pp, int vpp, int microbatches) {
   const int total = microbatches * vpp;
   RankLists ranks;
   for (int rank = 0; rank < pp; ++rank) {
     RankProgram program(config::StagePlacement::of(config::ScheduleKind::Interleaved1F1B, pp, vpp), rank);
-    auto forward = [&](int k) { program.forward(microbatch_of(k, pp, vpp), forward_chunk(k, pp, vpp)); };
-    auto backward = [&](int k) { program.backward(microbatch_of(k, pp, vpp), backward_chunk(k, pp, vpp)); };
+    auto forward = [&](int k) {
+      const Slot s = megatron_forward(k, pp, vpp);
+      program.forward(s.microbatch, s.chunk);
+    };
+    auto backward = [&](int k) {
+      const Slot s = megatron_backward(k, pp, vpp);
+      program.backward(s.microbatch, s.chunk);
+    };
 
     const int warmup = std::min((pp - rank - 1) * 2 + (vpp - 1) * pp, total);
     const int steady = total - warmup;

@@ -96,10 +96,12 @@ struct EstimateInputs {
 void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& params, Estimate& est) {
   const config::JobSpec& spec = in.spec;
   const auto pp_rank = static_cast<size_t>(pos.pp_rank);
-  // Microbatches of a full stage the rank keeps (its chunks' slots / vpp): what its memory holds.
-  const std::vector<int>& slots = in.held[pp_rank].activation_slots;
+  // Microbatches of a full stage the rank keeps (its chunks' slots, or the slots they share, / vpp).
+  const pipeline::RankBuffers& held = in.held[pp_rank];
+  const std::vector<int>& slots = held.activation_slots;
   const double live =
-      static_cast<double>(std::accumulate(slots.begin(), slots.end(), 0)) / static_cast<double>(slots.size());
+      static_cast<double>(held.shared_slots > 0 ? held.shared_slots : std::accumulate(slots.begin(), slots.end(), 0)) /
+      static_cast<double>(slots.size());
   est.ranks.push_back({pos.rank, pos.pp_rank, pos.tp_rank, pos.ep_rank, params.total(),
                        rank_memory(spec, params, pos.pp_rank, in.held[pp_rank]), live});
   est.peak_inflight = std::max(est.peak_inflight, live);
@@ -148,7 +150,6 @@ Estimate::StepBreakdown step_breakdown(const config::JobSpec& spec, const std::v
 
 Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   const config::JobSpec& spec = job.spec;
-  const config::ParallelSpec& par = spec.parallel;
   Estimate est;
   est.world = spec.world;
   est.degrees = config::job_degrees(spec);
@@ -174,11 +175,11 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   const pipeline::OpCosts costs =
       stage_op_costs(spec, hw, stage_flops(spec, matmul),
                      stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()), &parts);
-  const pipeline::Schedule schedule =
-      pipeline::build(spec.schedule.kind, par.pp, spec.schedule.virtual_stages, spec.train.microbatches);
+  const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
   const pipeline::SimResult sim = pipeline::simulate(schedule, costs);
   const std::vector<pipeline::RankBuffers> held = pipeline::rank_buffers(schedule);
   est.bubble_fraction = sim.bubble_fraction_max;
+  est.max_in_flight = schedule.max_in_flight;
 
   est.pipeline_s = sim.makespan;
 

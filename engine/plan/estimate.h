@@ -50,6 +50,9 @@ struct Estimate {
   int microbatches = 0;
   double bubble_fraction = 0;  // worst pp rank, from the simulator
   double peak_inflight = 0;    // worst pp rank
+  // schedule.max_in_flight where it changed the schedule's order (pipeline::Schedule::max_in_flight),
+  // else 0.
+  int max_in_flight = 0;
   double tokens_per_step = 0;
   double flops_per_step = 0;           // model FLOPs (no recompute), whole job
   double hardware_flops_per_step = 0;  // including recompute

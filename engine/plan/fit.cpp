@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <numeric>
 
+#include "engine/pipeline/buffers.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
 #include "engine/plan/rank_params.h"
@@ -12,17 +14,28 @@ namespace ptrain::plan {
 namespace {
 
 // One neighbouring layout: an index into each dimension's options (0 = unchanged).
-enum Dim { kZero, kRecompute, kTp, kPp, kMicroBatch, kDims };
+enum Dim { kZero, kInFlight, kRecompute, kTp, kPp, kMicroBatch, kDims };
 using Choice = std::array<int, kDims>;
 
 struct Options {
   std::array<std::vector<int>, kDims> values;  // values[d][0] is the job's own
 };
 
+// schedule.max_in_flight: the job's own, then smaller caps.
+std::vector<int> in_flight_options(const config::JobSpec& spec) {
+  std::vector<int> values{spec.schedule.max_in_flight};
+  if (spec.parallel.pp == 1 || !config::caps_in_flight(spec.schedule.kind)) return values;
+  const std::vector<int> smaller =
+      smaller_in_flight_caps(spec, pipeline::rank_buffers(pipeline::build(spec, spec.train.microbatches)));
+  values.insert(values.end(), smaller.begin(), smaller.end());
+  return values;
+}
+
 Options neighbour_options(const config::JobSpec& spec) {
   Options o;
   const config::ParallelSpec& p = spec.parallel;
   for (int z = p.zero; z <= 3; ++z) o.values[kZero].push_back(z);
+  o.values[kInFlight] = in_flight_options(spec);
   for (int r = static_cast<int>(spec.train.recompute); r <= static_cast<int>(config::Recompute::Full); ++r)
     o.values[kRecompute].push_back(r);
   const int tp_cap = std::max(p.tp, spec.cluster.gpus_per_node);
@@ -40,6 +53,7 @@ Options neighbour_options(const config::JobSpec& spec) {
 std::optional<config::JobSpec> derive(const config::LoadResult& job, const Options& o, const Choice& c) {
   config::JobSpec s = job.spec;
   s.parallel.zero = o.values[kZero][c[kZero]];
+  s.schedule.max_in_flight = o.values[kInFlight][c[kInFlight]];
   s.train.recompute = static_cast<config::Recompute>(o.values[kRecompute][c[kRecompute]]);
   s.parallel.tp = o.values[kTp][c[kTp]];
   s.parallel.pp = o.values[kPp][c[kPp]];
@@ -82,9 +96,25 @@ std::vector<Choice> choices_nearest_first(const Options& o) {
 
 }  // namespace
 
+std::vector<int> smaller_in_flight_caps(const config::JobSpec& spec, const std::vector<pipeline::RankBuffers>& held) {
+  const int pp = spec.parallel.pp, vpp = spec.schedule.virtual_stages;
+  if (pp == 1 || !config::caps_in_flight(spec.schedule.kind)) return {};
+  int most = 0;
+  for (const pipeline::RankBuffers& rank : held) {
+    const int chunks = rank.shared_slots > 0
+                           ? rank.shared_slots
+                           : std::accumulate(rank.activation_slots.begin(), rank.activation_slots.end(), 0);
+    most = std::max(most, (chunks + vpp - 1) / vpp);
+  }
+  const int least = config::least_in_flight(pp, vpp);
+  std::vector<int> caps;
+  for (const int cap : {most * 3 / 4, most / 2, least})
+    if (cap >= least && cap < (caps.empty() ? most : caps.back())) caps.push_back(cap);
+  return caps;
+}
+
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry) {
-  const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, spec.parallel.pp,
-                                                      spec.schedule.virtual_stages, spec.train.microbatches);
+  const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
   return peak_memory(spec, stage_params(spec, schedule, registry), pipeline::rank_buffers(schedule));
 }
 
@@ -131,6 +161,8 @@ std::optional<FittingLayout> nearest_fitting_layout(const config::LoadResult& jo
     FittingLayout fit{{}, peak};
     const config::ParallelSpec& p = candidate->parallel;
     if (c[kZero] > 0) fit.changes.emplace_back("parallel.zero", std::to_string(p.zero));
+    if (c[kInFlight] > 0)
+      fit.changes.emplace_back("schedule.max_in_flight", std::to_string(candidate->schedule.max_in_flight));
     if (c[kRecompute] > 0)
       fit.changes.emplace_back("train.recompute", config::to_string(candidate->train.recompute));
     if (c[kTp] > 0) fit.changes.emplace_back("parallel.tp", std::to_string(p.tp));

@@ -1,7 +1,8 @@
 // The nearest layout that fits in device memory, for the over-memory error. Neighbours of the job
-// change, in this order of preference: parallel.zero (higher stage), train.recompute (selective,
-// then full), parallel.tp (x2, x4, ... within a node), parallel.pp (x2, x4, ...), train.micro_batch
-// (/2, /4, ...). Candidates are tried by the fewest keys changed, then the smallest steps, then that
+// change, in this order of preference: parallel.zero (higher stage), schedule.max_in_flight (1f1b
+// and interleaved-1f1b with pp > 1: 3/4, then 1/2 of what the schedule holds at most, then the
+// least it may be), train.recompute (selective, then full), parallel.tp (x2, x4, ... within a
+// node), parallel.pp (x2, x4, ...), train.micro_batch (/2, /4, ...). Candidates are tried by the fewest keys changed, then the smallest steps, then that
 // order; dp follows from the world size. The first whose peak memory fits is returned.
 #pragma once
 
@@ -31,6 +32,10 @@ PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::Par
 // recompute do not change; `schedule` is the layout's pipeline::build.
 std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
                                      const std::vector<model::ParamInfo>& registry);
+// schedule.max_in_flight values below what a 1f1b or interleaved-1f1b schedule holds at most
+// (`held`, its pipeline::rank_buffers), largest first: 3/4 and 1/2 of it, and the least the cap may
+// be (config::least_in_flight). Empty for other kinds and pp 1.
+std::vector<int> smaller_in_flight_caps(const config::JobSpec& spec, const std::vector<pipeline::RankBuffers>& held);
 // The same peak from those and what each pp rank holds (pipeline::rank_buffers of the schedule).
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,
                        const std::vector<pipeline::RankBuffers>& held);

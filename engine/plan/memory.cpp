@@ -96,9 +96,16 @@ double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline
   const MicrobatchBytes microbatch(spec);
   double sum = model::total_bytes(model::backward_workspace(spec)) +
                cudnn_attention_scratch_bytes(spec, kernels::cudnn_attention_mode());
-  for (int c = 0; c < place.vpp; ++c)
-    sum += held.activation_slots[static_cast<size_t>(c)] *
-           microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad);
+  if (held.shared_slots > 0) {  // one set of slots, each as large as the largest chunk's
+    double largest = 0;
+    for (int c = 0; c < place.vpp; ++c)
+      largest = std::max(largest, microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad));
+    sum += held.shared_slots * largest;
+  } else {
+    for (int c = 0; c < place.vpp; ++c)
+      sum += held.activation_slots[static_cast<size_t>(c)] *
+             microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad);
+  }
   if (model::sends_stage_output(model::shard_coords(spec, pp_rank, 0, 0)))
     sum += bytes_sent(pipeline_message(spec));
   return sum;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -90,8 +91,7 @@ bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
 struct ScheduleRun {
   ScheduleRun() = default;
   explicit ScheduleRun(const config::JobSpec& spec)
-      : schedule(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages,
-                                 spec.train.microbatches)),
+      : schedule(pipeline::build(spec, spec.train.microbatches)),
         held(pipeline::rank_buffers(schedule)) {}
   pipeline::Schedule schedule;
   std::vector<pipeline::RankBuffers> held;
@@ -105,11 +105,6 @@ struct ModelCounts {
   MatmulParams matmul;
 };
 
-struct Timed {
-  pipeline::OpCosts costs;
-  pipeline::SimResult sim;
-};
-
 struct Candidate {
   Layout layout;
   // Step time of the first rank of every stage (the makespan plus the largest tail): the full
@@ -117,47 +112,66 @@ struct Candidate {
   double bound = 0;
 };
 
+// The schedule of a layout under a cap on the microbatches in flight (0: none), built once.
+using ScheduleRuns = std::function<const ScheduleRun&(int max_in_flight)>;
+
 // For each ZeRO stage where ranks shard, the least recompute with which `derived` (a layout
-// that passed the rules) fits, as a candidate with its bound. False if none fits.
+// that passed the rules) fits, as a candidate with its bound; and, for each less recompute, the
+// largest cap on the microbatches in flight with which it fits. False if none fits.
 bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCounts& model,
-                 const ScheduleRun& run, const HardwareProfile& hw, SearchResult& result,
+                 const ScheduleRuns& runs, const HardwareProfile& hw, SearchResult& result,
                  std::vector<Candidate>& candidates) {
+  const ScheduleRun& uncapped = runs(0);
+  const std::vector<int> caps = smaller_in_flight_caps(derived, uncapped.held);
   const config::ParallelSpec& p = derived.parallel;
   const bool experts = derived.model.moe.has_value();
-  const std::vector<RankParams> params = stage_params(derived, run.schedule, model.registry);
+  // What each stage holds (ZeRO 3's gathers follow the schedule's order), by cap.
+  std::map<int, std::vector<RankParams>> params_by_cap;
   const std::vector<LinkTiers> tiers =
       stage_link_tiers(config::job_grid(derived), derived.cluster.gpus_per_node, experts);
 
   const bool sharded = p.dp * p.cp > 1 || (experts && p.tp * p.cp * p.dp / p.ep > 1);
   config::JobSpec spec = derived;  // only the ZeRO stage and the recompute change below
-  // The pipeline's costs depend on the recompute, not on the ZeRO stage.
-  std::array<std::optional<Timed>, kRecomputeLeastFirst.size()> timed;
+  // The pipeline's costs depend on the recompute, not on the ZeRO stage or the cap.
+  std::array<std::optional<pipeline::OpCosts>, kRecomputeLeastFirst.size()> costs;
+  std::map<std::pair<std::size_t, int>, pipeline::SimResult> simulated;  // by recompute and cap
   bool fits = false;
+  // Whether the layout fits with this cap (and the ZeRO stage and recompute set); if so a candidate.
+  auto add_if_fitting = [&](std::size_t r, int cap) {
+    const ScheduleRun& run = runs(cap);
+    auto [held_params, first_time] = params_by_cap.try_emplace(cap);
+    if (first_time) held_params->second = stage_params(derived, run.schedule, model.registry);
+    const std::vector<RankParams>& params = held_params->second;
+    layout.max_in_flight = spec.schedule.max_in_flight = cap;
+    const double bytes = peak_memory(spec, params, run.held).memory.total();
+    if (!result.least_memory || bytes < result.least_memory_bytes) {
+      result.least_memory = layout;
+      result.least_memory_bytes = bytes;
+    }
+    if (bytes > hw.memory_bytes) return false;
+    if (!costs[r]) costs[r] = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
+    auto [at, added] = simulated.try_emplace({r, cap});
+    if (added) at->second = pipeline::simulate(run.schedule, *costs[r]);
+    const pipeline::SimResult& sim = at->second;
+    // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
+    // Summed in the order the estimate sums, so an exact bound is bitwise equal.
+    StepTail tail;
+    for (int q = 0; q < p.pp; ++q) {
+      const auto i = static_cast<std::size_t>(q);
+      const StepTail t = step_tail(spec, hw, params[i], tiers[i], q, *costs[r], sim);
+      if (t.total() > tail.total()) tail = t;
+    }
+    candidates.push_back({layout, sim.makespan + tail.dp_exposed + tail.optimizer});
+    fits = true;
+    return true;
+  };
   for (int zero = 0; zero <= (sharded ? 3 : 0); ++zero) {
     for (std::size_t r = 0; r < kRecomputeLeastFirst.size(); ++r) {
       layout.zero = spec.parallel.zero = zero;
       layout.recompute = spec.train.recompute = kRecomputeLeastFirst[r];
-      const double bytes = peak_memory(spec, params, run.held).memory.total();
-      if (!result.least_memory || bytes < result.least_memory_bytes) {
-        result.least_memory = layout;
-        result.least_memory_bytes = bytes;
-      }
-      if (bytes > hw.memory_bytes) continue;
-      if (!timed[r]) {
-        const pipeline::OpCosts costs = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
-        timed[r] = Timed{costs, pipeline::simulate(run.schedule, costs)};
-      }
-      // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
-      // Summed in the order the estimate sums, so an exact bound is bitwise equal.
-      StepTail tail;
-      for (int q = 0; q < p.pp; ++q) {
-        const auto i = static_cast<std::size_t>(q);
-        const StepTail t = step_tail(spec, hw, params[i], tiers[i], q, timed[r]->costs, timed[r]->sim);
-        if (t.total() > tail.total()) tail = t;
-      }
-      candidates.push_back({layout, timed[r]->sim.makespan + tail.dp_exposed + tail.optimizer});
-      fits = true;
-      break;
+      if (add_if_fitting(r, 0)) break;
+      for (const int cap : caps)
+        if (add_if_fitting(r, cap)) break;
     }
   }
   return fits;
@@ -178,6 +192,7 @@ config::JobSpec with_layout(config::JobSpec spec, const Layout& layout) {
   spec.schedule.kind = layout.schedule;
   spec.schedule.virtual_stages = layout.virtual_stages;
   spec.schedule.layers_per_stage = layout.layers_per_stage;
+  spec.schedule.max_in_flight = layout.max_in_flight;
   spec.train.micro_batch = layout.micro_batch;
   spec.train.recompute = layout.recompute;
   return spec;
@@ -202,6 +217,7 @@ std::vector<std::string> layout_assignments(const Layout& layout, bool experts) 
       std::string("schedule.kind=") + config::to_string(layout.schedule),
       "schedule.virtual_stages=" + std::to_string(layout.virtual_stages),
       "schedule.layers_per_stage=" + layers,
+      "schedule.max_in_flight=" + (layout.max_in_flight > 0 ? std::to_string(layout.max_in_flight) : "null"),
       "train.micro_batch=" + std::to_string(layout.micro_batch),
       std::string("train.recompute=") + config::to_string(layout.recompute)};
   if (experts) keys.insert(keys.begin() + 3, "parallel.ep=" + std::to_string(layout.ep));
@@ -219,7 +235,8 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
   SearchResult result;
   std::vector<Candidate> candidates;
   std::map<int, ModelCounts> models;  // by padded vocab, the only model field a layout changes
-  std::map<std::tuple<config::ScheduleKind, int, int, int>, ScheduleRun> schedules;  // kind, pp, vpp, m
+  // kind, pp, vpp, m, max_in_flight
+  std::map<std::tuple<config::ScheduleKind, int, int, int, int>, ScheduleRun> schedules;
   for (int tp : powers_of_two_up_to(std::min(world, base.cluster.gpus_per_node))) {
     for (int cp : powers_of_two_up_to(std::min(world / tp, kMaxContextParallel))) {
       for (config::CpComm cp_comm : cp_comms_for(cp)) {
@@ -248,11 +265,17 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
                 }
                 auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
                 if (new_model) model->second = ModelCounts(derived.spec.model);
-                auto [run, new_run] = schedules.try_emplace(
-                    {schedule.kind, pp, schedule.virtual_stages, derived.spec.train.microbatches});
-                if (new_run) run->second = ScheduleRun(derived.spec);
-                const bool fits =
-                    add_fitting(derived.spec, layout, model->second, run->second, hw, result, candidates);
+                const ScheduleRuns runs = [&](int cap) -> const ScheduleRun& {
+                  auto [run, new_run] = schedules.try_emplace(
+                      {schedule.kind, pp, schedule.virtual_stages, derived.spec.train.microbatches, cap});
+                  if (new_run) {
+                    config::JobSpec capped = derived.spec;
+                    capped.schedule.max_in_flight = cap;
+                    run->second = ScheduleRun(capped);
+                  }
+                  return run->second;
+                };
+                const bool fits = add_fitting(derived.spec, layout, model->second, runs, hw, result, candidates);
                 ++(fits ? result.fitting : result.over_memory);
               }
             }

@@ -13,7 +13,9 @@
 // embedding and the head) taking the smaller share.
 //
 // Of train.recompute only the least that fits is kept (none, selective, full): more recompute is
-// never faster. A layout fits when plan::peak_memory is within the device's memory. The fitting
+// never faster. A 1f1b or interleaved-1f1b layout that does not fit with a recompute is tried under
+// caps on its microbatches in flight too (schedule.max_in_flight: 3/4, 1/2 of what it holds, the
+// least; fit.h), the largest that fits kept beside the next recompute's. A layout fits when plan::peak_memory is within the device's memory. The fitting
 // ones are ranked by the full estimate's step time (the same numbers `validate` prints), then by
 // communication volume, then by peak memory. The search first computes each layout's pipeline
 // makespan plus the step tail (step_time.h) of the first rank of every stage: a lower bound of the
@@ -44,6 +46,7 @@ struct Layout {
   config::Recompute recompute = config::Recompute::None;
   int zero = 0;
   config::CpComm cp_comm = config::CpComm::Allgather;
+  int max_in_flight = 0;  // schedule.max_in_flight; 0: none
 };
 
 // `spec` with `layout`'s values and dp: auto (derived fields are not recomputed: see rederive).

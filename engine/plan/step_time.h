@@ -8,7 +8,7 @@
 // (flops: flops.h; comm: traffic.h, each collective from the profile's measured table inside a
 // node, else bytes_sent / link bandwidth + latency on the link of its group's tier). The schedule
 // runs W inside B unless it splits it (zb-h1). p2p = one pipeline message / link + latency.
-//   pipeline = makespan of simulating pipeline::build(kind, pp, vpp, m) with these costs
+//   pipeline = makespan of simulating pipeline::build(spec, m) with these costs
 //   dp_exposed (per rank) = max(one bucket, t_grad_reduction - the last microbatch's B+W on the
 //              rank's chunks, which the bucketed reduction overlaps)
 //              + zero 1/2: the param all-gather after the step (not overlapped)

@@ -43,18 +43,27 @@ class OwnedBuffer {
   kernels::DType dtype_ = kernels::DType::F32;
 };
 
-// Bump allocator over one OwnedBuffer: hands out aligned views; reset() frees them all at once.
+// Bump allocator over one OwnedBuffer it owns, or over a region of memory owned elsewhere (over()):
+// hands out views aligned to kAlignment bytes from its start; reset() frees them all at once.
 class Arena {
  public:
+  static constexpr std::int64_t kAlignment = 64;  // a cache line; also enough for AVX-512 loads
+
   Arena() = default;
   Arena(const kernels::Ops& memory, std::int64_t bytes);
+  // `bytes` bytes from `region` (kAlignment-aligned), which must outlive the arena.
+  static Arena over(kernels::Buf region, std::int64_t bytes);
+  // Bytes an arena needs for views of these sizes taken in this order (what take() will ask).
+  static std::int64_t aligned_end(std::int64_t used, std::int64_t count, kernels::DType dtype);
   kernels::Buf take(std::int64_t count, kernels::DType dtype);
   std::int64_t used_bytes() const { return used_; }
-  std::int64_t capacity_bytes() const { return static_cast<std::int64_t>(storage_.bytes()); }
+  std::int64_t capacity_bytes() const { return capacity_; }
   void reset() { used_ = 0; }
 
  private:
-  OwnedBuffer storage_;
+  OwnedBuffer storage_;  // empty for an arena over()
+  char* base_ = nullptr;
+  std::int64_t capacity_ = 0;
   std::int64_t used_ = 0;
 };
 

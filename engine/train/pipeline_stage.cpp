@@ -24,7 +24,7 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
       pp_(spec.parallel.pp),
       ops_(ops),
       staged_(ops.device() != kernels::Device::Cpu && !comm.takes_device_memory()),
-      executor_(pipeline::build(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, microbatches),
+      executor_(pipeline::build(spec, microbatches),
                 pp_rank_) {
   const pipeline::Schedule& schedule = executor_.schedule();
   const pipeline::RankBuffers& buffers = executor_.buffers();
@@ -35,12 +35,20 @@ PipelineStage::PipelineStage(const config::JobSpec& spec, model::ParamStore& par
   if (pp_ > 1 && !comm.sends_in_flight())
     throw std::invalid_argument(std::string("parallel.pp: the ") + comm.backend() +
                                 " transport cannot leave sends in flight, which pipeline schedules need");
+  const bool shared = buffers.shared_slots > 0;
   for (int c = 0; c < schedule.vpp; ++c) {
-    const int slots = buffers.activation_slots[index(c)];
+    const int slots = shared ? 0 : buffers.activation_slots[index(c)];
     chunks_.push_back(std::make_unique<model::Transformer>(
         spec, params, ops,
         model::ChunkOptions{c, slots, c > 0 ? chunks_.front().get() : nullptr, schedule.split_weight_grad,
                             tp, cp, ep}));
+  }
+  if (shared) {
+    std::int64_t stride = 0;
+    for (const auto& chunk : chunks_) stride = std::max(stride, chunk->slot_bytes());
+    stride = (stride + runtime::Arena::kAlignment - 1) / runtime::Arena::kAlignment * runtime::Arena::kAlignment;
+    shared_slots_ = runtime::OwnedBuffer(ops, stride / 4 * buffers.shared_slots, kernels::DType::I32);  // 4-byte units
+    for (const auto& chunk : chunks_) chunk->place_slots(spec, shared_slots_.at(), stride, buffers.shared_slots);
   }
   const model::Transformer& first = *chunks_.front();
   send_buffers_ =
@@ -69,7 +77,7 @@ void PipelineStage::set_hooks(model::UnitHooks* hooks) {
 }
 
 std::int64_t PipelineStage::activation_bytes() const {
-  std::int64_t bytes = static_cast<std::int64_t>(send_buffers_.bytes());
+  std::int64_t bytes = static_cast<std::int64_t>(send_buffers_.bytes() + shared_slots_.bytes());
   for (const auto& chunk : chunks_) bytes += chunk->activation_bytes();
   return bytes;
 }

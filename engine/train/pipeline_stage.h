@@ -84,6 +84,9 @@ class PipelineStage {
   pipeline::ScheduleExecutor executor_;
   std::vector<std::unique_ptr<model::Transformer>> chunks_;
   runtime::OwnedBuffer send_buffers_;  // executor_.buffers().send_buffers messages
+  // Under a cap on the microbatches in flight: the slots every chunk of the rank draws from
+  // (executor_.buffers().shared_slots, each as large as the largest chunk's slot).
+  runtime::OwnedBuffer shared_slots_;
   std::vector<std::byte> host_sends_, host_receive_;
   std::vector<std::int32_t> tokens_, targets_;
   dist::Trace* trace_ = nullptr;

@@ -358,10 +358,11 @@ class Plan(unittest.TestCase):
         return ptrain("plan", job, "--out", out, *args), out
 
     def test_writes_the_best_layout_that_validate_reproduces(self):
-        # Mixtral at peak x 60%: its best layout then uses cp 2, which `run` refuses with experts
-        # (with the built-in profile its best is pp 4 x ep 8, which runs)
+        # Mixtral at peak x 60% on 32 GPUs: its best layout is pp 2 x ep 8, interleaved under a cap on
+        # the microbatches in flight (the cap written to the file); on 16 it uses cp 2, which `run`
+        # refuses with experts
         for name, gpus, extra in [("llama3-8b", "64", []), ("mixtral-8x7b", "32", ["--set", "cluster.profile=peak"]),
-                                  ("tiny-cpu", "4", [])]:
+                                  ("mixtral-8x7b", "16", ["--set", "cluster.profile=peak"]), ("tiny-cpu", "4", [])]:
             r, out = self.plan(config(name), "--gpus", gpus, "--json", "--top", "5", *extra)
             self.assertEqual(r.returncode, 0, r.stderr)
             report = json.loads(r.stdout)
@@ -385,8 +386,11 @@ class Plan(unittest.TestCase):
                                  validated["memory"]["device_bytes"])
             # Like validate, plan says what this build's `run` would refuse in the layout it wrote
             # (only MoE layouts are refused now).
+            self.assertEqual(validated["pipeline"]["max_in_flight"], best["max_in_flight"])
+            if name == "mixtral-8x7b" and gpus == "32":
+                self.assertGreater(best["max_in_flight"], 0)
             refused = [w for w in validated["warnings"] if "`ptrain run`" in w["message"]]
-            self.assertEqual(refused != [], name == "mixtral-8x7b", refused)
+            self.assertEqual(refused != [], (name, gpus) == ("mixtral-8x7b", "16"), refused)
             for w in refused:
                 self.assertIn(f'{w["key"]}: {w["message"]}', r.stderr)
 
@@ -547,7 +551,7 @@ class PublishedJobs(unittest.TestCase):
         sys.path.insert(0, os.path.join(ROOT, "bench"))
         from published_vs_validate import predicted_over_published, published
         paths = sorted(glob.glob(os.path.join(ROOT, "configs", "published", "*.yaml")))
-        self.assertGreaterEqual(len(paths), 12)
+        self.assertGreaterEqual(len(paths), 13)
         for path in paths:
             with self.subTest(job=os.path.basename(path)):
                 with open(path) as f:

@@ -22,7 +22,7 @@ name: dist-test
 backend: cpu
 model: {{arch: {arch}, layers: {layers}, hidden: 32, heads: 4, kv_heads: {kv_heads}, ffn_hidden: 64, vocab: 97, seq_len: 16{moe}}}
 parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}, order: {order}, offload: {offload}}}
-schedule: {{kind: {schedule}, virtual_stages: {vpp}, layers_per_stage: {layers_per_stage}}}
+schedule: {{kind: {schedule}, virtual_stages: {vpp}, layers_per_stage: {layers_per_stage}, max_in_flight: {max_in_flight}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: {micro_batch}, precision: fp32, seed: 5, recompute: {recompute}}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
 data: {{format: synthetic, eval_every: 10}}
@@ -35,14 +35,15 @@ comm: {{timeout_s: {timeout}}}
 
 def job(d, dp=1, zero=0, steps=20, arch="gpt2", every=10, timeout=60, pp=1, schedule="1f1b", vpp=1, layers=2,
         layers_per_stage="[]", tp=1, sp=False, cp=1, recompute="selective", micro_batch=1, ep=1,
-        order="tp-cp-ep-dp-pp", cp_comm="allgather", offload="none"):
+        order="tp-cp-ep-dp-pp", cp_comm="allgather", offload="none", max_in_flight=0):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
         # llama and mixtral with grouped-query attention (2 kv heads: replicated at tp 4); gpt2 has 4;
         # mixtral's experts drop some tokens (capacity 8 of a sequence's 32 choices)
         moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0, aux_loss_coef: 0.05}" if arch == "mixtral" else ""
         f.write(JOB.format(world=dp * pp * tp * cp, tp=tp, cp=cp, cp_comm=cp_comm, offload=offload, ep=ep, recompute=recompute, micro_batch=micro_batch, sp="true" if sp else "false", kv_heads=4 if arch == "gpt2" else 2, moe=moe, zero=zero, steps=steps, arch=arch, every=every, timeout=timeout, dir=d, order=order,
-                           pp=pp, schedule=schedule, vpp=vpp, layers=layers, layers_per_stage=layers_per_stage))
+                           pp=pp, schedule=schedule, vpp=vpp, layers=layers, layers_per_stage=layers_per_stage,
+                           max_in_flight=max_in_flight))
     return path
 
 
@@ -320,6 +321,16 @@ class PipelineLayouts(ModelParallelCurves):
             dict(pp=4, schedule="zb-h1"),
             # Llama 3's rank order (pp before dp): a pipeline's stages are neighbouring ranks
             dict(pp=2, dp=2, zero=1, order="tp-cp-ep-pp-dp"),
+        ])
+
+    def test_a_cap_on_microbatches_in_flight(self):
+        # schedule.max_in_flight reorders 1f1b and interleaved-1f1b under the cap and lets a rank's
+        # chunks share their activation slots: the curve stays the one-rank curve.
+        self.check_layouts("llama", [
+            dict(pp=2, schedule="interleaved-1f1b", vpp=2, max_in_flight=2),
+            dict(pp=2, dp=2, zero=1, schedule="interleaved-1f1b", vpp=2, max_in_flight=2),
+            dict(pp=4, max_in_flight=1),
+            dict(pp=2, layers_per_stage="[1, 3]", max_in_flight=1, recompute="full"),
         ])
 
     def test_v_shaped_schedules(self):

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <deque>
 #include <map>
+#include <numeric>
 #include <random>
 #include <tuple>
 
@@ -63,7 +64,15 @@ void execute(const Schedule& s, const std::vector<RankBuffers>& buffers, std::mt
       }
     }
     const auto chunk = static_cast<std::size_t>(in.chunk);
-    if (in.op == Op::Forward) REQUIRE(++live[ri][chunk] <= buffers[ri].activation_slots[chunk]);
+    if (in.op == Op::Forward) {
+      REQUIRE(++live[ri][chunk] <= buffers[ri].activation_slots[chunk]);
+      // Under a cap the chunks share their slots: all the rank holds fits them, and the cap bounds it.
+      if (s.max_in_flight > 0) {
+        const int held = std::accumulate(live[ri].begin(), live[ri].end(), 0);
+        REQUIRE(held <= buffers[ri].shared_slots);
+        REQUIRE(held <= s.max_in_flight * s.vpp);
+      }
+    }
     if (in.op == (s.split_weight_grad ? Op::WeightGrad : Op::Backward)) --live[ri][chunk];
     if (is_send(in.op)) {
       received[message_of(s, r, in)] = false;
@@ -76,9 +85,9 @@ void execute(const Schedule& s, const std::vector<RankBuffers>& buffers, std::mt
 
 TEST_CASE("send buffers are freed only after their receive, and never run out") {
   std::mt19937 rng(7);
-  for (const Case& c : testing::sweep(5, 12)) {
+  for (const Case& c : testing::sweep_with_caps(5, 12)) {
     INFO(testing::describe(c));
-    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+    const Schedule s = testing::build(c);
     const std::vector<RankBuffers> buffers = rank_buffers(s);
     REQUIRE(buffers.size() == static_cast<std::size_t>(c.pp));
     for (int run = 0; run < 4; ++run) execute(s, buffers, rng);
@@ -100,6 +109,19 @@ TEST_CASE("1f1b: rank r keeps pp - r microbatches, and sends need few buffers") 
   CHECK(rank_buffers(build(config::ScheduleKind::Gpipe, 2, 1, 6))[0].activation_slots == std::vector<int>{6});
   // One stage: no messages at all.
   CHECK(rank_buffers(build(config::ScheduleKind::OneFOneB, 1, 1, 5))[0].send_buffers == 0);
+}
+
+TEST_CASE("under a cap a rank's chunks share as many slots as it holds at once, and only then") {
+  // Uncapped interleaved pp 4, vpp 2, 8 microbatches: chunk 0 of rank 0 holds all 8 at its peak,
+  // chunk 1 four, though never 12 at once; under a cap of 4 microbatches (8 chunks) they share 8.
+  const std::vector<RankBuffers> uncapped = rank_buffers(build(config::ScheduleKind::Interleaved1F1B, 4, 2, 8));
+  CHECK(uncapped[0].activation_slots == std::vector<int>{8, 4});
+  CHECK(uncapped[0].shared_slots == 0);
+  const std::vector<RankBuffers> capped = rank_buffers(build(config::ScheduleKind::Interleaved1F1B, 4, 2, 8, 4));
+  for (const RankBuffers& held : capped) CHECK(held.shared_slots <= 8);
+  CHECK(capped[0].shared_slots == 8);
+  // A cap that does not bind changes nothing.
+  CHECK(rank_buffers(build(config::ScheduleKind::Interleaved1F1B, 4, 2, 8, 6))[0].shared_slots == 0);
 }
 
 }  // namespace

@@ -34,12 +34,12 @@ size_t index_of(const std::vector<Instr>& list, const Instr& instr) {
 
 }  // namespace
 
-TEST_CASE("every built schedule passes the checker (pp 1..8, vpp 1..4, m 1..24)") {
-  const auto cases = ptrain::pipeline::testing::sweep();
-  CHECK(cases.size() > 600);
+TEST_CASE("every built schedule passes the checker (pp 1..8, vpp 1..4, m 1..24, and every binding cap)") {
+  const auto cases = ptrain::pipeline::testing::sweep_with_caps(8, 24);
+  CHECK(cases.size() > 1000);
   for (const auto& c : cases) {
     INFO(ptrain::pipeline::testing::describe(c));
-    const auto problems = check(build(c.kind, c.pp, c.vpp, c.microbatches));
+    const auto problems = check(ptrain::pipeline::testing::build(c));
     INFO(joined(problems));
     CHECK(problems.empty());
   }
@@ -50,6 +50,7 @@ TEST_CASE("larger schedules pass too") {
   CHECK(check(build(ScheduleKind::Interleaved1F1B, 16, 4, 64)).empty());
   CHECK(check(build(ScheduleKind::ZbH1, 12, 1, 100)).empty());
   CHECK(check(build(ScheduleKind::Gpipe, 8, 1, 100)).empty());
+  CHECK(check(build(ScheduleKind::Interleaved1F1B, 16, 2, 32, 19)).empty());  // configs/published 8K job's
 }
 
 TEST_CASE("a swap that makes two ranks wait on each other is a deadlock") {

@@ -87,9 +87,11 @@ class RecordingWork final : public StageWork {
     return it != holder_.end() && it->second == microbatch;
   }
   void hold(int chunk, int slot, int microbatch) {
+    const bool shared = buffers_.shared_slots > 0;
     REQUIRE(slot >= 0);
-    REQUIRE(slot < buffers_.activation_slots[static_cast<std::size_t>(chunk)]);
+    REQUIRE(slot < (shared ? buffers_.shared_slots : buffers_.activation_slots[static_cast<std::size_t>(chunk)]));
     REQUIRE(holder_.count({chunk, slot}) == 0);  // no other microbatch of the chunk holds it
+    if (shared) REQUIRE(shared_taken_.insert(slot).second);  // nor one of another chunk, under a cap
     holder_[{chunk, slot}] = microbatch;
   }
   void compute(Op op, int chunk, int slot, int microbatch) {
@@ -101,7 +103,10 @@ class RecordingWork final : public StageWork {
       }
       last_backward_[chunk] = microbatch;
     }
-    if (op == (split_ ? Op::WeightGrad : Op::Backward)) holder_.erase({chunk, slot});
+    if (op == (split_ ? Op::WeightGrad : Op::Backward)) {
+      holder_.erase({chunk, slot});
+      shared_taken_.erase(slot);
+    }
     done.push_back({op, microbatch, chunk});
   }
   void start_send(int buffer) {
@@ -114,6 +119,7 @@ class RecordingWork final : public StageWork {
   const RankBuffers& buffers_;
   bool split_;
   std::map<std::pair<int, int>, int> holder_;  // (chunk, slot) -> microbatch
+  std::set<int> shared_taken_;                 // under a cap (RankBuffers::shared_slots): slots held
   std::map<std::pair<Op, int>, int> seen_;     // (receive op, chunk) -> receives done
   std::set<std::pair<int, int>> passed_;       // (chunk, slot) pass_activation filled, F not yet run
   std::map<int, int> last_backward_;           // chunk -> microbatch of its last B
@@ -123,8 +129,8 @@ class RecordingWork final : public StageWork {
 }  // namespace
 
 TEST_CASE("the executor runs every list in order, with slots and send buffers as rank_buffers counts") {
-  for (const Case& c : testing::sweep(4, 9)) {
-    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+  for (const Case& c : testing::sweep_with_caps(4, 9)) {
+    const Schedule s = testing::build(c);
     for (int r = 0; r < c.pp; ++r) {
       INFO(testing::describe(c) << " rank " << r);
       ScheduleExecutor executor(s, r);

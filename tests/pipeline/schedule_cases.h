@@ -2,6 +2,7 @@
 // text form of a rank's compute order.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,25 @@ namespace ptrain::pipeline::testing {
 struct Case {
   config::ScheduleKind kind;
   int pp, vpp, microbatches;
+  int max_in_flight = 0;  // schedule.max_in_flight; 0: none
 };
+
+inline Schedule build(const Case& c) {
+  return pipeline::build(c.kind, c.pp, c.vpp, c.microbatches, c.max_in_flight);
+}
+
+// The most chunks of activations any rank's list holds at once (F to B).
+inline int peak_chunks(const Schedule& s) {
+  int peak = 0;
+  for (const auto& list : s.ranks) {
+    int held = 0;
+    for (const Instr& in : list) {
+      if (in.op == Op::Forward) peak = std::max(peak, ++held);
+      if (in.op == Op::Backward) --held;
+    }
+  }
+  return peak;
+}
 
 inline constexpr config::ScheduleKind kAllKinds[] = {
     config::ScheduleKind::Gpipe, config::ScheduleKind::OneFOneB, config::ScheduleKind::Interleaved1F1B,
@@ -40,6 +59,31 @@ inline std::vector<Case> sweep(int max_pp = 8, int max_microbatches = 24) {
   return cases;
 }
 
+// 1f1b and interleaved-1f1b (vpp 2..max_vpp) under every cap that binds: from the least
+// (config::least_in_flight) up to one below what the uncapped order holds; pp 2..max_pp,
+// microbatches pp..3pp (interleaved: multiples of pp).
+inline std::vector<Case> capped_sweep(int max_pp = 6, int max_vpp = 3) {
+  std::vector<Case> cases;
+  for (int pp = 2; pp <= max_pp; ++pp) {
+    for (int vpp = 1; vpp <= max_vpp; ++vpp) {
+      const auto kind = vpp == 1 ? config::ScheduleKind::OneFOneB : config::ScheduleKind::Interleaved1F1B;
+      for (int m = pp; m <= 3 * pp; m += vpp == 1 ? 1 : pp) {
+        const int uncapped = peak_chunks(pipeline::build(kind, pp, vpp, m));
+        for (int cap = config::least_in_flight(pp, vpp); cap * vpp < uncapped; ++cap)
+          cases.push_back({kind, pp, vpp, m, cap});
+      }
+    }
+  }
+  return cases;
+}
+
+// sweep() and capped_sweep() together.
+inline std::vector<Case> sweep_with_caps(int max_pp, int max_microbatches) {
+  std::vector<Case> cases = sweep(max_pp, max_microbatches);
+  for (const Case& c : capped_sweep(std::min(max_pp, 6))) cases.push_back(c);
+  return cases;
+}
+
 // "F0 F1 B0 W0 ..." (chunks as "F0.1" when vpp > 1); sends and receives left out.
 inline std::string compute_order(const std::vector<Instr>& list, int vpp = 1) {
   std::string out;
@@ -53,8 +97,9 @@ inline std::string compute_order(const std::vector<Instr>& list, int vpp = 1) {
 }
 
 inline std::string describe(const Case& c) {
-  return std::string(config::to_string(c.kind)) + " pp=" + std::to_string(c.pp) +
-         " vpp=" + std::to_string(c.vpp) + " m=" + std::to_string(c.microbatches);
+  return std::string(config::to_string(c.kind)) + " pp=" + std::to_string(c.pp) + " vpp=" + std::to_string(c.vpp) +
+         " m=" + std::to_string(c.microbatches) +
+         (c.max_in_flight > 0 ? " max_in_flight=" + std::to_string(c.max_in_flight) : std::string());
 }
 
 }  // namespace ptrain::pipeline::testing

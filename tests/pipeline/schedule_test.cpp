@@ -2,8 +2,11 @@
 // placement of sends and receives over the whole sweep.
 #include "engine/pipeline/schedule.h"
 
+#include <tuple>
+
 #include <catch2/catch.hpp>
 
+#include "engine/pipeline/simulator.h"
 #include "tests/pipeline/schedule_cases.h"
 
 using ptrain::config::ScheduleKind;
@@ -37,6 +40,10 @@ TEST_CASE("build_problems names what is wrong") {
   CHECK(any_contains(build_problems(ScheduleKind::Interleaved1F1B, 1, 2, 8), "needs pp >= 2"));
   CHECK(any_contains(build_problems(ScheduleKind::Interleaved1F1B, 4, 2, 6), "to be a multiple of pp (4)"));
   CHECK(build_problems(ScheduleKind::Interleaved1F1B, 4, 2, 8).empty());
+  CHECK(any_contains(build_problems(ScheduleKind::Gpipe, 4, 1, 8, 2), "caps 1f1b and interleaved-1f1b, not gpipe"));
+  CHECK(any_contains(build_problems(ScheduleKind::Interleaved1F1B, 4, 2, 8, 2), "must be at least 3"));
+  CHECK(build_problems(ScheduleKind::Interleaved1F1B, 4, 2, 8, 3).empty());
+  CHECK(build_problems(ScheduleKind::OneFOneB, 4, 1, 8, 1).empty());
 }
 
 TEST_CASE("gpipe: all forwards, then all backwards") {
@@ -86,9 +93,9 @@ TEST_CASE("pp = 1 has no messages") {
 }
 
 TEST_CASE("sends and receives sit right around their compute op, over the sweep") {
-  for (const auto& c : ptrain::pipeline::testing::sweep()) {
+  for (const auto& c : ptrain::pipeline::testing::sweep_with_caps(8, 24)) {
     INFO(ptrain::pipeline::testing::describe(c));
-    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+    const Schedule s = ptrain::pipeline::testing::build(c);
     REQUIRE(static_cast<int>(s.ranks.size()) == c.pp);
     int compute = 0;
     bool placed = true;
@@ -166,4 +173,59 @@ TEST_CASE("dualpipev marks its F&B pairs: the steady F0&B1 and F1&B0, then F1&B0
     for (const auto& list : s.ranks)
       for (const Instr& in : list) CHECK_FALSE(in.overlapped);
   }
+}
+
+TEST_CASE("max_in_flight: each rank keeps its forwards' and backwards' order and holds at most the cap") {
+  using ptrain::pipeline::testing::capped_sweep;
+  const auto cases = capped_sweep();
+  CHECK(cases.size() > 100);
+  for (const auto& c : cases) {
+    INFO(ptrain::pipeline::testing::describe(c));
+    const Schedule capped = ptrain::pipeline::testing::build(c);
+    const Schedule uncapped = build(c.kind, c.pp, c.vpp, c.microbatches);
+    CHECK(capped.max_in_flight == c.max_in_flight);
+    for (int rank = 0; rank < c.pp; ++rank) {
+      auto only = [&](const Schedule& s, Op op) {
+        std::vector<Instr> kept;
+        for (const Instr& in : s.ranks[rank])
+          if (in.op == op) kept.push_back(in);
+        return kept;
+      };
+      CHECK(only(capped, Op::Forward) == only(uncapped, Op::Forward));
+      CHECK(only(capped, Op::Backward) == only(uncapped, Op::Backward));
+      int held = 0, most = 0;
+      for (const Instr& in : capped.ranks[rank]) {
+        if (in.op == Op::Forward) most = std::max(most, ++held);
+        if (in.op == Op::Backward) --held;
+      }
+      CHECK(most <= c.max_in_flight * c.vpp);
+    }
+  }
+}
+
+TEST_CASE("max_in_flight at or above what the order holds leaves the kind's own order") {
+  for (const auto& [kind, pp, vpp, m, cap] : {std::tuple{ScheduleKind::OneFOneB, 4, 1, 8, 4},
+                                              std::tuple{ScheduleKind::OneFOneB, 4, 1, 8, 9},
+                                              std::tuple{ScheduleKind::Interleaved1F1B, 4, 2, 8, 6},
+                                              std::tuple{ScheduleKind::Interleaved1F1B, 16, 2, 32, 24}}) {
+    INFO(pp << " " << vpp << " " << m << " " << cap);
+    const Schedule s = build(kind, pp, vpp, m, cap);
+    CHECK(s.ranks == build(kind, pp, vpp, m).ranks);
+    CHECK(s.max_in_flight == 0);
+  }
+}
+
+TEST_CASE("max_in_flight trades memory for bubble: Llama 3's 8K-GPU pipeline at 19 of 24") {
+  // pp 16, vpp 2, 32 microbatches (configs/published/llama3-405b-8192-gpus.yaml): uncapped, rank 0
+  // warms up with 46 chunk forwards; at most 19 microbatches (38 chunks) in flight cost, at F = 1,
+  // B = 2 per chunk, under 6% more step (the same warm-up cut short in Megatron's order costs
+  // more than 60%: a rank's "F, then B" waits on a B that cannot have come yet).
+  const Schedule uncapped = build(ScheduleKind::Interleaved1F1B, 16, 2, 32);
+  const Schedule capped = build(ScheduleKind::Interleaved1F1B, 16, 2, 32, 19);
+  CHECK(ptrain::pipeline::testing::peak_chunks(uncapped) == 47);
+  CHECK(ptrain::pipeline::testing::peak_chunks(capped) == 38);
+  const double base = simulate(uncapped, OpCosts::uniform(uncapped, 1, 2, 0)).makespan;
+  const double with_cap = simulate(capped, OpCosts::uniform(capped, 1, 2, 0)).makespan;
+  CHECK(with_cap > base);
+  CHECK(with_cap < 1.06 * base);
 }

@@ -74,3 +74,21 @@ TEST_CASE("nothing nearby fits: say so") {
   CHECK(est.nearest_fit.empty());
   CHECK(contains(est.diags.errors.front().fix, "more GPUs"));
 }
+
+TEST_CASE("an interleaved pipeline that holds too much: a cap on the microbatches in flight fits first") {
+  // configs/published/llama3-405b-8192-gpus.yaml without its cap: 24 microbatches in flight on
+  // stage 1, 84.9 GiB; zero 2 alone still holds them all, a cap of 18 (3/4 of 24) fits.
+  const config::LoadResult job = test::load_file("configs/published/llama3-405b-8192-gpus.yaml",
+                                                 {"schedule.max_in_flight=0"});
+  const plan::Estimate est = plan::estimate(job, h100());
+  REQUIRE(est.diags.errors.size() == 1);
+  CHECK(est.peak_inflight == 24);
+  CHECK(est.nearest_fit == "--set schedule.max_in_flight=18");
+  const plan::Estimate after = plan::estimate(
+      test::load_file("configs/published/llama3-405b-8192-gpus.yaml", {"schedule.max_in_flight=18"}), h100());
+  CHECK(after.diags.ok());
+  CHECK(after.peak_inflight == 18);
+  CHECK(after.max_in_flight == 18);
+  CHECK(after.step_time_s > est.step_time_s);  // the price: more bubble
+  CHECK(after.step_time_s < 1.1 * est.step_time_s);
+}

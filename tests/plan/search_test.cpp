@@ -39,7 +39,7 @@ bool same_layout(const plan::Layout& a, const plan::Layout& b) {
   return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.ep == b.ep && a.schedule == b.schedule &&
          a.virtual_stages == b.virtual_stages && a.layers_per_stage == b.layers_per_stage &&
          a.micro_batch == b.micro_batch && a.sequence_parallel == b.sequence_parallel &&
-         a.recompute == b.recompute && a.zero == b.zero;
+         a.recompute == b.recompute && a.zero == b.zero && a.max_in_flight == b.max_in_flight;
 }
 
 constexpr int kEverything = 1 << 20;  // a `top` no search reaches: nothing is bounded out
@@ -70,6 +70,10 @@ TEST_CASE("the bounded search ranks exactly as estimating every fitting layout")
         CHECK(ranked.bound_s <= ranked.estimate.step_time_s);
         if (job.spec.model.arch == config::Arch::Llama) CHECK(ranked.bound_s == ranked.estimate.step_time_s);
       }
+      // Pipelines that fit only under a cap on their microbatches in flight are ranked too.
+      if (job.spec.model.arch == config::Arch::Mixtral)
+        CHECK(std::any_of(all.best.begin(), all.best.end(),
+                          [](const plan::RankedLayout& r) { return r.layout.max_in_flight > 0; }));
       for (int k : {1, 3, 5, 10}) {
         const plan::SearchResult top = plan::search_layouts(job, *hw, k);
         INFO("top " << k << ": " << top.estimated << " estimated");

@@ -1,5 +1,6 @@
 // What a pipeline rank's executor allocates for activations and messages (its chunks' arenas, the
-// shared workspace, the send buffers) is what `validate` predicts for that rank, with and without
+// shared workspace, the slots its chunks share under a cap, the send buffers) is what `validate`
+// predicts for that rank, with and without
 // tensor, context and expert parallelism and with MoE layers: plan's activation
 // bytes plus the pipeline's share of the communication buffers, from the same
 // pipeline::rank_buffers. Only the arena's 64-byte alignment of each view differs.
@@ -52,6 +53,11 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       {"parallel.pp=2", "parallel.tp=4", "parallel.sequence_parallel=true", "train.recompute=selective",
        "model.arch=llama", "model.kv_heads=2", "schedule.kind=interleaved-1f1b", "train.micro_batch=4",
        "schedule.virtual_stages=2"},
+      // A cap on the microbatches in flight: the chunks of a rank share their slots, each as large as
+      // the largest chunk's (uneven chunks: 1 + 3 layers on rank 0, 2 + 2 on rank 1).
+      {"parallel.pp=2", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2", "schedule.max_in_flight=2",
+       "schedule.layers_per_stage=[1, 2, 3, 2]", "model.arch=llama", "model.kv_heads=2"},
+      {"parallel.pp=4", "schedule.max_in_flight=2", "train.precision=bf16", "train.recompute=selective"},
       // The V schedules: two chunks a rank, the last rank's turn copied into its chunk 1's input slot.
       {"parallel.pp=2", "schedule.kind=zbv", "model.arch=llama", "model.kv_heads=2"},
       {"parallel.pp=4", "schedule.kind=dualpipev", "model.arch=llama", "model.kv_heads=2", "train.micro_batch=1",
@@ -105,8 +111,7 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
     const int per_stage = tp_ranks * cp_ranks * dp_ranks;  // the default order: tp fastest, then cp, ..., pp
     const config::LoadResult job = test::load_job(kJob, sets, pp_ranks * per_stage);
     const config::JobSpec& spec = job.spec;
-    const pipeline::Schedule schedule = pipeline::build(
-        spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages, spec.train.microbatches);
+    const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
     const std::vector<pipeline::RankBuffers> held = pipeline::rank_buffers(schedule);
     for (int r = 0; r < spec.parallel.pp; ++r) {
       INFO(sets.back() << " (" << sets.size() << " settings), pp rank " << r);
