@@ -1,5 +1,6 @@
 """NCCL end to end, on GPUs: with every collective and pipeline send going through NCCL, dp 2 (ZeRO 1
-and 3), tp 2 with SP, pp 2 (1f1b, interleaved 1f1b) and ep 2 train one rank's loss curve (fp32,
+and 3), tp 2 with SP, pp 2 (1f1b, interleaved 1f1b, with and without a cap on the microbatches in
+flight) and ep 2 train one rank's loss curve (fp32,
 relative 1e-4), and a stalled rank ends the job at the collective timeout through ncclCommAbort,
 with the collective log.
 
@@ -32,7 +33,7 @@ name: nccl-test
 backend: cuda
 model: {{arch: {arch}, layers: 4, hidden: 64, heads: 4, kv_heads: 2, ffn_hidden: 128, vocab: 96, seq_len: 32{moe}}}
 parallel: {{zero: {zero}, pp: {pp}, tp: {tp}, cp: {cp}, cp_comm: {cp_comm}, ep: {ep}, sequence_parallel: {sp}, offload: {offload}}}
-schedule: {{kind: {schedule}, virtual_stages: {vpp}}}
+schedule: {{kind: {schedule}, virtual_stages: {vpp}, max_in_flight: {max_in_flight}}}
 train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp32, seed: 5}}
 optimizer: {{lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 4}}
 data: {{format: synthetic, eval_every: 0}}
@@ -44,13 +45,14 @@ comm: {{timeout_s: {timeout}}}
 
 
 def job(d, world, arch="llama", zero=0, pp=1, tp=1, cp=1, cp_comm="allgather", ep=1, sp=False, schedule="1f1b", vpp=1,
-        steps=8, timeout=60, offload="none", trace=None):
+        steps=8, timeout=60, offload="none", trace=None, max_in_flight=0):
     path = os.path.join(d, "job.yaml")
     moe = ", moe: {experts: 4, top_k: 2, capacity_factor: 1.0}" if arch == "mixtral" else ""
     with open(path, "w") as f:
         f.write(JOB.format(arch=arch, moe=moe, zero=zero, pp=pp, tp=tp, cp=cp, cp_comm=cp_comm, ep=ep,
                            sp="true" if sp else "false", offload=offload,
-                           schedule=schedule, vpp=vpp, steps=steps, world=world, dir=d, timeout=timeout,
+                           schedule=schedule, vpp=vpp, max_in_flight=max_in_flight, steps=steps, world=world,
+                           dir=d, timeout=timeout,
                            trace=f", trace: {trace}" if trace else ""))
     return path
 
@@ -184,9 +186,11 @@ class NcclTraining(unittest.TestCase):
         self.assert_nccl_reproduces("llama", 2, tp=2, sp=True)
 
     def test_pipeline_1f1b_and_interleaved(self):
-        for schedule, vpp in (("1f1b", 1), ("interleaved-1f1b", 2)):
-            with self.subTest(schedule=schedule):
-                self.assert_nccl_reproduces("llama", 2, pp=2, schedule=schedule, vpp=vpp)
+        # the last under a cap on its microbatches in flight: the chunks share their slots in one
+        # device pool (schedule.max_in_flight)
+        for schedule, vpp, cap in (("1f1b", 1, 0), ("interleaved-1f1b", 2, 0), ("interleaved-1f1b", 2, 2)):
+            with self.subTest(schedule=schedule, max_in_flight=cap):
+                self.assert_nccl_reproduces("llama", 2, pp=2, schedule=schedule, vpp=vpp, max_in_flight=cap)
 
     def test_context_parallel_allgather_ring_and_all_to_all(self):
         # ring: isend/recv on the cp group's own channels, the attention op's past-the-keys blocks and
