@@ -78,13 +78,14 @@ void check_in_flight_cap(LoadContext& ctx) {
   }
   if (ctx.any_bad({"parallel.pp", "schedule.virtual_stages"})) return;
   const int pp = spec.parallel.pp, vpp = s.virtual_stages;
+  // A chunk count the kind does not run is check_virtual_stages' error, not this one's.
+  if ((s.kind == ScheduleKind::OneFOneB) != (vpp == 1)) return;
   const int least = least_in_flight(pp, vpp);
   if (s.max_in_flight < least) {
     ctx.error("schedule.max_in_flight",
-              cat("schedule.max_in_flight = ", s.max_in_flight, " is below ", least,
-                  vpp > 1 ? cat(": with pp = ", pp, " and ", vpp, " virtual stages every rank runs (vpp-1)*pp+1 = ",
-                                (vpp - 1) * pp + 1, " chunks' forwards before the first backward can start")
-                          : std::string(": a rank holds at least the microbatch it runs")),
+              cat("schedule.max_in_flight = ", s.max_in_flight, " is below ", least, ": with pp = ", pp, " and ", vpp,
+                  " virtual stages every rank runs (vpp-1)*pp+1 = ", (vpp - 1) * pp + 1,
+                  " chunks' forwards before the first backward can start"),
               cat("set schedule.max_in_flight: ", least, " or more"));
   }
 }

@@ -1,6 +1,8 @@
 #include "engine/pipeline/schedule.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <stdexcept>
 
 #include "engine/pipeline/channels.h"
 #include "engine/pipeline/schedule_builders.h"
@@ -118,17 +120,23 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
 
 namespace {
 
-// The most chunks whose activations any rank holds at once in its list.
-int peak_chunks_in_flight(const detail::RankLists& ranks) {
-  int peak = 0;
+// The chunk slots the most any rank's executor allocates for its list (rank_buffers without a
+// cap): for each of its chunks, the most microbatches the list holds between F and B. Over what
+// the rank holds at once, since two chunks' peaks come at different times.
+std::int64_t chunk_slots_allocated(const detail::RankLists& ranks, int vpp) {
+  std::int64_t most = 0;
   for (const auto& list : ranks) {
-    int held = 0;
+    std::vector<int> held(static_cast<std::size_t>(vpp), 0), peak(held.size(), 0);
     for (const Instr& instr : list) {
-      if (instr.op == Op::Forward) peak = std::max(peak, ++held);
-      if (instr.op == Op::Backward) --held;
+      const auto c = static_cast<std::size_t>(instr.chunk);
+      if (instr.op == Op::Forward) peak[c] = std::max(peak[c], ++held[c]);
+      if (instr.op == Op::Backward) --held[c];
     }
+    std::int64_t sum = 0;
+    for (int p : peak) sum += p;
+    most = std::max(most, sum);
   }
-  return peak;
+  return most;
 }
 
 }  // namespace
@@ -161,7 +169,9 @@ Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches, int
       s.ranks = detail::build_dualpipev(pp, microbatches);
       break;
   }
-  if (max_in_flight != 0 && peak_chunks_in_flight(s.ranks) > max_in_flight * vpp) {
+  if (max_in_flight != 0 && !config::caps_in_flight(kind))
+    throw std::logic_error("pipeline::build: schedule.max_in_flight caps 1f1b and interleaved-1f1b only");
+  if (max_in_flight != 0 && chunk_slots_allocated(s.ranks, vpp) > static_cast<std::int64_t>(max_in_flight) * vpp) {
     s.ranks = detail::build_capped_1f1b(kind, pp, vpp, microbatches, max_in_flight);
     s.max_in_flight = max_in_flight;
   }

@@ -73,7 +73,7 @@ struct Schedule {
   bool split_weight_grad = false;         // true when W is its own instruction (zb-h1, zbv, dualpipev)
   std::vector<std::vector<Instr>> ranks;  // ranks[pp_rank] = instruction list in execution order
   // The cap on microbatches in flight the order was built under (schedule.max_in_flight), or 0
-  // where the kind's own order ran: uncapped, or within the cap anyway.
+  // where the kind's own order ran: uncapped, or its chunk slots within the cap anyway.
   int max_in_flight = 0;
 
   int virtual_stages() const { return pp * vpp; }
@@ -99,8 +99,9 @@ std::vector<Channel> channels(const Schedule& s);
 std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int vpp, int microbatches,
                                         int max_in_flight = 0);
 // Precondition: build_problems(...) is empty. With max_in_flight set and the kind's own order
-// holding more chunks on some rank than max_in_flight*vpp, the order built under the cap instead
-// (schedule_capped.cpp).
+// needing more chunk slots on some rank than max_in_flight*vpp (each chunk's own peak, summed over
+// the rank's chunks, as rank_buffers counts them without a cap), the order built under the cap
+// instead (schedule_capped.cpp), whose chunks share max_in_flight*vpp slots at most.
 Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches, int max_in_flight = 0);
 // The job's schedule (kind, pp, virtual stages, max_in_flight) over `microbatches`.
 Schedule build(const config::JobSpec& spec, int microbatches);

@@ -16,6 +16,7 @@
 // max_in_flight*vpp chunks; its next backward when its output gradient is there (at the last stage:
 // its own forward). The lists are the order of an execution that finished, so they cannot deadlock
 // (check() proves it for every case the tests sweep).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -38,7 +39,8 @@ struct RankState {
 RankLists build_capped_1f1b(config::ScheduleKind kind, int pp, int vpp, int microbatches, int max_in_flight) {
   const config::StagePlacement placement = config::StagePlacement::of(kind, pp, vpp);
   const int total = microbatches * vpp;  // forwards (and backwards) per rank
-  const int cap = max_in_flight * vpp;   // chunks
+  // Chunks; a rank never holds more than all its microbatches (and a cap past them cannot overflow).
+  const int cap = std::min(max_in_flight, microbatches) * vpp;
   const int last_stage = placement.stages() - 1;
   // End time of each (virtual stage, microbatch)'s forward and backward, kNotRun until listed.
   std::vector<std::int64_t> forward_end(static_cast<std::size_t>(placement.stages()) * microbatches, kNotRun);

@@ -325,13 +325,26 @@ class PipelineLayouts(ModelParallelCurves):
 
     def test_a_cap_on_microbatches_in_flight(self):
         # schedule.max_in_flight reorders 1f1b and interleaved-1f1b under the cap and lets a rank's
-        # chunks share their activation slots: the curve stays the one-rank curve.
-        self.check_layouts("llama", [
+        # chunks share their activation slots (with tensor, context and expert parallelism too):
+        # the curve stays the one-rank curve.
+        layouts = {"llama": [
             dict(pp=2, schedule="interleaved-1f1b", vpp=2, max_in_flight=2),
             dict(pp=2, dp=2, zero=1, schedule="interleaved-1f1b", vpp=2, max_in_flight=2),
             dict(pp=4, max_in_flight=1),
             dict(pp=2, layers_per_stage="[1, 3]", max_in_flight=1, recompute="full"),
-        ])
+            dict(tp=2, sp=True, pp=2, schedule="interleaved-1f1b", vpp=2, max_in_flight=2),
+            dict(cp=2, pp=2, schedule="interleaved-1f1b", vpp=2, max_in_flight=2, micro_batch=2),
+        ], "mixtral": [
+            dict(dp=2, ep=2, pp=2, schedule="interleaved-1f1b", vpp=2, max_in_flight=2, recompute="none"),
+        ]}
+        for arch, caps in layouts.items():
+            for layout in caps:  # each cap binds: validate says the schedule was ordered under it
+                with tempfile.TemporaryDirectory() as d:
+                    v = subprocess.run([PTRAIN, "validate", job(d, arch=arch, layers=4, **layout), "--json"],
+                                       capture_output=True, text=True)
+                    self.assertEqual(v.returncode, 0, v.stderr)
+                    self.assertEqual(json.loads(v.stdout)["pipeline"]["max_in_flight"], layout["max_in_flight"])
+            self.check_layouts(arch, caps)
 
     def test_v_shaped_schedules(self):
         # zbv and dualpipev: two chunks per rank in a V; rank 0 holds the first and the last stage,

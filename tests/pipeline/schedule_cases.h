@@ -3,9 +3,11 @@
 #pragma once
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <vector>
 
+#include "engine/pipeline/buffers.h"
 #include "engine/pipeline/schedule.h"
 
 namespace ptrain::pipeline::testing {
@@ -18,6 +20,17 @@ struct Case {
 
 inline Schedule build(const Case& c) {
   return pipeline::build(c.kind, c.pp, c.vpp, c.microbatches, c.max_in_flight);
+}
+
+// The chunk slots the most any rank's executor allocates (rank_buffers): under a cap the slots its
+// chunks share, else each chunk's own peak, summed.
+inline int slots_allocated(const Schedule& s) {
+  int most = 0;
+  for (const RankBuffers& held : rank_buffers(s))
+    most = std::max(most, held.shared_slots > 0 ? held.shared_slots
+                                                : std::accumulate(held.activation_slots.begin(),
+                                                                  held.activation_slots.end(), 0));
+  return most;
 }
 
 // The most chunks of activations any rank's list holds at once (F to B).
@@ -60,7 +73,7 @@ inline std::vector<Case> sweep(int max_pp = 8, int max_microbatches = 24) {
 }
 
 // 1f1b and interleaved-1f1b (vpp 2..max_vpp) under every cap that binds: from the least
-// (config::least_in_flight) up to one below what the uncapped order holds; pp 2..max_pp,
+// (config::least_in_flight) up to one below what the uncapped order allocates; pp 2..max_pp,
 // microbatches pp..3pp (interleaved: multiples of pp).
 inline std::vector<Case> capped_sweep(int max_pp = 6, int max_vpp = 3) {
   std::vector<Case> cases;
@@ -68,7 +81,7 @@ inline std::vector<Case> capped_sweep(int max_pp = 6, int max_vpp = 3) {
     for (int vpp = 1; vpp <= max_vpp; ++vpp) {
       const auto kind = vpp == 1 ? config::ScheduleKind::OneFOneB : config::ScheduleKind::Interleaved1F1B;
       for (int m = pp; m <= 3 * pp; m += vpp == 1 ? 1 : pp) {
-        const int uncapped = peak_chunks(pipeline::build(kind, pp, vpp, m));
+        const int uncapped = slots_allocated(pipeline::build(kind, pp, vpp, m));
         for (int cap = config::least_in_flight(pp, vpp); cap * vpp < uncapped; ++cap)
           cases.push_back({kind, pp, vpp, m, cap});
       }

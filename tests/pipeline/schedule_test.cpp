@@ -203,11 +203,13 @@ TEST_CASE("max_in_flight: each rank keeps its forwards' and backwards' order and
   }
 }
 
-TEST_CASE("max_in_flight at or above what the order holds leaves the kind's own order") {
+TEST_CASE("max_in_flight at or above what the order allocates leaves the kind's own order") {
   for (const auto& [kind, pp, vpp, m, cap] : {std::tuple{ScheduleKind::OneFOneB, 4, 1, 8, 4},
                                               std::tuple{ScheduleKind::OneFOneB, 4, 1, 8, 9},
                                               std::tuple{ScheduleKind::Interleaved1F1B, 4, 2, 8, 6},
-                                              std::tuple{ScheduleKind::Interleaved1F1B, 16, 2, 32, 24}}) {
+                                              std::tuple{ScheduleKind::Interleaved1F1B, 16, 2, 32, 24},
+                                              // no overflow past int: a cap of every microbatch
+                                              std::tuple{ScheduleKind::Interleaved1F1B, 4, 4, 8, 2147483647}}) {
     INFO(pp << " " << vpp << " " << m << " " << cap);
     const Schedule s = build(kind, pp, vpp, m, cap);
     CHECK(s.ranks == build(kind, pp, vpp, m).ranks);

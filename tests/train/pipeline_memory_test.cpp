@@ -58,6 +58,8 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       {"parallel.pp=2", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2", "schedule.max_in_flight=2",
        "schedule.layers_per_stage=[1, 2, 3, 2]", "model.arch=llama", "model.kv_heads=2"},
       {"parallel.pp=4", "schedule.max_in_flight=2", "train.precision=bf16", "train.recompute=selective"},
+      {"parallel.pp=2", "parallel.cp=2", "model.arch=mixtral", "model.kv_heads=2", "model.moe.experts=4",
+       "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2", "schedule.max_in_flight=2"},
       // The V schedules: two chunks a rank, the last rank's turn copied into its chunk 1's input slot.
       {"parallel.pp=2", "schedule.kind=zbv", "model.arch=llama", "model.kv_heads=2"},
       {"parallel.pp=4", "schedule.kind=dualpipev", "model.arch=llama", "model.kv_heads=2", "train.micro_batch=1",
@@ -136,6 +138,7 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
                                        tp_ranks > 1 ? &tp : nullptr, cp_ranks > 1 ? &cp : nullptr,
                                        ep_ranks > 1 ? &ep : nullptr, spec.train.microbatches);
       const auto& mine = held[static_cast<std::size_t>(r)];
+      if (spec.schedule.max_in_flight > 0) CHECK(mine.shared_slots > 0);  // the cap binds: slots shared
       const double sends = mine.send_buffers * plan::bytes_sent(plan::pipeline_message(spec));
       const double predicted = plan::activation_bytes(spec, r, mine) + sends;
       const double allocated = static_cast<double>(stage.activation_bytes());
