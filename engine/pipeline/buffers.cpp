@@ -11,32 +11,31 @@ std::size_t at(int i) {
   return static_cast<std::size_t>(i);
 }
 
+}  // namespace
+
 // A chunk's slot opens at its F, or, across a hop within the rank, at the earlier chunk's F, which
 // fills it at once (ScheduleExecutor::run); it closes when the microbatch's gradients are written.
-// Sets the most each chunk holds at once and, under a cap, the most all of them hold together.
-void count_slots(const Schedule& s, int rank, const std::vector<Instr>& list, RankBuffers& out) {
+SlotCounts slot_counts(const Schedule& s, int rank) {
   const config::StagePlacement place = s.placement();
   const Op frees = s.split_weight_grad ? Op::WeightGrad : Op::Backward;
-  std::vector<int> open(at(s.vpp), 0), most(at(s.vpp), 0);
-  int open_total = 0, most_total = 0;
+  std::vector<int> open(at(s.vpp), 0);
+  SlotCounts counts{std::vector<int>(at(s.vpp), 0), 0};
+  int open_together = 0;
   auto open_slot = [&](int chunk) {
-    most[at(chunk)] = std::max(most[at(chunk)], ++open[at(chunk)]);
-    most_total = std::max(most_total, ++open_total);
+    counts.per_chunk[at(chunk)] = std::max(counts.per_chunk[at(chunk)], ++open[at(chunk)]);
+    counts.together = std::max(counts.together, ++open_together);
   };
-  for (const Instr& in : list) {
+  for (const Instr& in : s.ranks[at(rank)]) {
     if (in.op == Op::Forward && place.chunk_beside(rank, in.chunk, -1) < 0) open_slot(in.chunk);
     if (in.op == Op::Forward && place.chunk_beside(rank, in.chunk, +1) >= 0)
       open_slot(place.chunk_beside(rank, in.chunk, +1));
     if (in.op == frees) {
       --open[at(in.chunk)];
-      --open_total;
+      --open_together;
     }
   }
-  out.activation_slots = most;
-  out.shared_slots = s.max_in_flight != 0 ? most_total : 0;
+  return counts;
 }
-
-}  // namespace
 
 std::vector<RankBuffers> rank_buffers(const Schedule& s) {
   const int pp = s.pp;
@@ -78,7 +77,9 @@ std::vector<RankBuffers> rank_buffers(const Schedule& s) {
   std::vector<int> next(at(pp), 0);
   for (int r = 0; r < pp; ++r) {
     const std::vector<Instr>& list = s.ranks[at(r)];
-    count_slots(s, r, list, out[at(r)]);
+    const SlotCounts slots = slot_counts(s, r);
+    out[at(r)].activation_slots = slots.per_chunk;
+    out[at(r)].shared_slots = s.max_in_flight != 0 ? slots.together : 0;
     out[at(r)].split_weight_grad = s.split_weight_grad;
     out[at(r)].send_released_after.assign(list.size(), -1);
     known_at_send[at(r)].resize(list.size());

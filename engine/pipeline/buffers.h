@@ -37,6 +37,15 @@ struct RankBuffers {
   int shared_slots = 0;
 };
 
+// The slots rank `rank`'s list needs: for each chunk, the most microbatches the chunk holds at once
+// (from its F, or across a hop within the rank from the earlier chunk's F, until the op that writes
+// the microbatch's gradients), and the most (chunk, microbatch) pairs the rank holds together.
+struct SlotCounts {
+  std::vector<int> per_chunk;
+  int together = 0;
+};
+SlotCounts slot_counts(const Schedule& schedule, int rank);
+
 // Per pp rank. Precondition: check(schedule) is empty.
 std::vector<RankBuffers> rank_buffers(const Schedule& schedule);
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <stdexcept>
 
+#include "engine/pipeline/buffers.h"
 #include "engine/pipeline/channels.h"
 #include "engine/pipeline/schedule_builders.h"
 
@@ -120,21 +122,14 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
 
 namespace {
 
-// The chunk slots the most any rank's executor allocates for its list (rank_buffers without a
-// cap): for each of its chunks, the most microbatches the list holds between F and B. Over what
-// the rank holds at once, since two chunks' peaks come at different times.
-std::int64_t chunk_slots_allocated(const detail::RankLists& ranks, int vpp) {
+// The chunk slots the most any rank's executor allocates for its list without a cap: each chunk's
+// own peak, summed (over what the rank holds at once, since two chunks' peaks come at different
+// times).
+std::int64_t chunk_slots_allocated(const Schedule& s) {
   std::int64_t most = 0;
-  for (const auto& list : ranks) {
-    std::vector<int> held(static_cast<std::size_t>(vpp), 0), peak(held.size(), 0);
-    for (const Instr& instr : list) {
-      const auto c = static_cast<std::size_t>(instr.chunk);
-      if (instr.op == Op::Forward) peak[c] = std::max(peak[c], ++held[c]);
-      if (instr.op == Op::Backward) --held[c];
-    }
-    std::int64_t sum = 0;
-    for (int p : peak) sum += p;
-    most = std::max(most, sum);
+  for (int rank = 0; rank < s.pp; ++rank) {
+    const std::vector<int> per_chunk = slot_counts(s, rank).per_chunk;
+    most = std::max(most, std::accumulate(per_chunk.begin(), per_chunk.end(), std::int64_t{0}));
   }
   return most;
 }
@@ -171,7 +166,7 @@ Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches, int
   }
   if (max_in_flight != 0 && !config::caps_in_flight(kind))
     throw std::logic_error("pipeline::build: schedule.max_in_flight caps 1f1b and interleaved-1f1b only");
-  if (max_in_flight != 0 && chunk_slots_allocated(s.ranks, vpp) > static_cast<std::int64_t>(max_in_flight) * vpp) {
+  if (max_in_flight != 0 && chunk_slots_allocated(s) > static_cast<std::int64_t>(max_in_flight) * vpp) {
     s.ranks = detail::build_capped_1f1b(kind, pp, vpp, microbatches, max_in_flight);
     s.max_in_flight = max_in_flight;
   }
