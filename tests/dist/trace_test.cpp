@@ -98,7 +98,14 @@ TEST_CASE("device spans land on their own track at the device's times, and their
       CHECK(spans[i]["tid"] == Trace::kDevice);
       CHECK(spans[i]["dur"].get<double>() >= (i % 2 == 0 ? 2000.0 : 3000.0));  // no upper bound: a loaded
                                                                                   // machine may preempt the spin
-      if (i > 0) CHECK(spans[i]["ts"].get<double>() >= spans[i - 1]["ts"].get<double>() + spans[i - 1]["dur"].get<double>());
+      // In order. A step's spans are placed from the anchor pinned after the previous step, whose
+      // host time is read right after the device passed it: a read the host delays (an interrupt,
+      // a preemption on a loaded machine) places that step's spans later by the delay. Within a step
+      // the order is exact (one anchor); across steps it holds to that delay (17 us seen in CI).
+      const double slack = i % 2 == 0 ? 1000.0 : 0.0;
+      if (i > 0)
+        CHECK(spans[i]["ts"].get<double>() + slack >=
+              spans[i - 1]["ts"].get<double>() + spans[i - 1]["dur"].get<double>());
     }
     CHECK(spans[1]["ts"].get<double>() - spans[0]["ts"].get<double>() - spans[0]["dur"].get<double>() >= 1000.0);
   }
