@@ -2,10 +2,10 @@
 // Interleaved 1F1B's warm-up keeps (pp-r-1)*2 + (vpp-1)*pp + 1 chunks of activations on rank r,
 // (3pp-1)/2 microbatches on rank 0 at vpp 2 against 1F1B's pp; Llama 3's paper describes tuning
 // its interleaved schedule for communication and memory ("Pipeline parallelism improvements",
-// arXiv:2407.21783) without saying how many it holds. Cutting the
-// warm-up short alone does not do it: rank r's steady "forward, then backward" then waits on a
-// backward that is not there yet while the ranks after it wait on its forwards (measured in the
-// simulator: the bubble of pp 16, vpp 2, 32 microbatches went from 27% to 50% at 21 of 24).
+// arXiv:2407.21783) without saying how many it holds. Cutting the warm-up short alone does not do
+// it: rank r's steady "forward, then backward" then waits on a backward that is not there yet while
+// the ranks after it wait on its forwards (measured in the simulator: the bubble of pp 16, vpp 2,
+// 32 microbatches went from 27% to 50% at 21 of 24).
 //
 // So the order here comes from running the pipeline in unit time (a chunk's forward 1, its backward
 // 2, messages free) and listing each rank's ops as they ran. Every rank keeps Megatron's order of its

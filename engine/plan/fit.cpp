@@ -57,6 +57,11 @@ std::optional<config::JobSpec> derive(const config::LoadResult& job, const Optio
   s.train.recompute = static_cast<config::Recompute>(o.values[kRecompute][c[kRecompute]]);
   s.parallel.tp = o.values[kTp][c[kTp]];
   s.parallel.pp = o.values[kPp][c[kPp]];
+  // A cap is chosen for the job's pp; a larger pp needs at least its own least (a tighter cap
+  // cannot start a backward).
+  if (s.schedule.max_in_flight > 0)
+    s.schedule.max_in_flight =
+        std::max(s.schedule.max_in_flight, config::least_in_flight(s.parallel.pp, s.schedule.virtual_stages));
   s.train.micro_batch = o.values[kMicroBatch][c[kMicroBatch]];
   s.parallel.dp_auto = true;  // dp follows from the world size
   config::LoadResult derived = config::rederive(job, std::move(s));
@@ -161,7 +166,7 @@ std::optional<FittingLayout> nearest_fitting_layout(const config::LoadResult& jo
     FittingLayout fit{{}, peak};
     const config::ParallelSpec& p = candidate->parallel;
     if (c[kZero] > 0) fit.changes.emplace_back("parallel.zero", std::to_string(p.zero));
-    if (c[kInFlight] > 0)
+    if (candidate->schedule.max_in_flight != spec.schedule.max_in_flight)
       fit.changes.emplace_back("schedule.max_in_flight", std::to_string(candidate->schedule.max_in_flight));
     if (c[kRecompute] > 0)
       fit.changes.emplace_back("train.recompute", config::to_string(candidate->train.recompute));

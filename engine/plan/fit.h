@@ -2,8 +2,10 @@
 // change, in this order of preference: parallel.zero (higher stage), schedule.max_in_flight (1f1b
 // and interleaved-1f1b with pp > 1: 3/4, then 1/2 of what the schedule holds at most, then the
 // least it may be), train.recompute (selective, then full), parallel.tp (x2, x4, ... within a
-// node), parallel.pp (x2, x4, ...), train.micro_batch (/2, /4, ...). Candidates are tried by the fewest keys changed, then the smallest steps, then that
-// order; dp follows from the world size. The first whose peak memory fits is returned.
+// node), parallel.pp (x2, x4, ...; a cap below the least the larger pp allows is raised to it),
+// train.micro_batch (/2, /4, ...). Candidates are tried by the fewest keys changed, then the
+// smallest steps, then that order; dp follows from the world size. The first whose peak memory
+// fits is returned.
 #pragma once
 
 #include <optional>

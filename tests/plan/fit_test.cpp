@@ -92,3 +92,24 @@ TEST_CASE("an interleaved pipeline that holds too much: a cap on the microbatche
   CHECK(after.step_time_s > est.step_time_s);  // the price: more bubble
   CHECK(after.step_time_s < 1.1 * est.step_time_s);
 }
+
+TEST_CASE("a larger pp keeps a cap it allows: the job's own cap raised to the new pp's least") {
+  // Interleaved x2 at pp 2, dp 2 with the least cap (2); pp 4 (dp 1) halves the model states as zero 3
+  // does and holds 3 microbatches of 2 layers against 2 of 4, so it is the first neighbour that fits
+  // a device of its size. Its least cap is 3: the job's 2 would have rejected it.
+  const std::vector<std::string> interleaved{"schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2",
+                                             "cluster.gpus_per_node=1", "cluster.nodes=4"};
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), interleaved.begin(), interleaved.end());
+    return test::load_job(test::kSmallLlama, sets, 4);
+  };
+  const config::LoadResult job = with({"parallel.pp=2", "schedule.max_in_flight=2"});
+  const config::LoadResult deeper = with({"parallel.pp=4", "schedule.max_in_flight=3"});
+  const plan::PeakMemory then = plan::peak_memory(deeper.spec, model::build_registry(deeper.spec.model));
+  plan::HardwareProfile tiny = h100();
+  tiny.memory_bytes = then.memory.total();
+  const auto fit = plan::nearest_fitting_layout(job, tiny);
+  REQUIRE(fit);
+  CHECK(fit->set_line() == "--set schedule.max_in_flight=3 --set parallel.pp=4");
+  CHECK(fit->peak.memory.total() == then.memory.total());
+}
