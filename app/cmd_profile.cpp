@@ -38,6 +38,7 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/backend_module.h"
 #include "kernels/cuda_backend.h"
+#include "kernels/cudnn_attention_mode.h"
 
 namespace ptrain::app {
 namespace {
@@ -110,6 +111,13 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
                  "with other work? Measure again on an idle machine\n");
   profile.device = machine.device;
   profile.versions = machine.versions;
+  // The CUDA module names cuDNN's version, and the mode its attention ran under, where cuDNN loaded
+  // (kernels/cuda/cuda_ops.cu); elsewhere the attention timed is ptrain's own.
+  if (args.backend == "cuda") {
+    const auto cudnn = machine.versions.find("cudnn");
+    const bool served = cudnn != machine.versions.end() && cudnn->second.find("PTRAIN_CUDNN_ATTENTION=") != std::string::npos;
+    profile.cudnn_attention = served ? kernels::cudnn_attention_mode() : kernels::CudnnAttentionMode::Off;
+  }
   profile.date = today();
   profile.ptrain_version = kVersion;
   return profile;

@@ -39,7 +39,10 @@ void check_environment(config::Diagnostics& diags) {
                                               "unset it for the default, auto", "environment"});
 }
 
-std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) {
+namespace {
+
+// The job's device and the profile its times come from (find_job_hardware, before the attention check).
+std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
   const plan::HardwareProfile* hw = plan::find_hardware(job.spec.cluster.gpu);
   if (hw == nullptr) {
     std::string known;
@@ -99,6 +102,25 @@ std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) 
     profile = plan::transfer_profile(profile, *measured_on, out);
   out.measured = std::make_shared<const plan::MeasuredProfile>(std::move(profile));
   return out;
+}
+
+}  // namespace
+
+std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) {
+  std::optional<plan::HardwareProfile> hw = job_hardware(job);
+  // A GPU's bf16 attention runs the kernels PTRAIN_CUDNN_ATTENTION picks; a profile timed others.
+  const std::optional<kernels::CudnnAttentionMode> mode =
+      kernels::parse_cudnn_attention_mode(std::getenv(kernels::kCudnnAttentionVariable));
+  if (hw && hw->measured && mode && !hw->device_is_host() && job.spec.train.precision == config::Precision::Bf16) {
+    const std::string mismatch = plan::attention_mismatch(*hw->measured, *mode);
+    if (!mismatch.empty())
+      job.diags.warnings.push_back(config::Diagnostic{
+          kernels::kCudnnAttentionVariable, 0, 0, mismatch,
+          "give cluster.profile a `ptrain profile --backend cuda` run with the same PTRAIN_CUDNN_ATTENTION (for an "
+          "H100 and ptrain's own kernels: profiles/h100-sxm-own-attention.json)",
+          "environment"});
+  }
+  return hw;
 }
 
 std::optional<plan::Estimate> estimate_job(config::LoadResult& job) {

@@ -256,6 +256,7 @@ std::string to_json(const MeasuredProfile& p) {
   j["date"] = p.date;
   j["ptrain"] = p.ptrain_version;
   j["versions"] = p.versions;
+  if (p.cudnn_attention) j["cudnn_attention"] = kernels::to_string(*p.cudnn_attention);
   j["quick"] = p.quick;
   j["threads"] = p.threads;
   j["cores"] = p.cores;
@@ -302,6 +303,11 @@ MeasuredProfile from_json(const std::string& source) {
   if (j.contains("versions") && j["versions"].is_object())
     for (const auto& [name, value] : j["versions"].items())
       if (value.is_string()) p.versions[name] = value.get<std::string>();
+  if (j.contains("cudnn_attention")) {
+    const std::string mode = text(j, "cudnn_attention", "");
+    p.cudnn_attention = kernels::parse_cudnn_attention_mode(mode.c_str());
+    if (mode.empty() || !p.cudnn_attention) bad("cudnn_attention", "must be auto, fast, deterministic or off");
+  }
   p.quick = j.value("quick", false);
   p.threads = static_cast<int>(positive(j, "threads", ""));
   p.cores = static_cast<int>(positive(j, "cores", ""));
@@ -365,6 +371,24 @@ MeasuredProfile from_json(const std::string& source) {
   }
   if (p.memory.count("optimizer/f32") == 0) bad("memory.optimizer/f32", "missing");
   return p;
+}
+
+std::string attention_mismatch(const MeasuredProfile& profile, kernels::CudnnAttentionMode mode) {
+  using kernels::CudnnAttentionMode;
+  if (!profile.cudnn_attention) return {};
+  auto kernels_of = [](CudnnAttentionMode m) {
+    switch (m) {
+      case CudnnAttentionMode::Off: return "ptrain's own attention kernels";
+      case CudnnAttentionMode::Deterministic: return "cuDNN's attention with its deterministic backward";
+      default: return "cuDNN's attention";  // auto takes ours only where they are no slower
+    }
+  };
+  const std::string timed = kernels_of(*profile.cudnn_attention), runs = kernels_of(mode);
+  if (timed == runs) return {};
+  return "the profile timed " + timed + " (PTRAIN_CUDNN_ATTENTION=" + kernels::to_string(*profile.cudnn_attention) +
+         ") and this job would run " + runs + " (" + kernels::to_string(mode) +
+         "): its attention time is the other kernels' (on an H100 ours took 1.3-3.5x cuDNN's time from "
+         "seq 1024, cuDNN's deterministic backward 4.5% more of a Llama step)";
 }
 
 std::string expected_error(const MeasuredProfile* profile) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/model/layer_description.h"
+#include "kernels/cudnn_attention_mode.h"
 
 namespace ptrain::plan {
 
@@ -88,6 +89,9 @@ struct Transfer {
 struct MeasuredProfile {
   std::string device, backend, date, ptrain_version;
   std::map<std::string, std::string> versions;  // driver and library versions
+  // GPU profiles: the PTRAIN_CUDNN_ATTENTION mode their bf16 attention ran under (off also where
+  // cuDNN was not there: ptrain's own kernels); unset in CPU profiles and GPU ones before 2026-11-28.
+  std::optional<kernels::CudnnAttentionMode> cudnn_attention;
   bool quick = false;
   // CPU profiles: the threads each op ran on and the machine's cores; a rank of a job with more
   // ranks per host runs on fewer (compute_time.h scales for it).
@@ -101,6 +105,11 @@ struct MeasuredProfile {
   std::optional<Transfer> transfer;                          // read for another GPU than it measured
   bool built_in = false;  // compiled into the binary (builtin_profile.h); never in a file
 };
+
+// Where the attention kernels a bf16 job runs with `mode` are not the ones `profile` timed (cuDNN's
+// or ptrain's own, cuDNN's fast or deterministic backward; auto counts as fast, which it is at most):
+// what the step time then misses, in words. Empty where they agree or the profile does not say.
+std::string attention_mismatch(const MeasuredProfile& profile, kernels::CudnnAttentionMode mode);
 
 // What a step time predicted with `profile` (nullptr: peak x 60%) is worth, in words: the profile's
 // checked accuracy, or that it has none, or how far a transferred profile or peak x 60% was

@@ -232,6 +232,25 @@ class ValidateBadInput(unittest.TestCase):
         self.assertEqual(deterministic - fast, b * h * t * t * 2 - b * t * h * d * 4)
         self.assertEqual(fast - off, b * t * h * (d + 1) * 4)
 
+    def test_a_profile_of_other_attention_kernels_is_named(self):
+        # The built-in H100 profile timed cuDNN's attention (fast); ptrain's own kernels (off) take
+        # 1.3-3.5x its time from seq 1024, so validate says so, and not with a profile of those kernels.
+        def warnings(mode, *args):
+            r = ptrain("validate", config("gpt2-124m"), *args, env={"PTRAIN_CUDNN_ATTENTION": mode})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return [line for line in r.stderr.splitlines() if "PTRAIN_CUDNN_ATTENTION" in line]
+        self.assertEqual(warnings(""), [])
+        self.assertEqual(warnings("fast"), [])
+        off = warnings("off")
+        self.assertEqual(len(off), 1, off)
+        self.assertIn("the profile timed cuDNN's attention (PTRAIN_CUDNN_ATTENTION=fast)", off[0])
+        self.assertIn("profiles/h100-sxm-own-attention.json", off[0])
+        own = ("--set", "cluster.profile=" + os.path.join(ROOT, "profiles", "h100-sxm-own-attention.json"))
+        self.assertEqual(warnings("off", *own), [])
+        self.assertEqual(len(warnings("auto", *own)), 1)
+        # fp32 never goes to cuDNN
+        self.assertEqual(warnings("off", "--set", "train.precision=fp32"), [])
+
     def test_offloaded_state_over_the_node_ram(self):
         # Llama 3 8B's optimizer state unsharded on 8 ranks a node: 8 x ~16 bytes a parameter.
         offload = ("--set", "parallel.offload=optimizer")

@@ -257,3 +257,24 @@ TEST_CASE("ring attention's hops hide behind (cp-1)/cp of the attention on a dev
   const pipeline::OpCosts gathered = plan::stage_op_costs(job.spec, device);
   CHECK(gathered.forward[0] == Approx(plan::stage_op_costs(job.spec, host).forward[0]));
 }
+
+TEST_CASE("the attention kernels a profile timed round-trip, and a job that runs others is told") {
+  using kernels::CudnnAttentionMode;
+  plan::MeasuredProfile p = ideal();
+  CHECK(plan::attention_mismatch(p, CudnnAttentionMode::Off).empty());  // the profile does not say
+  CHECK_FALSE(plan::from_json(plan::to_json(p)).cudnn_attention);
+  p.cudnn_attention = CudnnAttentionMode::Fast;
+  CHECK(plan::from_json(plan::to_json(p)).cudnn_attention == CudnnAttentionMode::Fast);
+  std::string text = plan::to_json(p);
+  CHECK_THROWS_WITH(plan::from_json(text.replace(text.find("\"fast\""), 6, "\"fastest\"")),
+                    Contains("cudnn_attention") && Contains("auto, fast, deterministic or off"));
+  CHECK(plan::attention_mismatch(p, CudnnAttentionMode::Fast).empty());
+  CHECK(plan::attention_mismatch(p, CudnnAttentionMode::Auto).empty());  // auto is fast at most
+  CHECK_THAT(plan::attention_mismatch(p, CudnnAttentionMode::Off),
+             Contains("timed cuDNN's attention (PTRAIN_CUDNN_ATTENTION=fast)") &&
+                 Contains("run ptrain's own attention kernels (off)"));
+  CHECK_THAT(plan::attention_mismatch(p, CudnnAttentionMode::Deterministic), Contains("deterministic backward"));
+  p.cudnn_attention = CudnnAttentionMode::Off;
+  CHECK(plan::attention_mismatch(p, CudnnAttentionMode::Off).empty());
+  CHECK_THAT(plan::attention_mismatch(p, CudnnAttentionMode::Auto), Contains("timed ptrain's own attention kernels"));
+}
