@@ -18,6 +18,7 @@
 #include "app/commands.h"
 #include "app/exit_codes.h"
 #include "app/job_loading.h"
+#include "app/run_record.h"
 #include "app/run_report.h"
 #include "app/worker_process.h"
 #include "engine/ckpt/checkpoint_error.h"
@@ -225,11 +226,13 @@ int run_training(const RunArgs& args) {
   }
   config::LoadResult job = load_job(args.job, env ? std::optional<int>(env->world) : args.nproc);
   // run refuses what validate refuses: beyond the rules, an unknown cluster.gpu or a job whose
-  // predicted memory exceeds the device's (the error names the breakdown and the nearest fit).
+  // predicted memory exceeds the device's (the error names the breakdown and the nearest fit); and,
+  // before a worker starts, what validate warns this engine does not execute yet.
   std::optional<plan::Estimate> est;
   if (job.ok()) {
     est = estimate_job(job);
     if (est) job.diags.errors.insert(job.diags.errors.end(), est->diags.errors.begin(), est->diags.errors.end());
+    for (config::Diagnostic& limit : engine_limit_warnings(job)) job.diags.errors.push_back(std::move(limit));
   }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) print_diagnostics(job.diags);  // once per job
   if (!job.ok()) {
@@ -248,6 +251,7 @@ int run_training(const RunArgs& args) {
       return kExitRuntimeFailure;
     }
   }
+  if (!env || env->rank == 0) record_run_job(args.job.job_path, args.job.overrides, job.spec.logging.metrics);
   return train(args, job.spec, env, est, started);
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -69,7 +70,12 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
   std::ostringstream text;
   text << in.rdbuf();
   if (!in) {
-    job.diags.errors.push_back(job.at("cluster.profile", "cannot read the profile " + path,
+    // Like the data paths, a relative one is read from where ptrain runs.
+    const std::filesystem::path file(path);
+    const std::string where =
+        file.is_relative() ? " (relative to the working directory, " + std::filesystem::current_path().string() + ")" : "";
+    job.diags.errors.push_back(job.at("cluster.profile", "cannot read the profile " + path + where,
+                                      "run from the directory the path is relative to, give its absolute path, or "
                                       "measure one with `ptrain profile --out " + path + "`"));
     return std::nullopt;
   }

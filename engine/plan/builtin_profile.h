@@ -1,7 +1,7 @@
 // The profile validate, plan and schedule time a GPU job with when its cluster.profile names none:
 // profiles/h100-sxm.json, compiled into the binary (the measured H100 profile, checked against runs
 // on the H100: its `accuracy`), carried to the job's GPU when that is another (profile_transfer.h).
-// A fixed fraction of peak, which this replaces as the default, was measured 1.46-2.07x optimistic
+// A fixed fraction of peak, which this replaces as the default, was measured 1.15-1.83x optimistic
 // on the same H100 runs; `cluster.profile: peak` still asks for it. CPU jobs have no built-in
 // profile: a CPU's is one machine's (its cores, its memory, its load), so they stay at peak x 60%
 // unless given one.

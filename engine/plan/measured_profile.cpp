@@ -394,8 +394,8 @@ std::string attention_mismatch(const MeasuredProfile& profile, kernels::CudnnAtt
 std::string expected_error(const MeasuredProfile* profile) {
   char text[512];
   if (profile == nullptr)
-    return "peak x 60% is optimistic: measured/predicted 1.46-2.07 on an H100 (6 jobs) and 1.45-5.24 on a 2-core "
-           "CPU (13 jobs; bench/results/2026-11-26-step-time-vs-validate*.json); give cluster.profile a `ptrain "
+    return "peak x 60% is optimistic: measured/predicted 1.15-1.83 on an H100 (6 jobs) and 1.53-5.42 on a 2-core "
+           "CPU (13 jobs; bench/results/2026-11-27-step-time-vs-validate*.json); give cluster.profile a `ptrain "
            "profile` of the machine";
   if (profile->transfer) {
     const Transfer& t = *profile->transfer;

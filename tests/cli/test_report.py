@@ -118,6 +118,36 @@ class Report(unittest.TestCase):
         makespan = re.compile(r"measured: step 6 \(tp 0, dp 0\), makespan ([\d.]+) s")
         self.assertLess(float(makespan.search(html).group(1)), float(makespan.search(host_html).group(1)))
 
+    def test_run_keeps_its_job_with_the_overrides_beside_its_metrics(self):
+        # A job file elsewhere, changed by --set: `ptrain run` writes RUN_DIR/job.yaml as it trained
+        # it, so a bare `ptrain report RUN_DIR` has the predictions. The job file itself is never
+        # rewritten: where job.yaml would be it, the overrides are named in a warning.
+        with tempfile.TemporaryDirectory() as d:
+            job = os.path.join(d, "elsewhere.yaml")
+            run_dir = os.path.join(d, "run")
+            with open(job, "w") as f:
+                f.write(JOB.replace("RUN", run_dir).replace(", trace: " + run_dir + "/trace.json", ""))
+            sets = ["--set", "train.steps=2", "--set", "parallel.pp=1", "--set", "cluster.gpus_per_node=1"]
+            r = ptrain("run", job, *sets)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            recorded = os.path.join(run_dir, "job.yaml")
+            with open(recorded) as f:
+                text = f.read()
+            self.assertTrue(text.startswith("# The job of this run: " + job + " --set train.steps=2"), text)
+            r = ptrain("validate", recorded, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["degrees"]["pp"], 1)
+            r = ptrain("report", run_dir)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(run_dir, "report.html")) as f:
+                self.assertIn("validate's step", f.read())
+            shutil.copy(job, recorded)
+            r = ptrain("run", recorded, *sets)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("is the job file, so the run's --set overrides are not recorded", r.stderr)
+            with open(recorded) as f, open(job) as g:
+                self.assertEqual(f.read(), g.read())
+
     def test_without_job_or_trace_the_page_says_what_is_missing(self):
         with tempfile.TemporaryDirectory() as d:
             metrics = os.path.join(d, "m.jsonl")

@@ -1,0 +1,18 @@
+// The job a run trained, kept beside its metrics: `ptrain run` writes the job file with its --set
+// overrides applied (config::yaml_with_values) as job.yaml in logging.metrics' directory, where
+// `ptrain report RUN_DIR` reads it for the run's predictions. Rank 0 only; a failure to write it is
+// a warning (the run itself does not need it).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ptrain::app {
+
+// `job_path` and `overrides`: as given to `ptrain run`; `metrics_path`: logging.metrics (nothing is
+// written when it is empty). The job file itself is never replaced: when job.yaml would be it, the
+// overrides (if any) are named in a warning instead.
+void record_run_job(const std::string& job_path, const std::vector<std::string>& overrides,
+                    const std::string& metrics_path);
+
+}  // namespace ptrain::app
