@@ -87,6 +87,15 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
                                       "measure it again with `ptrain profile`"));
     return std::nullopt;
   }
+  // The tables of the job's element type: the rest are read through them.
+  const char* element = plan::element_name(job.spec.train.precision == config::Precision::Bf16);
+  if (profile.gemm.count(element) == 0) {
+    job.diags.errors.push_back(job.at("cluster.profile",
+                                      path + " measured no " + element + " kernels, and train.precision is " +
+                                          config::to_string(job.spec.train.precision),
+                                      "measure the profile again with `ptrain profile` (it times both)"));
+    return std::nullopt;
+  }
   // A CPU's profile and a GPU's do not mix; a profile of another GPU is carried to this one by
   // datasheet ratios, and one of a GPU without an entry here is read as measured, with a warning.
   const bool measured_a_cpu = profile.backend == "cpu";

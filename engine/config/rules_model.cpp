@@ -42,6 +42,16 @@ void check_heads(LoadContext& ctx) {
               cat("use hidden ", nearby_multiples(m.hidden, m.heads), ", or heads dividing ", m.hidden, ": ",
                   list_numbers(divisors(m.hidden))));
   }
+  // RoPE rotates pairs of a head's channels (llama, mixtral).
+  if (!ctx.any_bad({"model.hidden", "model.heads", "model.arch"}) && m.arch != Arch::Gpt2 &&
+      m.hidden % m.heads == 0 && (m.hidden / m.heads) % 2 != 0) {
+    std::vector<std::int64_t> even;
+    for (const std::int64_t h : divisors(m.hidden))
+      if ((m.hidden / h) % 2 == 0) even.push_back(h);
+    ctx.error("model.heads",
+              cat("head dim hidden/heads = ", m.hidden / m.heads, " is odd: RoPE rotates pairs of a head's channels"),
+              even.empty() ? std::string("use an even model.hidden") : cat("use heads in ", list_numbers(even)));
+  }
   check_cuda_head_dim(ctx);
   if (!ctx.any_bad({"model.heads", "parallel.tp"}) && m.heads % tp != 0) {
     ctx.error("model.heads",

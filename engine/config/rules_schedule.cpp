@@ -153,6 +153,7 @@ void resolve_layers(LoadContext& ctx) {
 }
 
 constexpr int kMaxMicrobatches = 16384;
+constexpr std::int64_t kMaxScheduledChunks = 1 << 20;
 
 void resolve_microbatches(LoadContext& ctx) {
   JobSpec& spec = ctx.spec();
@@ -169,16 +170,34 @@ void resolve_microbatches(LoadContext& ctx) {
                   ", or change micro_batch"));
     return;
   }
-  t.microbatches = static_cast<int>(t.global_batch / per_microbatch);
-  if (t.microbatches > kMaxMicrobatches) {
-    // validate simulates every microbatch of the schedule; beyond this the step is better served
-    // by a larger micro_batch anyway.
+  const std::int64_t microbatches = t.global_batch / per_microbatch;
+  // validate simulates every microbatch of the schedule; beyond this the step is better served
+  // by a larger micro_batch anyway.
+  const std::int64_t least_micro_batch =
+      (t.global_batch + saturating_product({spec.parallel.dp, kMaxMicrobatches}) - 1) /
+      saturating_product({spec.parallel.dp, kMaxMicrobatches});
+  if (microbatches > kMaxMicrobatches) {
     ctx.error("train.global_batch",
-              cat("global_batch/(micro_batch*dp) = ", t.microbatches, " microbatches per step; at most ",
+              cat("global_batch/(micro_batch*dp) = ", microbatches, " microbatches per step; at most ",
                   kMaxMicrobatches, " are supported"),
-              cat("raise train.micro_batch to ", (t.microbatches + kMaxMicrobatches - 1) / kMaxMicrobatches,
-                  " or more, or raise the data-parallel degree"));
+              cat("raise train.micro_batch to ", least_micro_batch, " or more, or raise the data-parallel degree"));
     return;
+  }
+  t.microbatches = static_cast<int>(microbatches);
+  // Every chunk of every microbatch is an op of the schedule that validate, plan and schedule
+  // simulate and check (about 0.6 GB and a second at the limit).
+  if (!ctx.any_bad({"parallel.pp", "schedule.virtual_stages"}) &&
+      saturating_product({pp, spec.schedule.virtual_stages}) <= kMaxPipelineStages) {  // else said there
+    const std::int64_t chunks = saturating_product({pp, spec.schedule.virtual_stages, t.microbatches});
+    if (chunks > kMaxScheduledChunks) {
+      ctx.error("train.global_batch",
+                cat("pp*virtual_stages*microbatches = ", spelled_product({pp, spec.schedule.virtual_stages,
+                                                                          t.microbatches}),
+                    " chunks of microbatches to schedule; at most ", kMaxScheduledChunks,
+                    " are supported"),
+                "raise train.micro_batch or the data-parallel degree, or use fewer pipeline stages");
+      return;
+    }
   }
   if (ctx.any_bad({"schedule.kind", "parallel.pp"})) return;
   const ScheduleKind kind = spec.schedule.kind;

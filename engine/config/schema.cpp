@@ -7,6 +7,9 @@ namespace ptrain::config {
 namespace {
 
 constexpr std::string_view kDegreeFix = "degrees are at least 1 (1 turns the axis off)";
+constexpr std::int64_t kMaxExperts = 1 << 12;
+// A year: a longer wait is a hang, and in nanoseconds (Gloo's and NCCL's unit) it overflows int64.
+constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
 
 MoeSpec& moe_of(JobSpec& spec) {
   if (!spec.model.moe) spec.model.moe.emplace();
@@ -34,8 +37,9 @@ void read_dp(ValueReader& r, JobSpec& s) {
 }
 
 constexpr SchemaEntry kMoeEntries[] = {
-    {"experts", [](ValueReader& r, JobSpec& s) { r.integer(moe_of(s).experts, 1); }},
-    {"top_k", [](ValueReader& r, JobSpec& s) { r.integer(moe_of(s).top_k, 1); }},
+    // Beyond DeepSeek-V3's 256 and Kimi K2's 384 with room: validate lays out every expert's tensors.
+    {"experts", [](ValueReader& r, JobSpec& s) { r.integer(moe_of(s).experts, 1, kMaxExperts); }},
+    {"top_k", [](ValueReader& r, JobSpec& s) { r.integer(moe_of(s).top_k, 1, kMaxExperts); }},
     {"capacity_factor",
      [](ValueReader& r, JobSpec& s) { r.number(moe_of(s).capacity_factor, NumberRange::positive()); }},
     {"aux_loss_coef",
@@ -53,7 +57,11 @@ constexpr SchemaEntry kModelEntries[] = {
     {"vocab", [](ValueReader& r, JobSpec& s) { r.integer(s.model.vocab, 1); }},
     {"seq_len", [](ValueReader& r, JobSpec& s) { r.integer(s.model.seq_len, 1); }},
     {"norm_eps", [](ValueReader& r, JobSpec& s) { r.number(s.model.norm_eps, NumberRange::positive()); }},
-    {"rope_theta", [](ValueReader& r, JobSpec& s) { r.number(s.model.rope_theta, NumberRange::positive()); }},
+    // RoPE's base: the frequencies theta^(-2i/D) fall with i only above 1 (and run in fp32).
+    {"rope_theta",
+     [](ValueReader& r, JobSpec& s) {
+       r.number(s.model.rope_theta, NumberRange{{1, false}, NumberRange::Bound{1e30, true}});
+     }},
     {"tie_embeddings", [](ValueReader& r, JobSpec& s) { r.boolean(s.model.tie_embeddings); }},
     {"moe", nullptr, &kMoe},
 };
@@ -149,7 +157,10 @@ constexpr SchemaEntry kLoggingEntries[] = {
 constexpr Section kLogging{"logging", kLoggingEntries};
 
 constexpr SchemaEntry kCommEntries[] = {
-    {"timeout_s", [](ValueReader& r, JobSpec& s) { r.number(s.comm.timeout_s, NumberRange::positive()); }},
+    {"timeout_s",
+     [](ValueReader& r, JobSpec& s) {
+       r.number(s.comm.timeout_s, NumberRange{{0, false}, NumberRange::Bound{kMaxTimeoutSeconds, true}});
+     }},
 };
 constexpr Section kComm{"comm", kCommEntries};
 

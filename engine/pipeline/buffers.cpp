@@ -72,7 +72,7 @@ std::vector<RankBuffers> rank_buffers(const Schedule& s) {
   std::vector<RankBuffers> out(at(pp));
   std::vector<std::vector<int>> known(at(pp), std::vector<int>(at(pp), -1));
   std::vector<std::vector<std::vector<int>>> known_at_send(
-      at(pp));                                    // [rank][index]: known[rank] when it sent
+      at(pp));                                    // [rank][index]: known[rank] when it sent, until received
   std::vector<std::vector<int>> pending(at(pp));  // sends not yet known over
   std::vector<int> next(at(pp), 0);
   for (int r = 0; r < pp; ++r) {
@@ -94,7 +94,9 @@ std::vector<RankBuffers> rank_buffers(const Schedule& s) {
         if (is_recv(in.op)) {
           const int sent_at = partner[at(r)][at(i)];
           if (next[at(in.peer)] <= sent_at) break;  // its send has not run yet
-          const std::vector<int>& theirs = known_at_send[at(in.peer)][at(sent_at)];
+          // Read once, by this receive: freed here, the clocks held are only those of messages in
+          // flight (a clock per send of the step would be pp^2 x microbatches integers).
+          std::vector<int> theirs = std::move(known_at_send[at(in.peer)][at(sent_at)]);
           for (int q = 0; q < pp; ++q) known[at(r)][at(q)] = std::max(known[at(r)][at(q)], theirs[at(q)]);
         }
         known[at(r)][at(r)] = i;

@@ -1,5 +1,6 @@
 #include "engine/pipeline/checker.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <tuple>
@@ -269,11 +270,14 @@ void check_execution(const Schedule& s, Problems& problems) {
   // Runs instructions [begin, end) of the rank's list if every receive among them has its message.
   auto run = [&](int rank, size_t begin, size_t end) {
     const auto& list = s.ranks[rank];
-    std::vector<int> wanted(sent.size(), 0);
+    // Receives so far of this step, by channel: a pair has a few, and there are 2 pp^2 channels.
+    std::vector<std::pair<int, int>> wanted;
     for (size_t i = begin; i < end; ++i) {
       if (!is_recv(list[i].op)) continue;
       const int c = detail::channel_of(list[i], rank, s.pp);
-      if (sent[c] - received[c] == wanted[c]++) {  // blocks until the sender gets there
+      auto it = std::find_if(wanted.begin(), wanted.end(), [c](const auto& w) { return w.first == c; });
+      if (it == wanted.end()) it = wanted.insert(wanted.end(), {c, 0});
+      if (sent[c] - received[c] == it->second++) {  // blocks until the sender gets there
         waiting[rank] = i;
         return false;
       }

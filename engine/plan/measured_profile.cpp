@@ -92,6 +92,10 @@ const auto& table(const Map& map, const std::string& key, const char* what) {
 }
 
 // Reading: every failure names the field.
+// Bounds on what a profile may say, so that no estimate made from it overflows: an op of a day, an
+// exabyte, a machine a thousand times off its tables.
+constexpr double kMaxSeconds = 86400, kMaxBytes = 1e18, kMaxComputeScale = 1e3;
+
 [[noreturn]] void bad(const std::string& field, const std::string& why) {
   throw std::invalid_argument("profile field " + field + ": " + why);
 }
@@ -116,16 +120,17 @@ std::vector<double> seconds(const json& j, const std::string& field, const std::
     bad(path + field, "must list " + std::to_string(count) + " times, one per grid point");
   std::vector<double> out;
   for (const json& x : v) {
-    if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>()))
-      bad(path + field, "times must be positive seconds");
+    if (!x.is_number() || !(x.get<double>() > 0) || !(x.get<double>() <= kMaxSeconds))
+      bad(path + field, "times must be positive seconds, at most a day");
     out.push_back(x.get<double>());
   }
   return out;
 }
-double positive_number(const json& j, const std::string& field, const std::string& path) {
+// A positive number up to `most`: seconds (kMaxSeconds), bytes (kMaxBytes), a scale.
+double positive_number(const json& j, const std::string& field, const std::string& path, double most) {
   const json& v = member(j, field, path);
-  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-    bad(path + field, "must be a positive number");
+  if (!v.is_number() || !(v.get<double>() > 0) || !(v.get<double>() <= most))
+    bad(path + field, "must be a positive number, at most " + json(most).dump());
   return v.get<double>();
 }
 double non_negative_number(const json& j, const std::string& field, const std::string& path) {
@@ -167,7 +172,8 @@ CollectiveTable read_collectives(const json& c) {
     if (!list.is_array() || list.empty()) bad(path, "must be a non-empty list of points");
     auto& points = t.points[name];
     for (const json& point : list) {
-      const double bytes = positive_number(point, "bytes", path + "."), seconds = positive_number(point, "seconds", path + ".");
+      const double bytes = positive_number(point, "bytes", path + ".", kMaxBytes),
+                   seconds = positive_number(point, "seconds", path + ".", kMaxSeconds);
       if (!points.empty() && bytes <= points.back().first) bad(path, "bytes must ascend");
       points.emplace_back(bytes, seconds);
     }
@@ -339,8 +345,9 @@ MeasuredProfile from_json(const std::string& source) {
     const std::string path = "memory." + family;
     if (!list.is_array() || list.empty()) bad(path, "must be a non-empty list of points");
     for (const json& m : list) {
-      const MemoryPoint point{positive_number(m, "bytes", path + "."), positive_number(m, "forward_s", path + "."),
-                              positive_number(m, "backward_s", path + ".")};
+      const MemoryPoint point{positive_number(m, "bytes", path + ".", kMaxBytes),
+                              positive_number(m, "forward_s", path + ".", kMaxSeconds),
+                              positive_number(m, "backward_s", path + ".", kMaxSeconds)};
       if (!p.memory[family].empty() && point.bytes <= p.memory[family].back().bytes) bad(path, "bytes must ascend");
       p.memory[family].push_back(point);
     }
@@ -348,10 +355,13 @@ MeasuredProfile from_json(const std::string& source) {
   if (j.contains("collectives")) p.collectives = read_collectives(j["collectives"]);
   if (j.contains("calibration")) {
     const json& c = j["calibration"];
-    p.calibration = Calibration{text(c, "job", "calibration."), positive_number(c, "measured_step_s", "calibration."),
-                                positive_number(c, "predicted_compute_s", "calibration."),
-                                positive_number(c, "compute_scale", "calibration."),
+    p.calibration = Calibration{text(c, "job", "calibration."),
+                                positive_number(c, "measured_step_s", "calibration.", kMaxSeconds),
+                                positive_number(c, "predicted_compute_s", "calibration.", kMaxSeconds),
+                                positive_number(c, "compute_scale", "calibration.", kMaxComputeScale),
                                 c.contains("job_yaml") ? text(c, "job_yaml", "calibration.") : std::string()};
+    if (p.calibration->compute_scale < 1 / kMaxComputeScale)
+      bad("calibration.compute_scale", "must be at least " + json(1 / kMaxComputeScale).dump());
   }
   if (j.contains("accuracy")) {
     const json& a = j["accuracy"];

@@ -710,6 +710,12 @@ class Profile(unittest.TestCase):
         r = ptrain("validate", job, "--set", "cluster.profile=nonexistent/p.json")  # from ROOT
         self.assertEqual(r.returncode, 2)
         self.assertIn("nonexistent/p.json (relative to the working directory, " + ROOT + ")", r.stderr)
+        with open(os.path.join(ROOT, "profiles", "cpu.json")) as f:
+            profile = json.load(f)
+        del profile["gemm"]["f32"]  # TINY trains in fp32
+        r = ptrain("validate", job, "--set", "cluster.profile=" + write_temp(json.dumps(profile), suffix=".json"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("measured no f32 kernels, and train.precision is fp32", r.stderr)
         broken = write_temp('{"schema": "ptrain.profile.v2", "device": "x"}', suffix=".json")
         r = ptrain("validate", job, "--set", "cluster.profile=" + broken)
         self.assertEqual(r.returncode, 2)

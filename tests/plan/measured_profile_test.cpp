@@ -110,6 +110,14 @@ TEST_CASE("the profile file round-trips, and a bad one names its field") {
   plan::MeasuredProfile short_list = p;
   short_list.gemm["bf16"].weight_grad_s.pop_back();
   CHECK_THROWS_WITH(plan::from_json(plan::to_json(short_list)), Contains("gemm.bf16.weight_grad_s"));
+  plan::MeasuredProfile days = p;  // no estimate from a profile overflows: an op takes at most a day
+  days.gemm["f32"].forward_s.back() = 1e300;
+  CHECK_THROWS_WITH(plan::from_json(plan::to_json(days)), Contains("gemm.f32.forward_s") && Contains("at most a day"));
+  plan::MeasuredProfile scaled = p;
+  scaled.calibration = plan::Calibration{"job", 1, 1, 1e300, ""};
+  CHECK_THROWS_WITH(plan::from_json(plan::to_json(scaled)), Contains("calibration.compute_scale"));
+  scaled.calibration->compute_scale = 1e-300;
+  CHECK_THROWS_WITH(plan::from_json(plan::to_json(scaled)), Contains("calibration.compute_scale"));
   plan::MeasuredProfile no_rope = p;
   no_rope.memory.erase("rope/bf16");
   CHECK_THROWS_WITH(plan::from_json(plan::to_json(no_rope)), Contains("memory.rope/bf16") && Contains("missing"));
