@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <cerrno>
 #include <cstdlib>
 #include <cstdio>
 #include <optional>
@@ -54,12 +55,30 @@ void mask_stop_signals(int how) {
   pthread_sigmask(how, &set, nullptr);
 }
 
-// OMP_NUM_THREADS when set (the usual knob), else the cores of this machine shared by its ranks.
-int cpu_threads(int local_ranks) {
-  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
+// OMP_NUM_THREADS, the usual knob: a whole number of threads per rank, up to a bound past any
+// machine's cores (OpenMP's runtime crashes on a team of 100,000); nullopt when unset or empty,
+// false after saying why when it is anything else.
+constexpr int kMaxCpuThreads = 4096;
+bool omp_threads(std::optional<int>& threads) {
+  const char* text = std::getenv("OMP_NUM_THREADS");
+  threads.reset();
+  if (text == nullptr || *text == '\0') return true;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || n < 1 || n > kMaxCpuThreads) {
+    std::fprintf(stderr, "error: OMP_NUM_THREADS must be a whole number of threads per rank in [1, %d], got '%s'\n",
+                 kMaxCpuThreads, text);
+    return false;
   }
+  threads = static_cast<int>(n);
+  return true;
+}
+
+// OMP_NUM_THREADS when set (checked by run_training), else the cores of this machine shared by its ranks.
+int cpu_threads(int local_ranks) {
+  std::optional<int> threads;
+  if (omp_threads(threads) && threads) return *threads;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, local_ranks));
 }
@@ -219,6 +238,7 @@ int run_training(const RunArgs& args) {
   const auto started = std::chrono::steady_clock::now();
   std::optional<dist::WorkerEnv> env;
   if (!detect_worker(env)) return kExitBadInput;
+  if (std::optional<int> threads; !omp_threads(threads)) return kExitBadInput;
   if (env && args.nproc && *args.nproc != env->world) {
     std::fprintf(stderr, "error: --nproc %d, but the %s launcher started %d ranks\n", *args.nproc,
                  env->launcher.c_str(), env->world);
@@ -267,7 +287,7 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "Environment: MASTER_ADDR, MASTER_PORT (where rank 0 hosts the rendezvous store; default 127.0.0.1 and\n"
       "a free port locally), PTRAIN_JOB_TOKEN (shared secret every connection to the store must present;\n"
       "random per local launch; a torchrun-style launch must set one, the same on every rank, unless\n"
-      "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank; default cores / local ranks),\n"
+      "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank, 1-4096; default cores / local ranks),\n"
       "PTRAIN_CUDNN_ATTENTION=auto|fast|deterministic|off (BF16 attention on CUDA: cuDNN where it is faster,\n"
       "the default; cuDNN wherever it can; cuDNN's bitwise-repeatable backward; ptrain's own kernels; validate\n"
       "counts its memory), PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");

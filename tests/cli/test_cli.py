@@ -220,6 +220,17 @@ class ValidateBadInput(unittest.TestCase):
                 self.assertIn("PTRAIN_CUDNN_ATTENTION: must be auto, fast, deterministic or off, got 'fastest'", r.stderr)
                 self.assertNotIn("internal error", r.stderr)
 
+    def test_a_bad_thread_count_is_refused_before_any_rank_starts(self):
+        # OpenMP's runtime crashed (SIGSEGV) on a team of 100,000 threads; "4x" read as 4 before.
+        for value in ("100000", "0", "4x", "abc"):
+            with self.subTest(value):
+                r = ptrain("run", config("tiny-cpu"), "--set", "train.steps=1", "--nproc", "2",
+                           env={"OMP_NUM_THREADS": value})
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(f"OMP_NUM_THREADS must be a whole number of threads per rank in [1, 4096], got '{value}'",
+                              r.stderr)
+                self.assertNotIn("rank", r.stderr.replace("threads per rank", ""))
+
     def test_the_cudnn_attention_mode_sets_the_predicted_memory(self):
         # A GPU bf16 job: deterministic's dP workspace (B x Hq x T x T bf16) in place of fast's fp32 dQ
         # accumulator (B x T x Hq x D); off (ptrain's own kernels) needs neither, nor the row sums.
