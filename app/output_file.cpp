@@ -1,6 +1,7 @@
 #include "app/output_file.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 namespace ptrain::app {
@@ -11,6 +12,13 @@ bool write_output_file(const std::string& path, const std::string& text) {
   out.close();
   if (!out) std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
   return static_cast<bool>(out);
+}
+
+bool replaceable_path(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  return status.type() == std::filesystem::file_type::not_found ||
+         status.type() == std::filesystem::file_type::regular;
 }
 
 }  // namespace ptrain::app

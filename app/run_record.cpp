@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <stdexcept>
 #include <system_error>
 
+#include "app/output_file.h"
+#include "engine/ckpt/file_io.h"
 #include "engine/config/loader.h"
 #include "engine/config/yaml_edit.h"
 
@@ -31,16 +33,12 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
   std::string record = "# The job of this run: " + job_path;
   for (const std::string& o : overrides) record += " --set " + o;
   record += "\n# (written by `ptrain run`; `ptrain report` reads it)\n" + config::yaml_with_values(*text, overrides);
-  // Written whole, then renamed over the old one: a reader never sees half a file.
-  const fs::path partial = fs::path(target).concat(".partial");
-  fs::create_directories(target.parent_path(), ec);
-  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-  out << record;
-  out.close();
-  if (out) fs::rename(partial, target, ec);
-  if (!out || ec) {
-    fs::remove(partial, ec);
-    std::fprintf(stderr, "warning: cannot write %s: `ptrain report` will need --job\n", target.c_str());
+  fs::create_directories(target.parent_path(), ec);  // as the metrics log does; a failure shows below
+  try {
+    if (!replaceable_path(target.string())) throw std::runtime_error("not a regular file");
+    ckpt::write_file_atomically(target.string(), record);  // a reader never sees half a file
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: cannot write %s (%s): `ptrain report` will need --job\n", target.c_str(), e.what());
   }
 }
 

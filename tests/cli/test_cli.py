@@ -5,6 +5,7 @@ import os
 import re
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -505,6 +506,13 @@ class Plan(unittest.TestCase):
             self.assertEqual(f.read(), "keep: me\n")
         self.assertEqual(ptrain("plan", config("tiny-cpu"), "--gpus", "4", "--out", out, "--force").returncode, 0)
         self.assertEqual(ptrain("plan", config("tiny-cpu"), "--gpus", "4", "--out", out).returncode, 0)
+        # never what is not a regular file, --force or not (as root a rename replaced /dev/null)
+        fifo = os.path.join(SCRATCH.name, "plan.fifo")
+        os.mkfifo(fifo)
+        r = ptrain("plan", config("tiny-cpu"), "--gpus", "4", "--out", fifo, "--force")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(fifo + " is not a regular file; not replacing it", r.stderr)
+        self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
 
     def test_bad_input(self):
         cases = [
