@@ -2,6 +2,7 @@
 // self-contained HTML page of a run (inline SVG and CSS, no script, nothing fetched): loss and
 // validation loss, tokens/s and MFU, step time and memory against validate's predictions, and the
 // measured pipeline of a step beside the simulated schedule when the run wrote a trace.
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -57,6 +58,32 @@ Inputs locate(const ReportArgs& args) {
   return in;
 }
 
+// What is wrong with a metrics row, as `ptrain run` writes them (train/metrics.cpp); empty if
+// nothing. A number may be null where the run wrote a NaN; fields it does not know are left alone.
+std::string row_problem(const nlohmann::json& row) {
+  if (row.is_discarded() || !row.is_object()) return "not a JSON object";
+  const auto step = row.find("step");
+  if (step == row.end() || !step->is_number_integer() || step->get<std::int64_t>() < 0 ||
+      step->get<std::int64_t>() > (std::int64_t{1} << 53))
+    return "\"step\" must be a whole number of steps";
+  for (const char* key : {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu", "step_s", "memory_bytes",
+                          "device_memory_peak_bytes", "pipeline_idle", "optimizer_s", "compute_s"}) {
+    const auto v = row.find(key);
+    if (v != row.end() && !v->is_number() && !v->is_null()) return std::string("\"") + key + "\" must be a number";
+  }
+  if (const auto idle = row.find("pipeline_idle"); idle != row.end() && idle->is_number() &&
+                                                    !(idle->get<double>() >= 0 && idle->get<double>() <= 1))
+    return "\"pipeline_idle\" must be a fraction in [0, 1]";
+  for (const char* key : {"comm_bytes", "comm_s"}) {
+    const auto v = row.find(key);
+    if (v == row.end()) continue;
+    if (!v->is_object()) return std::string("\"") + key + "\" must be an object of numbers by axis";
+    for (const auto& [axis, value] : v->items())
+      if (!value.is_number()) return std::string("\"") + key + "." + axis + "\" must be a number";
+  }
+  return {};
+}
+
 std::optional<std::vector<nlohmann::json>> read_metrics(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
@@ -69,9 +96,9 @@ std::optional<std::vector<nlohmann::json>> read_metrics(const std::string& path)
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
     nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.is_object() || !row.contains("step") || !row["step"].is_number()) {
-      std::fprintf(stderr, "error: %s:%d: not a metrics row (one JSON object with a \"step\" a line)\n", path.c_str(),
-                   number);
+    if (const std::string problem = row_problem(row); !problem.empty()) {
+      std::fprintf(stderr, "error: %s:%d: not a metrics row of `ptrain run` (%s)\n", path.c_str(), number,
+                   problem.c_str());
       return std::nullopt;
     }
     rows.push_back(std::move(row));
@@ -149,7 +176,7 @@ int run_report(const ReportArgs& args) {
                 "<table id=\"summary\"><tr><th>steps</th><td>%lld</td></tr><tr><th>last loss</th><td>%.4f</td></tr>"
                 "<tr><th>median tokens/s</th><td>%.0f</td></tr><tr><th>median MFU</th><td>%.1f%%</td></tr>"
                 "<tr><th>median step</th><td>%.4f s</td></tr>",
-                static_cast<long long>(last["step"].get<std::int64_t>()), last.value("loss", 0.0),
+                static_cast<long long>(last["step"].get<std::int64_t>()), last.contains("loss") && last["loss"].is_number() ? last["loss"].get<double>() : std::nan(""),
                 median_of(*rows, "tokens_per_s"), 100 * median_of(*rows, "mfu"), median_of(*rows, "step_s"));
   page << line;
   if (estimate) {

@@ -170,6 +170,21 @@ class Report(unittest.TestCase):
             r = ptrain("report", bad)
             self.assertEqual(r.returncode, 2)
             self.assertIn(f"{bad}:2: not a metrics row", r.stderr)
+            for row, why in (('{"step": -1}', '"step" must be a whole number'),
+                             ('{"step": 1.5}', '"step" must be a whole number'),
+                             ('{"step": 1, "loss": "x"}', '"loss" must be a number'),
+                             ('{"step": 1, "pipeline_idle": 5.0}', '"pipeline_idle" must be a fraction'),
+                             ('{"step": 1, "comm_bytes": "x"}', '"comm_bytes" must be an object'),
+                             ('{"step": 1, "comm_s": {"dp": "x"}}', '"comm_s.dp" must be a number')):
+                with self.subTest(row):
+                    with open(bad, "w") as f:
+                        f.write('{"step": 1, "loss": null}\n' + row + "\n")  # null: a NaN the run wrote
+                    r = ptrain("report", bad)
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn(f"{bad}:2: not a metrics row of `ptrain run` ({why}", r.stderr)
+            with open(bad, "w") as f:
+                f.write('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": null, "future_field": [1]}\n')
+            self.assertEqual(ptrain("report", bad, "--out", os.path.join(d, "r.html")).returncode, 0)
             with open(os.path.join(d, "trace.json"), "w") as f:
                 f.write("{")
             with open(bad, "w") as f:
