@@ -316,11 +316,13 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
   cmd->add_option("--gpus", args->gpus, "GPUs to plan for (whole nodes of cluster.gpus_per_node, or fewer)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--gpu", args->gpu, "Device kind (default: cluster.gpu): h100-sxm, h200, a100-80g, cpu");
+  cmd->add_option("--gpu", args->gpu, "Device kind (default: cluster.gpu): h100-sxm, h200, a100-80g, cpu")
+      ->check(non_empty());
   cmd->add_option("--top", args->top, "Rows in the ranking")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  cmd->add_option("--out", args->out, "Where to write the best layout (default: <job name>.plan.yaml here)");
+  cmd->add_option("--out", args->out, "Where to write the best layout (default: <job name>.plan.yaml here)")
+      ->check(non_empty());
   cmd->add_flag("--force", args->force, "Replace --out even if ptrain plan did not write it");
   cmd->add_flag("--json", args->json, "Print the ranking as one JSON object");
   CLI::Option* verify = cmd->add_option("--verify", args->verify,

@@ -210,7 +210,7 @@ void add_profile_command(CLI::App& cli, int& exit_code) {
   CLI::App* cmd = cli.add_subcommand(
       "profile", "Measure this machine with the engine's kernels and write a hardware profile (cluster.profile)");
   cmd->add_option("--backend", args->backend, "Kernels to measure")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--out", args->out, "Profile file to write (JSON)");
+  cmd->add_option("--out", args->out, "Profile file to write (JSON)")->check(non_empty());
   cmd->add_flag("--quick", args->quick, "Coarser grids and fewer repeats (under a minute on a CPU)");
   cmd->add_option("--nproc", args->nproc, "Also measure the collectives over N local ranks (Gloo, or NCCL on GPUs)")
       ->check(CLI::Range(1, 1024));

@@ -253,10 +253,12 @@ void add_report_command(CLI::App& cli, int& exit_code) {
       "schedule (with logging.trace). Reads RUN_DIR/metrics.jsonl, RUN_DIR/job.yaml and RUN_DIR/trace.json where\n"
       "the flags name none.");
   cmd->add_option("run", args->path, "A run directory, or the metrics JSONL file (logging.metrics)")->required();
-  cmd->add_option("--job", args->job.job_path, "The run's job file (default: RUN_DIR/job.yaml if there)");
+  cmd->add_option("--job", args->job.job_path, "The run's job file (default: RUN_DIR/job.yaml if there)")
+      ->check(non_empty());
   cmd->add_option("--set", args->job.overrides, "Override a job key as the run did, e.g. --set parallel.pp=2");
-  cmd->add_option("--trace", args->trace, "The run's trace (default: RUN_DIR/trace.json if there)");
-  cmd->add_option("--out", args->out, "Where to write the page (default: RUN_DIR/report.html)");
+  cmd->add_option("--trace", args->trace, "The run's trace (default: RUN_DIR/trace.json if there)")
+      ->check(non_empty());
+  cmd->add_option("--out", args->out, "Where to write the page (default: RUN_DIR/report.html)")->check(non_empty());
   cmd->callback([args, &exit_code] { exit_code = run_report(*args); });
 }
 

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -296,7 +297,7 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--stop-after-steps", args->stop_after_steps,
                   "Train this many steps, then checkpoint and exit 0 as on SIGTERM (time-limited allocations)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
   cmd->callback([args, &exit_code] { exit_code = run_training(*args); });
 }
 

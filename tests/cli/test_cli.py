@@ -221,6 +221,22 @@ class ValidateBadInput(unittest.TestCase):
                 self.assertIn("PTRAIN_CUDNN_ATTENTION: must be auto, fast, deterministic or off, got 'fastest'", r.stderr)
                 self.assertNotIn("internal error", r.stderr)
 
+    def test_empty_paths_and_out_of_range_flags_are_bad_input(self):
+        tiny = config("tiny-cpu")
+        for args, message in (
+                (("plan", tiny, "--gpus", "4", "--gpu", ""), "--gpu: must not be empty"),
+                (("plan", tiny, "--gpus", "4", "--out", ""), "--out: must not be empty"),
+                (("schedule", tiny, "--svg", ""), "--svg: must not be empty"),
+                (("schedule", tiny, "--trace", ""), "--trace: must not be empty"),
+                (("convert", tiny, "--init", "--to", ""), "--to: must not be empty"),
+                (("report", "runs", "--job", ""), "--job: must not be empty"),
+                (("validate", tiny, "--world", "2000000"), "not in range 1 to 1048576"),
+                (("run", tiny, "--stop-after-steps", "0"), "not in range 1 to 9223372036854775807")):
+            with self.subTest(args):
+                r = ptrain(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+
     def test_a_bad_thread_count_is_refused_before_any_rank_starts(self):
         # OpenMP's runtime crashed (SIGSEGV) on a team of 100,000 threads; "4x" read as 4 before.
         for value in ("100000", "0", "4x", "abc"):
