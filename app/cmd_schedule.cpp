@@ -33,6 +33,11 @@ bool write_file(const std::string& path, const std::string& text) {
 }
 
 int run_schedule(const ScheduleArgs& args) {
+  if (!args.svg_path.empty() && args.svg_path == args.trace_path) {
+    std::fprintf(stderr, "error: --svg and --trace both name %s: one would overwrite the other\n",
+                 args.svg_path.c_str());
+    return kExitBadInput;
+  }
   config::LoadResult job = load_job(args.job, args.world);
   const std::optional<plan::HardwareProfile> hw =
       job.ok() ? find_job_hardware(job) : std::optional<plan::HardwareProfile>();

@@ -228,6 +228,7 @@ class ValidateBadInput(unittest.TestCase):
                 (("plan", tiny, "--gpus", "4", "--out", ""), "--out: must not be empty"),
                 (("schedule", tiny, "--svg", ""), "--svg: must not be empty"),
                 (("schedule", tiny, "--trace", ""), "--trace: must not be empty"),
+                (("schedule", tiny, "--svg", "t.out", "--trace", "t.out"), "--svg and --trace both name t.out"),
                 (("convert", tiny, "--init", "--to", ""), "--to: must not be empty"),
                 (("report", "runs", "--job", ""), "--job: must not be empty"),
                 (("validate", tiny, "--world", "2000000"), "not in range 1 to 1048576"),
