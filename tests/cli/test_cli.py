@@ -889,7 +889,10 @@ class Checkpoints(unittest.TestCase):
         a_file = os.path.join(self.dir, "a-file")
         with open(a_file, "w") as f:
             f.write("x")
-        cases = [(a_file, "not a directory"), (os.path.join(a_file, "ckpt"), "cannot create")]
+        latest_a_directory = os.path.join(self.dir, "latest-a-directory")
+        os.makedirs(os.path.join(latest_a_directory, "latest"))  # the first save would fail, losing the steps
+        cases = [(a_file, "not a directory"), (os.path.join(a_file, "ckpt"), "cannot create"),
+                 (latest_a_directory, "latest: is a directory")]
         if os.geteuid() != 0:  # root writes into read-only directories
             read_only = os.path.join(self.dir, "read-only")
             os.mkdir(read_only, 0o555)
