@@ -156,7 +156,8 @@ struct HfTensors {
 std::vector<std::string> shard_files(const std::string& hf_dir) {
   std::error_code ec;
   const std::string index_path = join_path(hf_dir, "model.safetensors.index.json");
-  if (fs::is_regular_file(index_path, ec)) {
+  // exists, not is_regular_file: a named pipe or a directory there is refused by name on reading.
+  if (fs::exists(index_path, ec)) {
     const runtime::MappedFile bytes = map_file(index_path);
     const nlohmann::json index = parse_json_strict(
         std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),
@@ -173,7 +174,7 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
     }
     return files;
   }
-  if (fs::is_regular_file(join_path(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
+  if (fs::exists(join_path(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
   throw CheckpointError(
       hf_dir,
       "no model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read: "
@@ -359,7 +360,7 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
   std::error_code ec;
   if (!fs::is_directory(hf_dir, ec)) throw CheckpointError(hf_dir, "no such directory");
   const std::string config_path = join_path(hf_dir, "config.json");
-  if (!fs::is_regular_file(config_path, ec)) throw CheckpointError(hf_dir, "no config.json");
+  if (!fs::exists(config_path, ec)) throw CheckpointError(hf_dir, "no config.json");
   nlohmann::json cfg;
   {
     const runtime::MappedFile bytes = map_file(config_path);

@@ -907,6 +907,87 @@ class Checkpoints(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.join(self.dir, "metrics.jsonl")), "it trained")
 
 
+class NamedPipes(unittest.TestCase):
+    """A named pipe given where a file is read is bad input at once, naming it: opened the usual way it
+    would wait for a writer forever (and `ptrain run` holds its stop signals during start-up)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=SCRATCH.name)
+        self.ckpt = os.path.join(self.dir, "ckpt")
+        self.job = os.path.join(self.dir, "job.yaml")
+        with open(self.job, "w") as f:
+            f.write(CKPT_JOB.format(steps=2, ckpt=self.ckpt, dir=self.dir))
+
+    def fifo(self, name):
+        path = os.path.join(self.dir, name)
+        os.mkfifo(path)
+        return path
+
+    def assert_refused(self, r, path, kind="named pipe"):
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(path, r.stderr)
+        self.assertIn(kind, r.stderr)
+
+    def test_job_file_and_cluster_profile(self):
+        job = self.fifo("piped.yaml")
+        self.assert_refused(ptrain("validate", job, timeout=20), job)
+        profile = self.fifo("profile.json")
+        self.assert_refused(ptrain("validate", self.job, "--set", "cluster.profile=" + profile, timeout=20), profile)
+
+    def test_data(self):
+        shard = self.fifo("train_000.bin")
+        self.assert_refused(ptrain("run", self.job, "--set", "data.format=llmc", "--set", "data.train=" + shard,
+                                   timeout=20), shard)
+        self.fifo("docs.bin")
+        self.fifo("docs.idx")
+        r = ptrain("run", self.job, "--set", "data.format=megatron",
+                   "--set", "data.train=" + os.path.join(self.dir, "docs"), timeout=20)
+        self.assert_refused(r, os.path.join(self.dir, "docs."))
+
+    def test_checkpoint_files(self):
+        self.assertEqual(ptrain("run", self.job, timeout=60).returncode, 0)
+        rank_file = os.path.join(self.ckpt, "step_2", "rank_0.safetensors")
+        os.rename(rank_file, rank_file + ".saved")
+        os.mkfifo(rank_file)
+        self.assert_refused(ptrain("run", self.job, "--set", "train.steps=4", timeout=20), rank_file)
+        self.assert_refused(ptrain("convert", self.job, "--from", self.ckpt, "--to-hf", os.path.join(self.dir, "hf"),
+                                   timeout=20), rank_file)
+        os.remove(rank_file)
+        os.rename(rank_file + ".saved", rank_file)
+        latest = os.path.join(self.ckpt, "latest")
+        os.remove(latest)
+        os.mkfifo(latest)
+        self.assert_refused(ptrain("run", self.job, "--set", "train.steps=4", timeout=20), latest, "not a regular file")
+
+    def test_hf_weights(self):
+        hf = os.path.join(self.dir, "hf")
+        self.assertEqual(ptrain("convert", self.job, "--init", "--to-hf", hf).returncode, 0)
+        for name in ("model.safetensors", "config.json"):
+            with self.subTest(name=name):
+                path = os.path.join(hf, name)
+                os.rename(path, path + ".saved")
+                os.mkfifo(path)
+                self.assert_refused(ptrain("convert", self.job, "--from-hf", hf, "--to",
+                                           os.path.join(self.dir, "ckpt-" + name), timeout=20), path)
+                self.assert_refused(ptrain("run", self.job, "--set", "checkpoint.load_hf=" + hf,
+                                           "--set", "checkpoint.dir=" + os.path.join(self.dir, "run-" + name),
+                                           timeout=20), path)
+                os.remove(path)
+                os.rename(path + ".saved", path)
+
+    def test_report_inputs(self):
+        metrics = self.fifo("metrics.jsonl")
+        self.assert_refused(ptrain("report", metrics, timeout=20), metrics)
+        run_dir = os.path.join(self.dir, "run")
+        os.mkdir(run_dir)
+        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+            f.write('{"step": 1, "loss": 2.0}\n')
+        for flag in ("--trace", "--job"):
+            with self.subTest(flag=flag):
+                path = self.fifo("input" + flag)
+                self.assert_refused(ptrain("report", run_dir, flag, path, timeout=20), path)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import test_script_main
