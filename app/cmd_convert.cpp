@@ -12,6 +12,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/dir_lock.h"
+#include "engine/ckpt/file_io.h"
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/model/param_registry.h"
@@ -66,6 +67,10 @@ int convert(const ConvertArgs& args) {
       lock.emplace(args.to);
       for (const std::string& w : lock->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
     }
+    // --to-hf: a path that cannot be a writable directory is bad input, said before any work.
+    if (!args.to_hf.empty())
+      ckpt::prepare_output_directory(args.to_hf, "--to-hf",
+                                     " (fix: give --to-hf a directory that can be created and written)");
     model::ParamStore store = whole_model(spec);
     std::string source;
     std::int64_t step = 0;

@@ -327,9 +327,14 @@ HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec
       throw std::invalid_argument("export_hf needs the whole model on one rank; " + info.name +
                                   " is missing or sharded");
   }
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) throw CheckpointIoError(out_dir, "cannot create directory", ec.value());
+  // Bad input (exit 2) before anything is written; a write that fails after this is a runtime failure.
+  const std::string fix = " (fix: give a directory that can be created and written)";
+  prepare_output_directory(out_dir, "the HF output directory", fix);
+  for (const char* name : {"model.safetensors", "config.json"}) {
+    std::error_code ec;
+    if (fs::is_directory(join_path(out_dir, name), ec))
+      throw CheckpointError(join_path(out_dir, name), std::string("is a directory, where the export writes a file") + fix);
+  }
 
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");        // transformers refuses safetensors files without it

@@ -216,6 +216,21 @@ class HfExport(unittest.TestCase):
         self.assertIn("n_embd is 64", r.stderr)
         self.assertIn("model.hidden is 32", r.stderr)
 
+    def test_an_unwritable_hf_output_is_bad_input(self):
+        job = self.export("gpt2")
+        a_file = self.path("a-file")
+        with open(a_file, "w") as f:
+            f.write("x")
+        cases = [(a_file, "--to-hf is not a directory"), (os.path.join(a_file, "hf"), "cannot create")]
+        if os.geteuid() != 0:  # root writes into read-only directories
+            os.mkdir(self.path("read-only"), 0o555)
+            cases.append((self.path("read-only"), "--to-hf is not writable"))
+        for target, message in cases:
+            with self.subTest(target=target):
+                r = self.convert(job, "--from", self.path("ckpt"), "--to-hf", target, expect=2)
+                self.assertIn(target, r.stderr)
+                self.assertIn(message, r.stderr)
+
     def test_corrupt_checkpoint_is_bad_input(self):
         job = self.export("gpt2")
         rank_file = self.path("ckpt", "step_0", "rank_0.safetensors")

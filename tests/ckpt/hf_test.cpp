@@ -276,6 +276,18 @@ TEST_CASE("HF import reports missing, misshapen and unexpected tensors and confi
   }
 }
 
+TEST_CASE("HF export into a path that cannot be a writable directory is bad input", "[ckpt][hf]") {
+  TempDir tmp;
+  const config::ModelSpec m = tiny_gpt2();
+  const model::ParamStore store = make_store(m);
+  ckpt::testing::write_bytes(tmp / "a-file", "x");
+  CHECK_THAT(error_of([&] { export_hf(store, m, tmp / "a-file"); }), Catch::Contains("is not a directory"));
+  CHECK_THAT(error_of([&] { export_hf(store, m, tmp / "a-file/hf"); }), Catch::Contains("cannot create"));
+  fs::create_directories(tmp / "hf/config.json");
+  CHECK_THAT(error_of([&] { export_hf(store, m, tmp / "hf"); }),
+             Catch::Contains(tmp / "hf/config.json") && Catch::Contains("is a directory"));
+}
+
 TEST_CASE("HF import reads sharded checkpoints through model.safetensors.index.json", "[ckpt][hf]") {
   TempDir tmp;
   const config::ModelSpec m = tiny_llama();
