@@ -2,6 +2,7 @@
 // HF safetensors <-> ptrain checkpoint, for the job's model. The whole model is held in one process
 // (tp = pp = ep = 1), whatever layout the job trains with; checkpoints of any layout are read.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,22 @@ int bad_input(const std::string& message) {
   return kExitBadInput;
 }
 
+// --to writes step_0 and points `latest` at it: in a directory of training checkpoints the job's
+// next resume would start over from the converted weights and, saving on, prune the real ones.
+// Refused (exit 2) where `dir` holds any step directory or a `latest`; nothing there is touched.
+std::optional<std::string> holds_checkpoints(const std::string& dir) {
+  std::string found;
+  for (const std::int64_t step : ckpt::step_directories(dir))
+    found += (found.empty() ? "" : ", ") + ckpt::step_dir_name(step);
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(ckpt::join_path(dir, ckpt::kLatestName), ec)))
+    found += (found.empty() ? "" : ", ") + std::string(ckpt::kLatestName);
+  if (found.empty()) return std::nullopt;
+  return dir + " already holds checkpoints (" + found + "): convert --to writes step_0 and points `latest` at it, "
+         "so a job resuming from " + dir + " would start over from the converted weights (fix: give --to an empty "
+         "or new directory)";
+}
+
 // The whole model, on one rank.
 model::ParamStore whole_model(const config::JobSpec& spec) {
   return model::ParamStore(model::build_registry(spec.model), model::ShardCoords{});
@@ -66,6 +83,7 @@ int convert(const ConvertArgs& args) {
     if (!args.to.empty()) {
       lock.emplace(args.to);
       for (const std::string& w : lock->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      if (const auto refusal = holds_checkpoints(args.to)) return bad_input(*refusal);
     }
     // --to-hf: a path that cannot be a writable directory is bad input, said before any work.
     if (!args.to_hf.empty())

@@ -96,6 +96,9 @@ void remove_leftovers(const std::string& dir);
 std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlohmann::json& job_meta,
                             const nlohmann::json& state, const std::vector<TensorShard>& shards, int keep);
 
+// The steps of the step_<N> directories in `dir` (complete or not), newest first; none without `dir`.
+std::vector<std::int64_t> step_directories(const std::string& dir);
+
 // The newest complete checkpoint in `dir`: the step directory named by `latest` if it has a
 // manifest, else the highest step_<N> with a manifest; nullopt if there is none (or no `dir`).
 // Whatever it passes over is said in `warnings` (when given), one line each naming the directory or

@@ -359,6 +359,8 @@ TEST_CASE("finding the latest checkpoint says what it passes over and why", "[ck
   std::vector<std::string> w;
   CHECK(found(w) == dir + "/step_6");
   CHECK(w.empty());
+  CHECK(step_directories(dir) == std::vector<std::int64_t>{6, 4, 2});
+  CHECK(step_directories(dir + "/nowhere").empty());
 
   // The newest manifest deleted: step_4, and a warning naming step_6 and why.
   fs::remove(dir + "/step_6/manifest.json");

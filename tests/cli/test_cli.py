@@ -4,6 +4,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -872,9 +873,26 @@ class Checkpoints(unittest.TestCase):
         self.assertFalse(os.path.exists(self.manifest(0)))
         first.send_signal(signal.SIGTERM)
         self.assertEqual(first.wait(timeout=30), 0)
+        for name in os.listdir(self.ckpt):  # what it saved, aside: convert does not write among checkpoints
+            if name.startswith("step_") or name == "latest":
+                shutil.move(os.path.join(self.ckpt, name), os.path.join(self.dir, name))
         r = ptrain("convert", self.job(100000), "--init", "--to", self.ckpt)  # free again
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.exists(self.manifest(0)))
+
+    def test_convert_does_not_write_into_a_directory_of_training_checkpoints(self):
+        # It would point `latest` at its step_0: the next run would resume from the converted weights.
+        self.assertEqual(self.run_job(4).returncode, 0)
+        r = ptrain("convert", self.job(4), "--init", "--to", self.ckpt)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(self.ckpt + " already holds checkpoints (step_4, step_2, latest)", r.stderr)
+        self.assertIn("give --to an empty or new directory", r.stderr)
+        self.assertFalse(os.path.exists(self.manifest(0)))
+        with open(os.path.join(self.ckpt, "latest")) as f:
+            self.assertEqual(f.read(), "step_4\n")
+        r = self.run_job(6)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("at step 4", r.stderr)
 
     def test_the_lock_of_a_killed_job_is_taken_over(self):
         first = self.start_job(100000)
