@@ -204,6 +204,18 @@ bool ignorable(const std::string& name, const config::ModelSpec& m) {
   return ends_with(name, ".rotary_emb.inv_freq") || (m.tie_embeddings && name == "lm_head.weight");
 }
 
+// A NaN or an infinity among imported weights (a damaged or badly converted file) would end the
+// run at its first step with a non-finite loss: refused at import, naming the tensor. `first` is
+// the file's flat index of values[0].
+void check_finite(const float* values, std::int64_t count, std::int64_t first, const SafetensorsFile& file,
+                  const StTensorInfo& tensor) {
+  const float* bad = std::find_if(values, values + count, [](float v) { return !std::isfinite(v); });
+  if (bad == values + count) return;
+  throw CheckpointError(file.path(), "tensor " + tensor.name + " holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
+                                         " at element " + std::to_string(first + (bad - values)) +
+                                         ": non-finite weights are not imported (fix: export the model again)");
+}
+
 std::string list_text(const std::vector<std::string>& items) {
   std::string s;
   for (std::size_t i = 0; i < items.size() && i < 12; ++i) s += (i ? ", " : "") + items[i];
@@ -438,6 +450,7 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
     if (conv1d(info, m.arch)) {  // [in, out] in the file: transpose the whole tensor, then gather
       std::vector<float> hf_values(static_cast<std::size_t>(info.numel())), ours(hf_values.size());
       file->read_f32(*tensor, hf_values.data());
+      check_finite(hf_values.data(), info.numel(), 0, *file, *tensor);
       transpose(hf_values.data(), info.shape[1], info.shape[0], ours.data());
       for_each_block(runs, [&](std::int64_t start, std::int64_t length, std::int64_t position) {
         std::copy_n(ours.data() + start, length, out + position);
@@ -446,7 +459,10 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
       const std::int64_t available = std::min(tensor->numel(), info.numel());
       for_each_block(runs, [&](std::int64_t start, std::int64_t length, std::int64_t position) {
         const std::int64_t kept = std::clamp<std::int64_t>(available - start, 0, length);
-        if (kept > 0) file->read_f32(*tensor, start, kept, out + position);
+        if (kept > 0) {
+          file->read_f32(*tensor, start, kept, out + position);
+          check_finite(out + position, kept, start, *file, *tensor);
+        }
         std::fill(out + position + kept, out + position + length, 0.0f);
       });
     }
