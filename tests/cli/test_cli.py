@@ -817,10 +817,13 @@ class Checkpoints(unittest.TestCase):
 
     def test_manifest_fields_are_read_by_type_naming_the_file_and_key(self):
         self.assertEqual(self.run_job(4).returncode, 0)
-        for value, message in [("four", "state.step: expected an integer"),
-                               (3, "state.step is 3 but the manifest is of step 4")]:
-            with self.subTest(value=value):
-                edit_manifest(self.manifest(4), lambda m: m["state"].update(step=value))
+        for key, value, message in [("step", "four", "state.step: expected an integer"),
+                                    ("step", 3, "state.step is 3 but the manifest is of step 4"),
+                                    ("consumed_samples", "all", "state.consumed_samples: expected an integer"),
+                                    ("consumed_samples", -16, "consumed_samples is -16, which 4 steps cannot have"),
+                                    ("consumed_samples", 2**62, f"consumed_samples is {2**62}, which 4 steps")]:
+            with self.subTest(key=key, value=value):
+                edit_manifest(self.manifest(4), lambda m: m["state"].update({"step": 4, key: value}))
                 r = self.run_job(6)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(self.manifest(4), r.stderr)
