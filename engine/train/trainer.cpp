@@ -221,6 +221,9 @@ struct Trainer::State {
         staged.upload();
         zero.after_restore();
         note("resumed from " + loaded.path() + " at step " + std::to_string(step));
+        if (step >= spec.train.steps)
+          note("nothing to train: the checkpoint's step " + std::to_string(step) + " >= train.steps " +
+               std::to_string(spec.train.steps) + " (raise train.steps to train on)");
         return step;
       }
     }

@@ -897,6 +897,16 @@ class Checkpoints(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("at step 4", r.stderr)
 
+    # A run whose checkpoint is already at train.steps trains nothing, exit 0, and says so.
+    def test_a_run_with_no_steps_left_says_so(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        for steps in (4, 2):
+            with self.subTest(steps=steps):
+                r = self.run_job(steps)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(f"nothing to train: the checkpoint's step 4 >= train.steps {steps}", r.stderr)
+                self.assertNotIn("checkpoint saved", r.stderr)
+
     def test_the_lock_of_a_killed_job_is_taken_over(self):
         first = self.start_job(100000)
         first.kill()
