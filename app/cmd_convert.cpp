@@ -2,6 +2,7 @@
 // HF safetensors <-> ptrain checkpoint, for the job's model. The whole model is held in one process
 // (tp = pp = ep = 1), whatever layout the job trains with; checkpoints of any layout are read.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/dir_lock.h"
+#include "engine/ckpt/file_io.h"
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/model/param_registry.h"
@@ -32,6 +34,22 @@ struct ConvertArgs {
 int bad_input(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   return kExitBadInput;
+}
+
+// --to writes step_0 and points `latest` at it: in a directory of training checkpoints the job's
+// next resume would start over from the converted weights and, saving on, prune the real ones.
+// Refused (exit 2) where `dir` holds any step directory or a `latest`; nothing there is touched.
+std::optional<std::string> holds_checkpoints(const std::string& dir) {
+  std::string found;
+  for (const std::int64_t step : ckpt::step_directories(dir))
+    found += (found.empty() ? "" : ", ") + ckpt::step_dir_name(step);
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(ckpt::join_path(dir, ckpt::kLatestName), ec)))
+    found += (found.empty() ? "" : ", ") + std::string(ckpt::kLatestName);
+  if (found.empty()) return std::nullopt;
+  return dir + " already holds checkpoints (" + found + "): convert --to writes step_0 and points `latest` at it, "
+         "so a job resuming from " + dir + " would start over from the converted weights (fix: give --to an empty "
+         "or new directory)";
 }
 
 // The whole model, on one rank.
@@ -65,7 +83,12 @@ int convert(const ConvertArgs& args) {
     if (!args.to.empty()) {
       lock.emplace(args.to);
       for (const std::string& w : lock->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      if (const auto refusal = holds_checkpoints(args.to)) return bad_input(*refusal);
     }
+    // --to-hf: a path that cannot be a writable directory is bad input, said before any work.
+    if (!args.to_hf.empty())
+      ckpt::prepare_output_directory(args.to_hf, "--to-hf",
+                                     " (fix: give --to-hf a directory that can be created and written)");
     model::ParamStore store = whole_model(spec);
     std::string source;
     std::int64_t step = 0;

@@ -3,7 +3,6 @@
 // ready job file: the user's YAML with the layout and cluster keys set.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "app/plan_verify.h"
 #include "engine/ckpt/file_io.h"
 #include "engine/config/yaml_edit.h"
+#include "engine/io/input_file.h"
 #include "engine/plan/estimate.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/search.h"
@@ -70,10 +70,12 @@ std::string default_out_path(const std::string& job_path) {
 }
 
 bool written_by_plan(const std::string& path) {
-  std::ifstream file(path);
-  std::string first;
-  std::getline(file, first);
-  return first.rfind(kWrittenByPlan, 0) == 0;
+  try {
+    const io::InputFile file(path);
+    return file.size() < (1 << 20) && file.read_all().rfind(kWrittenByPlan, 0) == 0;
+  } catch (const io::FileError&) {  // a named pipe, a directory: nothing plan wrote
+    return false;
+  }
 }
 
 std::string schedule_text(const plan::Layout& l) {

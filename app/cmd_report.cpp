@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -20,6 +19,7 @@
 #include "app/job_loading.h"
 #include "app/report_charts.h"
 #include "app/report_timeline.h"
+#include "engine/io/input_file.h"
 #include "engine/pipeline/render.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
@@ -85,10 +85,12 @@ std::string row_problem(const nlohmann::json& row) {
 }
 
 std::optional<std::vector<nlohmann::json>> read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "error: cannot read the metrics file '%s' (give a run directory holding metrics.jsonl, "
-                         "or the file logging.metrics names)\n", path.c_str());
+  std::istringstream in;
+  try {
+    in.str(io::read_input_file(path));
+  } catch (const io::FileError& e) {
+    std::fprintf(stderr, "error: cannot read the metrics file '%s': %s (give a run directory holding metrics.jsonl, "
+                         "or the file logging.metrics names)\n", path.c_str(), e.detail().c_str());
     return std::nullopt;
   }
   std::vector<nlohmann::json> rows;
@@ -157,8 +159,14 @@ int run_report(const ReportArgs& args) {
   }
   std::optional<nlohmann::json> trace;
   if (!in.trace.empty()) {
-    std::ifstream t(in.trace);
-    nlohmann::json parsed = nlohmann::json::parse(t, nullptr, false);
+    std::string text;
+    try {
+      text = io::read_input_file(in.trace);
+    } catch (const io::FileError& e) {
+      std::fprintf(stderr, "error: cannot read the trace: %s\n", e.what());
+      return kExitBadInput;
+    }
+    nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
     if (parsed.is_discarded()) {
       std::fprintf(stderr, "error: %s is not a Chrome trace (JSON) as logging.trace writes it\n", in.trace.c_str());
       return kExitBadInput;

@@ -7,8 +7,6 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <cerrno>
 #include <cstdlib>
@@ -28,6 +26,7 @@
 #include "engine/dist/launcher.h"
 #include "engine/dist/rendezvous.h"
 #include "engine/dist/worker_env.h"
+#include "engine/io/input_file.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/backend_module.h"
@@ -105,8 +104,7 @@ bool parse_fault(train::TrainerOptions& options) {
 // What every rank of one job starts from, for the rendezvous to tell its job's store from another
 // job's (it adds the world size): the job file as read and the --set overrides.
 std::string job_identity(const RunArgs& args) {
-  std::ifstream in(args.job.job_path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = io::read_input_file(args.job.job_path);
   for (const std::string& o : args.job.overrides) text += "\n# --set " + o;
   return dist::text_digest(text);
 }

@@ -3,11 +3,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 
+#include "engine/io/input_file.h"
 #include "engine/plan/builtin_profile.h"
 #include "engine/plan/profile_transfer.h"
 #include "engine/train/engine_limits.h"
@@ -73,22 +72,22 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
     }
     return out;
   }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) {
+  std::string text;
+  try {
+    text = io::read_input_file(path);
+  } catch (const io::FileError& e) {
     // Like the data paths, a relative one is read from where ptrain runs.
     const std::filesystem::path file(path);
     const std::string where =
         file.is_relative() ? " (relative to the working directory, " + std::filesystem::current_path().string() + ")" : "";
-    job.diags.errors.push_back(job.at("cluster.profile", "cannot read the profile " + path + where,
+    job.diags.errors.push_back(job.at("cluster.profile", "cannot read the profile " + path + where + ": " + e.detail(),
                                       "run from the directory the path is relative to, give its absolute path, or "
                                       "measure one with `ptrain profile --out " + path + "`"));
     return std::nullopt;
   }
   plan::MeasuredProfile profile;
   try {
-    profile = plan::from_json(text.str());
+    profile = plan::from_json(text);
   } catch (const std::invalid_argument& e) {
     job.diags.errors.push_back(job.at("cluster.profile", path + " is not a ptrain profile: " + e.what(),
                                       "measure it again with `ptrain profile`"));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <stdexcept>
 
@@ -434,6 +435,22 @@ LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir)
 LoadedCheckpoint::~LoadedCheckpoint() = default;
 LoadedCheckpoint::LoadedCheckpoint(LoadedCheckpoint&&) noexcept = default;
 LoadedCheckpoint& LoadedCheckpoint::operator=(LoadedCheckpoint&&) noexcept = default;
+
+std::int64_t LoadedCheckpoint::consumed_samples() const {
+  const JsonReader state(state_, impl_->manifest_path, "state");
+  const std::int64_t consumed = state.integer("consumed_samples");
+  // At least one sample a step, at most the largest global_batch (an int) a step: the second
+  // written as a division, since step * INT_MAX can overflow.
+  constexpr std::int64_t kMostPerStep = std::numeric_limits<int>::max();
+  const bool too_few = consumed < step_ || (step_ == 0 && consumed != 0);
+  const bool too_many = consumed > 0 && (consumed - 1) / kMostPerStep >= step_;
+  if (too_few || too_many)
+    state.fail("consumed_samples is " + std::to_string(consumed) + ", which " + std::to_string(step_) +
+               " steps cannot have taken (each takes from 1 to " + std::to_string(kMostPerStep) +
+               " samples): restore the manifest, or move this step directory aside to resume from the one "
+               "before");
+  return consumed;
+}
 
 std::vector<std::string> LoadedCheckpoint::tensor_names() const {
   std::vector<std::string> names;

@@ -96,6 +96,9 @@ void remove_leftovers(const std::string& dir);
 std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlohmann::json& job_meta,
                             const nlohmann::json& state, const std::vector<TensorShard>& shards, int keep);
 
+// The steps of the step_<N> directories in `dir` (complete or not), newest first; none without `dir`.
+std::vector<std::int64_t> step_directories(const std::string& dir);
+
 // The newest complete checkpoint in `dir`: the step directory named by `latest` if it has a
 // manifest, else the highest step_<N> with a manifest; nullopt if there is none (or no `dir`).
 // Whatever it passes over is said in `warnings` (when given), one line each naming the directory or
@@ -121,6 +124,11 @@ class LoadedCheckpoint {
   const nlohmann::json& job_meta() const { return job_; }
   const nlohmann::json& state() const { return state_; }
   const nlohmann::json& manifest() const { return manifest_; }
+  // state.consumed_samples: the samples the run had taken when it saved, where its data resumes
+  // (not step * global_batch once global_batch has changed). CheckpointError naming the manifest
+  // and the key if it is missing, not an integer, or more or fewer than the steps could have taken
+  // (each from 1 to 2^31 - 1, train.global_batch's range).
+  std::int64_t consumed_samples() const;
   // Caveats to print: a format version 1 manifest has no checksum to vouch for it.
   const std::vector<std::string>& warnings() const { return warnings_; }
 

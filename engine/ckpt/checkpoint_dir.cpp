@@ -58,16 +58,22 @@ void remove_leftovers(const std::string& dir) {
 
 // ------------------------------------------------------------------------------------------ finding
 
+std::vector<std::int64_t> step_directories(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::int64_t> steps;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+    if (const auto n = parse_step_dir_name(e.path().filename().string()); n && e.is_directory(ec)) steps.push_back(*n);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
 std::optional<std::string> latest_checkpoint(const std::string& dir, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
   auto complete = [&](std::int64_t step) {
     return fs::is_regular_file(join_path(join_path(dir, step_dir_name(step)), kManifestName), ec);
   };
-  std::vector<std::int64_t> steps;  // every step_<N> directory, newest first
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
-    if (const auto n = parse_step_dir_name(e.path().filename().string()); n && e.is_directory(ec)) steps.push_back(*n);
-  std::sort(steps.rbegin(), steps.rend());
+  const std::vector<std::int64_t> steps = step_directories(dir);
   std::vector<std::string> notes;
 
   const std::string latest_path = join_path(dir, kLatestName);

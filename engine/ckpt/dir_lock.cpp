@@ -71,25 +71,24 @@ bool flock_unsupported(int err) {
   return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL;
 }
 
-// Creates and removes a file in `dir`: what every save does first.
-void check_writable(const std::string& dir) {
-  const std::string probe = join_path(dir, "latest.tmp-" + random_hex_suffix());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw CheckpointError(dir, std::string("checkpoint.dir is not writable: cannot create a file in it: ") +
-                                   std::strerror(errno) + kFix);
-  ::close(fd);
-  ::unlink(probe.c_str());
+// Every save replaces `latest` by a rename, which fails on a directory: refused now, not at the first
+// save after the training it was to keep. A named pipe or any other non-file is no `latest` either;
+// a dangling link is simply replaced.
+void check_latest(const std::string& dir) {
+  const std::string path = join_path(dir, kLatestName);
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(path, ec), target = fs::status(path, ec);
+  if (!fs::exists(link) || !fs::exists(target) || fs::is_regular_file(target)) return;
+  throw CheckpointError(path, std::string("is ") + (fs::is_directory(target) ? "a directory" : "not a regular file") +
+                                  ", but every save replaces it with a file naming the newest step: the first "
+                                  "save would fail (fix: move it out of checkpoint.dir; it holds `step_<N>`)");
 }
 
 }  // namespace
 
 CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_path(dir, kLockName)) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw CheckpointError(dir, std::string("checkpoint.dir is not a directory") + kFix);
-  fs::create_directories(dir, ec);
-  if (ec) throw CheckpointError(dir, "cannot create checkpoint.dir: " + ec.message() + kFix);
+  prepare_output_directory(dir, "checkpoint.dir", kFix);
+  check_latest(dir);
 
   fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
@@ -115,7 +114,6 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_p
         throw CheckpointError(lock_path_, refused + previous.describe() + " holds it" + why +
                                               "; if that job is gone, remove this file and start again");
     }
-    check_writable(dir);  // before the file names this process: a refusal leaves it as it was
     if (!previous.empty())
       warnings_.push_back(lock_path_ + ": stale lock of " + previous.describe() +
                           ", which ended without releasing it: taken over");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <random>
@@ -15,6 +16,7 @@
 #include "engine/ckpt/crc32c.h"
 
 namespace ptrain::ckpt {
+namespace fs = std::filesystem;
 namespace {
 
 // Closes a descriptor on scope exit unless released.
@@ -33,7 +35,7 @@ class FdGuard {
 };
 
 std::string parent_directory(const std::string& path) {
-  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const std::string parent = fs::path(path).parent_path().string();
   return parent.empty() ? "." : parent;
 }
 
@@ -102,12 +104,29 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   fsync_directory(parent_directory(path));
 }
 
+void prepare_output_directory(const std::string& dir, const std::string& role, const std::string& fix) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw CheckpointError(dir, role + " is not a directory" + fix);
+  fs::create_directories(dir, ec);
+  if (ec) throw CheckpointError(dir, "cannot create " + role + ": " + ec.message() + fix);
+  // latest.tmp-*: the name of a crashed save's leftover, which the next claim of a checkpoint
+  // directory removes should this process die right here.
+  const std::string probe = join_path(dir, "latest.tmp-" + random_hex_suffix());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw CheckpointError(dir,
+                          role + " is not writable: cannot create a file in it: " + std::strerror(errno) + fix);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 void make_directory(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0) throw CheckpointIoError(path, "cannot create directory", errno);
 }
 
 std::string join_path(const std::string& dir, const std::string& name) {
-  return (std::filesystem::path(dir) / name).string();
+  return (fs::path(dir) / name).string();
 }
 
 std::string random_hex_suffix() {

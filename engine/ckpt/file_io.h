@@ -47,6 +47,12 @@ void fsync_directory(const std::string& dir);
 // the parent directory. On failure `path` is as it was and the temporary file is gone.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
+// Makes `dir` ready to be written, before any work goes into what will be written there: creates it
+// (and its parents) if needed and creates and removes a file in it. Otherwise a CheckpointError (bad
+// input) naming `dir`: "<role> is not a directory", "cannot create <role>: ...", "<role> is not
+// writable: ...", each followed by `fix`.
+void prepare_output_directory(const std::string& dir, const std::string& role, const std::string& fix);
+
 // Creates a directory (mode 0755); throws CheckpointIoError if it fails or exists.
 void make_directory(const std::string& path);
 

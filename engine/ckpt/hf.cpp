@@ -156,7 +156,8 @@ struct HfTensors {
 std::vector<std::string> shard_files(const std::string& hf_dir) {
   std::error_code ec;
   const std::string index_path = join_path(hf_dir, "model.safetensors.index.json");
-  if (fs::is_regular_file(index_path, ec)) {
+  // exists, not is_regular_file: a named pipe or a directory there is refused by name on reading.
+  if (fs::exists(index_path, ec)) {
     const runtime::MappedFile bytes = map_file(index_path);
     const nlohmann::json index = parse_json_strict(
         std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),
@@ -173,7 +174,7 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
     }
     return files;
   }
-  if (fs::is_regular_file(join_path(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
+  if (fs::exists(join_path(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
   throw CheckpointError(
       hf_dir,
       "no model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read: "
@@ -201,6 +202,18 @@ bool ignorable(const std::string& name, const config::ModelSpec& m) {
             (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))) ||
            name == "lm_head.weight";
   return ends_with(name, ".rotary_emb.inv_freq") || (m.tie_embeddings && name == "lm_head.weight");
+}
+
+// A NaN or an infinity among imported weights (a damaged or badly converted file) would end the
+// run at its first step with a non-finite loss: refused at import, naming the tensor. `first` is
+// the file's flat index of values[0].
+void check_finite(const float* values, std::int64_t count, std::int64_t first, const SafetensorsFile& file,
+                  const StTensorInfo& tensor) {
+  const float* bad = std::find_if(values, values + count, [](float v) { return !std::isfinite(v); });
+  if (bad == values + count) return;
+  throw CheckpointError(file.path(), "tensor " + tensor.name + " holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
+                                         " at element " + std::to_string(first + (bad - values)) +
+                                         ": non-finite weights are not imported (fix: export the model again)");
 }
 
 std::string list_text(const std::vector<std::string>& items) {
@@ -326,9 +339,14 @@ HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec
       throw std::invalid_argument("export_hf needs the whole model on one rank; " + info.name +
                                   " is missing or sharded");
   }
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) throw CheckpointIoError(out_dir, "cannot create directory", ec.value());
+  // Bad input (exit 2) before anything is written; a write that fails after this is a runtime failure.
+  const std::string fix = " (fix: give a directory that can be created and written)";
+  prepare_output_directory(out_dir, "the HF output directory", fix);
+  for (const char* name : {"model.safetensors", "config.json"}) {
+    std::error_code ec;
+    if (fs::is_directory(join_path(out_dir, name), ec))
+      throw CheckpointError(join_path(out_dir, name), std::string("is a directory, where the export writes a file") + fix);
+  }
 
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");        // transformers refuses safetensors files without it
@@ -359,7 +377,7 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
   std::error_code ec;
   if (!fs::is_directory(hf_dir, ec)) throw CheckpointError(hf_dir, "no such directory");
   const std::string config_path = join_path(hf_dir, "config.json");
-  if (!fs::is_regular_file(config_path, ec)) throw CheckpointError(hf_dir, "no config.json");
+  if (!fs::exists(config_path, ec)) throw CheckpointError(hf_dir, "no config.json");
   nlohmann::json cfg;
   {
     const runtime::MappedFile bytes = map_file(config_path);
@@ -432,6 +450,7 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
     if (conv1d(info, m.arch)) {  // [in, out] in the file: transpose the whole tensor, then gather
       std::vector<float> hf_values(static_cast<std::size_t>(info.numel())), ours(hf_values.size());
       file->read_f32(*tensor, hf_values.data());
+      check_finite(hf_values.data(), info.numel(), 0, *file, *tensor);
       transpose(hf_values.data(), info.shape[1], info.shape[0], ours.data());
       for_each_block(runs, [&](std::int64_t start, std::int64_t length, std::int64_t position) {
         std::copy_n(ours.data() + start, length, out + position);
@@ -440,7 +459,10 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
       const std::int64_t available = std::min(tensor->numel(), info.numel());
       for_each_block(runs, [&](std::int64_t start, std::int64_t length, std::int64_t position) {
         const std::int64_t kept = std::clamp<std::int64_t>(available - start, 0, length);
-        if (kept > 0) file->read_f32(*tensor, start, kept, out + position);
+        if (kept > 0) {
+          file->read_f32(*tensor, start, kept, out + position);
+          check_finite(out + position, kept, start, *file, *tensor);
+        }
         std::fill(out + position + kept, out + position + length, 0.0f);
       });
     }

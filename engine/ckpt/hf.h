@@ -33,7 +33,9 @@ struct HfExportResult {
 };
 // Writes the whole model held by `store` (one rank: tp = pp = ep = 1) as fp32. Creates out_dir if
 // needed; each file is written to a temporary name, fsync'd and renamed. std::invalid_argument if
-// the store does not hold the whole model; CheckpointIoError if writing fails.
+// the store does not hold the whole model; CheckpointError (bad input) if out_dir is not a directory
+// this process can create and write, or holds a directory by a file's name; CheckpointIoError if
+// writing fails later (a full disk).
 HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& model,
                          const std::string& out_dir);
 

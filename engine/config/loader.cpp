@@ -1,8 +1,9 @@
 #include "engine/config/loader.h"
 
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <new>
+#include <optional>
 #include <system_error>
 
 #include "engine/config/load_context.h"
@@ -10,6 +11,7 @@
 #include "engine/config/rules.h"
 #include "engine/config/text.h"
 #include "engine/config/yaml_document.h"
+#include "engine/io/input_file.h"
 
 namespace ptrain::config {
 namespace {
@@ -94,20 +96,22 @@ std::optional<std::string> read_job_file(const std::string& path, Diagnostics& d
     std::error_code error;
     if (std::filesystem::is_directory(path, error))
       return fail("is a directory, not a job file", "pass the YAML file");
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      std::string reason =
-          std::filesystem::exists(path, error) ? "cannot be read (check its permissions)" : "does not exist";
-      return fail(cat("the job file ", reason), "check the path");
+    // A named pipe or a device is refused by io::InputFile without waiting on it.
+    std::optional<io::InputFile> file;
+    try {
+      file.emplace(path);
+    } catch (const io::FileError& e) {
+      if (e.error_number() == ENOENT) return fail("the job file does not exist", "check the path");
+      if (e.error_number() == EACCES)
+        return fail("the job file cannot be read (check its permissions)", "check the path");
+      return fail(cat("the job file cannot be read: ", e.detail()), "pass the YAML file");
     }
-    // One byte more than the limit tells "too large" apart from "exactly at the limit".
-    std::string text(kMaxJobBytes + 1, '\0');
-    file.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (file.bad()) return fail("reading the job file failed", "check the file");
-    text.resize(static_cast<std::size_t>(file.gcount()));
-    if (text.size() > kMaxJobBytes)
-      return fail(cat("the job file is larger than ", kMaxJobBytes, " bytes (4 MiB)"),
-                  "is this the right file?");
+    const auto too_large = [&] {
+      return fail(cat("the job file is larger than ", kMaxJobBytes, " bytes (4 MiB)"), "is this the right file?");
+    };
+    if (file->size() > static_cast<std::int64_t>(kMaxJobBytes)) return too_large();
+    std::string text = file->read_all();
+    if (text.size() > kMaxJobBytes) return too_large();  // it grew since it was opened
     return text;
   } catch (const std::exception& e) {
     return fail(cat("reading the job file failed: ", e.what()), "");

@@ -48,8 +48,9 @@ struct LoadResult {
 // Never throws and never crashes on any input; problems become diagnostics. Text larger than
 // kMaxJobBytes, not UTF-8, or with control bytes is rejected before it reaches the YAML parser.
 LoadResult load_string(const std::string& yaml_text, const std::string& origin, const LoadOptions& opts = {});
-// Reads at most kMaxJobBytes (+1 to detect larger files); a missing or unreadable file is a
-// diagnostic with key "" and the path as origin.
+// Refuses a file larger than kMaxJobBytes; a missing or unreadable file, a directory or another
+// file that is not a regular one (a named pipe: never waited on) is a diagnostic with key "" and
+// the path as origin.
 LoadResult load_file(const std::string& path, const LoadOptions& opts = {});
 // The text load_file reads, or nothing with the reason in `diags`.
 std::optional<std::string> read_job_file(const std::string& path, Diagnostics& diags);

@@ -31,6 +31,21 @@ BatchLoader::BatchLoader(const TokenSource& source, Sampler sampler, int global_
   microbatches_ = global_batch / (micro_batch * dp);
 }
 
+void BatchLoader::resume_at(std::int64_t step, std::int64_t consumed) {
+  if (step < 0 || consumed < 0)
+    throw std::invalid_argument("BatchLoader: cannot resume at step " + std::to_string(step) + " after " +
+                                std::to_string(consumed) + " samples");
+  resumed_step_ = step;
+  resumed_consumed_ = consumed;
+}
+
+std::int64_t BatchLoader::consumed_samples(std::int64_t step) const {
+  if (step < resumed_step_)
+    throw std::out_of_range("BatchLoader: step " + std::to_string(step) + " is before step " +
+                            std::to_string(resumed_step_) + ", where the run resumed");
+  return resumed_consumed_ + (step - resumed_step_) * global_batch_;
+}
+
 std::int64_t BatchLoader::position(std::int64_t consumed, int microbatch, int row) const {
   if (microbatch < 0 || microbatch >= microbatches_ || row < 0 || row >= micro_batch_) {
     throw std::out_of_range("BatchLoader: microbatch " + std::to_string(microbatch) + " row " +

@@ -1,13 +1,13 @@
 // BatchLoader: this data-parallel rank's microbatches of each global batch; EvalLoader: the same
 // over the validation set, in file order.
 //
-// The global batch of step k is positions [k*G, (k+1)*G) of the Sampler's order (G =
-// global_batch). Data-parallel rank r of dp takes positions [r*G/dp, (r+1)*G/dp) of it, handed
-// out as G / (micro_batch * dp) microbatches of micro_batch consecutive positions. A loader holds
-// no cursor: any (step, microbatch) can be loaded at any time, so resuming needs only the step
-// (or the consumed samples, which is what the checkpoint stores: consumed = step * G while G is
-// fixed; load_microbatch_at takes consumed samples directly so a checkpoint stays valid if G
-// changes). The order is independent of dp, micro_batch and every other parallel degree.
+// The global batch of a step is the G positions of the Sampler's order (G = global_batch) after
+// the samples consumed before it: k*G for step k of a run that started from scratch; after a
+// resume, the checkpoint's consumed_samples plus G per step since (resume_at), so a run resumed
+// with another global_batch goes on where the samples stopped. Data-parallel rank r of dp takes
+// positions [r*G/dp, (r+1)*G/dp) of it, handed out as G / (micro_batch * dp) microbatches of
+// micro_batch consecutive positions. A loader holds no cursor: any (step, microbatch) can be
+// loaded at any time. The order is independent of dp, micro_batch and every other parallel degree.
 //
 // Buffers are row-major [micro_batch, T] int32; loading is a convert-copy of T + 1 tokens per row
 // from the mapped file, with no allocation.
@@ -36,8 +36,14 @@ class BatchLoader {
   int dp_rank() const { return dp_rank_; }
   int dp() const { return dp_; }
 
-  // Samples consumed before step `step` (what a checkpoint records): step * global_batch.
-  std::int64_t consumed_samples(std::int64_t step) const { return step * global_batch_; }
+  // Step `step` starts after `consumed` samples (a checkpoint's consumed_samples, which need not be
+  // step * global_batch: the batch size may have changed since). std::invalid_argument if either
+  // is negative.
+  void resume_at(std::int64_t step, std::int64_t consumed);
+  // Samples consumed before step `step` (what a checkpoint records): step * global_batch, or after
+  // resume_at, the resumed count plus global_batch per step since. std::out_of_range for a step
+  // before the resumed one.
+  std::int64_t consumed_samples(std::int64_t step) const;
   // Order position of row `row` of microbatch `microbatch` in the global batch that starts after
   // `consumed` samples.
   std::int64_t position(std::int64_t consumed, int microbatch, int row) const;
@@ -60,6 +66,8 @@ class BatchLoader {
   int dp_rank_;
   int dp_;
   int microbatches_;
+  std::int64_t resumed_step_ = 0;
+  std::int64_t resumed_consumed_ = 0;
 };
 
 // Validation batches: the validation source in file order (no shuffle), batch b = samples

@@ -9,31 +9,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <stdexcept>
 #include <string>
+
+#include "engine/io/input_file.h"
 
 namespace ptrain::runtime {
 
-// A file could not be mapped. what() reads "<path>: <detail>"; detail() alone reads e.g.
-// "cannot open for reading: No such file or directory".
-class FileError : public std::runtime_error {
- public:
-  // `error_number` is the errno of the failed call, or 0 where none applies (not a regular file).
-  FileError(std::string path, std::string detail, int error_number);
-
-  const std::string& path() const { return path_; }
-  const std::string& detail() const { return detail_; }
-  int error_number() const { return error_number_; }
-
- private:
-  std::string path_;
-  std::string detail_;
-  int error_number_;
-};
+// A file could not be opened (io::InputFile: not a regular file, no such file) or mapped.
+using FileError = io::FileError;
 
 class MappedFile {
  public:
-  // Maps `path`; throws FileError if it cannot be opened, is not a regular file, or mmap fails.
+  // Maps `path`; throws FileError if it cannot be opened, is not a regular file (io::InputFile:
+  // a named pipe is refused without waiting on it), or mmap fails.
   // An empty file yields an empty span (nothing is mapped).
   explicit MappedFile(std::string path);
   ~MappedFile();

@@ -212,13 +212,18 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
+        const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
+        // The data goes on from the samples taken, whatever global_batch took them.
+        train_loader.resume_at(step, loaded.consumed_samples());
         options.startup.weights = "read from a checkpoint";
         ShardMirror staged(zero.shard_memory(), zero.restored_shards());
         ckpt::restore_flat_shards(loaded, params, staged.host());
         staged.upload();
         zero.after_restore();
-        const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
         note("resumed from " + loaded.path() + " at step " + std::to_string(step));
+        if (step >= spec.train.steps)
+          note("nothing to train: the checkpoint's step " + std::to_string(step) + " >= train.steps " +
+               std::to_string(spec.train.steps) + " (raise train.steps to train on)");
         return step;
       }
     }

@@ -216,6 +216,39 @@ class HfExport(unittest.TestCase):
         self.assertIn("n_embd is 64", r.stderr)
         self.assertIn("model.hidden is 32", r.stderr)
 
+    def test_non_finite_weights_are_bad_input(self):
+        # A NaN in the HF file is refused at import, naming the tensor, by convert and by a run's
+        # checkpoint.load_hf alike (it would end the run at its first step with a non-finite loss).
+        job = self.export("gpt2")
+        path = self.path("hf", "model.safetensors")
+        with open(path, "rb") as f:
+            raw = bytearray(f.read())
+        (n,) = struct.unpack("<Q", raw[:8])
+        at = 8 + n + json.loads(raw[8:8 + n].decode("utf-8"))["ln_f.weight"]["data_offsets"][0] + 4 * 3
+        raw[at:at + 4] = struct.pack("<f", float("nan"))
+        with open(path, "wb") as f:
+            f.write(raw)
+        r = self.convert(job, "--from-hf", self.path("hf"), "--to", self.path("nan"), expect=2)
+        self.assertIn(path + ": tensor ln_f.weight holds NaN at element 3", r.stderr)
+        r = ptrain("run", job, "--set", "checkpoint.load_hf=" + self.path("hf"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(path + ": tensor ln_f.weight holds NaN at element 3", r.stderr)
+
+    def test_an_unwritable_hf_output_is_bad_input(self):
+        job = self.export("gpt2")
+        a_file = self.path("a-file")
+        with open(a_file, "w") as f:
+            f.write("x")
+        cases = [(a_file, "--to-hf is not a directory"), (os.path.join(a_file, "hf"), "cannot create")]
+        if os.geteuid() != 0:  # root writes into read-only directories
+            os.mkdir(self.path("read-only"), 0o555)
+            cases.append((self.path("read-only"), "--to-hf is not writable"))
+        for target, message in cases:
+            with self.subTest(target=target):
+                r = self.convert(job, "--from", self.path("ckpt"), "--to-hf", target, expect=2)
+                self.assertIn(target, r.stderr)
+                self.assertIn(message, r.stderr)
+
     def test_corrupt_checkpoint_is_bad_input(self):
         job = self.export("gpt2")
         rank_file = self.path("ckpt", "step_0", "rank_0.safetensors")

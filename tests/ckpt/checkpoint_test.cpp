@@ -359,6 +359,8 @@ TEST_CASE("finding the latest checkpoint says what it passes over and why", "[ck
   std::vector<std::string> w;
   CHECK(found(w) == dir + "/step_6");
   CHECK(w.empty());
+  CHECK(step_directories(dir) == std::vector<std::int64_t>{6, 4, 2});
+  CHECK(step_directories(dir + "/nowhere").empty());
 
   // The newest manifest deleted: step_4, and a warning naming step_6 and why.
   fs::remove(dir + "/step_6/manifest.json");
@@ -389,6 +391,33 @@ TEST_CASE("finding the latest checkpoint says what it passes over and why", "[ck
   std::vector<std::string> opened;
   CHECK_THROWS_AS(open_checkpoint(dir, &opened), CheckpointError);
   CHECK(opened == w);
+}
+
+TEST_CASE("state.consumed_samples, where the data resumes, is refused where no run could take it",
+          "[ckpt][checkpoint]") {
+  TempDir tmp;
+  model::ParamStore store = make_store(tiny_llama(), 0, 1);
+  // A step_4 checkpoint whose state.consumed_samples is `consumed` (null: absent).
+  auto saved = [&](const nlohmann::json& consumed) {
+    nlohmann::json state = sample_state(4);
+    if (consumed.is_null()) state.erase("consumed_samples");
+    else state["consumed_samples"] = consumed;
+    fs::remove_all(tmp / "ckpt");
+    return LoadedCheckpoint(save_checkpoint(tmp / "ckpt", 4, sample_meta(tiny_llama()), state,
+                                            flat_shard_tensors(store, {whole_store(store)}), 0));
+  };
+  auto refusal = [&](const nlohmann::json& consumed) { return error_of([&] { saved(consumed).consumed_samples(); }); };
+  CHECK(saved(64).consumed_samples() == 64);
+  CHECK(saved(4).consumed_samples() == 4);  // a sample a step
+  const std::int64_t most = 4 * std::int64_t{2147483647};  // the largest global_batch each step
+  CHECK(saved(most).consumed_samples() == most);
+  for (const std::int64_t bad : {std::int64_t{-32}, std::int64_t{3}, most + 1}) {
+    INFO(bad);
+    CHECK_THAT(refusal(bad), Catch::Contains(tmp / "ckpt/step_4/manifest.json") &&
+                                 Catch::Contains("consumed_samples is " + std::to_string(bad) + ", which 4 steps"));
+  }
+  CHECK_THAT(refusal("many"), Catch::Contains("state.consumed_samples: expected an integer"));
+  CHECK_THAT(refusal(nullptr), Catch::Contains("state.consumed_samples: missing"));
 }
 
 TEST_CASE("a failed write leaves no partial file behind", "[ckpt][checkpoint]") {

@@ -1,5 +1,6 @@
 #include "engine/ckpt/dir_lock.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,4 +70,21 @@ TEST_CASE("claiming a checkpoint directory checks it and clears what crashed sav
     CHECK_THAT(refusal_of(tmp / "read-only"), Catch::Contains("checkpoint.dir is not writable"));
     fs::permissions(tmp / "read-only", fs::perms::owner_all);
   }
+}
+
+TEST_CASE("a checkpoint directory whose `latest` is not a file is refused before training", "[ckpt][lock]") {
+  TempDir tmp;
+  fs::create_directories(tmp / "ckpt/latest");
+  CHECK_THAT(refusal_of(tmp / "ckpt"), Catch::Contains(tmp / "ckpt/latest") && Catch::Contains("is a directory") &&
+                                           Catch::Contains("the first save would fail"));
+  fs::remove(tmp / "ckpt/latest");
+  REQUIRE(::mkfifo((tmp / "ckpt/latest").c_str(), 0644) == 0);
+  CHECK_THAT(refusal_of(tmp / "ckpt"), Catch::Contains("is not a regular file"));
+  fs::remove(tmp / "ckpt/latest");
+  // A file, a link to one and a dangling link (which a save simply replaces) are fine.
+  write_bytes(tmp / "step_name", "step_2\n");
+  fs::create_symlink(tmp / "step_name", tmp / "ckpt/latest");
+  CHECK(refusal_of(tmp / "ckpt").empty());
+  fs::remove(tmp / "step_name");
+  CHECK(refusal_of(tmp / "ckpt").empty());
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/index_runs.h"
@@ -274,6 +275,56 @@ TEST_CASE("HF import reports missing, misshapen and unexpected tensors and confi
     ckpt::testing::write_bytes(tmp / "config.json", cfg.dump());
     CHECK_THAT(error_of(import), Catch::Contains("n_positions is 8, less than the job's model.seq_len 16"));
   }
+}
+
+TEST_CASE("HF import refuses NaN and infinite weights, naming the tensor", "[ckpt][hf]") {
+  TempDir tmp;
+  const config::ModelSpec m = tiny_gpt2();
+  model::ParamStore store = make_store(m);
+  model::ParamStore target = make_store(m);
+  auto import = [&] { import_hf(tmp.path(), m, target); };
+  for (const std::string name : {"h.0.attn.c_attn.weight", "ln_f.bias"}) {  // a transposed Conv1D weight, a plain one
+    INFO(name);
+    export_hf(store, m, tmp.path());
+    rewrite_model(tmp.path(), [&](Rewrite& t) {
+      if (t.name == name) t.values[5] = std::numeric_limits<float>::quiet_NaN();
+      return true;
+    });
+    CHECK_THAT(error_of(import), Catch::Contains(tmp / "model.safetensors") &&
+                                     Catch::Contains("tensor " + name + " holds NaN at element 5"));
+  }
+  // F16 +inf, as a model converted to half precision past its range holds it.
+  export_hf(store, m, tmp.path());
+  std::vector<Rewrite> all;
+  rewrite_model(tmp.path(), [&](Rewrite& t) {
+    all.push_back(t);
+    return true;
+  });
+  SafetensorsWriter w;
+  std::vector<std::uint16_t> halves;
+  for (const Rewrite& t : all) {
+    if (t.name != "wte.weight") {
+      w.add_f32(t.name, t.shape, t.values.data());
+      continue;
+    }
+    halves.assign(t.values.size(), 0x3C00);  // 1.0
+    halves[7] = 0x7C00;                       // +inf
+    w.add(t.name, StDtype::F16, t.shape, halves.data(), halves.size() * 2);
+  }
+  w.write(tmp / "model.safetensors");
+  CHECK_THAT(error_of(import), Catch::Contains("tensor wte.weight holds an infinity at element 7"));
+}
+
+TEST_CASE("HF export into a path that cannot be a writable directory is bad input", "[ckpt][hf]") {
+  TempDir tmp;
+  const config::ModelSpec m = tiny_gpt2();
+  const model::ParamStore store = make_store(m);
+  ckpt::testing::write_bytes(tmp / "a-file", "x");
+  CHECK_THAT(error_of([&] { export_hf(store, m, tmp / "a-file"); }), Catch::Contains("is not a directory"));
+  CHECK_THAT(error_of([&] { export_hf(store, m, tmp / "a-file/hf"); }), Catch::Contains("cannot create"));
+  fs::create_directories(tmp / "hf/config.json");
+  CHECK_THAT(error_of([&] { export_hf(store, m, tmp / "hf"); }),
+             Catch::Contains(tmp / "hf/config.json") && Catch::Contains("is a directory"));
 }
 
 TEST_CASE("HF import reads sharded checkpoints through model.safetensors.index.json", "[ckpt][hf]") {

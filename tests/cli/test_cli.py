@@ -4,6 +4,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -858,10 +859,13 @@ class Checkpoints(unittest.TestCase):
 
     def test_manifest_fields_are_read_by_type_naming_the_file_and_key(self):
         self.assertEqual(self.run_job(4).returncode, 0)
-        for value, message in [("four", "state.step: expected an integer"),
-                               (3, "state.step is 3 but the manifest is of step 4")]:
-            with self.subTest(value=value):
-                edit_manifest(self.manifest(4), lambda m: m["state"].update(step=value))
+        for key, value, message in [("step", "four", "state.step: expected an integer"),
+                                    ("step", 3, "state.step is 3 but the manifest is of step 4"),
+                                    ("consumed_samples", "all", "state.consumed_samples: expected an integer"),
+                                    ("consumed_samples", -16, "consumed_samples is -16, which 4 steps cannot have"),
+                                    ("consumed_samples", 2**62, f"consumed_samples is {2**62}, which 4 steps")]:
+            with self.subTest(key=key, value=value):
+                edit_manifest(self.manifest(4), lambda m: m["state"].update({"step": 4, key: value}))
                 r = self.run_job(6)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(self.manifest(4), r.stderr)
@@ -914,9 +918,36 @@ class Checkpoints(unittest.TestCase):
         self.assertFalse(os.path.exists(self.manifest(0)))
         first.send_signal(signal.SIGTERM)
         self.assertEqual(first.wait(timeout=30), 0)
+        for name in os.listdir(self.ckpt):  # what it saved, aside: convert does not write among checkpoints
+            if name.startswith("step_") or name == "latest":
+                shutil.move(os.path.join(self.ckpt, name), os.path.join(self.dir, name))
         r = ptrain("convert", self.job(100000), "--init", "--to", self.ckpt)  # free again
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.exists(self.manifest(0)))
+
+    def test_convert_does_not_write_into_a_directory_of_training_checkpoints(self):
+        # It would point `latest` at its step_0: the next run would resume from the converted weights.
+        self.assertEqual(self.run_job(4).returncode, 0)
+        r = ptrain("convert", self.job(4), "--init", "--to", self.ckpt)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(self.ckpt + " already holds checkpoints (step_4, step_2, latest)", r.stderr)
+        self.assertIn("give --to an empty or new directory", r.stderr)
+        self.assertFalse(os.path.exists(self.manifest(0)))
+        with open(os.path.join(self.ckpt, "latest")) as f:
+            self.assertEqual(f.read(), "step_4\n")
+        r = self.run_job(6)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("at step 4", r.stderr)
+
+    # A run whose checkpoint is already at train.steps trains nothing, exit 0, and says so.
+    def test_a_run_with_no_steps_left_says_so(self):
+        self.assertEqual(self.run_job(4).returncode, 0)
+        for steps in (4, 2):
+            with self.subTest(steps=steps):
+                r = self.run_job(steps)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(f"nothing to train: the checkpoint's step 4 >= train.steps {steps}", r.stderr)
+                self.assertNotIn("checkpoint saved", r.stderr)
 
     def test_the_lock_of_a_killed_job_is_taken_over(self):
         first = self.start_job(100000)
@@ -931,7 +962,10 @@ class Checkpoints(unittest.TestCase):
         a_file = os.path.join(self.dir, "a-file")
         with open(a_file, "w") as f:
             f.write("x")
-        cases = [(a_file, "not a directory"), (os.path.join(a_file, "ckpt"), "cannot create")]
+        latest_a_directory = os.path.join(self.dir, "latest-a-directory")
+        os.makedirs(os.path.join(latest_a_directory, "latest"))  # the first save would fail, losing the steps
+        cases = [(a_file, "not a directory"), (os.path.join(a_file, "ckpt"), "cannot create"),
+                 (latest_a_directory, "latest: is a directory")]
         if os.geteuid() != 0:  # root writes into read-only directories
             read_only = os.path.join(self.dir, "read-only")
             os.mkdir(read_only, 0o555)
@@ -944,6 +978,87 @@ class Checkpoints(unittest.TestCase):
                 self.assertIn(path, r.stderr)
                 self.assertIn(message, r.stderr)
                 self.assertFalse(os.path.exists(os.path.join(self.dir, "metrics.jsonl")), "it trained")
+
+
+class NamedPipes(unittest.TestCase):
+    """A named pipe given where a file is read is bad input at once, naming it: opened the usual way it
+    would wait for a writer forever (and `ptrain run` holds its stop signals during start-up)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=SCRATCH.name)
+        self.ckpt = os.path.join(self.dir, "ckpt")
+        self.job = os.path.join(self.dir, "job.yaml")
+        with open(self.job, "w") as f:
+            f.write(CKPT_JOB.format(steps=2, ckpt=self.ckpt, dir=self.dir))
+
+    def fifo(self, name):
+        path = os.path.join(self.dir, name)
+        os.mkfifo(path)
+        return path
+
+    def assert_refused(self, r, path, kind="named pipe"):
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(path, r.stderr)
+        self.assertIn(kind, r.stderr)
+
+    def test_job_file_and_cluster_profile(self):
+        job = self.fifo("piped.yaml")
+        self.assert_refused(ptrain("validate", job, timeout=20), job)
+        profile = self.fifo("profile.json")
+        self.assert_refused(ptrain("validate", self.job, "--set", "cluster.profile=" + profile, timeout=20), profile)
+
+    def test_data(self):
+        shard = self.fifo("train_000.bin")
+        self.assert_refused(ptrain("run", self.job, "--set", "data.format=llmc", "--set", "data.train=" + shard,
+                                   timeout=20), shard)
+        self.fifo("docs.bin")
+        self.fifo("docs.idx")
+        r = ptrain("run", self.job, "--set", "data.format=megatron",
+                   "--set", "data.train=" + os.path.join(self.dir, "docs"), timeout=20)
+        self.assert_refused(r, os.path.join(self.dir, "docs."))
+
+    def test_checkpoint_files(self):
+        self.assertEqual(ptrain("run", self.job, timeout=60).returncode, 0)
+        rank_file = os.path.join(self.ckpt, "step_2", "rank_0.safetensors")
+        os.rename(rank_file, rank_file + ".saved")
+        os.mkfifo(rank_file)
+        self.assert_refused(ptrain("run", self.job, "--set", "train.steps=4", timeout=20), rank_file)
+        self.assert_refused(ptrain("convert", self.job, "--from", self.ckpt, "--to-hf", os.path.join(self.dir, "hf"),
+                                   timeout=20), rank_file)
+        os.remove(rank_file)
+        os.rename(rank_file + ".saved", rank_file)
+        latest = os.path.join(self.ckpt, "latest")
+        os.remove(latest)
+        os.mkfifo(latest)
+        self.assert_refused(ptrain("run", self.job, "--set", "train.steps=4", timeout=20), latest, "not a regular file")
+
+    def test_hf_weights(self):
+        hf = os.path.join(self.dir, "hf")
+        self.assertEqual(ptrain("convert", self.job, "--init", "--to-hf", hf).returncode, 0)
+        for name in ("model.safetensors", "config.json"):
+            with self.subTest(name=name):
+                path = os.path.join(hf, name)
+                os.rename(path, path + ".saved")
+                os.mkfifo(path)
+                self.assert_refused(ptrain("convert", self.job, "--from-hf", hf, "--to",
+                                           os.path.join(self.dir, "ckpt-" + name), timeout=20), path)
+                self.assert_refused(ptrain("run", self.job, "--set", "checkpoint.load_hf=" + hf,
+                                           "--set", "checkpoint.dir=" + os.path.join(self.dir, "run-" + name),
+                                           timeout=20), path)
+                os.remove(path)
+                os.rename(path + ".saved", path)
+
+    def test_report_inputs(self):
+        metrics = self.fifo("metrics.jsonl")
+        self.assert_refused(ptrain("report", metrics, timeout=20), metrics)
+        run_dir = os.path.join(self.dir, "run")
+        os.mkdir(run_dir)
+        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+            f.write('{"step": 1, "loss": 2.0}\n')
+        for flag in ("--trace", "--job"):
+            with self.subTest(flag=flag):
+                path = self.fifo("input" + flag)
+                self.assert_refused(ptrain("report", run_dir, flag, path, timeout=20), path)
 
 
 if __name__ == "__main__":

@@ -46,13 +46,16 @@ class IndexSource final : public TokenSource {
 };
 
 // The samples of one step as seen by every rank, in (rank, microbatch, row) order.
+// `resumed`: the (step, consumed samples) a run resumed at.
 std::vector<std::int64_t> global_batch_samples(const TokenSource& source, const Sampler& sampler, int G,
-                                               int mb, int dp, std::int64_t step) {
+                                               int mb, int dp, std::int64_t step,
+                                               std::pair<std::int64_t, std::int64_t> resumed = {0, 0}) {
   std::vector<std::int64_t> samples;
   const int T = source.seq_len();
   std::vector<std::int32_t> in(static_cast<std::size_t>(mb * T)), tg(in.size());
   for (int r = 0; r < dp; ++r) {
     BatchLoader loader(source, sampler, G, mb, r, dp);
+    loader.resume_at(resumed.first, resumed.second);
     for (int m = 0; m < loader.microbatches(); ++m) {
       loader.load_microbatch(step, m, in.data(), tg.data());
       for (int row = 0; row < mb; ++row) samples.push_back(in[static_cast<std::size_t>(row * T)] / 1000);
@@ -127,6 +130,28 @@ TEST_CASE("batch loader: resume: step k loaded fresh equals step k reached by it
     }
     CHECK(all == iterated[k]);
   }
+}
+
+TEST_CASE("batch loader: resumed with another global batch, the samples go on where they stopped") {
+  IndexSource source(100, 2);
+  const Sampler sampler(100, 5, true);
+  // 4 steps of 8 took positions 0..31; steps 4 and 5 of 16 take 32..63 (an epoch ends at 100), in
+  // every layout.
+  for (const auto& [mb, dp] : std::vector<std::pair<int, int>>{{16, 1}, {2, 2}, {1, 4}}) {
+    INFO("micro_batch " << mb << " dp " << dp);
+    for (const std::int64_t step : {4, 5}) {
+      std::vector<std::int64_t> expected;
+      for (std::int64_t p = 32 + (step - 4) * 16; p < 32 + (step - 3) * 16; ++p) expected.push_back(sampler.sample_at(p));
+      CHECK(global_batch_samples(source, sampler, 16, mb, dp, step, {4, 32}) == expected);
+    }
+  }
+  BatchLoader loader(source, sampler, 16, 2, 0, 2);
+  CHECK(loader.consumed_samples(6) == 96);
+  loader.resume_at(4, 32);
+  CHECK(loader.consumed_samples(4) == 32);
+  CHECK(loader.consumed_samples(6) == 64);  // what a checkpoint of step 6 records
+  CHECK_THROWS_AS(loader.consumed_samples(3), std::out_of_range);
+  CHECK_THROWS_AS(loader.resume_at(4, -1), std::invalid_argument);
 }
 
 TEST_CASE("batch loader: the global batch does not depend on dp or micro_batch") {

@@ -555,6 +555,38 @@ class DistributedCheckpoints(Timed):
                 with self.subTest(dp=target_dp, zero=target_zero):
                     assert_resumes(self, a, lambda b: job(b, dp=target_dp, zero=target_zero), want)
 
+    def test_a_resume_with_another_global_batch_goes_on_from_the_consumed_samples(self):
+        # 4 steps of 8 samples took positions 0..31 of the data order; resumed at 16 a step, step 5
+        # takes 32..47 on every layout. A resume at 8 a step with a learning rate of 1e-30 (the weights
+        # stay those of step 4) takes the same samples as its steps 5 and 6: step 5's loss at 16 is the
+        # mean of their two losses (each the mean over as many tokens).
+        def resume(saved, d, *flags, dp=1):
+            shutil.copytree(os.path.join(saved, "ckpt"), os.path.join(d, "ckpt"))
+            r = run(job(d, dp=dp, zero=1 if dp > 1 else 0, steps=6), *flags)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("resumed from", r.stderr)
+            return {row["step"]: row["loss"] for row in metrics(d)}
+
+        def consumed(d, step):
+            with open(os.path.join(d, "ckpt", f"step_{step}", "manifest.json")) as f:
+                return json.load(f)["state"]["consumed_samples"]
+
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as frozen:
+            r = run(job(a, steps=6), "--stop-after-steps", "4")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(consumed(a, 4), 32)
+            halves = resume(a, frozen, "--set", "optimizer.lr=1e-30", "--set", "optimizer.min_lr=0")
+            want = (halves[5] + halves[6]) / 2
+            for dp in (1, 2):
+                with self.subTest(dp=dp), tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as c:
+                    losses = resume(a, b, "--set", "train.global_batch=16", "--set", "train.steps=5", dp=dp)
+                    self.assertLess(abs(losses[5] - want) / want, TOLERANCE)
+                    self.assertEqual(consumed(b, 5), 48)
+                    # ... and back to 8 a step: step 6 takes 48..55.
+                    shutil.copytree(os.path.join(b, "ckpt"), os.path.join(c, "ckpt"))
+                    self.assertEqual(run(job(c, dp=dp, steps=6)).returncode, 0)
+                    self.assertEqual(consumed(c, 6), 56)
+
     def test_a_failed_step_leaves_the_previous_checkpoint_current(self):
         with tempfile.TemporaryDirectory() as d:
             r = run(job(d, dp=2, zero=2, every=5), PTRAIN_DEBUG_FAULT="1:8:kill")

@@ -1,6 +1,7 @@
 #include "engine/runtime/mapped_file.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
@@ -97,6 +98,15 @@ TEST_CASE("a missing file or a directory fails with the path in the message") {
   CHECK(not_regular.path() == subdir);
   CHECK(not_regular.error_number() == 0);
   CHECK_THAT(not_regular.what(), Catch::StartsWith(subdir + ": ") && Catch::Contains("regular file"));
+}
+
+TEST_CASE("a named pipe is refused without waiting for a writer") {
+  TempDir dir;
+  const std::string fifo = dir / "rank_0.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  const FileError e = error_of(fifo);  // returns: the open does not block
+  CHECK(e.path() == fifo);
+  CHECK_THAT(e.detail(), Catch::Contains("named pipe"));
 }
 
 TEST_CASE("a mapped file moves, leaving the source empty") {

@@ -1,0 +1,86 @@
+// InputFile: a named pipe, a device or a directory is refused at once, naming the path (opening a
+// FIFO the usual way would wait for a writer forever); a regular file, or a link to one, is read.
+#include "engine/io/input_file.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+using ptrain::io::FileError;
+using ptrain::io::InputFile;
+using ptrain::io::read_input_file;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ptrain-io-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+FileError error_of(const std::string& path) {
+  try {
+    InputFile file(path);
+  } catch (const FileError& e) {
+    return e;
+  }
+  throw std::logic_error("opening " + path + " did not fail");
+}
+
+}  // namespace
+
+TEST_CASE("a regular file, or a link to one, is read whole") {
+  TempDir dir;
+  const std::string path = dir / "job.yaml";
+  std::ofstream(path, std::ios::binary) << std::string("name: x\0y", 9);
+  const InputFile file(path);
+  CHECK(file.path() == path);
+  CHECK(file.size() == 9);
+  CHECK(file.read_all() == std::string("name: x\0y", 9));
+  std::filesystem::create_symlink(path, dir / "link.yaml");
+  CHECK(read_input_file(dir / "link.yaml") == std::string("name: x\0y", 9));
+}
+
+TEST_CASE("a named pipe is refused at once, without waiting for a writer") {
+  TempDir dir;
+  const std::string fifo = dir / "train_000.bin";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  const FileError e = error_of(fifo);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK(e.path() == fifo);
+  CHECK(e.error_number() == 0);
+  CHECK(std::string(e.what()) == fifo + ": expected a regular file, found a named pipe (FIFO)");
+  std::filesystem::create_symlink(fifo, dir / "link");  // through a link alike
+  CHECK_THAT(error_of(dir / "link").detail(), Catch::Contains("named pipe"));
+}
+
+TEST_CASE("a directory, a device or a missing file is refused, naming the path") {
+  TempDir dir;
+  CHECK(error_of(dir / "").detail() == "expected a regular file, found a directory");
+  CHECK(error_of("/dev/null").detail() == "expected a regular file, found a character device");
+  const FileError missing = error_of(dir / "missing.yaml");
+  CHECK(missing.path() == dir / "missing.yaml");
+  CHECK(missing.error_number() == ENOENT);
+  CHECK_THAT(missing.detail(), Catch::StartsWith("cannot open for reading: "));
+}
