@@ -152,7 +152,10 @@ std::vector<TensorShard> flat_shard_tensors(const model::ParamStore& store, cons
   const model::ShardCoords& at = store.coords();
   for_each_piece(store, shards, [&](const Piece& p) {
     const model::ParamInfo& info = p.info();
-    if (!model::first_tp_copy(info, at.tp_rank, at.tp)) return;  // its first copy is written elsewhere
+    // A dense unit is sharded over dp-cp, so a tensor replicated over tp is in every tp rank's shard:
+    // its first copy writes it. An expert's unit is sharded over the ranks holding the same experts,
+    // tp ranks among them: each rank's chunk is its own (and with ep = tp, so are its experts).
+    if (info.expert < 0 && !model::first_tp_copy(info, at.tp_rank, at.tp)) return;
     const std::vector<std::int64_t> stored = p.whole() ? p.slot.local.local_shape : std::vector<std::int64_t>{};
     auto add = [&](const float* buffer, const std::string& name) {
       if (buffer != nullptr) out.push_back({name, info.shape, stored, p.runs, buffer + p.at});

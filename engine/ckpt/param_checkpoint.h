@@ -22,8 +22,8 @@ std::string exp_avg_sq_tensor_name(const std::string& param);  // "optim/exp_avg
 using model::FlatShard;
 
 // The tensors a rank saves for its flat shards. The shards point into the buffers, which must stay
-// unchanged until the rank file is written. A tensor replicated over tp is saved by the rank of its
-// first copy only (model::first_tp_copy).
+// unchanged until the rank file is written. A dense tensor replicated over tp is saved by the rank
+// of its first copy only (model::first_tp_copy); experts by every rank that holds a chunk of them.
 std::vector<TensorShard> flat_shard_tensors(const model::ParamStore& store, const std::vector<FlatShard>& shards);
 
 struct RestoreResult {

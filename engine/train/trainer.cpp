@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -307,6 +308,16 @@ struct Trainer::State {
     try {
       std::vector<ckpt::RankFileInfo> ranks;
       for (const std::string& text : reports) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
+      // Every parameter and its moments in some rank's file: a rank that wrongly took its chunk for
+      // another's copy would otherwise lose it with the run exiting 0 (commit_checkpoint checks the
+      // elements of what is there).
+      std::set<std::string> saved;
+      for (const ckpt::RankFileInfo& rank : ranks)
+        for (const ckpt::RankFileInfo::Piece& piece : rank.pieces) saved.insert(piece.tensor);
+      for (const model::ParamInfo& info : model::build_registry(spec.model))
+        for (const std::string& name : {ckpt::model_tensor_name(info.name), ckpt::exp_avg_tensor_name(info.name),
+                                        ckpt::exp_avg_sq_tensor_name(info.name)})
+          if (saved.count(name) == 0) throw std::logic_error("no rank wrote " + name + " (an engine defect)");
       const nlohmann::json state = {{"step", step},
                                     {"consumed_samples", train_loader.consumed_samples(step)},
                                     {"seed", spec.train.seed},

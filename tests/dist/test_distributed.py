@@ -539,6 +539,10 @@ class MoeLayouts(ModelParallelCurves):
     def test_a_mixtral_checkpoint_resumes_in_other_layouts(self):
         self.check_resumes("mixtral", dict(dp=2, zero=2), [dict(), dict(pp=2, dp=2, zero=1)])
         self.check_resumes("mixtral", dict(dp=4, ep=2, zero=1), [dict(), dict(dp=2, ep=2, zero=2)])
+        # Experts sharded over the tp ranks (ZeRO over the expert-dp group at ep 1, or ep = tp): each
+        # tp rank writes its own chunk of them (tp rank 1's were once dropped as tp copies).
+        self.check_resumes("mixtral", dict(tp=2, sp=True, zero=1), [dict(), dict(tp=2, sp=True, ep=2)])
+        self.check_resumes("mixtral", dict(tp=2, sp=True, ep=2), [dict(dp=2, zero=1)])
 
 
 class DistributedCheckpoints(Timed):
