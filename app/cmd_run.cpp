@@ -270,7 +270,17 @@ int run_training(const RunArgs& args) {
       return kExitRuntimeFailure;
     }
   }
-  if (!env || env->rank == 0) record_run_job(args.job.job_path, args.job.overrides, job.spec.logging.metrics);
+  if (!env || env->rank == 0) {
+    // The ranks it ran on, where --nproc or the launcher gave another count than cluster.*: the
+    // recorded job lays out the same grid (nodes of this node's ranks).
+    std::vector<std::string> as_run = args.job.overrides;
+    const config::ClusterSpec& c = job.spec.cluster;
+    const int local = env ? env->local_world : job.spec.world;
+    if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node != job.spec.world && job.spec.world % local == 0)
+      as_run.insert(as_run.end(), {"cluster.nodes=" + std::to_string(job.spec.world / local),
+                                   "cluster.gpus_per_node=" + std::to_string(local)});
+    record_run_job(args.job.job_path, as_run, job.spec.logging.metrics);
+  }
   return train(args, job.spec, env, est, started);
 }
 

@@ -137,6 +137,12 @@ class Report(unittest.TestCase):
             r = ptrain("validate", recorded, "--json")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(json.loads(r.stdout)["degrees"]["pp"], 1)
+            # --nproc against cluster.*: the recorded job has the grid the run had
+            r = ptrain("run", job, *sets, "--nproc", "2", "--set", "checkpoint.dir=null")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = ptrain("validate", recorded, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual((json.loads(r.stdout)["world"], json.loads(r.stdout)["degrees"]["dp"]), (2, 2))
             r = ptrain("report", run_dir)
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(os.path.join(run_dir, "report.html")) as f:
