@@ -253,7 +253,14 @@ int run_training(const RunArgs& args) {
     if (est) job.diags.errors.insert(job.diags.errors.end(), est->diags.errors.begin(), est->diags.errors.end());
     for (config::Diagnostic& limit : engine_limit_warnings(job)) job.diags.errors.push_back(std::move(limit));
   }
-  if (!env || (env->rank == 0 && env->launcher != "ptrain")) print_diagnostics(job.diags);  // once per job
+  if (!env || (env->rank == 0 && env->launcher != "ptrain")) {
+    print_diagnostics(job.diags);  // once per job
+  } else if (!job.ok() && env->launcher != "ptrain") {
+    // Under srun, mpirun or torchrun-style variables each rank loaded the job alone: one line, so
+    // that a rank whose rank 0 is elsewhere (or never started) still says why it stops.
+    std::fprintf(stderr, "error: rank %d: %s%s\n", env->rank, job.diags.errors.front().format().c_str(),
+                 job.diags.errors.size() > 1 ? " (and more: rank 0 lists every problem)" : "");
+  }
   if (!job.ok()) {
     // Under mpirun/srun the first rank to exit may bring the job down: let rank 0 print first.
     if (env && env->rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -49,6 +49,29 @@ void join_job(StoreClient& store, const WorkerEnv& env, const std::string& job_i
   }
 }
 
+// Rank 0 waits for every rank's claim, so that a rank that never starts, or refuses its job and
+// exits, is named here rather than as a key deep inside the transport's connection.
+void await_every_rank(StoreClient& store, int world, std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world; ++r) keys.push_back(rank_claim_key(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const DistError&) {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < world; ++r) {
+      if (store.check({rank_claim_key(r)})) continue;
+      if (++count <= 10) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (count == 0) throw;
+    if (count > 10) missing += " and " + std::to_string(count - 10) + " more";
+    throw DistError((count == 1 ? "rank " : "ranks ") + missing + " did not join the job within comm.timeout_s (" +
+                    std::to_string(timeout.count() / 1000) + " s): did " + (count == 1 ? "it" : "they") +
+                    " start, with this job's MASTER_ADDR, MASTER_PORT and PTRAIN_JOB_TOKEN? (a rank that refuses "
+                    "its job says why on its own output and exits 2)");
+  }
+}
+
 // Rank 0 reads every rank's offered GPU and decides: "nccl", or why not (then Gloo).
 std::string decide_backend(StoreClient& store, int world, std::chrono::milliseconds timeout) {
   std::map<std::string, int> owner;  // GPU UUID -> the first rank that offered it
@@ -105,6 +128,7 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job
   }
   s->client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
   join_job(*s->client_, env, job_identity, timeout);
+  if (env.rank == 0) await_every_rank(*s->client_, env.world, timeout);
   s->watch_client_ = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
 
   s->client_->set(offer_key(env.rank), offer.gpu);

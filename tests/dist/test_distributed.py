@@ -641,6 +641,22 @@ class DistributedCheckpoints(Timed):
             ckpt = os.path.join(d, "ckpt")
             self.assertEqual(sorted(os.listdir(ckpt)), ["job.lock", "latest", "step_5"])
 
+    def test_a_rank_that_refuses_its_job_says_why_and_rank_0_names_it(self):
+        # torchrun-style ranks each load the job alone: rank 1 refuses a bad --set on its own output,
+        # and its rank 0, started without it, names the rank that never joined.
+        with tempfile.TemporaryDirectory() as d, socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+            s.close()
+            spec = job(d, dp=2, zero=1, steps=2, timeout=3)
+            launch = dict(WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port, PTRAIN_JOB_TOKEN="one-rank-refuses")
+            r = run(spec, "--set", "train.global_batch=7", RANK="1", **launch)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("error: rank 1: --set train.global_batch=7: train.global_batch: ", r.stderr)
+            r = run(spec, RANK="0", **launch)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("rank 1 did not join the job within comm.timeout_s (3 s)", r.stderr)
+
     def test_a_second_job_on_a_locked_directory_is_refused_by_every_rank(self):
         with tempfile.TemporaryDirectory() as d:
             log = open(os.path.join(d, "first.log"), "w")
