@@ -11,13 +11,10 @@
 // whole profile. Under srun or mpirun each process is such a worker, and rank 0 measures the
 // kernels after the collectives and writes the profile itself.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <memory>
 #include <map>
 #include <optional>
@@ -38,6 +35,7 @@
 #include "engine/dist/launcher.h"
 #include "engine/dist/rendezvous.h"
 #include "engine/dist/worker_env.h"
+#include "engine/io/output_probe.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/backend_module.h"
 #include "kernels/cuda_backend.h"
@@ -165,17 +163,10 @@ int run_profile(const ProfileArgs& args) {
     print_diagnostics(environment);
     return kExitBadInput;
   }
-  // Writable, found out before minutes of measuring; a file made only to find out is not left behind
-  // should the measuring fail.
-  std::error_code ignored;
-  const bool existed = std::filesystem::exists(args.out, ignored);
-  std::ofstream probe(args.out, std::ios::app);
-  if (!probe) {
-    std::fprintf(stderr, "error: cannot write %s: %s\n", args.out.c_str(), std::strerror(errno));
+  if (const std::string why = io::cannot_write(args.out); !why.empty()) {
+    std::fprintf(stderr, "error: cannot write %s: %s\n", args.out.c_str(), why.c_str());
     return kExitBadInput;
   }
-  probe.close();
-  if (!existed) std::filesystem::remove(args.out, ignored);
   std::optional<plan::CollectiveTable> collectives;
   if (args.nproc > 1) {  // first, while this process has no threads (see above)
     const std::string part = args.out + ".collectives";

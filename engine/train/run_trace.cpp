@@ -1,9 +1,9 @@
 #include "engine/train/run_trace.h"
 
-#include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
+
+#include "engine/io/output_probe.h"
 
 namespace ptrain::train {
 
@@ -12,11 +12,10 @@ std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::C
   if (spec.logging.trace.empty()) return nullptr;
   std::string refusal;
   if (comm.rank() == 0) {
-    std::error_code ignored;  // a folder that cannot be made shows up as the open failing
-    const std::filesystem::path parent = std::filesystem::path(spec.logging.trace).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
-    if (!std::ofstream(spec.logging.trace, std::ios::trunc))
-      refusal = "logging.trace: cannot open '" + spec.logging.trace + "' for writing";
+    // Written at the end: an earlier run's trace stays whole until then (a run that fails leaves
+    // it, not an empty file that `ptrain report` refuses).
+    if (const std::string why = io::cannot_write(spec.logging.trace); !why.empty())
+      refusal = "logging.trace: cannot open '" + spec.logging.trace + "' for writing: " + why;
   }
   comm.broadcast_string(comm.world_group(), refusal, 0);
   if (!refusal.empty()) throw std::invalid_argument(refusal);

@@ -154,6 +154,29 @@ class Report(unittest.TestCase):
             with open(recorded) as f, open(job) as g:
                 self.assertEqual(f.read(), g.read())
 
+    def test_a_run_that_fails_leaves_the_last_trace_whole(self):
+        # logging.trace is written at the end; a failed run once left it empty, and report refused it.
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("job.yaml", "metrics.jsonl", "trace.json"):
+                shutil.copy(os.path.join(self.run_dir, name), d)
+            with open(os.path.join(d, "job.yaml")) as f:
+                text = f.read().replace(self.run_dir, d)
+            with open(os.path.join(d, "job.yaml"), "w") as f:
+                f.write(text)
+            with open(os.path.join(d, "trace.json")) as f:
+                before = f.read()
+            r = subprocess.run([PTRAIN, "run", os.path.join(d, "job.yaml")], capture_output=True, text=True,
+                               timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1", PTRAIN_DEBUG_FAULT="1:2:exit"))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            with open(os.path.join(d, "trace.json")) as f:
+                self.assertEqual(f.read(), before)
+            self.assertEqual(ptrain("report", d).returncode, 0)
+            os.remove(os.path.join(d, "trace.json"))
+            r = subprocess.run([PTRAIN, "run", os.path.join(d, "job.yaml")], capture_output=True, text=True,
+                               timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1", PTRAIN_DEBUG_FAULT="1:2:exit"))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "trace.json")))
+
     def test_without_job_or_trace_the_page_says_what_is_missing(self):
         with tempfile.TemporaryDirectory() as d:
             metrics = os.path.join(d, "m.jsonl")
