@@ -53,6 +53,11 @@ std::string CollectiveLog::dump() const {
   return out;
 }
 
+bool CollectiveLog::in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::any_of(entries_.begin(), entries_.end(), [](const Entry& e) { return e.seconds < 0; });
+}
+
 Comm::Comm(int rank, int world) : rank_(rank), world_(world) {
   if (world < 1 || rank < 0 || rank >= world)
     throw DistError("Comm: rank " + std::to_string(rank) + " of world " + std::to_string(world));

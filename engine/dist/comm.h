@@ -69,6 +69,8 @@ class CollectiveLog {
   void end(std::uint64_t seq);
   // Oldest first, one line each, the one in flight (if any) marked.
   std::string dump() const;
+  // Whether a call has begun and not ended.
+  bool in_flight() const;
 
  private:
   struct Entry {

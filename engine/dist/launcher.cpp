@@ -597,6 +597,15 @@ int Supervisor::run() {
       while (const std::optional<int> sig = signals_.next()) on_signal(*sig);
     }
     if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
+      // A rank that did not stop when asked is often the one the failure came from: stopped by a
+      // signal, or stuck outside the collective the others timed out in.
+      std::string stuck;
+      for (const Worker& w : workers_)
+        if (w.alive) stuck += (stuck.empty() ? "" : ", ") + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ")";
+      if (!stuck.empty())
+        write_all(2, "ptrain launcher: rank(s) " + stuck + " did not stop within " +
+                         format_seconds(options_.grace_seconds) +
+                         " s of being asked (stopped, or stuck outside the others' collective?): killing them\n");
       signal_all(SIGKILL);
       kill_deadline_.reset();
     }

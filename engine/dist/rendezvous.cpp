@@ -179,8 +179,14 @@ void Session::watch() {
       reason = std::string("the job's store is gone (") + e.what() + ")";
     }
     if (stop_watch_) return;
-    std::fprintf(stderr, "error: rank %d stops: %s\nrank %d's last collectives:\n%s", env_.rank, reason.c_str(),
-                 env_.rank, comm_->log().dump().c_str());
+    // Another rank timed out waiting in a collective while this one was in none: most likely the
+    // one it waited for (stalled, or stopped by a signal).
+    const bool timed_out = reason.find("imed out") != std::string::npos;
+    const std::string culprit = timed_out && !comm_->log().in_flight()
+                                    ? " (this rank was in no collective: the others' timeout may have waited on it)"
+                                    : "";
+    std::fprintf(stderr, "error: rank %d stops%s: %s\nrank %d's last collectives:\n%s", env_.rank, culprit.c_str(),
+                 reason.c_str(), env_.rank, comm_->log().dump().c_str());
     std::fflush(stderr);
     wait_for_readers(*watch_client_);
     // Let the failing rank exit first, so the launcher reports it rather than this echo.

@@ -728,8 +728,22 @@ class Faults(Timed):
             # outside any collective) printed its own log when told to stop.
             self.assertRegex(r.stderr, r"\[rank 0\] error: rank 0: \w+ #\d+ on group \S+ \(\d+ bytes\) failed")
             self.assertIn("IN FLIGHT", r.stderr)
-            self.assertIn("[rank 1] error: rank 1 stops: rank 0:", r.stderr)
+            self.assertIn("[rank 1] error: rank 1 stops (this rank was in no collective: the others' timeout may "
+                          "have waited on it): rank 0:", r.stderr)
             self.assertIn("error: rank 0 (host", r.stderr)
+
+    def test_a_rank_stopped_by_a_signal_is_named_when_it_does_not_stop(self):
+        with tempfile.TemporaryDirectory() as d:
+            launcher = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=100000, timeout=3)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env())
+            deadline = time.time() + 60
+            while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
+                time.sleep(0.05)
+            stopped = workers_of(launcher.pid)[1]
+            os.kill(stopped, signal.SIGSTOP)
+            _, err = launcher.communicate(timeout=60)
+            self.assertEqual(launcher.returncode, 1, err)
+            self.assertRegex(err, rf"rank\(s\) \d \(pid {stopped}\) did not stop within \S+ s of being asked")
 
     def test_a_pipeline_stage_that_dies_or_hangs_ends_the_job(self):
         with tempfile.TemporaryDirectory() as d:
