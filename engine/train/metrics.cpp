@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/ckpt/file_io.h"
 #include "engine/train/tensorboard.h"
 
 namespace ptrain::train {
@@ -35,6 +37,26 @@ MetricsLog::MetricsLog(const std::string& jsonl_path, const std::string& tensorb
   if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
   jsonl_.open(jsonl_path, std::ios::app);
   if (!jsonl_) throw std::invalid_argument("logging.metrics: cannot open '" + jsonl_path + "' for writing");
+  jsonl_path_ = jsonl_path;
+}
+
+void MetricsLog::start_after(std::int64_t step) {
+  if (!jsonl_.is_open()) return;
+  std::ifstream in(jsonl_path_);
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    const bool later = row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
+                       row["step"].get<std::int64_t>() > step;
+    if (later) dropped = true;
+    else kept += line + "\n";
+  }
+  if (!dropped) return;
+  jsonl_.close();
+  ckpt::write_file_atomically(jsonl_path_, kept);  // a crash now leaves the old file or the new one
+  jsonl_.open(jsonl_path_, std::ios::app);
+  if (!jsonl_) throw std::runtime_error("logging.metrics: cannot reopen '" + jsonl_path_ + "'");
 }
 
 MetricsLog::~MetricsLog() = default;

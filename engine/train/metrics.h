@@ -63,9 +63,14 @@ class MetricsLog {
   // last one).
   void record(const StepMetrics& m, double eta_seconds);
   void note(const std::string& line);  // a free-form console line (checkpoint saved, resumed, ...)
+  // The run starts after step `step` (0: from scratch): the JSONL's rows of later steps, left by a
+  // run that went past its last checkpoint (or by an earlier run, from scratch), are dropped, so
+  // that the file holds one row a step; what it cannot read as a row is kept.
+  void start_after(std::int64_t step);
 
  private:
   void draw_progress(std::int64_t step, double eta_seconds);
+  std::string jsonl_path_;
   std::ofstream jsonl_;
   std::unique_ptr<TensorBoardLog> tensorboard_;
   std::int64_t total_steps_;

@@ -152,6 +152,7 @@ struct Trainer::State {
     const auto weights_begin = Clock::now();
     options.startup.allocation_s = std::chrono::duration<double>(weights_begin - constructed).count();
     start_step = restore();
+    if (log) log->start_after(start_step);
     options.startup.weights_s = seconds_since(weights_begin);
     last_saved_step = start_step;
     const std::size_t tokens = static_cast<std::size_t>(s.train.micro_batch) * static_cast<std::size_t>(s.model.seq_len);

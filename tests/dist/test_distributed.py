@@ -178,6 +178,8 @@ def assert_resumes(test, saved, make_job, want):
         test.assertIn("resumed from", r.stderr)
         got = curve(metrics(d))
         test.assertEqual([s for s, _, _ in got], list(range(1, 21)))
+        steps = [row["step"] for row in metrics(d)]
+        test.assertEqual(len(steps), len(set(steps)), "a row per step")
         for (step, loss, _), (_, loss0, _) in zip(got, want):
             test.assertLess(abs(loss - loss0) / abs(loss0), TOLERANCE, f"step {step}")
 
@@ -600,6 +602,8 @@ class DistributedCheckpoints(Timed):
             r = run(job(d, dp=2, zero=2, every=5))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("at step 5", r.stderr)
+            # steps 6 and 7 ran twice; the metrics keep the second run's
+            self.assertEqual([row["step"] for row in metrics(d)], list(range(1, 21)))
 
     def test_a_save_that_fails_on_every_rank_leaves_no_temp_directory(self):
         # Files may not grow past 32 KiB in the second run (the launcher and its workers): every
