@@ -163,7 +163,7 @@ int run_profile(const ProfileArgs& args) {
     print_diagnostics(environment);
     return kExitBadInput;
   }
-  if (const std::string why = io::cannot_write(args.out); !why.empty()) {
+  if (const std::string why = io::cannot_write(args.out, io::MakeFolder::No); !why.empty()) {
     std::fprintf(stderr, "error: cannot write %s: %s\n", args.out.c_str(), why.c_str());
     return kExitBadInput;
   }

@@ -255,9 +255,10 @@ int run_training(const RunArgs& args) {
   }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) {
     print_diagnostics(job.diags);  // once per job
-  } else if (!job.ok() && env->launcher != "ptrain") {
-    // Under srun, mpirun or torchrun-style variables each rank loaded the job alone: one line, so
-    // that a rank whose rank 0 is elsewhere (or never started) still says why it stops.
+  } else if (!job.ok() && env->launcher == "env") {
+    // Ranks started by hand from RANK/WORLD_SIZE may each have their own flags, and their rank 0
+    // elsewhere or not at all: one line, so that each still says why it stops. (srun and mpirun
+    // start every rank with the same command: rank 0's list is the one.)
     std::fprintf(stderr, "error: rank %d: %s%s\n", env->rank, job.diags.errors.front().format().c_str(),
                  job.diags.errors.size() > 1 ? " (and more: rank 0 lists every problem)" : "");
   }

@@ -8,11 +8,11 @@
 
 namespace ptrain::io {
 
-std::string cannot_write(const std::string& path) {
+std::string cannot_write(const std::string& path, MakeFolder make_folder) {
   namespace fs = std::filesystem;
   std::error_code ignored;  // a folder that cannot be made shows up as the open failing
   const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ignored);
+  if (make_folder == MakeFolder::Yes && !parent.empty()) fs::create_directories(parent, ignored);
   const bool existed = fs::exists(fs::symlink_status(path, ignored));
   errno = 0;
   std::ofstream probe(path, std::ios::app);

@@ -7,8 +7,11 @@
 
 namespace ptrain::io {
 
-// "" when `path` opens for appending (as writing it will, its folder made if missing), else why not
-// ("No such file or directory"). A file that was not there is removed again.
-std::string cannot_write(const std::string& path);
+enum class MakeFolder { No, Yes };
+
+// "" when `path` opens for appending (as writing it will; with MakeFolder::Yes its folder is made
+// if missing, as a run's outputs' are), else why not ("No such file or directory"). A file that
+// was not there is removed again.
+std::string cannot_write(const std::string& path, MakeFolder make_folder);
 
 }  // namespace ptrain::io

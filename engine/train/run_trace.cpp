@@ -14,7 +14,7 @@ std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::C
   if (comm.rank() == 0) {
     // Written at the end: an earlier run's trace stays whole until then (a run that fails leaves
     // it, not an empty file that `ptrain report` refuses).
-    if (const std::string why = io::cannot_write(spec.logging.trace); !why.empty())
+    if (const std::string why = io::cannot_write(spec.logging.trace, io::MakeFolder::Yes); !why.empty())
       refusal = "logging.trace: cannot open '" + spec.logging.trace + "' for writing: " + why;
   }
   comm.broadcast_string(comm.world_group(), refusal, 0);
