@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "app/commands.h"
@@ -227,6 +229,14 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     return fail(session.get(), kExitRuntimeFailure, e.what(), session ? session->comm().log().dump() : std::string());
   }
 }
+
+}  // namespace
+
+void hold_stop_signals_for_run(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "run") mask_stop_signals(SIG_BLOCK);
+}
+
+namespace {
 
 int run_training(const RunArgs& args) {
   // From here on a stop signal waits instead of killing: the launcher reads it from its signalfd

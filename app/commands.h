@@ -12,6 +12,9 @@ void add_validate_command(CLI::App& cli, int& exit_code);
 void add_schedule_command(CLI::App& cli, int& exit_code);
 void add_plan_command(CLI::App& cli, int& exit_code);
 void add_run_command(CLI::App& cli, int& exit_code);
+// First thing in main for `ptrain run`: the stop signals wait from then on (run_training says why),
+// rather than from when the command line is parsed: SIGTERM in a run's first milliseconds killed it.
+void hold_stop_signals_for_run(int argc, char** argv);
 void add_convert_command(CLI::App& cli, int& exit_code);
 void add_profile_command(CLI::App& cli, int& exit_code);
 void add_report_command(CLI::App& cli, int& exit_code);

@@ -37,6 +37,7 @@ std::string version_text() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ptrain::app::hold_stop_signals_for_run(argc, argv);
   CLI::App cli{
       "ptrain: trains decoder-only transformers (GPT-2, Llama, Mixtral-style MoE) from a YAML job spec\n"
       "across tensor, pipeline, data, context and expert parallelism with ZeRO sharding.\n\n"
