@@ -25,7 +25,8 @@ std::vector<double> ticks(double lo, double hi, int count) {
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = raw / power < 2 ? 2 * power : raw / power < 5 ? 5 * power : 10 * power;
   std::vector<double> out;
-  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * span; t += step) out.push_back(t);
+  // + 0.0: ceil(-0.3) * step is -0, which prints as "-0"
+  for (double t = std::ceil(lo / step) * step + 0.0; t <= hi + 1e-9 * span; t += step) out.push_back(t);
   return out;
 }
 
