@@ -13,30 +13,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/temp_dir.h"
+
 using ptrain::io::FileError;
 using ptrain::io::InputFile;
 using ptrain::io::read_input_file;
+using ptrain::test::TempDir;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ptrain-io-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
 
 FileError error_of(const std::string& path) {
   try {
@@ -50,7 +34,7 @@ FileError error_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("a regular file, or a link to one, is read whole") {
-  TempDir dir;
+  TempDir dir("ptrain-io-test");
   const std::string path = dir / "job.yaml";
   std::ofstream(path, std::ios::binary) << std::string("name: x\0y", 9);
   const InputFile file(path);
@@ -62,7 +46,7 @@ TEST_CASE("a regular file, or a link to one, is read whole") {
 }
 
 TEST_CASE("a named pipe is refused at once, without waiting for a writer") {
-  TempDir dir;
+  TempDir dir("ptrain-io-test");
   const std::string fifo = dir / "train_000.bin";
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   const auto start = std::chrono::steady_clock::now();
@@ -76,7 +60,7 @@ TEST_CASE("a named pipe is refused at once, without waiting for a writer") {
 }
 
 TEST_CASE("a directory, a device or a missing file is refused, naming the path") {
-  TempDir dir;
+  TempDir dir("ptrain-io-test");
   CHECK(error_of(dir / "").detail() == "expected a regular file, found a directory");
   CHECK(error_of("/dev/null").detail() == "expected a regular file, found a character device");
   const FileError missing = error_of(dir / "missing.yaml");

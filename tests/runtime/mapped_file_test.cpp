@@ -12,32 +12,13 @@
 #include <string>
 #include <utility>
 
+#include "tests/temp_dir.h"
+
 using ptrain::runtime::FileError;
 using ptrain::runtime::MappedFile;
+using ptrain::test::TempDir;
 
 namespace {
-
-// A fresh directory under the system temporary directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ptrain-runtime-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const {
-    return (std::filesystem::path(path_) / name).string();
-  }
-
- private:
-  std::string path_;
-};
 
 void write_file(const std::string& path, const std::string& contents) {
   std::ofstream out(path, std::ios::binary);
@@ -61,7 +42,7 @@ FileError error_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("a mapped file holds the file's bytes") {
-  TempDir dir;
+  TempDir dir("ptrain-runtime-test");
   const std::string path = dir / "bytes.bin";
   write_file(path, std::string("hello\0world", 11));
   const MappedFile file(path);
@@ -73,7 +54,7 @@ TEST_CASE("a mapped file holds the file's bytes") {
 }
 
 TEST_CASE("an empty file maps to an empty span") {
-  TempDir dir;
+  TempDir dir("ptrain-runtime-test");
   const std::string path = dir / "empty.bin";
   write_file(path, "");
   const MappedFile file(path);
@@ -83,7 +64,7 @@ TEST_CASE("an empty file maps to an empty span") {
 }
 
 TEST_CASE("a missing file or a directory fails with the path in the message") {
-  TempDir dir;
+  TempDir dir("ptrain-runtime-test");
   const std::string missing = dir / "missing.bin";
   const FileError not_found = error_of(missing);
   CHECK(not_found.path() == missing);
@@ -101,7 +82,7 @@ TEST_CASE("a missing file or a directory fails with the path in the message") {
 }
 
 TEST_CASE("a named pipe is refused without waiting for a writer") {
-  TempDir dir;
+  TempDir dir("ptrain-runtime-test");
   const std::string fifo = dir / "rank_0.safetensors";
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   const FileError e = error_of(fifo);  // returns: the open does not block
@@ -110,7 +91,7 @@ TEST_CASE("a named pipe is refused without waiting for a writer") {
 }
 
 TEST_CASE("a mapped file moves, leaving the source empty") {
-  TempDir dir;
+  TempDir dir("ptrain-runtime-test");
   const std::string a_path = dir / "a.bin";
   const std::string b_path = dir / "b.bin";
   write_file(a_path, "first");
