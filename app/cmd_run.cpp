@@ -233,17 +233,17 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
 }  // namespace
 
 void hold_stop_signals_for_run(int argc, char** argv) {
+  // From here on a stop signal waits instead of killing: the launcher reads it from its signalfd
+  // (launch_local); a worker, or a run alone, unblocks it once its handler is installed (train).
+  // Workers start with this mask (launch_local hands them the caller's), so a signal that the
+  // launcher forwards before a worker has reached its handler waits for it too.
   if (argc > 1 && std::string_view(argv[1]) == "run") mask_stop_signals(SIG_BLOCK);
 }
 
 namespace {
 
+// The stop signals are held already (hold_stop_signals_for_run, from main).
 int run_training(const RunArgs& args) {
-  // From here on a stop signal waits instead of killing: the launcher reads it from its signalfd
-  // (launch_local); a worker, or a run alone, unblocks it once its handler is installed (train).
-  // Workers start with this mask (launch_local hands them the caller's), so a signal that the
-  // launcher forwards before a worker has reached its handler waits for it too.
-  mask_stop_signals(SIG_BLOCK);
   const auto started = std::chrono::steady_clock::now();
   std::optional<dist::WorkerEnv> env;
   if (!detect_worker(env)) return kExitBadInput;
