@@ -14,7 +14,7 @@ namespace ptrain::test {
 class TempDir {
  public:
   // `prefix`: the directory's name before its random part ("ptrain-io-test").
-  explicit TempDir(const std::string& prefix) {
+  explicit TempDir(const std::string& prefix = "ptrain-test") {
     std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = tmpl;
@@ -25,6 +25,7 @@ class TempDir {
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
   std::string operator/(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
 
  private:

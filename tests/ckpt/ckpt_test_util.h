@@ -1,4 +1,4 @@
-// Shared helpers of the ckpt tests: temporary directories, raw file bytes, tiny models.
+// Shared helpers of the ckpt tests: raw file bytes, error messages, tiny models.
 #pragma once
 
 #include <cstdint>
@@ -14,33 +14,11 @@
 #include "engine/config/job_spec.h"
 #include "engine/model/param_registry.h"
 #include "engine/model/param_store.h"
+#include "tests/temp_dir.h"
 
 namespace ptrain::ckpt::testing {
 
-// A fresh directory under $TMPDIR, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/ptrain-ckpt-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const {
-    return (std::filesystem::path(path_) / name).string();
-  }
-
- private:
-  std::string path_;
-};
+using ptrain::test::TempDir;
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -1,8 +1,6 @@
-// Helpers for the data tests: a temporary directory removed at scope exit, raw file edits, and a
-// check that a call throws DataError naming the right file and byte offset.
+// Helpers for the data tests: raw file edits, and a check that a call throws DataError naming the
+// right file and byte offset.
 #pragma once
-
-#include <stdlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstddef>
@@ -16,29 +14,11 @@
 #include <vector>
 
 #include "engine/data/data_error.h"
+#include "tests/temp_dir.h"
 
 namespace ptrain::data::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ptrain-data-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using ptrain::test::TempDir;
 
 inline std::vector<std::byte> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
