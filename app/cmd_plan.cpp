@@ -11,11 +11,11 @@
 #include "app/exit_codes.h"
 #include "app/job_loading.h"
 #include "app/json_writer.h"
-#include "app/output_file.h"
 #include "app/plan_verify.h"
 #include "engine/ckpt/file_io.h"
 #include "engine/config/yaml_edit.h"
 #include "engine/io/input_file.h"
+#include "engine/io/output_probe.h"
 #include "engine/plan/estimate.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/search.h"
@@ -266,8 +266,8 @@ int run_plan(const PlanArgs& args) {
     return kExitRuntimeFailure;
   }
   std::error_code error;
-  if (!replaceable_path(out_path))
-    return bad_input(out_path + " is not a regular file; not replacing it", "pass --out with a file's path");
+  if (const std::string other = io::other_kind_at(out_path, io::OutputKind::File); !other.empty())
+    return bad_input(out_path + " is " + other + ", not a regular file; not replacing it", "pass --out with a file's path");
   if (std::filesystem::exists(out_path, error) && !args.force && !written_by_plan(out_path)) {
     return bad_input(out_path + " exists and was not written by ptrain plan; not replacing it",
                      "pass --out with another path, or --force");

@@ -262,6 +262,7 @@ int run_training(const RunArgs& args) {
     est = estimate_job(job);
     if (est) job.diags.errors.insert(job.diags.errors.end(), est->diags.errors.begin(), est->diags.errors.end());
     for (config::Diagnostic& limit : engine_limit_warnings(job)) job.diags.errors.push_back(std::move(limit));
+    for (config::Diagnostic& output : run_output_errors(job)) job.diags.errors.push_back(std::move(output));
   }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) {
     print_diagnostics(job.diags);  // once per job

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "engine/io/input_file.h"
+#include "engine/io/output_probe.h"
 #include "engine/plan/builtin_profile.h"
 #include "engine/plan/profile_transfer.h"
 #include "engine/train/engine_limits.h"
@@ -154,6 +155,28 @@ std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& 
   std::vector<config::Diagnostic> out;
   for (const train::EngineLimit& limit : train::engine_limits(job.spec))
     out.push_back(job.at(limit.key, limit.message, limit.fix));
+  return out;
+}
+
+std::vector<config::Diagnostic> run_output_errors(const config::LoadResult& job) {
+  const config::LoggingSpec& logging = job.spec.logging;  // and the checkpoints
+  const struct {
+    const char* key;
+    const std::string& path;
+    io::OutputKind kind;
+  } outputs[] = {{"logging.metrics", logging.metrics, io::OutputKind::File},
+                 {"logging.trace", logging.trace, io::OutputKind::File},
+                 {"logging.tensorboard", logging.tensorboard, io::OutputKind::Folder},
+                 {"checkpoint.dir", job.spec.checkpoint.dir, io::OutputKind::Folder}};
+  std::vector<config::Diagnostic> out;
+  for (const auto& o : outputs) {
+    if (o.path.empty()) continue;
+    const std::string other = io::other_kind_at(o.path, o.kind);
+    if (other.empty()) continue;
+    const bool file = o.kind == io::OutputKind::File;
+    out.push_back(job.at(o.key, "'" + o.path + "' is " + other + ", not a " + (file ? "regular file" : "directory"),
+                         std::string("name a ") + (file ? "file" : "folder") + " to write, or remove what is there"));
+  }
   return out;
 }
 

@@ -46,6 +46,12 @@ std::optional<plan::Estimate> estimate_job(config::LoadResult& job);
 // (train::engine_limits; the CUDA backend unless the job says cpu): what validate and plan add.
 std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job);
 
+// An error at each of logging.metrics, logging.trace, logging.tensorboard and checkpoint.dir that
+// names something other than a file (a folder for the last two) or nothing: a FIFO there would hold the run at its
+// first write (and a stop signal with it), a directory fail it after minutes. `run`'s, before a
+// rank starts.
+std::vector<config::Diagnostic> run_output_errors(const config::LoadResult& job);
+
 // Problems and warnings to stderr, one per line, errors first.
 void print_diagnostics(const config::Diagnostics& diags);
 

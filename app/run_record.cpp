@@ -5,10 +5,10 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "app/output_file.h"
 #include "engine/ckpt/file_io.h"
 #include "engine/config/loader.h"
 #include "engine/config/yaml_edit.h"
+#include "engine/io/output_probe.h"
 
 namespace ptrain::app {
 
@@ -35,7 +35,8 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
   record += "\n# (written by `ptrain run`; `ptrain report` reads it)\n" + config::yaml_with_values(*text, overrides);
   fs::create_directories(target.parent_path(), ec);  // as the metrics log does; a failure shows below
   try {
-    if (!replaceable_path(target.string())) throw std::runtime_error("not a regular file");
+    if (const std::string other = io::other_kind_at(target.string(), io::OutputKind::File); !other.empty())
+      throw std::runtime_error(other + ", not a regular file");
     ckpt::write_file_atomically(target.string(), record);  // a reader never sees half a file
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warning: cannot write %s (%s): `ptrain report` will need --job\n", target.c_str(), e.what());

@@ -8,20 +8,13 @@
 #include <cstring>
 #include <utility>
 
+#include "engine/io/file_kind.h"
+
 namespace ptrain::io {
 namespace {
 
 FileError errno_error(const std::string& path, const std::string& action, int err) {
   return FileError(path, action + ": " + std::strerror(err), err);
-}
-
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "another kind of file";
 }
 
 }  // namespace
@@ -39,7 +32,7 @@ InputFile::InputFile(std::string path) : path_(std::move(path)) {
     struct stat info {};
     if (::fstat(fd_, &info) != 0) throw errno_error(path_, "cannot stat", errno);
     if (!S_ISREG(info.st_mode))
-      throw FileError(path_, std::string("expected a regular file, found ") + kind_of(info.st_mode), 0);
+      throw FileError(path_, std::string("expected a regular file, found ") + file_kind(info.st_mode), 0);
     const int flags = ::fcntl(fd_, F_GETFL);
     if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0)
       throw errno_error(path_, "cannot open for reading", errno);

@@ -1,18 +1,31 @@
 #include "engine/io/output_probe.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 
+#include "engine/io/file_kind.h"
+
 namespace ptrain::io {
+
+std::string other_kind_at(const std::string& path, OutputKind kind) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return "";  // nothing there, or out of reach: opening it says
+  if (kind == OutputKind::File ? S_ISREG(info.st_mode) : S_ISDIR(info.st_mode)) return "";
+  return file_kind(info.st_mode);
+}
 
 std::string cannot_write(const std::string& path, MakeFolder make_folder) {
   namespace fs = std::filesystem;
   std::error_code ignored;  // a folder that cannot be made shows up as the open failing
   const fs::path parent = fs::path(path).parent_path();
   if (make_folder == MakeFolder::Yes && !parent.empty()) fs::create_directories(parent, ignored);
+  if (const std::string other = other_kind_at(path, OutputKind::File); !other.empty())
+    return "it is " + other + ", not a regular file";
   const bool existed = fs::exists(fs::symlink_status(path, ignored));
   errno = 0;
   std::ofstream probe(path, std::ios::app);

@@ -9,9 +9,17 @@ namespace ptrain::io {
 
 enum class MakeFolder { No, Yes };
 
+enum class OutputKind { File, Folder };
+
+// "" when nothing is at `path` or what is there is of `kind` (after symlinks); else what is there
+// ("a named pipe (FIFO)", "a directory", "a regular file": io::file_kind). A stat only: it never
+// blocks and never changes a thing (opening a FIFO for writing waits for a reader: an output there
+// would hold the run).
+std::string other_kind_at(const std::string& path, OutputKind kind);
+
 // "" when `path` opens for appending (as writing it will; with MakeFolder::Yes its folder is made
-// if missing, as a run's outputs' are), else why not ("No such file or directory"). A file that
-// was not there is removed again.
+// if missing, as a run's outputs' are), else why not ("No such file or directory", "it is a named
+// pipe (FIFO), not a regular file"). A file that was not there is removed again.
 std::string cannot_write(const std::string& path, MakeFolder make_folder);
 
 }  // namespace ptrain::io

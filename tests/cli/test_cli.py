@@ -529,7 +529,7 @@ class Plan(unittest.TestCase):
         os.mkfifo(fifo)
         r = ptrain("plan", config("tiny-cpu"), "--gpus", "4", "--out", fifo, "--force")
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn(fifo + " is not a regular file; not replacing it", r.stderr)
+        self.assertIn(fifo + " is a named pipe (FIFO), not a regular file; not replacing it", r.stderr)
         self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
 
     def test_bad_input(self):
@@ -1047,6 +1047,24 @@ class NamedPipes(unittest.TestCase):
                                            timeout=20), path)
                 os.remove(path)
                 os.rename(path + ".saved", path)
+
+    def test_outputs(self):
+        # Where a file is written: a run's logs (before a rank starts: writing one would hold rank 0
+        # until the others' timeout, its stop signals held) and each command's output file.
+        for key in ("logging.metrics", "logging.trace", "logging.tensorboard", "checkpoint.dir"):
+            with self.subTest(key=key):
+                path = self.fifo("out-" + key)
+                r = ptrain("run", self.job, "--set", f"{key}={path}", timeout=20)
+                self.assert_refused(r, path)
+                self.assertIn(key + ": ", r.stderr)
+                self.assertFalse(os.path.exists(self.ckpt), "it trained")
+        self.assertEqual(ptrain("run", self.job, timeout=60).returncode, 0)  # a run for report
+        out = self.fifo("out.any")
+        for args in (["profile", "--quick", "--out", out], ["schedule", self.job, "--svg", out],
+                     ["report", self.dir, "--out", out]):
+            with self.subTest(command=args[0]):
+                self.assert_refused(ptrain(*args, timeout=20), out)
+        self.assertTrue(stat.S_ISFIFO(os.stat(out).st_mode))
 
     def test_report_inputs(self):
         metrics = self.fifo("metrics.jsonl")
