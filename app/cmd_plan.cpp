@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/flag_checks.h"
 #include "app/job_loading.h"
 #include "app/json_writer.h"
 #include "app/plan_verify.h"
@@ -317,11 +318,11 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
   add_job_args(*cmd, args->job);
   cmd->add_option("--gpus", args->gpus, "GPUs to plan for (whole nodes of cluster.gpus_per_node, or fewer)")
       ->required()
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--gpu", args->gpu, "Device kind (default: cluster.gpu): h100-sxm, h200, a100-80g, cpu")
       ->check(non_empty());
   cmd->add_option("--top", args->top, "Rows in the ranking")
-      ->check(CLI::Range(1, 1000))
+      ->check(whole_number_in(1, 1000))
       ->capture_default_str();
   cmd->add_option("--out", args->out, "Where to write the best layout (default: <job name>.plan.yaml here)")
       ->check(non_empty());
@@ -331,11 +332,11 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
                   "Run the best K layouts for " + std::to_string(kVerifySteps) +
                       " steps, --verify-rounds times each (interleaved), on this machine and report which was "
                       "really fastest")
-      ->check(CLI::Range(1, 100));
+      ->check(whole_number_in(1, 100));
   cmd->add_option("--verify-rounds", args->verify_rounds,
                   "With --verify: runs of each layout, whose median is its step (more: less of the machine's "
                   "noise between layouts that are close)")
-      ->check(CLI::Range(1, 50))
+      ->check(whole_number_in(1, 50))
       ->capture_default_str()
       ->needs(verify);
   cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });

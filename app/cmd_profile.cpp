@@ -26,6 +26,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/flag_checks.h"
 #include "app/job_loading.h"
 #include "app/output_file.h"
 #include "app/profile_calibration.h"
@@ -212,7 +213,7 @@ void add_profile_command(CLI::App& cli, int& exit_code) {
   cmd->add_option("--out", args->out, "Profile file to write (JSON)")->check(non_empty());
   cmd->add_flag("--quick", args->quick, "Coarser grids and fewer repeats (under a minute on a CPU)");
   cmd->add_option("--nproc", args->nproc, "Also measure the collectives over N local ranks (Gloo, or NCCL on GPUs)")
-      ->check(CLI::Range(1, 1024));
+      ->check(whole_number_in(1, 1024));
   cmd->add_option("--collectives-to", args->collectives_to)->group("");  // the launcher's own workers
   cmd->callback([args, &exit_code] { exit_code = run_profile(*args); });
 }

@@ -15,6 +15,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/flag_checks.h"
 #include "app/output_file.h"
 #include "app/job_loading.h"
 #include "app/report_charts.h"

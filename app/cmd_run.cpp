@@ -19,6 +19,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/flag_checks.h"
 #include "app/job_loading.h"
 #include "app/run_record.h"
 #include "app/run_report.h"
@@ -321,10 +322,10 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "counts its memory), PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--stop-after-steps", args->stop_after_steps,
                   "Train this many steps, then checkpoint and exit 0 as on SIGTERM (time-limited allocations)")
-      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+      ->check(whole_number_in(1, std::numeric_limits<std::int64_t>::max()));
   cmd->callback([args, &exit_code] { exit_code = run_training(*args); });
 }
 

@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/flag_checks.h"
 #include "app/output_file.h"
 #include "app/job_loading.h"
 #include "engine/config/rules.h"
@@ -68,11 +69,11 @@ void add_schedule_command(CLI::App& cli, int& exit_code) {
       "optionally SVG (--svg) and Chrome trace JSON (--trace, open in chrome://tracing or Perfetto).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--world", args->world, "Number of ranks (default: cluster.nodes * gpus_per_node)")
-      ->check(CLI::Range(1, config::kMaxWorld));
+      ->check(whole_number_in(1, config::kMaxWorld));
   cmd->add_option("--svg", args->svg_path, "Write the timeline as SVG to this file")->check(non_empty());
   cmd->add_option("--trace", args->trace_path, "Write the timeline as Chrome trace JSON to this file")
       ->check(non_empty());
-  cmd->add_option("--width", args->width, "Terminal width of the drawing")->check(CLI::Range(40, 100000));
+  cmd->add_option("--width", args->width, "Terminal width of the drawing")->check(whole_number_in(40, 100000));
   cmd->callback([args, &exit_code] { exit_code = run_schedule(*args); });
 }
 

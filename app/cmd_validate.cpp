@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/flag_checks.h"
 #include "app/job_loading.h"
 #include "app/validate_report.h"
 #include "engine/config/rules.h"
@@ -60,7 +61,7 @@ void add_validate_command(CLI::App& cli, int& exit_code) {
       "tier, pipeline bubble (simulating the real schedule), step time and MFU. Exit 0 = would run, 2 = invalid.");
   add_job_args(*cmd, args->job);
   cmd->add_option("--world", args->world, "Validate for this many ranks (default: cluster.nodes * gpus_per_node)")
-      ->check(CLI::Range(1, config::kMaxWorld));
+      ->check(whole_number_in(1, config::kMaxWorld));
   cmd->add_flag("--json", args->json, "Print one JSON object (fields in README)");
   cmd->callback([args, &exit_code] { exit_code = run_validate(*args); });
 }

@@ -22,13 +22,6 @@ void add_job_args(CLI::App& command, JobArgs& args) {
       ->allow_extra_args(false);
 }
 
-const CLI::Validator& non_empty() {
-  static const CLI::Validator check(
-      [](const std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); },
-      "NON-EMPTY");
-  return check;
-}
-
 config::LoadResult load_job(const JobArgs& args, std::optional<int> world) {
   config::LoadOptions opts;
   opts.overrides = args.overrides;

@@ -20,9 +20,6 @@ struct JobArgs {
 
 void add_job_args(CLI::App& command, JobArgs& args);
 
-// For a path or name flag: an empty value is an error (exit 2), not "not given".
-const CLI::Validator& non_empty();
-
 // The job with its problems, and the environment's (check_environment).
 config::LoadResult load_job(const JobArgs& args, std::optional<int> world);
 

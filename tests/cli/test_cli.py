@@ -232,8 +232,12 @@ class ValidateBadInput(unittest.TestCase):
                 (("schedule", tiny, "--svg", "t.out", "--trace", "t.out"), "--svg and --trace both name t.out"),
                 (("convert", tiny, "--init", "--to", ""), "--to: must not be empty"),
                 (("report", "runs", "--job", ""), "--job: must not be empty"),
-                (("validate", tiny, "--world", "2000000"), "not in range 1 to 1048576"),
-                (("run", tiny, "--stop-after-steps", "0"), "not in range 1 to 9223372036854775807")):
+                (("validate", tiny, "--world", "2000000"), "--world: 2000000 is out of range (expected 1 to 1048576)"),
+                (("plan", tiny, "--gpus", "4x"), "--gpus: '4x' is not a whole number (expected 1 to 1048576)"),
+                (("schedule", tiny, "--width", "1e3"), "--width: '1e3' is not a whole number"),
+                (("run", tiny, "--stop-after-steps", "abc"), "--stop-after-steps: 'abc' is not a whole number"),
+                (("run", tiny, "--stop-after-steps", "0"),
+                 "--stop-after-steps: 0 is out of range (expected 1 to 9223372036854775807)")):
             with self.subTest(args):
                 r = ptrain(*args)
                 self.assertEqual(r.returncode, 2, r.stderr)
