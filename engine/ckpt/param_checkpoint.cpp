@@ -235,17 +235,31 @@ nlohmann::json job_meta(const config::JobSpec& spec) {
             {"order", p.order}}}};
 }
 
+namespace {
+
+// "model.<path>: the checkpoint has X, the job has Y" where the saved value at `key` of `saved`
+// differs from `ours`; a missing one counts as null (or, with `missing_agrees`, as no difference).
+void compare_saved(std::vector<std::string>& out, const nlohmann::json& saved, const std::string& path, const char* key,
+                   const nlohmann::json& ours, bool missing_agrees = false) {
+  const bool present = saved.is_object() && saved.contains(key);
+  if (!present && missing_agrees) return;
+  const nlohmann::json theirs = present ? saved[key] : nlohmann::json();
+  if (theirs != ours) out.push_back(path + key + ": the checkpoint has " + theirs.dump() + ", the job has " + ours.dump());
+}
+
+const nlohmann::json& saved_moe(const nlohmann::json& saved) {
+  static const nlohmann::json none;
+  return saved.contains("moe") ? saved["moe"] : none;
+}
+
+}  // namespace
+
 std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const config::ModelSpec& model) {
   if (!job_meta.is_object() || !job_meta.contains("model") || !job_meta["model"].is_object())
     return {"the checkpoint records no model"};
   const nlohmann::json& saved = job_meta["model"];
   std::vector<std::string> out;
-  auto compare = [&](const char* key, const nlohmann::json& ours) {
-    const nlohmann::json theirs = saved.contains(key) ? saved[key] : nlohmann::json();
-    if (theirs != ours)
-      out.push_back(std::string("model.") + key + ": the checkpoint has " + theirs.dump() + ", the job has " +
-                    ours.dump());
-  };
+  auto compare = [&](const char* key, const nlohmann::json& ours) { compare_saved(out, saved, "model.", key, ours); };
   compare("arch", config::to_string(model.arch));
   compare("layers", model.layers);
   compare("hidden", model.hidden);
@@ -255,13 +269,27 @@ std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const 
   compare("vocab", model.vocab);
   compare("tie_embeddings", model.tie_embeddings);
   if (model.arch == config::Arch::Gpt2) compare("seq_len", model.seq_len);  // learned positions
+  if (model.moe) compare_saved(out, saved_moe(saved), "model.moe.", "experts", model.moe->experts);
+  return out;
+}
+
+std::vector<std::string> model_changes(const nlohmann::json& job_meta, const config::ModelSpec& model) {
+  std::vector<std::string> out;
+  if (!job_meta.is_object() || !job_meta.contains("model") || !job_meta["model"].is_object()) return out;
+  const nlohmann::json& saved = job_meta["model"];
+  auto compare = [&](const char* key, const nlohmann::json& ours) {
+    compare_saved(out, saved, "model.", key, ours, true);
+  };
+  compare("norm_eps", model.norm_eps);
+  if (model.arch != config::Arch::Gpt2) {  // rotary positions: the weights take any length and base
+    compare("rope_theta", model.rope_theta);
+    compare("seq_len", model.seq_len);
+  }
   if (model.moe) {
-    const nlohmann::json moe = saved.contains("moe") ? saved["moe"] : nlohmann::json();
-    const nlohmann::json experts =
-        moe.is_object() && moe.contains("experts") ? moe["experts"] : nlohmann::json();
-    if (experts != nlohmann::json(model.moe->experts))
-      out.push_back("model.moe.experts: the checkpoint has " + experts.dump() + ", the job has " +
-                    std::to_string(model.moe->experts));
+    const nlohmann::json& moe = saved_moe(saved);
+    compare_saved(out, moe, "model.moe.", "top_k", model.moe->top_k, true);
+    compare_saved(out, moe, "model.moe.", "capacity_factor", model.moe->capacity_factor, true);
+    compare_saved(out, moe, "model.moe.", "aux_loss_coef", model.moe->aux_loss_coef, true);
   }
   return out;
 }

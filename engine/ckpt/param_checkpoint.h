@@ -49,4 +49,11 @@ nlohmann::json job_meta(const config::JobSpec& spec);
 // ("model.hidden: the checkpoint has 64, the job has 128"); empty when they agree.
 std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const config::ModelSpec& model);
 
+// Differences that leave the shapes alone, so the weights load, but change what the model computes:
+// norm_eps, rope_theta, a Llama's seq_len, MoE's top_k, capacity_factor and aux_loss_coef
+// ("model.rope_theta: the checkpoint has 10000.0, the job has 500000.0"). A resume says each (a
+// context extension changes them on purpose; a typo does so silently). A key the checkpoint does
+// not record is not a difference.
+std::vector<std::string> model_changes(const nlohmann::json& job_meta, const config::ModelSpec& model);
+
 }  // namespace ptrain::ckpt

@@ -214,6 +214,8 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
+        for (const std::string& change : ckpt::model_changes(loaded.job_meta(), spec.model))
+          note("warning: resuming with another model setting than the checkpoint's: " + change);
         const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
         // The data goes on from the samples taken, whatever global_batch took them.
         train_loader.resume_at(step, loaded.consumed_samples());

@@ -580,6 +580,38 @@ TEST_CASE("restoring a different model lists what does not fit", "[ckpt][checkpo
   CHECK(mm[0] == "model.ffn_hidden: the checkpoint has 64, the job has 96");
 }
 
+TEST_CASE("a resume names the model settings that differ but leave the shapes alone", "[ckpt][checkpoint]") {
+  const nlohmann::json saved = sample_meta(tiny_llama());
+  CHECK(model_changes(saved, tiny_llama()).empty());
+  config::ModelSpec longer = tiny_llama();
+  longer.rope_theta = 500000.0;
+  longer.seq_len = 64;
+  longer.norm_eps = 1e-6;
+  CHECK(model_mismatches(saved, longer).empty());  // it loads
+  CHECK(model_changes(saved, longer) ==
+        std::vector<std::string>{"model.norm_eps: the checkpoint has 1e-05, the job has 1e-06",
+                                 "model.rope_theta: the checkpoint has 10000.0, the job has 500000.0",
+                                 "model.seq_len: the checkpoint has 16, the job has 64"});
+  // GPT-2's positions are learned: another seq_len is a mismatch, not a change; no rotary base.
+  config::ModelSpec gpt = tiny_gpt2();
+  config::ModelSpec gpt_eps = gpt;
+  gpt_eps.norm_eps = 1e-3;
+  gpt_eps.rope_theta = 7.0;
+  CHECK(model_changes(sample_meta(gpt), gpt_eps) ==
+        std::vector<std::string>{"model.norm_eps: the checkpoint has 1e-05, the job has 0.001"});
+  // MoE routing: top_k, capacity and the aux loss change; the experts themselves do not.
+  config::ModelSpec moe = tiny_mixtral();
+  config::ModelSpec routed = moe;
+  routed.moe->top_k = 1;
+  routed.moe->capacity_factor = 2.0;
+  CHECK(model_mismatches(sample_meta(moe), routed).empty());
+  CHECK(model_changes(sample_meta(moe), routed).size() == 2);
+  // An older manifest without these keys: nothing to compare, nothing said.
+  nlohmann::json bare = saved;
+  bare["model"].erase("rope_theta");
+  CHECK(model_changes(bare, longer).size() == 2);
+}
+
 TEST_CASE("a checkpoint without optimizer state zero-fills the moments", "[ckpt][checkpoint]") {
   TempDir tmp;
   model::ParamStore store = make_store(tiny_llama(), 0, 1);

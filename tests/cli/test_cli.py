@@ -953,6 +953,16 @@ class Checkpoints(unittest.TestCase):
                 self.assertIn(f"nothing to train: the checkpoint's step 4 >= train.steps {steps}", r.stderr)
                 self.assertNotIn("checkpoint saved", r.stderr)
 
+    def test_a_resume_with_other_model_settings_says_which(self):
+        self.assertEqual(self.run_job(2).returncode, 0)
+        r = self.run_job(4, "--set", "model.norm_eps=1e-6")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("warning: resuming with another model setting than the checkpoint's: "
+                      "model.norm_eps: the checkpoint has 1e-05, the job has 1e-06", r.stderr)
+        r = self.run_job(6, "--set", "model.hidden=64")  # another shape: refused, as before
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("was written for another model: model.hidden", r.stderr)
+
     def test_the_lock_of_a_killed_job_is_taken_over(self):
         first = self.start_job(100000)
         first.kill()
