@@ -153,8 +153,17 @@ struct HfTensors {
   std::vector<std::string> duplicates;
 };
 
-std::vector<std::string> shard_files(const std::string& hf_dir) {
+// model.safetensors.index.json: each tensor's shard file (`file_of`, stored names), and the
+// files in first-named order. Without an index, the one model.safetensors.
+struct ShardIndex {
+  std::string path;  // "" without an index
+  std::vector<std::string> files;
+  std::map<std::string, std::string> file_of;
+};
+
+ShardIndex shard_index(const std::string& hf_dir) {
   std::error_code ec;
+  ShardIndex out;
   const std::string index_path = join_path(hf_dir, "model.safetensors.index.json");
   // exists, not is_regular_file: a named pipe or a directory there is refused by name on reading.
   if (fs::exists(index_path, ec)) {
@@ -163,27 +172,62 @@ std::vector<std::string> shard_files(const std::string& hf_dir) {
         std::string_view(reinterpret_cast<const char*>(bytes.bytes().data()), bytes.bytes().size()),
         index_path);
     const JsonReader r(index, index_path, "");
-    std::vector<std::string> files;
+    out.path = index_path;
     const nlohmann::json& map = r.object("weight_map");
     for (auto it = map.begin(); it != map.end(); ++it) {
       if (!it->is_string()) r.fail("weight_map[\"" + it.key() + "\"] is not a file name");
       const std::string file = it->get<std::string>();
       if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
         r.fail("weight_map[\"" + it.key() + "\"]: bad file name \"" + file + "\"");
-      if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
+      if (std::find(out.files.begin(), out.files.end(), file) == out.files.end()) out.files.push_back(file);
+      out.file_of.emplace(it.key(), file);
     }
-    return files;
+    return out;
   }
-  if (fs::exists(join_path(hf_dir, "model.safetensors"), ec)) return {"model.safetensors"};
+  if (fs::exists(join_path(hf_dir, "model.safetensors"), ec)) {
+    out.files = {"model.safetensors"};
+    return out;
+  }
   throw CheckpointError(
       hf_dir,
       "no model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read: "
       "convert it to safetensors first)");
 }
 
+std::string list_text(const std::vector<std::string>& items) {
+  std::string s;
+  for (std::size_t i = 0; i < items.size() && i < 12; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > 12) s += ", ... and " + std::to_string(items.size() - 12) + " more";
+  return s;
+}
+
+// The index must say where each tensor is, as its shards hold them: an entry whose file lacks the
+// tensor, or a tensor of a shard that the index leaves out or puts elsewhere, is a directory put
+// together from more than one download (or an index edited by hand): refused, naming the index.
+void check_index_matches_shards(const ShardIndex& index, const HfTensors& hf) {
+  if (index.path.empty()) return;
+  std::map<std::string, std::string> held;  // stored name -> the file holding it
+  for (const auto& file : hf.files)
+    for (const StTensorInfo& info : file->tensors())
+      held.emplace(info.name, fs::path(file->path()).filename().string());
+  std::vector<std::string> problems;
+  for (const auto& [name, file] : index.file_of) {
+    const auto it = held.find(name);
+    if (it == held.end()) problems.push_back(name + " (in no shard; the index names " + file + ")");
+    else if (it->second != file) problems.push_back(name + " (in " + it->second + "; the index names " + file + ")");
+  }
+  for (const auto& [name, file] : held)
+    if (index.file_of.count(name) == 0) problems.push_back(name + " (in " + file + "; not in the index)");
+  if (!problems.empty())
+    throw CheckpointError(index.path, "weight_map does not describe the shards (" + std::to_string(problems.size()) +
+                                          "): " + list_text(problems) +
+                                          " (fix: download the checkpoint again, or correct the index)");
+}
+
 HfTensors open_hf_tensors(const std::string& hf_dir, Arch arch) {
   HfTensors t;
-  for (const std::string& name : shard_files(hf_dir)) {
+  const ShardIndex index = shard_index(hf_dir);
+  for (const std::string& name : index.files) {
     t.files.push_back(std::make_unique<SafetensorsFile>(join_path(hf_dir, name)));
     const SafetensorsFile& file = *t.files.back();
     for (const StTensorInfo& info : file.tensors()) {
@@ -192,6 +236,7 @@ HfTensors open_hf_tensors(const std::string& hf_dir, Arch arch) {
       if (!t.by_name.emplace(key, std::make_pair(&file, &info)).second) t.duplicates.push_back(info.name);
     }
   }
+  check_index_matches_shards(index, t);
   return t;
 }
 
@@ -214,13 +259,6 @@ void check_finite(const float* values, std::int64_t count, std::int64_t first, c
   throw CheckpointError(file.path(), "tensor " + tensor.name + " holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
                                          " at element " + std::to_string(first + (bad - values)) +
                                          ": non-finite weights are not imported (fix: export the model again)");
-}
-
-std::string list_text(const std::vector<std::string>& items) {
-  std::string s;
-  for (std::size_t i = 0; i < items.size() && i < 12; ++i) s += (i ? ", " : "") + items[i];
-  if (items.size() > 12) s += ", ... and " + std::to_string(items.size() - 12) + " more";
-  return s;
 }
 
 }  // namespace

@@ -354,10 +354,29 @@ TEST_CASE("HF import reads sharded checkpoints through model.safetensors.index.j
   import_hf(tmp.path(), m, back);
   check_same_model(store, back, m.vocab);
 
-  map["model.norm.weight"] = "../evil.safetensors";
-  ckpt::testing::write_bytes(tmp / "model.safetensors.index.json",
-                             nlohmann::json({{"weight_map", map}}).dump());
-  CHECK_THAT(error_of([&] { import_hf(tmp.path(), m, back); }), Catch::Contains("bad file name"));
+  auto import_with = [&](const nlohmann::json& edited) {
+    ckpt::testing::write_bytes(tmp / "model.safetensors.index.json", nlohmann::json({{"weight_map", edited}}).dump());
+    return error_of([&] { import_hf(tmp.path(), m, back); });
+  };
+  nlohmann::json evil = map;
+  evil["model.norm.weight"] = "../evil.safetensors";
+  CHECK_THAT(import_with(evil), Catch::Contains("bad file name"));
+
+  // An index that does not describe its shards (two downloads mixed, a hand edit) is refused,
+  // naming each tensor it misplaces, leaves out, or names but no shard holds.
+  nlohmann::json misplaced = map, left_out = map, stray = map;
+  misplaced["model.norm.weight"] = "model-00002-of-00002.safetensors";
+  left_out.erase("model.layers.1.mlp.up_proj.weight");
+  stray["model.layers.2.mlp.up_proj.weight"] = "model-00002-of-00002.safetensors";
+  CHECK_THAT(import_with(misplaced),
+             Catch::Contains("model.safetensors.index.json") && Catch::Contains("weight_map does not describe") &&
+                 Catch::Contains("model.norm.weight (in model-00001-of-00002.safetensors; the index names "
+                                 "model-00002-of-00002.safetensors)"));
+  CHECK_THAT(import_with(left_out), Catch::Contains("model.layers.1.mlp.up_proj.weight (in "
+                                                    "model-00002-of-00002.safetensors; not in the index)"));
+  CHECK_THAT(import_with(stray), Catch::Contains("model.layers.2.mlp.up_proj.weight (in no shard; the index names "
+                                                 "model-00002-of-00002.safetensors)"));
+  CHECK(import_with(map).empty());
 }
 
 TEST_CASE("export needs the whole model", "[ckpt][hf]") {
