@@ -110,6 +110,9 @@ int convert(const ConvertArgs& args) {
         for (const std::string& b : bad) message += "\n  " + b;
         return bad_input(message);
       }
+      for (const std::string& change : ckpt::model_changes(ckpt.job_meta(), spec.model))
+        std::fprintf(stderr, "warning: the job's model differs from the checkpoint's where the weights still fit: %s\n",
+                     change.c_str());
       ckpt::restore_flat_shards(ckpt, store, {ckpt::whole_store(store)});
       step = ckpt.step();
       source = "checkpoint " + ckpt.path() + " (step " + std::to_string(step) + ")";

@@ -222,6 +222,7 @@ nlohmann::json job_meta(const config::JobSpec& spec) {
           {"model", std::move(model)},
           {"precision", config::to_string(spec.train.precision)},
           {"seed", spec.train.seed},
+          {"shuffle", spec.data.shuffle},
           {"layout",
            {{"tp", p.tp},
             {"pp", p.pp},
@@ -291,6 +292,14 @@ std::vector<std::string> model_changes(const nlohmann::json& job_meta, const con
     compare_saved(out, moe, "model.moe.", "capacity_factor", model.moe->capacity_factor, true);
     compare_saved(out, moe, "model.moe.", "aux_loss_coef", model.moe->aux_loss_coef, true);
   }
+  return out;
+}
+
+std::vector<std::string> data_order_changes(const nlohmann::json& job_meta, const config::JobSpec& spec) {
+  std::vector<std::string> out;
+  if (!job_meta.is_object()) return out;
+  compare_saved(out, job_meta, "train.", "seed", spec.train.seed, true);
+  compare_saved(out, job_meta, "data.", "shuffle", spec.data.shuffle, true);
   return out;
 }
 

@@ -42,7 +42,7 @@ RestoreResult restore_flat_shards(LoadedCheckpoint& ckpt, const model::ParamStor
 // The whole store as one shard: its owned parameter buffer and, if given, full-size moments.
 FlatShard whole_store(const model::ParamStore& store, float* exp_avg = nullptr, float* exp_avg_sq = nullptr);
 
-// The job essentials recorded in a manifest: name, model dims, precision, seed and layout.
+// The job essentials recorded in a manifest: name, model dims, precision, seed, shuffle and layout.
 nlohmann::json job_meta(const config::JobSpec& spec);
 
 // Differences between a checkpoint's recorded model and the job's that change parameter shapes
@@ -55,5 +55,10 @@ std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const 
 // context extension changes them on purpose; a typo does so silently). A key the checkpoint does
 // not record is not a difference.
 std::vector<std::string> model_changes(const nlohmann::json& job_meta, const config::ModelSpec& model);
+
+// Differences in what orders the samples (train.seed, data.shuffle): the run goes on at the
+// checkpoint's count of samples taken, but in another order, so some samples repeat and others are
+// skipped. A resume says each; a key the checkpoint does not record is not a difference.
+std::vector<std::string> data_order_changes(const nlohmann::json& job_meta, const config::JobSpec& spec);
 
 }  // namespace ptrain::ckpt

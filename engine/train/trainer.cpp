@@ -216,6 +216,9 @@ struct Trainer::State {
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
         for (const std::string& change : ckpt::model_changes(loaded.job_meta(), spec.model))
           note("warning: resuming with another model setting than the checkpoint's: " + change);
+        for (const std::string& change : ckpt::data_order_changes(loaded.job_meta(), spec))
+          note("warning: resuming with another sample order than the checkpoint's: " + change +
+               " (from here some samples repeat and others are skipped)");
         const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
         // The data goes on from the samples taken, whatever global_batch took them.
         train_loader.resume_at(step, loaded.consumed_samples());

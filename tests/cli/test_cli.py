@@ -959,7 +959,18 @@ class Checkpoints(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("warning: resuming with another model setting than the checkpoint's: "
                       "model.norm_eps: the checkpoint has 1e-05, the job has 1e-06", r.stderr)
-        r = self.run_job(6, "--set", "model.hidden=64")  # another shape: refused, as before
+        r = self.run_job(6, "--set", "train.seed=4", "--set", "data.shuffle=false")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for change in ("train.seed: the checkpoint has 3, the job has 4",
+                       "data.shuffle: the checkpoint has true, the job has false"):
+            self.assertIn("warning: resuming with another sample order than the checkpoint's: " + change +
+                          " (from here some samples repeat and others are skipped)", r.stderr)
+        r = ptrain("convert", self.job(6), "--from", self.ckpt, "--to-hf", os.path.join(self.dir, "hf"),
+                   "--set", "model.norm_eps=1e-6")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("warning: the job's model differs from the checkpoint's where the weights still fit: "
+                      "model.norm_eps: the checkpoint has 1e-05, the job has 1e-06", r.stderr)
+        r = self.run_job(8, "--set", "model.hidden=64")  # another shape: refused, as before
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("was written for another model: model.hidden", r.stderr)
 
