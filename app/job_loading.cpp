@@ -152,7 +152,7 @@ std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& 
 }
 
 std::vector<config::Diagnostic> run_output_errors(const config::LoadResult& job) {
-  const config::LoggingSpec& logging = job.spec.logging;  // and the checkpoints
+  const config::LoggingSpec& logging = job.spec.logging;
   const struct {
     const char* key;
     const std::string& path;

@@ -238,14 +238,14 @@ nlohmann::json job_meta(const config::JobSpec& spec) {
 
 namespace {
 
-// "model.<path>: the checkpoint has X, the job has Y" where the saved value at `key` of `saved`
-// differs from `ours`; a missing one counts as null (or, with `missing_agrees`, as no difference).
-void compare_saved(std::vector<std::string>& out, const nlohmann::json& saved, const std::string& path, const char* key,
+// "<prefix><key>: the checkpoint has X, the job has Y" where the saved value at `key` of the object
+// `saved` differs from `ours`; a missing one counts as null (with `missing_agrees`, as the same).
+void compare_saved(std::vector<std::string>& out, const nlohmann::json& saved, const std::string& prefix, const char* key,
                    const nlohmann::json& ours, bool missing_agrees = false) {
   const bool present = saved.is_object() && saved.contains(key);
   if (!present && missing_agrees) return;
   const nlohmann::json theirs = present ? saved[key] : nlohmann::json();
-  if (theirs != ours) out.push_back(path + key + ": the checkpoint has " + theirs.dump() + ", the job has " + ours.dump());
+  if (theirs != ours) out.push_back(prefix + key + ": the checkpoint has " + theirs.dump() + ", the job has " + ours.dump());
 }
 
 const nlohmann::json& saved_moe(const nlohmann::json& saved) {
