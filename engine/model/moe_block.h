@@ -40,10 +40,11 @@
 // load-balancing loss's gradient is per token, from the whole sequence's counts) and takes its own
 // tokens' logit gradients.
 //
-// Load balancing (model.moe.aux_loss_coef): HF Mixtral's auxiliary loss per sequence,
+// Load balancing (model.moe.aux_loss_coef): HF Mixtral's auxiliary loss formula per sequence,
 // E * sum_e (tokens choosing e / T) * (mean router probability of e), averaged over the global
-// batch's sequences and added to the training objective with that coefficient (its gradient only;
-// the reported loss is the language-model loss).
+// batch's sequences and added to the training objective with that coefficient in every MoE layer,
+// so the layers' losses add up as in Megatron (HF pools all layers into one loss, about L times
+// weaker); its gradient only: the reported loss is the language-model loss.
 #pragma once
 
 #include <utility>
