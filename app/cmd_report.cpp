@@ -227,13 +227,19 @@ int run_report(const ReportArgs& args) {
   } else {
     const config::JobSpec& spec = job->spec;
     const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
-    const std::optional<MeasuredStep> measured = measured_step(*trace, spec.parallel.pp);
+    std::optional<MeasuredStep> measured;
+    try {
+      measured = measured_step(*trace, spec.parallel.pp);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "error: %s is not a trace as logging.trace writes it: %s\n", in.trace.c_str(), e.what());
+      return kExitBadInput;
+    }
     const std::optional<plan::HardwareProfile> hw = find_job_hardware(*job);
     if (!measured || !hw) {
       page << "<p class=\"note\">The trace holds no step that every pipeline stage recorded.</p>\n";
     } else {
       const pipeline::SimResult simulated = pipeline::simulate(schedule, plan::stage_op_costs(spec, *hw));
-      std::snprintf(line, sizeof line, "measured: step %lld (tp 0, dp 0), makespan %.4f s, worst idle %.1f%%",
+      std::snprintf(line, sizeof line, "measured: step %lld (tp 0, cp 0, dp 0), makespan %.4f s, worst idle %.1f%%",
                     static_cast<long long>(measured->step), measured->timeline.makespan,
                     100 * measured->timeline.bubble_fraction_max);
       page << "<div class=\"timelines\"><figure id=\"measured\"><figcaption>" << line << "</figcaption>"

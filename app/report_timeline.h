@@ -18,9 +18,11 @@ struct MeasuredStep {
   pipeline::SimResult timeline;  // times in seconds from the step's first start on any of the ranks
 };
 
-// The last step every pp rank of the replica at tp 0, dp 0, ep 0 recorded (the ranks found by their
-// process names, "rank 2 (pp 1, tp 0, dp 0, ep 0)"), or nullopt when the trace lacks one of them.
-// A rank's ops come from its device track where it has one (CUDA), else from its host track.
+// The last step every pp rank of the replica at tp 0, cp 0, dp 0, ep 0 recorded (the ranks found by
+// their process names, "rank 2 (pp 1, tp 0, cp 0, dp 0, ep 0)"), or nullopt when the trace lacks one
+// of them. A rank's ops come from its device track where it has one (CUDA), else from its host
+// track. std::invalid_argument ("traceEvents[12] \"pid\" is not a whole number ...") for a trace
+// that is not one logging.trace writes.
 std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp);
 
 }  // namespace ptrain::app

@@ -19,9 +19,10 @@ std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::C
   }
   comm.broadcast_string(comm.world_group(), refusal, 0);
   if (!refusal.empty()) throw std::invalid_argument(refusal);
+  const int cp_rank = groups.cp != nullptr ? groups.cp->index : 0;
   const std::string label = "rank " + std::to_string(comm.rank()) + " (pp " + std::to_string(groups.pp_rank) +
-                            ", tp " + std::to_string(groups.tp_rank) + ", dp " + std::to_string(groups.dp_rank) +
-                            ", ep " + std::to_string(groups.ep_rank) + ")";
+                            ", tp " + std::to_string(groups.tp_rank) + ", cp " + std::to_string(cp_rank) +
+                            ", dp " + std::to_string(groups.dp_rank) + ", ep " + std::to_string(groups.ep_rank) + ")";
   auto trace = std::make_unique<dist::Trace>(comm.rank(), label);
   trace->start(comm);
   trace->attach_device(backend);

@@ -62,7 +62,7 @@ class Report(unittest.TestCase):
         self.assertIn("validate's step", html)  # the job file was found beside the metrics
         self.assertIn('<figure id="measured">', html)
         self.assertIn('<figure id="simulated">', html)
-        self.assertRegex(html, r"measured: step 6 \(tp 0, dp 0\)")
+        self.assertRegex(html, r"measured: step 6 \(tp 0, cp 0, dp 0\)")
         # the measured step holds every microbatch's F and B on both stages (4 a stage: dp 2)
         measured = html[html.index('id="measured"'):html.index('id="simulated"')]
         self.assertEqual(len(re.findall(r'class="op"', measured)), 2 * 2 * 4)
@@ -115,7 +115,7 @@ class Report(unittest.TestCase):
                 html = f.read()
         measured = html[html.index('id="measured"'):html.index('id="simulated"')]
         self.assertEqual(len(re.findall(r'class="op"', measured)), 2 * 2 * 4)
-        makespan = re.compile(r"measured: step 6 \(tp 0, dp 0\), makespan ([\d.]+) s")
+        makespan = re.compile(r"measured: step 6 \(tp 0, cp 0, dp 0\), makespan ([\d.]+) s")
         self.assertLess(float(makespan.search(html).group(1)), float(makespan.search(host_html).group(1)))
 
     def test_run_keeps_its_job_with_the_overrides_beside_its_metrics(self):
@@ -221,6 +221,56 @@ class Report(unittest.TestCase):
             r = ptrain("report", d)
             self.assertEqual(r.returncode, 2)
             self.assertIn("is not a Chrome trace", r.stderr)
+
+    def test_the_measured_replica_is_the_one_at_cp_0(self):
+        # Ranks label their coordinates with cp: relabel this run's dp 1 ranks as cp 1 of dp 0 (as a
+        # cp 2 run names them) and the page still draws the ranks at cp 0, the same step as before.
+        _, before = self.page()
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("job.yaml", "metrics.jsonl"):
+                shutil.copy(os.path.join(self.run_dir, name), d)
+            with open(os.path.join(self.run_dir, "trace.json")) as f:
+                trace = json.load(f)
+            for e in trace["traceEvents"]:
+                if e["ph"] == "M" and e["name"] == "process_name":
+                    self.assertIn(", cp 0, dp ", e["args"]["name"])
+                    e["args"]["name"] = e["args"]["name"].replace(", cp 0, dp 1,", ", cp 1, dp 0,")
+            with open(os.path.join(d, "trace.json"), "w") as f:
+                json.dump(trace, f)
+            r = ptrain("report", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "report.html")) as f:
+                after = f.read()
+        caption = re.compile(r"measured: step 6 \(tp 0, cp 0, dp 0\), makespan [\d.]+ s")
+        self.assertEqual(caption.search(after).group(0), caption.search(before).group(0))
+
+    def test_a_trace_with_events_it_does_not_write_is_exit_2(self):
+        # Every event is read by type: a wrong one is bad input naming it, never an internal error
+        # (exit 1) or a drawing indexed by a negative chunk.
+        with open(os.path.join(self.run_dir, "trace.json")) as f:
+            good = json.load(f)
+        first_op = next(i for i, e in enumerate(good["traceEvents"]) if e["ph"] == "X" and e["name"][:2] == "F ")
+        first_step = next(i for i, e in enumerate(good["traceEvents"]) if e["ph"] == "X" and e["name"][:5] == "step ")
+        cases = [(first_op, lambda e: 7, "is not an object"),
+                 (first_op, lambda e: dict(e, pid="0"), '"pid" is not a whole number'),
+                 (first_op, lambda e: dict(e, ts="now"), '"ts" is not a number'),
+                 (first_op, lambda e: dict(e, args=dict(e["args"], chunk=-1)), '"chunk" is not a whole number'),
+                 (first_op, lambda e: dict(e, args=[1]), '"args" is not an object'),
+                 (first_step, lambda e: dict(e, name="step x"), 'is named "step x", not "step N"'),
+                 (first_step, lambda e: dict(e, name="step 99999999999999999999"), "not \"step N\"")]
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("job.yaml", "metrics.jsonl"):
+                shutil.copy(os.path.join(self.run_dir, name), d)
+            for index, edit, why in cases:
+                with self.subTest(why):
+                    trace = json.loads(json.dumps(good))
+                    trace["traceEvents"][index] = edit(trace["traceEvents"][index])
+                    with open(os.path.join(d, "trace.json"), "w") as f:
+                        json.dump(trace, f)
+                    r = ptrain("report", d)
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn(f"is not a trace as logging.trace writes it: traceEvents[{index}] ", r.stderr)
+                    self.assertIn(why, r.stderr)
 
 
 if __name__ == "__main__":
