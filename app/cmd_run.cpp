@@ -319,7 +319,8 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank, 1-4096; default cores / local ranks),\n"
       "PTRAIN_CUDNN_ATTENTION=auto|fast|deterministic|off (BF16 attention on CUDA: cuDNN where it is faster,\n"
       "the default; cuDNN wherever it can; cuDNN's bitwise-repeatable backward; ptrain's own kernels; validate\n"
-      "counts its memory), PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
+      "counts its memory), PTRAIN_CPU_ISA=generic|avx2|avx512 (caps the CPU kernels' instruction set),\n"
+      "PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")
       ->check(whole_number_in(1, 1 << 20));

@@ -11,6 +11,7 @@
 #include "engine/plan/builtin_profile.h"
 #include "engine/plan/profile_transfer.h"
 #include "engine/train/engine_limits.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cudnn_attention_mode.h"
 
 namespace ptrain::app {
@@ -38,6 +39,11 @@ void check_environment(config::Diagnostics& diags) {
     diags.errors.push_back(config::Diagnostic{kernels::kCudnnAttentionVariable, 0, 0,
                                               "must be auto, fast, deterministic or off, got '" + std::string(attention) + "'",
                                               "unset it for the default, auto", "environment"});
+  // The CPU kernels' instruction set cap (kernels/cpu/isa.h).
+  if (const char* isa = std::getenv("PTRAIN_CPU_ISA"); !kernels::cpu::valid_isa_cap(isa))
+    diags.errors.push_back(config::Diagnostic{"PTRAIN_CPU_ISA", 0, 0,
+                                              "must be generic, avx2 or avx512, got '" + std::string(isa) + "'",
+                                              "unset it to use the best this CPU runs", "environment"});
 }
 
 namespace {

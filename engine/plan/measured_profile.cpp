@@ -149,6 +149,17 @@ std::string text(const json& j, const std::string& field, const std::string& pat
   if (!v.is_string()) bad(path + field, "must be a string");
   return v.get<std::string>();
 }
+// A count of threads or cores: a positive integer up to 2^20 (an int, as the model divides by it).
+int count(const json& j, const std::string& field) {
+  const std::int64_t n = positive(j, field, "");
+  if (n > (1 << 20)) bad(field, "must be at most 1048576");
+  return static_cast<int>(n);
+}
+bool flag(const json& j, const std::string& field, bool fallback) {
+  if (!j.contains(field)) return fallback;
+  if (!j[field].is_boolean()) bad(field, "must be true or false");
+  return j[field].get<bool>();
+}
 
 json collectives_json(const CollectiveTable& t) {
   json c;
@@ -314,9 +325,9 @@ MeasuredProfile from_json(const std::string& source) {
     p.cudnn_attention = kernels::parse_cudnn_attention_mode(mode.c_str());
     if (mode.empty() || !p.cudnn_attention) bad("cudnn_attention", "must be auto, fast, deterministic or off");
   }
-  p.quick = j.value("quick", false);
-  p.threads = static_cast<int>(positive(j, "threads", ""));
-  p.cores = static_cast<int>(positive(j, "cores", ""));
+  p.quick = flag(j, "quick", false);
+  p.threads = count(j, "threads");
+  p.cores = count(j, "cores");
   for (const auto& [element, g] : member(j, "gemm", "").items()) {
     const std::string path = "gemm." + element + ".";
     GemmTable t{sizes(g, "m", path), sizes(g, "n", path), sizes(g, "k", path), {}, {}, {}};

@@ -3,6 +3,7 @@
 #include "kernels/cpu/isa.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 
 namespace ptrain::kernels::cpu {
@@ -23,18 +24,23 @@ Isa detect_hardware() {
   return Isa::Generic;
 }
 
+std::optional<Isa> parse_cap(std::string_view value) {
+  if (value == "generic") return Isa::Generic;
+  if (value == "avx2") return Isa::Avx2;
+  if (value == "avx512") return Isa::Avx512;
+  return std::nullopt;
+}
+
 Isa detect() {
   const Isa hardware = detect_hardware();
   const char* env = std::getenv("PTRAIN_CPU_ISA");
-  if (env == nullptr) return hardware;
-  const std::string_view want(env);
-  Isa cap = hardware;
-  if (want == "generic") cap = Isa::Generic;
-  if (want == "avx2") cap = Isa::Avx2;
-  return static_cast<int>(cap) < static_cast<int>(hardware) ? cap : hardware;
+  const std::optional<Isa> cap = env != nullptr ? parse_cap(env) : std::nullopt;
+  return cap && static_cast<int>(*cap) < static_cast<int>(hardware) ? *cap : hardware;
 }
 
 }  // namespace
+
+bool valid_isa_cap(const char* value) { return value == nullptr || parse_cap(value).has_value(); }
 
 Isa cpu_isa() {
   static const Isa isa = detect();

@@ -14,6 +14,10 @@ enum class Isa { Generic, Avx2, Avx512 };
 
 // Detected once (thread-safe), then constant.
 Isa cpu_isa();
+
+// The cap PTRAIN_CPU_ISA names ("generic", "avx2", "avx512"), or false for any other value (the
+// commands refuse it: exit 2). Unset is no cap.
+bool valid_isa_cap(const char* value);
 const char* to_string(Isa isa);
 
 }  // namespace ptrain::kernels::cpu

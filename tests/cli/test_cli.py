@@ -209,18 +209,21 @@ class ValidateBadInput(unittest.TestCase):
             self.assertIn(f, r.stderr)
         return r
 
-    def test_an_unknown_cudnn_attention_mode_is_refused_everywhere(self):
-        # PTRAIN_CUDNN_ATTENTION: the CUDA backend's attention and validate's memory read it.
-        bad = {"PTRAIN_CUDNN_ATTENTION": "fastest"}
+    def test_an_unknown_environment_setting_is_refused_everywhere(self):
+        # PTRAIN_CUDNN_ATTENTION: the CUDA backend's attention and validate's memory read it;
+        # PTRAIN_CPU_ISA: the CPU kernels (a typo was ignored: the best ISA ran, unasked).
         scratch = os.path.join(SCRATCH.name, "refused")
-        for args in (("validate", config("gpt2-124m")), ("run", config("tiny-cpu"), "--set", "train.steps=1"),
-                     ("plan", config("gpt2-124m"), "--gpus", "8", "--out", scratch + ".plan.yaml"),
-                     ("schedule", config("tiny-cpu")), ("profile", "--quick", "--out", scratch + ".json")):
-            with self.subTest(args[0]):
-                r = ptrain(*args, env=bad)
-                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-                self.assertIn("PTRAIN_CUDNN_ATTENTION: must be auto, fast, deterministic or off, got 'fastest'", r.stderr)
-                self.assertNotIn("internal error", r.stderr)
+        for variable, value, message in (
+                ("PTRAIN_CUDNN_ATTENTION", "fastest", "must be auto, fast, deterministic or off, got 'fastest'"),
+                ("PTRAIN_CPU_ISA", "avx3", "must be generic, avx2 or avx512, got 'avx3'")):
+            for args in (("validate", config("gpt2-124m")), ("run", config("tiny-cpu"), "--set", "train.steps=1"),
+                         ("plan", config("gpt2-124m"), "--gpus", "8", "--out", scratch + ".plan.yaml"),
+                         ("schedule", config("tiny-cpu")), ("profile", "--quick", "--out", scratch + ".json")):
+                with self.subTest(variable=variable, command=args[0]):
+                    r = ptrain(*args, env={variable: value})
+                    self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                    self.assertIn(f"{variable}: {message}", r.stderr)
+                    self.assertNotIn("internal error", r.stderr)
 
     def test_empty_paths_and_out_of_range_flags_are_bad_input(self):
         tiny = config("tiny-cpu")

@@ -121,6 +121,17 @@ TEST_CASE("the profile file round-trips, and a bad one names its field") {
   plan::MeasuredProfile no_rope = p;
   no_rope.memory.erase("rope/bf16");
   CHECK_THROWS_WITH(plan::from_json(plan::to_json(no_rope)), Contains("memory.rope/bf16") && Contains("missing"));
+  // Fields read by type (a wrong one was an internal error) and counts that fit an int (2^32 cores
+  // read as 0, which the model divides by).
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string t = plan::to_json(p);
+    REQUIRE(t.find(from) != std::string::npos);
+    return plan::from_json(t.replace(t.find(from), from.size(), to));
+  };
+  CHECK_THROWS_WITH(edited("\"quick\": false", "\"quick\": \"yes\""), Contains("quick") && Contains("true or false"));
+  const std::string cores = "\"cores\": " + std::to_string(p.cores);
+  CHECK_THROWS_WITH(edited(cores, "\"cores\": 4294967296"), Contains("cores") && Contains("at most 1048576"));
+  CHECK_THROWS_WITH(edited(cores, "\"cores\": 0"), Contains("cores") && Contains("positive integer"));
   plan::MeasuredProfile no_attention = p;
   no_attention.attention.erase("f32");
   model::Op op;
