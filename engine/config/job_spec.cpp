@@ -50,6 +50,10 @@ bool splits_weight_grad(ScheduleKind v) {
   return v == ScheduleKind::ZbH1 || v == ScheduleKind::Zbv || v == ScheduleKind::DualPipeV;
 }
 
+int most_zero_stage(ScheduleKind kind, int pp, bool tie_embeddings) {
+  return splits_weight_grad(kind) || (pp > 1 && tie_embeddings) ? 1 : 3;
+}
+
 bool caps_in_flight(ScheduleKind v) {
   return v == ScheduleKind::OneFOneB || v == ScheduleKind::Interleaved1F1B;
 }

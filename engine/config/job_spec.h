@@ -178,6 +178,10 @@ const char* to_string(Arch);
 const char* to_string(ScheduleKind);
 // Whether the schedule runs the weight grad as its own instruction W, after B (zb-h1, zbv, dualpipev).
 bool splits_weight_grad(ScheduleKind);
+// The highest ZeRO stage a job's pipeline allows: 1 where gradients are complete only after the
+// step's backward (a schedule that splits W; pp > 1 with a tied word embedding, whose two copies
+// sum their gradients at the end), since ZeRO 2 and 3 reduce them per microbatch; else 3.
+int most_zero_stage(ScheduleKind kind, int pp, bool tie_embeddings);
 // Whether schedule.max_in_flight applies to the kind (1f1b, interleaved-1f1b).
 bool caps_in_flight(ScheduleKind);
 // The fewest microbatches in flight a capped 1f1b / interleaved-1f1b can run with: before any

@@ -239,9 +239,10 @@ void resolve_microbatches(LoadContext& ctx) {
 void check_zero_with_pipeline(LoadContext& ctx) {
   const JobSpec& spec = ctx.spec();
   const ParallelSpec& p = spec.parallel;
-  if (ctx.any_bad({"parallel.zero"}) || p.zero < 2) return;
+  if (ctx.any_bad({"parallel.zero", "schedule.kind", "parallel.pp", "model.arch", "model.tie_embeddings"})) return;
   const ScheduleKind kind = spec.schedule.kind;
-  if (!ctx.any_bad({"schedule.kind"}) && splits_weight_grad(kind)) {
+  if (p.zero <= most_zero_stage(kind, p.pp, spec.model.tie_embeddings)) return;
+  if (splits_weight_grad(kind)) {
     const std::string name = to_string(kind);
     ctx.error("parallel.zero",
               cat("zero ", p.zero, " with schedule.kind ", name,
@@ -250,8 +251,6 @@ void check_zero_with_pipeline(LoadContext& ctx) {
               "use parallel.zero: 1 (shards the optimizer state), or schedule.kind: 1f1b");
     return;
   }
-  if (ctx.any_bad({"parallel.pp", "model.arch", "model.tie_embeddings"})) return;
-  if (p.pp == 1 || !spec.model.tie_embeddings) return;
   ctx.error(
       "parallel.zero",
       cat("zero ", p.zero, " with pp = ", p.pp, " and a tied word embedding (",

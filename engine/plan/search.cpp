@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 
 #include "engine/config/job_grid.h"
@@ -165,7 +166,10 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
     fits = true;
     return true;
   };
-  for (int zero = 0; zero <= (sharded ? 3 : 0); ++zero) {
+  // The rules checked the layout at ZeRO 0; the stages above it are the ones its pipeline allows.
+  const int most_zero =
+      sharded ? config::most_zero_stage(derived.schedule.kind, p.pp, derived.model.tie_embeddings) : 0;
+  for (int zero = 0; zero <= most_zero; ++zero) {
     for (std::size_t r = 0; r < kRecomputeLeastFirst.size(); ++r) {
       layout.zero = spec.parallel.zero = zero;
       layout.recompute = spec.train.recompute = kRecomputeLeastFirst[r];
@@ -292,6 +296,7 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
         candidate.bound > result.best.back().estimate.step_time_s)
       break;
     config::LoadResult derived = config::rederive(job, with_layout(base, candidate.layout));
+    if (!derived.ok()) throw std::logic_error("plan: a candidate breaks a rule: " + derived.diags.errors.front().format());
     Estimate est = estimate(derived, hw);
     ++result.estimated;
     if (!est.diags.ok()) continue;

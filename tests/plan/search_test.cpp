@@ -127,6 +127,27 @@ TEST_CASE("the least recompute that fits, and ZeRO stages only where ranks shard
   }
 }
 
+TEST_CASE("ZeRO 2 and 3 only where the pipeline completes gradients per microbatch") {
+  // A schedule that splits W (zb-h1, zbv, dualpipev), or pp > 1 with a tied embedding, allows ZeRO 1
+  // at most (config::most_zero_stage): plan ranked such layouts, which validate refuses, and with a
+  // tied embedding wrote one and failed ("internal error").
+  for (const bool tied : {false, true}) {
+    const config::LoadResult job = read_for_plan(
+        test::kSmallLlama, 16, {"train.global_batch=16", std::string("model.tie_embeddings=") + (tied ? "true" : "false")});
+    const plan::SearchResult all = plan::search_layouts(job, h100(), kEverything);
+    INFO((tied ? "tied" : "untied") << ": " << all.best.size() << " ranked");
+    REQUIRE(!all.best.empty());
+    bool zero_above_1 = false;
+    for (const plan::RankedLayout& ranked : all.best) {
+      const plan::Layout& l = ranked.layout;
+      CHECK(l.zero <= config::most_zero_stage(l.schedule, l.pp, tied));
+      CHECK(config::rederive(job, plan::with_layout(job.spec, l)).ok());
+      zero_above_1 = zero_above_1 || l.zero > 1;
+    }
+    CHECK(zero_above_1);  // where the pipeline allows them, ZeRO 2 and 3 are still searched
+  }
+}
+
 TEST_CASE("layers that do not split evenly go to the inner stages, and sequence parallel needs tp") {
   const config::LoadResult job =
       read_for_plan(test::kSmallLlama, 8, {"model.layers=10", "parallel.sequence_parallel=true"});
