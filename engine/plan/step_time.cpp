@@ -88,8 +88,11 @@ double data_parallel_exposed_seconds(const config::JobSpec& spec, const Hardware
       exposed += reduction + zero3_gathers;
       continue;
     }
-    exposed += std::max(seconds(last_bucket, hw, inter_node), reduction - backward_window_s);
-    exposed += std::max(0.0, zero3_gathers - busy_s);
+    // Each hides behind its own window (the reduction behind the last microbatch's backward, ZeRO 3's
+    // gathers behind the step's compute), but both cross the one link: together they are exposed
+    // by at least what the link needs beyond the compute.
+    const double reduction_exposed = std::max(seconds(last_bucket, hw, inter_node), reduction - backward_window_s);
+    exposed += std::max(reduction_exposed + std::max(0.0, zero3_gathers - busy_s), reduction + zero3_gathers - busy_s);
   }
   return exposed;
 }

@@ -54,6 +54,8 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
 // Seconds of a rank's data-parallel communication not hidden behind compute (all of it when the
 // hardware's collectives are on the host). `backward_window_s`:
 // the rank's backward (B + W) of one microbatch over its chunks; `busy_s`: its compute per step.
+// The gradient reduction and ZeRO 3's gathers share the dp link: never less exposed than their
+// sum beyond `busy_s`.
 double data_parallel_exposed_seconds(const config::JobSpec& spec, const HardwareProfile& hw,
                                      const RankParams& params, const LinkTiers& tiers,
                                      double backward_window_s, double busy_s);

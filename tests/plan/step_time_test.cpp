@@ -78,6 +78,32 @@ TEST_CASE("exposed data-parallel time") {
   CHECK(plan::data_parallel_exposed_seconds(job.spec, host, params, intra, 10.0, 10.0) == Approx(4 * bucket + gather));
 }
 
+TEST_CASE("ZeRO 3's gathers and the gradient reduction share the link: their sum beyond the compute is exposed") {
+  // Each fits its own window here (the reduction behind the backward, the gathers behind the step),
+  // but not both: the step is at least what the link carries (it was predicted below that).
+  const config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.zero=3"}, 4);
+  plan::RankParams params;
+  params.dense = 100'000'000;
+  params.dense_units = 4;
+  params.zero3_gathered = 2 * params.dense;  // forward and backward gather every unit
+  params.zero3_gather_calls = 2 * params.dense_units;
+  const plan::LinkTiers intra;
+  const plan::DataParallelTraffic dp = plan::data_parallel_traffic(job.spec, params);
+  const double reduction = plan::seconds(dp.dense.grad_reduction, h100(), false);
+  const double gathers = plan::seconds(dp.dense.param_gather_zero3, h100(), false);
+  REQUIRE(gathers > 0);
+  const double busy = std::max(reduction, gathers) * 1.01;  // each alone would hide
+  const double exposed = plan::data_parallel_exposed_seconds(job.spec, h100(), params, intra, busy, busy);
+  CHECK(exposed == Approx(reduction + gathers - busy));
+  CHECK(busy + exposed >= reduction + gathers);
+  // With compute enough for both, only the last unit's reduction shows.
+  const double ample = 2 * (reduction + gathers);
+  plan::Collective last_unit = dp.dense.grad_reduction.front();
+  last_unit.count = 1;
+  CHECK(plan::data_parallel_exposed_seconds(job.spec, h100(), params, intra, ample, ample) ==
+        Approx(plan::seconds(last_unit, h100(), false)));
+}
+
 TEST_CASE("optimizer step: every state read and written once, over the rank's ZeRO shard") {
   plan::RankParams params;
   params.dense = 1'000'000'000;
