@@ -25,6 +25,7 @@
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
 #include "engine/plan/step_time.h"
+#include "engine/train/typical_step.h"
 
 namespace ptrain::app {
 namespace {
@@ -123,7 +124,7 @@ Series series(const std::vector<nlohmann::json>& rows, const char* key, std::str
 
 double median_of(const std::vector<nlohmann::json>& rows, const char* key) {
   std::vector<double> v;
-  for (std::size_t i = rows.size() > 3 ? 2 : 0; i < rows.size(); ++i)  // past the first two steps, as the run's table
+  for (std::size_t i = train::start_up_steps(rows.size()); i < rows.size(); ++i)  // as the run's table
     if (rows[i].contains(key) && rows[i][key].is_number()) v.push_back(rows[i][key].get<double>());
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());

@@ -3,7 +3,7 @@
 // Model states (Rajbhandari et al. 2020, "ZeRO", section 3.1 with K = 12), Psi = elements on this
 // rank (its pipeline stages, tp slices and experts), Nd = ranks ZeRO shards over (dp*cp for dense
 // params, expert-dp = tp*cp*dp/ep for experts):
-//   bf16: params 2 Psi, grads 2 Psi, optimizer 12 Psi (fp32 master, m, v)
+//   bf16: params 2 Psi, grads 4 Psi (fp32, accumulated across microbatches), optimizer 12 Psi (fp32 master, m, v)
 //   fp32: params 4 Psi, grads 4 Psi, optimizer  8 Psi (m, v)
 //   zero 1 divides the optimizer by Nd, zero 2 also the grads, zero 3 also the params.
 //
@@ -16,7 +16,7 @@
 // complete set under full and the dropped tensors under selective, and the backward temporaries).
 //
 // Communication buffers:
-//   pp > 1        receive buffers for one activation and one gradient: 2 * sbh (/t under SP)
+//   pp > 1        the pipeline's send buffers, one sbh each (/t under SP): send_buffers x sbh
 //   tp > 1, SP    the all-gathered sequence: sbh
 //   dense gradients are reduced in place, unit by unit (zero 0, 1: no buffer)
 //   zero >= 2     reduction windows of a unit's gradients, two alternating (the unit in backward

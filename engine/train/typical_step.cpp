@@ -26,7 +26,7 @@ void StepRecord::add(const StepMetrics& m) {
 std::optional<TypicalStep> StepRecord::typical() const {
   if (steps_.empty()) return std::nullopt;
   // Skip this run's first two steps when there are later ones to take.
-  const std::size_t skip = seen_ == static_cast<int>(steps_.size()) && steps_.size() > 2 ? 2 : 0;
+  const std::size_t skip = seen_ == static_cast<int>(steps_.size()) ? start_up_steps(steps_.size()) : 0;
   TypicalStep t;
   t.steps = static_cast<int>(steps_.size() - skip);
   t.step_s = median(steps_, skip, [](const StepMetrics& m) { return m.step_seconds; });

@@ -12,6 +12,10 @@
 
 namespace ptrain::train {
 
+// How many first steps a typical step leaves out of `steps` in all: the first two, start-up and
+// first touches, when there are later ones. (`ptrain report` takes its medians past the same.)
+inline std::size_t start_up_steps(std::size_t steps) { return steps > 2 ? 2 : 0; }
+
 struct TypicalStep {
   int steps = 0;  // how many steps the medians are over
   double step_s = 0, optimizer_s = 0, compute_s = 0;
