@@ -26,7 +26,7 @@
 #   prebuilt binary has it).
 #
 # On the device (no network, no Debian packages: ptrain cannot be configured there, it needs
-# yaml-cpp, gloo, openblas, spdlog, CLI11 from Debian), carry a build made here:
+# yaml-cpp, gloo, openblas, CLI11 from Debian), carry a build made here:
 #   1. here:  cmake -S . -B build -G Ninja -DPTRAIN_CUDA=ON && cmake --build build
 #             bash scripts/bundle_for_device.sh          # -> device-bundle/ (< 60 MiB)
 #   2. run tool: command "bash bench/gpu_benchmark.sh", carry ["device-bundle"], timeout_s 600

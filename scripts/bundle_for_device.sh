@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a built ptrain, and the CUDA test binaries, for a machine that has CUDA but none of ptrain's
-# Debian dependencies (the GPU device: CUDA 13, PyTorch, cmake/ninja, no yaml-cpp/gloo/openblas/
-# spdlog packages, no network).
+# Debian dependencies (the GPU device: CUDA 13, PyTorch, cmake/ninja, no yaml-cpp/gloo/openblas
+# packages, no network).
 #
 #   bash scripts/bundle_for_device.sh [BINARY]        # default: ${BUILD_DIR:-build}/ptrain
 #

@@ -42,6 +42,10 @@ struct EnumValues<Offload> {
   static constexpr std::array values{Offload::None, Offload::Optimizer};
 };
 template <>
+struct EnumValues<OptimizerKind> {
+  static constexpr std::array values{OptimizerKind::AdamW};
+};
+template <>
 struct EnumValues<LrDecay> {
   static constexpr std::array values{LrDecay::Cosine, LrDecay::Linear, LrDecay::Constant, LrDecay::Wsd};
 };

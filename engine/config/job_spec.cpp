@@ -107,6 +107,14 @@ const char* to_string(Offload v) {
   return "?";
 }
 
+const char* to_string(OptimizerKind v) {
+  switch (v) {
+    case OptimizerKind::AdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
 const char* to_string(LrDecay v) {
   switch (v) {
     case LrDecay::Cosine:

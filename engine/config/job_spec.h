@@ -28,6 +28,8 @@ enum class Recompute { None, Selective, Full };
 enum class CpComm { Allgather, Ring, A2a };
 // Where the optimizer's state lives (parallel/data_parallel.h): the device, or the host (ZeRO-Offload).
 enum class Offload { None, Optimizer };
+// The optimizer (optim/adamw.h): AdamW is the one there is.
+enum class OptimizerKind { AdamW };
 enum class LrDecay { Cosine, Linear, Constant, Wsd };
 enum class DataFormat { Llmc, Megatron, Synthetic };
 enum class Resume { Auto, Never };
@@ -106,7 +108,7 @@ struct TrainSpec {
 };
 
 struct OptimizerSpec {
-  std::string kind = "adamw";
+  OptimizerKind kind = OptimizerKind::AdamW;
   double lr = 3.0e-4;
   double min_lr = 0.0;
   std::array<double, 2> betas = {0.9, 0.95};
@@ -193,6 +195,7 @@ const char* to_string(Precision);
 const char* to_string(Recompute);
 const char* to_string(CpComm);
 const char* to_string(Offload);
+const char* to_string(OptimizerKind);
 const char* to_string(LrDecay);
 const char* to_string(DataFormat);
 const char* to_string(Resume);

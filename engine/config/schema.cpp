@@ -104,7 +104,7 @@ constexpr SchemaEntry kTrainEntries[] = {
 constexpr Section kTrain{"train", kTrainEntries};
 
 constexpr SchemaEntry kOptimizerEntries[] = {
-    {"kind", [](ValueReader& r, JobSpec& s) { r.word_choice(s.optimizer.kind, {"adamw"}); }},
+    {"kind", [](ValueReader& r, JobSpec& s) { r.choice(s.optimizer.kind); }},
     {"lr", [](ValueReader& r, JobSpec& s) { r.number(s.optimizer.lr, NumberRange::positive()); }},
     {"min_lr", [](ValueReader& r, JobSpec& s) { r.number(s.optimizer.min_lr, NumberRange::non_negative()); }},
     {"betas",

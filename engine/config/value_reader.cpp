@@ -263,12 +263,6 @@ std::optional<std::string> ValueReader::read_choice(const std::vector<std::strin
   return std::nullopt;
 }
 
-bool ValueReader::word_choice(std::string& out, const std::vector<std::string>& choices) {
-  std::optional<std::string> chosen = read_choice(choices);
-  if (chosen) out = *chosen;
-  return chosen.has_value();
-}
-
 ValueReader ValueReader::element(std::size_t index, const YAML::Node& item) const {
   // An element written after its key is located at itself; an alias points back at its anchor,
   // which could be anywhere, so it is located at the key instead.

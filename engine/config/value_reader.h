@@ -60,8 +60,6 @@ class ValueReader {
   bool boolean(bool& out);
   // A scalar as text; null gives "" when `nullable`; empty text is refused unless `nullable`.
   bool text(std::string& out, bool nullable);
-  // One of `choices` (the spelling is the value).
-  bool word_choice(std::string& out, const std::vector<std::string>& choices);
   template <class E>
   bool choice(E& out);
   // A list of integers; null gives an empty list.

@@ -6,7 +6,12 @@ AdamW::AdamW(const config::OptimizerSpec& spec, const kernels::Ops& ops, std::in
     : spec_(&spec),
       ops_(&ops),
       exp_avg_(ops, elements, kernels::DType::F32),
-      exp_avg_sq_(ops, elements, kernels::DType::F32) {}
+      exp_avg_sq_(ops, elements, kernels::DType::F32) {
+  switch (spec.kind) {  // the one optimizer.kind there is; another must be built, not run as AdamW
+    case config::OptimizerKind::AdamW:
+      break;
+  }
+}
 
 void AdamW::update(float* params, float* grads, std::int64_t moment_offset, const std::vector<DecaySpan>& spans,
                    double lr, std::int64_t step, float grad_scale, kernels::Buf copy_out) const {

@@ -64,7 +64,7 @@ TEST_CASE("DESIGN.md's example loads with every key read", "[config][resolve]") 
   CHECK(s.train.recompute == Recompute::Selective);
   CHECK(s.train.seed == 1234);
   CHECK(s.train.grad_clip == 1.0);
-  CHECK(s.optimizer.kind == "adamw");
+  CHECK(s.optimizer.kind == config::OptimizerKind::AdamW);
   CHECK(s.optimizer.lr == 3.0e-4);
   CHECK(s.optimizer.min_lr == 3.0e-5);
   CHECK(s.optimizer.betas == std::array<double, 2>{0.9, 0.95});
