@@ -1,4 +1,4 @@
-// Process exit codes (DESIGN.md): the contract scripts and launchers rely on.
+// Process exit codes (README "Commands"): the contract scripts and launchers rely on.
 #pragma once
 
 namespace ptrain::app {

@@ -1,5 +1,5 @@
 // The two forms of the validate report: a human one for the terminal and one JSON object whose
-// field names are the contract in README.md ("validate --json fields").
+// field names are the contract in README.md ("validate report").
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// JobSpec: the typed form of a ptrain job YAML (the key names are the contract in DESIGN.md).
+// JobSpec: the typed form of a ptrain job YAML (the key names are a contract: README "Job spec walkthrough").
 // Every default lives in this file, next to its field. `load` (loader.h) fills a JobSpec from YAML
 // plus --set overrides, checks every rule, and resolves the derived values at the bottom.
 //

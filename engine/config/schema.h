@@ -1,5 +1,5 @@
-// The job spec's key tree: every section and key of DESIGN.md, and the reader that stores each
-// value into JobSpec. This is the one place that maps YAML keys onto JobSpec fields; the YAML walk
+// The job spec's key tree: every section and key of the job file (README "Job spec walkthrough"),
+// and the reader that stores each value into JobSpec. This is the one place that maps YAML keys onto JobSpec fields; the YAML walk
 // and --set overrides both go through it.
 #pragma once
 

@@ -1,4 +1,4 @@
-// dist::rendezvous: how a worker joins its job (DESIGN.md data flow). Rank 0 hosts the store (on
+// dist::rendezvous: how a worker joins its job (README "Launching"). Rank 0 hosts the store (on
 // the socket the local launcher inherited to it, or bound to the store address), every rank
 // connects with the job token, checks that the store is its own job's and claims its rank there,
 // and the world Comm is connected through it: NCCL when every rank computes on a GPU of its own,

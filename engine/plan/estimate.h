@@ -1,6 +1,6 @@
 // The dry-run model of a job: parameters, memory per rank, FLOPs, communication per link tier,
 // pipeline bubble from simulating the real schedule, step time and MFU. Pure: no devices, no I/O.
-// Every formula is documented next to its code (memory.h, flops.h, comm.h, step_time.h, fit.h,
+// Every formula is documented next to its code (memory.h, flops.h, traffic.h, step_time.h, fit.h,
 // model/layer_description.h) and in README.md ("How validate estimates").
 #pragma once
 

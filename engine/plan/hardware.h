@@ -20,7 +20,7 @@
 // 410 GB/s over 8 = 51 GB/s).
 // Memory is the marketing size in decimal GB (80e9 B, below the 80 GiB of physical HBM): the
 // difference is the CUDA context, NCCL and the allocator's fragmentation. Latency: ~5 us over
-// NVLink, ~10 us over InfiniBand, charged once per collective (comm.h).
+// NVLink, ~10 us over InfiniBand, charged once per collective (traffic.h).
 #pragma once
 
 #include <memory>

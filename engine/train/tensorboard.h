@@ -20,7 +20,7 @@ class TensorBoardLog {
   // Makes `dir` and opens a new event file in it; throws std::invalid_argument naming
   // logging.tensorboard when it cannot.
   explicit TensorBoardLog(const std::string& dir);
-  // One Event for step m.step with every scalar the step has (tags in tensorboard_tags()).
+  // One Event for step m.step with every scalar the step has (tags in tensorboard_scalars()).
   void record(const StepMetrics& m);
   const std::string& path() const { return path_; }
 

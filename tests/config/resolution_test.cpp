@@ -26,7 +26,7 @@ TEST_CASE("a minimal job gets every default and the derived values", "[config][r
   CHECK(spec.train.microbatches == 8);
 }
 
-TEST_CASE("DESIGN.md's example loads with every key read", "[config][resolve]") {
+TEST_CASE("the design's example job loads with every key read", "[config][resolve]") {
   const std::string path = corpus_path("good/design-example.yaml");
   LoadResult result = load_file(path);
   CAPTURE(describe_all(result.diags));

@@ -15,7 +15,7 @@ import time
 import unittest
 
 PTRAIN = ""
-TOLERANCE = 1e-5  # relative, fp32 (DESIGN.md: layout independence)
+TOLERANCE = 1e-5  # relative, fp32 (layout independence: any layout reproduces one rank)
 
 JOB = """\
 name: dist-test
