@@ -1,8 +1,9 @@
 // Comm: every collective of the engine goes through this interface (one path, whichever the
 // layout, so any layout can be proven against one rank). The backends (Gloo on CPU; NCCL with the
-// CUDA backend) implement the transport; this base class owns what they share: the groups, the argument checks, trivial one-rank groups, and a ring log of
-// each rank's recent collectives, which is what a timeout reports so that a mismatch (one rank in
-// an all-reduce, another in a barrier, or a rank missing) names the rank and the op.
+// CUDA backend) implement the transport; this base class owns what they share: the groups, the
+// argument checks, trivial one-rank groups, and a ring log of each rank's recent collectives, which
+// is what a timeout reports so that a mismatch (one rank in an all-reduce, another in a barrier, or
+// a rank missing) names the rank and the op.
 //
 // Groups are built from the grid: new_group is collective over the whole world, every rank calls
 // it for every group in the same order (members and non-members alike), like Megatron's
