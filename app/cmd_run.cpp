@@ -121,15 +121,8 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
   if (args.stop_after_steps > 0)
     launch.argv.insert(launch.argv.end(), {"--stop-after-steps", std::to_string(args.stop_after_steps)});
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') launch.master_addr = addr;
-  if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port != '\0') {
-    char* end = nullptr;
-    const long value = std::strtol(port, &end, 10);
-    if (*end != '\0' || value < 1 || value > 65535) {
-      std::fprintf(stderr, "error: MASTER_PORT='%s' is not a port (1..65535)\n", port);
-      return kExitBadInput;
-    }
-    launch.master_port = static_cast<int>(value);
-  }
+  if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port != '\0')
+    launch.master_port = dist::parse_port("MASTER_PORT", port);  // a LaunchConfigError is exit 2
   return dist::launch_local(launch);
 }
 

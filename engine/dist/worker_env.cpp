@@ -135,14 +135,6 @@ std::string derived_token(const std::string& job_key) {
   return text_digest("ptrain-token:" + job_key);
 }
 
-int parse_port(const std::string& name, const std::string& text) {
-  const std::optional<long long> value = parse_decimal(text);
-  if (!value || *value < 1 || *value > 65535) {
-    throw LaunchConfigError(quoted(name, text) + " is not a TCP port (1..65535)");
-  }
-  return static_cast<int>(*value);
-}
-
 std::string this_hostname() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
@@ -477,6 +469,14 @@ std::vector<std::string> expand_host_pattern(const std::string& pattern) {
 }
 
 }  // namespace
+
+int parse_port(const std::string& name, const std::string& text) {
+  const std::optional<long long> value = parse_decimal(text);
+  if (!value || *value < 1 || *value > 65535) {
+    throw LaunchConfigError(quoted(name, text) + " is not a TCP port (1..65535)");
+  }
+  return static_cast<int>(*value);
+}
 
 std::vector<std::string> expand_slurm_hostlist(const std::string& hostlist) {
   std::vector<std::string> hosts;

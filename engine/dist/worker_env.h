@@ -65,6 +65,10 @@ struct WorkerEnv {
 
 using GetenvFn = std::function<const char*(const char*)>;
 
+// `text` (the value of variable `name`) as a TCP port, a plain decimal 1..65535; else a
+// LaunchConfigError naming both ("MASTER_PORT='80x' is not a TCP port (1..65535)").
+int parse_port(const std::string& name, const std::string& text);
+
 // The worker identity from the environment, or nullopt when no launcher variables are present
 // (this process is the local launcher). Throws LaunchConfigError naming the variable and its value
 // when the variables are present but inconsistent or malformed.

@@ -257,6 +257,17 @@ class ValidateBadInput(unittest.TestCase):
                               r.stderr)
                 self.assertNotIn("rank", r.stderr.replace("threads per rank", ""))
 
+    def test_a_bad_master_port_is_refused_before_any_rank_starts(self):
+        # The local launcher reads MASTER_PORT as the workers do (dist::parse_port): " 80" and "+80"
+        # passed its own strtol before.
+        for value in ("80x", " 80", "+80", "0", "70000"):
+            with self.subTest(value):
+                r = ptrain("run", config("tiny-cpu"), "--set", "train.steps=1", "--set", "data.format=synthetic",
+                           "--nproc", "2", env={"MASTER_PORT": value})
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(f"MASTER_PORT=\"{value}\" is not a TCP port (1..65535)", r.stderr)
+                self.assertNotIn("[rank", r.stderr)
+
     def test_the_cudnn_attention_mode_sets_the_predicted_memory(self):
         # A GPU bf16 job: deterministic's dP workspace (B x Hq x T x T bf16) in place of fast's fp32 dQ
         # accumulator (B x T x Hq x D); off (ptrain's own kernels) needs neither, nor the row sums.
