@@ -58,6 +58,21 @@ bool caps_in_flight(ScheduleKind v) {
   return v == ScheduleKind::OneFOneB || v == ScheduleKind::Interleaved1F1B;
 }
 
+int least_microbatches(ScheduleKind kind, int pp) {
+  switch (kind) {
+    case ScheduleKind::OneFOneB:
+    case ScheduleKind::ZbH1:
+    case ScheduleKind::Zbv:
+      return pp;
+    case ScheduleKind::DualPipeV:
+      return 2 * pp;
+    case ScheduleKind::Gpipe:
+    case ScheduleKind::Interleaved1F1B:
+      return 1;
+  }
+  return 1;
+}
+
 int least_in_flight(int pp, int vpp) {
   const std::int64_t chunks = static_cast<std::int64_t>(vpp - 1) * pp + 1;
   return static_cast<int>((chunks + vpp - 1) / vpp);

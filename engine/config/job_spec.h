@@ -184,6 +184,11 @@ bool splits_weight_grad(ScheduleKind);
 // step's backward (a schedule that splits W; pp > 1 with a tied word embedding, whose two copies
 // sum their gradients at the end), since ZeRO 2 and 3 reduce them per microbatch; else 3.
 int most_zero_stage(ScheduleKind kind, int pp, bool tie_embeddings);
+// The fewest microbatches per step the kind runs with pp stages: pp for 1f1b, zb-h1 and zbv (their
+// warm-up fills the pipeline; ZB-V's memory bound, 1F1B's, leaves no bubble to fill with fewer),
+// 2*pp for dualpipev (its steady phase runs at least once on rank 0 only from 2*pp on), 1 for gpipe
+// and interleaved-1f1b (which needs a multiple of pp instead).
+int least_microbatches(ScheduleKind kind, int pp);
 // Whether schedule.max_in_flight applies to the kind (1f1b, interleaved-1f1b).
 bool caps_in_flight(ScheduleKind);
 // The fewest microbatches in flight a capped 1f1b / interleaved-1f1b can run with: before any

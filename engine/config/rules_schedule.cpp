@@ -203,24 +203,12 @@ void resolve_microbatches(LoadContext& ctx) {
   const ScheduleKind kind = spec.schedule.kind;
   const std::string count_text =
       cat(t.microbatches, " (global_batch/(micro_batch*dp) = ", t.global_batch, "/", per_microbatch, ")");
-  if ((kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZbH1) && t.microbatches < pp) {
+  if (const int least = least_microbatches(kind, pp); t.microbatches < least) {
     ctx.error("train.global_batch",
-              cat(to_string(kind), " with pp = ", pp, " needs at least ", pp, " microbatches per step, got ",
-                  count_text),
-              cat("raise train.global_batch to ", saturating_product({pp, per_microbatch}),
-                  " or more, lower train.micro_batch, or use schedule.kind: gpipe"));
-  }
-  if (v_shaped(kind)) {
-    // ZB-V's memory bound (1F1B's) needs pp microbatches to fill the V; DualPipeV's steady phase
-    // runs at least once on rank 0 only from 2*pp on (pipeline::build_problems says the same).
-    const int least = kind == ScheduleKind::DualPipeV ? 2 * pp : pp;
-    if (t.microbatches < least) {
-      ctx.error("train.global_batch",
-                cat(to_string(kind), " with pp = ", pp, " needs at least ", least, " microbatches per step (",
-                    least == pp ? "pp" : "2*pp", "), got ", count_text),
-                cat("raise train.global_batch to ", saturating_product({least, per_microbatch}),
-                    " or more, or lower train.micro_batch"));
-    }
+              cat(to_string(kind), " with pp = ", pp, " needs at least ", least, " microbatches per step (",
+                  least == pp ? "pp" : "2*pp", "), got ", count_text),
+              cat("raise train.global_batch to ", saturating_product({least, per_microbatch}),
+                  " or more, lower train.micro_batch", v_shaped(kind) ? "" : ", or use schedule.kind: gpipe"));
   }
   if (kind == ScheduleKind::Interleaved1F1B && t.microbatches % pp != 0) {
     ctx.error("train.global_batch",

@@ -98,9 +98,7 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
                          std::to_string(vpp) + ")");
     }
     if (pp < 2) problems.push_back(name + " needs pp >= 2 (got " + std::to_string(pp) + "); use 1f1b or gpipe");
-    // ZB-V's memory bound (1F1B's) leaves it no bubble to fill with fewer; DualPipeV's steady
-    // phase runs at least once on rank 0 only from 2*pp on.
-    const int least = kind == ScheduleKind::DualPipeV ? 2 * pp : pp;
+    const int least = config::least_microbatches(kind, pp);
     if (microbatches < least) {
       problems.push_back(name + " needs at least " + std::to_string(least) + " microbatches per step (" +
                          (least == pp ? "pp" : "2*pp") + " with pp = " + std::to_string(pp) + "), got " +
@@ -112,7 +110,7 @@ std::vector<std::string> build_problems(config::ScheduleKind kind, int pp, int v
     problems.push_back(name + " runs one model chunk per rank, so schedule.virtual_stages must be 1 (got " +
                        std::to_string(vpp) + "); use interleaved-1f1b for virtual stages");
   }
-  if ((kind == ScheduleKind::OneFOneB || kind == ScheduleKind::ZbH1) && microbatches < pp) {
+  if (microbatches < config::least_microbatches(kind, pp)) {
     problems.push_back(name + " needs at least as many microbatches per step (" +
                        std::to_string(microbatches) + ") as pipeline stages (pp = " + std::to_string(pp) +
                        "); raise train.global_batch or lower train.micro_batch");
