@@ -73,6 +73,10 @@ struct ParallelSpec {
   int zero = 0;  // 0 | 1 | 2 | 3
   CpComm cp_comm = CpComm::Allgather;
   Offload offload = Offload::None;
+
+  // Ranks that hold the same experts, over which ZeRO shards and reduces them: the expert grid's
+  // data-parallel size (grid/rank_grid.h), tp*cp*dp/ep.
+  int expert_dp() const { return tp * cp * dp / ep; }
 };
 
 struct ScheduleSpec {

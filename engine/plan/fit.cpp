@@ -7,7 +7,6 @@
 
 #include "engine/pipeline/buffers.h"
 #include "engine/pipeline/schedule.h"
-#include "engine/pipeline/simulator.h"
 #include "engine/plan/rank_params.h"
 
 namespace ptrain::plan {

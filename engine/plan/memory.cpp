@@ -35,7 +35,7 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
   const ModelStateBytes dense =
       model_state_bytes(static_cast<double>(params.dense), p.dp * p.cp, p.zero, precision, offload);
   const ModelStateBytes expert =
-      model_state_bytes(static_cast<double>(params.expert), p.tp * p.cp * p.dp / p.ep, p.zero, precision, offload);
+      model_state_bytes(static_cast<double>(params.expert), p.expert_dp(), p.zero, precision, offload);
   return {dense.params + expert.params, dense.grads + expert.grads, dense.optimizer + expert.optimizer,
           dense.host + expert.host};
 }

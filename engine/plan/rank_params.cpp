@@ -49,13 +49,13 @@ double updated_elements(const config::JobSpec& spec, const RankParams& params) {
   const config::ParallelSpec& p = spec.parallel;
   if (p.zero == 0) return static_cast<double>(params.dense + params.expert);
   return static_cast<double>(params.dense) / (p.dp * p.cp) +
-         static_cast<double>(params.expert) / (p.tp * p.cp * p.dp / p.ep);
+         static_cast<double>(params.expert) / p.expert_dp();
 }
 
 RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
                              const std::vector<model::LocalParam>& local, int pp_rank) {
   const config::ParallelSpec& par = spec.parallel;
-  const int zero_ranks = par.dp * par.cp, expert_ranks = par.tp * par.cp * par.dp / par.ep;
+  const int zero_ranks = par.dp * par.cp, expert_ranks = par.expert_dp();
   RankParams r;
   const FlatUnits units = flat_units(local, model::kFlatAlignment * zero_ranks,
                                      model::kFlatAlignment * expert_ranks, !experts_in_layer_units(par));

@@ -131,7 +131,7 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
   const std::vector<LinkTiers> tiers =
       stage_link_tiers(config::job_grid(derived), derived.cluster.gpus_per_node, experts);
 
-  const bool sharded = p.dp * p.cp > 1 || (experts && p.tp * p.cp * p.dp / p.ep > 1);
+  const bool sharded = p.dp * p.cp > 1 || (experts && p.expert_dp() > 1);
   config::JobSpec spec = derived;  // only the ZeRO stage and the recompute change below
   // The pipeline's costs depend on the recompute, not on the ZeRO stage or the cap.
   std::array<std::optional<pipeline::OpCosts>, kRecomputeLeastFirst.size()> costs;

@@ -164,8 +164,7 @@ DataParallelTraffic data_parallel_traffic(const config::JobSpec& spec, const Ran
     return z;
   };
   DataParallelTraffic c{zero_comm(static_cast<double>(params.dense), params.dense_units, par.dp * par.cp),
-                     zero_comm(static_cast<double>(params.expert), params.expert_units,
-                               par.tp * par.cp * par.dp / par.ep)};
+                     zero_comm(static_cast<double>(params.expert), params.expert_units, par.expert_dp())};
   if (zero == 3) {
     // Units as the engine gathers them (zero3_gathers.h), the experts' over expert-dp.
     if (par.dp * par.cp > 1 && params.zero3_gather_calls > 0) {
@@ -174,7 +173,7 @@ DataParallelTraffic data_parallel_traffic(const config::JobSpec& spec, const Ran
                                      static_cast<double>(params.zero3_gathered) * bytes.param / calls,
                                      par.dp * par.cp, calls}};
     }
-    const int expert_ranks = par.tp * par.cp * par.dp / par.ep;
+    const int expert_ranks = par.expert_dp();
     if (expert_ranks > 1 && params.zero3_expert_gather_calls > 0) {
       const double calls = static_cast<double>(params.zero3_expert_gather_calls);
       c.expert.param_gather_zero3 = {{CollectiveKind::AllGather,

@@ -165,10 +165,7 @@ struct Trainer::State {
           data::make_eval_loader(s, *valid_source, groups.dp_rank, kEvalBatches));
     flops_per_step = plan::step_flops(s, plan::matmul_params(params.registry(), s.model)).model;
     const plan::HardwareProfile* hw = plan::find_hardware(s.cluster.gpu);
-    const double device_peak = hw == nullptr ? 0.0
-                               : s.train.precision == config::Precision::Bf16 ? hw->peak_flops_bf16
-                                                                              : hw->peak_flops_fp32;
-    peak_flops = device_peak * s.world;
+    peak_flops = hw == nullptr ? 0.0 : hw->peak_flops(s.train.precision) * s.world;
     trace = open_run_trace(s, c, groups, backend);
     comm.set_trace(trace.get());
     pipeline.set_trace(trace.get());
