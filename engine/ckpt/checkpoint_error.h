@@ -5,27 +5,19 @@
 // Nothing in engine/ckpt aborts or crashes on bad input.
 #pragma once
 
-#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "engine/io/file_format_error.h"
 
 namespace ptrain::ckpt {
 
-class CheckpointError : public std::runtime_error {
+class CheckpointError : public io::FileFormatError {
  public:
-  static constexpr std::int64_t kNoOffset = -1;
-
-  // what() reads "<path>: byte <offset>: <detail>" (or "<path>: <detail>" without an offset).
-  CheckpointError(std::string path, std::int64_t offset, const std::string& detail);
+  using io::FileFormatError::FileFormatError;  // (path, offset or kNoOffset, detail)
   CheckpointError(std::string path, const std::string& detail)
-      : CheckpointError(std::move(path), kNoOffset, detail) {}
-
-  const std::string& path() const { return path_; }
-  std::int64_t offset() const { return offset_; }
-
- private:
-  std::string path_;
-  std::int64_t offset_;
+      : io::FileFormatError(std::move(path), kNoOffset, detail) {}
 };
 
 class CheckpointIoError : public std::runtime_error {

@@ -3,28 +3,16 @@
 // reports it as bad input (exit 2); nothing in engine/data aborts or crashes on bad bytes.
 #pragma once
 
-#include <cstdint>
-#include <stdexcept>
 #include <string>
 
+#include "engine/io/file_format_error.h"
 #include "engine/runtime/mapped_file.h"
 
 namespace ptrain::data {
 
-class DataError : public std::runtime_error {
+class DataError : public io::FileFormatError {
  public:
-  // No byte offset applies (a missing file, a glob that matches nothing, an I/O error).
-  static constexpr std::int64_t kNoOffset = -1;
-
-  // what() reads "<path>: byte <offset>: <detail>" (or "<path>: <detail>" without an offset).
-  DataError(std::string path, std::int64_t offset, const std::string& detail);
-
-  const std::string& path() const { return path_; }
-  std::int64_t offset() const { return offset_; }
-
- private:
-  std::string path_;
-  std::int64_t offset_;
+  using io::FileFormatError::FileFormatError;  // (path, offset or kNoOffset, detail)
 };
 
 // Maps `path` read-only (runtime::MappedFile); a file that cannot be mapped is a DataError naming it.
