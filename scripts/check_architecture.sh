@@ -27,11 +27,17 @@ while IFS= read -r hit; do
   breach "pure code includes dist/, runtime/ or train/: $hit"
 done < <(grep -nE '#include\s*"engine/(dist|runtime|train)/' engine/config/* engine/grid/* engine/pipeline/* engine/plan/*)
 
-# Small files with one job each.
-for f in engine/model/* engine/optim/* engine/train/* engine/parallel/* engine/pipeline/*; do
-  case "$f" in *.h | *.cpp) ;; *) continue ;; esac
+# Small files with one job each: at most 600 lines anywhere in the sources. The files still above
+# it, each with the seam to split it along and the most it may grow to meanwhile:
+declare -A allowed=(
+  [kernels/cuda/attention.cu]=1200   # fp32 kernels / bf16 tensor-core kernels / launchers
+  [engine/dist/nccl_comm.cpp]=880    # the watchdog and abort path / staging buffers / the comm
+  [engine/dist/launcher.cpp]=660     # the Supervisor / the fd, pipe and signal helpers
+)
+for f in engine/*/* app/* kernels/*/* kernels/*; do
+  case "$f" in *.h | *.cpp | *.cu | *.cuh) ;; *) continue ;; esac
   lines=$(wc -l < "$f")
-  [ "$lines" -le 600 ] || breach "$f has $lines lines (at most 600)"
+  [ "$lines" -le "${allowed[$f]:-600}" ] || breach "$f has $lines lines (at most ${allowed[$f]:-600})"
 done
 
 if [ "$breaches" -gt 0 ]; then
