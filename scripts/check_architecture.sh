@@ -32,7 +32,6 @@ done < <(grep -nE '#include\s*"engine/(dist|runtime|train)/' engine/config/* eng
 declare -A allowed=(
   [kernels/cuda/attention.cu]=1200   # fp32 kernels / bf16 tensor-core kernels / launchers
   [engine/dist/nccl_comm.cpp]=880    # the watchdog and abort path / staging buffers / the comm
-  [engine/dist/launcher.cpp]=660     # the Supervisor / the fd, pipe and signal helpers
 )
 for f in engine/*/* app/* kernels/*/* kernels/*; do
   case "$f" in *.h | *.cpp | *.cu | *.cuh) ;; *) continue ;; esac

@@ -1,13 +1,9 @@
 #include "engine/dist/launcher.h"
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,13 +14,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/dist/dist_error.h"
+#include "engine/dist/launcher_os.h"
 #include "engine/dist/worker_env.h"
 
 extern char** environ;
@@ -44,186 +40,11 @@ constexpr const char* kWorkerVars[] = {"PTRAIN_LAUNCHED",  "RANK",        "WORLD
                                        "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PTRAIN_JOB_TOKEN",
                                        "PTRAIN_STORE_FD"};
 
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
 // "5", "0.5", "2.25": seconds for messages.
 std::string format_seconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", seconds);
   return text;
-}
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// Writes all of `data`, waiting out a non-blocking or interrupted descriptor.
-void write_all(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n >= 0) {
-      done += static_cast<std::size_t>(n);
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, -1);
-    } else if (errno != EINTR) {
-      return;  // the launcher's own output is gone (closed terminal); keep supervising
-    }
-  }
-}
-
-// Every descriptor the launcher creates must be 3 or above, or dup2 onto a worker's 0/1/2 could
-// clobber one it still needs: reopen any closed standard descriptor on /dev/null.
-void ensure_stdio_open() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
-    const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-    if (null_fd >= 0 && null_fd != fd) {
-      ::dup2(null_fd, fd);
-      ::close(null_fd);
-    }
-  }
-}
-
-// ---------------------------------------------------------------- the store's listening socket
-
-struct Listener {
-  UniqueFd fd;
-  int port = 0;
-};
-
-// Binds exactly `address` (IPv4 literal or a name resolving to IPv4), so the store is reachable at
-// the MASTER_ADDR the workers are given and nowhere else.
-Listener listen_tcp(const std::string& address, int port, int backlog) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (rc != 0) {
-    throw LaunchConfigError("master address \"" + address +
-                            "\" does not resolve to an IPv4 address: " + ::gai_strerror(rc));
-  }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
-  int last_error = 0;
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (!fd) {
-      last_error = errno;
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
-      last_error = errno;
-      continue;
-    }
-    sockaddr_in bound{};
-    socklen_t length = sizeof(bound);
-    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
-      last_error = errno;
-      continue;
-    }
-    return Listener{std::move(fd), ntohs(bound.sin_port)};
-  }
-  throw DistError("cannot listen on " + address + ":" + std::to_string(port) + ": " + errno_text(last_error) +
-                  (port != 0 ? " (is another job using this port? pick another, or 0 for a free one)" : ""));
-}
-
-// ---------------------------------------------------------------- signals
-
-// Blocks the launcher's signals for this thread and reads them from a signalfd inside the poll
-// loop; the destructor consumes what is still pending and restores the caller's mask.
-class SignalChannel {
- public:
-  SignalChannel() {
-    // With SIGCHLD ignored (or SA_NOCLDWAIT) the kernel would reap the workers itself and their
-    // exit codes would be lost: use the default action while supervising.
-    struct sigaction default_action {};
-    default_action.sa_handler = SIG_DFL;
-    ::sigaction(SIGCHLD, &default_action, &original_sigchld_);
-    sigemptyset(&set_);
-    sigemptyset(&ignored_);
-    for (const int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) {
-      sigaddset(&set_, sig);
-      struct sigaction current {};
-      if (sig != SIGCHLD && ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) {
-        sigaddset(&ignored_, sig);
-      }
-    }
-    if (::pthread_sigmask(SIG_BLOCK, &set_, &original_) != 0) {
-      ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
-      throw DistError("cannot block launcher signals");
-    }
-    fd_ = UniqueFd(::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!fd_) {
-      const int err = errno;
-      ::pthread_sigmask(SIG_SETMASK, &original_, nullptr);
-      ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
-      throw DistError("cannot create a signalfd: " + errno_text(err));
-    }
-  }
-  ~SignalChannel() {
-    while (next()) {
-    }
-    ::pthread_sigmask(SIG_SETMASK, &original_, nullptr);
-    ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
-  }
-  SignalChannel(const SignalChannel&) = delete;
-  SignalChannel& operator=(const SignalChannel&) = delete;
-
-  int fd() const { return fd_.get(); }
-  // The mask a worker must start with: the caller's, not the launcher's blocked set.
-  const sigset_t& original_mask() const { return original_; }
-  // The next pending signal, if any. Linux queues a blocked signal even when it is ignored; the
-  // caller's ignoring it (nohup, a background job of a script) still means "do not stop on it".
-  std::optional<int> next() {
-    signalfd_siginfo info{};
-    while (::read(fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      const int sig = static_cast<int>(info.ssi_signo);
-      if (sigismember(&ignored_, sig) != 1) return sig;
-    }
-    return std::nullopt;
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t ignored_{};  // stop signals the caller ignores
-  sigset_t original_{};
-  struct sigaction original_sigchld_ {};
-  UniqueFd fd_;
-};
-
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
 // ---------------------------------------------------------------- workers
@@ -303,17 +124,6 @@ void write_raw(int fd, const char* data, std::size_t size) {
   write_raw(2, reason, std::strlen(reason));
   write_raw(2, "\n", 1);
   ::_exit(127);
-}
-
-// A pipe whose read end (launcher side) is non-blocking; both ends close-on-exec (the worker's
-// end reaches it through dup2, which clears the flag on the copy).
-std::pair<UniqueFd, UniqueFd> make_pipe() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw DistError("cannot create a pipe: " + errno_text(errno));
-  UniqueFd read_end(fds[0]);
-  UniqueFd write_end(fds[1]);
-  ::fcntl(read_end.get(), F_SETFL, ::fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
-  return {std::move(read_end), std::move(write_end)};
 }
 
 // ---------------------------------------------------------------- the supervisor

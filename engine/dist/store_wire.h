@@ -3,17 +3,16 @@
 #pragma once
 
 #include <netdb.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "engine/dist/store.h"
+#include "engine/dist/unique_fd.h"
 
 namespace ptrain::dist::wire {
 
@@ -30,22 +29,7 @@ inline constexpr milliseconds kMaxTimeout = std::chrono::hours(24 * 365);
 // Client side: how long the server may stall while it owes us bytes before we give up on it.
 inline constexpr milliseconds kStallTimeout = std::chrono::seconds(60);
 
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
+using dist::UniqueFd;
 
 std::string join_host_port(const std::string& host, int port);
 // A key for an error message: quoted, and cut short when long.

@@ -1,0 +1,144 @@
+#include "engine/dist/launcher_os.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "engine/dist/dist_error.h"
+
+namespace ptrain::dist {
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+void write_all(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n >= 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, -1);
+    } else if (errno != EINTR) {
+      return;  // the launcher's own output is gone (closed terminal); keep supervising
+    }
+  }
+}
+
+void ensure_stdio_open() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null_fd >= 0 && null_fd != fd) {
+      ::dup2(null_fd, fd);
+      ::close(null_fd);
+    }
+  }
+}
+
+Listener listen_tcp(const std::string& address, int port, int backlog) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0) {
+    throw LaunchConfigError("master address \"" + address +
+                            "\" does not resolve to an IPv4 address: " + ::gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
+  int last_error = 0;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd) {
+      last_error = errno;
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
+      last_error = errno;
+      continue;
+    }
+    sockaddr_in bound{};
+    socklen_t length = sizeof(bound);
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+      last_error = errno;
+      continue;
+    }
+    return Listener{std::move(fd), ntohs(bound.sin_port)};
+  }
+  throw DistError("cannot listen on " + address + ":" + std::to_string(port) + ": " + errno_text(last_error) +
+                  (port != 0 ? " (is another job using this port? pick another, or 0 for a free one)" : ""));
+}
+
+SignalChannel::SignalChannel() {
+  // With SIGCHLD ignored (or SA_NOCLDWAIT) the kernel would reap the workers itself and their
+  // exit codes would be lost: use the default action while supervising.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigaction(SIGCHLD, &default_action, &original_sigchld_);
+  sigemptyset(&set_);
+  sigemptyset(&ignored_);
+  for (const int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) {
+    sigaddset(&set_, sig);
+    struct sigaction current {};
+    if (sig != SIGCHLD && ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) {
+      sigaddset(&ignored_, sig);
+    }
+  }
+  if (::pthread_sigmask(SIG_BLOCK, &set_, &original_) != 0) {
+    ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
+    throw DistError("cannot block launcher signals");
+  }
+  fd_ = UniqueFd(::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!fd_) {
+    const int err = errno;
+    ::pthread_sigmask(SIG_SETMASK, &original_, nullptr);
+    ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
+    throw DistError("cannot create a signalfd: " + errno_text(err));
+  }
+}
+
+SignalChannel::~SignalChannel() {
+  while (next()) {
+  }
+  ::pthread_sigmask(SIG_SETMASK, &original_, nullptr);
+  ::sigaction(SIGCHLD, &original_sigchld_, nullptr);
+}
+
+std::optional<int> SignalChannel::next() {
+  signalfd_siginfo info{};
+  while (::read(fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sigismember(&ignored_, sig) != 1) return sig;
+  }
+  return std::nullopt;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::pair<UniqueFd, UniqueFd> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw DistError("cannot create a pipe: " + errno_text(errno));
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
+  ::fcntl(read_end.get(), F_SETFL, ::fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
+  return {std::move(read_end), std::move(write_end)};
+}
+
+}  // namespace ptrain::dist

@@ -1,0 +1,69 @@
+// What the local launcher (launcher.cpp) asks of the operating system, apart from supervising:
+// writing its output, its standard descriptors, the store's listening socket, the signals it reads
+// from a signalfd, and the workers' output pipes. Internal to engine/dist.
+#pragma once
+
+#include <signal.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "engine/dist/unique_fd.h"
+
+namespace ptrain::dist {
+
+// strerror(err) as a string.
+std::string errno_text(int err);
+
+// Writes all of `data`, waiting out a non-blocking or interrupted descriptor; gives up quietly when
+// the descriptor is gone (a closed terminal: the launcher keeps supervising).
+void write_all(int fd, const std::string& data);
+
+// Every descriptor the launcher creates must be 3 or above, or dup2 onto a worker's 0/1/2 could
+// clobber one it still needs: reopens any closed standard descriptor on /dev/null.
+void ensure_stdio_open();
+
+struct Listener {
+  UniqueFd fd;
+  int port = 0;
+};
+
+// Binds exactly `address` (IPv4 literal or a name resolving to IPv4) at `port` (0: a free one), so
+// the store is reachable at the MASTER_ADDR the workers are given and nowhere else. A name that
+// does not resolve is a LaunchConfigError; a port that cannot be bound a DistError.
+Listener listen_tcp(const std::string& address, int port, int backlog);
+
+// Blocks the launcher's signals (SIGCHLD, SIGINT, SIGTERM, SIGHUP) for this thread, to be read from
+// a signalfd inside the poll loop; the destructor consumes what is still pending and restores the
+// caller's mask and SIGCHLD action.
+class SignalChannel {
+ public:
+  SignalChannel();
+  ~SignalChannel();
+  SignalChannel(const SignalChannel&) = delete;
+  SignalChannel& operator=(const SignalChannel&) = delete;
+
+  int fd() const { return fd_.get(); }
+  // The mask a worker must start with: the caller's, not the launcher's blocked set.
+  const sigset_t& original_mask() const { return original_; }
+  // The next pending signal, if any. Linux queues a blocked signal even when it is ignored; the
+  // caller's ignoring it (nohup, a background job of a script) still means "do not stop on it".
+  std::optional<int> next();
+
+ private:
+  sigset_t set_{};
+  sigset_t ignored_{};  // stop signals the caller ignores
+  sigset_t original_{};
+  struct sigaction original_sigchld_ {};
+  UniqueFd fd_;
+};
+
+// "SIGTERM", or "signal 42" for one without an abbreviation.
+std::string signal_name(int sig);
+
+// A pipe whose read end (launcher side) is non-blocking; both ends close-on-exec (the worker's end
+// reaches it through dup2, which clears the flag on the copy). {read end, write end}.
+std::pair<UniqueFd, UniqueFd> make_pipe();
+
+}  // namespace ptrain::dist
