@@ -54,6 +54,23 @@ class Report(unittest.TestCase):
         with open(path) as f:
             return path, f.read()
 
+    def report_with_trace(self, edit):
+        """`ptrain report` of this run with its trace as edit(trace) leaves it: the result, and the
+        page where one was written."""
+        with open(os.path.join(self.run_dir, "trace.json")) as f:
+            trace = json.load(f)
+        edit(trace)
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("job.yaml", "metrics.jsonl"):
+                shutil.copy(os.path.join(self.run_dir, name), d)
+            with open(os.path.join(d, "trace.json"), "w") as f:
+                json.dump(trace, f)
+            r = ptrain("report", d)
+            if r.returncode != 0:
+                return r, None
+            with open(os.path.join(d, "report.html")) as f:
+                return r, f.read()
+
     def test_the_page_holds_the_run_and_needs_nothing_else(self):
         _, html = self.page()
         self.assertIn("ptrain report: report-test", html)
@@ -99,20 +116,12 @@ class Report(unittest.TestCase):
         # A CUDA trace holds every F/B/W twice: where the host issued it (track 0) and where the
         # compute stream ran it (track 2). The page reads the device's, each op once.
         _, host_html = self.page()
-        with tempfile.TemporaryDirectory() as d:
-            for name in ("job.yaml", "metrics.jsonl"):
-                shutil.copy(os.path.join(self.run_dir, name), d)
-            with open(os.path.join(self.run_dir, "trace.json")) as f:
-                trace = json.load(f)
-            device = [dict(e, tid=2, ts=e["ts"] + 20.0, dur=e["dur"] / 2) for e in trace["traceEvents"]
-                      if e["ph"] == "X" and e["tid"] == 0 and e["name"][:2] in ("F ", "B ", "W ")]
-            trace["traceEvents"] += device
-            with open(os.path.join(d, "trace.json"), "w") as f:
-                json.dump(trace, f)
-            r = ptrain("report", d)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(d, "report.html")) as f:
-                html = f.read()
+
+        def add_device_track(trace):
+            trace["traceEvents"] += [dict(e, tid=2, ts=e["ts"] + 20.0, dur=e["dur"] / 2) for e in trace["traceEvents"]
+                                     if e["ph"] == "X" and e["tid"] == 0 and e["name"][:2] in ("F ", "B ", "W ")]
+        r, html = self.report_with_trace(add_device_track)
+        self.assertEqual(r.returncode, 0, r.stderr)
         measured = html[html.index('id="measured"'):html.index('id="simulated"')]
         self.assertEqual(len(re.findall(r'class="op"', measured)), 2 * 2 * 4)
         makespan = re.compile(r"measured: step 6 \(tp 0, cp 0, dp 0\), makespan ([\d.]+) s")
@@ -226,21 +235,14 @@ class Report(unittest.TestCase):
         # Ranks label their coordinates with cp: relabel this run's dp 1 ranks as cp 1 of dp 0 (as a
         # cp 2 run names them) and the page still draws the ranks at cp 0, the same step as before.
         _, before = self.page()
-        with tempfile.TemporaryDirectory() as d:
-            for name in ("job.yaml", "metrics.jsonl"):
-                shutil.copy(os.path.join(self.run_dir, name), d)
-            with open(os.path.join(self.run_dir, "trace.json")) as f:
-                trace = json.load(f)
+
+        def relabel(trace):
             for e in trace["traceEvents"]:
                 if e["ph"] == "M" and e["name"] == "process_name":
                     self.assertIn(", cp 0, dp ", e["args"]["name"])
                     e["args"]["name"] = e["args"]["name"].replace(", cp 0, dp 1,", ", cp 1, dp 0,")
-            with open(os.path.join(d, "trace.json"), "w") as f:
-                json.dump(trace, f)
-            r = ptrain("report", d)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(d, "report.html")) as f:
-                after = f.read()
+        r, after = self.report_with_trace(relabel)
+        self.assertEqual(r.returncode, 0, r.stderr)
         caption = re.compile(r"measured: step 6 \(tp 0, cp 0, dp 0\), makespan [\d.]+ s")
         self.assertEqual(caption.search(after).group(0), caption.search(before).group(0))
 
@@ -258,20 +260,14 @@ class Report(unittest.TestCase):
                  (first_op, lambda e: dict(e, args=[1]), '"args" is not an object'),
                  (first_step, lambda e: dict(e, name="step x"), 'is named "step x", not "step N"'),
                  (first_step, lambda e: dict(e, name="step 99999999999999999999"), "not \"step N\"")]
-        with tempfile.TemporaryDirectory() as d:
-            for name in ("job.yaml", "metrics.jsonl"):
-                shutil.copy(os.path.join(self.run_dir, name), d)
-            for index, edit, why in cases:
-                with self.subTest(why):
-                    trace = json.loads(json.dumps(good))
+        for index, edit, why in cases:
+            with self.subTest(why):
+                def replace(trace):
                     trace["traceEvents"][index] = edit(trace["traceEvents"][index])
-                    with open(os.path.join(d, "trace.json"), "w") as f:
-                        json.dump(trace, f)
-                    r = ptrain("report", d)
-                    self.assertEqual(r.returncode, 2, r.stderr)
-                    self.assertIn(f"is not a trace as logging.trace writes it: traceEvents[{index}] ", r.stderr)
-                    self.assertIn(why, r.stderr)
-
+                r, _ = self.report_with_trace(replace)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(f"is not a trace as logging.trace writes it: traceEvents[{index}] ", r.stderr)
+                self.assertIn(why, r.stderr)
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
