@@ -290,17 +290,4 @@ std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, con
   return local;
 }
 
-int unit_key(const ParamInfo& info, bool experts_apart) {
-  switch (info.placement) {
-    case Placement::Embedding:
-      return -1;
-    case Placement::Layer:
-      return 2 * info.layer + (experts_apart && info.expert >= 0 ? 1 : 0);
-    case Placement::FinalNorm:
-    case Placement::Head:
-      return 1 << 30;
-  }
-  return 0;
-}
-
 }  // namespace ptrain::model

@@ -121,18 +121,4 @@ struct LocalParam {
 // the first and last stage all-reduce its gradient over the embedding group).
 std::vector<LocalParam> local_params(const std::vector<ParamInfo>& registry, const ShardCoords& coords);
 
-// The flat layout of a rank's parameters (model::ParamStore, which validate counts through
-// plan::count_rank_params): each tensor starts kFlatAlignment-element (64-byte) aligned, and the
-// tensors of one unit (the embedding, a layer, the final norm with the head) are contiguous. Under
-// expert parallelism, or tensor parallelism (whose ranks each run the experts on their own tokens,
-// model/moe_block.h), a layer's experts form a unit of their own, right after the layer's
-// (experts_apart): ZeRO shards and reduces them over the expert-dp group (tp*cp*dp/ep ranks), not
-// the dp-cp group.
-inline constexpr std::int64_t kFlatAlignment = 16;
-inline bool experts_apart(int tp, int ep) { return ep > 1 || tp > 1; }
-inline bool experts_apart(const ShardCoords& coords) { return experts_apart(coords.tp, coords.ep); }
-// The unit a parameter belongs to as an ordering key: -1 the embedding, 2 * layer for a layer (2 *
-// layer + 1 for its experts when they are apart), the final norm and the head 1 << 30.
-int unit_key(const ParamInfo& info, bool experts_apart);
-
 }  // namespace ptrain::model

@@ -28,54 +28,21 @@ InitKind init_kind(const ParamInfo& p) {
 
 }  // namespace
 
-namespace {
-
-// Units: the embedding, each layer, the final norm with the head (registry order keeps each
-// contiguous). The key identifies the unit a parameter belongs to.
-std::int64_t round_up(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-}  // namespace
-
 ParamStore::ParamStore(std::vector<ParamInfo> registry, const ShardCoords& coords, StoreOptions options)
     : registry_(std::move(registry)),
       coords_(coords),
       memory_(options.memory ? options.memory : &kernels::cpu_ops()),
       param_dtype_(options.param_dtype) {
-  for (const std::int64_t m : {options.unit_multiple, options.expert_unit_multiple})
-    if (m < 1 || m % kFlatAlignment != 0)
-      throw std::invalid_argument(
-          "ParamStore: unit_multiple and expert_unit_multiple must be positive multiples of kFlatAlignment "
-          "(16)");
-  std::int64_t offset = 0;
-  int current_key = 0;
-  const bool apart = experts_apart(coords_);
-  auto close_unit = [&] {  // its size a multiple of its kind's (not its end: the two kinds' differ)
-    const std::int64_t begin = units_.back().begin;
-    offset = begin + round_up(offset - begin, expert_units_.back() ? options.expert_unit_multiple : options.unit_multiple);
-    units_.back().end = offset;
-  };
-  for (LocalParam& lp : local_params(registry_, coords_)) {
-    const int key = unit_key(*lp.info, apart);
-    if (units_.empty() || key != current_key) {  // a new unit starts
-      if (!units_.empty()) close_unit();
-      units_.push_back({offset, offset});
-      expert_units_.push_back(apart && lp.info->expert >= 0);
-      current_key = key;
-      const int u = static_cast<int>(units_.size()) - 1;
-      if (lp.info->placement == Placement::Embedding) embedding_unit_ = u;
-      else if (lp.info->placement != Placement::Layer)
-        final_unit_ = u;
-    }
-    const std::int64_t n = lp.numel();
-    index_.emplace(lp.info->name, slots_.size());
-    slots_.push_back({std::move(lp), offset, n, static_cast<int>(units_.size()) - 1});
-    offset += round_up(n, kFlatAlignment);  // 64-byte aligned starts for vector loads
+  std::vector<LocalParam> local = local_params(registry_, coords_);
+  layout_ = flat_layout(local, options.unit_multiple, options.expert_unit_multiple, experts_apart(coords_));
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const std::int64_t n = local[i].numel();
+    index_.emplace(local[i].info->name, slots_.size());
+    slots_.push_back({std::move(local[i]), layout_.offsets[i], n, layout_.tensor_unit[i]});
   }
-  if (!units_.empty()) close_unit();
-  numel_ = offset;
-  if (options.own_params) params_ = runtime::OwnedBuffer(*memory_, numel_, param_dtype_);
-  if (options.own_grads) grads_ = runtime::OwnedBuffer(*memory_, numel_, kernels::DType::F32);
-  for (const FlatRange& u : units_) {
+  if (options.own_params) params_ = runtime::OwnedBuffer(*memory_, layout_.numel, param_dtype_);
+  if (options.own_grads) grads_ = runtime::OwnedBuffer(*memory_, layout_.numel, kernels::DType::F32);
+  for (const FlatRange& u : layout_.units) {
     param_base_.push_back(options.own_params ? params_.at(u.begin).ptr : nullptr);
     grad_base_.push_back(options.own_grads ? grads() + u.begin : nullptr);
   }
@@ -89,7 +56,7 @@ const ParamSlot& ParamStore::slot(const std::string& name) const {
 
 std::int64_t ParamStore::largest_unit() const {
   std::int64_t n = 0;
-  for (const FlatRange& u : units_) n = std::max(n, u.size());
+  for (const FlatRange& u : layout_.units) n = std::max(n, u.size());
   return n;
 }
 
@@ -103,19 +70,19 @@ kernels::Buf ParamStore::param(const std::string& name) const {
   const ParamSlot& s = slot(name);
   void* base = param_base_[static_cast<size_t>(s.unit)];
   if (base == nullptr) throw std::logic_error("parameters of '" + name + "' are not resident");
-  return runtime::advance({base, param_dtype_}, s.offset - units_[static_cast<size_t>(s.unit)].begin);
+  return runtime::advance({base, param_dtype_}, s.offset - layout_.units[static_cast<size_t>(s.unit)].begin);
 }
 
 kernels::Buf ParamStore::grad(const std::string& name) const {
   const ParamSlot& s = slot(name);
   float* base = grad_base_[static_cast<size_t>(s.unit)];
   if (base == nullptr) throw std::logic_error("gradients of '" + name + "' have no buffer bound");
-  return {base + (s.offset - units_[static_cast<size_t>(s.unit)].begin), kernels::DType::F32};
+  return {base + (s.offset - layout_.units[static_cast<size_t>(s.unit)].begin), kernels::DType::F32};
 }
 
 void ParamStore::initialize(std::uint64_t seed, int layers) {
   if (params() == nullptr) throw std::logic_error("ParamStore::initialize: no owned parameter buffer");  // F32 only
-  initialize_range(*memory_, seed, layers, {0, numel_}, params_.at());
+  initialize_range(*memory_, seed, layers, {0, layout_.numel}, params_.at());
 }
 
 void ParamStore::initialize_range(const kernels::Ops& ops, std::uint64_t seed, int layers, FlatRange range,
@@ -152,7 +119,7 @@ void ParamStore::initialize_range(const kernels::Ops& ops, std::uint64_t seed, i
 }
 
 void ParamStore::zero_grads() {
-  if (grads() != nullptr) memory_->fill(grads_.at(), 0.0f, numel_);
+  if (grads() != nullptr) memory_->fill(grads_.at(), 0.0f, layout_.numel);
 }
 
 }  // namespace ptrain::model

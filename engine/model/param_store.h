@@ -1,7 +1,8 @@
-// ParamStore: the flat layout of this rank's parameters, in registry order, so ZeRO shards and
+// ParamStore: this rank's parameters in their flat layout (model/flat_layout.h), so ZeRO shards and
 // gradient buckets are just offset ranges (llm.c style). The layout is cut into units: the
-// embedding, each transformer layer, and the final norm with the head. Every unit's range is padded
-// to a multiple of `unit_multiple` elements, so ZeRO can split each unit evenly over the dp ranks.
+// embedding, each transformer layer (and its experts apart), and the final norm with the head. Every
+// unit's range is padded to a multiple of `unit_multiple` elements (`expert_unit_multiple` for the
+// experts' units), so ZeRO can split each unit evenly over its ranks.
 //
 // Storage: by default the store owns one full buffer for the parameters and one for the gradients.
 // ZeRO may instead keep a unit's parameters or gradients elsewhere (a gathered window, a staging
@@ -17,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/model/flat_layout.h"
 #include "engine/model/param_registry.h"
 #include "engine/runtime/owned_buffer.h"
 #include "kernels/buffer.h"
@@ -28,11 +30,6 @@ struct ParamSlot {
   std::int64_t offset = 0;  // elements from the start of the flat layout
   std::int64_t numel = 0;
   int unit = 0;
-};
-
-struct FlatRange {  // elements [begin, end) of the flat layout
-  std::int64_t begin = 0, end = 0;
-  std::int64_t size() const { return end - begin; }
 };
 
 // A view of a range of the flat layout where a rank keeps it: params[0], exp_avg[0] and
@@ -62,14 +59,14 @@ class ParamStore {
   const std::vector<ParamSlot>& slots() const { return slots_; }
   const std::vector<ParamInfo>& registry() const { return registry_; }
   const ShardCoords& coords() const { return coords_; }
-  std::int64_t numel() const { return numel_; }  // of the flat layout, padding included
+  std::int64_t numel() const { return layout_.numel; }  // of the flat layout, padding included
 
   // Units in layout order; unit u covers units()[u] (padded). -1 where this rank has no such unit.
-  const std::vector<FlatRange>& units() const { return units_; }
-  int embedding_unit() const { return embedding_unit_; }
-  int final_unit() const { return final_unit_; }
+  const std::vector<FlatRange>& units() const { return layout_.units; }
+  int embedding_unit() const { return layout_.embedding; }
+  int final_unit() const { return layout_.final; }
   // Whether unit u holds a layer's experts (model::experts_apart), else dense tensors.
-  bool expert_unit(int u) const { return expert_units_.at(static_cast<std::size_t>(u)); }
+  bool expert_unit(int u) const { return layout_.expert.at(static_cast<std::size_t>(u)); }
   std::int64_t largest_unit() const;
 
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
@@ -106,10 +103,7 @@ class ParamStore {
   ShardCoords coords_;
   std::vector<ParamSlot> slots_;
   std::unordered_map<std::string, std::size_t> index_;
-  std::vector<FlatRange> units_;
-  std::vector<bool> expert_units_;
-  int embedding_unit_ = -1, final_unit_ = -1;
-  std::int64_t numel_ = 0;
+  FlatLayout layout_;
   const kernels::Ops* memory_;
   kernels::DType param_dtype_;
   runtime::OwnedBuffer params_, grads_;

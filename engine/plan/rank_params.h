@@ -5,12 +5,13 @@
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/model/flat_layout.h"
 #include "engine/model/param_registry.h"
 #include "engine/pipeline/schedule.h"
 
 namespace ptrain::plan {
 
-// Dense elements are counted as the engine's flat buffer holds them (model/param_store.h): each tensor
+// Dense elements are counted as the engine's flat buffer holds them (model/flat_layout.h): each tensor
 // padded to 16 elements, each unit to a multiple of 16 per ZeRO rank, so that ZeRO's shards and
 // buckets are what validate counts. Where the engine trains MoE layers (experts_in_layer_units) the
 // experts are in their layers' units and counted as dense.
@@ -19,7 +20,7 @@ struct RankParams {
   std::int64_t expert = 0;  // expert elements apart (ZeRO shards them over expert-dp = tp*cp*dp/ep), padded
   std::int64_t largest_unit = 0;  // the biggest unit of either kind (a bf16 reduction's staging)
   std::int64_t largest_dense_unit = 0, largest_expert_unit = 0;
-  // Units of the flat buffer (FlatUnits) of each kind: ZeRO reduces and gathers each in one call.
+  // Units of the flat layout (model::FlatLayout) of each kind: ZeRO reduces and gathers each in one call.
   int dense_units = 0, expert_units = 0;
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
@@ -41,23 +42,6 @@ struct RankParams {
 // Elements whose optimizer state this rank keeps and updates: all of them at ZeRO 0, else its shards
 // (dense over dp*cp, the experts over expert-dp = tp*cp*dp/ep).
 double updated_elements(const config::JobSpec& spec, const RankParams& params);
-
-// The units of a rank's flat parameter buffer, as model::ParamStore cuts and pads them: the
-// embedding, each layer (and, experts apart, each layer's experts right after it), the final norm
-// with the head, in the buffer's order.
-struct FlatUnits {
-  std::vector<int> chunk;  // model chunk of a layer's unit (-1 for the others)
-  std::vector<std::int64_t>
-      size;  // elements, each tensor padded to kFlatAlignment, the unit to its kind's multiple
-  std::vector<bool> expert;        // a layer's experts' unit
-  int embedding = -1, final = -1;  // ParamStore::embedding_unit(), final_unit()
-  bool tied = false;               // the head reuses the embedding here
-  int count() const { return static_cast<int>(size.size()); }
-};
-// `local`: local_params(...) of one rank; `dense_multiple`, `expert_multiple`: kFlatAlignment * the
-// ZeRO ranks of the dense and the experts' units; `experts_apart`: !experts_in_layer_units.
-FlatUnits flat_units(const std::vector<model::LocalParam>& local, std::int64_t dense_multiple,
-                     std::int64_t expert_multiple, bool experts_apart);
 
 // Whether a layout's experts live in their layers' units of the flat buffer, sharded and reduced
 // over dp-cp with the dense tensors: ep = tp = 1 (expert-dp is then the dp-cp group). Under expert
