@@ -25,6 +25,7 @@
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
 #include "engine/plan/step_time.h"
+#include "engine/train/metrics.h"
 #include "engine/train/typical_step.h"
 
 namespace ptrain::app {
@@ -68,20 +69,21 @@ std::string row_problem(const nlohmann::json& row) {
   if (step == row.end() || !step->is_number_integer() || step->get<std::int64_t>() < 0 ||
       step->get<std::int64_t>() > (std::int64_t{1} << 53))
     return "\"step\" must be a whole number of steps";
-  for (const char* key : {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu", "step_s", "memory_bytes",
-                          "device_memory_peak_bytes", "pipeline_idle", "optimizer_s", "compute_s"}) {
-    const auto v = row.find(key);
-    if (v != row.end() && !v->is_number() && !v->is_null()) return std::string("\"") + key + "\" must be a number";
+  for (const train::StepScalar& f : train::step_scalars()) {
+    const auto v = row.find(f.key);
+    if (v != row.end() && !v->is_number() && !v->is_null())
+      return std::string("\"") + f.key + "\" must be a number";
   }
   if (const auto idle = row.find("pipeline_idle"); idle != row.end() && idle->is_number() &&
                                                     !(idle->get<double>() >= 0 && idle->get<double>() <= 1))
     return "\"pipeline_idle\" must be a fraction in [0, 1]";
-  for (const char* key : {"comm_bytes", "comm_s"}) {
+  for (const train::StepPerAxis& f : train::step_per_axis()) {
+    const std::string key = f.key;
     const auto v = row.find(key);
     if (v == row.end()) continue;
-    if (!v->is_object()) return std::string("\"") + key + "\" must be an object of numbers by axis";
+    if (!v->is_object()) return "\"" + key + "\" must be an object of numbers by axis";
     for (const auto& [axis, value] : v->items())
-      if (!value.is_number()) return std::string("\"") + key + "." + axis + "\" must be a number";
+      if (!value.is_number()) return "\"" + key + "." + axis + "\" must be a number";
   }
   return {};
 }

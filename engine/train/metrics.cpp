@@ -27,6 +27,32 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
+const std::vector<StepScalar>& step_scalars() {
+  using V = std::optional<double>;
+  static const std::vector<StepScalar> scalars = {
+      {"loss", "loss/train", [](const StepMetrics& m) -> V { return m.loss; }},
+      {"lr", "optimizer/lr", [](const StepMetrics& m) -> V { return m.lr; }},
+      {"grad_norm", "optimizer/grad_norm", [](const StepMetrics& m) -> V { return m.grad_norm; }},
+      {"tokens_per_s", "throughput/tokens_per_s", [](const StepMetrics& m) -> V { return m.tokens_per_s; }},
+      {"mfu", "throughput/mfu", [](const StepMetrics& m) -> V { return m.mfu; }},
+      {"step_s", "time/step_s", [](const StepMetrics& m) -> V { return m.step_seconds; }},
+      {"memory_bytes", "memory/bytes", [](const StepMetrics& m) -> V { return m.memory_bytes; }},
+      {"device_memory_peak_bytes", "memory/device_peak_bytes",
+       [](const StepMetrics& m) -> V { return m.device_memory_peak_bytes; }},
+      {"val_loss", "loss/validation", [](const StepMetrics& m) -> V { return m.val_loss; }},
+      {"pipeline_idle", "pipeline/idle", [](const StepMetrics& m) -> V { return m.pipeline_idle; }},
+      {"optimizer_s", "time/optimizer_s", [](const StepMetrics& m) -> V { return m.optimizer_seconds; }},
+      {"compute_s", "time/compute_s", [](const StepMetrics& m) -> V { return m.compute_seconds; }},
+  };
+  return scalars;
+}
+
+const std::vector<StepPerAxis>& step_per_axis() {
+  static const std::vector<StepPerAxis> fields = {{"comm_bytes", "comm/bytes/", &StepMetrics::comm_bytes},
+                                                  {"comm_s", "time/comm_s/", &StepMetrics::comm_seconds}};
+  return fields;
+}
+
 MetricsLog::MetricsLog(const std::string& jsonl_path, const std::string& tensorboard_dir, std::int64_t total_steps,
                        std::int64_t log_every)
     : total_steps_(total_steps), log_every_(log_every > 0 ? log_every : 1), tty_(isatty(STDERR_FILENO) != 0) {
@@ -64,19 +90,16 @@ MetricsLog::~MetricsLog() = default;
 void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
   if (tensorboard_) tensorboard_->record(m);
   if (jsonl_.is_open()) {
-    nlohmann::ordered_json j = {{"step", m.step},           {"loss", m.loss}, {"lr", m.lr},
-                                {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s}, {"mfu", m.mfu},
-                                {"step_s", m.step_seconds}, {"memory_bytes", m.memory_bytes}};
-    if (m.device_memory_peak_bytes) j["device_memory_peak_bytes"] = *m.device_memory_peak_bytes;
-    if (m.val_loss) j["val_loss"] = *m.val_loss;
-    if (m.pipeline_idle) j["pipeline_idle"] = *m.pipeline_idle;
-    auto per_axis = [](const PerAxis& a) {
-      return nlohmann::ordered_json{{"tp", a.tp}, {"pp", a.pp}, {"dp", a.dp}, {"cp", a.cp}, {"ep", a.ep}};
-    };
-    if (m.comm_bytes) j["comm_bytes"] = per_axis(*m.comm_bytes);
-    if (m.comm_seconds) j["comm_s"] = per_axis(*m.comm_seconds);
-    j["optimizer_s"] = m.optimizer_seconds;
-    j["compute_s"] = m.compute_seconds;
+    nlohmann::ordered_json j = {{"step", m.step}};
+    for (const StepScalar& f : step_scalars())
+      if (const std::optional<double> v = f.value(m)) j[f.key] = *v;
+    for (const StepPerAxis& f : step_per_axis()) {
+      const std::optional<PerAxis>& a = m.*f.member;
+      if (!a) continue;
+      nlohmann::ordered_json axes;
+      for (const AxisField& axis : kAxes) axes[axis.name] = (*a).*axis.member;
+      j[f.key] = axes;
+    }
     jsonl_ << j.dump() << '\n';
     jsonl_.flush();
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ptrain::train {
 
@@ -48,6 +49,29 @@ struct StepMetrics {
   // pipeline phase less the seconds inside its own calls).
   double compute_seconds = 0;
 };
+
+// The step's metrics by name, the one list that the metrics JSONL, TensorBoard and `report` read:
+// each scalar's JSONL key, its TensorBoard tag, and its value (none where the step has none).
+struct StepScalar {
+  const char* key;
+  const char* tag;
+  std::optional<double> (*value)(const StepMetrics&);
+};
+const std::vector<StepScalar>& step_scalars();
+// The per-axis ones: a JSON object {"tp", "pp", "dp", "cp", "ep"} in the JSONL, a tag per axis
+// (tag_prefix + axis) in TensorBoard.
+struct StepPerAxis {
+  const char* key;
+  const char* tag_prefix;
+  std::optional<PerAxis> StepMetrics::*member;
+};
+const std::vector<StepPerAxis>& step_per_axis();
+struct AxisField {
+  const char* name;
+  double PerAxis::*member;
+};
+inline constexpr AxisField kAxes[] = {
+    {"tp", &PerAxis::tp}, {"pp", &PerAxis::pp}, {"dp", &PerAxis::dp}, {"cp", &PerAxis::cp}, {"ep", &PerAxis::ep}};
 
 class TensorBoardLog;
 

@@ -30,30 +30,15 @@ std::uint32_t tfrecord_masked_crc(const void* data, std::size_t size) {
 }
 
 std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetrics& m) {
-  std::vector<std::pair<std::string, double>> v = {
-      {"loss/train", m.loss},
-      {"optimizer/lr", m.lr},
-      {"optimizer/grad_norm", m.grad_norm},
-      {"throughput/tokens_per_s", m.tokens_per_s},
-      {"throughput/mfu", m.mfu},
-      {"time/step_s", m.step_seconds},
-      {"time/compute_s", m.compute_seconds},
-      {"time/optimizer_s", m.optimizer_seconds},
-      {"memory/bytes", m.memory_bytes},
-  };
-  if (m.val_loss) v.emplace_back("loss/validation", *m.val_loss);
-  if (m.device_memory_peak_bytes) v.emplace_back("memory/device_peak_bytes", *m.device_memory_peak_bytes);
-  if (m.pipeline_idle) v.emplace_back("pipeline/idle", *m.pipeline_idle);
-  if (m.comm_bytes && m.comm_seconds) {
-    const PerAxis& b = *m.comm_bytes;
-    const PerAxis& s = *m.comm_seconds;
-    for (const auto& [axis, bytes, seconds] : {std::tuple{"tp", b.tp, s.tp}, std::tuple{"pp", b.pp, s.pp},
-                                               std::tuple{"dp", b.dp, s.dp}, std::tuple{"cp", b.cp, s.cp},
-                                               std::tuple{"ep", b.ep, s.ep}}) {
-      if (bytes <= 0) continue;
-      v.emplace_back(std::string("comm/bytes/") + axis, bytes);
-      v.emplace_back(std::string("time/comm_s/") + axis, seconds);
-    }
+  std::vector<std::pair<std::string, double>> v;
+  for (const StepScalar& f : step_scalars())
+    if (const std::optional<double> value = f.value(m)) v.emplace_back(f.tag, *value);
+  if (!m.comm_bytes) return v;
+  for (const AxisField& axis : kAxes) {  // the axes that sent bytes in the step
+    if ((*m.comm_bytes).*axis.member <= 0) continue;
+    for (const StepPerAxis& f : step_per_axis())
+      if (const std::optional<PerAxis>& a = m.*f.member)
+        v.emplace_back(f.tag_prefix + std::string(axis.name), (*a).*axis.member);
   }
   return v;
 }

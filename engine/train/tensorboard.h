@@ -30,11 +30,8 @@ class TensorBoardLog {
   std::ofstream out_;
 };
 
-// The (tag, value) pairs of a step: "loss/train", "loss/validation", "optimizer/lr",
-// "optimizer/grad_norm", "throughput/tokens_per_s", "throughput/mfu", "time/step_s",
-// "time/compute_s", "time/optimizer_s", "time/comm_s/<axis>", "comm/bytes/<axis>",
-// "memory/bytes", "memory/device_peak_bytes", "pipeline/idle" — each where the step has it (the
-// axes: those that sent bytes in the step).
+// The (tag, value) pairs of a step: every scalar of step_scalars() the step has, and per axis that
+// sent bytes in the step those of step_per_axis() (tag_prefix + axis).
 std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetrics& m);
 
 // TFRecord's masked CRC32C of `data` (the CRC rotated right by 15 bits plus 0xa282ead8).
