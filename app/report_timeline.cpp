@@ -20,7 +20,7 @@ class Event {
  public:
   Event(const nlohmann::json& e, std::size_t position) : e_(e), position_(position) {
     if (!e.is_object()) fail("is not an object");
-    text("ph"), text("name"), number("ts"), number("dur"), whole("pid", -1), whole("tid", -1);
+    text("ph"), text("name"), microseconds("ts"), microseconds("dur"), whole("pid", -1), whole("tid", -1);
     whole(args(), "microbatch", 0), whole(args(), "chunk", 0);
   }
   std::string text(const char* key) const {
@@ -28,10 +28,13 @@ class Event {
     if (!e_[key].is_string()) fail(std::string("\"") + key + "\" is not a string");
     return e_[key].get<std::string>();
   }
-  double number(const char* key) const {
+  // A time ("ts", "dur") in microseconds, from 0 to 10^15 (31 years); 0 when absent.
+  double microseconds(const char* key) const {
     if (!e_.contains(key)) return 0.0;
     if (!e_[key].is_number()) fail(std::string("\"") + key + "\" is not a number");
-    return e_[key].get<double>();
+    const double us = e_[key].get<double>();
+    if (!(us >= 0 && us <= 1e15)) fail(std::string("\"") + key + "\" is not a time from 0 to 1e15 microseconds");
+    return us;
   }
   // A whole number in [0, INT_MAX] (pid, tid, microbatch, chunk); `fallback` when absent.
   int whole(const nlohmann::json& holder, const char* key, int fallback) const {
@@ -87,7 +90,9 @@ std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
         m[5] == "0")
       pid_of[std::stoi(m[1])] = e.whole("pid", -1);
   }
-  if (static_cast<int>(pid_of.size()) != pp) return std::nullopt;
+  // The stages must be this job's 0..pp-1 (the labels are distinct: pp of them ending at pp - 1); a
+  // trace of another layout has no step of this one.
+  if (static_cast<int>(pid_of.size()) != pp || pid_of.rbegin()->first != pp - 1) return std::nullopt;
   // Each rank's step spans, then the last step all of them have.
   std::map<int, std::map<std::int64_t, std::pair<double, double>>> steps;  // pid -> step -> [begin, end] us
   std::set<std::int64_t> common;
@@ -95,8 +100,8 @@ std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
     const Event e(events[i], i);
     const std::string name = e.text("name");
     if (e.text("ph") != "X" || name.rfind("step ", 0) != 0) continue;
-    const double ts = e.number("ts");
-    steps[e.whole("pid", -1)][step_number(name, e)] = {ts, ts + e.number("dur")};
+    const double ts = e.microseconds("ts");
+    steps[e.whole("pid", -1)][step_number(name, e)] = {ts, ts + e.microseconds("dur")};
   }
   for (const auto& [step, _] : steps[pid_of.begin()->second]) {
     bool everywhere = true;
@@ -132,7 +137,7 @@ std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
     if (rank == rank_of.end() || !events[i].contains("args")) continue;
     if (e.whole("tid", -1) != (on_device.count(pid) > 0 ? dist::Trace::kDevice : dist::Trace::kSteps)) continue;
     const auto [begin, end] = steps[pid][out.step];
-    const double ts = e.number("ts"), te = ts + e.number("dur");
+    const double ts = e.microseconds("ts"), te = ts + e.microseconds("dur");
     if (ts < begin || te > end) continue;
     const char kind = e.text("name")[0];
     const pipeline::Op op = kind == 'F' ? pipeline::Op::Forward : kind == 'B' ? pipeline::Op::Backward

@@ -246,6 +246,18 @@ class Report(unittest.TestCase):
         caption = re.compile(r"measured: step 6 \(tp 0, cp 0, dp 0\), makespan [\d.]+ s")
         self.assertEqual(caption.search(after).group(0), caption.search(before).group(0))
 
+    def test_a_trace_of_another_pipeline_has_no_step_of_this_one(self):
+        # The trace's stages must be the job's pp ranks 0..pp-1: stages 1 and 2 (a pp 3 run's, say)
+        # drew into a third row of a two-row timeline (found by tests/fuzz/fuzz_trace).
+        def relabel(trace):
+            for e in trace["traceEvents"]:
+                if e["ph"] == "M" and e["name"] == "process_name":
+                    e["args"]["name"] = e["args"]["name"].replace("(pp 0,", "(pp 2,")
+        r, html = self.report_with_trace(relabel)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("The trace holds no step that every pipeline stage recorded.", html)
+        self.assertNotIn('id="measured"', html)
+
     def test_a_trace_with_events_it_does_not_write_is_exit_2(self):
         # Every event is read by type: a wrong one is bad input naming it, never an internal error
         # (exit 1) or a drawing indexed by a negative chunk.
@@ -258,6 +270,8 @@ class Report(unittest.TestCase):
                  (first_op, lambda e: dict(e, ts="now"), '"ts" is not a number'),
                  (first_op, lambda e: dict(e, args=dict(e["args"], chunk=-1)), '"chunk" is not a whole number'),
                  (first_op, lambda e: dict(e, args=[1]), '"args" is not an object'),
+                 (first_op, lambda e: dict(e, dur=-1.0), '"dur" is not a time from 0 to 1e15 microseconds'),
+                 (first_step, lambda e: dict(e, ts=1e308), '"ts" is not a time from 0 to 1e15 microseconds'),
                  (first_step, lambda e: dict(e, name="step x"), 'is named "step x", not "step N"'),
                  (first_step, lambda e: dict(e, name="step 99999999999999999999"), "not \"step N\"")]
         for index, edit, why in cases:
