@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set-up, then the whole test suite: every ctest test but those labelled `long`, then a bounded
-# fuzz run over the config parser. CI (.ci/run) runs exactly this.
+# fuzz run over the readers of untrusted files (scripts/fuzz.sh). CI (.ci/run) runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
