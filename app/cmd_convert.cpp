@@ -42,11 +42,7 @@ int bad_input(const std::string& message) {
 // Refused (exit 2) where `dir` holds any step directory or a `latest`; nothing there is touched.
 std::optional<std::string> holds_checkpoints(const std::string& dir) {
   std::string found;
-  for (const std::int64_t step : ckpt::step_directories(dir))
-    found += (found.empty() ? "" : ", ") + ckpt::step_dir_name(step);
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(ckpt::join_path(dir, ckpt::kLatestName), ec)))
-    found += (found.empty() ? "" : ", ") + std::string(ckpt::kLatestName);
+  for (const std::string& name : ckpt::held_checkpoints(dir)) found += (found.empty() ? "" : ", ") + name;
   if (found.empty()) return std::nullopt;
   return dir + " already holds checkpoints (" + found + "): convert --to writes step_0 and points `latest` at it, "
          "so a job resuming from " + dir + " would start over from the converted weights (fix: give --to an empty "

@@ -98,6 +98,9 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
 
 // The steps of the step_<N> directories in `dir` (complete or not), newest first; none without `dir`.
 std::vector<std::int64_t> step_directories(const std::string& dir);
+// What of a checkpoint history `dir` holds: its step_<N> directories (newest first) and `latest`
+// (of any kind), by name; empty for an empty, new or missing directory.
+std::vector<std::string> held_checkpoints(const std::string& dir);
 
 // The newest complete checkpoint in `dir`: the step directory named by `latest` if it has a
 // manifest, else the highest step_<N> with a manifest; nullopt if there is none (or no `dir`).

@@ -67,6 +67,14 @@ std::vector<std::int64_t> step_directories(const std::string& dir) {
   return steps;
 }
 
+std::vector<std::string> held_checkpoints(const std::string& dir) {
+  std::vector<std::string> held;
+  for (const std::int64_t step : step_directories(dir)) held.push_back(step_dir_name(step));
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(join_path(dir, kLatestName), ec))) held.emplace_back(kLatestName);
+  return held;
+}
+
 std::optional<std::string> latest_checkpoint(const std::string& dir, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;

@@ -84,11 +84,23 @@ void check_latest(const std::string& dir) {
                                   "save would fail (fix: move it out of checkpoint.dir; it holds `step_<N>`)");
 }
 
+// A save of step N renames its temporary directory to step_<N>, which fails on a file there: refused
+// now, not after the training up to step N.
+void check_step_names(const std::string& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (!parse_step_dir_name(e.path().filename().string()) || e.is_directory(ec)) continue;
+    throw CheckpointError(e.path().string(), "is not a directory, but a save of its step renames one to this name: "
+                                             "that save would fail (fix: move it out of checkpoint.dir)");
+  }
+}
+
 }  // namespace
 
 CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_path(dir, kLockName)) {
   prepare_output_directory(dir, "checkpoint.dir", kFix);
   check_latest(dir);
+  check_step_names(dir);
 
   fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)

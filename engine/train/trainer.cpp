@@ -56,6 +56,21 @@ dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) 
   return dist::make_parallel_groups(spec, comm, tied);
 }
 
+// resume: never starts over, and its saves would replace the step directories of the same steps in
+// checkpoint.dir, prune the others and point `latest` at its own: the job that wrote them would
+// then resume from this one's weights. A directory holding checkpoints is refused (as convert --to
+// refuses one), under the lock, so no other job can fill it meanwhile.
+void refuse_overwriting(const config::CheckpointSpec& c) {
+  if (c.resume != config::Resume::Never) return;
+  std::string held;
+  for (const std::string& name : ckpt::held_checkpoints(c.dir)) held += (held.empty() ? "" : ", ") + name;
+  if (held.empty()) return;
+  throw ckpt::CheckpointError(c.dir, "holds checkpoints (" + held + ") and checkpoint.resume is never: this run "
+                              "would replace them with its own and point `latest` at them, so the job that wrote "
+                              "them would resume from this run's weights (fix: checkpoint.resume: auto to continue "
+                              "from them, or an empty or new checkpoint.dir to start over)");
+}
+
 // Rank 0 claims checkpoint.dir for the job (ckpt/dir_lock.h: why rank 0, and how) before any rank
 // reads it, and tells every rank whether it could: when it could not, all of them fail alike, as
 // on bad input, rather than the others waiting in a collective rank 0 never joins.
@@ -67,6 +82,7 @@ std::unique_ptr<ckpt::CheckpointDirLock> claim_checkpoint_dir(const config::JobS
   if (comm.rank() == 0) {
     try {
       lock = std::make_unique<ckpt::CheckpointDirLock>(spec.checkpoint.dir);
+      refuse_overwriting(spec.checkpoint);
     } catch (const std::exception& e) {
       failure = std::current_exception();
       refusal = e.what();

@@ -88,3 +88,16 @@ TEST_CASE("a checkpoint directory whose `latest` is not a file is refused before
   fs::remove(tmp / "step_name");
   CHECK(refusal_of(tmp / "ckpt").empty());
 }
+
+TEST_CASE("a step name that is not a directory is refused before training", "[ckpt][lock]") {
+  // A save of step 10 renames its temporary directory to step_10: a file there failed that save,
+  // after the training up to it.
+  TempDir tmp;
+  fs::create_directories(tmp / "ckpt/step_5");
+  write_bytes(tmp / "ckpt/step_10", "");
+  write_bytes(tmp / "ckpt/step_x", "");  // not a step name: left alone
+  CHECK_THAT(refusal_of(tmp / "ckpt"),
+             Catch::Contains(tmp / "ckpt/step_10") && Catch::Contains("is not a directory, but a save of its step"));
+  fs::remove(tmp / "ckpt/step_10");
+  CHECK(refusal_of(tmp / "ckpt").empty());
+}

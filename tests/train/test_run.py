@@ -167,6 +167,25 @@ class Failures(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("another model", r.stderr)
 
+    def test_starting_over_in_a_directory_of_checkpoints_is_bad_input(self):
+        # resume: never would replace another run's step directories and point `latest` at its own:
+        # that run would then resume from these weights. Refused, and nothing there is touched.
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(job(d, steps=10)).returncode, 0)
+            ckpt = os.path.join(d, "ckpt")
+            def checkpoints():  # what the saves wrote (the lock file is the claim's)
+                return {name: os.path.getmtime(os.path.join(ckpt, name)) for name in os.listdir(ckpt)
+                        if name != "job.lock"}
+            before = checkpoints()
+            r = run(job(d, steps=20), "--set", "checkpoint.resume=never")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(ckpt + ": holds checkpoints (step_10, latest) and checkpoint.resume is never", r.stderr)
+            self.assertEqual(before, checkpoints())
+            # an empty directory is a fresh start
+            r = run(job(d, steps=10), "--set", "checkpoint.resume=never", "--set",
+                    "checkpoint.dir=" + os.path.join(d, "fresh"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_bad_data_is_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "train_000000.bin")
