@@ -83,9 +83,7 @@ int convert(const ConvertArgs& args) {
       if (const auto refusal = holds_checkpoints(args.to)) return bad_input(*refusal);
     }
     // --to-hf: a path that cannot be a writable directory is bad input, said before any work.
-    if (!args.to_hf.empty())
-      ckpt::prepare_output_directory(args.to_hf, "--to-hf",
-                                     " (fix: give --to-hf a directory that can be created and written)");
+    if (!args.to_hf.empty()) ckpt::prepare_hf_output(args.to_hf, "--to-hf");
     model::ParamStore store = whole_model(spec);
     std::string source;
     std::int64_t step = 0;
@@ -94,6 +92,7 @@ int convert(const ConvertArgs& args) {
       source = "a freshly initialised model (seed " + std::to_string(spec.train.seed) + ")";
     } else if (!args.from_hf.empty()) {
       const ckpt::HfImportResult r = ckpt::import_hf(args.from_hf, spec.model, store);
+      for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       for (const std::string& note : r.notes) std::printf("note: %s\n", note.c_str());
       source = "HF model " + args.from_hf;
     } else {

@@ -151,12 +151,15 @@ struct HfTensors {
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, std::pair<const SafetensorsFile*, const StTensorInfo*>> by_name;
   std::vector<std::string> duplicates;
+  std::string ignored_index;  // an index beside model.safetensors, not read (shard_index)
 };
 
 // model.safetensors.index.json: each tensor's shard file (`file_of`, stored names), and the
-// files in first-named order. Without an index, the one model.safetensors.
+// files in first-named order. Where there is a model.safetensors, that file alone, as transformers
+// reads it first (an index beside it is `ignored`).
 struct ShardIndex {
   std::string path;  // "" without an index
+  std::string ignored;
   std::vector<std::string> files;
   std::map<std::string, std::string> file_of;
 };
@@ -166,6 +169,11 @@ ShardIndex shard_index(const std::string& hf_dir) {
   ShardIndex out;
   const std::string index_path = join_path(hf_dir, "model.safetensors.index.json");
   // exists, not is_regular_file: a named pipe or a directory there is refused by name on reading.
+  if (fs::exists(join_path(hf_dir, "model.safetensors"), ec)) {
+    out.files = {"model.safetensors"};
+    if (fs::exists(index_path, ec)) out.ignored = index_path;
+    return out;
+  }
   if (fs::exists(index_path, ec)) {
     const runtime::MappedFile bytes = map_file(index_path);
     const nlohmann::json index = parse_json_strict(
@@ -182,10 +190,6 @@ ShardIndex shard_index(const std::string& hf_dir) {
       if (std::find(out.files.begin(), out.files.end(), file) == out.files.end()) out.files.push_back(file);
       out.file_of.emplace(it.key(), file);
     }
-    return out;
-  }
-  if (fs::exists(join_path(hf_dir, "model.safetensors"), ec)) {
-    out.files = {"model.safetensors"};
     return out;
   }
   throw CheckpointError(
@@ -227,6 +231,7 @@ void check_index_matches_shards(const ShardIndex& index, const HfTensors& hf) {
 HfTensors open_hf_tensors(const std::string& hf_dir, Arch arch) {
   HfTensors t;
   const ShardIndex index = shard_index(hf_dir);
+  t.ignored_index = index.ignored;
   for (const std::string& name : index.files) {
     t.files.push_back(std::make_unique<SafetensorsFile>(join_path(hf_dir, name)));
     const SafetensorsFile& file = *t.files.back();
@@ -370,6 +375,22 @@ std::vector<std::string> hf_config_mismatches(const nlohmann::json& cfg, const c
   return out;
 }
 
+void prepare_hf_output(const std::string& out_dir, const std::string& role) {
+  const std::string fix = " (fix: give " + role + " an empty or new directory, or one holding only an earlier export)";
+  prepare_output_directory(out_dir, role, fix);
+  for (const char* name : {"model.safetensors", "config.json"}) {
+    std::error_code ec;
+    if (fs::is_directory(join_path(out_dir, name), ec))
+      throw CheckpointError(join_path(out_dir, name), std::string("is a directory, where the export writes a file") + fix);
+  }
+  std::error_code ec;
+  const std::string index = join_path(out_dir, "model.safetensors.index.json");
+  if (fs::exists(fs::symlink_status(index, ec)))
+    throw CheckpointError(index, "names the shards of a model already in " + out_dir + ": beside the exported "
+                                 "model.safetensors, readers would take one or the other (ptrain the shards, "
+                                 "transformers the new file)" + fix);
+}
+
 HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& m,
                          const std::string& out_dir) {
   for (const model::ParamInfo& info : store.registry()) {
@@ -378,13 +399,7 @@ HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec
                                   " is missing or sharded");
   }
   // Bad input (exit 2) before anything is written; a write that fails after this is a runtime failure.
-  const std::string fix = " (fix: give a directory that can be created and written)";
-  prepare_output_directory(out_dir, "the HF output directory", fix);
-  for (const char* name : {"model.safetensors", "config.json"}) {
-    std::error_code ec;
-    if (fs::is_directory(join_path(out_dir, name), ec))
-      throw CheckpointError(join_path(out_dir, name), std::string("is a directory, where the export writes a file") + fix);
-  }
+  prepare_hf_output(out_dir, "the HF output directory");
 
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");        // transformers refuses safetensors files without it
@@ -432,6 +447,9 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
 
   HfTensors hf = open_hf_tensors(hf_dir, m.arch);
   HfImportResult result;
+  if (!hf.ignored_index.empty())
+    result.warnings.push_back(hf.ignored_index + " is not read: model.safetensors beside it is, as transformers "
+                              "reads it first (fix: remove the one that is not the model)");
   std::vector<std::string> missing, mismatched, unexpected;
   std::map<std::string, const model::ParamInfo*> expected;
   for (const model::ParamInfo& info : store.registry()) expected.emplace(info.name, &info);

@@ -31,17 +31,22 @@ struct HfExportResult {
   std::int64_t tensors = 0;
   std::int64_t bytes = 0;  // of model.safetensors
 };
-// Writes the whole model held by `store` (one rank: tp = pp = ep = 1) as fp32. Creates out_dir if
-// needed; each file is written to a temporary name, fsync'd and renamed. std::invalid_argument if
-// the store does not hold the whole model; CheckpointError (bad input) if out_dir is not a directory
-// this process can create and write, or holds a directory by a file's name; CheckpointIoError if
-// writing fails later (a full disk).
+// Checks that an export can go to `out_dir` (named `role` in messages), creating it if needed:
+// CheckpointError (bad input) if it is not a directory this process can create and write, holds a
+// directory by a file's name, or holds a sharded model (model.safetensors.index.json), whose shards
+// readers would take instead of (ptrain) or beside (transformers) the exported model.safetensors.
+void prepare_hf_output(const std::string& out_dir, const std::string& role);
+// Writes the whole model held by `store` (one rank: tp = pp = ep = 1) as fp32, where
+// prepare_hf_output allows it. Each file is written to a temporary name, fsync'd and renamed.
+// std::invalid_argument if the store does not hold the whole model; CheckpointIoError if writing
+// fails (a full disk).
 HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& model,
                          const std::string& out_dir);
 
 struct HfImportResult {
   std::int64_t tensors = 0;        // HF tensors used
   std::vector<std::string> notes;  // tensors ignored on purpose, truncated position tables
+  std::vector<std::string> warnings;  // files passed over (an index beside model.safetensors)
 };
 // Reads <hf_dir>/config.json and model.safetensors (or the shards of model.safetensors.index.json)
 // and fills this rank's slice of every parameter in `store`, in any layout. Accepts F32, BF16 and

@@ -253,6 +253,7 @@ struct Trainer::State {
     }
     options.startup.weights = "read from HF weights";
     const auto imported = import_hf_weights(c.load_hf);
+    for (const std::string& w : imported.warnings) note("warning: " + w);
     note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
     return 0;
   }

@@ -377,6 +377,21 @@ TEST_CASE("HF import reads sharded checkpoints through model.safetensors.index.j
   CHECK_THAT(import_with(stray), Catch::Contains("model.layers.2.mlp.up_proj.weight (in no shard; the index names "
                                                  "model-00002-of-00002.safetensors)"));
   CHECK(import_with(map).empty());
+
+  // An export into this folder would leave readers two models: refused, nothing written.
+  CHECK_THAT(error_of([&] { export_hf(back, m, tmp.path()); }),
+             Catch::Contains(tmp / "model.safetensors.index.json") && Catch::Contains("names the shards of a model"));
+  CHECK_FALSE(fs::exists(tmp / "model.safetensors"));
+  // A folder holding both (made by hand) is read as transformers reads it: model.safetensors, saying
+  // that the index is not read.
+  model::ParamStore other = make_store(m, 0, 1, 53);
+  fs::remove(tmp / "model.safetensors.index.json");
+  export_hf(other, m, tmp.path());
+  ckpt::testing::write_bytes(tmp / "model.safetensors.index.json", nlohmann::json({{"weight_map", map}}).dump());
+  const HfImportResult both = import_hf(tmp.path(), m, back);
+  check_same_model(other, back, m.vocab);
+  REQUIRE(both.warnings.size() == 1);
+  CHECK_THAT(both.warnings[0], Catch::Contains("model.safetensors.index.json is not read: model.safetensors beside it is"));
 }
 
 TEST_CASE("export needs the whole model", "[ckpt][hf]") {
