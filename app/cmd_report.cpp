@@ -148,6 +148,9 @@ figure{margin:0}figure svg{max-width:100%;height:auto}
 
 int run_report(const ReportArgs& args) {
   const Inputs in = locate(args);
+  if (refuse_output_over_input("--out", in.out, {{"the metrics", in.metrics}, {"the job", in.job},
+                                                 {"the trace", in.trace}}))
+    return kExitBadInput;
   const auto rows = read_metrics(in.metrics);
   if (!rows) return kExitBadInput;
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <utility>
 #include <csignal>
 #include <cstring>
@@ -157,8 +158,12 @@ int fail(dist::Session* session, int code, const std::string& message, const std
 
 // `predicted`: validate's estimate of the job, which rank 0 sets the run's typical step against at
 // the end.
+// `record`: what rank 0 does once the trainer holds checkpoint.dir and has resumed (record_run_job):
+// a run refused there (another job's directory, another model's checkpoint) leaves the previous
+// run's record alone.
 int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<dist::WorkerEnv>& env,
-          const std::optional<plan::Estimate>& predicted, std::chrono::steady_clock::time_point started) {
+          const std::optional<plan::Estimate>& predicted, std::chrono::steady_clock::time_point started,
+          const std::function<void()>& record) {
   train::TrainerOptions options;
   if (!parse_fault(options)) return kExitBadInput;
   auto lap = [at = started]() mutable {  // seconds since the previous lap
@@ -200,6 +205,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       comm = solo.get();
     }
     train::Trainer trainer(spec, *ops, *comm, options);
+    if (!env || env->rank == 0) record();
     const train::RunResult result = trainer.run();
     if (session) session->finish();
     if ((!env || env->rank == 0) && result.typical_step && predicted)
@@ -283,18 +289,16 @@ int run_training(const RunArgs& args) {
       return kExitRuntimeFailure;
     }
   }
-  if (!env || env->rank == 0) {
-    // The ranks it ran on, where --nproc or the launcher gave another count than cluster.*: the
-    // recorded job lays out the same grid (nodes of this node's ranks).
-    std::vector<std::string> as_run = args.job.overrides;
-    const config::ClusterSpec& c = job.spec.cluster;
-    const int local = env ? env->local_world : job.spec.world;
-    if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node != job.spec.world && job.spec.world % local == 0)
-      as_run.insert(as_run.end(), {"cluster.nodes=" + std::to_string(job.spec.world / local),
-                                   "cluster.gpus_per_node=" + std::to_string(local)});
-    record_run_job(args.job.job_path, as_run, job.spec.logging.metrics);
-  }
-  return train(args, job.spec, env, est, started);
+  // The ranks it ran on, where --nproc or the launcher gave another count than cluster.*: the
+  // recorded job lays out the same grid (nodes of this node's ranks).
+  std::vector<std::string> as_run = args.job.overrides;
+  const config::ClusterSpec& c = job.spec.cluster;
+  const int local = env ? env->local_world : job.spec.world;
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node != job.spec.world && job.spec.world % local == 0)
+    as_run.insert(as_run.end(), {"cluster.nodes=" + std::to_string(job.spec.world / local),
+                                 "cluster.gpus_per_node=" + std::to_string(local)});
+  return train(args, job.spec, env, est, started,
+               [&] { record_run_job(args.job.job_path, as_run, job.spec.logging.metrics); });
 }
 
 }  // namespace

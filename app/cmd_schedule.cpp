@@ -39,6 +39,8 @@ int run_schedule(const ScheduleArgs& args) {
                  args.svg_path.c_str());
     return kExitBadInput;
   }
+  for (const auto& [flag, path] : {std::pair{"--svg", args.svg_path}, std::pair{"--trace", args.trace_path}})
+    if (refuse_output_over_input(flag, path, {{"the job file", args.job.job_path}})) return kExitBadInput;
   config::LoadResult job = load_job(args.job, args.world);
   const std::optional<plan::HardwareProfile> hw =
       job.ok() ? find_job_hardware(job) : std::optional<plan::HardwareProfile>();

@@ -6,6 +6,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "app/output_file.h"
+#include "engine/data/datasets.h"
 #include "engine/io/input_file.h"
 #include "engine/io/output_probe.h"
 #include "engine/plan/builtin_profile.h"
@@ -167,15 +169,26 @@ std::vector<config::Diagnostic> run_output_errors(const config::LoadResult& job)
                  {"logging.trace", logging.trace, io::OutputKind::File},
                  {"logging.tensorboard", logging.tensorboard, io::OutputKind::Folder},
                  {"checkpoint.dir", job.spec.checkpoint.dir, io::OutputKind::Folder}};
+  // What the run reads: a log written over one of them loses it (the job file, a data shard).
+  std::vector<NamedInput> inputs = {{"the job file", job.origin}, {"cluster.profile", job.spec.cluster.profile}};
+  for (const std::string& file : data::data_files(job.spec.data)) inputs.push_back({"a data file", file});
   std::vector<config::Diagnostic> out;
   for (const auto& o : outputs) {
     if (o.path.empty()) continue;
-    const std::string other = io::other_kind_at(o.path, o.kind);
-    if (other.empty()) continue;
     const bool file = o.kind == io::OutputKind::File;
-    out.push_back(job.at(o.key, "'" + o.path + "' is " + other + ", not a " + (file ? "regular file" : "directory"),
-                         std::string("name a ") + (file ? "file" : "folder") + " to write, or remove what is there"));
+    if (const std::string other = io::other_kind_at(o.path, o.kind); !other.empty()) {
+      out.push_back(job.at(o.key, "'" + o.path + "' is " + other + ", not a " + (file ? "regular file" : "directory"),
+                           std::string("name a ") + (file ? "file" : "folder") + " to write, or remove what is there"));
+      continue;
+    }
+    if (!file) continue;
+    if (const NamedInput* in = written_over(o.path, inputs))
+      out.push_back(job.at(o.key, "'" + o.path + "' is " + in->what + " (" + in->path + "), which the run reads: "
+                                  "writing it there would destroy it", "name another file"));
   }
+  if (!logging.metrics.empty() && io::same_file(logging.metrics, logging.trace))
+    out.push_back(job.at("logging.trace", "'" + logging.trace + "' is also logging.metrics: the two would write "
+                                          "over each other", "name another file"));
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <system_error>
 
@@ -11,6 +12,19 @@
 #include "engine/io/output_probe.h"
 
 namespace ptrain::app {
+namespace {
+
+constexpr const char* kRecordHeader = "# The job of this run: ";
+
+// Whether `path` begins as record_run_job writes a record (a file of another origin is not replaced).
+bool written_by_run(const std::string& path) {
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  return first.rfind(kRecordHeader, 0) == 0;
+}
+
+}  // namespace
 
 void record_run_job(const std::string& job_path, const std::vector<std::string>& overrides,
                     const std::string& metrics_path) {
@@ -27,10 +41,17 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
                    target.c_str());
     return;
   }
+  if (fs::exists(target, ec) && !written_by_run(target.string())) {
+    std::fprintf(stderr,
+                 "warning: %s was not written by `ptrain run`: not replacing it with this run's job, so "
+                 "`ptrain report` will need --job (or give logging.metrics another folder)\n",
+                 target.c_str());
+    return;
+  }
   config::Diagnostics problems;
   const std::optional<std::string> text = config::read_job_file(job_path, problems);
   if (!text) return;  // loaded a moment ago; gone since: nothing to record
-  std::string record = "# The job of this run: " + job_path;
+  std::string record = kRecordHeader + job_path;
   for (const std::string& o : overrides) record += " --set " + o;
   record += "\n# (written by `ptrain run`; `ptrain report` reads it)\n" + config::yaml_with_values(*text, overrides);
   fs::create_directories(target.parent_path(), ec);  // as the metrics log does; a failure shows below

@@ -1,5 +1,7 @@
 #include "engine/data/datasets.h"
 
+#include "engine/data/data_error.h"
+
 #include "engine/data/llmc_dataset.h"
 #include "engine/data/megatron_dataset.h"
 #include "engine/data/synthetic_dataset.h"
@@ -32,6 +34,27 @@ std::unique_ptr<TokenSource> open_train_source(const config::JobSpec& job) {
 std::unique_ptr<TokenSource> open_valid_source(const config::JobSpec& job) {
   if (job.data.format != config::DataFormat::Synthetic && job.data.valid.empty()) return nullptr;
   return open_source(job, job.data.valid, SyntheticDataset::kValidStream);
+}
+
+std::vector<std::string> data_files(const config::DataSpec& data) {
+  std::vector<std::string> files;
+  for (const std::string& named : {data.train, data.valid}) {
+    if (named.empty()) continue;
+    switch (data.format) {
+      case config::DataFormat::Synthetic:
+        break;
+      case config::DataFormat::Llmc:
+        try {
+          for (std::string& path : expand_glob(named)) files.push_back(std::move(path));
+        } catch (const DataError&) {  // nothing matches: nothing to protect
+        }
+        break;
+      case config::DataFormat::Megatron:
+        files.insert(files.end(), {named + ".bin", named + ".idx"});
+        break;
+    }
+  }
+  return files;
 }
 
 BatchLoader make_train_loader(const config::JobSpec& job, const TokenSource& train, int dp_rank) {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "engine/config/job_spec.h"
 #include "engine/data/batch_loader.h"
@@ -17,6 +19,10 @@ std::unique_ptr<TokenSource> open_train_source(const config::JobSpec& job);
 // data.valid read the same way; synthetic: the held-out stream 1 (always available). Returns
 // nullptr when data.valid is empty for llmc/megatron.
 std::unique_ptr<TokenSource> open_valid_source(const config::JobSpec& job);
+
+// The files data.train and data.valid name (llmc: the glob's matches; megatron: <prefix>.bin and
+// .idx; synthetic: none), those that exist; never throws.
+std::vector<std::string> data_files(const config::DataSpec& data);
 
 // Sampler(train.seed, data.shuffle) over `train`; train.global_batch, train.micro_batch, parallel.dp.
 BatchLoader make_train_loader(const config::JobSpec& job, const TokenSource& train, int dp_rank);

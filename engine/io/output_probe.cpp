@@ -12,6 +12,16 @@
 
 namespace ptrain::io {
 
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec, ec_a, ec_b;
+  if (fs::exists(a, ec_a) && fs::exists(b, ec_b)) return fs::equivalent(a, b, ec) && !ec;
+  // One not made yet: the same path once symlinks and dots are resolved.
+  const fs::path ca = fs::weakly_canonical(a, ec_a), cb = fs::weakly_canonical(b, ec_b);
+  return !ec_a && !ec_b && ca == cb;
+}
+
 std::string other_kind_at(const std::string& path, OutputKind kind) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return "";  // nothing there, or out of reach: opening it says

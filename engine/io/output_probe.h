@@ -17,6 +17,10 @@ enum class OutputKind { File, Folder };
 // would hold the run).
 std::string other_kind_at(const std::string& path, OutputKind kind);
 
+// Whether `a` and `b` are one file: where both exist, the same device and inode (after symlinks and
+// hard links); else the same path once symlinks and dots are resolved. False for an empty path.
+bool same_file(const std::string& a, const std::string& b);
+
 // "" when `path` opens for appending (as writing it will; with MakeFolder::Yes its folder is made
 // if missing, as a run's outputs' are), else why not ("No such file or directory", "it is a named
 // pipe (FIFO), not a regular file"). A file that was not there is removed again.

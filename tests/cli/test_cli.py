@@ -1118,6 +1118,60 @@ class NamedPipes(unittest.TestCase):
                 self.assert_refused(ptrain("report", run_dir, flag, path, timeout=20), path)
 
 
+class OutputsOverInputs(unittest.TestCase):
+    """An output that names a file the command reads would destroy it: refused (exit 2) before any
+    work, the file untouched. Found by an audit: metrics appended to the job file or a data shard, a
+    report over its own metrics, a drawing over the job."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=SCRATCH.name)
+        self.job = os.path.join(self.dir, "job.yaml")
+        with open(self.job, "w") as f:
+            f.write(CKPT_JOB.format(steps=2, ckpt=os.path.join(self.dir, "ckpt"), dir=self.dir))
+
+    def assert_untouched(self, r, path, before):
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("which ", r.stderr)
+        self.assertIn("would destroy it", r.stderr)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def read(self, path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def test_run_logs(self):
+        job = self.read(self.job)
+        for key in ("logging.metrics", "logging.trace"):
+            with self.subTest(key=key):
+                r = ptrain("run", self.job, "--set", f"{key}={self.job}")
+                self.assert_untouched(r, self.job, job)
+                self.assertIn(key + ": '" + self.job + "' is the job file", r.stderr)
+        shard = os.path.join(self.dir, "train_000.bin")
+        with open(shard, "wb") as f:  # any bytes: the check is before the data is read
+            f.write(b"\0" * 64)
+        r = ptrain("run", self.job, "--set", "data.format=llmc", "--set", "data.train=" + shard,
+                   "--set", "logging.metrics=" + shard)
+        self.assert_untouched(r, shard, b"\0" * 64)
+        self.assertIn("is a data file", r.stderr)
+        r = ptrain("run", self.job, "--set", "logging.trace=" + os.path.join(self.dir, "metrics.jsonl"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("is also logging.metrics", r.stderr)
+
+    def test_command_outputs(self):
+        self.assertEqual(ptrain("run", self.job, "--set", "logging.trace=" + os.path.join(self.dir, "trace.json"))
+                         .returncode, 0)
+        job = self.read(self.job)
+        for flag in ("--svg", "--trace"):
+            with self.subTest(flag=flag):
+                self.assert_untouched(ptrain("schedule", self.job, flag, self.job), self.job, job)
+        for name in ("metrics.jsonl", "trace.json", "job.yaml"):
+            with self.subTest(report_out=name):
+                path = os.path.join(self.dir, name)
+                before = self.read(path)
+                self.assert_untouched(ptrain("report", self.dir, "--out", path), path, before)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import test_script_main

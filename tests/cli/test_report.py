@@ -163,6 +163,36 @@ class Report(unittest.TestCase):
             with open(recorded) as f, open(job) as g:
                 self.assertEqual(f.read(), g.read())
 
+    def test_run_replaces_no_job_yaml_it_did_not_write_and_none_when_refused(self):
+        # A job.yaml of another origin beside the metrics is left as it is (a warning says so); and a
+        # run refused at its checkpoint (another model's) leaves the previous run's record.
+        with tempfile.TemporaryDirectory() as d:
+            job = os.path.join(d, "elsewhere.yaml")
+            run_dir = os.path.join(d, "run")
+            with open(job, "w") as f:
+                f.write(JOB.replace("RUN", run_dir).replace(", trace: " + run_dir + "/trace.json", ""))
+            sets = ["--set", "train.steps=2", "--set", "parallel.pp=1", "--set", "cluster.gpus_per_node=1"]
+            os.makedirs(run_dir)
+            recorded = os.path.join(run_dir, "job.yaml")
+            with open(recorded, "w") as f:
+                f.write("name: somebody else's job\n")
+            r = ptrain("run", job, *sets)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(recorded + " was not written by `ptrain run`: not replacing it", r.stderr)
+            with open(recorded) as f:
+                self.assertEqual(f.read(), "name: somebody else's job\n")
+            os.remove(recorded)
+            ckpt = ["--set", "checkpoint.dir=" + os.path.join(d, "ckpt")]
+            r = ptrain("run", job, *sets, *ckpt)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(recorded) as f:
+                first = f.read()
+            r = ptrain("run", job, *sets, *ckpt, "--set", "train.steps=4", "--set", "model.hidden=64")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("another model", r.stderr)
+            with open(recorded) as f:
+                self.assertEqual(f.read(), first)
+
     def test_a_run_that_fails_leaves_the_last_trace_whole(self):
         # logging.trace is written at the end; a failed run once left it empty, and report refused it.
         with tempfile.TemporaryDirectory() as d:
