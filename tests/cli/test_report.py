@@ -127,16 +127,21 @@ class Report(unittest.TestCase):
         makespan = re.compile(r"measured: step 6 \(tp 0, cp 0, dp 0\), makespan ([\d.]+) s")
         self.assertLess(float(makespan.search(html).group(1)), float(makespan.search(host_html).group(1)))
 
+    @staticmethod
+    def job_elsewhere(d):
+        """A job file in `d` whose metrics go to d/run, and --set overrides for a short one-rank run."""
+        job = os.path.join(d, "elsewhere.yaml")
+        run_dir = os.path.join(d, "run")
+        with open(job, "w") as f:
+            f.write(JOB.replace("RUN", run_dir).replace(", trace: " + run_dir + "/trace.json", ""))
+        return job, run_dir, ["--set", "train.steps=2", "--set", "parallel.pp=1", "--set", "cluster.gpus_per_node=1"]
+
     def test_run_keeps_its_job_with_the_overrides_beside_its_metrics(self):
         # A job file elsewhere, changed by --set: `ptrain run` writes RUN_DIR/job.yaml as it trained
         # it, so a bare `ptrain report RUN_DIR` has the predictions. The job file itself is never
         # rewritten: where job.yaml would be it, the overrides are named in a warning.
         with tempfile.TemporaryDirectory() as d:
-            job = os.path.join(d, "elsewhere.yaml")
-            run_dir = os.path.join(d, "run")
-            with open(job, "w") as f:
-                f.write(JOB.replace("RUN", run_dir).replace(", trace: " + run_dir + "/trace.json", ""))
-            sets = ["--set", "train.steps=2", "--set", "parallel.pp=1", "--set", "cluster.gpus_per_node=1"]
+            job, run_dir, sets = self.job_elsewhere(d)
             r = ptrain("run", job, *sets)
             self.assertEqual(r.returncode, 0, r.stderr)
             recorded = os.path.join(run_dir, "job.yaml")
@@ -167,11 +172,7 @@ class Report(unittest.TestCase):
         # A job.yaml of another origin beside the metrics is left as it is (a warning says so); and a
         # run refused at its checkpoint (another model's) leaves the previous run's record.
         with tempfile.TemporaryDirectory() as d:
-            job = os.path.join(d, "elsewhere.yaml")
-            run_dir = os.path.join(d, "run")
-            with open(job, "w") as f:
-                f.write(JOB.replace("RUN", run_dir).replace(", trace: " + run_dir + "/trace.json", ""))
-            sets = ["--set", "train.steps=2", "--set", "parallel.pp=1", "--set", "cluster.gpus_per_node=1"]
+            job, run_dir, sets = self.job_elsewhere(d)
             os.makedirs(run_dir)
             recorded = os.path.join(run_dir, "job.yaml")
             with open(recorded, "w") as f:
