@@ -309,7 +309,8 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "run",
       "Train. Alone on a node it spawns one worker per rank (--nproc) and supervises them; under srun,\n"
       "mpirun or torchrun-style RANK/WORLD_SIZE each process is one worker. SIGINT/SIGTERM: every rank\n"
-      "checkpoints at the next step boundary, exit 0. A NaN loss exits 1; a failed rank ends the job with 1.\n\n"
+      "checkpoints at the next step boundary, exit 0. A NaN loss exits 1; a failed rank ends the job with 1,\n"
+      "or 2 if it failed on bad input.\n\n"
       "Environment: MASTER_ADDR, MASTER_PORT (where rank 0 hosts the rendezvous store; default 127.0.0.1 and\n"
       "a free port locally), PTRAIN_JOB_TOKEN (shared secret every connection to the store must present;\n"
       "random per local launch; a torchrun-style launch must set one, the same on every rank, unless\n"

@@ -90,7 +90,7 @@ struct MeasuredProfile {
   std::string device, backend, date, ptrain_version;
   std::map<std::string, std::string> versions;  // driver and library versions
   // GPU profiles: the PTRAIN_CUDNN_ATTENTION mode their bf16 attention ran under (off also where
-  // cuDNN was not there: ptrain's own kernels); unset in CPU profiles and GPU ones before 2026-11-28.
+  // cuDNN was not there: ptrain's own kernels); unset in CPU profiles and GPU ones before 2026-11-27.
   std::optional<kernels::CudnnAttentionMode> cudnn_attention;
   bool quick = false;
   // CPU profiles: the threads each op ran on and the machine's cores; a rank of a job with more
