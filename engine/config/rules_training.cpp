@@ -24,6 +24,10 @@ void check_optimizer(LoadContext& ctx) {
                 cat("only decay: wsd uses optimizer.decay_steps; decay: ", to_string(o.decay), " ignores it"),
                 "remove decay_steps, or set optimizer.decay: wsd");
   }
+  if (o.decay == LrDecay::Constant && ctx.was_written("optimizer.min_lr") && !ctx.any_bad({"optimizer.min_lr"})) {
+    ctx.warning("optimizer.min_lr", "decay: constant keeps optimizer.lr after the warm-up and ignores min_lr",
+                "remove min_lr, or set optimizer.decay: cosine, linear or wsd");
+  }
   // Written as two comparisons: warmup_steps + decay_steps can overflow.
   if (o.decay == LrDecay::Wsd && o.warmup_steps <= steps && o.decay_steps > steps - o.warmup_steps) {
     ctx.warning("optimizer.decay_steps",
