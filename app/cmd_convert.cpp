@@ -30,6 +30,7 @@ struct ConvertArgs {
   bool init = false;    // a freshly initialised model (train.seed)
   std::string to_hf;    // write model.safetensors + config.json here
   std::string to;       // write a step_<N> checkpoint into this checkpoint directory
+  bool force = false;   // replace a model.safetensors already in to_hf
 };
 
 int bad_input(const std::string& message) {
@@ -83,7 +84,14 @@ int convert(const ConvertArgs& args) {
       if (const auto refusal = holds_checkpoints(args.to)) return bad_input(*refusal);
     }
     // --to-hf: a path that cannot be a writable directory is bad input, said before any work.
-    if (!args.to_hf.empty()) ckpt::prepare_hf_output(args.to_hf, "--to-hf");
+    if (!args.to_hf.empty()) {
+      ckpt::prepare_hf_output(args.to_hf, "--to-hf");
+      const std::string model = ckpt::join_path(args.to_hf, "model.safetensors");
+      std::error_code ec;
+      if (!args.force && std::filesystem::exists(std::filesystem::symlink_status(model, ec)))
+        return bad_input(model + " exists (an earlier export, or a download): not replacing it (fix: give --to-hf "
+                         "another directory, or --force to replace it)");
+    }
     model::ParamStore store = whole_model(spec);
     std::string source;
     std::int64_t step = 0;
@@ -159,6 +167,7 @@ void add_convert_command(CLI::App& cli, int& exit_code) {
   cmd->add_option("--to-hf", args->to_hf, "Write model.safetensors + config.json into this directory")
       ->check(non_empty());
   cmd->add_option("--to", args->to, "Write a step_0 checkpoint into this checkpoint directory")->check(non_empty());
+  cmd->add_flag("--force", args->force, "Replace a model.safetensors already in --to-hf");
   cmd->callback([args, &exit_code] { exit_code = convert(*args); });
 }
 

@@ -102,7 +102,12 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_p
   check_latest(dir);
   check_step_names(dir);
 
-  fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: the lock is written (emptied, then filled in), so a link there would have this job
+  // truncate whatever file it names.
+  fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0 && errno == ELOOP)
+    throw CheckpointError(lock_path_, "is a symbolic link; the lock file is written, which would truncate what it "
+                                      "names (fix: remove the link)");
   if (fd_ < 0)
     throw CheckpointError(dir, "checkpoint.dir is not writable: cannot create " + lock_path_ + ": " +
                                    std::strerror(errno) + kFix);

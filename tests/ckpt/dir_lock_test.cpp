@@ -101,3 +101,12 @@ TEST_CASE("a step name that is not a directory is refused before training", "[ck
   fs::remove(tmp / "ckpt/step_10");
   CHECK(refusal_of(tmp / "ckpt").empty());
 }
+
+TEST_CASE("a lock file that is a symbolic link is refused, and what it names is kept", "[ckpt][lock]") {
+  TempDir tmp;
+  fs::create_directories(tmp / "ckpt");
+  write_bytes(tmp / "precious.txt", "precious\n");
+  fs::create_symlink(tmp / "precious.txt", tmp / "ckpt/job.lock");
+  CHECK_THAT(refusal_of(tmp / "ckpt"), Catch::Contains(tmp / "ckpt/job.lock") && Catch::Contains("symbolic link"));
+  CHECK(read_bytes(tmp / "precious.txt") == "precious\n");
+}

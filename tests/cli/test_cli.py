@@ -1158,6 +1158,23 @@ class OutputsOverInputs(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("is also logging.metrics", r.stderr)
 
+    def test_an_export_is_replaced_only_with_force(self):
+        # convert --to-hf over an earlier export (or a download) replaced the trained weights with
+        # whatever this convert wrote, exit 0.
+        hf = os.path.join(self.dir, "hf")
+        self.assertEqual(ptrain("run", self.job).returncode, 0)
+        r = ptrain("convert", self.job, "--from", os.path.join(self.dir, "ckpt"), "--to-hf", hf)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        trained = self.read(os.path.join(hf, "model.safetensors"))
+        r = ptrain("convert", self.job, "--init", "--to-hf", hf)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(os.path.join(hf, "model.safetensors") + " exists (an earlier export, or a download): not "
+                      "replacing it", r.stderr)
+        self.assertEqual(self.read(os.path.join(hf, "model.safetensors")), trained)
+        r = ptrain("convert", self.job, "--init", "--to-hf", hf, "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotEqual(self.read(os.path.join(hf, "model.safetensors")), trained)
+
     def test_command_outputs(self):
         self.assertEqual(ptrain("run", self.job, "--set", "logging.trace=" + os.path.join(self.dir, "trace.json"))
                          .returncode, 0)
