@@ -447,6 +447,9 @@ void validate(const LaunchOptions& options) {
 int launch_local(const LaunchOptions& options) {
   validate(options);
   ensure_stdio_open();
+  // Output whose reader has gone (`ptrain run ... | head`) is dropped (write_all), not a SIGPIPE that
+  // would end the launcher and with it the job; a run alone ignores it too (so does each worker).
+  ::signal(SIGPIPE, SIG_IGN);
   const char* inherited_token = std::getenv("PTRAIN_JOB_TOKEN");
   const std::string token =
       inherited_token != nullptr && *inherited_token != '\0' ? inherited_token : new_job_token();

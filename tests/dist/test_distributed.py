@@ -704,6 +704,17 @@ class Faults(Timed):
             r = run(job(d, dp=4, zero=0, steps=1000), PTRAIN_DEBUG_FAULT="2:2:exit")
             self.assert_clean_failure(r, 2, "exited with code 3")
 
+    def test_output_whose_reader_is_gone_is_dropped_and_the_job_goes_on(self):
+        # `ptrain run ... | head -1`: the launcher's writes to the closed pipe once raised SIGPIPE,
+        # which ended it (exit 141) and the job with it, its checkpoint never saved.
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=400, every=0)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, env=env())
+            self.assertTrue(p.stdout.readline())
+            p.stdout.close()  # the reader goes
+            self.assertEqual(p.wait(timeout=120), 0)
+            self.assertTrue(os.path.isdir(os.path.join(d, "ckpt", "step_400")))
+
     def test_real_kill_9_of_a_worker(self):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.time()
