@@ -311,6 +311,7 @@ struct LoadedCheckpoint::Impl {
   struct Piece {
     std::size_t file = 0;
     std::string key;
+    StDtype dtype = StDtype::F32;  // the manifest's, of the tensor the piece belongs to
     IndexRuns runs;
     std::int64_t numel = 0;
     const StTensorInfo* stored = nullptr;  // set once checked against the opened file
@@ -359,9 +360,9 @@ struct LoadedCheckpoint::Impl {
     if (t == nullptr)
       throw CheckpointError(file.path(),
                             "has no tensor \"" + p.key + "\", which the manifest lists for " + tensor_name);
-    if (t->dtype != StDtype::F32 && t->dtype != StDtype::BF16 && t->dtype != StDtype::F16)
+    if (t->dtype != p.dtype)
       throw CheckpointError(file.path(), "tensor \"" + p.key + "\" has dtype " + dtype_name(t->dtype) +
-                                             "; expected F32, BF16 or F16");
+                                             "; the manifest says " + tensor_name + " is " + dtype_name(p.dtype));
     if (t->numel() != p.numel)
       throw CheckpointError(file.path(), "tensor \"" + p.key + "\" has " + std::to_string(t->numel()) +
                                              " elements but the manifest maps " + std::to_string(p.numel));
@@ -410,8 +411,10 @@ LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir)
     const std::string what = "tensors[\"" + it.key() + "\"]";
     const JsonReader tr(*it, mpath, what);
     tr.only_keys({"dtype", "shape", "pieces"});
-    const std::string dtype = tr.string("dtype");
-    if (dtype != "F32" && dtype != "BF16" && dtype != "F16") tr.fail("unsupported dtype \"" + dtype + "\"");
+    const std::string dtype_text = tr.string("dtype");
+    const std::optional<StDtype> dtype = parse_dtype(dtype_text);
+    if (!dtype || (*dtype != StDtype::F32 && *dtype != StDtype::BF16 && *dtype != StDtype::F16))
+      tr.fail("unsupported dtype \"" + dtype_text + "\"");
     Impl::Tensor t;
     t.shape = read_shape(tr.at("shape"), mpath, tr.where("shape"));
     t.numel = checked_numel(t.shape, mpath, what);
@@ -424,6 +427,7 @@ LoadedCheckpoint::LoadedCheckpoint(const std::string& step_dir)
       if (f == file_index.end()) pr.fail("file \"" + file + "\" is not in the manifest's file list");
       piece.file = f->second;
       piece.key = pr.string("key");
+      piece.dtype = *dtype;
       piece.runs = runs_from_json(pr.at("runs"), t.numel, mpath, pr.where("runs"));
       piece.numel = checked_runs_numel(piece.runs, mpath, pr.where("runs"));
       t.pieces.push_back(std::move(piece));

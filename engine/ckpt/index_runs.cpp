@@ -112,6 +112,9 @@ IndexRuns runs_from_json(const nlohmann::json& value, std::int64_t numel, const 
         throw bad("has a field that is not a non-negative integer");
     if (item.size() == 2) r.stride = 0, r.count = 1;
     if (r.count < 1) throw bad("has count 0");
+    // Never written (append_range drops empty ranges); its count would go unchecked (stride 0 passes
+    // the bounds below) and every reader walks each block: 2^62 blocks of nothing.
+    if (r.length < 1) throw bad("has length 0");
     if (r.count > 1 && r.stride < r.length) throw bad("has blocks that overlap (stride < length)");
     // The last index it touches, start + (count-1)*stride + length - 1, must lie within the tensor.
     std::int64_t span = 0, end = 0;

@@ -171,6 +171,15 @@ RestoreResult restore_flat_shards(LoadedCheckpoint& ckpt, const model::ParamStor
                                   const std::vector<FlatShard>& shards) {
   Restorer restorer(ckpt);
   const bool with_optim = has_optimizer_state(ckpt);
+  // Only a step 0 (a conversion: convert --to) comes without AdamW's moments; a trained step without
+  // them (a damaged or edited manifest) would go on with moments restarted from zero, silently.
+  const bool wants_moments = std::any_of(shards.begin(), shards.end(), [](const FlatShard& s) {
+    return s.exp_avg != nullptr || s.exp_avg_sq != nullptr;
+  });
+  if (wants_moments && !with_optim && ckpt.step() > 0)
+    throw CheckpointError(ckpt.path(), "is step " + std::to_string(ckpt.step()) + " of a run but holds no optimizer "
+                                       "state (optim/ tensors): resuming would restart AdamW's moments from zero "
+                                       "(fix: resume from another step, or convert its weights to a step 0)");
   for_each_piece(store, shards, [&](const Piece& p) {
     const model::ParamInfo& info = p.info();
     if (p.shard.params != nullptr) restorer.check(model_tensor_name(info.name), info);

@@ -34,8 +34,9 @@ struct RestoreResult {
 // Fills the buffers of `shards` from `ckpt`, whatever layout wrote it. Every parameter must be
 // present with the registry's global shape; the vocab-padded tensors (embedding, head) may differ
 // in padding rows: rows both sides have are copied, the others zeroed. Missing or mismatched
-// tensors are listed in one CheckpointError. A checkpoint without any optimizer tensors (e.g.
-// converted from HF) zero-fills the moments.
+// tensors are listed in one CheckpointError. A step 0 without any optimizer tensors (converted from
+// HF) zero-fills the moments; a later step without them is a CheckpointError, where `shards` hold
+// moments.
 RestoreResult restore_flat_shards(LoadedCheckpoint& ckpt, const model::ParamStore& store,
                                   const std::vector<FlatShard>& shards);
 

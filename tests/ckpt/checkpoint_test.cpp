@@ -123,6 +123,11 @@ TEST_CASE("index runs: merge, slice, expand, json", "[ckpt][runs]") {
   CHECK_THROWS_AS(
       runs_from_json(nlohmann::json::parse("[[9223372036854775807,1,9223372036854775807,3]]"), 100, "m", "r"),
       CheckpointError);
+  // Empty blocks, as many as a 64-bit count holds: every reader walked each of them (a resume spun for
+  // years, its stop signals unanswered).
+  CHECK_THAT(error_of([] { runs_from_json(nlohmann::json::parse("[[0,0,0,4611686018427387904]]"), 100, "m", "r"); }),
+             Catch::Contains("has length 0"));
+  CHECK_THROWS_AS(runs_from_json(nlohmann::json::parse("[[5,0]]"), 100, "m", "r"), CheckpointError);
 }
 
 TEST_CASE("param_runs lists exactly the elements of the rank blocks for every layout", "[ckpt][runs]") {
@@ -345,6 +350,13 @@ TEST_CASE("a manifest written before the checksum (version 1) loads, with a warn
   m["state"]["step"] = 3;
   ckpt::testing::write_bytes(path + "/manifest.json", m.dump(1) + "\n");
   CHECK_THAT(error_of([&] { LoadedCheckpoint{path}; }), Catch::Contains("state.step is 3"));
+  // A tensor's dtype must be what its file stores (it was read as the file said, whatever this said).
+  m["state"]["step"] = 4;
+  m["tensors"]["model/model.norm.weight"]["dtype"] = "BF16";
+  ckpt::testing::write_bytes(path + "/manifest.json", m.dump(1) + "\n");
+  LoadedCheckpoint edited(path);
+  CHECK_THAT(error_of([&] { restore_flat_shards(edited, target, {whole_store(target)}); }),
+             Catch::Contains("has dtype F32; the manifest says model/model.norm.weight is BF16"));
 }
 
 TEST_CASE("finding the latest checkpoint says what it passes over and why", "[ckpt][checkpoint]") {
@@ -623,4 +635,12 @@ TEST_CASE("a checkpoint without optimizer state zero-fills the moments", "[ckpt]
   CHECK(same_slots(store, target));
   CHECK(std::all_of(mom.m.begin(), mom.m.end(), [](float x) { return x == 0.0f; }));
   CHECK(std::all_of(mom.v.begin(), mom.v.end(), [](float x) { return x == 0.0f; }));
+  // A later step without them is a damaged run's: refused where the moments are wanted, not restarted
+  // from zero in silence; its weights alone still read (convert --from).
+  TempDir later;
+  save_store(later.path(), 20, store, nullptr);
+  LoadedCheckpoint step20 = open_checkpoint(later.path());
+  CHECK_THAT(error_of([&] { restore_flat_shards(step20, target, {mom.whole(target)}); }),
+             Catch::Contains("is step 20 of a run but holds no optimizer state"));
+  CHECK_FALSE(restore_flat_shards(step20, target, {whole_store(target)}).optimizer_restored);
 }
