@@ -34,6 +34,12 @@ enum class LrDecay { Cosine, Linear, Constant, Wsd };
 enum class DataFormat { Llmc, Megatron, Synthetic };
 enum class Resume { Auto, Never };
 
+// The most transformer layers and parameters a job may have: every count, byte and FLOP figure
+// validate derives from them stays far inside 64 bits (the largest published models: ~1000 layers,
+// ~2 * 10^12 parameters).
+inline constexpr int kMaxLayers = 16384;
+inline constexpr double kMaxParameters = 1e15;
+
 struct MoeSpec {
   int experts = 8;
   int top_k = 2;

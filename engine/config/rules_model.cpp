@@ -153,6 +153,22 @@ void resolve_padded_vocab(LoadContext& ctx) {
   }
 }
 
+// An upper estimate of the model's parameters in floating point (attention 4 h^2 at most, the MLP's
+// three matrices per expert, the embedding and an untied head): a model past kMaxParameters would
+// overflow the exact counts validate makes (as negative parameters and memory).
+void check_parameter_count(LoadContext& ctx) {
+  const ModelSpec& m = ctx.spec().model;
+  if (ctx.any_bad({"model.layers", "model.hidden", "model.ffn_hidden", "model.vocab", "model.moe.experts"})) return;
+  const double h = m.hidden, experts = m.moe ? m.moe->experts : 1;
+  const double params = static_cast<double>(m.layers) * (4 * h * h + 3 * h * m.ffn_hidden * experts) +
+                        2 * h * static_cast<double>(m.padded_vocab > 0 ? m.padded_vocab : m.vocab);
+  if (params <= kMaxParameters) return;
+  ctx.error("model.hidden", cat("the model has about ", format_number(params), " parameters, more than the ",
+                                format_number(kMaxParameters), " ptrain counts"),
+            "use a smaller model.hidden, ffn_hidden, layers or vocab");
+  ctx.mark_bad("model.hidden");
+}
+
 void check_seq_len(LoadContext& ctx) {
   const ModelSpec& m = ctx.spec().model;
   const ParallelSpec& p = ctx.spec().parallel;
@@ -220,6 +236,7 @@ void resolve_model(LoadContext& ctx) {
   resolve_kv_heads(ctx);
   resolve_ffn_hidden(ctx);
   resolve_padded_vocab(ctx);
+  check_parameter_count(ctx);
   check_seq_len(ctx);
   check_cp_comm(ctx);
   resolve_tied_embeddings(ctx);

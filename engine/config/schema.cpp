@@ -49,7 +49,9 @@ constexpr Section kMoe{"model.moe", kMoeEntries, &enter_moe};
 
 constexpr SchemaEntry kModelEntries[] = {
     {"arch", [](ValueReader& r, JobSpec& s) { r.choice(s.model.arch); }},
-    {"layers", [](ValueReader& r, JobSpec& s) { r.integer(s.model.layers, 1); }},
+    // Bounded so that what validate and plan build per layer stays small (the deepest published
+    // transformers have about a thousand layers).
+    {"layers", [](ValueReader& r, JobSpec& s) { r.integer(s.model.layers, 1, kMaxLayers); }},
     {"hidden", [](ValueReader& r, JobSpec& s) { r.integer(s.model.hidden, 1); }},
     {"heads", [](ValueReader& r, JobSpec& s) { r.integer(s.model.heads, 1); }},
     {"kv_heads", [](ValueReader& r, JobSpec& s) { r.optional_integer(s.model.kv_heads); }},
