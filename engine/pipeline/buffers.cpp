@@ -43,22 +43,23 @@ std::vector<RankBuffers> rank_buffers(const Schedule& s) {
   // rank r (the n-th send on a channel meets the n-th receive on it).
   std::vector<std::vector<int>> partner(at(pp));
   {
-    std::vector<std::vector<int>> sends(at(detail::channel_count(pp))), recvs(at(detail::channel_count(pp)));
+    const detail::ChannelIndex index(s);
+    std::vector<std::vector<int>> sends(at(index.count())), recvs(at(index.count()));
     for (int r = 0; r < pp; ++r) {
       const std::vector<Instr>& list = s.ranks[at(r)];
       partner[at(r)].assign(list.size(), -1);
       for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-        if (is_send(list[at(i)].op)) sends[at(detail::channel_of(list[at(i)], r, pp))].push_back(i);
-        if (is_recv(list[at(i)].op)) recvs[at(detail::channel_of(list[at(i)], r, pp))].push_back(i);
+        if (is_send(list[at(i)].op)) sends[at(index.of(list[at(i)], r))].push_back(i);
+        if (is_recv(list[at(i)].op)) recvs[at(index.of(list[at(i)], r))].push_back(i);
       }
     }
     for (int r = 0; r < pp; ++r) {
       const std::vector<Instr>& list = s.ranks[at(r)];
-      std::vector<int> seen(at(detail::channel_count(pp)), 0);
+      std::vector<int> seen(at(index.count()), 0);
       for (int i = 0; i < static_cast<int>(list.size()); ++i) {
         const Instr& in = list[at(i)];
         if (!is_send(in.op) && !is_recv(in.op)) continue;
-        const int channel = detail::channel_of(in, r, pp);
+        const int channel = index.of(in, r);
         const int n = seen[at(channel)]++;
         partner[at(r)][at(i)] = (is_send(in.op) ? recvs : sends)[at(channel)][at(n)];
       }

@@ -2,6 +2,10 @@
 // receiver, payload); messages on one channel are matched in FIFO order (schedule.h).
 #pragma once
 
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
 #include "engine/pipeline/schedule.h"
 
 namespace ptrain::pipeline::detail {
@@ -10,15 +14,23 @@ inline bool carries_activation(Op op) {
   return op == Op::SendAct || op == Op::RecvAct;
 }
 
-inline int channel_count(int pp) {
-  return pp * pp * 2;
-}
+// The channels a schedule's sends and receives name, numbered 0..count()-1 in the order of sender,
+// receiver, then payload (activations first). A rank talks to a few peers, so a schedule uses O(pp)
+// of the 2 pp^2 possible channels: tables by channel are sized count(), not by every pair of ranks
+// (at pp 4096 those took gigabytes).
+class ChannelIndex {
+ public:
+  explicit ChannelIndex(const Schedule& s);
+  int count() const { return static_cast<int>(channels_.size()); }
+  // The channel of a send or receive in rank `self`'s list.
+  int of(const Instr& instr, int self) const;
+  const Channel& channel(int id) const { return channels_[static_cast<std::size_t>(id)]; }
 
-// Index of the channel a send or receive uses; `self` is the pp rank whose list holds the op.
-inline int channel_of(const Instr& instr, int self, int pp) {
-  const int from = is_send(instr.op) ? self : instr.peer;
-  const int to = is_send(instr.op) ? instr.peer : self;
-  return (from * pp + to) * 2 + (carries_activation(instr.op) ? 0 : 1);
-}
+ private:
+  std::int64_t key(const Instr& instr, int self) const;
+  std::int64_t pp_;
+  std::unordered_map<std::int64_t, int> id_;
+  std::vector<Channel> channels_;
+};
 
 }  // namespace ptrain::pipeline::detail

@@ -226,23 +226,24 @@ struct Message {
 
 // Both ends of every channel must list the same messages in the same order.
 void check_channels(const Schedule& s, Problems& problems) {
-  std::vector<std::vector<Message>> sends(detail::channel_count(s.pp)), recvs(detail::channel_count(s.pp));
+  const detail::ChannelIndex index(s);
+  std::vector<std::vector<Message>> sends(static_cast<std::size_t>(index.count())), recvs(sends.size());
   for (int rank = 0; rank < s.pp; ++rank) {
     for (int i = 0; i < static_cast<int>(s.ranks[rank].size()); ++i) {
       const Instr& instr = s.ranks[rank][i];
       if (is_send(instr.op)) {
-        sends[detail::channel_of(instr, rank, s.pp)].push_back({instr.microbatch, instr.chunk, rank, i});
+        sends[index.of(instr, rank)].push_back({instr.microbatch, instr.chunk, rank, i});
       } else if (is_recv(instr.op)) {
         const int sender_stage = s.virtual_stage(rank, instr.chunk) + (instr.op == Op::RecvAct ? -1 : 1);
-        recvs[detail::channel_of(instr, rank, s.pp)].push_back(
+        recvs[index.of(instr, rank)].push_back(
             {instr.microbatch, s.placement().holder(sender_stage).chunk, rank, i});
       }
     }
   }
-  for (int c = 0; c < detail::channel_count(s.pp); ++c) {
-    const int from = c / 2 / s.pp, to = c / 2 % s.pp;
-    const std::string channel = "channel rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
-                                (c % 2 == 0 ? " (activations)" : " (gradients)");
+  for (int c = 0; c < index.count(); ++c) {
+    const Channel& ch = index.channel(c);
+    const std::string channel = "channel rank " + std::to_string(ch.from) + " -> rank " + std::to_string(ch.to) +
+                                (ch.activations ? " (activations)" : " (gradients)");
     const auto& out = sends[c];
     const auto& in = recvs[c];
     if (out.size() != in.size()) {
@@ -264,17 +265,18 @@ void check_channels(const Schedule& s, Problems& problems) {
 // Runs every list with buffered sends and blocking receives, each F&B pair as one step (all its
 // receives, then all its sends); reports where it gets stuck.
 void check_execution(const Schedule& s, Problems& problems) {
-  std::vector<int> sent(detail::channel_count(s.pp), 0), received(detail::channel_count(s.pp), 0);
+  const detail::ChannelIndex index(s);
+  std::vector<int> sent(static_cast<std::size_t>(index.count()), 0), received(sent.size(), 0);
   std::vector<size_t> next(s.pp, 0);
   std::vector<size_t> waiting(s.pp, 0);  // the receive a rank stopped at
   // Runs instructions [begin, end) of the rank's list if every receive among them has its message.
   auto run = [&](int rank, size_t begin, size_t end) {
     const auto& list = s.ranks[rank];
-    // Receives so far of this step, by channel: a pair has a few, and there are 2 pp^2 channels.
+    // Receives so far of this step, by channel: a pair has a few.
     std::vector<std::pair<int, int>> wanted;
     for (size_t i = begin; i < end; ++i) {
       if (!is_recv(list[i].op)) continue;
-      const int c = detail::channel_of(list[i], rank, s.pp);
+      const int c = index.of(list[i], rank);
       auto it = std::find_if(wanted.begin(), wanted.end(), [c](const auto& w) { return w.first == c; });
       if (it == wanted.end()) it = wanted.insert(wanted.end(), {c, 0});
       if (sent[c] - received[c] == it->second++) {  // blocks until the sender gets there
@@ -283,8 +285,8 @@ void check_execution(const Schedule& s, Problems& problems) {
       }
     }
     for (size_t i = begin; i < end; ++i) {
-      if (is_send(list[i].op)) ++sent[detail::channel_of(list[i], rank, s.pp)];
-      if (is_recv(list[i].op)) ++received[detail::channel_of(list[i], rank, s.pp)];
+      if (is_send(list[i].op)) ++sent[index.of(list[i], rank)];
+      if (is_recv(list[i].op)) ++received[index.of(list[i], rank)];
     }
     return true;
   };

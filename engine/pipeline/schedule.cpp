@@ -172,13 +172,14 @@ Schedule build(config::ScheduleKind kind, int pp, int vpp, int microbatches, int
 }
 
 std::vector<Channel> channels(const Schedule& s) {
-  std::vector<bool> used(static_cast<std::size_t>(detail::channel_count(s.pp)), false);
+  const detail::ChannelIndex index(s);
+  std::vector<bool> used(static_cast<std::size_t>(index.count()), false);
   for (int r = 0; r < s.pp; ++r)
     for (const Instr& in : s.ranks[static_cast<std::size_t>(r)])
-      if (is_send(in.op)) used[static_cast<std::size_t>(detail::channel_of(in, r, s.pp))] = true;
+      if (is_send(in.op)) used[static_cast<std::size_t>(index.of(in, r))] = true;
   std::vector<Channel> out;
-  for (int c = 0; c < detail::channel_count(s.pp); ++c)  // channel_of's numbering is this order
-    if (used[static_cast<std::size_t>(c)]) out.push_back({c / 2 / s.pp, c / 2 % s.pp, c % 2 == 0});
+  for (int c = 0; c < index.count(); ++c)  // the index numbers them in this order
+    if (used[static_cast<std::size_t>(c)]) out.push_back(index.channel(c));
   return out;
 }
 

@@ -77,7 +77,8 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
 
   result.pairs_as_one_op = !costs.forward_backward.empty();
 
-  std::vector<std::deque<double>> in_transit(detail::channel_count(s.pp));  // arrival times, FIFO
+  const detail::ChannelIndex channel(s);
+  std::vector<std::deque<double>> in_transit(static_cast<std::size_t>(channel.count()));  // arrival times, FIFO
   std::vector<double> clock(s.pp, 0.0);                                     // when each rank is free
   std::vector<size_t> next(s.pp, 0);
   std::vector<std::vector<bool>> in_pair(s.pp);
@@ -87,9 +88,9 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
   auto run_one = [&](int rank, size_t i) {
     const Instr& instr = s.ranks[rank][i];
     if (is_send(instr.op)) {
-      in_transit[detail::channel_of(instr, rank, s.pp)].push_back(clock[rank] + costs.p2p_seconds);
+      in_transit[channel.of(instr, rank)].push_back(clock[rank] + costs.p2p_seconds);
     } else if (is_recv(instr.op)) {
-      auto& queue = in_transit[detail::channel_of(instr, rank, s.pp)];
+      auto& queue = in_transit[channel.of(instr, rank)];
       if (queue.empty()) return false;
       clock[rank] = std::max(clock[rank], queue.front());
       queue.pop_front();
@@ -108,7 +109,7 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
     const auto& list = s.ranks[rank];
     std::vector<int> wanted;  // the channel of each receive
     for (size_t i = pair.begin; i < pair.end; ++i)
-      if (is_recv(list[i].op)) wanted.push_back(detail::channel_of(list[i], rank, s.pp));
+      if (is_recv(list[i].op)) wanted.push_back(channel.of(list[i], rank));
     for (int c : wanted)
       if (in_transit[c].size() < static_cast<size_t>(std::count(wanted.begin(), wanted.end(), c))) return false;
     for (int c : wanted) {
@@ -134,7 +135,7 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
     result.busy[rank] += seconds;
     for (size_t i = pair.begin; i < pair.end; ++i)
       if (is_send(list[i].op))
-        in_transit[detail::channel_of(list[i], rank, s.pp)].push_back(clock[rank] + costs.p2p_seconds);
+        in_transit[channel.of(list[i], rank)].push_back(clock[rank] + costs.p2p_seconds);
     return true;
   };
 
