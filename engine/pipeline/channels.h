@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/pipeline/schedule.h"
@@ -27,9 +26,13 @@ class ChannelIndex {
   const Channel& channel(int id) const { return channels_[static_cast<std::size_t>(id)]; }
 
  private:
-  std::int64_t key(const Instr& instr, int self) const;
-  std::int64_t pp_;
-  std::unordered_map<std::int64_t, int> id_;
+  struct Entry {  // a channel of one rank's list: its end here, the peer, the payload, and its number
+    bool sends;
+    int peer;
+    bool activations;
+    int id;
+  };
+  std::vector<std::vector<Entry>> by_rank_;  // a few per rank
   std::vector<Channel> channels_;
 };
 
