@@ -206,6 +206,23 @@ FlatShard whole_store(const model::ParamStore& store, float* exp_avg, float* exp
   return {{0, store.numel()}, store.params(), exp_avg, exp_avg_sq};
 }
 
+namespace {
+
+// What the learning rate, the update and the samples depend on beyond the model and their order:
+// recorded so that a resume can say what changed (training_changes).
+nlohmann::json training_settings(const config::JobSpec& spec) {
+  const config::OptimizerSpec& o = spec.optimizer;
+  return {{"train", {{"steps", spec.train.steps}, {"global_batch", spec.train.global_batch},
+                     {"grad_clip", spec.train.grad_clip}}},
+          {"optimizer", {{"lr", o.lr}, {"min_lr", o.min_lr}, {"betas", o.betas}, {"eps", o.eps},
+                         {"weight_decay", o.weight_decay}, {"warmup_steps", o.warmup_steps},
+                         {"decay", config::to_string(o.decay)}, {"decay_steps", o.decay_steps}}},
+          {"data", {{"format", config::to_string(spec.data.format)}, {"train", spec.data.train},
+                    {"valid", spec.data.valid}}}};
+}
+
+}  // namespace
+
 nlohmann::json job_meta(const config::JobSpec& spec) {
   const config::ModelSpec& m = spec.model;
   nlohmann::json model = {{"arch", config::to_string(m.arch)},
@@ -232,6 +249,7 @@ nlohmann::json job_meta(const config::JobSpec& spec) {
           {"precision", config::to_string(spec.train.precision)},
           {"seed", spec.train.seed},
           {"shuffle", spec.data.shuffle},
+          {"training", training_settings(spec)},
           {"layout",
            {{"tp", p.tp},
             {"pp", p.pp},
@@ -300,6 +318,20 @@ std::vector<std::string> model_changes(const nlohmann::json& job_meta, const con
     compare_saved(out, moe, "model.moe.", "top_k", model.moe->top_k, true);
     compare_saved(out, moe, "model.moe.", "capacity_factor", model.moe->capacity_factor, true);
     compare_saved(out, moe, "model.moe.", "aux_loss_coef", model.moe->aux_loss_coef, true);
+  }
+  return out;
+}
+
+std::vector<std::string> training_changes(const nlohmann::json& job_meta, const config::JobSpec& spec) {
+  std::vector<std::string> out;
+  if (!job_meta.is_object() || !job_meta.contains("training") || !job_meta["training"].is_object()) return out;
+  const nlohmann::json& saved = job_meta["training"];
+  const nlohmann::json ours = training_settings(spec);
+  for (auto section = ours.begin(); section != ours.end(); ++section) {
+    static const nlohmann::json none;
+    const nlohmann::json& theirs = saved.contains(section.key()) ? saved[section.key()] : none;
+    for (auto item = section->begin(); item != section->end(); ++item)
+      compare_saved(out, theirs, section.key() + ".", item.key().c_str(), *item, true);
   }
   return out;
 }

@@ -57,6 +57,13 @@ std::vector<std::string> model_mismatches(const nlohmann::json& job_meta, const 
 // not record is not a difference.
 std::vector<std::string> model_changes(const nlohmann::json& job_meta, const config::ModelSpec& model);
 
+// Differences in how the run trains from here: train.steps (the learning-rate schedule is laid over
+// it), global_batch and grad_clip, every optimizer setting, and the data files ("optimizer.lr: the
+// checkpoint has 0.0003, the job has 0.001"). A resume says each (raising train.steps to train on is
+// common; a changed rate or data set should not go unsaid); a key the checkpoint does not record
+// (written before 2026-11-28) is not a difference.
+std::vector<std::string> training_changes(const nlohmann::json& job_meta, const config::JobSpec& spec);
+
 // Differences in what orders the samples (train.seed, data.shuffle): the run goes on at the
 // checkpoint's count of samples taken, but in another order, so some samples repeat and others are
 // skipped. A resume says each; a key the checkpoint does not record is not a difference.

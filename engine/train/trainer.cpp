@@ -229,6 +229,9 @@ struct Trainer::State {
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
         for (const std::string& change : ckpt::model_changes(loaded.job_meta(), spec.model))
           note("warning: resuming with another model setting than the checkpoint's: " + change);
+        for (const std::string& change : ckpt::training_changes(loaded.job_meta(), spec))
+          note("warning: resuming with other training settings than the checkpoint's: " + change +
+               " (the run goes on with the job's)");
         for (const std::string& change : ckpt::data_order_changes(loaded.job_meta(), spec))
           note("warning: resuming with another sample order than the checkpoint's: " + change +
                " (from here some samples repeat and others are skipped)");

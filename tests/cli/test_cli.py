@@ -967,6 +967,22 @@ class Checkpoints(unittest.TestCase):
                 self.assertIn(f"nothing to train: the checkpoint's step 4 >= train.steps {steps}", r.stderr)
                 self.assertNotIn("checkpoint saved", r.stderr)
 
+    def test_a_resume_with_other_training_settings_says_which(self):
+        # The schedule laid over another train.steps, another rate, other data: each said (they went
+        # unsaid; found by the checkpoint audit), and the run goes on with the job's.
+        self.assertEqual(self.run_job(2).returncode, 0)
+        changed = ["--set", "optimizer.lr=1e-3", "--set", "optimizer.betas=[0.9, 0.99]"]
+        r = self.run_job(4, *changed)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        prefix = "warning: resuming with other training settings than the checkpoint's: "
+        for change in ("train.steps: the checkpoint has 2, the job has 4",
+                       "optimizer.lr: the checkpoint has 0.0003, the job has 0.001",
+                       "optimizer.betas: the checkpoint has [0.9,0.95], the job has [0.9,0.99]"):
+            self.assertIn(prefix + change + " (the run goes on with the job's)", r.stderr)
+        r = self.run_job(4, *changed)  # the step-4 checkpoint's own settings
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(prefix, r.stderr)
+
     def test_a_resume_with_other_model_settings_says_which(self):
         self.assertEqual(self.run_job(2).returncode, 0)
         r = self.run_job(4, "--set", "model.norm_eps=1e-6")
