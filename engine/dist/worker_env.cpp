@@ -1,5 +1,6 @@
 #include "engine/dist/worker_env.h"
 
+#include <arpa/inet.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -305,7 +306,15 @@ std::string slurm_store_host(const Env& env) {
 }
 
 std::string store_host(const Env& env, const WorkerEnv& w) {
-  if (const std::optional<std::string> addr = env.get("MASTER_ADDR")) return *addr;
+  if (const std::optional<std::string> addr = env.get("MASTER_ADDR")) {
+    // Digits and dots only is meant as an IPv4 address: one that is not (256.1.1.1) would have the
+    // other ranks retry it for the whole comm.timeout_s. A name is looked up when it is used.
+    in_addr parsed{};
+    const bool numeric = addr->find_first_not_of("0123456789.") == std::string::npos;
+    if (numeric && ::inet_pton(AF_INET, addr->c_str(), &parsed) != 1)
+      throw LaunchConfigError("MASTER_ADDR \"" + *addr + "\" is not an IPv4 address (four numbers 0-255)");
+    return *addr;
+  }
   if (w.launcher == "srun") return slurm_store_host(env);
   if (w.local_world == w.world) return "127.0.0.1";
   const std::string example =

@@ -317,6 +317,11 @@ TEST_CASE("authenticated connections are capped and a client past the cap is tol
   CHECK(text(next->get("kept", 1s)) == "safe");
 }
 
+TEST_CASE("a store host that does not resolve where the store runs is the job's mistake") {
+  // .invalid never resolves (RFC 6761): a bad MASTER_ADDR is exit 2, not a failure to report as exit 1.
+  CHECK_THROWS_AS(StoreServer::listen_socket("no-such-host.invalid", 0), ptrain::dist::LaunchConfigError);
+}
+
 TEST_CASE("a server built from listen_socket's fd serves clients that connected before it started") {
   const int fd = StoreServer::listen_socket("127.0.0.1", 0);
   REQUIRE(fd >= 0);

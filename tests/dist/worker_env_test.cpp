@@ -390,6 +390,16 @@ TEST_CASE("MASTER_PORT must be a TCP port") {
   CHECK(detect_some(with(kTorchrunWithToken, {{"MASTER_PORT", "65535"}})).store_port == 65535);
 }
 
+TEST_CASE("a numeric MASTER_ADDR must be an IPv4 address; a name is looked up when used") {
+  // 256.1.1.1 had the other ranks retry it for the whole comm.timeout_s, then exit 1.
+  for (const char* bad : {"256.1.1.1", "10.0.0", "1.2.3.4.5", "..."}) {
+    INFO(bad);
+    CHECK_THAT(error_of(with(kTorchrunWithToken, {{"MASTER_ADDR", bad}})), Catch::Contains("is not an IPv4 address"));
+  }
+  for (const char* good : {"10.0.0.1", "gpu07", "node-0.cluster", "123host"})
+    CHECK(detect_some(with(kTorchrunWithToken, {{"MASTER_ADDR", good}})).store_host == good);
+}
+
 TEST_CASE("Slurm host lists expand ranges, keep zero padding and multiply bracket groups") {
   using Hosts = std::vector<std::string>;
   CHECK(expand_slurm_hostlist("node[01-04,07],gpu5,a[1-2]b") ==
