@@ -302,7 +302,7 @@ int run_plan(const PlanArgs& args) {
   warnings.insert(warnings.end(), best.job.diags.warnings.begin(), best.job.diags.warnings.end());
   for (config::Diagnostic& limit : engine_limit_warnings(reloaded)) warnings.push_back(std::move(limit));
   print_diagnostics({{}, warnings});
-  return kExitOk;
+  return args.verify > 0 ? verify_exit_code(verified) : kExitOk;
 }
 
 }  // namespace

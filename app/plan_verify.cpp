@@ -13,6 +13,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "app/exit_codes.h"
 #include "app/worker_process.h"
 #include "engine/config/yaml_edit.h"
 #include "engine/train/typical_step.h"
@@ -102,8 +103,8 @@ std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::v
     for (const std::string& key : plan::layout_assignments(layout.layout, experts)) assignments.push_back(key);
     for (const std::string& key : std::vector<std::string>{
              "train.steps=" + std::to_string(steps), "logging.metrics=" + base + ".jsonl",
-             "logging.every=" + std::to_string(steps), "logging.trace=null", "checkpoint.dir=null",
-             "data.eval_every=0"})
+             "logging.every=" + std::to_string(steps), "logging.trace=null", "logging.tensorboard=null",
+             "checkpoint.dir=null", "data.eval_every=0"})
       assignments.push_back(key);
     std::ofstream job(base + ".yaml");
     job << config::yaml_with_values(yaml, assignments);
@@ -121,6 +122,7 @@ std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::v
       fs::remove(base + ".jsonl", ignored);
       if (const int code = run_child(base + ".yaml", base + ".log"); code != 0) {
         v.failure = "exit " + std::to_string(code) + ": " + last_error_line(base + ".log");
+        v.exit_code = code;
       } else if (const std::optional<double> step = median_step(base + ".jsonl")) {
         v.round_s.push_back(*step);
       } else {
@@ -136,6 +138,15 @@ std::vector<VerifiedLayout> verify_layouts(const std::string& yaml, const std::v
     v.measured_s = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   }
   return rows;
+}
+
+int verify_exit_code(const std::vector<VerifiedLayout>& rows) {
+  if (std::any_of(rows.begin(), rows.end(), [](const VerifiedLayout& v) { return v.measured_s.has_value(); }))
+    return kExitOk;
+  const bool bad_input = !rows.empty() && std::all_of(rows.begin(), rows.end(), [](const VerifiedLayout& v) {
+    return v.exit_code == kExitBadInput;
+  });
+  return bad_input ? kExitBadInput : kExitRuntimeFailure;
 }
 
 std::optional<double> choice_over_fastest(const std::vector<VerifiedLayout>& rows) {

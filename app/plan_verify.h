@@ -19,7 +19,12 @@ struct VerifiedLayout {
   std::optional<double> measured_s;
   std::vector<double> round_s;  // each round's run
   std::string failure;          // the run's last error line, when it failed
+  int exit_code = 0;            // the failed run's
 };
+
+// What plan exits with after verifying `rows`: 0 where a layout ran; where none did, 2 if every run
+// failed on bad input (the job's mistake, e.g. its data), else 1.
+int verify_exit_code(const std::vector<VerifiedLayout>& rows);
 
 // Runs rows 1..k of `ranked`, `rounds` times each, interleaved (row 1, 2, .., k, then again), so that
 // a slow spell of the machine falls on every row alike. `yaml` is the job as written and `keys` the

@@ -464,8 +464,9 @@ class Plan(unittest.TestCase):
                 self.assertIn(f'{w["key"]}: {w["message"]}', r.stderr)
 
     def test_verify_runs_the_best_layouts_here_and_reports_the_fastest(self):
-        ckpt = os.path.join(tempfile.mkdtemp(dir=SCRATCH.name), "ckpt")
-        job = write_temp(TINY + f"checkpoint: {{dir: {ckpt}}}\n")
+        scratch = tempfile.mkdtemp(dir=SCRATCH.name)
+        ckpt, tensorboard = os.path.join(scratch, "ckpt"), os.path.join(scratch, "tb")
+        job = write_temp(TINY + f"checkpoint: {{dir: {ckpt}}}\nlogging: {{tensorboard: {tensorboard}}}\n")
         r, _ = self.plan(job, "--gpus", "2", "--top", "4", "--verify", "2", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         report = json.loads(r.stdout)
@@ -483,6 +484,7 @@ class Plan(unittest.TestCase):
         self.assertRegex(r.stderr, r"row 1 \(8 steps, round 1 of 3\)[\s\S]*row 2 \(8 steps, round 1 of 3\)"
                                    r"[\s\S]*row 1 \(8 steps, round 2 of 3\)")
         self.assertFalse(os.path.exists(ckpt), "a verification run wrote into the job's checkpoint.dir")
+        self.assertFalse(os.path.exists(tensorboard), "a verification run wrote into the job's TensorBoard log")
         r, _ = self.plan(job, "--gpus", "2", "--verify", "2")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("verify: the top 2 layouts run on this machine", r.stdout)
@@ -495,6 +497,11 @@ class Plan(unittest.TestCase):
         r, _ = self.plan(job, "--gpus", "2", "--verify-rounds", "4")  # no layouts to run them on
         self.assertEqual(r.returncode, 2)
         self.assertIn("--verify-rounds requires --verify", r.stderr)
+        # no layout ran, each on bad input (the job's data): exit 2, not a plan that "worked"
+        r, _ = self.plan(job, "--gpus", "2", "--verify", "1", "--set", "data.format=llmc",
+                         "--set", "data.train=" + os.path.join(scratch, "none_*.bin"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("no layout ran", r.stdout)
         # the layouts run here: one node at most
         r, _ = self.plan(job, "--gpus", "8", "--verify", "1")
         self.assertEqual(r.returncode, 2)
