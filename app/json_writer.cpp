@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/io/utf8.h"
+
 namespace ptrain::app {
 
 void JsonWriter::separate() {
@@ -53,7 +55,18 @@ JsonWriter& JsonWriter::key(std::string_view name) {
 JsonWriter& JsonWriter::value(std::string_view s) {
   separate();
   out_ += '"';
-  for (const char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {  // JSON is UTF-8: a byte outside a sequence is U+FFFD
+      const std::size_t len = io::utf8_sequence_length(s, i);
+      if (len == 0) {
+        out_ += "\\ufffd";
+      } else {
+        out_.append(s.substr(i, len));
+        i += len - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out_ += "\\\""; break;
       case '\\': out_ += "\\\\"; break;

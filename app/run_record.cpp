@@ -16,6 +16,14 @@ namespace {
 
 constexpr const char* kRecordHeader = "# The job of this run: ";
 
+// `text` on one line, for a YAML comment: a line break in a --set value or the job's path would end
+// the comment, and what follows it would be read as the job (\n, \r written as such).
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (const char c : text) out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : std::string(1, c);
+  return out;
+}
+
 // Whether `path` begins as record_run_job writes a record (a file of another origin is not replaced).
 bool written_by_run(const std::string& path) {
   std::ifstream in(path);
@@ -51,9 +59,11 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
   config::Diagnostics problems;
   const std::optional<std::string> text = config::read_job_file(job_path, problems);
   if (!text) return;  // loaded a moment ago; gone since: nothing to record
-  std::string record = kRecordHeader + job_path;
-  for (const std::string& o : overrides) record += " --set " + o;
-  record += "\n# (written by `ptrain run`; `ptrain report` reads it)\n" + config::yaml_with_values(*text, overrides);
+  std::string command = job_path;
+  for (const std::string& o : overrides) command += " --set " + o;
+  const std::string record = kRecordHeader + one_line(command) +
+                             "\n# (written by `ptrain run`; `ptrain report` reads it)\n" +
+                             config::yaml_with_values(*text, overrides);
   fs::create_directories(target.parent_path(), ec);  // as the metrics log does; a failure shows below
   try {
     if (const std::string other = io::other_kind_at(target.string(), io::OutputKind::File); !other.empty())

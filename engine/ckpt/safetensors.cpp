@@ -10,6 +10,7 @@
 
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/strict_json.h"
+#include "engine/io/utf8.h"
 
 namespace ptrain::ckpt {
 namespace {
@@ -256,7 +257,7 @@ float f16_to_f32(std::uint16_t bits) {
 
 void SafetensorsWriter::add(std::string name, StDtype dtype, std::vector<std::int64_t> shape,
                             const void* data, std::size_t bytes) {
-  if (name.empty() || name == kMetadataKey || invalid_utf8_offset(name) >= 0)
+  if (name.empty() || name == kMetadataKey || io::invalid_utf8_offset(name) >= 0)
     throw std::invalid_argument("safetensors: invalid tensor name \"" + name + "\"");
   for (const Pending& p : tensors_)
     if (p.name == name) throw std::invalid_argument("safetensors: duplicate tensor name \"" + name + "\"");

@@ -5,51 +5,17 @@
 #include <set>
 
 #include "engine/ckpt/checkpoint_error.h"
+#include "engine/io/utf8.h"
 
 namespace ptrain::ckpt {
 namespace {
 
 constexpr int kMaxDepth = 64;
 
-// Length of the UTF-8 sequence starting at text[i], or 0 if it is invalid there.
-std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  std::size_t len = 0;
-  std::uint32_t cp = 0, min_cp = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2, cp = b0 & 0x1Fu, min_cp = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3, cp = b0 & 0x0Fu, min_cp = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4, cp = b0 & 0x07u, min_cp = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + len > text.size()) return 0;
-  for (std::size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3Fu);
-  }
-  if (cp < min_cp || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
 }  // namespace
 
-std::int64_t invalid_utf8_offset(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const std::size_t len = utf8_sequence_length(text, i);
-    if (len == 0) return static_cast<std::int64_t>(i);
-    i += len;
-  }
-  return -1;
-}
-
 nlohmann::json parse_json_strict(std::string_view text, const std::string& path, std::int64_t base_offset) {
-  if (const std::int64_t bad = invalid_utf8_offset(text); bad >= 0)
+  if (const std::int64_t bad = io::invalid_utf8_offset(text); bad >= 0)
     throw CheckpointError(path, base_offset + bad, "JSON text is not valid UTF-8");
 
   // nlohmann keeps the last of duplicate keys silently; the callback sees every key as it is read.

@@ -11,9 +11,6 @@
 
 namespace ptrain::ckpt {
 
-// Byte offset of the first byte that is not valid UTF-8 (overlong forms, surrogates and code points
-// above U+10FFFF are invalid), or -1 if all of `text` is valid.
-std::int64_t invalid_utf8_offset(std::string_view text);
 
 // Parses `text`, which starts at byte `base_offset` of file `path` (offsets in errors are file
 // offsets). Rejects invalid UTF-8, syntax errors, duplicate keys in any object and nesting deeper

@@ -209,6 +209,15 @@ class ValidateBadInput(unittest.TestCase):
             self.assertIn(f, r.stderr)
         return r
 
+    def test_json_output_is_utf8_whatever_bytes_the_input_held(self):
+        # A byte that is not UTF-8 in a --set went into --json raw: no JSON reader could read it.
+        job = write_temp(TINY)
+        r = subprocess.run([PTRAIN, "validate", job, "--json", "--set", b'name="a\xffb\xc3\xa9"'],
+                           capture_output=True, timeout=60, cwd=ROOT)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        report = json.loads(r.stdout.decode("utf-8"))  # strict: raises on a stray byte
+        self.assertIn(r'a\ufffdb\u00e9', json.dumps(report, ensure_ascii=True))
+
     def test_an_unknown_environment_setting_is_refused_everywhere(self):
         # PTRAIN_CUDNN_ATTENTION: the CUDA backend's attention and validate's memory read it;
         # PTRAIN_CPU_ISA: the CPU kernels (a typo was ignored: the best ISA ran, unasked).

@@ -194,6 +194,18 @@ class Report(unittest.TestCase):
             with open(recorded) as f:
                 self.assertEqual(f.read(), first)
 
+    def test_a_line_break_in_a_set_value_stays_in_the_records_comment(self):
+        # The record's first line names the command: a raw line break there ended the comment, and
+        # report read the rest as the job (exit 2).
+        with tempfile.TemporaryDirectory() as d:
+            job, run_dir, sets = self.job_elsewhere(d)
+            r = ptrain("run", job, *sets, "--set", 'name="two\n  lines"')
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(run_dir, "job.yaml")) as f:
+                self.assertIn('--set name="two\\n  lines"\n# (written by', f.read())
+            r = ptrain("report", run_dir)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_a_run_that_fails_leaves_the_last_trace_whole(self):
         # logging.trace is written at the end; a failed run once left it empty, and report refused it.
         with tempfile.TemporaryDirectory() as d:
