@@ -101,6 +101,12 @@ std::vector<std::int64_t> step_directories(const std::string& dir);
 // What of a checkpoint history `dir` holds: its step_<N> directories (newest first) and `latest`
 // (of any kind), by name; empty for an empty, new or missing directory.
 std::vector<std::string> held_checkpoints(const std::string& dir);
+// A run that starts over (checkpoint.resume: never) saves into `dir` as any run does: its step
+// directories replace those of the same steps, pruning removes the others, and `latest` names its
+// own, so the job that wrote them would resume from this one's weights. CheckpointError (bad input)
+// where `dir` holds checkpoints (held_checkpoints), as convert --to refuses one. Call it holding
+// `dir`'s lock (dir_lock.h), so no other job fills it meanwhile.
+void refuse_starting_over(const std::string& dir);
 
 // The newest complete checkpoint in `dir`: the step directory named by `latest` if it has a
 // manifest, else the highest step_<N> with a manifest; nullopt if there is none (or no `dir`).

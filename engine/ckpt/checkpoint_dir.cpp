@@ -75,6 +75,16 @@ std::vector<std::string> held_checkpoints(const std::string& dir) {
   return held;
 }
 
+void refuse_starting_over(const std::string& dir) {
+  std::string held;
+  for (const std::string& name : held_checkpoints(dir)) held += (held.empty() ? "" : ", ") + name;
+  if (held.empty()) return;
+  throw CheckpointError(dir, "holds checkpoints (" + held + ") and checkpoint.resume is never: this run would "
+                        "replace them with its own and point `latest` at them, so the job that wrote them would "
+                        "resume from this run's weights (fix: checkpoint.resume: auto to continue from them, or an "
+                        "empty or new checkpoint.dir to start over)");
+}
+
 std::optional<std::string> latest_checkpoint(const std::string& dir, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;

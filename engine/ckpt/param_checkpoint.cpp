@@ -344,4 +344,17 @@ std::vector<std::string> data_order_changes(const nlohmann::json& job_meta, cons
   return out;
 }
 
+std::vector<std::string> resume_warnings(const nlohmann::json& job_meta, const config::JobSpec& spec) {
+  std::vector<std::string> out;
+  for (const std::string& change : model_changes(job_meta, spec.model))
+    out.push_back("resuming with another model setting than the checkpoint's: " + change);
+  for (const std::string& change : training_changes(job_meta, spec))
+    out.push_back("resuming with other training settings than the checkpoint's: " + change +
+                  " (the run goes on with the job's)");
+  for (const std::string& change : data_order_changes(job_meta, spec))
+    out.push_back("resuming with another sample order than the checkpoint's: " + change +
+                  " (from here some samples repeat and others are skipped)");
+  return out;
+}
+
 }  // namespace ptrain::ckpt

@@ -56,21 +56,6 @@ dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) 
   return dist::make_parallel_groups(spec, comm, tied);
 }
 
-// resume: never starts over, and its saves would replace the step directories of the same steps in
-// checkpoint.dir, prune the others and point `latest` at its own: the job that wrote them would
-// then resume from this one's weights. A directory holding checkpoints is refused (as convert --to
-// refuses one), under the lock, so no other job can fill it meanwhile.
-void refuse_overwriting(const config::CheckpointSpec& c) {
-  if (c.resume != config::Resume::Never) return;
-  std::string held;
-  for (const std::string& name : ckpt::held_checkpoints(c.dir)) held += (held.empty() ? "" : ", ") + name;
-  if (held.empty()) return;
-  throw ckpt::CheckpointError(c.dir, "holds checkpoints (" + held + ") and checkpoint.resume is never: this run "
-                              "would replace them with its own and point `latest` at them, so the job that wrote "
-                              "them would resume from this run's weights (fix: checkpoint.resume: auto to continue "
-                              "from them, or an empty or new checkpoint.dir to start over)");
-}
-
 // Rank 0 claims checkpoint.dir for the job (ckpt/dir_lock.h: why rank 0, and how) before any rank
 // reads it, and tells every rank whether it could: when it could not, all of them fail alike, as
 // on bad input, rather than the others waiting in a collective rank 0 never joins.
@@ -82,7 +67,7 @@ std::unique_ptr<ckpt::CheckpointDirLock> claim_checkpoint_dir(const config::JobS
   if (comm.rank() == 0) {
     try {
       lock = std::make_unique<ckpt::CheckpointDirLock>(spec.checkpoint.dir);
-      refuse_overwriting(spec.checkpoint);
+      if (spec.checkpoint.resume == config::Resume::Never) ckpt::refuse_starting_over(spec.checkpoint.dir);
     } catch (const std::exception& e) {
       failure = std::current_exception();
       refusal = e.what();
@@ -227,14 +212,7 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
-        for (const std::string& change : ckpt::model_changes(loaded.job_meta(), spec.model))
-          note("warning: resuming with another model setting than the checkpoint's: " + change);
-        for (const std::string& change : ckpt::training_changes(loaded.job_meta(), spec))
-          note("warning: resuming with other training settings than the checkpoint's: " + change +
-               " (the run goes on with the job's)");
-        for (const std::string& change : ckpt::data_order_changes(loaded.job_meta(), spec))
-          note("warning: resuming with another sample order than the checkpoint's: " + change +
-               " (from here some samples repeat and others are skipped)");
+        for (const std::string& w : ckpt::resume_warnings(loaded.job_meta(), spec)) note("warning: " + w);
         const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
         // The data goes on from the samples taken, whatever global_batch took them.
         train_loader.resume_at(step, loaded.consumed_samples());
