@@ -159,9 +159,11 @@ constexpr SchemaEntry kLoggingEntries[] = {
 constexpr Section kLogging{"logging", kLoggingEntries};
 
 constexpr SchemaEntry kCommEntries[] = {
+    // At least a second: below that the ranks time out before they have met (1e-9 passed validate
+    // and ended every multi-rank run at once, exit 1).
     {"timeout_s",
      [](ValueReader& r, JobSpec& s) {
-       r.number(s.comm.timeout_s, NumberRange{{0, false}, NumberRange::Bound{kMaxTimeoutSeconds, true}});
+       r.number(s.comm.timeout_s, NumberRange{{1, true}, NumberRange::Bound{kMaxTimeoutSeconds, true}});
      }},
 };
 constexpr Section kComm{"comm", kCommEntries};

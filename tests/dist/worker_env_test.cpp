@@ -390,7 +390,7 @@ TEST_CASE("MASTER_PORT must be a TCP port") {
   CHECK(detect_some(with(kTorchrunWithToken, {{"MASTER_PORT", "65535"}})).store_port == 65535);
 }
 
-TEST_CASE("a numeric MASTER_ADDR must be an IPv4 address; a name is looked up when used") {
+TEST_CASE("a numeric MASTER_ADDR must be an IPv4 address (a name is looked up when used)") {
   // 256.1.1.1 had the other ranks retry it for the whole comm.timeout_s, then exit 1.
   for (const char* bad : {"256.1.1.1", "10.0.0", "1.2.3.4.5", "..."}) {
     INFO(bad);
