@@ -164,10 +164,11 @@ void add_convert_command(CLI::App& cli, int& exit_code) {
   cmd->add_option("--from-hf", args->from_hf,
                   "HF model directory (config.json + model.safetensors[.index.json])");
   cmd->add_flag("--init", args->init, "Start from a freshly initialised model (train.seed)");
-  cmd->add_option("--to-hf", args->to_hf, "Write model.safetensors + config.json into this directory")
-      ->check(non_empty());
+  CLI::Option* to_hf =
+      cmd->add_option("--to-hf", args->to_hf, "Write model.safetensors + config.json into this directory")
+          ->check(non_empty());
   cmd->add_option("--to", args->to, "Write a step_0 checkpoint into this checkpoint directory")->check(non_empty());
-  cmd->add_flag("--force", args->force, "Replace a model.safetensors already in --to-hf");
+  cmd->add_flag("--force", args->force, "Replace a model.safetensors already in --to-hf")->needs(to_hf);
   cmd->callback([args, &exit_code] { exit_code = convert(*args); });
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 #include <system_error>
 
 #include "engine/ckpt/file_io.h"
@@ -24,12 +25,14 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
-// Whether `path` begins as record_run_job writes a record (a file of another origin is not replaced).
+// Whether the regular file `path` begins as record_run_job writes a record (a file of another
+// origin is not replaced). Only the header's length is read.
 bool written_by_run(const std::string& path) {
-  std::ifstream in(path);
-  std::string first;
-  std::getline(in, first);
-  return first.rfind(kRecordHeader, 0) == 0;
+  const std::string_view header = kRecordHeader;
+  std::string first(header.size(), '\0');
+  std::ifstream in(path, std::ios::binary);
+  in.read(first.data(), static_cast<std::streamsize>(first.size()));
+  return in.gcount() == static_cast<std::streamsize>(header.size()) && first == header;
 }
 
 }  // namespace
@@ -49,6 +52,13 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
                    target.c_str());
     return;
   }
+  // Not a regular file (a FIFO would hold the run in open, /dev/zero would never end a line):
+  // nothing to read or replace.
+  if (const std::string other = io::other_kind_at(target.string(), io::OutputKind::File); !other.empty()) {
+    std::fprintf(stderr, "warning: cannot write %s (%s, not a regular file): `ptrain report` will need --job\n",
+                 target.c_str(), other.c_str());
+    return;
+  }
   if (fs::exists(target, ec) && !written_by_run(target.string())) {
     std::fprintf(stderr,
                  "warning: %s was not written by `ptrain run`: not replacing it with this run's job, so "
@@ -66,8 +76,6 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
                              config::yaml_with_values(*text, overrides);
   fs::create_directories(target.parent_path(), ec);  // as the metrics log does; a failure shows below
   try {
-    if (const std::string other = io::other_kind_at(target.string(), io::OutputKind::File); !other.empty())
-      throw std::runtime_error(other + ", not a regular file");
     ckpt::write_file_atomically(target.string(), record);  // a reader never sees half a file
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warning: cannot write %s (%s): `ptrain report` will need --job\n", target.c_str(), e.what());

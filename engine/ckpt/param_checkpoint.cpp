@@ -344,15 +344,21 @@ std::vector<std::string> data_order_changes(const nlohmann::json& job_meta, cons
   return out;
 }
 
-std::vector<std::string> resume_warnings(const nlohmann::json& job_meta, const config::JobSpec& spec) {
+std::vector<std::string> resume_messages(const nlohmann::json& job_meta, const config::JobSpec& spec) {
   std::vector<std::string> out;
   for (const std::string& change : model_changes(job_meta, spec.model))
-    out.push_back("resuming with another model setting than the checkpoint's: " + change);
-  for (const std::string& change : training_changes(job_meta, spec))
-    out.push_back("resuming with other training settings than the checkpoint's: " + change +
-                  " (the run goes on with the job's)");
+    out.push_back("warning: resuming with another model setting than the checkpoint's: " + change);
+  for (const std::string& change : training_changes(job_meta, spec)) {
+    // More steps is how a run is extended (what "nothing to train" advises): said, not warned.
+    if (change.rfind("train.steps: ", 0) == 0)
+      out.push_back("note: resuming with another " + change +
+                    " (the learning-rate schedule from here is the job's, laid over its train.steps)");
+    else
+      out.push_back("warning: resuming with other training settings than the checkpoint's: " + change +
+                    " (the run goes on with the job's)");
+  }
   for (const std::string& change : data_order_changes(job_meta, spec))
-    out.push_back("resuming with another sample order than the checkpoint's: " + change +
+    out.push_back("warning: resuming with another sample order than the checkpoint's: " + change +
                   " (from here some samples repeat and others are skipped)");
   return out;
 }

@@ -69,8 +69,9 @@ std::vector<std::string> training_changes(const nlohmann::json& job_meta, const 
 // skipped. A resume says each; a key the checkpoint does not record is not a difference.
 std::vector<std::string> data_order_changes(const nlohmann::json& job_meta, const config::JobSpec& spec);
 
-// What a resume of `spec` from a checkpoint of `job_meta` says, one line each: every model, training
-// and sample-order change above, and what it does to the run.
-std::vector<std::string> resume_warnings(const nlohmann::json& job_meta, const config::JobSpec& spec);
+// What a resume of `spec` from a checkpoint of `job_meta` says, one line each ("warning: ..." or, for
+// a changed train.steps, "note: ..."): every model, training and sample-order change above, and
+// what it does to the run.
+std::vector<std::string> resume_messages(const nlohmann::json& job_meta, const config::JobSpec& spec);
 
 }  // namespace ptrain::ckpt

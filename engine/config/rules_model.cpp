@@ -154,14 +154,18 @@ void resolve_padded_vocab(LoadContext& ctx) {
 }
 
 // An upper estimate of the model's parameters in floating point (attention 4 h^2 at most, the MLP's
-// three matrices per expert, the embedding and an untied head): a model past kMaxParameters would
-// overflow the exact counts validate makes (as negative parameters and memory).
+// three matrices per expert, the embedding and an untied head, GPT-2's position table): a model
+// past kMaxParameters would overflow the exact counts validate makes (as negative parameters and
+// memory).
 void check_parameter_count(LoadContext& ctx) {
   const ModelSpec& m = ctx.spec().model;
-  if (ctx.any_bad({"model.layers", "model.hidden", "model.ffn_hidden", "model.vocab", "model.moe.experts"})) return;
+  if (ctx.any_bad({"model.layers", "model.hidden", "model.ffn_hidden", "model.vocab", "model.moe.experts",
+                   "model.seq_len", "model.arch"}))
+    return;
   const double h = m.hidden, experts = m.moe ? m.moe->experts : 1;
+  const double positions = m.arch == Arch::Gpt2 ? static_cast<double>(m.seq_len) * h : 0;
   const double params = static_cast<double>(m.layers) * (4 * h * h + 3 * h * m.ffn_hidden * experts) +
-                        2 * h * static_cast<double>(m.padded_vocab > 0 ? m.padded_vocab : m.vocab);
+                        2 * h * static_cast<double>(m.padded_vocab > 0 ? m.padded_vocab : m.vocab) + positions;
   if (params <= kMaxParameters) return;
   ctx.error("model.hidden", cat("the model has about ", format_number(params), " parameters, more than the ",
                                 format_number(kMaxParameters), " ptrain counts"),

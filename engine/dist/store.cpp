@@ -487,10 +487,11 @@ int StoreServer::listen_socket(const std::string& address, int port) {
     throw DistError("store server: invalid listen address '" + where + "' (need a host and a port 0-65535)");
   }
   std::string error = "no addresses";
-  const AddrInfoList list = resolve(address, port, error);
-  // The store's own host (MASTER_ADDR) must resolve where it runs: a name or address that does not
-  // is the job's mistake (exit 2), not a failure to retry.
-  if (list == nullptr) throw LaunchConfigError("store server: cannot listen on " + where + ": " + error);
+  bool unknown = false;
+  const AddrInfoList list = resolve(address, port, error, &unknown);
+  // The store's own host (MASTER_ADDR) must be known where it runs: a name or address that is not is
+  // the job's mistake (exit 2); a lookup that failed for now (DNS) is a failure like any other.
+  if (list == nullptr && unknown) throw LaunchConfigError("store server: cannot listen on " + where + ": " + error);
   for (const addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
     UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
     int one = 1;

@@ -28,7 +28,7 @@ std::string errno_text(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
 
-AddrInfoList resolve(const std::string& host, int port, std::string& error) {
+AddrInfoList resolve(const std::string& host, int port, std::string& error, bool* unknown) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -36,6 +36,12 @@ AddrInfoList resolve(const std::string& host, int port, std::string& error) {
   addrinfo* found = nullptr;
   if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
     error = std::string("cannot resolve ") + join_host_port(host, port) + ": " + ::gai_strerror(rc);
+    if (unknown != nullptr) {
+      *unknown = rc == EAI_NONAME || rc == EAI_FAIL;
+#ifdef EAI_NODATA
+      *unknown = *unknown || rc == EAI_NODATA;
+#endif
+    }
   }
   return AddrInfoList(found, ::freeaddrinfo);
 }

@@ -40,8 +40,10 @@ milliseconds clamp_timeout(milliseconds ms);
 std::string errno_text(const char* what);
 
 using AddrInfoList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
-// The TCP addresses of host:port; empty, with `error` set, when it does not resolve.
-AddrInfoList resolve(const std::string& host, int port, std::string& error);
+// The TCP addresses of host:port; empty, with `error` set, when it does not resolve; `unknown` (when
+// given) then says whether the name is unknown (EAI_NONAME, EAI_NODATA, EAI_FAIL) rather than
+// unresolved for now (a DNS server that did not answer, no memory).
+AddrInfoList resolve(const std::string& host, int port, std::string& error, bool* unknown = nullptr);
 
 // Big-endian integers, and a key as u32 length | bytes.
 void put_be(std::vector<char>& out, std::uint64_t v, int bytes);

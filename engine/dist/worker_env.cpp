@@ -312,7 +312,8 @@ std::string store_host(const Env& env, const WorkerEnv& w) {
     in_addr parsed{};
     const bool numeric = addr->find_first_not_of("0123456789.") == std::string::npos;
     if (numeric && ::inet_pton(AF_INET, addr->c_str(), &parsed) != 1)
-      throw LaunchConfigError("MASTER_ADDR \"" + *addr + "\" is not an IPv4 address (four numbers 0-255)");
+      throw LaunchConfigError("MASTER_ADDR \"" + *addr +
+                              "\" is not an IPv4 address (four numbers 0-255, without leading zeros)");
     return *addr;
   }
   if (w.launcher == "srun") return slurm_store_host(env);

@@ -17,8 +17,10 @@ bool same_file(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
   std::error_code ec, ec_a, ec_b;
   if (fs::exists(a, ec_a) && fs::exists(b, ec_b)) return fs::equivalent(a, b, ec) && !ec;
-  // One not made yet: the same path once symlinks and dots are resolved.
-  const fs::path ca = fs::weakly_canonical(a, ec_a), cb = fs::weakly_canonical(b, ec_b);
+  // One not made yet: the same path once made absolute and symlinks and dots are resolved
+  // (weakly_canonical alone leaves a path relative where its first part does not exist).
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec_a), ec_a);
+  const fs::path cb = fs::weakly_canonical(fs::absolute(b, ec_b), ec_b);
   return !ec_a && !ec_b && ca == cb;
 }
 

@@ -39,7 +39,7 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::Flat
   }
 
   // DataParallel's windows: a tied embedding's own (0), two that the dense units alternate between,
-  // two for the experts' layout.
+  // two for the experts' units.
   const int dense_first = layout.tied ? 1 : 0, expert_first = dense_first + 2;
   std::vector<int> window(static_cast<std::size_t>(count));
   for (int u = 0, dense = 0, experts = 0; u < count; ++u) {

@@ -23,8 +23,8 @@ struct Zero3Gathers {
   std::int64_t expert_elements = 0, expert_calls = 0;  // the same of the experts' units apart
 };
 
-// `layout`: the flat layout (model::flat_layout, as count_rank_params cuts it) of pp rank `pp_rank` of `schedule` (the job's, which the caller has built
-// anyway).
-Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::FlatLayout& units, int pp_rank);
+// `layout`: the flat layout (model::flat_layout, as count_rank_params cuts it) of pp rank `pp_rank`
+// of `schedule` (the job's, which the caller has built anyway).
+Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::FlatLayout& layout, int pp_rank);
 
 }  // namespace ptrain::plan

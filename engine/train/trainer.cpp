@@ -212,7 +212,7 @@ struct Trainer::State {
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
           throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
-        for (const std::string& w : ckpt::resume_warnings(loaded.job_meta(), spec)) note("warning: " + w);
+        for (const std::string& line : ckpt::resume_messages(loaded.job_meta(), spec)) note(line);
         const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
         // The data goes on from the samples taken, whatever global_batch took them.
         train_loader.resume_at(step, loaded.consumed_samples());

@@ -991,8 +991,9 @@ class Checkpoints(unittest.TestCase):
         r = self.run_job(4, *changed)
         self.assertEqual(r.returncode, 0, r.stderr)
         prefix = "warning: resuming with other training settings than the checkpoint's: "
-        for change in ("train.steps: the checkpoint has 2, the job has 4",
-                       "optimizer.lr: the checkpoint has 0.0003, the job has 0.001",
+        self.assertIn("note: resuming with another train.steps: the checkpoint has 2, the job has 4 (the "
+                      "learning-rate schedule from here is the job's, laid over its train.steps)", r.stderr)
+        for change in ("optimizer.lr: the checkpoint has 0.0003, the job has 0.001",
                        "optimizer.betas: the checkpoint has [0.9,0.95], the job has [0.9,0.99]"):
             self.assertIn(prefix + change + " (the run goes on with the job's)", r.stderr)
         r = self.run_job(4, *changed)  # the step-4 checkpoint's own settings
@@ -1187,6 +1188,12 @@ class OutputsOverInputs(unittest.TestCase):
         self.assert_untouched(r, shard, b"\0" * 64)
         self.assertIn("is a data file", r.stderr)
         r = ptrain("run", self.job, "--set", "logging.trace=" + os.path.join(self.dir, "metrics.jsonl"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("is also logging.metrics", r.stderr)
+        # the same file in a folder not made yet, named two ways (relative paths are the run's cwd's)
+        r = subprocess.run([PTRAIN, "run", self.job, "--set", "logging.metrics=new/m.jsonl",
+                            "--set", "logging.trace=./new/../new/m.jsonl"], capture_output=True, text=True,
+                           timeout=60, cwd=self.dir)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("is also logging.metrics", r.stderr)
 

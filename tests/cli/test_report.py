@@ -182,6 +182,12 @@ class Report(unittest.TestCase):
             self.assertIn(recorded + " was not written by `ptrain run`: not replacing it", r.stderr)
             with open(recorded) as f:
                 self.assertEqual(f.read(), "name: somebody else's job\n")
+            # a named pipe there is not opened (the run waited in open forever, deaf to SIGTERM)
+            os.remove(recorded)
+            os.mkfifo(recorded)
+            r = ptrain("run", job, *sets)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("cannot write " + recorded + " (a named pipe (FIFO), not a regular file)", r.stderr)
             os.remove(recorded)
             ckpt = ["--set", "checkpoint.dir=" + os.path.join(d, "ckpt")]
             r = ptrain("run", job, *sets, *ckpt)

@@ -181,10 +181,15 @@ class Failures(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn(ckpt + ": holds checkpoints (step_10, latest) and checkpoint.resume is never", r.stderr)
             self.assertEqual(before, checkpoints())
-            # an empty directory is a fresh start
-            r = run(job(d, steps=10), "--set", "checkpoint.resume=never", "--set",
-                    "checkpoint.dir=" + os.path.join(d, "fresh"))
-            self.assertEqual(r.returncode, 0, r.stderr)
+            # a new directory, an empty one, and one a refused run left holding only its lock file
+            # are fresh starts
+            empty, lock_only = os.path.join(d, "empty"), os.path.join(d, "lock-only")
+            os.mkdir(empty)
+            os.mkdir(lock_only)
+            open(os.path.join(lock_only, "job.lock"), "w").close()
+            for fresh in (os.path.join(d, "new"), empty, lock_only):
+                r = run(job(d, steps=10), "--set", "checkpoint.resume=never", "--set", "checkpoint.dir=" + fresh)
+                self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_bad_data_is_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
