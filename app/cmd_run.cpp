@@ -46,7 +46,7 @@ struct RunArgs {
   std::int64_t stop_after_steps = 0;
 };
 
-std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM, polled once per step
+std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM/SIGHUP, polled once per step
 
 extern "C" void request_stop(int) { g_stop_requested.store(true); }
 
@@ -166,6 +166,12 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
           const std::function<void()>& record) {
   train::TrainerOptions options;
   if (!parse_fault(options)) return kExitBadInput;
+  if (options.fault_rank >= spec.world || options.fault_step > spec.train.steps) {  // it would inject nothing
+    std::fprintf(stderr, "error: PTRAIN_DEBUG_FAULT names rank %d, step %lld: the job has ranks 0-%d, steps 1-%lld\n",
+                 options.fault_rank, static_cast<long long>(options.fault_step), spec.world - 1,
+                 static_cast<long long>(spec.train.steps));
+    return kExitBadInput;
+  }
   auto lap = [at = started]() mutable {  // seconds since the previous lap
     const auto now = std::chrono::steady_clock::now();
     return std::chrono::duration<double>(now - std::exchange(at, now)).count();
@@ -181,8 +187,13 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   }
   options.startup.backend_s = lap();
   kernels::set_cpu_threads(cpu_threads(env ? env->local_world : 1));
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
+  // SIGHUP too (a terminal closed on a rank, as the launcher forwards it): a stop with a checkpoint,
+  // not death by the default action; unless the rank inherited it ignored (nohup), which stays.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN && sig == SIGHUP) continue;
+    std::signal(sig, request_stop);
+  }
   mask_stop_signals(SIG_UNBLOCK);  // one that came during start-up is delivered now: a clean stop
   // A peer that dies mid-collective must surface as a failed collective (with its log), not kill
   // this rank with SIGPIPE from inside Gloo's socket writes.

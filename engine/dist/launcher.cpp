@@ -255,8 +255,14 @@ void Supervisor::on_signal(int sig) {
   }
   const Clock::time_point now = Clock::now();
   const bool repeated = last_stop_ && now - *last_stop_ < grace_;
-  if (repeated || failed_) {
-    // The user insists, or the job is already being taken down after a failure.
+  if (failed_) {
+    // The job is already being taken down after a failure: the stop ends what is left at once, and
+    // the job still exits as the failure says (2 for bad input).
+    write_all(2, "ptrain launcher: " + signal_name(sig) + " after a rank failed, killing the other workers\n");
+    signal_all(SIGKILL);
+    return;
+  }
+  if (repeated) {  // the user insists
     write_all(2, "ptrain launcher: " + signal_name(sig) + " again, killing all workers\n");
     escalated_ = true;
     signal_all(SIGKILL);

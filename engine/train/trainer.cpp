@@ -574,7 +574,9 @@ RunResult Trainer::State::run_steps() {
       save(m.step);
     if (outcome.stop && m.step != spec.train.steps) {
       result.status = RunStatus::Interrupted;
-      note("stop requested: checkpointing after step " + std::to_string(m.step));
+      note("stop requested: " +
+           std::string(spec.checkpoint.dir.empty() ? "stopping (no checkpoint.dir: nothing saved)" : "checkpointing") +
+           " after step " + std::to_string(m.step));
       save(m.step);
       result.typical_step = record.typical();
       return result;

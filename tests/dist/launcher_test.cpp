@@ -416,6 +416,27 @@ TEST_CASE("workers start with the caller's signal mask, not the launcher's") {
   CHECK((blocked & (1u << (SIGCHLD - 1))) == 0);  // the launcher's own blocked set stays its own
 }
 
+TEST_CASE("a stop signal after a rank failed on bad input ends the rest, and the job still exits 2") {
+  // It was taken for a second signal: "again, killing all workers", and exit 1.
+  ScratchDir dir;
+  const std::string d = dir.str();
+  LaunchOptions options = shell_workers(2, "if [ $RANK = 0 ]; then " + await_files({d + "/pid.1"}) +
+                                               "exit 2; else trap '' TERM; echo $$ > " + d + "/pid.1; sleep 30; fi");
+  options.grace_seconds = 20;
+  const Launch run = run_launcher(dir, options, {}, [&](pid_t launcher) {
+    REQUIRE(wait_until(
+        [&] { return read_text(dir.file("launcher.err")).find("exited with code 2") != std::string::npos; },
+        kSettle));
+    ::kill(launcher, SIGTERM);
+  });
+  INFO(run.out << run.err);
+  CHECK(run.exit_code() == 2);
+  CHECK(run.seconds < kLongBeforeTheSleeps);
+  CHECK_THAT(run.err, Catch::Contains("SIGTERM after a rank failed, killing the other workers"));
+  CHECK_THAT(run.err, !Catch::Contains("again"));
+  CHECK(wait_until([&] { return process_gone(read_pid(dir.file("pid.1"))); }, kSettle));
+}
+
 TEST_CASE("a second stop signal within the grace period kills the workers") {
   ScratchDir dir;
   const std::string d = dir.str();
