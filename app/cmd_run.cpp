@@ -1,5 +1,7 @@
 // `ptrain run job.yaml [--nproc N] [--set key=value ...]`: train.
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -87,6 +89,19 @@ int cpu_threads(int local_ranks) {
   return std::max(1, cores / std::max(1, local_ranks));
 }
 
+// Under mpirun, srun or torchrun a rank's parent is the launcher's daemon or agent: when that goes
+// (mpirun killed outright), the rank stops as on SIGTERM, with a checkpoint, rather than train on as
+// an orphan that holds checkpoint.dir. A rank started by hand (RANK/WORLD_SIZE without torchrun) is a
+// shell's child, and a shell that exits does not stop it (a closed terminal is SIGHUP's to say).
+// `parent`: this process's parent when it started; one gone already is a stop now.
+void stop_with_parent(const dist::WorkerEnv& env, pid_t parent) {
+  const bool under_agent =
+      env.launcher == "mpirun" || env.launcher == "srun" || std::getenv("TORCHELASTIC_RUN_ID") != nullptr;
+  if (!under_agent || env.launcher == "ptrain") return;  // ptrain's own workers die with it (launcher.cpp)
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) g_stop_requested.store(true);
+}
+
 // PTRAIN_DEBUG_FAULT="<rank>:<step>:<kill|exit|stall>": a debug setting for fault tests.
 bool parse_fault(train::TrainerOptions& options) {
   const char* text = std::getenv("PTRAIN_DEBUG_FAULT");
@@ -163,7 +178,7 @@ int fail(dist::Session* session, int code, const std::string& message, const std
 // run's record alone.
 int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<dist::WorkerEnv>& env,
           const std::optional<plan::Estimate>& predicted, std::chrono::steady_clock::time_point started,
-          const std::function<void()>& record) {
+          pid_t parent, const std::function<void()>& record) {
   train::TrainerOptions options;
   if (!parse_fault(options)) return kExitBadInput;
   if (options.fault_rank >= spec.world || options.fault_step > spec.train.steps) {  // it would inject nothing
@@ -194,6 +209,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN && sig == SIGHUP) continue;
     std::signal(sig, request_stop);
   }
+  if (env) stop_with_parent(*env, parent);
   mask_stop_signals(SIG_UNBLOCK);  // one that came during start-up is delivered now: a clean stop
   // A peer that dies mid-collective must surface as a failed collective (with its log), not kill
   // this rank with SIGPIPE from inside Gloo's socket writes.
@@ -256,6 +272,7 @@ namespace {
 // The stop signals are held already (hold_stop_signals_for_run, from main).
 int run_training(const RunArgs& args) {
   const auto started = std::chrono::steady_clock::now();
+  const pid_t parent = ::getppid();
   std::optional<dist::WorkerEnv> env;
   if (!detect_worker(env)) return kExitBadInput;
   if (std::optional<int> threads; !omp_threads(threads)) return kExitBadInput;
@@ -308,7 +325,7 @@ int run_training(const RunArgs& args) {
   if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node != job.spec.world && job.spec.world % local == 0)
     as_run.insert(as_run.end(), {"cluster.nodes=" + std::to_string(job.spec.world / local),
                                  "cluster.gpus_per_node=" + std::to_string(local)});
-  return train(args, job.spec, env, est, started,
+  return train(args, job.spec, env, est, started, parent,
                [&] { record_run_job(args.job.job_path, as_run, job.spec.logging.metrics); });
 }
 

@@ -209,6 +209,40 @@ class Mpirun(LauncherCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(r.stderr.count("is not divisible by train.micro_batch*dp = 1*3"), 1, r.stderr)
 
+    def test_ranks_of_a_killed_mpirun_stop_with_a_checkpoint(self):
+        # kill -9 of mpirun took its daemons but not the ranks: they trained on as orphans to the last
+        # step, holding checkpoint.dir. Now each stops as on SIGTERM when its parent goes.
+        with open(self.job) as f:
+            text = f.read().replace(f"steps: {STEPS}", "steps: 100000")
+        with open(self.job, "w") as f:
+            f.write(text)
+        p = subprocess.Popen([*mpirun_cmd(2), PTRAIN, "run", self.job], cwd=self.dir, env=clean_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and not os.path.exists(os.path.join(self.dir, "metrics.jsonl")):
+            time.sleep(0.2)
+        def ranks():
+            found = []
+            for pid in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if self.job.encode() in f.read() and int(pid) != p.pid:
+                            found.append(int(pid))
+                except (OSError, ValueError):
+                    pass
+            return found
+        self.assertEqual(len(ranks()), 2)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        deadline = time.time() + 60
+        while time.time() < deadline and ranks():
+            time.sleep(0.2)
+        left = ranks()
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        self.assertEqual(left, [], "ranks of the killed mpirun trained on")
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "ckpt", "latest")), "no checkpoint was saved")
+
     def test_mpirun_nproc_mismatch_is_bad_input(self):
         r = run_timed("mpirun -np 2 --nproc 4", [*mpirun_cmd(2), PTRAIN, "run", self.job, "--nproc", "4"],
                       clean_env(), self.dir, timeout=120)
