@@ -170,6 +170,7 @@ class Supervisor {
   const Clock::duration grace_;
   std::string host_;
   SignalChannel signals_;
+  OutputWriter output_;  // after signals_: its thread starts with the launcher's signals blocked
   std::vector<Worker> workers_;
   bool failed_ = false;                             // a worker failed: the launcher returns 1
   bool bad_input_ = false;                          // ... with exit code 2 (bad input): it returns 2
@@ -258,18 +259,18 @@ void Supervisor::on_signal(int sig) {
   if (failed_) {
     // The job is already being taken down after a failure: the stop ends what is left at once, and
     // the job still exits as the failure says (2 for bad input).
-    write_all(2, "ptrain launcher: " + signal_name(sig) + " after a rank failed, killing the other workers\n");
+    output_.write(2, "ptrain launcher: " + signal_name(sig) + " after a rank failed, killing the other workers\n");
     signal_all(SIGKILL);
     return;
   }
   if (repeated) {  // the user insists
-    write_all(2, "ptrain launcher: " + signal_name(sig) + " again, killing all workers\n");
+    output_.write(2, "ptrain launcher: " + signal_name(sig) + " again, killing all workers\n");
     escalated_ = true;
     signal_all(SIGKILL);
     return;
   }
   const int forward = sig == SIGHUP ? SIGTERM : sig;
-  write_all(2, "ptrain launcher: " + signal_name(sig) + ", asking the workers to stop (" +
+  output_.write(2, "ptrain launcher: " + signal_name(sig) + ", asking the workers to stop (" +
                    signal_name(forward) + "; again within " + format_seconds(options_.grace_seconds) +
                    " s to kill them)\n");
   last_stop_ = now;
@@ -330,11 +331,11 @@ void Supervisor::report(const Worker& w, int status) {
     text += "ptrain launcher: stopping the other " + std::to_string(others) +
             " workers (SIGTERM, SIGKILL after " + format_seconds(options_.grace_seconds) + " s)\n";
   }
-  write_all(2, text);
+  output_.write(2, text);
 }
 
 void Supervisor::emit(Worker& w, const OutputStream& s, const std::string& line) {
-  write_all(s.target, "[rank " + std::to_string(w.rank) + "] " + line + "\n");
+  output_.write(s.target, "[rank " + std::to_string(w.rank) + "] " + line + "\n");
   if (options_.tail_lines <= 0) return;
   w.tail.push_back(line);
   while (w.tail.size() > static_cast<std::size_t>(options_.tail_lines)) w.tail.pop_front();
@@ -419,7 +420,7 @@ int Supervisor::run() {
       for (const Worker& w : workers_)
         if (w.alive) stuck += (stuck.empty() ? "" : ", ") + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ")";
       if (!stuck.empty())
-        write_all(2, "ptrain launcher: rank(s) " + stuck + " did not stop within " +
+        output_.write(2, "ptrain launcher: rank(s) " + stuck + " did not stop within " +
                          format_seconds(options_.grace_seconds) +
                          " s of being asked (stopped, or stuck outside the others' collective?): killing them\n");
       signal_all(SIGKILL);
@@ -453,7 +454,7 @@ void validate(const LaunchOptions& options) {
 int launch_local(const LaunchOptions& options) {
   validate(options);
   ensure_stdio_open();
-  // Output whose reader has gone (`ptrain run ... | head`) is dropped (write_all), not a SIGPIPE that
+  // Output whose reader has gone (`ptrain run ... | head`) is dropped (OutputWriter), not a SIGPIPE that
   // would end the launcher and with it the job; a run alone ignores it too (so does each worker).
   ::signal(SIGPIPE, SIG_IGN);
   const char* inherited_token = std::getenv("PTRAIN_JOB_TOKEN");

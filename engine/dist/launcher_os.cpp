@@ -9,8 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "engine/dist/dist_error.h"
 
@@ -33,6 +38,63 @@ void write_all(int fd, const std::string& data) {
       return;  // the launcher's own output is gone (closed terminal); keep supervising
     }
   }
+}
+
+struct OutputWriter::State {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::pair<int, std::string>> queue;
+  std::size_t queued_bytes = 0;
+  std::size_t dropped_lines = 0;
+  bool closing = false, done = false;
+
+  void run() {
+    sigset_t all;  // the launcher reads its signals from a signalfd: none may land in this thread
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      changed.wait(lock, [&] { return !queue.empty() || closing; });
+      if (queue.empty()) break;  // closing, and all written
+      auto [fd, text] = std::move(queue.front());
+      queue.pop_front();
+      queued_bytes -= text.size();
+      if (queue.empty() && dropped_lines > 0) {
+        text += "ptrain launcher: " + std::to_string(dropped_lines) +
+                " lines of output were dropped: their reader did not keep up\n";
+        dropped_lines = 0;
+      }
+      lock.unlock();
+      write_all(fd, text);  // may block on a stalled reader: only this thread waits
+      lock.lock();
+      changed.notify_all();
+    }
+    done = true;
+    changed.notify_all();
+  }
+};
+
+OutputWriter::OutputWriter() : state_(std::make_shared<State>()) {
+  std::thread([state = state_] { state->run(); }).detach();
+}
+
+OutputWriter::~OutputWriter() {
+  constexpr auto kDrain = std::chrono::seconds(5);
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->closing = true;
+  state_->changed.notify_all();
+  state_->changed.wait_for(lock, kDrain, [&] { return state_->done; });
+}
+
+void OutputWriter::write(int fd, std::string text) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->queued_bytes + text.size() > kMaxQueuedBytes) {
+    ++state_->dropped_lines;
+    return;
+  }
+  state_->queued_bytes += text.size();
+  state_->queue.emplace_back(fd, std::move(text));
+  state_->changed.notify_all();
 }
 
 void ensure_stdio_open() {

@@ -5,6 +5,8 @@
 
 #include <signal.h>
 
+#include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,6 +21,28 @@ std::string errno_text(int err);
 // Writes all of `data`, waiting out a non-blocking or interrupted descriptor; gives up quietly when
 // the descriptor is gone (a closed terminal: the launcher keeps supervising).
 void write_all(int fd, const std::string& data);
+
+// The launcher's own output (its stdout and stderr: the workers' lines and its messages), written
+// by a thread of its own, so that a reader that stalls (a paused terminal, `| less` not read) never
+// stalls the supervisor: it keeps reading the workers' pipes (or they would block in their next
+// print, mid-step) and answering signals. Past kMaxQueuedBytes waiting, lines are dropped, and how
+// many is said once the reader takes output again.
+class OutputWriter {
+ public:
+  static constexpr std::size_t kMaxQueuedBytes = 16 << 20;
+  OutputWriter();
+  // Waits up to 5 s for the queue to be written, then leaves the rest (a reader that never reads
+  // must not keep the launcher from exiting).
+  ~OutputWriter();
+  OutputWriter(const OutputWriter&) = delete;
+  OutputWriter& operator=(const OutputWriter&) = delete;
+  // Queues `text` for `fd` (1 or 2); never blocks on the descriptor.
+  void write(int fd, std::string text);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;  // shared with the thread, which may outlive this object
+};
 
 // Every descriptor the launcher creates must be 3 or above, or dup2 onto a worker's 0/1/2 could
 // clobber one it still needs: reopens any closed standard descriptor on /dev/null.

@@ -715,6 +715,23 @@ class Faults(Timed):
             self.assertEqual(p.wait(timeout=120), 0)
             self.assertTrue(os.path.isdir(os.path.join(d, "ckpt", "step_400")))
 
+    def test_a_reader_that_stalls_stalls_no_rank(self):
+        # `ptrain run ... | less`, not read for a while: the launcher blocked writing, the workers then
+        # blocked in their next print, and the job died of its own collective timeout (exit 1). Now
+        # the launcher queues its output and the job trains on; the reader gets every line later.
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=4000, every=0, timeout=3),
+                                  "--set", "logging.every=1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 env=env())
+            deadline = time.time() + 60
+            while time.time() < deadline and len(metrics(d) if os.path.exists(os.path.join(d, "metrics.jsonl"))
+                                                 else []) < 4000:
+                time.sleep(0.2)  # the output is not read meanwhile
+            out = p.stdout.read().decode()
+            self.assertEqual(p.wait(timeout=60), 0, out[-3000:])
+            self.assertIn("[rank 0] step   4000/4000", out)
+            self.assertEqual(len(metrics(d)), 4000)
+
     def test_real_kill_9_of_a_worker(self):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.time()
