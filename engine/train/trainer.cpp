@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -203,11 +204,18 @@ struct Trainer::State {
   std::int64_t restore() {
     const auto& c = spec.checkpoint;
     if (!c.dir.empty() && c.resume == config::Resume::Auto) {
-      std::vector<std::string> warnings;  // step directories passed over: an older step is no secret
-      const auto latest = ckpt::latest_checkpoint(c.dir, &warnings);
-      for (const std::string& w : warnings) note("warning: " + w);
-      if (latest) {
-        ckpt::LoadedCheckpoint loaded(*latest);
+      // Rank 0 finds the step and every rank reads it: ranks looking for themselves could find others
+      // (a relative checkpoint.dir in another working directory) and train on mismatched.
+      std::string latest;
+      if (comm.rank() == 0) {
+        std::vector<std::string> warnings;  // step directories passed over: an older step is no secret
+        if (const auto found = ckpt::latest_checkpoint(c.dir, &warnings))
+          latest = std::filesystem::absolute(*found).string();
+        for (const std::string& w : warnings) note("warning: " + w);
+      }
+      comm.broadcast_string(comm.world_group(), latest, 0);
+      if (!latest.empty()) {
+        ckpt::LoadedCheckpoint loaded(latest);
         for (const std::string& w : loaded.warnings()) note("warning: " + w);
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
         if (!mismatches.empty())
@@ -267,7 +275,9 @@ struct Trainer::State {
     last_saved_step = step;
     const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(step), "checkpoint");
     const dist::Group& world = comm.world_group();
-    std::string tmp_dir = leader ? ckpt::begin_checkpoint(spec.checkpoint.dir, step) : std::string();
+    // Absolute: every rank writes where rank 0 made it, whatever its own working directory.
+    std::string tmp_dir =
+        leader ? std::filesystem::absolute(ckpt::begin_checkpoint(spec.checkpoint.dir, step)).string() : std::string();
     comm.broadcast_string(world, tmp_dir, 0);
     std::exception_ptr failure;  // this rank's own
     std::string report;          // to rank 0: what this rank wrote (RankFileInfo JSON), or why nothing

@@ -471,8 +471,8 @@ class SharedStorePort(LauncherCase):
                 os.killpg(p.pid, signal.SIGKILL)
                 p.communicate()
 
-    def start(self, *args, **kwargs):
-        p = start_rank(self.job, self.dir, *args, **kwargs)
+    def start(self, *args, cwd=None, job=None, **kwargs):
+        p = start_rank(job or self.job, cwd or self.dir, *args, **kwargs)
         self.procs.append(p)
         return p
 
@@ -506,6 +506,31 @@ class SharedStorePort(LauncherCase):
         self.assertEqual(len(losses), len(ref))
         for step, (got, want) in enumerate(zip(losses, ref), start=1):
             self.assertLessEqual(abs(got - want), RTOL * abs(want), f"step {step}: {losses} vs {ref}")
+
+    def test_every_rank_resumes_the_step_rank_0_found(self):
+        # A relative checkpoint.dir with ranks in two working directories: rank 0 resumed at its step
+        # and rank 1, finding nothing in its own cwd, from the seed; they trained on mismatched until
+        # a bare collective timeout. Now every rank reads the step rank 0 found (here, by its path).
+        with open(self.job) as f:
+            text = f.read().replace(f"dir: {self.dir}/ckpt", "dir: ckpt")
+        relative = os.path.join(self.dir, "relative.yaml")
+        with open(relative, "w") as f:
+            f.write(text)
+        other = tempfile.mkdtemp(prefix="ptrain-launch-other-")
+        self.addCleanup(shutil.rmtree, other, True)
+        port = free_port()
+        first = [self.start(r, port, "job-r", "--set", "cluster.gpus_per_node=2", "--set", "train.steps=6",
+                            job=relative) for r in (0, 1)]
+        for r, proc in enumerate(first):
+            self.assertEqual(wait_for(proc, f"first run, rank {r}", timeout=120).returncode, 0)
+        port = free_port()
+        second = [self.start(0, port, "job-r2", "--set", "cluster.gpus_per_node=2", job=relative),
+                  self.start(1, port, "job-r2", "--set", "cluster.gpus_per_node=2", job=relative, cwd=other)]
+        results = [wait_for(proc, f"second run, rank {r}", timeout=120) for r, proc in enumerate(second)]
+        self.assertEqual([r.returncode for r in results], [0, 0], results[0].stderr + results[1].stderr)
+        self.assertIn("at step 6", results[0].stderr)
+        self.assertEqual([x["step"] for x in metrics(self.dir)][-1], STEPS)
+        self.assertFalse(os.path.exists(os.path.join(other, "ckpt")), "rank 1 saved into its own cwd")
 
     def test_a_rank_claimed_twice_fails_the_second_claim(self):
         # Two processes with the same token and job both say they are rank 1 (one job launched twice
