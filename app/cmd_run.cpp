@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <stop_token>
 #include <thread>
 
 #include "app/commands.h"
@@ -101,6 +102,27 @@ void stop_with_parent(const dist::WorkerEnv& env, pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != parent) g_stop_requested.store(true);
 }
+
+// The rendezvous waits (for the store, for every rank to join) are not steps and do not poll the
+// stop flag: they would keep a stopped rank until comm.timeout_s (ten minutes by default). Nothing
+// is saved before the first step, so a stop meanwhile ends the rank at once, exit 0.
+class StopDuringRendezvous {
+ public:
+  explicit StopDuringRendezvous(bool leader)
+      : watcher_([leader](std::stop_token done) {
+          while (!done.stop_requested()) {
+            if (g_stop_requested.load()) {
+              if (leader) std::fputs("stop requested before the first step: nothing to save\n", stderr);
+              std::fflush(nullptr);
+              ::_exit(0);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+        }) {}
+
+ private:
+  std::jthread watcher_;  // stopped and joined when the rendezvous is over
+};
 
 // PTRAIN_DEBUG_FAULT="<rank>:<step>:<kill|exit|stall>": a debug setting for fault tests.
 bool parse_fault(train::TrainerOptions& options) {
@@ -224,7 +246,10 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
         std::fprintf(stderr, "warning: PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids "
                              "and keeps out mistakes, not attackers\n");
       const std::chrono::milliseconds timeout(static_cast<std::int64_t>(spec.comm.timeout_s * 1000));
-      session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
+      {
+        const StopDuringRendezvous stop(env->rank == 0);
+        session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
+      }
       comm = &session->comm();
       options.startup.rendezvous_s = lap();
     } else {

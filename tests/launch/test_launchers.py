@@ -507,6 +507,21 @@ class SharedStorePort(LauncherCase):
         for step, (got, want) in enumerate(zip(losses, ref), start=1):
             self.assertLessEqual(abs(got - want), RTOL * abs(want), f"step {step}: {losses} vs {ref}")
 
+    def test_a_stop_while_waiting_for_the_other_ranks_ends_the_rank_at_once(self):
+        # The rendezvous waits ignored SIGINT/SIGTERM until comm.timeout_s (here 60 s; 600 by default),
+        # then exited 1. Nothing is saved before the first step: a stop ends a waiting rank, exit 0.
+        for rank, sig in ((0, signal.SIGTERM), (1, signal.SIGINT)):
+            with self.subTest(rank=rank):
+                p = self.start(rank, free_port(), "job-s")
+                time.sleep(1.5)  # rank 0 waits for rank 1 to join, rank 1 for a store that is not up
+                t0 = time.monotonic()
+                p.send_signal(sig)
+                r = wait_for(p, f"rank {rank}", timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertLess(time.monotonic() - t0, 10)
+                if rank == 0:
+                    self.assertIn("stop requested before the first step: nothing to save", r.stderr)
+
     def test_every_rank_resumes_the_step_rank_0_found(self):
         # A relative checkpoint.dir with ranks in two working directories: rank 0 resumed at its step
         # and rank 1, finding nothing in its own cwd, from the seed; they trained on mismatched until
