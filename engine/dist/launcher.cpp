@@ -63,6 +63,7 @@ struct Worker {
   OutputStream out;
   OutputStream err;
   std::deque<std::string> tail;
+  std::optional<Clock::time_point> exited_ok;  // when it exited 0
 };
 
 // Everything a child needs, prepared before fork: after fork only async-signal-safe calls run.
@@ -303,6 +304,7 @@ void Supervisor::on_exit(Worker& w, int status) {
   read_stream(w, w.out, true);
   read_stream(w, w.err, true);
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (ok) w.exited_ok = Clock::now();
   if (ok || failed_) return;
   failed_ = true;
   bad_input_ = WIFEXITED(status) && WEXITSTATUS(status) == 2;
@@ -325,6 +327,12 @@ void Supervisor::report(const Worker& w, int status) {
   }
   text += "last output of rank " + std::to_string(w.rank) + ":" + (w.tail.empty() ? " (none)\n" : "\n");
   for (const std::string& line : w.tail) text += "  " + line + "\n";
+  // A rank that left before the failure, exit 0 or not, is often its cause: the others wait for it.
+  for (const Worker& o : workers_)
+    if (o.exited_ok)
+      text += "ptrain launcher: rank " + std::to_string(o.rank) + " had exited 0, " +
+              format_seconds(std::chrono::duration<double>(Clock::now() - *o.exited_ok).count()) +
+              " s before\n";
   const int others = static_cast<int>(
       std::count_if(workers_.begin(), workers_.end(), [](const Worker& o) { return o.alive; }));
   if (others > 0) {

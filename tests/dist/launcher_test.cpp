@@ -303,6 +303,17 @@ TEST_CASE("a failing worker is reported with its last lines and the others are t
   }
 }
 
+TEST_CASE("a failure report names the ranks that had already exited 0") {
+  // A rank that left mid-run with exit 0 went unmentioned; the report blamed the rank left waiting.
+  ScratchDir dir;
+  const std::string d = dir.str();
+  const Launch run = run_launcher(
+      dir, shell_workers(2, "if [ $RANK = 1 ]; then exit 0; else sleep 0.5; exit 1; fi"));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code() == 1);
+  CHECK_THAT(run.err, Catch::Contains("error: rank 0") && Catch::Contains("rank 1 had exited 0, "));
+}
+
 TEST_CASE("a worker's leftover children are killed and do not keep the launcher waiting") {
   ScratchDir dir;
   const Launch run =
