@@ -42,8 +42,7 @@ int bad_input(const std::string& message) {
 // next resume would start over from the converted weights and, saving on, prune the real ones.
 // Refused (exit 2) where `dir` holds any step directory or a `latest`; nothing there is touched.
 std::optional<std::string> holds_checkpoints(const std::string& dir) {
-  std::string found;
-  for (const std::string& name : ckpt::held_checkpoints(dir)) found += (found.empty() ? "" : ", ") + name;
+  const std::string found = ckpt::held_checkpoints(dir);
   if (found.empty()) return std::nullopt;
   return dir + " already holds checkpoints (" + found + "): convert --to writes step_0 and points `latest` at it, "
          "so a job resuming from " + dir + " would start over from the converted weights (fix: give --to an empty "

@@ -1,9 +1,9 @@
 #include "app/run_record.h"
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
 #include <string_view>
 #include <system_error>
 

@@ -98,9 +98,10 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
 
 // The steps of the step_<N> directories in `dir` (complete or not), newest first; none without `dir`.
 std::vector<std::int64_t> step_directories(const std::string& dir);
-// What of a checkpoint history `dir` holds: its step_<N> directories (newest first) and `latest`
-// (of any kind), by name; empty for an empty, new or missing directory.
-std::vector<std::string> held_checkpoints(const std::string& dir);
+// What of a checkpoint history `dir` holds, for a message: its step_<N> directories (newest first)
+// and `latest` (of any kind), by name ("step_4, step_2, latest"); empty for an empty, new or missing
+// directory.
+std::string held_checkpoints(const std::string& dir);
 // A run that starts over (checkpoint.resume: never) saves into `dir` as any run does: its step
 // directories replace those of the same steps, pruning removes the others, and `latest` names its
 // own, so the job that wrote them would resume from this one's weights. CheckpointError (bad input)

@@ -67,17 +67,17 @@ std::vector<std::int64_t> step_directories(const std::string& dir) {
   return steps;
 }
 
-std::vector<std::string> held_checkpoints(const std::string& dir) {
-  std::vector<std::string> held;
-  for (const std::int64_t step : step_directories(dir)) held.push_back(step_dir_name(step));
+std::string held_checkpoints(const std::string& dir) {
+  std::string held;
+  for (const std::int64_t step : step_directories(dir)) held += (held.empty() ? "" : ", ") + step_dir_name(step);
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(join_path(dir, kLatestName), ec))) held.emplace_back(kLatestName);
+  if (fs::exists(fs::symlink_status(join_path(dir, kLatestName), ec)))
+    held += (held.empty() ? "" : ", ") + std::string(kLatestName);
   return held;
 }
 
 void refuse_starting_over(const std::string& dir) {
-  std::string held;
-  for (const std::string& name : held_checkpoints(dir)) held += (held.empty() ? "" : ", ") + name;
+  const std::string held = held_checkpoints(dir);
   if (held.empty()) return;
   throw CheckpointError(dir, "holds checkpoints (" + held + ") and checkpoint.resume is never: this run would "
                         "replace them with its own and point `latest` at them, so the job that wrote them would "
