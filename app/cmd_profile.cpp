@@ -102,6 +102,7 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
   options.quick = args.quick;
   options.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
   plan::MeasuredProfile profile = measure_profile(ops, options);
+  profile.device = machine.device;  // before the calibration, which times the job as this GPU
   std::fprintf(stderr, "  calibration: training a reference job with the engine\n");
   profile.calibration = calibrate(ops, profile, args.quick);
   std::fprintf(stderr, "  calibration: %s: %.4f s a step, compute %.2fx the tables' prediction\n",
@@ -111,7 +112,6 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
     std::fprintf(stderr,
                  "warning: the reference step and the tables disagree by more than 1.5x: was the machine busy "
                  "with other work? Measure again on an idle machine\n");
-  profile.device = machine.device;
   profile.versions = machine.versions;
   // The CUDA module names cuDNN's version, and the mode its attention ran under, where cuDNN loaded
   // (kernels/cuda/cuda_ops.cu); elsewhere the attention timed is ptrain's own.

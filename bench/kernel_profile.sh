@@ -10,7 +10,7 @@
 # Writes DIR/<impl>-<model>.csv (raw), .txt (the table) and .json; DIR defaults to $OUT when set
 # (the device tool), else bench/out/profile. Environment: PTRAIN (as bench/gpu_benchmark.sh),
 # NCU (default: ncu on PATH, else /usr/local/cuda/bin/ncu), PYTHON, GPT2_MICRO_BATCH (32),
-# LLAMA_MICRO_BATCH (2).
+# LLAMA_MICRO_BATCH (2), PTRAIN_CUDNN_ATTENTION (ptrain's attention; auto is profiled as fast: see below).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -39,6 +39,14 @@ ncu_args=(--metrics gpu__time_duration.sum --csv --page raw --clock-control none
   --target-processes all --log-file "$base.csv")
 case "$impl" in
   ptrain)
+    # auto times ptrain's kernels against cuDNN's at each shape's first call; under the profiler's
+    # kernel replay those timings are not the run's (2026-11-28: the Llama backward went to ours,
+    # 15.7 against 23.6 ms, where the unprofiled run takes cuDNN's), so profile cuDNN's kernels, as
+    # the benchmark jobs run them; PTRAIN_CUDNN_ATTENTION=off profiles ours.
+    if [[ -z "${PTRAIN_CUDNN_ATTENTION:-}" || "$PTRAIN_CUDNN_ATTENTION" == auto ]]; then
+      export PTRAIN_CUDNN_ATTENTION=fast
+      echo "kernel_profile: PTRAIN_CUDNN_ATTENTION=fast (auto's timing does not hold under the profiler)" >&2
+    fi
     ptrain=${PTRAIN:-$([[ -x device-bundle/run-ptrain.sh ]] && echo device-bundle/run-ptrain.sh || echo build/ptrain)}
     "$ncu" "${ncu_args[@]}" "$ptrain" run "$job" --nproc 1 --set train.steps=1 --set "train.micro_batch=$micro" \
       --set "train.global_batch=$micro" --set logging.metrics="$base.jsonl" >"$base.log" 2>&1 ;;

@@ -32,6 +32,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -164,6 +165,16 @@ def judged(row):
     return min(raw, row.get("at_profile_speed", raw), key=lambda r: abs(r - 1))
 
 
+def profile_gpu(profile):
+    """The cluster.gpu of the GPU a profile measured, as its calibration job names it."""
+    with open(profile) as f:
+        job = (json.load(f).get("calibration") or {}).get("job_yaml", "")
+    found = re.search(r"\bgpu: ([a-z0-9-]+)", job)
+    if not found:
+        raise SystemExit(f"error: {profile} names no GPU in its calibration job (measure it again with this ptrain)")
+    return found.group(1)
+
+
 def measure_job(ptrain, name, job, world, flags, profile, metrics):
     """One job of the sweep: validate's step with the profile and without (peak x 60%), against the
     median step of a short run, with the parts the run measures beside validate's breakdown."""
@@ -175,6 +186,9 @@ def measure_job(ptrain, name, job, world, flags, profile, metrics):
                                          capture_output=True, text=True).stdout)
 
     report, peak = validate(sets), validate(plain + ["--set", "cluster.profile=peak"])
+    if "carried to" in report["compute_model"]:  # predicted for another GPU than the one measured
+        raise SystemExit(f"error: {name}: validate carried the profile to another GPU ({report['compute_model']}); "
+                         "the job's cluster.gpu must be the GPU measured")
     predicted = report["step_time_s"]
     steps = median_steps(ptrain, job, sets, metrics)
     measured = statistics.median(r["step_s"] for r in steps)
@@ -262,13 +276,19 @@ def main():
         measure = ["--backend", "cuda"] if cuda else ["--quick", "--nproc", "2"]
         metrics = os.path.join(d, "metrics.jsonl")
         if cuda:
+            # Validated as the GPU it runs on (the jobs say h100-sxm): the GPU the profile's calibration
+            # job names, set by `ptrain profile` from the device it measured. On an H200 the jobs'
+            # h100-sxm carried its profile to an H100, memory-bound ops 1.43x slower (2026-11-28).
+            if not args.profile:
+                subprocess.run([args.ptrain, "profile", *measure, "--out", profile], check=True)
+            gpu = profile_gpu(profile)
             sweep = {name: (os.path.join(ROOT, "bench", "jobs", path), 1,
-                            flags + [f"train.steps={args.steps}", f"logging.metrics={metrics}"])
+                            flags + [f"cluster.gpu={gpu}", f"train.steps={args.steps}", f"logging.metrics={metrics}"])
                      for name, (path, flags) in CUDA_SWEEP.items()}
         else:
             sweep = {name: (os.path.join(d, "job.yaml"), world, flags) for name, (model, world, flags) in SWEEP.items()}
         def run_pass(number, total, names):
-            if not args.profile:  # each pass its own profile, measured just before its runs
+            if not args.profile and not (cuda and number == 1):  # each pass its own, just before its runs
                 subprocess.run([args.ptrain, "profile", *measure, "--out", profile], check=True,
                                capture_output=not cuda)
             probe = (lambda: None) if cuda or args.no_drift else (lambda: drift_probe(args.ptrain, profile, d))

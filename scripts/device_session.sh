@@ -8,7 +8,8 @@
 #   2. alone: a 3.6B-parameter Llama's start-up to its first step (bench/startup_time.py --size 3b
 #      --backend cuda), then `ptrain profile --backend cuda` and the step-time sweep against it
 #      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
-#      $OUT/h100-sxm.json (commit it as profiles/h100-sxm.json when the GPU is one) with its results;
+#      $OUT/profile-<gpu>.json (e.g. profile-nvidia-h100-80gb-hbm3.json: commit an H100 SXM's as
+#      profiles/h100-sxm.json, the built-in one) with its results;
 #   3. alone, with --bench: bench/gpu_benchmark.sh (ptrain against PyTorch compiled, and against
 #      llm.c's defaults and its -r 0 -ge 2 when bench/out/llm.c/train_gpt2cu was carried: LLMC_DIR)
 #      into $OUT, then ptrain alone with one change each, to time against it: attention on its own
@@ -97,11 +98,12 @@ fi
 
 if [ "$sweep" = 1 ]; then
 say "2: the profile and the step-time sweep, alone"
+profile=$out/profile-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-').json
 check step-time 420 python3 bench/step_time_vs_validate.py --ptrain "$ptrain" --backend cuda --steps 10 \
-  --profile-out "$out/h100-sxm.json" --record-accuracy
+  --profile-out "$profile" --record-accuracy
 tail -n 12 "$work/logs/step-time.log"
 find bench/results -name '*-step-time-vs-validate-*.json' -newer "$work/logs/gpus.log" -exec cp {} "$out/" \;
-[ -s "$out/h100-sxm.json" ] || rm -f "$out/h100-sxm.json"  # a profile that did not finish
+[ -s "$profile" ] || rm -f "$profile"  # a profile that did not finish
 pack
 fi
 
