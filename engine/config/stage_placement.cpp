@@ -2,15 +2,6 @@
 
 namespace ptrain::config {
 
-StagePlacement StagePlacement::of(ScheduleKind kind, int pp, int vpp) {
-  return {pp, vpp, kind == ScheduleKind::Zbv || kind == ScheduleKind::DualPipeV};
-}
-
-// V shape: odd chunks run the ranks backwards (for two chunks, stage 2pp-1-r on rank r).
-int StagePlacement::virtual_stage(int rank, int chunk) const {
-  return chunk * pp + (v_shape && chunk % 2 == 1 ? pp - 1 - rank : rank);
-}
-
 StageHolder StagePlacement::holder(int virtual_stage) const {
   const int chunk = virtual_stage / pp, offset = virtual_stage % pp;
   return {v_shape && chunk % 2 == 1 ? pp - 1 - offset : offset, chunk};

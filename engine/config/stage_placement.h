@@ -24,13 +24,19 @@ struct StagePlacement {
   int vpp = 1;  // chunks per rank
   bool v_shape = false;
 
-  static StagePlacement of(ScheduleKind kind, int pp, int vpp);
+  // Inline, as virtual_stage: the pipeline simulator asks once per instruction.
+  static StagePlacement of(ScheduleKind kind, int pp, int vpp) {
+    return {pp, vpp, kind == ScheduleKind::Zbv || kind == ScheduleKind::DualPipeV};
+  }
   static StagePlacement of(const JobSpec& spec) {
     return of(spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages);
   }
 
   int stages() const { return pp * vpp; }
-  int virtual_stage(int rank, int chunk) const;
+  // V shape: odd chunks run the ranks backwards (for two chunks, stage 2pp-1-r on rank r).
+  int virtual_stage(int rank, int chunk) const {
+    return chunk * pp + (v_shape && chunk % 2 == 1 ? pp - 1 - rank : rank);
+  }
   StageHolder holder(int virtual_stage) const;  // the inverse
   bool first(int rank, int chunk) const { return virtual_stage(rank, chunk) == 0; }
   bool last(int rank, int chunk) const { return virtual_stage(rank, chunk) == stages() - 1; }

@@ -35,16 +35,6 @@ const char* trace_category(Op op) {
   return op == Op::Forward ? "forward" : op == Op::Backward ? "backward" : "weight_grad";
 }
 
-bool is_compute(Op op) {
-  return op == Op::Forward || op == Op::Backward || op == Op::WeightGrad;
-}
-bool is_send(Op op) {
-  return op == Op::SendAct || op == Op::SendGrad;
-}
-bool is_recv(Op op) {
-  return op == Op::RecvAct || op == Op::RecvGrad;
-}
-
 std::string to_string(const Instr& instr) {
   std::string s = std::string(to_string(instr.op)) + "(mb " + std::to_string(instr.microbatch) + ", chunk " +
                   std::to_string(instr.chunk) + ")";

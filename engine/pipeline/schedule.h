@@ -49,9 +49,10 @@ enum class Op {
 const char* to_string(Op);
 // A compute op's category in Chrome traces, simulated and real: "forward", "backward", "weight_grad".
 const char* trace_category(Op);
-bool is_compute(Op);
-bool is_send(Op);
-bool is_recv(Op);
+// Inline: the simulator, the checker and the channel index ask once per instruction.
+inline bool is_compute(Op op) { return op == Op::Forward || op == Op::Backward || op == Op::WeightGrad; }
+inline bool is_send(Op op) { return op == Op::SendAct || op == Op::SendGrad; }
+inline bool is_recv(Op op) { return op == Op::RecvAct || op == Op::RecvGrad; }
 
 struct Instr {
   Op op;

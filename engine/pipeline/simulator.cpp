@@ -77,6 +77,10 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
 
   result.pairs_as_one_op = !costs.forward_backward.empty();
 
+  for (int rank = 0; rank < s.pp; ++rank)  // its compute ops, one span each
+    result.timeline[static_cast<std::size_t>(rank)].reserve(static_cast<std::size_t>(
+        std::count_if(s.ranks[static_cast<std::size_t>(rank)].begin(), s.ranks[static_cast<std::size_t>(rank)].end(),
+                      [](const Instr& in) { return is_compute(in.op); })));
   const detail::ChannelIndex channel(s);
   std::vector<std::deque<double>> in_transit(static_cast<std::size_t>(channel.count()));  // arrival times, FIFO
   std::vector<double> clock(s.pp, 0.0);                                     // when each rank is free

@@ -89,6 +89,7 @@ struct EstimateInputs {
   const pipeline::OpCosts& costs;
   const pipeline::SimResult& sim;
   const std::vector<pipeline::RankBuffers>& held;  // what each pp rank's executor holds
+  const ActivationCounts& activations;
 };
 
 // Memory, communication and the step's tail (exposed dp comm + optimizer) of one position.
@@ -103,7 +104,7 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
       static_cast<double>(held.shared_slots > 0 ? held.shared_slots : std::accumulate(slots.begin(), slots.end(), 0)) /
       static_cast<double>(slots.size());
   est.ranks.push_back({pos.rank, pos.pp_rank, pos.tp_rank, pos.ep_rank, params.total(),
-                       rank_memory(spec, params, pos.pp_rank, in.held[pp_rank]), live});
+                       rank_memory(in.activations, params, pos.pp_rank, in.held[pp_rank]), live});
   est.peak_inflight = std::max(est.peak_inflight, live);
   if (est.ranks.back().memory.total() > est.peak_memory_bytes())
     est.max_memory_rank = static_cast<int>(est.ranks.size()) - 1;
@@ -183,7 +184,8 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
 
   est.pipeline_s = sim.makespan;
 
-  const EstimateInputs inputs{spec, hw, grid, costs, sim, held};
+  const ActivationCounts activations(spec);
+  const EstimateInputs inputs{spec, hw, grid, costs, sim, held, activations};
   std::map<std::pair<int, int>, RankParams> params_at;  // (pp rank, ep rank) -> elements
   for (const Position& pos : distinct_positions(grid)) {
     auto [it, inserted] = params_at.try_emplace({pos.pp_rank, pos.ep_rank});

@@ -134,9 +134,10 @@ std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,
                        const std::vector<pipeline::RankBuffers>& held) {
   PeakMemory peak;
+  const ActivationCounts activations(spec);
   for (int r = 0; r < spec.parallel.pp; ++r) {
     const auto i = static_cast<size_t>(r);
-    const MemoryBreakdown m = rank_memory(spec, stage_params[i], r, held[i]);
+    const MemoryBreakdown m = rank_memory(activations, stage_params[i], r, held[i]);
     if (r == 0 || m.total() > peak.memory.total()) peak = {m, r};
   }
   return peak;

@@ -40,29 +40,6 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
           dense.host + expert.host};
 }
 
-namespace {
-
-// What one microbatch keeps, by part (model/layer_description.h).
-struct MicrobatchBytes {
-  double layer, weight_grad_inputs, embedding, head;
-  explicit MicrobatchBytes(const config::JobSpec& spec) {
-    const model::ModelOps ops = model::model_ops(spec);
-    layer = model::total_bytes(model::saved_tensors(ops.layer, spec.train.recompute));
-    weight_grad_inputs = model::total_bytes(model::layer_weight_grad_inputs(spec));
-    embedding = model::total_bytes(model::saved_tensors(ops.embedding, config::Recompute::None));
-    head = model::total_bytes(model::saved_tensors(ops.head, config::Recompute::None));
-  }
-  double stage(const config::JobSpec& spec, int stage, bool split_weight_grad) const {
-    const int stages = spec.parallel.pp * spec.schedule.virtual_stages;
-    double sum = spec.schedule.resolved_layers_per_stage[static_cast<size_t>(stage)] *
-                 (layer + (split_weight_grad ? weight_grad_inputs : 0.0));
-    if (stage == 0) sum += embedding;
-    if (stage == stages - 1) sum += head;
-    return sum;
-  }
-};
-
-}  // namespace
 
 // The largest call, counted in the tp rank's heads: the rank's query rows (seq / cp of them; under
 // cp's a2a its heads / cp over the whole sequence, the same count) against keys over the whole
@@ -87,28 +64,48 @@ double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::Cudnn
   return row_sums + gqa_copies + variant;
 }
 
-double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad) {
-  return MicrobatchBytes(spec).stage(spec, stage, split_weight_grad);
+ActivationCounts::ActivationCounts(const config::JobSpec& spec) : spec_(&spec) {
+  const model::ModelOps ops = model::model_ops(spec);
+  layer_ = model::total_bytes(model::saved_tensors(ops.layer, spec.train.recompute));
+  weight_grad_inputs_ = model::total_bytes(model::layer_weight_grad_inputs(spec));
+  embedding_ = model::total_bytes(model::saved_tensors(ops.embedding, config::Recompute::None));
+  head_ = model::total_bytes(model::saved_tensors(ops.head, config::Recompute::None));
+  shared_ = model::total_bytes(model::backward_workspace(spec)) +
+            cudnn_attention_scratch_bytes(spec, kernels::cudnn_attention_mode());
+  message_ = spec.parallel.pp > 1 ? bytes_sent(pipeline_message(spec)) : 0.0;
 }
 
-double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
-  const config::StagePlacement place = config::StagePlacement::of(spec);
-  const MicrobatchBytes microbatch(spec);
-  double sum = model::total_bytes(model::backward_workspace(spec)) +
-               cudnn_attention_scratch_bytes(spec, kernels::cudnn_attention_mode());
+double ActivationCounts::stage(int stage, bool split_weight_grad) const {
+  const int stages = spec_->parallel.pp * spec_->schedule.virtual_stages;
+  double sum = spec_->schedule.resolved_layers_per_stage[static_cast<size_t>(stage)] *
+               (layer_ + (split_weight_grad ? weight_grad_inputs_ : 0.0));
+  if (stage == 0) sum += embedding_;
+  if (stage == stages - 1) sum += head_;
+  return sum;
+}
+
+double ActivationCounts::rank(int pp_rank, const pipeline::RankBuffers& held) const {
+  const config::StagePlacement place = config::StagePlacement::of(*spec_);
+  double sum = shared_;
   if (held.shared_slots > 0) {  // one set of slots, each as large as the largest chunk's
     double largest = 0;
     for (int c = 0; c < place.vpp; ++c)
-      largest = std::max(largest, microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad));
+      largest = std::max(largest, stage(place.virtual_stage(pp_rank, c), held.split_weight_grad));
     sum += held.shared_slots * largest;
   } else {
     for (int c = 0; c < place.vpp; ++c)
-      sum += held.activation_slots[static_cast<size_t>(c)] *
-             microbatch.stage(spec, place.virtual_stage(pp_rank, c), held.split_weight_grad);
+      sum += held.activation_slots[static_cast<size_t>(c)] * stage(place.virtual_stage(pp_rank, c), held.split_weight_grad);
   }
-  if (model::sends_stage_output(model::shard_coords(spec, pp_rank, 0, 0)))
-    sum += bytes_sent(pipeline_message(spec));
+  if (model::sends_stage_output(model::shard_coords(*spec_, pp_rank, 0, 0))) sum += message_;
   return sum;
+}
+
+double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad) {
+  return ActivationCounts(spec).stage(stage, split_weight_grad);
+}
+
+double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
+  return ActivationCounts(spec).rank(pp_rank, held);
 }
 
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
@@ -127,8 +124,14 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
 
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held) {
+  return rank_memory(ActivationCounts(spec), params, pp_rank, held);
+}
+
+MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParams& params, int pp_rank,
+                            const pipeline::RankBuffers& held) {
+  const config::JobSpec& spec = activations.spec();
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
-  MemoryBreakdown m{states.params, states.grads, states.optimizer, activation_bytes(spec, pp_rank, held),
+  MemoryBreakdown m{states.params, states.grads, states.optimizer, activations.rank(pp_rank, held),
                     comm_buffer_bytes(spec, params, held), states.host};
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).

@@ -59,14 +59,32 @@ ModelStateBytes model_state_bytes(double elements, int shards, int zero_stage, c
 // Dense params over dp*cp plus experts over expert-dp.
 ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankParams& params);
 
-// Activations of one microbatch on virtual stage `stage` (its layers, with what they keep for W when
-// the schedule splits weight gradients (pipeline::Schedule::split_weight_grad); the embedding's token ids on
-// the first, the final norm, logits and loss on the last).
+// A job's activation counts, read from its layer description (model/layer_description.h) once and
+// then for any stage or rank: a search or an estimate over many ranks builds the description once
+// per job, not once per rank (plan's search spent a quarter of its time rebuilding it). Refers to
+// `spec`, which must outlive it.
+class ActivationCounts {
+ public:
+  explicit ActivationCounts(const config::JobSpec& spec);
+  const config::JobSpec& spec() const { return *spec_; }
+  // Activations of one microbatch on virtual stage `stage` (its layers, with what they keep for W
+  // when the schedule splits weight gradients (pipeline::Schedule::split_weight_grad); the
+  // embedding's token ids on the first, the final norm, logits and loss on the last).
+  double stage(int stage, bool split_weight_grad) const;
+  // What `pp_rank` holds (`held`: pipeline::rank_buffers of the job's schedule, as the engine
+  // allocates): each chunk's slots times its microbatch's activations, the backward workspace its
+  // chunks share (on GPUs in bf16 with cuDNN attention's scratch), and with pp > 1 the output of a
+  // chunk that is not the last, kept until it is sent.
+  double rank(int pp_rank, const pipeline::RankBuffers& held) const;
+
+ private:
+  const config::JobSpec* spec_;
+  double layer_ = 0, weight_grad_inputs_ = 0, embedding_ = 0, head_ = 0;  // one microbatch, by part
+  double shared_ = 0;   // the backward workspace and cuDNN's scratch
+  double message_ = 0;  // a pipeline message
+};
+// ActivationCounts(spec).stage(...) and .rank(...), for one question.
 double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad);
-// What `pp_rank` holds (`held`: pipeline::rank_buffers of the job's schedule, as the engine
-// allocates): each chunk's slots times its microbatch's activations, the backward workspace its
-// chunks share (on GPUs in bf16 with cuDNN attention's scratch), and with pp > 1 the output of a
-// chunk that is not the last, kept until it is sent.
 double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held);
 // Device scratch of cuDNN's attention backward (kernels/cuda/cudnn_attention.h) in `mode`
 // (PTRAIN_CUDNN_ATTENTION, kernels/cudnn_attention_mode.h), taken from the compute stream's pool
@@ -83,6 +101,9 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
                          const pipeline::RankBuffers& held);
 
 MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
+                            const pipeline::RankBuffers& held);
+// The same, for a caller that asks for many ranks of one job.
+MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held);
 
 // Offload: what the host of a node holds, the heaviest rank's host bytes times the node's ranks.

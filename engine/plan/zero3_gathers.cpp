@@ -1,5 +1,9 @@
 #include "engine/plan/zero3_gathers.h"
 
+#include <array>
+#include <map>
+#include <vector>
+
 namespace ptrain::plan {
 
 Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::FlatLayout& layout, int pp_rank) {
@@ -47,30 +51,67 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::Flat
     window[static_cast<std::size_t>(u)] =
         layout.tied && u == layout.embedding ? 0 : (is_expert(u) ? expert_first : dense_first) + ordinal % 2;
   }
-  Zero3Gathers out;
-  std::vector<int> resident(static_cast<std::size_t>(expert_first + 2), -1);
-  auto gather = [&](int unit) {
-    int& held = resident[static_cast<std::size_t>(window[static_cast<std::size_t>(unit)])];
-    if (held == unit) return;
-    held = unit;
-    (is_expert(unit) ? out.expert_elements : out.elements) += layout.units[static_cast<std::size_t>(unit)].size();
-    (is_expert(unit) ? out.expert_calls : out.calls) += 1;
+  // The unit each window holds (-1: stale). An instruction's gathers depend on nothing but these
+  // and the instruction's direction and chunk, so each (windows, direction, chunk) is replayed unit
+  // by unit once and its outcome looked up after: a step of thousands of microbatches meets a few
+  // dozen. States are numbered as met; next[(state * 2 + forward) * vpp + chunk] is the outcome.
+  using Windows = std::array<int, 5>;
+  struct Outcome {
+    int after;  // state
+    Zero3Gathers added;
   };
-  for (const pipeline::Instr& in : schedule.ranks[static_cast<std::size_t>(pp_rank)]) {
-    const auto c = static_cast<std::size_t>(in.chunk);
-    if (in.op == pipeline::Op::Forward) {
-      for (int unit : forward[c]) {  // DataParallel::before_forward: prefetches the next unit
-        if (unit < 0) continue;
-        gather(unit);
-        if (unit != layout.embedding && unit + 1 < count) gather(unit + 1);
-      }
-    } else if (in.op == pipeline::Op::Backward || in.op == pipeline::Op::WeightGrad) {
-      for (int unit : backward[c]) {  // before_backward: prefetches the previous unit
-        if (unit < 0) continue;
-        gather(unit);
-        if (unit > 0) gather(unit - 1);
-      }
+  std::vector<Windows> states;
+  std::map<Windows, int> state_number;
+  std::vector<int> next;  // index into outcomes; -1: not met yet
+  std::vector<Outcome> outcomes;
+  auto number = [&](const Windows& w) {
+    auto [at, added] = state_number.try_emplace(w, static_cast<int>(states.size()));
+    if (added) {
+      states.push_back(w);
+      next.resize(states.size() * 2 * static_cast<std::size_t>(vpp), -1);
     }
+    return at->second;
+  };
+  auto replay = [&](int state, bool is_forward, int chunk) {
+    Windows resident = states[static_cast<std::size_t>(state)];
+    Zero3Gathers added;
+    auto gather = [&](int unit) {
+      int& held = resident[static_cast<std::size_t>(window[static_cast<std::size_t>(unit)])];
+      if (held == unit) return;
+      held = unit;
+      const std::int64_t n = layout.units[static_cast<std::size_t>(unit)].size();
+      if (is_expert(unit)) {
+        added.expert_elements += n, ++added.expert_calls;
+      } else {
+        added.elements += n, ++added.calls;
+      }
+    };
+    for (int unit : (is_forward ? forward : backward)[static_cast<std::size_t>(chunk)]) {
+      if (unit < 0) continue;
+      gather(unit);
+      if (is_forward && unit != layout.embedding && unit + 1 < count) gather(unit + 1);  // before_forward: the next
+      if (!is_forward && unit > 0) gather(unit - 1);  // before_backward: prefetches the previous unit
+    }
+    return Outcome{number(resident), added};
+  };
+  Windows stale;
+  stale.fill(-1);
+  int state = number(stale);
+  Zero3Gathers out;
+  for (const pipeline::Instr& in : schedule.ranks[static_cast<std::size_t>(pp_rank)]) {
+    const bool is_forward = in.op == pipeline::Op::Forward;
+    if (!is_forward && in.op != pipeline::Op::Backward && in.op != pipeline::Op::WeightGrad) continue;
+    const auto at = (static_cast<std::size_t>(state) * 2 + (is_forward ? 1 : 0)) * static_cast<std::size_t>(vpp) +
+                    static_cast<std::size_t>(in.chunk);
+    if (next[at] < 0) {
+      const Outcome o = replay(state, is_forward, in.chunk);  // may grow `next`
+      next[at] = static_cast<int>(outcomes.size());
+      outcomes.push_back(o);
+    }
+    const Outcome& o = outcomes[static_cast<std::size_t>(next[at])];
+    state = o.after;
+    out.elements += o.added.elements, out.calls += o.added.calls;
+    out.expert_elements += o.added.expert_elements, out.expert_calls += o.added.expert_calls;
   }
   return out;
 }
