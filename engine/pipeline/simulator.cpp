@@ -46,28 +46,26 @@ std::vector<bool> pair_members(const std::vector<Instr>& list) {
 }
 
 // Peak counts over one rank's compute order (each op ends before the next starts, so the order
-// of ends is the list order).
-void count_peaks(const Schedule& s, int rank, SimResult& result) {
+// of ends is the list order), counted as the ops run.
+struct PeakCounter {
   int inflight = 0, live = 0, peak_inflight = 0, peak_live = 0;
-  for (const Span& span : result.timeline[rank]) {
-    if (span.op == Op::Forward) {
+  void add(Op op, bool split_weight_grad) {
+    if (op == Op::Forward) {
       ++inflight, ++live;
-    } else if (span.op == Op::Backward) {
+    } else if (op == Op::Backward) {
       --inflight;
-      if (!s.split_weight_grad) --live;
+      if (!split_weight_grad) --live;
     } else {
       --live;
     }
     peak_inflight = std::max(peak_inflight, inflight);
     peak_live = std::max(peak_live, live);
   }
-  result.peak_inflight[rank] = static_cast<double>(peak_inflight) / s.vpp;
-  result.peak_live[rank] = static_cast<double>(peak_live) / s.vpp;
-}
+};
 
 }  // namespace
 
-SimResult simulate(const Schedule& s, const OpCosts& costs) {
+SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline) {
   SimResult result;
   result.busy.assign(s.pp, 0.0);
   result.bubble_fraction.assign(s.pp, 0.0);
@@ -77,16 +75,20 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
 
   result.pairs_as_one_op = !costs.forward_backward.empty();
 
-  for (int rank = 0; rank < s.pp; ++rank)  // its compute ops, one span each
-    result.timeline[static_cast<std::size_t>(rank)].reserve(static_cast<std::size_t>(
-        std::count_if(s.ranks[static_cast<std::size_t>(rank)].begin(), s.ranks[static_cast<std::size_t>(rank)].end(),
-                      [](const Instr& in) { return is_compute(in.op); })));
+  const bool keep = timeline == Timeline::Keep;
+  if (keep)
+    for (int rank = 0; rank < s.pp; ++rank)  // its compute ops, one span each
+      result.timeline[static_cast<std::size_t>(rank)].reserve(static_cast<std::size_t>(
+          std::count_if(s.ranks[static_cast<std::size_t>(rank)].begin(), s.ranks[static_cast<std::size_t>(rank)].end(),
+                        [](const Instr& in) { return is_compute(in.op); })));
+  std::vector<PeakCounter> peaks(static_cast<std::size_t>(s.pp));
   const detail::ChannelIndex channel(s);
   std::vector<std::deque<double>> in_transit(static_cast<std::size_t>(channel.count()));  // arrival times, FIFO
   std::vector<double> clock(s.pp, 0.0);                                     // when each rank is free
   std::vector<size_t> next(s.pp, 0);
-  std::vector<std::vector<bool>> in_pair(s.pp);
-  for (int rank = 0; rank < s.pp; ++rank) in_pair[rank] = pair_members(s.ranks[rank]);
+  std::vector<std::vector<bool>> in_pair(s.pp);  // for the spans only
+  if (keep)
+    for (int rank = 0; rank < s.pp; ++rank) in_pair[rank] = pair_members(s.ranks[rank]);
 
   // Runs one instruction; false, changing nothing, if it is a receive whose message was not sent yet.
   auto run_one = [&](int rank, size_t i) {
@@ -101,7 +103,9 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
     } else {
       const double start = clock[rank];
       clock[rank] += cost_of(s, costs, rank, instr);
-      result.timeline[rank].push_back({instr.op, instr.microbatch, instr.chunk, start, clock[rank], in_pair[rank][i]});
+      if (keep)
+        result.timeline[rank].push_back({instr.op, instr.microbatch, instr.chunk, start, clock[rank], in_pair[rank][i]});
+      peaks[static_cast<std::size_t>(rank)].add(instr.op, s.split_weight_grad);
       result.busy[rank] += clock[rank] - start;
     }
     return true;
@@ -132,10 +136,11 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
       if (!is_compute(instr.op)) continue;
       const double from = clock[rank];
       clock[rank] += own > 0 ? seconds * cost_of(s, costs, rank, instr) / own : seconds / ops;
-      result.timeline[rank].push_back({instr.op, instr.microbatch, instr.chunk, from, clock[rank], true});
+      if (keep) result.timeline[rank].push_back({instr.op, instr.microbatch, instr.chunk, from, clock[rank], true});
+      peaks[static_cast<std::size_t>(rank)].add(instr.op, s.split_weight_grad);
     }
     clock[rank] = start + seconds;  // exactly, whatever the rounding of the shares
-    result.timeline[rank].back().end = clock[rank];
+    if (keep) result.timeline[rank].back().end = clock[rank];
     result.busy[rank] += seconds;
     for (size_t i = pair.begin; i < pair.end; ++i)
       if (is_send(list[i].op))
@@ -159,7 +164,9 @@ SimResult simulate(const Schedule& s, const OpCosts& costs) {
   result.makespan = *std::max_element(clock.begin(), clock.end());
   for (int rank = 0; rank < s.pp; ++rank) {
     result.bubble_fraction[rank] = result.makespan > 0 ? 1.0 - result.busy[rank] / result.makespan : 0.0;
-    count_peaks(s, rank, result);
+    const PeakCounter& counted = peaks[static_cast<std::size_t>(rank)];
+    result.peak_inflight[rank] = static_cast<double>(counted.peak_inflight) / s.vpp;
+    result.peak_live[rank] = static_cast<double>(counted.peak_live) / s.vpp;
   }
   result.bubble_fraction_max =
       *std::max_element(result.bubble_fraction.begin(), result.bubble_fraction.end());

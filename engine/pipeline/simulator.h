@@ -62,12 +62,16 @@ struct SimResult {
   double peak_inflight_max = 0.0;
   std::vector<double> peak_live;  // per rank, like peak_inflight but until W (see above)
   double peak_live_max = 0.0;
-  std::vector<std::vector<Span>> timeline;  // per rank, in time order
+  std::vector<std::vector<Span>> timeline;  // per rank, in time order (empty lists: Timeline::Drop)
   bool pairs_as_one_op = false;             // F&B pairs timed as one op (costs.forward_backward)
 };
 
+// Drop: no spans (the pp lists stay empty), for the callers that read the numbers only (validate's
+// estimate, plan's search over thousands of layouts); Keep: for the renderings.
+enum class Timeline { Keep, Drop };
+
 // Precondition: check(schedule) is empty, and every cost vector has pp*vpp entries
 // (forward_backward: that or none).
-SimResult simulate(const Schedule& schedule, const OpCosts& costs);
+SimResult simulate(const Schedule& schedule, const OpCosts& costs, Timeline timeline = Timeline::Keep);
 
 }  // namespace ptrain::pipeline

@@ -177,7 +177,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
       stage_op_costs(spec, hw, stage_flops(spec, matmul),
                      stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()), &parts);
   const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
-  const pipeline::SimResult sim = pipeline::simulate(schedule, costs);
+  const pipeline::SimResult sim = pipeline::simulate(schedule, costs, pipeline::Timeline::Drop);
   const std::vector<pipeline::RankBuffers> held = pipeline::rank_buffers(schedule);
   est.bubble_fraction = sim.bubble_fraction_max;
   est.max_in_flight = schedule.max_in_flight;

@@ -152,7 +152,7 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
     if (bytes > hw.memory_bytes) return false;
     if (!costs[r]) costs[r] = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
     auto [at, added] = simulated.try_emplace({r, cap});
-    if (added) at->second = pipeline::simulate(run.schedule, *costs[r]);
+    if (added) at->second = pipeline::simulate(run.schedule, *costs[r], pipeline::Timeline::Drop);
     const pipeline::SimResult& sim = at->second;
     // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
     // Summed in the order the estimate sums, so an exact bound is bitwise equal.

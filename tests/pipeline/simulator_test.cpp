@@ -363,3 +363,24 @@ TEST_CASE("every simulated op starts after its inputs, over the sweep with uneve
     }
   }
 }
+
+TEST_CASE("without its timeline a simulation has the same numbers, bit for bit") {
+  for (const auto& c : sweep(6, 12)) {
+    INFO(describe(c));
+    const Schedule s = build(c.kind, c.pp, c.vpp, c.microbatches);
+    OpCosts costs = OpCosts::uniform(s, 1, 2, 1, 0.05);
+    for (int v = 0; v < s.virtual_stages(); ++v) costs.forward[v] = 1.0 + 0.1 * (v % 3);
+    for (const bool pairs_as_one_op : {false, true}) {
+      if (pairs_as_one_op) costs.forward_backward.assign(static_cast<size_t>(s.virtual_stages()), 3.5);
+      const SimResult kept = simulate(s, costs), dropped = simulate(s, costs, Timeline::Drop);
+      CHECK(dropped.makespan == kept.makespan);
+      CHECK(dropped.busy == kept.busy);
+      CHECK(dropped.bubble_fraction == kept.bubble_fraction);
+      CHECK(dropped.peak_inflight == kept.peak_inflight);
+      CHECK(dropped.peak_live == kept.peak_live);
+      CHECK(dropped.peak_live_max == kept.peak_live_max);
+      CHECK(dropped.timeline.size() == static_cast<size_t>(s.pp));
+      CHECK(std::all_of(dropped.timeline.begin(), dropped.timeline.end(), [](const auto& l) { return l.empty(); }));
+    }
+  }
+}
