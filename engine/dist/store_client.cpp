@@ -19,9 +19,13 @@ using namespace wire;
 
 namespace {
 
-// One attempt to connect to each address of host:port; -1 with `error` set on failure.
+// One attempt to connect to each address of host:port; -1 with `error` set on failure. A host
+// that is not known here (not a lookup that failed for now) is the job's mistake, as where the
+// store runs (StoreServer::listen_socket): waiting for it until the timeout helps nobody.
 int try_connect(const std::string& host, int port, Clock::time_point deadline, std::string& error) {
-  const AddrInfoList list = resolve(host, port, error);
+  bool unknown = false;
+  const AddrInfoList list = resolve(host, port, error, &unknown);
+  if (list == nullptr && unknown) throw LaunchConfigError("store client: " + error);
   for (const addrinfo* a = list.get(); a != nullptr; a = a->ai_next) {
     UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (fd.get() < 0) {

@@ -322,6 +322,13 @@ TEST_CASE("a store host that does not resolve where the store runs is the job's 
   CHECK_THROWS_AS(StoreServer::listen_socket("no-such-host.invalid", 0), ptrain::dist::LaunchConfigError);
 }
 
+TEST_CASE("a store host that does not resolve where a client runs is the job's mistake, said at once") {
+  // The other ranks used to retry the name until comm.timeout_s (600 s by default), then exit 1.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(StoreClient("no-such-host.invalid", 29500, kToken, 60s), ptrain::dist::LaunchConfigError);
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+}
+
 TEST_CASE("a server built from listen_socket's fd serves clients that connected before it started") {
   const int fd = StoreServer::listen_socket("127.0.0.1", 0);
   REQUIRE(fd >= 0);

@@ -661,6 +661,19 @@ class DistributedCheckpoints(Timed):
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn("rank 1 did not join the job within comm.timeout_s (3 s)", r.stderr)
 
+    def test_a_store_host_unknown_here_is_exit_2_on_every_rank_at_once(self):
+        # .invalid never resolves (RFC 6761). Rank 0 refused it at once; the other ranks retried the
+        # name until comm.timeout_s (600 s by default), then exited 1.
+        with tempfile.TemporaryDirectory() as d:
+            spec = job(d, dp=2, zero=1, steps=2)
+            launch = dict(WORLD_SIZE="2", MASTER_ADDR="no-such-host.invalid", MASTER_PORT="29500",
+                          PTRAIN_JOB_TOKEN="unknown-host")
+            for rank in ("0", "1"):
+                r = run(spec, RANK=rank, timeout=60, **launch)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("no-such-host.invalid", r.stderr)
+                self.assertLess(r.seconds, 30)
+
     def test_a_second_job_on_a_locked_directory_is_refused_by_every_rank(self):
         with tempfile.TemporaryDirectory() as d:
             log = open(os.path.join(d, "first.log"), "w")
