@@ -133,6 +133,17 @@ double median_of(const std::vector<nlohmann::json>& rows, const char* key) {
   return v[v.size() / 2];
 }
 
+// A summary figure with `digits` decimals; far outside a run's range (a metrics file written by
+// hand) in %.4g, which stays short: %.4f printed 1e308 in 300 digits, which overflowed the line.
+std::string summary_number(double v, int digits) {
+  char text[64];
+  if (std::isfinite(v) && std::abs(v) < 1e12)
+    std::snprintf(text, sizeof text, "%.*f", digits, v);
+  else
+    std::snprintf(text, sizeof text, "%.4g", v);
+  return text;
+}
+
 std::string strip_xml_prolog(std::string svg) {
   if (svg.rfind("<?xml", 0) == 0) svg.erase(0, svg.find('\n') + 1);
   return svg;
@@ -186,18 +197,13 @@ int run_report(const ReportArgs& args) {
   std::ostringstream page;
   page << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ptrain report: " << html_escape(title)
        << "</title><style>" << kStyle << "</style></head><body>\n<h1>ptrain report: " << html_escape(title) << "</h1>\n";
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "<table id=\"summary\"><tr><th>steps</th><td>%lld</td></tr><tr><th>last loss</th><td>%.4f</td></tr>"
-                "<tr><th>median tokens/s</th><td>%.0f</td></tr><tr><th>median MFU</th><td>%.1f%%</td></tr>"
-                "<tr><th>median step</th><td>%.4f s</td></tr>",
-                static_cast<long long>(last["step"].get<std::int64_t>()), last.contains("loss") && last["loss"].is_number() ? last["loss"].get<double>() : std::nan(""),
-                median_of(*rows, "tokens_per_s"), 100 * median_of(*rows, "mfu"), median_of(*rows, "step_s"));
-  page << line;
-  if (estimate) {
-    std::snprintf(line, sizeof line, "<tr><th>validate's step</th><td>%.4f s</td></tr>", estimate->step_time_s);
-    page << line;
-  }
+  page << "<table id=\"summary\"><tr><th>steps</th><td>" << last["step"].get<std::int64_t>()
+       << "</td></tr><tr><th>last loss</th><td>"
+       << summary_number(last.contains("loss") && last["loss"].is_number() ? last["loss"].get<double>() : std::nan(""), 4)
+       << "</td></tr><tr><th>median tokens/s</th><td>" << summary_number(median_of(*rows, "tokens_per_s"), 0)
+       << "</td></tr><tr><th>median MFU</th><td>" << summary_number(100 * median_of(*rows, "mfu"), 1)
+       << "%</td></tr><tr><th>median step</th><td>" << summary_number(median_of(*rows, "step_s"), 4) << " s</td></tr>";
+  if (estimate) page << "<tr><th>validate's step</th><td>" << summary_number(estimate->step_time_s, 4) << " s</td></tr>";
   page << "</table>\n<p class=\"note\">metrics " << html_escape(in.metrics)
        << (in.job.empty() ? "; no job file: no predictions (--job)" : "; job " + html_escape(in.job))
        << (in.trace.empty() ? "; no trace (logging.trace)" : "; trace " + html_escape(in.trace)) << "</p>\n";
@@ -245,14 +251,13 @@ int run_report(const ReportArgs& args) {
       page << "<p class=\"note\">The trace holds no step that every pipeline stage recorded.</p>\n";
     } else {
       const pipeline::SimResult simulated = pipeline::simulate(schedule, plan::stage_op_costs(spec, *hw));
-      std::snprintf(line, sizeof line, "measured: step %lld (tp 0, cp 0, dp 0), makespan %.4f s, worst idle %.1f%%",
-                    static_cast<long long>(measured->step), measured->timeline.makespan,
-                    100 * measured->timeline.bubble_fraction_max);
-      page << "<div class=\"timelines\"><figure id=\"measured\"><figcaption>" << line << "</figcaption>"
+      page << "<div class=\"timelines\"><figure id=\"measured\"><figcaption>measured: step " << measured->step
+           << " (tp 0, cp 0, dp 0), makespan " << summary_number(measured->timeline.makespan, 4) << " s, worst idle "
+           << summary_number(100 * measured->timeline.bubble_fraction_max, 1) << "%</figcaption>"
            << strip_xml_prolog(pipeline::render_svg(schedule, measured->timeline)) << "</figure>\n";
-      std::snprintf(line, sizeof line, "simulated (validate's costs): makespan %.4f s, worst idle %.1f%%",
-                    simulated.makespan, 100 * simulated.bubble_fraction_max);
-      page << "<figure id=\"simulated\"><figcaption>" << line << "</figcaption>"
+      page << "<figure id=\"simulated\"><figcaption>simulated (validate's costs): makespan "
+           << summary_number(simulated.makespan, 4) << " s, worst idle "
+           << summary_number(100 * simulated.bubble_fraction_max, 1) << "%</figcaption>"
            << strip_xml_prolog(pipeline::render_svg(schedule, simulated)) << "</figure></div>\n";
     }
   }

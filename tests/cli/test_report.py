@@ -246,6 +246,25 @@ class Report(unittest.TestCase):
             self.assertIn("no job file: no predictions", html)
             self.assertNotIn('<figure id="measured">', html)
 
+    def test_absurd_figures_keep_the_summary_whole_and_short(self):
+        # A metrics file written by hand: %.4f printed 1e308 in 300 digits and cut the summary's
+        # table off mid-tag.
+        with tempfile.TemporaryDirectory() as d:
+            metrics = os.path.join(d, "m.jsonl")
+            with open(os.path.join(self.run_dir, "metrics.jsonl")) as src, open(metrics, "w") as dst:
+                for line in src:
+                    row = json.loads(line)
+                    row.update(loss=-1e308, tokens_per_s=1e308, step_s=1e308)
+                    dst.write(json.dumps(row) + "\n")
+            r = ptrain("report", metrics, "--out", os.path.join(d, "r.html"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "r.html")) as f:
+                html = f.read()
+            summary = html[html.index('<table id="summary">'):html.index("</table>") + len("</table>")]
+            self.assertIn("<th>last loss</th><td>-1e+308</td>", summary)
+            self.assertIn("<th>median tokens/s</th><td>1e+308</td>", summary)
+            self.assertLess(len(summary), 600)
+
     def test_bad_input_is_exit_2(self):
         with tempfile.TemporaryDirectory() as d:
             r = ptrain("report", d)
