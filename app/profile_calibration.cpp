@@ -39,7 +39,7 @@ plan::Calibration calibrate(const kernels::Ops& ops, const plan::MeasuredProfile
   // again (the sweep's drift probe, bench/step_time_vs_validate.py's cluster.gpu), not carried to an
   // H100 from the H200 it measured; a GPU without an entry of its own is timed as an H100 SXM.
   const plan::HardwareProfile* own = plan::measured_hardware(profile);
-  const std::string gpu = own != nullptr ? own->name : cpu ? "cpu" : "h100-sxm";
+  const std::string gpu = own != nullptr ? own->name : "h100-sxm";  // a CPU profile's is "cpu"
   const int steps = quick ? 16 : 24;
   const std::string text = std::string("name: calibration\nbackend: ") + (cpu ? "cpu" : "cuda") +
                            "\nmodel: " + ref.model +

@@ -145,10 +145,12 @@ plan::AttentionTable measure_attention(const kernels::Ops& ops, const Timer& tim
   return a;
 }
 
-// N token ids as a synthetic job's batch holds them: its first samples' inputs, one after another.
+// N token ids as a synthetic job's batch holds them: its first samples' inputs, one after another
+// (any vocabulary of at least kMaxAlphabet ids gives these; real text repeats its common ids far
+// more, and the GPU's embedding backward sums each id's rows serially: README, "the kernels").
 std::vector<std::int32_t> synthetic_token_ids(int N) {
   constexpr int kSeq = 1024;
-  const data::SyntheticDataset source(kSeq, 50304, 1);
+  const data::SyntheticDataset source(kSeq, data::SyntheticDataset::kMaxAlphabet, 1);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(N) + kSeq), targets(kSeq);
   for (int done = 0; done < N; done += kSeq) source.read_sample(done / kSeq, ids.data() + done, targets.data());
   ids.resize(static_cast<std::size_t>(N));

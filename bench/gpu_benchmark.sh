@@ -74,7 +74,7 @@ if ((dry_run)); then
 else
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
   [[ -n "$gpu" ]] || gpu="unknown-gpu"
-  gpu_slug=$(echo "$gpu" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
+  gpu_slug=$("$PYTHON" "$root/bench/results.py" --gpu-slug "$gpu")
   work="$root/bench/out/$date_tag-$gpu_slug"
   rm -rf "$work"
   mkdir -p "$work"

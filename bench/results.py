@@ -1,13 +1,20 @@
 """Where the benchmarks put their numbers: bench/results/<date>-<name>.json, stamped with the date
-and the commit measured."""
+and the commit measured. `python3 bench/results.py --gpu-slug NAME` prints gpu_slug(NAME), for the
+shell scripts."""
 import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def gpu_slug(name):
+    """A GPU's name as results files name it: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
 
 
 def write_result(name, fields):
@@ -56,3 +63,9 @@ def run_job(binary, d, job_text, flags=()):
         raise SystemExit(f"{binary} run exited {r.returncode}:\n{r.stderr[-4000:]}")
     with open(metrics) as f:
         return [json.loads(line) for line in f if '"step_s"' in line], r.stderr, wall
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="results file names")
+    parser.add_argument("--gpu-slug", required=True, metavar="NAME", help="print the GPU name as results files name it")
+    print(gpu_slug(parser.parse_args().gpu_slug))

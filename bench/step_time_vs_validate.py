@@ -27,7 +27,10 @@ With --backend cuda (on a GPU machine) the sweep is one GPU's: `ptrain profile -
 grids), then the two benchmark jobs of bench/jobs and four other shapes (full and selective recompute,
 a 24-layer GPT-2, a Mixtral), bf16, each run --steps steps; writes
 bench/results/<date>-step-time-vs-validate-<gpu>.json and, with --profile-out, keeps the profile.
---record-accuracy writes the sweep's errors into the profile used, where validate and plan quote them."""
+--record-accuracy writes the sweep's errors into the profile used, where validate and plan quote them.
+The GPU jobs are validated as the GPU the profile measured (cluster.gpu from its calibration job;
+a profile without one, from before 2026-11-28, is refused), and a --profile of another GPU than
+this machine's is refused."""
 import argparse
 import datetime
 import json
@@ -38,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 
-from results import ROOT, write_result
+from results import ROOT, gpu_slug, write_result
 
 MODELS = {
     "gpt2": "{arch: gpt2, layers: 4, hidden: 256, heads: 8, vocab: 2048, seq_len: 256}",
@@ -165,6 +168,22 @@ def judged(row):
     return min(raw, row.get("at_profile_speed", raw), key=lambda r: abs(r - 1))
 
 
+def this_gpu():
+    """The first GPU's name as nvidia-smi gives it, or None without nvidia-smi."""
+    try:
+        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                               text=True).stdout.splitlines()
+    except FileNotFoundError:
+        return None
+    return names[0].strip() if names else None
+
+
+def profile_device(profile):
+    """The device a profile measured, as the driver names it ("NVIDIA H200")."""
+    with open(profile) as f:
+        return json.load(f).get("device", "gpu").split(" (")[0]
+
+
 def profile_gpu(profile):
     """The cluster.gpu of the GPU a profile measured, as its calibration job names it."""
     with open(profile) as f:
@@ -275,13 +294,20 @@ def main():
         profile = args.profile or args.profile_out or os.path.join(d, "profile.json")
         measure = ["--backend", "cuda"] if cuda else ["--quick", "--nproc", "2"]
         metrics = os.path.join(d, "metrics.jsonl")
+        def measure_profile():
+            subprocess.run([args.ptrain, "profile", *measure, "--out", profile], check=True, capture_output=not cuda)
+
         if cuda:
             # Validated as the GPU it runs on (the jobs say h100-sxm): the GPU the profile's calibration
             # job names, set by `ptrain profile` from the device it measured. On an H200 the jobs'
             # h100-sxm carried its profile to an H100, memory-bound ops 1.43x slower (2026-11-28).
             if not args.profile:
-                subprocess.run([args.ptrain, "profile", *measure, "--out", profile], check=True)
+                measure_profile()
             gpu = profile_gpu(profile)
+            here, measured = this_gpu(), profile_device(profile)
+            if here and measured != here:
+                raise SystemExit(f"error: {profile} measured {measured}, this machine's GPU is {here}: its "
+                                 "predictions are not this GPU's (measure it here, without --profile)")
             sweep = {name: (os.path.join(ROOT, "bench", "jobs", path), 1,
                             flags + [f"cluster.gpu={gpu}", f"train.steps={args.steps}", f"logging.metrics={metrics}"])
                      for name, (path, flags) in CUDA_SWEEP.items()}
@@ -289,8 +315,7 @@ def main():
             sweep = {name: (os.path.join(d, "job.yaml"), world, flags) for name, (model, world, flags) in SWEEP.items()}
         def run_pass(number, total, names):
             if not args.profile and not (cuda and number == 1):  # each pass its own, just before its runs
-                subprocess.run([args.ptrain, "profile", *measure, "--out", profile], check=True,
-                               capture_output=not cuda)
+                measure_profile()
             probe = (lambda: None) if cuda or args.no_drift else (lambda: drift_probe(args.ptrain, profile, d))
             before = probe()
             for name in names:
@@ -360,9 +385,8 @@ def main():
             f.write("\n")
         print(f"recorded the accuracy in {path}")
     if not args.only and cuda:
-        gpu = json.load(open(profile)).get("device", "gpu").split(" (")[0]
-        write_result("step-time-vs-validate-" + "-".join(gpu.lower().split()),
-                     {"machine": f"{gpu} (ptrain profile --backend cuda)", "jobs": rows})
+        gpu = profile_device(profile)
+        write_result("step-time-vs-validate-" + gpu_slug(gpu), {"machine": f"{gpu} (ptrain profile --backend cuda)", "jobs": rows})
     elif not args.only:
         write_result("step-time-vs-validate", {"machine": "this CPU (ptrain profile --quick)", "passes": args.passes,
                                                "jobs": rows, "plan_verify_3_choice_over_fastest": picked})

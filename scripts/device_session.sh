@@ -98,7 +98,7 @@ fi
 
 if [ "$sweep" = 1 ]; then
 say "2: the profile and the step-time sweep, alone"
-profile=$out/profile-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-').json
+profile=$out/profile-$(python3 bench/results.py --gpu-slug "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)").json
 check step-time 420 python3 bench/step_time_vs_validate.py --ptrain "$ptrain" --backend cuda --steps 10 \
   --profile-out "$profile" --record-accuracy
 tail -n 12 "$work/logs/step-time.log"

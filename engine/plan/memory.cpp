@@ -40,7 +40,6 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
           dense.host + expert.host};
 }
 
-
 // The largest call, counted in the tp rank's heads: the rank's query rows (seq / cp of them; under
 // cp's a2a its heads / cp over the whole sequence, the same count) against keys over the whole
 // sequence under allgather and a2a, over a ring block (seq / cp) under ring. The kv copies are
@@ -100,13 +99,6 @@ double ActivationCounts::rank(int pp_rank, const pipeline::RankBuffers& held) co
   return sum;
 }
 
-double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad) {
-  return ActivationCounts(spec).stage(stage, split_weight_grad);
-}
-
-double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held) {
-  return ActivationCounts(spec).rank(pp_rank, held);
-}
 
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
                          const pipeline::RankBuffers& held) {
@@ -120,11 +112,6 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
   if (spec.train.grad_reduce == config::Precision::Bf16 && p.dp * p.cp > 1)
     sum += static_cast<double>(params.largest_unit) * grad_reduce_bytes(spec.train);
   return sum;
-}
-
-MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
-                            const pipeline::RankBuffers& held) {
-  return rank_memory(ActivationCounts(spec), params, pp_rank, held);
 }
 
 MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParams& params, int pp_rank,

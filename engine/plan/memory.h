@@ -66,6 +66,7 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
 class ActivationCounts {
  public:
   explicit ActivationCounts(const config::JobSpec& spec);
+  explicit ActivationCounts(const config::JobSpec&&) = delete;  // it keeps a pointer to the spec
   const config::JobSpec& spec() const { return *spec_; }
   // Activations of one microbatch on virtual stage `stage` (its layers, with what they keep for W
   // when the schedule splits weight gradients (pipeline::Schedule::split_weight_grad); the
@@ -83,9 +84,6 @@ class ActivationCounts {
   double shared_ = 0;   // the backward workspace and cuDNN's scratch
   double message_ = 0;  // a pipeline message
 };
-// ActivationCounts(spec).stage(...) and .rank(...), for one question.
-double stage_activation_bytes(const config::JobSpec& spec, int stage, bool split_weight_grad);
-double activation_bytes(const config::JobSpec& spec, int pp_rank, const pipeline::RankBuffers& held);
 // Device scratch of cuDNN's attention backward (kernels/cuda/cudnn_attention.h) in `mode`
 // (PTRAIN_CUDNN_ATTENTION, kernels/cudnn_attention_mode.h), taken from the compute stream's pool
 // for the call and kept by the pool: the rows' dot products, under GQA the per-query-head dK/dV
@@ -100,9 +98,6 @@ double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::Cudnn
 double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
                          const pipeline::RankBuffers& held);
 
-MemoryBreakdown rank_memory(const config::JobSpec& spec, const RankParams& params, int pp_rank,
-                            const pipeline::RankBuffers& held);
-// The same, for a caller that asks for many ranks of one job.
 MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held);
 

@@ -54,8 +54,10 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::Flat
   // The unit each window holds (-1: stale). An instruction's gathers depend on nothing but these
   // and the instruction's direction and chunk, so each (windows, direction, chunk) is replayed unit
   // by unit once and its outcome looked up after: a step of thousands of microbatches meets a few
-  // dozen. States are numbered as met; next[(state * 2 + forward) * vpp + chunk] is the outcome.
-  using Windows = std::array<int, 5>;
+  // dozen. States are numbered as met; next[(state * 2 + forward) * vpp + chunk] is the index of
+  // the outcome in `outcomes`.
+  constexpr int kMostWindows = 1 + 2 + 2;  // a tied embedding's, two dense, two for the experts: expert_first + 2
+  using Windows = std::array<int, kMostWindows>;
   struct Outcome {
     int after;  // state
     Zero3Gathers added;

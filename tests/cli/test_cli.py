@@ -686,6 +686,19 @@ class ProfileTransfer(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertNotIn("carried to", json.loads(r.stdout)["compute_model"])
 
+    def test_the_gpu_sweep_refuses_a_profile_of_another_gpu(self):
+        # Validated as the profile's GPU, an H100's profile on an H200 would have predicted an H100.
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "nvidia-smi"), "w") as f:
+                f.write("#!/bin/sh\necho 'NVIDIA H200'\n")
+            os.chmod(os.path.join(d, "nvidia-smi"), 0o755)
+            r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "step_time_vs_validate.py"), "--ptrain",
+                                PTRAIN, "--backend", "cuda", "--profile", os.path.join(ROOT, "profiles", "h100-sxm.json")],
+                               capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "PATH": d + os.pathsep + os.environ["PATH"]})
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("measured NVIDIA H100 80GB HBM3, this machine's GPU is NVIDIA H200", r.stderr)
+
     def test_a_gpu_job_without_a_profile_is_timed_with_the_built_in_one(self):
         # profiles/h100-sxm.json compiled in: the same step as from the file, said to be built in,
         # carried to another GPU as the file would be; `peak` asks for peak x 60%; a CPU job has none

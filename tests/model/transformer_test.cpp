@@ -141,7 +141,7 @@ TEST_CASE("the whole activation arena is what validate predicts for one microbat
       const config::JobSpec spec = load(file, {std::string("train.recompute=") + mode});
       model::ParamStore store(model::build_registry(spec.model), model::shard_coords(spec, 0, 0, 0));
       const model::Transformer t(spec, store, kernels::cpu_ops());
-      const double predicted = plan::activation_bytes(spec, 0, {{1}, {}, 0});
+      const double predicted = plan::ActivationCounts(spec).rank(0, {{1}, {}, 0});
       const double allocated = static_cast<double>(t.activation_bytes());
       CHECK(allocated >= predicted);
       CHECK(allocated - predicted < 64.0 * 200);  // at most 200 views' alignment

@@ -50,7 +50,7 @@ TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
             pipeline::build(spec.schedule.kind, 1, 1, spec.train.microbatches);
         const plan::RankParams counted =
             plan::count_rank_params(spec, schedule, model::local_params(registry, coords), 0);
-        const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, {{1}, {}, 0});
+        const plan::MemoryBreakdown predicted = plan::rank_memory(plan::ActivationCounts(spec), counted, 0, {{1}, {}, 0});
 
         model::ParamStore store(std::move(registry), coords, parallel::zero_store_options(spec, 2, kernels::cpu_ops()));
         test::SilentComm comm(0, 2);
@@ -98,7 +98,7 @@ cluster: {nodes: 1, gpus_per_node: 2, gpu: cpu}
       const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, 1, 1, spec.train.microbatches);
       const plan::RankParams counted =
           plan::count_rank_params(spec, schedule, model::local_params(registry, coords), 0);
-      const plan::MemoryBreakdown predicted = plan::rank_memory(spec, counted, 0, {{1}, {}, 0});
+      const plan::MemoryBreakdown predicted = plan::rank_memory(plan::ActivationCounts(spec), counted, 0, {{1}, {}, 0});
 
       model::ParamStore store(std::move(registry), coords, parallel::zero_store_options(spec, 2, kernels::cpu_ops()));
       test::SilentComm comm(0, 2);

@@ -53,18 +53,18 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   const double layer = model::total_bytes(model::layer_saved_activations(spec, config::Recompute::None));
   const double ids = model::total_bytes(model::embedding_saved_activations(spec));
   const double head = model::total_bytes(model::head_saved_activations(spec));
-  CHECK(plan::stage_activation_bytes(spec, 0, false) == 4 * layer + ids);
-  CHECK(plan::stage_activation_bytes(spec, 1, false) == 4 * layer + head);
+  CHECK(plan::ActivationCounts(spec).stage(0, false) == 4 * layer + ids);
+  CHECK(plan::ActivationCounts(spec).stage(1, false) == 4 * layer + head);
   const double workspace =
       model::total_bytes(model::backward_workspace(spec)) + plan::cudnn_attention_scratch_bytes(spec, kernels::cudnn_attention_mode());
   const double output = 128.0 * 256 * 2;  // [micro_batch*seq_len, hidden] bf16, kept until sent
-  CHECK(plan::activation_bytes(spec, 0, {{2}, {}, 0}) == 2 * (4 * layer + ids) + workspace + output);
-  CHECK(plan::activation_bytes(spec, 1, {{1}, {}, 0}) ==
+  CHECK(plan::ActivationCounts(spec).rank(0, {{2}, {}, 0}) == 2 * (4 * layer + ids) + workspace + output);
+  CHECK(plan::ActivationCounts(spec).rank(1, {{1}, {}, 0}) ==
         4 * layer + head + workspace);  // the last stage sends none
 
   config::LoadResult full = test::load_job(test::kSmallLlama, {"parallel.pp=2", "train.recompute=full"}, 2);
   const double input = model::total_bytes(model::layer_saved_activations(full.spec, config::Recompute::Full));
-  CHECK(plan::activation_bytes(full.spec, 0, {{2}, {}, 0}) ==
+  CHECK(plan::ActivationCounts(full.spec).rank(0, {{2}, {}, 0}) ==
         2 * (4 * input + ids) + model::total_bytes(model::backward_workspace(full.spec)) +
             plan::cudnn_attention_scratch_bytes(full.spec, kernels::cudnn_attention_mode()) + output);
 
@@ -76,7 +76,7 @@ TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspac
   const double il_layer = model::total_bytes(model::layer_saved_activations(il, il.train.recompute));
   const double il_workspace =
       model::total_bytes(model::backward_workspace(il)) + plan::cudnn_attention_scratch_bytes(il, kernels::cudnn_attention_mode());
-  CHECK(plan::activation_bytes(il, 1, {{3, 2}, {}, 0}) ==
+  CHECK(plan::ActivationCounts(il).rank(1, {{3, 2}, {}, 0}) ==
         3 * 2 * il_layer + 2 * (2 * il_layer + model::total_bytes(model::head_saved_activations(il))) +
             il_workspace + output);
 }

@@ -140,7 +140,7 @@ TEST_CASE("a pipeline rank allocates what validate predicts for it") {
       const auto& mine = held[static_cast<std::size_t>(r)];
       if (spec.schedule.max_in_flight > 0) CHECK(mine.shared_slots > 0);  // the cap binds: slots shared
       const double sends = mine.send_buffers * plan::bytes_sent(plan::pipeline_message(spec));
-      const double predicted = plan::activation_bytes(spec, r, mine) + sends;
+      const double predicted = plan::ActivationCounts(spec).rank(r, mine) + sends;
       const double allocated = static_cast<double>(stage.activation_bytes());
       CHECK(allocated >= predicted);
       // At most 400 views aligned: less than one message (256 tokens x 64 x 2 or 4 bytes).
