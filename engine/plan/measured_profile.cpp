@@ -426,7 +426,11 @@ std::string expected_error(const MeasuredProfile* profile) {
       return carried + "; the H100 profile of ptrain's own attention kernels, carried so, predicted Megatron-LM's 10 "
                        "published A100 runs (SC21 Table 1, configs/published) at 0.94-1.08 of their published "
                        "throughput";
-    return carried + "; no published runs checked this transfer";
+    if (t.from == "h100-sxm" && t.to == "h200")
+      return carried + "; the built-in H100 profile (2026-11-27), carried so, predicted 6 jobs measured on an "
+                       "H200 at 0.99-1.15 of their steps (median 10%, worst 15%; "
+                       "bench/results/2026-11-28-step-time-vs-validate-nvidia-h200.json)";
+    return carried + "; no runs checked this transfer";
   }
   if (!profile->accuracy) return "this profile has not been checked against runs (bench/step_time_vs_validate.py)";
   const Accuracy& a = *profile->accuracy;

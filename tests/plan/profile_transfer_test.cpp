@@ -98,11 +98,15 @@ TEST_CASE("a transferred profile scales each table by its datasheet ratio") {
   CHECK_THAT(plan::expected_error(&a100), Contains("no run on a100-80g checked this profile") &&
                                               Contains("carried from h100-sxm") && Contains("Megatron-LM"));
   CHECK_FALSE(h100.transfer.has_value());
-  // Only the transfer the published runs checked cites them.
+  // Only the transfers runs checked cite them: H100 to A100 (the published runs), H100 to H200.
   const plan::MeasuredProfile h200 = plan::transfer_profile(h100, from, *plan::find_hardware("h200"));
   CHECK(h200.gemm.at("bf16").forward_s == h100.gemm.at("bf16").forward_s);  // the same compute
   CHECK(h200.memory.at("norm/bf16")[0].forward_s == Approx(1e-5 * 3.35 / 4.8));
-  CHECK_THAT(plan::expected_error(&h200), Contains("no published runs checked this transfer"));
+  CHECK_THAT(plan::expected_error(&h200), Contains("no run on h200 checked this profile") &&
+                                              Contains("0.99-1.15") && Contains("nvidia-h200.json"));
+  const plan::MeasuredProfile h200_to_a100 =
+      plan::transfer_profile(h100, *plan::find_hardware("h200"), *plan::find_hardware("a100-80g"));
+  CHECK_THAT(plan::expected_error(&h200_to_a100), Contains("no runs checked this transfer"));
   // A carried profile is never written: read back, it would be carried again.
   CHECK_THROWS_AS(plan::to_json(a100), std::logic_error);
 }
