@@ -1,0 +1,39 @@
+// The two 8-bit float formats of FP8 training (OCP OFP8 v1.0) on the host: E4M3 (bias 7, no
+// infinities, largest 448) for weights and activations, E5M2 (bias 15, IEEE-like, largest 57344) for
+// gradients. Narrowing is the GPU's cvt.rn.satfinite: round to nearest even, anything beyond the
+// largest finite value (infinities included) saturates to it with its sign, NaN gives 0x7F; so the
+// CPU emulation and the CUDA casts agree bit for bit. Scales are powers of two (fp8_scale): scaling
+// and unscaling are then exact, and a tensor is rounded once, by the cast.
+#pragma once
+
+#include <cstdint>
+
+namespace ptrain::kernels {
+
+enum class Fp8Format : std::uint8_t { E4M3, E5M2 };
+
+const char* to_string(Fp8Format format);
+
+// The largest finite value: 448 (E4M3), 57344 (E5M2).
+float fp8_max(Fp8Format format);
+
+// value -> code, as the GPU's cvt.rn.satfinite.
+std::uint8_t f32_to_fp8(float value, Fp8Format format);
+
+// code -> value, exact (every FP8 value is a float).
+float fp8_to_f32(std::uint8_t code, Fp8Format format);
+
+// The scale a tensor whose largest magnitude is `amax` is multiplied by before its cast: the largest
+// power of two s with amax * s <= fp8_max(format), within [2^-125, 2^125]. An amax of 0 (nothing
+// to scale), or one that is not finite (the step is lost to NaN/inf anyway, and named as such),
+// gives 1.
+float fp8_scale(float amax, Fp8Format format);
+
+// out[i] = f32_to_fp8(in[i] * scale) for i < n; returns the largest |in[i]| (NaN if any in[i] is
+// NaN): the amax of the tensor, taken in the pass that casts it.
+float cast_to_fp8(std::uint8_t* out, const float* in, std::int64_t n, float scale, Fp8Format format);
+
+// The largest |in[i]| of n values, NaN if any is NaN.
+float abs_max(const float* in, std::int64_t n);
+
+}  // namespace ptrain::kernels
