@@ -155,6 +155,7 @@ class Supervisor {
 
  private:
   void spawn_one(int rank, int store_fd, int port, const std::string& token, const UniqueFd& null_fd);
+  bool launch_interrupted();
   void signal_all(int sig);
   void on_signal(int sig);
   void reap();
@@ -185,6 +186,11 @@ void Supervisor::spawn_all(Listener& listener, const std::string& token) {
   if (!null_fd) throw DistError("cannot open /dev/null: " + errno_text(errno));
   workers_.reserve(static_cast<std::size_t>(options_.nproc));
   for (int rank = 0; rank < options_.nproc; ++rank) {
+    if (launch_interrupted()) {
+      output_.write(2, "ptrain launcher: started " + std::to_string(rank) + " of " + std::to_string(options_.nproc) +
+                           " workers; starting no more\n");
+      break;
+    }
     spawn_one(rank, rank == 0 ? listener.fd.get() : -1, listener.port, token, null_fd);
   }
   // Rank 0 owns the socket now; a copy here would keep the port bound after rank 0 died.
@@ -236,6 +242,21 @@ void Supervisor::spawn_one(int rank, int store_fd, int port, const std::string& 
   w.out = OutputStream{std::move(out_read), 1, {}};
   w.err = OutputStream{std::move(err_read), 2, {}};
   workers_.push_back(std::move(w));
+}
+
+// Between two spawns: the signals that came meanwhile, handled as run() handles them. A stop, or a
+// worker that failed already, ends the launch (a few thousand ranks take minutes to start, and
+// none would be of use); run() then supervises the workers started as it would any.
+bool Supervisor::launch_interrupted() {
+  bool stop = false;
+  while (const std::optional<int> sig = signals_.next()) {
+    if (*sig != SIGCHLD) stop = true;
+    if (*sig != SIGCHLD && workers_.empty())
+      output_.write(2, "ptrain launcher: " + signal_name(*sig) + " before any worker started: nothing to save\n");
+    else
+      on_signal(*sig);
+  }
+  return stop || failed_;
 }
 
 bool Supervisor::any_alive() const {
@@ -468,6 +489,7 @@ int launch_local(const LaunchOptions& options) {
   const char* inherited_token = std::getenv("PTRAIN_JOB_TOKEN");
   const std::string token =
       inherited_token != nullptr && *inherited_token != '\0' ? inherited_token : new_job_token();
+  reserve_descriptors(options.nproc);
   Listener listener = listen_tcp(options.master_addr, options.master_port, std::max(128, 2 * options.nproc));
   Supervisor supervisor(options);
   supervisor.spawn_all(listener, token);

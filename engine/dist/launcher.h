@@ -18,6 +18,10 @@
 //   mask (not the launcher's): a caller that blocks the stop signals before it calls launch_local,
 //   as `ptrain run` does from its start, gets workers that hold a signal forwarded before they
 //   have installed their handler pending until they unblock it, instead of dying of it.
+// - A stop signal that arrives while the workers are being spawned, or a worker that fails then,
+//   ends the spawning at once: no further worker starts, those started are stopped as above (or
+//   taken down as below), and the launcher returns as it would after them (0 for a stop). One
+//   before any worker started ends the launch with none.
 // - The first worker that exits non-zero or dies by a signal is reported on stderr with its last
 //   tail_lines lines; the others get SIGTERM, then SIGKILL after grace_seconds.
 // - Workers run in their own process groups (a terminal's Ctrl-C reaches them only through the
@@ -42,7 +46,8 @@ struct LaunchOptions {
 
 // Runs the workers to completion. Returns 0 when every worker exited 0, 2 when the first worker
 // to fail exited 2 (bad input: a data file, a checkpoint), 1 when one failed otherwise or the
-// workers had to be killed. Throws LaunchConfigError for invalid options and DistError when the
+// workers had to be killed. Throws LaunchConfigError for invalid options or an open-file limit that
+// cannot hold nproc workers' pipes (launcher_os.h: reserve_descriptors), and DistError when the
 // store socket cannot be bound or a worker cannot be spawned (workers already started are
 // killed and reaped first). Blocks SIGCHLD/SIGINT/SIGTERM/SIGHUP in the calling thread while it
 // runs; call it from the main thread of a process that has no other threads expecting them.

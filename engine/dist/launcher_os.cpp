@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -187,6 +189,38 @@ std::optional<int> SignalChannel::next() {
     if (sigismember(&ignored_, sig) != 1) return sig;
   }
   return std::nullopt;
+}
+
+namespace {
+
+// Descriptors open in this process now (before the launcher's own).
+rlim_t open_descriptors() {
+  std::error_code error;
+  rlim_t count = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end; it.increment(error))
+    ++count;
+  return error ? 64 : count;  // without /proc: a generous guess
+}
+
+}  // namespace
+
+void reserve_descriptors(int workers) {
+  // Two pipe ends per worker for its whole run; while one is spawned, its two other ends; the
+  // store's socket, the signalfd and /dev/null.
+  const rlim_t needed = open_descriptors() + 2 * static_cast<rlim_t>(workers) + 8;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return;
+  if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= needed) {
+    const rlimit raised{limit.rlim_max == RLIM_INFINITY ? needed : limit.rlim_max, limit.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return;
+  }
+  const auto text = [](rlim_t n) { return n == RLIM_INFINITY ? std::string("unlimited") : std::to_string(n); };
+  throw LaunchConfigError(
+      "the local launcher would hold " + text(needed) + " open files for " + std::to_string(workers) +
+      " workers (two pipes each), but the open-file limit (RLIMIT_NOFILE) is " + text(limit.rlim_cur) +
+      " and at most " + text(limit.rlim_max) +
+      ": start fewer ranks on this machine (--nproc, a smaller cluster.gpus_per_node), spread them over "
+      "machines (srun, mpirun), or raise the hard limit (ulimit -Hn, limits.conf)");
 }
 
 std::string signal_name(int sig) {

@@ -83,6 +83,12 @@ class SignalChannel {
   UniqueFd fd_;
 };
 
+// Makes room for what the launcher holds open with `workers` workers (two pipes each, for the whole
+// run): RLIMIT_NOFILE's soft limit is raised to the hard one when it is lower (the workers inherit
+// it). A hard limit too low is a LaunchConfigError naming the count and the limit, before any
+// worker starts: past it, a launch would fail halfway, with hundreds of workers started.
+void reserve_descriptors(int workers);
+
 // "SIGTERM", or "signal 42" for one without an abbreviation.
 std::string signal_name(int sig);
 

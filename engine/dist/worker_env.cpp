@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "engine/config/rules.h"
 #include "engine/dist/dist_error.h"
 
 namespace ptrain::dist {
@@ -93,6 +94,10 @@ void check_ranks(const WorkerEnv& w, const RankVars& vars) {
     return std::string(name) + "=" + std::to_string(value);
   };
   if (w.world < 1) throw LaunchConfigError(name_value(vars.world, w.world) + " must be at least 1");
+  // Named here: the job's own rule would blame --world / --nproc for what the launcher exported.
+  if (w.world > config::kMaxWorld)
+    throw LaunchConfigError(name_value(vars.world, w.world) + " is more than the " +
+                            std::to_string(config::kMaxWorld) + " ranks a job may have");
   if (w.rank < 0 || w.rank >= w.world) {
     throw LaunchConfigError(name_value(vars.rank, w.rank) + " is outside [0, " +
                             name_value(vars.world, w.world) + ")");

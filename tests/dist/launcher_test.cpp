@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,6 +133,12 @@ Launch run_launcher(const ScratchDir& dir, const LaunchOptions& options,
       sigemptyset(&stop);
       sigaddset(&stop, SIGTERM);
       ::sigprocmask(SIG_BLOCK, &stop, nullptr);
+      if (env.count("PTRAIN_TEST_PENDING") != 0) ::raise(SIGTERM);  // a stop before the launch: pending
+    }
+    if (const auto nofile = env.find("PTRAIN_TEST_NOFILE"); nofile != env.end()) {  // "soft:hard"
+      const std::size_t colon = nofile->second.find(':');
+      const rlimit limit{std::stoul(nofile->second.substr(0, colon)), std::stoul(nofile->second.substr(colon + 1))};
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(97);
     }
     int rc = 0;
     try {
@@ -473,6 +480,41 @@ TEST_CASE("a second stop signal within the grace period kills the workers") {
     const pid_t pid = read_pid(dir.file(name));
     CHECK(wait_until([&] { return process_gone(pid); }, kSettle));
   }
+}
+
+TEST_CASE("a stop signal before the workers are spawned starts none of them") {
+  // The launcher went on spawning every worker (16,384 for a 405B job) before it read a stop; a
+  // signal that is pending when it starts is read before the first spawn, as one between spawns is.
+  ScratchDir dir;
+  const std::string d = dir.str();
+  const Launch run = run_launcher(dir, shell_workers(8, "echo x > " + d + "/started.$RANK"),
+                                  {{"PTRAIN_TEST_BLOCK", "1"}, {"PTRAIN_TEST_PENDING", "1"}});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code() == 0);
+  CHECK(run.seconds < kLongBeforeTheSleeps);
+  CHECK_THAT(run.err, Catch::Contains("ptrain launcher: SIGTERM before any worker started: nothing to save\n") &&
+                          Catch::Contains("ptrain launcher: started 0 of 8 workers; starting no more\n"));
+  CHECK_FALSE(fs::exists(d + "/started.0"));
+  CHECK(run.out.empty());
+}
+
+TEST_CASE("an open-file limit too low for the workers' pipes is raised to the hard limit, or refused first") {
+  ScratchDir dir;
+  const std::string d = dir.str();
+  // 40 workers hold 80 pipe ends: past a limit of 48, which the launcher raises when the hard limit allows.
+  const LaunchOptions options = shell_workers(40, "echo x > " + d + "/started.$RANK");
+  const Launch raised = run_launcher(dir, options, {{"PTRAIN_TEST_NOFILE", "48:4096"}});
+  INFO(raised.out << raised.err);
+  CHECK(raised.exit_code() == 0);
+  CHECK(fs::exists(d + "/started.39"));
+  fs::remove(d + "/started.0");
+  // It failed halfway before, with a worker's pipe ("Too many open files"), 20 workers started.
+  const Launch refused = run_launcher(dir, options, {{"PTRAIN_TEST_NOFILE", "48:48"}});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code() == 99);  // LaunchConfigError: `ptrain run` exits 2
+  CHECK_THAT(refused.err, Catch::Contains("for 40 workers (two pipes each), but the open-file limit (RLIMIT_NOFILE) "
+                                          "is 48 and at most 48: start fewer ranks on this machine"));
+  CHECK_FALSE(fs::exists(d + "/started.0"));
 }
 
 TEST_CASE("workers die with the launcher when it is killed outright") {

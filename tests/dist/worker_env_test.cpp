@@ -375,6 +375,9 @@ TEST_CASE("rank variables must be strict integers in range") {
   CHECK_THAT(error_of(with(kTorchrun, {{"RANK", "-1"}})), Catch::Contains("RANK=-1"));
   CHECK_THAT(error_of(with(kTorchrun, {{"WORLD_SIZE", "0"}, {"RANK", "0"}})),
              Catch::Contains("WORLD_SIZE=0 must be at least 1"));
+  // The launcher's variable is named, not --world / --nproc as a world out of range from the command line is.
+  CHECK_THAT(error_of(with(kSrun, {{"SLURM_STEP_NUM_TASKS", "2000000000"}})),
+             Catch::Contains("SLURM_STEP_NUM_TASKS=2000000000 is more than the 1048576 ranks"));
   CHECK_THAT(error_of(with(kTorchrun, {{"LOCAL_RANK", "4"}})),
              Catch::Contains("LOCAL_RANK=4 is outside [0, LOCAL_WORLD_SIZE=4)"));
   CHECK_THAT(error_of(with(kTorchrun, {{"LOCAL_WORLD_SIZE", "9"}})), Catch::Contains("LOCAL_WORLD_SIZE=9"));
