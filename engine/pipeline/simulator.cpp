@@ -65,8 +65,12 @@ struct PeakCounter {
 
 }  // namespace
 
-SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline) {
+SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, InstructionTimes* times) {
   SimResult result;
+  if (times != nullptr) {
+    times->assign(static_cast<std::size_t>(s.pp), {});
+    for (int rank = 0; rank < s.pp; ++rank) (*times)[rank].assign(s.ranks[rank].size(), 0.0);
+  }
   result.busy.assign(s.pp, 0.0);
   result.bubble_fraction.assign(s.pp, 0.0);
   result.peak_inflight.assign(s.pp, 0.0);
@@ -108,6 +112,7 @@ SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline) {
       peaks[static_cast<std::size_t>(rank)].add(instr.op, s.split_weight_grad);
       result.busy[rank] += clock[rank] - start;
     }
+    if (times != nullptr) (*times)[rank][i] = clock[rank];  // a send's issue time too: it takes none
     return true;
   };
   // Runs an F&B pair as one op of costs.forward_backward: it starts when the rank is free and all its
@@ -142,9 +147,10 @@ SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline) {
     clock[rank] = start + seconds;  // exactly, whatever the rounding of the shares
     if (keep) result.timeline[rank].back().end = clock[rank];
     result.busy[rank] += seconds;
-    for (size_t i = pair.begin; i < pair.end; ++i)
-      if (is_send(list[i].op))
-        in_transit[channel.of(list[i], rank)].push_back(clock[rank] + costs.p2p_seconds);
+    for (size_t i = pair.begin; i < pair.end; ++i) {
+      if (is_send(list[i].op)) in_transit[channel.of(list[i], rank)].push_back(clock[rank] + costs.p2p_seconds);
+      if (times != nullptr) (*times)[rank][i] = clock[rank];
+    }
     return true;
   };
 

@@ -70,8 +70,14 @@ struct SimResult {
 // estimate, plan's search over thousands of layouts); Keep: for the renderings.
 enum class Timeline { Keep, Drop };
 
+// Per rank, per instruction of its list: a send's issue time, else the rank's clock once the
+// instruction (or the F&B pair it belongs to, timed as one op) has run. With the sends' issue times
+// this is the state of the run between any two instructions (schedule_model.h reads it at a cut).
+using InstructionTimes = std::vector<std::vector<double>>;
+
 // Precondition: check(schedule) is empty, and every cost vector has pp*vpp entries
-// (forward_backward: that or none).
-SimResult simulate(const Schedule& schedule, const OpCosts& costs, Timeline timeline = Timeline::Keep);
+// (forward_backward: that or none). `times`, if given, receives InstructionTimes.
+SimResult simulate(const Schedule& schedule, const OpCosts& costs, Timeline timeline = Timeline::Keep,
+                   InstructionTimes* times = nullptr);
 
 }  // namespace ptrain::pipeline
