@@ -12,8 +12,8 @@
 #include "app/flag_checks.h"
 #include "app/job_loading.h"
 #include "app/json_writer.h"
+#include "app/output_file.h"
 #include "app/plan_verify.h"
-#include "engine/ckpt/file_io.h"
 #include "engine/config/yaml_edit.h"
 #include "engine/io/input_file.h"
 #include "engine/io/output_probe.h"
@@ -238,6 +238,13 @@ int run_plan(const PlanArgs& args) {
 
   const std::optional<plan::HardwareProfile> hw = find_job_hardware(job);
   if (!hw) return bad_job(job.diags);
+  // --out before the search (which takes a while for a large --gpus): bad input at once.
+  const std::string out_path = args.out.empty() ? default_out_path(path) : args.out;
+  if (const std::string other = io::other_kind_at(out_path, io::OutputKind::File); !other.empty())
+    return bad_input(out_path + " is " + other + ", not a regular file; not replacing it", "pass --out with a file's path");
+  if (refuse_replacing_foreign_file(out_path, "plan", args.force, written_by_plan) ||
+      refuse_unwritable_output("--out", out_path))
+    return kExitBadInput;
   // The rules that do not depend on the layout, checked once on a layout that breaks none of the
   // others (one rank, one microbatch), so a bad job is reported as such rather than as "no layout".
   plan::Layout one_microbatch;
@@ -255,7 +262,6 @@ int run_plan(const PlanArgs& args) {
   const plan::RankedLayout& best = result.best.front();
   std::vector<std::string> keys = read.overrides;
   for (const std::string& key : plan::layout_assignments(best.layout, experts)) keys.push_back(key);
-  const std::string out_path = args.out.empty() ? default_out_path(path) : args.out;
   const std::string yaml = file_header(path, *hw, args.gpus, best) + config::yaml_with_values(*text, keys);
 
   // The file must be what the table says: loaded and estimated as `validate` would.
@@ -266,18 +272,7 @@ int run_plan(const PlanArgs& args) {
                  "internal error: the written layout does not reproduce the plan; please report this\n");
     return kExitRuntimeFailure;
   }
-  std::error_code error;
-  if (const std::string other = io::other_kind_at(out_path, io::OutputKind::File); !other.empty())
-    return bad_input(out_path + " is " + other + ", not a regular file; not replacing it", "pass --out with a file's path");
-  if (std::filesystem::exists(out_path, error) && !args.force && !written_by_plan(out_path)) {
-    return bad_input(out_path + " exists and was not written by ptrain plan; not replacing it",
-                     "pass --out with another path, or --force");
-  }
-  try {
-    ckpt::write_file_atomically(out_path, yaml);
-  } catch (const std::exception& e) {
-    return bad_input("cannot write " + out_path + ": " + e.what(), "pass --out with a writable path");
-  }
+  if (!write_output_file(out_path, yaml)) return kExitRuntimeFailure;
 
   if (!args.json) {
     std::printf("%s", human_table(result, path, *hw, args.gpus, experts).c_str());

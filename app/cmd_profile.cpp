@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -23,6 +24,8 @@
 #include <fstream>
 #include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
@@ -36,7 +39,7 @@
 #include "engine/dist/launcher.h"
 #include "engine/dist/rendezvous.h"
 #include "engine/dist/worker_env.h"
-#include "engine/io/output_probe.h"
+#include "engine/io/input_file.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/backend_module.h"
 #include "kernels/cuda_backend.h"
@@ -49,6 +52,7 @@ struct ProfileArgs {
   std::string backend = "cpu";
   std::string out = "profile.json";
   bool quick = false;
+  bool force = false;  // replace --out even where ptrain profile did not write it
   int nproc = 1;
   std::string collectives_to;  // a worker started by this command's launcher: where rank 0 puts its table
 };
@@ -69,6 +73,25 @@ std::string today() {
   char text[16];
   std::strftime(text, sizeof text, "%Y-%m-%d", std::gmtime(&now));
   return text;
+}
+
+// Whether `path` holds a profile this command wrote (any schema version): what it may replace.
+bool written_by_profile(const std::string& path) {
+  try {
+    const io::InputFile file(path);
+    if (file.size() > (std::int64_t{64} << 20)) return false;
+    const nlohmann::json j = nlohmann::json::parse(file.read_all(), nullptr, false);
+    return j.is_object() && j.contains("schema") && j["schema"].is_string() &&
+           j["schema"].get<std::string>().rfind("ptrain.profile.", 0) == 0;
+  } catch (const io::FileError&) {  // a named pipe, a directory: nothing profile wrote
+    return false;
+  }
+}
+
+// Exit 2 before any measuring where --out cannot be written or is a file of the user's.
+bool refuse_out(const ProfileArgs& args) {
+  return refuse_unwritable_output("--out", args.out) ||
+         refuse_replacing_foreign_file(args.out, "profile", args.force, written_by_profile);
 }
 
 // What a profile says it measured: the device, and its driver's and libraries' versions.
@@ -127,6 +150,7 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
 
 // One rank of a --nproc run: the collectives, then rank 0 completes the file.
 int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
+  if (args.collectives_to.empty() && refuse_out(args)) return kExitBadInput;  // under srun: every rank says it
   Machine machine;
   const kernels::Ops* ops = backend_ops(args, env.local_rank, machine);
   if (ops == nullptr) return kExitBadInput;
@@ -164,10 +188,7 @@ int run_profile(const ProfileArgs& args) {
     print_diagnostics(environment);
     return kExitBadInput;
   }
-  if (const std::string why = io::cannot_write(args.out, io::MakeFolder::No); !why.empty()) {
-    std::fprintf(stderr, "error: cannot write %s: %s\n", args.out.c_str(), why.c_str());
-    return kExitBadInput;
-  }
+  if (refuse_out(args)) return kExitBadInput;
   std::optional<plan::CollectiveTable> collectives;
   if (args.nproc > 1) {  // first, while this process has no threads (see above)
     const std::string part = args.out + ".collectives";
@@ -211,6 +232,7 @@ void add_profile_command(CLI::App& cli, int& exit_code) {
       "profile", "Measure this machine with the engine's kernels and write a hardware profile (cluster.profile)");
   cmd->add_option("--backend", args->backend, "Kernels to measure")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--out", args->out, "Profile file to write (JSON)")->check(non_empty());
+  cmd->add_flag("--force", args->force, "Replace --out even if ptrain profile did not write it");
   cmd->add_flag("--quick", args->quick, "Coarser grids and fewer repeats (under a minute on a CPU)");
   cmd->add_option("--nproc", args->nproc, "Also measure the collectives over N local ranks (Gloo, or NCCL on GPUs)")
       ->check(whole_number_in(1, 1024));

@@ -19,14 +19,13 @@
 #include "app/output_file.h"
 #include "app/job_loading.h"
 #include "app/report_charts.h"
+#include "app/report_metrics.h"
 #include "app/report_timeline.h"
 #include "engine/io/input_file.h"
 #include "engine/pipeline/render.h"
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
 #include "engine/plan/step_time.h"
-#include "engine/train/metrics.h"
-#include "engine/train/typical_step.h"
 
 namespace ptrain::app {
 namespace {
@@ -61,76 +60,8 @@ Inputs locate(const ReportArgs& args) {
   return in;
 }
 
-// What is wrong with a metrics row, as `ptrain run` writes them (train/metrics.cpp); empty if
-// nothing. A number may be null where the run wrote a NaN; fields it does not know are left alone.
-std::string row_problem(const nlohmann::json& row) {
-  if (row.is_discarded() || !row.is_object()) return "not a JSON object";
-  const auto step = row.find("step");
-  if (step == row.end() || !step->is_number_integer() || step->get<std::int64_t>() < 0 ||
-      step->get<std::int64_t>() > (std::int64_t{1} << 53))
-    return "\"step\" must be a whole number of steps";
-  for (const train::StepScalar& f : train::step_scalars()) {
-    const auto v = row.find(f.key);
-    if (v != row.end() && !v->is_number() && !v->is_null())
-      return std::string("\"") + f.key + "\" must be a number";
-  }
-  if (const auto idle = row.find("pipeline_idle"); idle != row.end() && idle->is_number() &&
-                                                    !(idle->get<double>() >= 0 && idle->get<double>() <= 1))
-    return "\"pipeline_idle\" must be a fraction in [0, 1]";
-  for (const train::StepPerAxis& f : train::step_per_axis()) {
-    const std::string key = f.key;
-    const auto v = row.find(key);
-    if (v == row.end()) continue;
-    if (!v->is_object()) return "\"" + key + "\" must be an object of numbers by axis";
-    for (const auto& [axis, value] : v->items())
-      if (!value.is_number()) return "\"" + key + "." + axis + "\" must be a number";
-  }
-  return {};
-}
-
-std::optional<std::vector<nlohmann::json>> read_metrics(const std::string& path) {
-  std::istringstream in;
-  try {
-    in.str(io::read_input_file(path));
-  } catch (const io::FileError& e) {
-    std::fprintf(stderr, "error: cannot read the metrics file '%s': %s (give a run directory holding metrics.jsonl, "
-                         "or the file logging.metrics names)\n", path.c_str(), e.detail().c_str());
-    return std::nullopt;
-  }
-  std::vector<nlohmann::json> rows;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (line.empty()) continue;
-    nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    if (const std::string problem = row_problem(row); !problem.empty()) {
-      std::fprintf(stderr, "error: %s:%d: not a metrics row of `ptrain run` (%s)\n", path.c_str(), number,
-                   problem.c_str());
-      return std::nullopt;
-    }
-    rows.push_back(std::move(row));
-  }
-  if (rows.empty()) {
-    std::fprintf(stderr, "error: %s holds no steps\n", path.c_str());
-    return std::nullopt;
-  }
-  return rows;
-}
-
-Series series(const std::vector<nlohmann::json>& rows, const char* key, std::string name, std::string color,
-              double scale = 1.0) {
-  Series s{std::move(name), std::move(color), {}};
-  for (const auto& r : rows)
-    if (r.contains(key) && r[key].is_number()) s.points.emplace_back(r["step"].get<double>(), r[key].get<double>() * scale);
-  return s;
-}
-
-double median_of(const std::vector<nlohmann::json>& rows, const char* key) {
-  std::vector<double> v;
-  for (std::size_t i = train::start_up_steps(rows.size()); i < rows.size(); ++i)  // as the run's table
-    if (rows[i].contains(key) && rows[i][key].is_number()) v.push_back(rows[i][key].get<double>());
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
+Series series(const RunMetrics& metrics, const char* key, std::string name, std::string color, double scale = 1.0) {
+  return {std::move(name), std::move(color), metrics.curve(key, scale)};
 }
 
 // A summary figure with `digits` decimals; far outside a run's range (a metrics file written by
@@ -160,10 +91,11 @@ figure{margin:0}figure svg{max-width:100%;height:auto}
 int run_report(const ReportArgs& args) {
   const Inputs in = locate(args);
   if (refuse_output_over_input("--out", in.out, {{"the metrics", in.metrics}, {"the job", in.job},
-                                                 {"the trace", in.trace}}))
+                                                 {"the trace", in.trace}}) ||
+      refuse_unwritable_output("--out", in.out))
     return kExitBadInput;
-  const auto rows = read_metrics(in.metrics);
-  if (!rows) return kExitBadInput;
+  const std::optional<RunMetrics> metrics = read_run_metrics(in.metrics);
+  if (!metrics) return kExitBadInput;
 
   std::optional<config::LoadResult> job;
   std::optional<plan::Estimate> estimate;
@@ -192,17 +124,15 @@ int run_report(const ReportArgs& args) {
     trace = std::move(parsed);
   }
 
-  const nlohmann::json& last = rows->back();
   const std::string title = job ? job->spec.name : fs::path(in.metrics).parent_path().filename().string();
   std::ostringstream page;
   page << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ptrain report: " << html_escape(title)
        << "</title><style>" << kStyle << "</style></head><body>\n<h1>ptrain report: " << html_escape(title) << "</h1>\n";
-  page << "<table id=\"summary\"><tr><th>steps</th><td>" << last["step"].get<std::int64_t>()
-       << "</td></tr><tr><th>last loss</th><td>"
-       << summary_number(last.contains("loss") && last["loss"].is_number() ? last["loss"].get<double>() : std::nan(""), 4)
-       << "</td></tr><tr><th>median tokens/s</th><td>" << summary_number(median_of(*rows, "tokens_per_s"), 0)
-       << "</td></tr><tr><th>median MFU</th><td>" << summary_number(100 * median_of(*rows, "mfu"), 1)
-       << "%</td></tr><tr><th>median step</th><td>" << summary_number(median_of(*rows, "step_s"), 4) << " s</td></tr>";
+  page << "<table id=\"summary\"><tr><th>steps</th><td>" << metrics->last_step
+       << "</td></tr><tr><th>last loss</th><td>" << summary_number(metrics->last_loss.value_or(std::nan("")), 4)
+       << "</td></tr><tr><th>median tokens/s</th><td>" << summary_number(metrics->medians.at("tokens_per_s"), 0)
+       << "</td></tr><tr><th>median MFU</th><td>" << summary_number(100 * metrics->medians.at("mfu"), 1)
+       << "%</td></tr><tr><th>median step</th><td>" << summary_number(metrics->medians.at("step_s"), 4) << " s</td></tr>";
   if (estimate) page << "<tr><th>validate's step</th><td>" << summary_number(estimate->step_time_s, 4) << " s</td></tr>";
   page << "</table>\n<p class=\"note\">metrics " << html_escape(in.metrics)
        << (in.job.empty() ? "; no job file: no predictions (--job)" : "; job " + html_escape(in.job))
@@ -215,20 +145,20 @@ int run_report(const ReportArgs& args) {
       if (r.pp_rank == 0 && r.tp_rank == 0 && r.ep_rank == 0) predicted_memory = r.memory.total() / 1073741824.0;
   }
   page << "<h2>Training</h2>\n<div class=\"charts\">\n";
-  page << line_chart({"Loss", "loss", {series(*rows, "loss", "train", "#1f77b4"),
-                                       series(*rows, "val_loss", "validation", "#d62728")}, {}, ""});
+  page << line_chart({"Loss", "loss", {series(*metrics, "loss", "train", "#1f77b4"),
+                                       series(*metrics, "val_loss", "validation", "#d62728")}, {}, ""});
   page << line_chart({"Learning rate and gradient norm", "value",
-                      {series(*rows, "lr", "lr x 1000", "#2ca02c", 1000.0), series(*rows, "grad_norm", "grad norm", "#9467bd")},
+                      {series(*metrics, "lr", "lr x 1000", "#2ca02c", 1000.0), series(*metrics, "grad_norm", "grad norm", "#9467bd")},
                       {}, ""});
   page << "</div>\n<h2>Speed</h2>\n<div class=\"charts\">\n";
-  page << line_chart({"Tokens per second", "tokens/s", {series(*rows, "tokens_per_s", "measured", "#1f77b4")}, {}, ""});
-  page << line_chart({"MFU", "%", {series(*rows, "mfu", "measured", "#ff7f0e", 100.0)}, {}, ""});
-  page << line_chart({"Step time", "seconds", {series(*rows, "step_s", "measured", "#1f77b4")}, predicted_step,
+  page << line_chart({"Tokens per second", "tokens/s", {series(*metrics, "tokens_per_s", "measured", "#1f77b4")}, {}, ""});
+  page << line_chart({"MFU", "%", {series(*metrics, "mfu", "measured", "#ff7f0e", 100.0)}, {}, ""});
+  page << line_chart({"Step time", "seconds", {series(*metrics, "step_s", "measured", "#1f77b4")}, predicted_step,
                       "validate"});
   page << "</div>\n<h2>Memory (rank 0)</h2>\n<div class=\"charts\">\n";
   page << line_chart({"Memory", "GiB",
-                      {series(*rows, "memory_bytes", "allocated", "#1f77b4", 1.0 / 1073741824.0),
-                       series(*rows, "device_memory_peak_bytes", "device peak", "#d62728", 1.0 / 1073741824.0)},
+                      {series(*metrics, "memory_bytes", "allocated", "#1f77b4", 1.0 / 1073741824.0),
+                       series(*metrics, "device_memory_peak_bytes", "device peak", "#d62728", 1.0 / 1073741824.0)},
                       predicted_memory, "validate"});
   page << "</div>\n";
 
@@ -263,7 +193,7 @@ int run_report(const ReportArgs& args) {
   }
   page << "</body></html>\n";
 
-  if (!write_output_file(in.out, page.str())) return kExitBadInput;
+  if (!write_output_file(in.out, page.str())) return kExitRuntimeFailure;
   std::fprintf(stderr, "wrote %s\n", in.out.c_str());
   return kExitOk;
 }

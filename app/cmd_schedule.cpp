@@ -40,7 +40,9 @@ int run_schedule(const ScheduleArgs& args) {
     return kExitBadInput;
   }
   for (const auto& [flag, path] : {std::pair{"--svg", args.svg_path}, std::pair{"--trace", args.trace_path}})
-    if (refuse_output_over_input(flag, path, {{"the job file", args.job.job_path}})) return kExitBadInput;
+    if (!path.empty() && (refuse_output_over_input(flag, path, {{"the job file", args.job.job_path}}) ||
+                          refuse_unwritable_output(flag, path)))
+      return kExitBadInput;
   config::LoadResult job = load_job(args.job, args.world);
   const std::optional<plan::HardwareProfile> hw =
       job.ok() ? find_job_hardware(job) : std::optional<plan::HardwareProfile>();
@@ -58,7 +60,7 @@ int run_schedule(const ScheduleArgs& args) {
   bool ok = true;
   if (!args.svg_path.empty()) ok = write_file(args.svg_path, pipeline::render_svg(schedule, sim)) && ok;
   if (!args.trace_path.empty()) ok = write_file(args.trace_path, pipeline::render_chrome_trace(schedule, sim)) && ok;
-  return ok ? kExitOk : kExitBadInput;
+  return ok ? kExitOk : kExitRuntimeFailure;
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 #include "app/output_file.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
+#include <filesystem>
+#include <optional>
 
 #include "engine/io/output_probe.h"
+#include "engine/io/replace_file.h"
 
 namespace ptrain::app {
 
@@ -23,17 +23,27 @@ bool refuse_output_over_input(const char* flag, const std::string& out, const st
   return true;
 }
 
+bool refuse_unwritable_output(const char* flag, const std::string& path) {
+  const std::string why = io::cannot_write(path, io::MakeFolder::No);
+  if (why.empty()) return false;
+  std::fprintf(stderr, "error: %s %s cannot be written: %s (fix: name a writable file)\n", flag, path.c_str(), why.c_str());
+  return true;
+}
+
+bool refuse_replacing_foreign_file(const std::string& path, const char* command, bool force,
+                                   bool (*written_by_command)(const std::string& path)) {
+  std::error_code ignored;
+  if (force || !std::filesystem::exists(path, ignored) || written_by_command(path)) return false;
+  std::fprintf(stderr, "error: %s exists and was not written by ptrain %s; not replacing it (fix: pass --out with "
+               "another path, or --force)\n", path.c_str(), command);
+  return true;
+}
+
 bool write_output_file(const std::string& path, const std::string& text) {
-  if (const std::string other = io::other_kind_at(path, io::OutputKind::File); !other.empty()) {
-    std::fprintf(stderr, "error: cannot write %s: it is %s, not a regular file\n", path.c_str(), other.c_str());
-    return false;
-  }
-  errno = 0;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) std::fprintf(stderr, "error: cannot write %s: %s\n", path.c_str(), errno != 0 ? std::strerror(errno) : "failed");
-  return static_cast<bool>(out);
+  const std::optional<io::WriteFailure> failure = io::replace_file(path, text);
+  if (failure)
+    std::fprintf(stderr, "error: cannot write %s: %s\n", path.c_str(), failure->describe().c_str());
+  return !failure;
 }
 
 }  // namespace ptrain::app

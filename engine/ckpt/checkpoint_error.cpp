@@ -5,6 +5,6 @@
 namespace ptrain::ckpt {
 
 CheckpointIoError::CheckpointIoError(const std::string& path, const std::string& action, int errnum)
-    : std::runtime_error(path + ": " + action + ": " + std::strerror(errnum)) {}
+    : std::runtime_error(path + ": " + action + (errnum != 0 ? std::string(": ") + std::strerror(errnum) : "")) {}
 
 }  // namespace ptrain::ckpt

@@ -22,7 +22,7 @@ class CheckpointError : public io::FileFormatError {
 
 class CheckpointIoError : public std::runtime_error {
  public:
-  // what() reads "<path>: <what failed>: <strerror(errnum)>".
+  // what() reads "<path>: <what failed>: <strerror(errnum)>"; errnum 0: the action says it all.
   CheckpointIoError(const std::string& path, const std::string& action, int errnum);
 };
 

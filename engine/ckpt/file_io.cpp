@@ -9,37 +9,15 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <random>
+#include <optional>
 #include <utility>
 
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/crc32c.h"
+#include "engine/io/replace_file.h"
 
 namespace ptrain::ckpt {
 namespace fs = std::filesystem;
-namespace {
-
-// Closes a descriptor on scope exit unless released.
-class FdGuard {
- public:
-  explicit FdGuard(int fd) : fd_(fd) {}
-  ~FdGuard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdGuard(const FdGuard&) = delete;
-  FdGuard& operator=(const FdGuard&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-std::string parent_directory(const std::string& path) {
-  const std::string parent = fs::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
-}  // namespace
 
 runtime::MappedFile map_file(std::string path) {
   try {
@@ -83,25 +61,13 @@ void FileWriter::finish() {
 }
 
 void fsync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointIoError(dir, "cannot open directory", errno);
-  FdGuard guard(fd);
-  if (::fsync(fd) != 0) throw CheckpointIoError(dir, "fsync of directory failed", errno);
+  if (const std::optional<io::WriteFailure> failure = io::sync_directory(dir))
+    throw CheckpointIoError(dir, failure->action, failure->error);
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp-" + random_hex_suffix();
-  {
-    FileWriter out(tmp);
-    out.write(contents.data(), contents.size());
-    out.finish();
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw CheckpointIoError(path, "cannot rename " + tmp + " to it", err);
-  }
-  fsync_directory(parent_directory(path));
+  if (const std::optional<io::WriteFailure> failure = io::replace_file(path, contents))
+    throw CheckpointIoError(path, failure->action, failure->error);
 }
 
 void prepare_output_directory(const std::string& dir, const std::string& role, const std::string& fix) {
@@ -127,15 +93,6 @@ void make_directory(const std::string& path) {
 
 std::string join_path(const std::string& dir, const std::string& name) {
   return (fs::path(dir) / name).string();
-}
-
-std::string random_hex_suffix() {
-  std::random_device device;
-  const std::uint64_t r = (std::uint64_t{device()} << 32) ^ device();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 0; i < 16; ++i) out[static_cast<std::size_t>(i)] = kHex[(r >> (4 * i)) & 0xFu];
-  return out;
 }
 
 }  // namespace ptrain::ckpt

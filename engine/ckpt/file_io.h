@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/io/replace_file.h"
 #include "engine/runtime/mapped_file.h"
 
 namespace ptrain::ckpt {
@@ -43,8 +44,8 @@ class FileWriter {
 // fsync on a directory, which makes the creation, removal or renaming of its entries durable.
 void fsync_directory(const std::string& dir);
 
-// Replaces `path` with `contents` atomically: writes `path`.tmp-<random>, fsyncs, renames, fsyncs
-// the parent directory. On failure `path` is as it was and the temporary file is gone.
+// Replaces `path` with `contents` atomically (io::replace_file: `path`.tmp-<random>, fsync, rename,
+// fsync of the folder). On failure `path` is as it was and the temporary file is gone.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
 // Makes `dir` ready to be written, before any work goes into what will be written there: creates it
@@ -59,7 +60,6 @@ void make_directory(const std::string& path);
 // `dir`/`name`.
 std::string join_path(const std::string& dir, const std::string& name);
 
-// 16 random hex digits, for temporary names that do not collide between processes.
-std::string random_hex_suffix();
+using io::random_hex_suffix;  // for temporary names
 
 }  // namespace ptrain::ckpt

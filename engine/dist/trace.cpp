@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "engine/dist/comm.h"
+#include "engine/io/replace_file.h"
 #include "kernels/ops.h"
 
 namespace ptrain::dist {
@@ -34,12 +36,10 @@ std::string metadata(const char* what, int pid, int tid, const std::string& name
   return out + "\"}}";
 }
 
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) std::fprintf(stderr, "error: logging.trace: cannot write '%s'\n", path.c_str());
-  return static_cast<bool>(out);
+// "" once `path` holds `text` whole (io::replace_file), else why not, naming the file and the cause.
+std::string write_file(const std::string& path, const std::string& text) {
+  const std::optional<io::WriteFailure> failure = io::replace_file(path, text);
+  return failure ? "logging.trace: cannot write '" + path + "': " + failure->describe() : "";
 }
 
 std::string document(const std::string& events) {
@@ -174,15 +174,26 @@ std::string Trace::events_json() const {
   return out;
 }
 
-bool Trace::write_merged(Comm& comm, const std::string& path) const {
+bool Trace::write_merged(Comm& comm, const std::string& path) {
   const std::vector<std::string> all = comm.gather_strings(comm.world_group(), events_json(), 0);
-  if (comm.rank() != 0) return true;
-  std::string events;
-  for (const std::string& rank : all) events += (events.empty() ? "" : ",\n") + rank;
-  return write_file(path, document(events));
+  std::string failure;
+  if (comm.rank() == 0) {
+    std::string events;
+    for (const std::string& rank : all) events += (events.empty() ? "" : ",\n") + rank;
+    failure = write_file(path, document(events));
+  }
+  comm.broadcast_string(comm.world_group(), failure, 0);  // every rank fails with it: the run's exit is 1
+  if (failure.empty()) return true;
+  merged_write_failed_ = true;
+  throw std::runtime_error(failure + (comm.rank() == 0 ? "" : " (on rank 0)"));
 }
 
-bool Trace::write_own(const std::string& path) const { return write_file(path, document(events_json())); }
+bool Trace::write_own(const std::string& path) const {
+  if (merged_write_failed_) return false;  // beside the file that could not be written: said already
+  const std::string failure = write_file(path, document(events_json()));
+  if (!failure.empty()) std::fprintf(stderr, "error: %s\n", failure.c_str());
+  return failure.empty();
+}
 
 std::string rank_trace_path(const std::string& path, int rank) {
   const std::size_t slash = path.find_last_of('/');

@@ -93,9 +93,13 @@ class Trace {
   std::string events_json() const;
 
   // Collective over `comm`'s world: every rank sends its events to rank 0, which writes `path` as one
-  // Chrome trace. Returns false on rank 0 when the file cannot be written (said on stderr).
-  bool write_merged(Comm& comm, const std::string& path) const;
-  // Only this rank's events, to `path` (a run that failed: no collective is safe then).
+  // Chrome trace, whole or not at all (io::replace_file: a trace that was there stays as it was).
+  // True once written; where rank 0 could not write it, every rank throws std::runtime_error
+  // naming the file and the cause (a runtime failure: the run's exit is 1).
+  bool write_merged(Comm& comm, const std::string& path);
+  // Only this rank's events, to `path` (a run that failed: no collective is safe then); false after
+  // saying on stderr why it could not be written. False at once after a failed write_merged: its
+  // own file would go beside the one that could not be written, and the failure is said.
   bool write_own(const std::string& path) const;
 
  private:
@@ -130,6 +134,7 @@ class Trace {
   double anchor_us_ = 0;
   std::vector<DeviceSpan> pending_;
   std::set<int> device_tracks_;  // with a span: named in the file
+  bool merged_write_failed_ = false;
 };
 
 // The file a failed rank writes its own events to: "run/trace.json" -> "run/trace.rank3.json".

@@ -351,6 +351,71 @@ class Report(unittest.TestCase):
                 self.assertIn(f"is not a trace as logging.trace writes it: traceEvents[{index}] ", r.stderr)
                 self.assertIn(why, r.stderr)
 
+class ALongRun(unittest.TestCase):
+    """The metrics of a long run: every curve is drawn from at most ~2000 points (10^6 rows drew
+    every row: an 81 MB page, 1.2 GB of memory), its first and last points and its extremes kept;
+    the file is read a row at a time. 200,000 rows here (29 MB) were a 16 MB page and 225 MB."""
+    ROWS = 200_000
+    SPIKE = 123_457  # the one row whose loss jumps to 1000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        metrics = os.path.join(cls.dir.name, "metrics.jsonl")
+        row = ('{"step": %d, "loss": %.4f, "lr": 0.0003, "grad_norm": 0.8, "tokens_per_s": %d, "mfu": 0.41, '
+               '"step_s": 0.25, "memory_bytes": 1073741824}\n')
+        with open(metrics, "w") as f:
+            f.writelines(row % (s, 1000.0 if s == cls.SPIKE else 2.0 + (s % 97) / 1000, 30000 + s % 13)
+                         for s in range(1, cls.ROWS + 1))
+        # the report's peak memory: the most resident of the children of a process that runs only it
+        measure = ("import resource, subprocess, sys\n"
+                   "r = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120)\n"
+                   "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+                   "sys.stderr.write(r.stderr)\n")
+        cls.page_path = os.path.join(cls.dir.name, "report.html")
+        r = subprocess.run([sys.executable, "-c", measure, PTRAIN, "report", metrics], capture_output=True,
+                           text=True, timeout=180)
+        cls.stderr = r.stderr
+        cls.exit_code, cls.peak_kib = (int(v) for v in r.stdout.split())
+        with open(cls.page_path) as f:
+            cls.html = f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def chart(self, title):
+        start = self.html.index(f'aria-label="{title}"')
+        return self.html[start:self.html.index("</svg>", start)]
+
+    def test_the_page_is_one_a_browser_opens(self):
+        self.assertEqual(self.exit_code, 0, self.stderr)
+        self.assertLess(os.path.getsize(self.page_path), 2_000_000)
+        for points in re.findall(r'<polyline class="series"[^>]* points="([^"]*)"', self.html):
+            self.assertLessEqual(len(points.split()), 2002)
+
+    def test_the_file_is_read_a_row_at_a_time(self):
+        self.assertLess(self.peak_kib, 100_000)
+
+    def test_a_spike_of_one_row_is_drawn(self):
+        # The loss axis reaches 1000, and the highest point drawn is the spike's, where its step is.
+        loss = self.chart("Loss")
+        self.assertIn(">1000</text>", loss)
+        points = [tuple(map(float, p.split(","))) for p in
+                  re.search(r'<polyline class="series"[^>]* points="([^"]*)"', loss).group(1).split()]
+        top = min(points, key=lambda p: p[1])
+        plot_left, plot_width = 70, 550  # report_charts.cpp: the frame of a 640-wide chart
+        self.assertAlmostEqual(top[0], plot_left + (self.SPIKE - 1) / (self.ROWS - 1) * plot_width, delta=0.1)
+        self.assertLess(top[1], 45)  # at the top of the frame (30 + the 5% margin)
+        self.assertEqual(sum(1 for p in points if p[1] < 100), 1)  # and nowhere else
+
+    def test_the_summary_is_of_every_row(self):
+        summary = self.html[self.html.index('<table id="summary">'):self.html.index("</table>")]
+        self.assertIn("<th>steps</th><td>200000</td>", summary)
+        self.assertIn("<th>last loss</th><td>2.0830</td>", summary)  # row 200000: 2 + 83/1000
+        self.assertIn("<th>median tokens/s</th><td>30006</td>", summary)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import test_script_main

@@ -13,6 +13,9 @@ import unittest
 
 import test_distributed as dist
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import full_disk  # noqa: E402
+
 STEPS = 3
 MICROBATCHES = 4  # global batch 8, micro-batch 1, dp 2
 
@@ -114,6 +117,27 @@ class RunTrace(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn(f"logging.trace: cannot open '{d}/job.yaml/trace.json' for writing", r.stderr)
             self.assertEqual(dist.metrics(d), [])  # refused before the first step
+
+    def test_a_trace_that_cannot_be_written_is_exit_1_and_the_earlier_one_stays(self):
+        # On a full disk the trace was cut to what fit (the earlier one gone, the new one not JSON)
+        # and the run exited 0, with one rank and with two.
+        earlier = json.dumps({"displayTimeUnit": "ms", "traceEvents": []})
+        for world in (1, 2):
+            with self.subTest(ranks=world), tempfile.TemporaryDirectory() as d, \
+                    full_disk.small_filesystem(self, "64k") as traces:
+                path = os.path.join(traces, "trace.json")
+                with open(path, "w") as f:
+                    f.write(earlier)
+                full_disk.fill(traces)
+                r = dist.run(dist.job(d, dp=world, steps=2), "--set", f"logging.trace={path}")
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn(f"logging.trace: cannot write '{path}': write failed: No space left on device",
+                              r.stderr)
+                with open(path) as f:
+                    self.assertEqual(f.read(), earlier)
+                self.assertEqual(sorted(os.listdir(traces)), ["filler", "trace.json"])
+                self.assertNotIn("trace.rank", r.stderr)  # no rank's own trace tried beside it
+                self.assertEqual(len(dist.metrics(d)), 2)  # it trained: only the trace is lost
 
 
 if __name__ == "__main__":
