@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
-# The GPU benchmark, as one command on one GPU: ptrain vs PyTorch (nanoGPT-style, compiled) on GPT-2
-# 124M (T=1024, bf16, micro-batch 32 x 2) and on a Llama-style 1.25B model (T=4096, GQA, SwiGLU,
+# The GPU benchmark, as one command on one GPU: ptrain against PyTorch at its best on GPT-2 124M
+# (T=1024, bf16, micro-batch 32 x 2) and on a Llama-style 1.25B model (T=4096, GQA, SwiGLU,
 # micro-batch 2 x 4), then llm.c on the GPT-2 job twice: its defaults and its fastest flags
-# (-r 0 -ge 2); gpt2_ptrain_over_llmc is against the faster of the two. For every run: tokens/s
-# (median over the timed steps), MFU by llm.c's formula (6N + 6LCT, N = all parameters) and by
+# (-r 0 -ge 2), then FP8 on the Llama: ptrain's (train.precision: fp8, train.fp8.scaling: current,
+# where this ptrain runs it) and PyTorch's (TorchTitan's float8 recipe, bench/torch_fp8.py).
+#   Like for like: every implementation reads the same token file (bench/benchmark_tokens.py:
+# uniform ids over the whole vocabulary, from sample 0 in file order); PyTorch runs at its best
+# (bench/torch_search.py: every SDPA backend, torch.compile's default and max-autotune-no-cudagraphs,
+# fused AdamW against a compiled step; each trial recorded); each configuration runs --repeats times
+# in this one call (ptrain and llm.c a process per repetition, PyTorch windows of one process after
+# its search), the median of the repetitions' medians kept with their min and max.
+#   For every run: tokens/s, MFU by llm.c's formula (6N + 6LCT, N = all parameters) and by
 # TorchTitan's (6N' + 12LHQT, N' = without embedding tables), peak 989 TFLOP/s, peak memory, and
-# for the same job `ptrain validate`'s predicted memory and the measured/predicted ratio. Writes
-# bench/results/<date>-<gpu>.json (date, gpu, commit, runs, goals) and copies it, with the logs,
-# to $OUT when that is set (the device machine returns what is under $OUT).
+# for the same job `ptrain validate`'s predicted memory and step time against the measured. Writes
+# bench/results/<date>-<gpu>.json (runs; goals: gpt2_over_pytorch_best, llama_over_pytorch_best,
+# gpt2_over_llmc_best, llama_fp8_over_bf16, the PyTorch choices that won, memory and step time
+# against validate), stamped so that `python3 bench/results.py --check FILE` tells it unedited
+# (figures worked out later go under its "derived"); with $OUT set, copies it there with the logs
+# packed in gpu-benchmark-logs.tgz (the device machine returns what is under $OUT).
 #
 #   bash bench/gpu_benchmark.sh                 # on the GPU machine
 #   bash bench/gpu_benchmark.sh --dry-run       # here, on CPU: tiny shapes, checks the plumbing,
 #                                               # writes its results file to a temp dir
-# Options: --models gpt2-124m,llama-1b   --skip ptrain,torch,llmc   --warmup N --steps N (all runs)
-#          --no-build (never try a CUDA build on the device)   --results-dir DIR
+# Options: --models gpt2-124m,llama-1b   --skip ptrain,torch,llmc,fp8   --warmup N --steps N (all runs)
+#          --repeats N (3)   --no-build (never try a CUDA build on the device)   --results-dir DIR
+#          --deadline-s N (no run outlives N s from the start: what is left is recorded as not run)
+# A second call on the same machine and commit with other --models adds its runs to the first's
+# (bench/out/<date>-<gpu>/ keeps them): the benchmark split over two calls of the device tool.
 # Environment: PYTHON (with torch; default: python3 if it imports torch, else /usr/bin/python3),
 #   PTRAIN_BACKEND (cuda; cpu in --dry-run, where cuda rehearses the "ptrain unavailable" path),
 #   PTRAIN (a ptrain binary or wrapper; default device-bundle/run-ptrain.sh, else build/ptrain,
 #   else a fresh CUDA build in build-device/), LLMC_DIR (llm.c to run: its prebuilt train_gpt2cu, as
 #   scripts/prepare_llmc.sh leaves in bench/out/llm.c, else a checkout make builds; none is
 #   vendored), GPT2_MICRO_BATCH/GPT2_GRAD_ACCUM (32/2), LLAMA_MICRO_BATCH/LLAMA_GRAD_ACCUM (2/4),
-#   PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per run, 300), BENCH_COMMIT (the commit to record when the
-#   tree has no .git, as on the device; default git rev-parse HEAD, else device-bundle/COMMIT).
-#   LLMC_CUDNN=1 builds llm.c with cuDNN attention (needs cudnn-frontend headers next to it; the
-#   prebuilt binary has it).
+#   FP8_MODELS (llama-1b), PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per ptrain or llm.c process, 300),
+#   TORCH_TIMEOUT_S (per PyTorch run, search included, 480), COMPILE_BUDGET_S (per torch.compile
+#   trial's first step, 150), BENCH_COMMIT (the commit to record when the tree has no .git, as on
+#   the device; default git rev-parse HEAD, else device-bundle/COMMIT). LLMC_CUDNN=1 builds llm.c
+#   with cuDNN attention (needs cudnn-frontend headers next to it; the prebuilt binary has it).
 #
 # On the device (no network, no Debian packages: ptrain cannot be configured there, it needs
 # yaml-cpp, gloo, openblas, CLI11 from Debian), carry a build made here:
@@ -37,13 +51,13 @@
 # and records ptrain as "unavailable: <reason>"; the baselines still run. A ptrain without CUDA
 # (`ptrain run` exits 2: "this ptrain was built without CUDA") is recorded the same way.
 #
-# Exit status: 0 when every PyTorch baseline that was asked for ran (ptrain or llm.c being
-# unavailable is recorded, not an error); 1 when a baseline failed; 2 for bad arguments.
+# Exit status: 0 when every bf16 PyTorch baseline that was asked for ran (ptrain, llm.c or an FP8
+# row being unavailable or failing is recorded, not an error); 1 when one failed; 2 for bad arguments.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 2
 
-dry_run=0 no_build=0 models="gpt2-124m,llama-1b" skip="" warmup="" steps="" results_dir=""
+dry_run=0 no_build=0 models="gpt2-124m,llama-1b" skip="" warmup="" steps="" repeats=3 results_dir="" deadline=0
 while (($#)); do
   case "$1" in
     --dry-run) dry_run=1 ;;
@@ -52,37 +66,20 @@ while (($#)); do
     --skip) skip=$2; shift ;;
     --warmup) warmup=$2; shift ;;
     --steps) steps=$2; shift ;;
+    --repeats) repeats=$2; shift ;;
+    --deadline-s) deadline=$2; shift ;;
     --results-dir) results_dir=$2; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+for n in "$repeats" "$deadline" ${warmup:+"$warmup"} ${steps:+"$steps"}; do
+  [[ "$n" =~ ^[0-9]+$ ]] || { echo "error: --repeats, --deadline-s, --warmup and --steps take a number, not '$n'" >&2; exit 2; }
+done
+((repeats >= 1 && ${steps:-1} >= 1)) || { echo "error: --repeats and --steps must be at least 1" >&2; exit 2; }
 skipped() { [[ ",$skip," == *",$1,"* ]]; }
 log() { printf '[gpu-bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-# ------------------------------------------------------------------ python, date, gpu, work dir
-if [[ -z "${PYTHON:-}" ]]; then
-  if python3 -c 'import torch' >/dev/null 2>&1; then PYTHON=python3; else PYTHON=/usr/bin/python3; fi
-fi
-date_tag=$(date +%Y-%m-%d)
-if ((dry_run)); then
-  gpu="cpu dry run ($(uname -m))"
-  gpu_slug="cpu-dry-run"
-  work=$(mktemp -d "${TMPDIR:-/tmp}/ptrain-gpu-bench.XXXXXX")
-  results_dir=${results_dir:-$work}
-else
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-  [[ -n "$gpu" ]] || gpu="unknown-gpu"
-  gpu_slug=$("$PYTHON" "$root/bench/results.py" --gpu-slug "$gpu")
-  work="$root/bench/out/$date_tag-$gpu_slug"
-  rm -rf "$work"
-  mkdir -p "$work"
-  results_dir=${results_dir:-$root/bench/results}
-fi
-mkdir -p "$work/runs" "$results_dir"
-results="$results_dir/$date_tag-$gpu_slug.json"
-log "gpu: $gpu; work dir: $work; results: $results; python: $PYTHON"
 
 # ------------------------------------------------------------------ what runs, at which size
 # Per model: micro-batch, gradient accumulation, warm-up and timed steps; in a dry run, tiny shapes
@@ -107,261 +104,15 @@ fi
 [[ -n "$warmup" ]] && for m in gpt2-124m llama-1b; do WU[$m]=$warmup; done
 [[ -n "$steps" ]] && for m in gpt2-124m llama-1b; do ST[$m]=$steps; done
 IFS=, read -r -a model_list <<<"$models"
-for m in "${model_list[@]}"; do
+IFS=, read -r -a fp8_models <<<"${FP8_MODELS:-llama-1b}"
+for m in "${model_list[@]}" "${fp8_models[@]}"; do
   [[ -n "${JOB[$m]:-}" ]] || { echo "error: unknown model '$m' (gpt2-124m, llama-1b)" >&2; exit 2; }
 done
-run_timeout=${RUN_TIMEOUT_S:-300}
-# ptrain trains with this backend (the jobs say cuda); the dry run uses cpu, and PTRAIN_BACKEND=cuda
-# with --dry-run rehearses the "ptrain unavailable" path here.
-if ((dry_run)); then ptrain_backend=${PTRAIN_BACKEND:-cpu}; else ptrain_backend=${PTRAIN_BACKEND:-cuda}; fi
-peak_flops=${PEAK_FLOPS:-989e12}
 
-# The helper that turns logs into per-run JSON and writes the results file (no torch needed).
-helper="$work/bench_helper.py"
-cat >"$helper" <<'PY'
-import argparse, glob, json, os, re, statistics, sys
-sys.path.insert(0, os.environ["BENCH_DIR"])
-import torch_baseline as tb
-
-def cfg_for(model, overrides):
-    ns = argparse.Namespace(**{k: None for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq")})
-    for item in overrides.split():
-        key, value = item.split("=", 1)
-        key = {"model.layers": "layers", "model.hidden": "hidden", "model.heads": "heads", "model.kv_heads": "kv_heads",
-               "model.ffn_hidden": "ffn", "model.vocab": "vocab", "model.seq_len": "seq"}.get(key)
-        if key:
-            setattr(ns, key, int(value))
-    return tb.apply_overrides(tb.MODELS[model], ns)
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-def reason_from(log_path, rc):
-    lines = []
-    try:
-        with open(log_path, errors="replace") as f:
-            lines = [l.strip() for l in f if l.strip()]
-    except OSError:
-        pass
-    errors = [l for l in lines if l.lower().startswith("error")]
-    tail = errors[-1] if errors else (lines[-1] if lines else "no output")
-    return "exit %s: %s" % (rc, tail[:300])
-
-def gpu_peak(path):
-    try:
-        vals = [float(v) for v in open(path).read().split() if re.fullmatch(r"[0-9.]+", v)]
-    except OSError:
-        return None
-    return int(max(vals) * 1048576) if vals else None
-
-def add_mfu(run, cfg, peak):
-    fpt = tb.flops_per_token(cfg)
-    run.update(n_params=fpt["n_params"], n_params_embedding=fpt["n_params_embedding"],
-               flops_per_token_llmc=fpt["llmc"], flops_per_token_torchtitan=fpt["torchtitan"], peak_flops=peak)
-    tps = run.get("tokens_per_s")
-    run["mfu_llmc"] = tps * fpt["llmc"] / peak if tps else None
-    run["mfu_torchtitan"] = tps * fpt["torchtitan"] / peak if tps else None
-
-def cmd_ptrain(a):
-    cfg = cfg_for(a.model, a.overrides)
-    run = {"impl": "ptrain", "model": a.model, "config": cfg, "job": a.job, "overrides": a.overrides.split(),
-           "micro_batch": a.micro_batch, "grad_accum": a.grad_accum, "warmup_steps": a.warmup, "timed_steps": a.steps}
-    rows = []
-    try:
-        with open(a.metrics) as f:
-            rows = [json.loads(l) for l in f if l.strip()]
-    except (OSError, ValueError):
-        pass
-    timed = [r for r in rows if r.get("step", 0) > a.warmup]
-    if a.rc == 0 and timed:
-        run["status"] = "ok"
-        run["tokens_per_s"] = statistics.median(r["tokens_per_s"] for r in timed)
-        run["step_ms_median"] = 1000 * statistics.median(r["step_s"] for r in timed)
-        run["tokens_per_step"] = a.micro_batch * a.grad_accum * cfg["seq"]
-        run["mfu_reported_by_ptrain"] = statistics.median(r.get("mfu", 0) for r in timed)
-        run["final_loss"] = rows[-1].get("loss")
-        # The device's own count (CUDA: memory in use beyond the runtime context) when ptrain
-        # measured it, else what the engine allocated.
-        key = next((k for k in ("device_memory_peak_bytes", "memory_bytes") if any(k in r for r in rows)), None)
-        mem = [r[key] for r in rows if key in r] if key else []
-        source = "metrics JSONL: %s" % key
-        if not mem:  # the console line: "... | mem 12.34 GiB | ..."
-            units = {"GiB": 1073741824, "MiB": 1048576, "KiB": 1024, "B": 1}
-            try:
-                text = open(a.log, errors="replace").read()
-            except OSError:
-                text = ""
-            mem = [float(v) * units[u] for v, u in re.findall(r"\bmem ([0-9.]+) (GiB|MiB|KiB|B)\b", text)]
-            source = "ptrain's console 'mem' (2 decimals)"
-        run["peak_memory_bytes"] = int(max(mem)) if mem else None
-        run["peak_memory_source"] = source if mem else "not reported by ptrain"
-    else:
-        run["status"] = "unavailable"
-        run["reason"] = a.reason or reason_from(a.log, a.rc)
-    add_mfu(run, cfg, a.peak)
-    json.dump(run, open(a.out, "w"), indent=1)
-
-def cmd_llmc(a):
-    cfg = cfg_for(a.model, "")
-    run = {"impl": a.impl or "llm.c", "model": a.model, "config": cfg, "micro_batch": a.micro_batch, "grad_accum": a.grad_accum,
-           "warmup_steps": a.warmup, "timed_steps": a.steps, "run_flags": a.flags.split()}
-    if a.reason:
-        run.update(status="skipped", reason=a.reason)
-    else:
-        try:
-            text = open(a.log, errors="replace").read()
-        except OSError:
-            text = ""
-        # "step   12/25 | loss ... | lr 6.00e-04 | 101.23 ms | 45.1% bf16 MFU | 646000 tok/s" (train_gpt2.cu),
-        # or the older "step 12/25: train loss 4.1 (acc 4.1) (101.2 ms, 646000 tok/s)".
-        steps = [(int(s), float(ms)) for s, ms in re.findall(r"^step\s+(\d+)/\d+ \|.*?\| ([0-9.]+) ms \|", text, re.M)]
-        steps += [(int(s), float(ms)) for s, ms in re.findall(r"^step\s+(\d+)/\d+: train loss .*?\(([0-9.]+) ms", text, re.M)]
-        timed = [ms for s, ms in steps if s > a.warmup]
-        if a.rc == 0 and timed:
-            tokens = a.micro_batch * a.grad_accum * cfg["seq"]
-            med = statistics.median(timed)
-            run.update(status="ok", step_ms_median=med, tokens_per_step=tokens, tokens_per_s=tokens / (med / 1000),
-                       build=a.overrides)
-            run["peak_memory_bytes"] = None
-            run["peak_memory_source"] = "llm.c does not report it; see gpu_memory_used_peak_bytes"
-        else:
-            run.update(status="failed", reason=reason_from(a.log, a.rc))
-    if run["status"] == "ok":
-        add_mfu(run, cfg, a.peak)
-    json.dump(run, open(a.out, "w"), indent=1)
-
-def cmd_report(a):
-    runs = []
-    for path in sorted(glob.glob(os.path.join(a.work, "runs", "*.json"))):
-        if os.path.basename(path).startswith("validate-"):
-            continue
-        run = load(path)
-        if not run:
-            continue
-        base = os.path.basename(path)[:-5]
-        peak = gpu_peak(os.path.join(a.work, "runs", base + ".gpumem"))
-        if peak is not None:
-            run["gpu_memory_used_peak_bytes"] = peak  # nvidia-smi, whole GPU incl. CUDA context
-        v = load(os.path.join(a.work, "runs", "validate-%s.json" % run["model"]))
-        if run.get("status") != "ok" and run.get("impl") != "ptrain":
-            v = None  # nothing measured to compare with
-        if v and v.get("valid"):
-            predicted = v["memory"]["total_bytes"]
-            run["predicted_memory_bytes"] = predicted
-            run["predicted_memory_source"] = "ptrain validate --json (same job): memory.total_bytes"
-            if v.get("tokens_per_step") and run.get("tokens_per_s"):
-                fpt = v["flops_per_step"] / v["tokens_per_step"]
-                run["flops_per_token_ptrain"] = fpt
-                run["mfu_ptrain_formula"] = run["tokens_per_s"] * fpt / run["peak_flops"]
-            if run.get("peak_memory_bytes") and "RSS" not in run.get("peak_memory_source", ""):
-                run["memory_measured_over_predicted"] = run["peak_memory_bytes"] / predicted
-            if run["impl"] == "ptrain" and v.get("params_total") != run.get("n_params"):
-                run["warning"] = "ptrain counts %s parameters, the formulas use %s" % (v.get("params_total"), run.get("n_params"))
-        elif v is not None:
-            run["predicted_memory_bytes"] = None
-            run["predicted_memory_source"] = "validate failed: %s" % v.get("error", "")[:300]
-        runs.append(run)
-    order = {"ptrain": 0, "pytorch": 1, "llm.c": 2, "llm.c (-r 0 -ge 2)": 3}
-    models = ["gpt2-124m", "llama-1b"]
-    runs.sort(key=lambda r: (models.index(r["model"]) if r["model"] in models else 9, order.get(r["impl"], 9)))
-    get = lambda impl, model: next((r for r in runs if r["impl"] == impl and r["model"] == model and r.get("status") == "ok"), None)
-    def ratio(x, y, key):
-        return x[key] / y[key] if x and y and x.get(key) and y.get(key) else None
-    pg, tg, pl = get("ptrain", "gpt2-124m"), get("pytorch", "gpt2-124m"), get("ptrain", "llama-1b")
-    tl = get("pytorch", "llama-1b")
-    # llm.c's rows (its defaults, its fastest flags): ptrain against the faster one.
-    llmc_rows = [r for r in runs if r["impl"].startswith("llm.c") and r["model"] == "gpt2-124m" and r.get("status") == "ok"]
-    lg = max(llmc_rows, key=lambda r: r.get("tokens_per_s") or 0, default=None)
-    speed_torch = ratio(pg, tg, "tokens_per_s")
-    speed_llmc = ratio(pg, lg, "tokens_per_s")
-    speed_torch_llama = ratio(pl, tl, "tokens_per_s")
-    mem = {m: (get("ptrain", m) or {}).get("memory_measured_over_predicted") for m in models}
-    # Issue 21's goals, on the same GPU in the same call.
-    goals = {
-        "gpt2_ptrain_over_pytorch_compiled": {"target": ">= 1.10", "value": speed_torch,
-                                              "met": None if speed_torch is None else speed_torch >= 1.10},
-        "gpt2_ptrain_over_llmc": {"target": ">= 1.10 (against the faster llm.c row)", "value": speed_llmc,
-                                  "llmc_impl": lg and lg["impl"],
-                                  "value_per_llmc_run": {r["impl"]: ratio(pg, r, "tokens_per_s") for r in llmc_rows},
-                                  "met": None if speed_llmc is None else speed_llmc >= 1.10},
-        "llama1b_ptrain_over_pytorch_compiled": {"target": ">= 1.10", "value": speed_torch_llama,
-                                                 "met": None if speed_torch_llama is None else speed_torch_llama >= 1.10},
-        "llama1b_ptrain_mfu": {"target": ">= 0.52 (TorchTitan formula; llm.c formula alongside)",
-                               "value": pl and pl.get("mfu_torchtitan"), "value_llmc_formula": pl and pl.get("mfu_llmc"),
-                               "met": None if not pl else pl["mfu_torchtitan"] >= 0.52},
-        "ptrain_memory_within_2pct_of_validate": {
-            "target": "|measured/predicted - 1| <= 0.02",
-            "value": mem, "met": None if not any(mem.values()) else all(abs(x - 1) <= 0.02 for x in mem.values() if x)},
-    }
-    result = {
-        "date": a.date, "gpu": a.gpu, "commit": a.commit, "ptrain_build_commit": a.build_commit or None,
-        "dry_run": bool(a.dry_run), "peak_flops": a.peak, "python": a.python,
-        "torch": next((r.get("torch") for r in runs if r.get("torch")), None),
-        "mfu_formulas": {
-            "llmc": "6*N + 6*L*C*T per token, N = all parameters (karpathy/llm.c train_gpt2.cu gpt2_estimate_mfu)",
-            "torchtitan": "6*(N - embedding tables) + 12*L*H*Q*T per token (pytorch/torchtitan get_nparams_and_flops)",
-            "ptrain": "validate's flops_per_step / tokens_per_step: 6*N_gemm + 6*L*s*a*d (README 'How validate estimates')",
-        },
-        "runs": runs, "goals": goals, "notes": a.note,
-    }
-    tmp = a.results + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, a.results)
-    if a.print:
-        def gib(b):
-            if not b:
-                return "-"
-            return "%.2f GiB" % (b / 1073741824) if b >= 1073741824 else "%.1f MiB" % (b / 1048576)
-        pct = lambda x: "%.1f%%" % (100 * x) if x is not None else "-"
-        print("%-10s %-18s %-11s %12s %10s %9s %9s %11s %11s %7s" % ("model", "impl", "status", "tokens/s", "step ms",
-              "MFU llmc", "MFU titan", "peak mem", "predicted", "ratio"))
-        for r in runs:
-            ok = r.get("status") == "ok"
-            print("%-10s %-18s %-11s %12s %10s %9s %9s %11s %11s %7s" % (
-                r["model"], r["impl"], r.get("status"), "%.0f" % r["tokens_per_s"] if ok else "-",
-                "%.1f" % r["step_ms_median"] if ok else "-", pct(r.get("mfu_llmc")), pct(r.get("mfu_torchtitan")),
-                gib(r.get("peak_memory_bytes")), gib(r.get("predicted_memory_bytes")),
-                "%.3f" % r["memory_measured_over_predicted"] if r.get("memory_measured_over_predicted") else "-"))
-            if not ok:
-                print("           %s: %s" % (r.get("status"), r.get("reason")))
-        for name, g in goals.items():
-            print("goal %-40s %-6s value %s" % (name, {True: "MET", False: "MISSED", None: "n/a"}[g["met"]], g["value"]))
-
-p = argparse.ArgumentParser()
-sub = p.add_subparsers(dest="cmd", required=True)
-for name in ("ptrain", "llmc"):
-    s = sub.add_parser(name)
-    for k in ("model", "out", "log"):
-        s.add_argument("--" + k, required=True)
-    s.add_argument("--metrics", default="")
-    s.add_argument("--job", default="")
-    s.add_argument("--overrides", default="")
-    s.add_argument("--reason", default="")
-    s.add_argument("--impl", default="")
-    s.add_argument("--flags", default="")
-    for k in ("rc", "warmup", "steps", "micro-batch", "grad-accum"):
-        s.add_argument("--" + k, type=int, default=0)
-    s.add_argument("--peak", type=float, required=True)
-s = sub.add_parser("report")
-for k in ("work", "results", "date", "gpu", "commit", "build-commit", "python", "peak"):
-    s.add_argument("--" + k, default="")
-s.add_argument("--dry-run", type=int, default=0)
-s.add_argument("--note", action="append", default=[])
-s.add_argument("--print", action="store_true")
-a = p.parse_args()
-if hasattr(a, "peak"):
-    a.peak = float(a.peak)
-{"ptrain": cmd_ptrain, "llmc": cmd_llmc, "report": cmd_report}[a.cmd](a)
-PY
-export BENCH_DIR="$root/bench"
-
-# ------------------------------------------------------------------ commit
+# ------------------------------------------------------------------ python, commit, date, gpu, work dir
+if [[ -z "${PYTHON:-}" ]]; then
+  if python3 -c 'import torch' >/dev/null 2>&1; then PYTHON=python3; else PYTHON=/usr/bin/python3; fi
+fi
 commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || true)
 if [[ -n "$commit" ]] && [[ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
   commit="$commit-dirty"
@@ -369,7 +120,61 @@ fi
 build_commit=""
 [[ -f device-bundle/COMMIT ]] && build_commit=$(cat device-bundle/COMMIT)
 commit=${BENCH_COMMIT:-${commit:-${build_commit:-unknown}}}
+date_tag=$(date +%Y-%m-%d)
+if ((dry_run)); then
+  gpu="cpu dry run ($(uname -m))"
+  gpu_slug="cpu-dry-run"
+  work=$(mktemp -d "${TMPDIR:-/tmp}/ptrain-gpu-bench.XXXXXX")
+  results_dir=${results_dir:-$work}
+else
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  [[ -n "$gpu" ]] || gpu="unknown-gpu"
+  gpu_slug=$("$PYTHON" "$root/bench/results.py" --gpu-slug "$gpu")
+  work="$root/bench/out/$date_tag-$gpu_slug"
+  # Another commit's runs go; this commit's other models stay (a benchmark split over two calls).
+  [[ "$(cat "$work/COMMIT" 2>/dev/null)" == "$commit" ]] || rm -rf "$work"
+  results_dir=${results_dir:-$root/bench/results}
+fi
+mkdir -p "$work/runs" "$work/tokens" "$results_dir"
+echo "$commit" >"$work/COMMIT"
+results="$results_dir/$date_tag-$gpu_slug.json"
+log "gpu: $gpu; work dir: $work; results: $results; python: $PYTHON"
+
+run_timeout=${RUN_TIMEOUT_S:-300}
+torch_timeout=${TORCH_TIMEOUT_S:-480}
+# With --deadline-s, no run outlives the call's deadline: each gets what is left, at most its own
+# timeout, and one that would get less than a minute is recorded as not run ("no time left").
+limit_for() {
+  local left=$((deadline ? deadline - SECONDS : $1))
+  echo $((left < $1 ? left : $1))
+}
+# ptrain trains with this backend (the jobs say cuda); the dry run uses cpu, and PTRAIN_BACKEND=cuda
+# with --dry-run rehearses the "ptrain unavailable" path here.
+if ((dry_run)); then ptrain_backend=${PTRAIN_BACKEND:-cpu}; else ptrain_backend=${PTRAIN_BACKEND:-cuda}; fi
+peak_flops=${PEAK_FLOPS:-989e12}
+helper=("$PYTHON" "$root/bench/gpu_benchmark_report.py")
+for m in "${model_list[@]}"; do rm -f "$work/runs/"*"-$m"*; done  # this call's models run afresh
 notes=()
+
+# ------------------------------------------------------------------ the tokens every implementation reads
+# Per model, enough for PyTorch's warm-up and repetitions without wrapping: its shape and real
+# vocabulary from torch_baseline.py --describe, the file from bench/benchmark_tokens.py, its
+# description (format, sha256) in tokens/<model>.json, and ptrain's --set for it.
+declare -A TOKENS TOKEN_SETS
+for m in "${model_list[@]}"; do
+  # shellcheck disable=SC2086  # TB_ARGS holds several flags
+  shape=$("$PYTHON" bench/torch_baseline.py --model "$m" ${TB_ARGS[$m]} --describe | "$PYTHON" -c \
+    'import json,sys; d=json.load(sys.stdin); print(d["config"]["seq"], d["data_vocab"])') ||
+    { echo "error: torch_baseline.py --describe failed for $m" >&2; exit 1; }
+  read -r seq vocab <<<"$shape"
+  count=$(((WU[$m] + repeats * ST[$m]) * MB[$m] * GA[$m] * seq + 1))
+  "$PYTHON" bench/benchmark_tokens.py --vocab "$vocab" --count "$count" --out "$work/tokens/$m" \
+    >"$work/tokens/$m.json" || { echo "error: bench/benchmark_tokens.py failed for $m" >&2; exit 1; }
+  TOKENS[$m]=$work/tokens/$m
+  format=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["format"])' "$work/tokens/$m.json")
+  TOKEN_SETS[$m]="data.format=$format data.train=$work/tokens/$m data.shuffle=false"
+  log "tokens $m: $count ids below $vocab ($format, $work/tokens/$m)"
+done
 
 # ------------------------------------------------------------------ the ptrain binary
 ptrain="${PTRAIN:-}" ptrain_bin="" ptrain_problem=""
@@ -412,10 +217,10 @@ report() {
     --build-commit "$build_commit" --python "$PYTHON" --peak "$peak_flops" --dry-run "$dry_run")
   local n
   for n in "${notes[@]}"; do args+=(--note "$n"); done
-  "$PYTHON" "$helper" "${args[@]}" "$@" || { log "writing the results file failed"; report_failed=1; }
-  if [[ -n "${OUT:-}" && -d "${OUT:-}" ]] && ((!dry_run)); then
+  "${helper[@]}" "${args[@]}" "$@" || { log "writing the results file failed"; report_failed=1; }
+  if [[ -n "${OUT:-}" && -d "${OUT:-}" ]] && ((!dry_run)); then  # two files back, whatever ran
     cp "$results" "$OUT/" 2>/dev/null
-    mkdir -p "$OUT/logs" && cp -r "$work"/*.log "$work/runs" "$OUT/logs/" 2>/dev/null
+    tar czf "$OUT/gpu-benchmark-logs.tgz" -C "$work" --exclude tokens . 2>/dev/null
   fi
   return 0
 }
@@ -437,70 +242,103 @@ stop_sampler() {
   sampler_pid=""
 }
 
-# ------------------------------------------------------------------ runs
-baseline_failed=0 report_failed=0
-for m in "${model_list[@]}"; do
-  tokens=$((MB[$m] * GA[$m]))
-  sets=(--set "train.micro_batch=${MB[$m]}" --set "train.global_batch=$tokens" --set "train.steps=$((WU[$m] + ST[$m]))"
-    --set "logging.every=1" --set "logging.metrics=$work/runs/ptrain-$m.jsonl")
-  for kv in backend=$ptrain_backend ${PT_SET[$m]}; do sets+=(--set "$kv"); done
-
-  # ptrain validate: the predicted peak memory (needs no GPU, works with a CPU-only binary).
-  if [[ -n "$ptrain" && -z "$ptrain_problem" ]]; then
-    "$ptrain" validate "${JOB[$m]}" --json "${sets[@]}" >"$work/runs/validate-$m.json" 2>"$work/validate-$m.log" ||
-      printf '{"valid": false, "error": %s}\n' "$("$PYTHON" -c 'import json,sys; print(json.dumps(sys.stdin.read()[-300:]))' <"$work/validate-$m.log")" \
-        >"$work/runs/validate-$m.json"
-  fi
-
-  # ptrain
-  if ! skipped ptrain; then
-    reason="$ptrain_problem" rc=0
-    if [[ -z "$reason" ]]; then
-      log "ptrain $m: ${MB[$m]} x ${GA[$m]} sequences/step, ${WU[$m]} warm-up + ${ST[$m]} timed steps"
-      start_sampler "$work/runs/ptrain-$m.gpumem"
-      timeout "$run_timeout" "$ptrain" run "${JOB[$m]}" --nproc 1 "${sets[@]}" >"$work/ptrain-$m.log" 2>&1
-      rc=$?
-      stop_sampler
-      ((rc == 124)) && reason="timed out after ${run_timeout}s"
+# run_ptrain TAG IMPL MODEL [KEY=VALUE ...]: ptrain validate, then --repeats processes of the job
+# with those keys set. An FP8 row whose job validate refuses (a ptrain without train.precision:
+# fp8) is "unavailable", with validate's reason.
+run_ptrain() {
+  local tag=$1 impl=$2 m=$3
+  shift 3
+  local sets=() kv r rc limit reason="$ptrain_problem" suffix=${tag#ptrain} rep_args=()
+  suffix=${suffix:+-$suffix}  # validate-<model>-fp8.json beside validate-<model>.json
+  for kv in "train.micro_batch=${MB[$m]}" "train.global_batch=$((MB[$m] * GA[$m]))" "train.steps=$((WU[$m] + ST[$m]))" \
+    logging.every=1 backend=$ptrain_backend ${PT_SET[$m]} ${TOKEN_SETS[$m]} "$@"; do sets+=(--set "$kv"); done
+  local vfile="$work/runs/validate-$m$suffix.json" vlog="$work/validate-$m$suffix.log"
+  if [[ -z "$reason" ]]; then  # the predicted memory and step time (no GPU needed)
+    "$ptrain" validate "${JOB[$m]}" --json "${sets[@]}" >"$vfile" 2>"$vlog"
+    rc=$?
+    if ((rc != 0)); then
+      printf '{"valid": false, "error": %s}\n' "$("$PYTHON" -c 'import json,sys; print(json.dumps(sys.stdin.read()[-300:]))' \
+        <"$vlog")" >"$vfile"
+      [[ "$impl" == *fp8 ]] && reason="validate exits $rc: $( (grep -i -m1 error "$vlog" || tail -1 "$vlog") | cut -c1-250)"
     fi
-    "$PYTHON" "$helper" ptrain --model "$m" --out "$work/runs/ptrain-$m.json" --log "$work/ptrain-$m.log" \
-      --metrics "$work/runs/ptrain-$m.jsonl" --job "${JOB[$m]}" --overrides "backend=$ptrain_backend ${PT_SET[$m]}" --reason "$reason" \
-      --rc "$rc" --warmup "${WU[$m]}" --steps "${ST[$m]}" --micro-batch "${MB[$m]}" --grad-accum "${GA[$m]}" --peak "$peak_flops"
-    report
   fi
-
-  # PyTorch baseline
-  if ! skipped torch; then
-    log "pytorch $m: ${MB[$m]} x ${GA[$m]} sequences/step, ${WU[$m]} warm-up + ${ST[$m]} timed steps"
-    start_sampler "$work/runs/pytorch-$m.gpumem"
-    # shellcheck disable=SC2086  # TB_ARGS holds several flags
-    timeout "$run_timeout" "$PYTHON" bench/torch_baseline.py --model "$m" ${TB_ARGS[$m]} --micro-batch "${MB[$m]}" \
-      --grad-accum "${GA[$m]}" --warmup "${WU[$m]}" --steps "${ST[$m]}" --peak-flops "$peak_flops" \
-      --json-out "$work/runs/pytorch-$m.json" >"$work/pytorch-$m.out" 2>"$work/pytorch-$m.log"
+  for ((r = 1; r <= repeats; r++)); do
+    [[ -n "$reason" ]] && break
+    rep_args+=(--metrics "$work/runs/$tag-$m-r$r.jsonl" --log "$work/$tag-$m-r$r.log")
+    limit=$(limit_for "$run_timeout")
+    if ((limit < 60)); then
+      echo "error: no time left (--deadline-s $deadline)" >"$work/$tag-$m-r$r.log"
+      rep_args+=(--rc 124)
+      continue
+    fi
+    log "$impl $m, repetition $r/$repeats: ${MB[$m]} x ${GA[$m]} sequences/step, ${WU[$m]} warm-up + ${ST[$m]} timed steps"
+    start_sampler "$work/runs/$tag-$m-r$r.gpumem"
+    timeout "$limit" "$ptrain" run "${JOB[$m]}" --nproc 1 "${sets[@]}" \
+      --set "logging.metrics=$work/runs/$tag-$m-r$r.jsonl" >"$work/$tag-$m-r$r.log" 2>&1
     rc=$?
     stop_sampler
-    if ((rc != 0)); then
-      baseline_failed=1
-      why=$(grep -v '^step ' "$work/pytorch-$m.log" | tail -1 | cut -c1-300)
-      ((rc == 124)) && why="timed out after ${run_timeout}s"
-      "$PYTHON" -c 'import json,sys; json.dump({"impl": "pytorch", "model": sys.argv[1], "status": "failed",
-        "reason": "exit %s: %s" % (sys.argv[2], sys.argv[3])}, open(sys.argv[4], "w"))' "$m" "$rc" "$why" "$work/runs/pytorch-$m.json"
-      log "pytorch $m FAILED: $why"
-    else
-      "$PYTHON" -c 'import json,sys; p=sys.argv[1]; r=json.load(open(p)); r["status"]="ok"; json.dump(r, open(p,"w"), indent=1)' \
-        "$work/runs/pytorch-$m.json"
-    fi
-    report
-  fi
+    ((rc == 124)) && echo "error: timed out after ${limit}s" >>"$work/$tag-$m-r$r.log"
+    rep_args+=(--rc "$rc")
+  done
+  "${helper[@]}" ptrain --impl "$impl" --model "$m" --out "$work/runs/$tag-$m.json" --job "${JOB[$m]}" \
+    --overrides "backend=$ptrain_backend ${PT_SET[$m]} ${TOKEN_SETS[$m]} $*" --reason "$reason" "${rep_args[@]}" \
+    --tokens "$work/tokens/$m.json" --warmup "${WU[$m]}" --steps "${ST[$m]}" --micro-batch "${MB[$m]}" \
+    --grad-accum "${GA[$m]}" --peak "$peak_flops"
+  report
+}
 
+# failed_torch_row TAG MODEL REASON: the PyTorch run's row when it did not finish.
+failed_torch_row() {
+  "$PYTHON" -c 'import json,sys; json.dump({"impl": sys.argv[1], "model": sys.argv[2], "status": "failed",
+    "reason": sys.argv[3]}, open(sys.argv[4], "w"))' "$([[ $1 == *fp8 ]] && echo 'pytorch fp8' || echo pytorch)" \
+    "$2" "$3" "$work/runs/$1-$2.json"
+  log "$1 $2 FAILED: $3"
+}
+
+# run_torch TAG MODEL [torch_baseline.py flags ...]: one process, its search and --repeats windows.
+# Returns 1 when it failed (recorded as a failed row).
+run_torch() {
+  local tag=$1 m=$2 rc why limit
+  shift 2
+  limit=$(limit_for "$torch_timeout")
+  if ((limit < 60)); then
+    failed_torch_row "$tag" "$m" "not run: no time left (--deadline-s $deadline)"
+    report
+    return 1
+  fi
+  log "$tag $m: ${MB[$m]} x ${GA[$m]} sequences/step, search, ${WU[$m]} warm-up + $repeats x ${ST[$m]} timed steps $*"
+  start_sampler "$work/runs/$tag-$m.gpumem"
+  # shellcheck disable=SC2086  # TB_ARGS holds several flags
+  timeout "$limit" "$PYTHON" bench/torch_baseline.py --model "$m" ${TB_ARGS[$m]} --micro-batch "${MB[$m]}" \
+    --grad-accum "${GA[$m]}" --warmup "${WU[$m]}" --steps "${ST[$m]}" --repeats "$repeats" --peak-flops "$peak_flops" \
+    --compile-budget-s "${COMPILE_BUDGET_S:-150}" --tokens "${TOKENS[$m]}" "$@" \
+    --json-out "$work/runs/$tag-$m.json" >"$work/$tag-$m.out" 2>"$work/$tag-$m.log"
+  rc=$?
+  stop_sampler
+  if ((rc != 0)); then
+    why=$(grep -Ev '(^| )step [0-9]+/[0-9]+ loss ' "$work/$tag-$m.log" | tail -1 | cut -c1-300)
+    ((rc == 124)) && why="timed out after ${limit}s"
+    failed_torch_row "$tag" "$m" "exit $rc: $why"
+  fi
+  report
+  return $((rc != 0))
+}
+
+# ------------------------------------------------------------------ bf16: ptrain, PyTorch
+baseline_failed=0 report_failed=0
+for m in "${model_list[@]}"; do
+  skipped ptrain || run_ptrain ptrain ptrain "$m"
+  skipped torch || run_torch pytorch "$m" || baseline_failed=1
 done
 
-# ------------------------------------------------------------------ llm.c (GPT-2 only, last)
+# ------------------------------------------------------------------ llm.c (GPT-2 only)
 # Two rows: llm.c's defaults ("llm.c": recompute 1, GELU fusion 0 at its HEAD) and its fastest
 # setting ("llm.c (-r 0 -ge 2)": no recompute, GELU fused into cuBLASLt's matmuls forward and
-# backward). After every other run, so a call cut short keeps the ptrain and PyTorch rows. The
-# binary: $LLMC_DIR/train_gpt2cu as built (scripts/prepare_llmc.sh: sm_90, bf16, cuDNN, carried as
-# bench/out/llm.c) when $LLMC_DIR/train_gpt2.cu is absent or not newer, else make builds it there.
+# backward), each --repeats processes, on the GPT-2 token file (llm.c's loader takes its B*T chunks
+# in an order of its own, the ids are the same). After the bf16 runs, so a call cut
+# short keeps the ptrain and PyTorch rows. The binary: $LLMC_DIR/train_gpt2cu as built
+# (scripts/prepare_llmc.sh: sm_90, bf16, cuDNN, carried as bench/out/llm.c) when
+# $LLMC_DIR/train_gpt2.cu is absent or not newer, else make builds it there.
 if [[ ",$models," == *",gpt2-124m,"* ]] && ! skipped llmc; then
   m=gpt2-124m reason="" llmc_build=""
   if ((dry_run)); then
@@ -528,31 +366,45 @@ if [[ ",$models," == *",gpt2-124m,"* ]] && ! skipped llmc; then
   else
     reason="neither $LLMC_DIR/train_gpt2cu nor $LLMC_DIR/train_gpt2.cu"
   fi
-  if [[ -z "$reason" ]]; then
-    # Synthetic tokens in llm.c's data format: 256 int32 header (magic 20240520, version 1, count), uint16 tokens.
-    "$PYTHON" -c 'import array,random,sys
-n=1<<22; r=random.Random(1234); h=array.array("i",[0]*256); h[0]=20240520; h[1]=1; h[2]=n
-t=array.array("H",(r.randrange(50257) for _ in range(n)))
-for p in sys.argv[1:]:
-    f=open(p,"wb"); h.tofile(f); t.tofile(f); f.close()' "$work/llmc_train.bin" "$work/llmc_val.bin"
-  fi
   for variant in "llm.c||llm.c" "llm.c (-r 0 -ge 2)|-r 0 -ge 2|llm.c-fast"; do
-    IFS='|' read -r impl flags tag <<<"$variant"  # runs/$tag-$m.json, ${tag//./}-$m.log
-    rc=0
-    if [[ -z "$reason" ]]; then
-      log "$impl $m: ${MB[$m]} x ${GA[$m]} sequences/step, ${WU[$m]} warm-up + ${ST[$m]} timed steps"
-      start_sampler "$work/runs/$tag-$m.gpumem"
+    IFS='|' read -r impl flags tag <<<"$variant"  # runs/$tag-$m.json, ${tag//./}-$m-r<N>.log
+    rep_args=()
+    for ((r = 1; r <= repeats; r++)); do
+      [[ -n "$reason" ]] && break
+      limit=$(limit_for "$run_timeout")
+      if ((limit < 60)); then
+        echo "error: no time left (--deadline-s $deadline)" >"$work/${tag//./}-$m-r$r.log"
+        rep_args+=(--rc 124 --log "$work/${tag//./}-$m-r$r.log")
+        continue
+      fi
+      log "$impl $m, repetition $r/$repeats: ${MB[$m]} x ${GA[$m]} sequences/step, ${WU[$m]} warm-up + ${ST[$m]} timed steps"
+      start_sampler "$work/runs/$tag-$m-r$r.gpumem"
       # shellcheck disable=SC2086  # flags holds several
-      (cd "$LLMC_DIR" && timeout "$run_timeout" ./train_gpt2cu -i "$work/llmc_train.bin" -j "$work/llmc_val.bin" -e d12 \
+      (cd "$LLMC_DIR" && timeout "$limit" ./train_gpt2cu -i "${TOKENS[$m]}" -j "${TOKENS[$m]}" -e d12 \
         -b "${MB[$m]}" -t 1024 -d $((MB[$m] * GA[$m] * 1024)) -x $((WU[$m] + ST[$m])) -v 100000 -m 1 -s 0 -n 0 \
-        -o "$work/${tag//./}-out" -l 6e-4 -u 0 -c 0.1 $flags) >"$work/${tag//./}-$m.log" 2>&1
+        -o "$work/${tag//./}-out" -l 6e-4 -u 0 -c 0.1 $flags) >"$work/${tag//./}-$m-r$r.log" 2>&1
       rc=$?
       stop_sampler
-    fi
-    "$PYTHON" "$helper" llmc --model "$m" --impl "$impl" --flags "$flags" --out "$work/runs/$tag-$m.json" \
-      --log "$work/${tag//./}-$m.log" --reason "$reason" --overrides "$llmc_build" \
-      --rc "$rc" --warmup "${WU[$m]}" --steps "${ST[$m]}" --micro-batch "${MB[$m]}" --grad-accum "${GA[$m]}" --peak "$peak_flops"
+      rep_args+=(--rc "$rc" --log "$work/${tag//./}-$m-r$r.log")
+    done
+    "${helper[@]}" llmc --model "$m" --impl "$impl" --flags "$flags" --out "$work/runs/$tag-$m.json" \
+      --reason "$reason" --overrides "$llmc_build" --tokens "$work/tokens/$m.json" "${rep_args[@]}" \
+      --warmup "${WU[$m]}" --steps "${ST[$m]}" --micro-batch "${MB[$m]}" --grad-accum "${GA[$m]}" --peak "$peak_flops"
     report
+  done
+fi
+
+# ------------------------------------------------------------------ FP8 (last)
+# ptrain with train.precision: fp8 (scaling current, TorchTitan's tensorwise), and PyTorch's FP8
+# baseline with the bf16 run's SDPA backend, compile mode and optimizer (no search of its own).
+if ! skipped fp8; then
+  for m in "${fp8_models[@]}"; do
+    [[ ",$models," == *",$m,"* ]] || continue
+    skipped ptrain || run_ptrain ptrainfp8 "ptrain fp8" "$m" train.precision=fp8 train.fp8.scaling=current
+    if ! skipped torch; then
+      read -r -a pinned <<<"$("${helper[@]}" pinned-flags --run "$work/runs/pytorch-$m.json")"
+      run_torch pytorchfp8 "$m" --fp8 "${pinned[@]}"
+    fi
   done
 fi
 

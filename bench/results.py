@@ -1,13 +1,22 @@
 """Where the benchmarks put their numbers: bench/results/<date>-<name>.json, stamped with the date
 and the commit measured. `python3 bench/results.py --gpu-slug NAME` prints gpu_slug(NAME), for the
-shell scripts."""
+shell scripts.
+
+A file written by write_as_measured() holds what its script measured and nothing else: its
+"as_written" stamp is the sha256 of every other field but "derived", the one place for anything
+added afterwards (a figure worked out later, a note), so an edit of a measured field shows:
+`python3 bench/results.py --check FILE` exits 0 for a file as written, 1 otherwise."""
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
 import subprocess
+import sys
 import time
+
+AS_WRITTEN, DERIVED = "as_written", "derived"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,6 +37,36 @@ def write_result(name, fields):
         f.write("\n")
     print("wrote", os.path.relpath(path, ROOT))
     return path
+
+
+def measured_digest(doc):
+    """sha256 of a results document without its stamp and its "derived" field (keys sorted)."""
+    kept = {k: v for k, v in doc.items() if k not in (AS_WRITTEN, DERIVED)}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_as_measured(path, doc, writer):
+    """Writes doc to path (atomically), with an empty "derived" and the stamp."""
+    doc = {**doc, DERIVED: {}}
+    doc[AS_WRITTEN] = {"by": writer, "sha256": measured_digest(doc),
+                       "check": "python3 bench/results.py --check FILE; later figures go under \"derived\""}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def check_as_measured(path):
+    """(True, what) when the file's measured fields are as its script wrote them."""
+    with open(path) as f:
+        doc = json.load(f)
+    stamp = doc.get(AS_WRITTEN)
+    if not isinstance(stamp, dict) or "sha256" not in stamp:
+        return False, "no \"%s\" stamp: not written by write_as_measured()" % AS_WRITTEN
+    if measured_digest(doc) != stamp["sha256"]:
+        return False, "edited after %s wrote it: a field other than \"%s\" changed" % (stamp.get("by"), DERIVED)
+    return True, "as %s wrote it (%d derived field(s) added since)" % (stamp.get("by"), len(doc.get(DERIVED) or {}))
 
 
 def before_after(runs, parser=None):
@@ -66,6 +105,18 @@ def run_job(binary, d, job_text, flags=()):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="results file names")
-    parser.add_argument("--gpu-slug", required=True, metavar="NAME", help="print the GPU name as results files name it")
-    print(gpu_slug(parser.parse_args().gpu_slug))
+    parser = argparse.ArgumentParser(description="results file names and stamps")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--gpu-slug", metavar="NAME", help="print the GPU name as results files name it")
+    what.add_argument("--check", metavar="FILE", help="exit 0 if FILE's measured fields are as written, else 1")
+    args = parser.parse_args()
+    if args.gpu_slug is not None:
+        print(gpu_slug(args.gpu_slug))
+        sys.exit(0)
+    try:
+        ok, what = check_as_measured(args.check)
+    except (OSError, ValueError) as e:
+        print("error: --check %s: %s" % (args.check, e), file=sys.stderr)
+        sys.exit(2)
+    print("%s: %s" % (args.check, what))
+    sys.exit(0 if ok else 1)

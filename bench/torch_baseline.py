@@ -1,39 +1,54 @@
-"""PyTorch baselines for the GPU benchmark: a nanoGPT-style GPT-2 and a TorchTitan-style Llama.
+"""PyTorch baselines for the GPU benchmark, at PyTorch's best: a nanoGPT GPT-2 and a TorchTitan Llama.
 
-What it measures is what the nanoGPT / build-nanogpt training loop does on one GPU:
+What it trains is what the nanoGPT / build-nanogpt loop trains on one GPU (bench/torch_models.py):
   - GPT-2 (nanoGPT): pre-LayerNorm blocks with biases, GELU (tanh approximation), learned position
     embeddings, LM head tied to the token embedding, vocabulary padded to 50304.
   - Llama (TorchTitan llama3): RMSNorm, rotate-half RoPE (theta 500000), SwiGLU MLP, grouped-query
-    attention (K/V repeated to the query heads, as TorchTitan's repeat_kv), untied output head.
+    attention, untied output head.
   - fp32 parameters with bf16 autocast (nanoGPT's mixed precision; AdamW keeps fp32 states),
-    torch.compile on the model, F.scaled_dot_product_attention(is_causal=True) restricted to the
-    flash backend (falls back to PyTorch's own choice, and says so, if flash cannot run the shape),
-    torch.optim.AdamW(fused=True) with nanoGPT's decay grouping (2-D tensors decayed), gradient
-    clipping at 1.0, gradient accumulation over --grad-accum microbatches, TF32 allowed.
-  - synthetic uniformly random tokens (no dataset): throughput does not depend on the data.
-  - --warmup steps (compilation, autotuning, allocator warm-up) then --steps timed steps, each timed
-    with CUDA events and a synchronize; reports the median.
+    F.scaled_dot_product_attention(is_causal=True), AdamW with nanoGPT's decay grouping (2-D tensors
+    decayed), gradient clipping at 1.0, gradient accumulation over --grad-accum microbatches, TF32.
+  - --fp8: TorchTitan's float8 recipe on the linear layers (bench/torch_fp8.py: torchao where it is
+    installed, else torch._scaled_mm; where neither is, the JSON says so, status "unavailable").
 
-Prints one JSON object (also to --json-out): tokens/s, step ms, peak memory, N, MFU by llm.c's and by
-TorchTitan's formula (see flops_per_token below) against --peak-flops (989e12: H100 SXM dense bf16).
+How it runs at its best (bench/torch_search.py; every trial recorded under "search"): each SDPA
+backend offered for the shape (flash, cuDNN, memory-efficient; GQA by SDPA's enable_gqa where the
+backend takes it, else repeat_kv), torch.compile's default and max-autotune-no-cudagraphs modes,
+fused AdamW against a compiled foreach step: the fastest of each kept. --sdpa, --compile-modes and
+--optimizer pin a choice instead.
 
-  python3 bench/torch_baseline.py --model gpt2-124m --micro-batch 32 --grad-accum 2
-  python3 bench/torch_baseline.py --model llama-1b --micro-batch 2 --grad-accum 4
+Tokens: --tokens FILE reads bench/benchmark_tokens.py's file (the ids ptrain and llm.c read), sample
+i = tokens [i*T, i*T + T], in file order from sample 0 as ptrain reads it with data.shuffle: false;
+without it, uniformly random ids below the real vocabulary.
+
+Timing: after the search, from the first sample again, --warmup untimed steps, then --repeats
+windows of --steps steps, each step timed with CUDA events and a synchronize; per window the
+median, and the run's figure is the median of the windows' medians (spread: their min and max).
+
+Prints one JSON object (also to --json-out): tokens/s, step ms, repetitions, the search, peak
+memory, N, MFU by llm.c's and by TorchTitan's formula (see flops_per_token below) against
+--peak-flops (989e12: H100 SXM dense bf16).
+
+  python3 bench/torch_baseline.py --model gpt2-124m --micro-batch 32 --grad-accum 2 --tokens T.bin
+  python3 bench/torch_baseline.py --model llama-1b --micro-batch 2 --grad-accum 4 --tokens T
   python3 bench/torch_baseline.py --model gpt2-124m --describe       # counts and FLOPs only, no torch
 
 Runs on PyTorch 2.x on CUDA (the benchmark) and on Debian's PyTorch 1.13 on CPU (the plumbing dry
-run: no torch.compile, no fused AdamW, no SDPA there -> manual causal attention; each fallback is
-reported in the JSON under "features").
+run: no torch.compile, no fused AdamW, no SDPA there -> manual causal attention, no float8; each
+fallback is reported in the JSON, under "features" and "search").
 """
 import argparse
-import inspect
 import json
-import math
+import os
 import platform
 import resource
 import statistics
 import sys
-import time
+
+import benchmark_tokens
+import torch_fp8
+import torch_search
+from torch_models import Attention, build_model
 
 MODELS = {
     # GPT-2 small as nanoGPT / llm.c train it: 124,475,904 parameters with the padded vocabulary.
@@ -116,152 +131,72 @@ def apply_overrides(cfg, args):
     return cfg
 
 
-# ----------------------------------------------------------------------------- models
-def build_model(cfg, torch, use_sdpa):
-    nn = torch.nn
-    F = torch.nn.functional
-    C, H, KV = cfg["hidden"], cfg["heads"], cfg["kv_heads"]
-    d = C // H
 
-    def attention(q, k, v):  # q,k,v: [B, heads, T, d]
-        if use_sdpa:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        T = q.shape[-2]
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-        att = torch.softmax(att.masked_fill(mask, float("-inf")).float(), dim=-1).to(v.dtype)
-        return att @ v
+# ----------------------------------------------------------------------------- data
+class TokenBatches:
+    """Microbatches [micro_batch, T] of inputs and targets, sample after sample from position 0:
+    the samples of the token file in file order (positions past the end wrap, as ptrain's epochs
+    do), or random ones. Held in host memory (pinned on CUDA) and copied per microbatch."""
 
-    class GPT2Block(nn.Module):  # nanoGPT Block
-        def __init__(self):
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(C, eps=cfg["norm_eps"])
-            self.c_attn = nn.Linear(C, 3 * C)
-            self.attn_proj = nn.Linear(C, C)
-            self.ln_2 = nn.LayerNorm(C, eps=cfg["norm_eps"])
-            self.c_fc = nn.Linear(C, cfg["ffn"])
-            self.mlp_proj = nn.Linear(cfg["ffn"], C)
+    def __init__(self, torch, device, micro_batch, seq, path, random_vocab, seed, samples_if_random):
+        if path:
+            self.samples = torch.from_numpy(benchmark_tokens.read_samples(path, seq))
+        else:
+            gen = torch.Generator().manual_seed(seed)
+            self.samples = torch.randint(0, random_vocab, (samples_if_random, seq + 1), generator=gen)
+        if device.type == "cuda":
+            self.samples = self.samples.pin_memory()
+        self.torch, self.device, self.micro_batch, self.position = torch, device, micro_batch, 0
 
-        def forward(self, x):
-            B, T, _ = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-            q, k, v = (t.view(B, T, H, d).transpose(1, 2) for t in (q, k, v))
-            y = attention(q, k, v).transpose(1, 2).contiguous().view(B, T, C)
-            x = x + self.attn_proj(y)
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+    def rewind(self):
+        self.position = 0
 
-    class GPT2(nn.Module):
-        def __init__(self):
-            super().__init__()
-            # Embeddings are direct children so that TorchTitan's rule (nn.Embedding children of
-            # the model) finds them, as param_counts() assumes.
-            self.tok_embeddings = nn.Embedding(cfg["vocab"], C)  # wte
-            self.pos_embeddings = nn.Embedding(cfg["seq"], C)    # wpe
-            self.layers = nn.ModuleList(GPT2Block() for _ in range(cfg["layers"]))
-            self.norm = nn.LayerNorm(C, eps=cfg["norm_eps"])
-            self.output = nn.Linear(C, cfg["vocab"], bias=False)
-            self.output.weight = self.tok_embeddings.weight      # weight tying
-            for name, p in self.named_parameters():               # nanoGPT's init
-                if name.endswith("bias"):
-                    nn.init.zeros_(p)
-                elif p.dim() == 2:
-                    std = 0.02 / math.sqrt(2 * cfg["layers"]) if name.endswith("proj.weight") else 0.02
-                    nn.init.normal_(p, mean=0.0, std=std)
+    def next(self):
+        n, first = len(self.samples), self.position % len(self.samples)
+        rows = (self.samples[first:first + self.micro_batch] if first + self.micro_batch <= n else
+                self.samples[(first + self.torch.arange(self.micro_batch)) % n])
+        self.position += self.micro_batch
+        batch = rows.to(self.device, non_blocking=True)
+        return batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
 
-        def forward(self, idx, targets):
-            T = idx.shape[1]
-            pos = torch.arange(T, device=idx.device)
-            x = self.tok_embeddings(idx) + self.pos_embeddings(pos)
-            for layer in self.layers:
-                x = layer(x)
-            logits = self.output(self.norm(x))
-            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
-    class RMSNorm(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.eps = cfg["norm_eps"]
-            self.weight = nn.Parameter(torch.ones(C))
-
-        def forward(self, x):
-            xf = x.float()
-            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
-
-    def rotate_half(x):
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat((-x2, x1), dim=-1)
-
-    class LlamaBlock(nn.Module):  # TorchTitan llama3 TransformerBlock
-        def __init__(self):
-            super().__init__()
-            self.attention_norm = RMSNorm()
-            self.wq = nn.Linear(C, H * d, bias=False)
-            self.wk = nn.Linear(C, KV * d, bias=False)
-            self.wv = nn.Linear(C, KV * d, bias=False)
-            self.wo = nn.Linear(H * d, C, bias=False)
-            self.ffn_norm = RMSNorm()
-            self.w1 = nn.Linear(C, cfg["ffn"], bias=False)
-            self.w3 = nn.Linear(C, cfg["ffn"], bias=False)
-            self.w2 = nn.Linear(cfg["ffn"], C, bias=False)
-
-        def forward(self, x, cos, sin):
-            B, T, _ = x.shape
-            h = self.attention_norm(x)
-            q = self.wq(h).view(B, T, H, d).transpose(1, 2)
-            k = self.wk(h).view(B, T, KV, d).transpose(1, 2)
-            v = self.wv(h).view(B, T, KV, d).transpose(1, 2)
-            q = (q * cos + rotate_half(q) * sin).to(v.dtype)
-            k = (k * cos + rotate_half(k) * sin).to(v.dtype)
-            if KV != H:  # repeat_kv
-                k = k[:, :, None].expand(B, KV, H // KV, T, d).reshape(B, H, T, d)
-                v = v[:, :, None].expand(B, KV, H // KV, T, d).reshape(B, H, T, d)
-            y = attention(q, k, v).transpose(1, 2).contiguous().view(B, T, H * d)
-            x = x + self.wo(y)
-            h = self.ffn_norm(x)
-            return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
-
-    class Llama(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok_embeddings = nn.Embedding(cfg["vocab"], C)
-            self.layers = nn.ModuleList(LlamaBlock() for _ in range(cfg["layers"]))
-            self.norm = RMSNorm()
-            self.output = nn.Linear(C, cfg["vocab"], bias=False)
-            inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-            freqs = torch.outer(torch.arange(cfg["seq"], dtype=torch.float32), inv)
-            emb = torch.cat((freqs, freqs), dim=-1)                # rotate-half layout
-            self.register_buffer("cos", emb.cos(), persistent=False)
-            self.register_buffer("sin", emb.sin(), persistent=False)
-            for name, p in self.named_parameters():
-                if p.dim() == 2:
-                    nn.init.normal_(p, mean=0.0, std=0.02)
-
-        def forward(self, idx, targets):
-            T = idx.shape[1]
-            cos, sin = self.cos[:T], self.sin[:T]
-            x = self.tok_embeddings(idx)
-            for layer in self.layers:
-                x = layer(x, cos, sin)
-            logits = self.output(self.norm(x))
-            return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
-
-    return GPT2() if cfg["arch"] == "gpt2" else Llama()
+def token_record(path, data_vocab, batches):
+    if not path:
+        return {"source": "random", "ids_uniform_below": data_vocab, "first_ids": batches.samples[0, :8].tolist()}
+    files = [path] if os.path.exists(path) and not os.path.exists(path + ".idx") else [path + ".idx", path + ".bin"]
+    return {"source": "file", "path": path, "sha256": {os.path.basename(f): benchmark_tokens.file_sha256(f) for f in files},
+            "samples": len(batches.samples), "first_ids": batches.samples[0, :8].tolist(),
+            "order": "file order from sample 0 (ptrain's with data.shuffle: false)"}
 
 
 # ----------------------------------------------------------------------------- training
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", choices=sorted(MODELS), default="gpt2-124m")
     ap.add_argument("--micro-batch", type=int, default=None, help="sequences per microbatch")
     ap.add_argument("--grad-accum", type=int, default=1, help="microbatches per optimizer step")
     ap.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
-    ap.add_argument("--steps", type=int, default=20, help="timed optimizer steps")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation)")
+    ap.add_argument("--steps", type=int, default=20, help="timed optimizer steps per repetition")
+    ap.add_argument("--repeats", type=int, default=3, help="repetitions (windows of --steps timed steps)")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps before a compile trial's timing "
+                    "(its first compiles) and before the repetitions")
+    ap.add_argument("--trial-steps", type=int, default=3, help="timed steps per search trial")
+    ap.add_argument("--trial-warmup", type=int, default=1, help="untimed steps before an eager trial's timing")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--compile-modes", default="default,max-autotune-no-cudagraphs",
+                    help="torch.compile modes to try, comma-separated (the fastest kept)")
+    ap.add_argument("--compile-budget-s", type=int, default=150,
+                    help="a compile trial whose first step takes longer is abandoned (recorded)")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="bf16 = autocast over fp32 params")
-    ap.add_argument("--sdpa", choices=["flash", "auto"], default="flash",
-                    help="flash: only the flash SDPA backend (falls back to auto, reported, if it cannot run)")
+    ap.add_argument("--sdpa", choices=["best", "flash", "cudnn", "efficient", "auto"], default="best",
+                    help="best: every backend tried, the fastest kept; a name: that backend only (PyTorch's own "
+                    "choice, reported, if it cannot run the shape); auto: PyTorch's own choice")
+    ap.add_argument("--optimizer", choices=["best", "eager", "compiled"], default="best",
+                    help="eager: fused AdamW (foreach where fused is missing); compiled: foreach AdamW with "
+                    "clipping and step in one torch.compile; best: the faster")
+    ap.add_argument("--tokens", default=None, help="bench/benchmark_tokens.py's file (llm.c shard or Megatron prefix)")
+    ap.add_argument("--fp8", action="store_true", help="the linear layers in FP8 (TorchTitan's tensorwise recipe)")
     ap.add_argument("--peak-flops", type=float, default=H100_SXM_BF16_PEAK)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--json-out", default=None, help="also write the JSON result here")
@@ -271,174 +206,118 @@ def main():
     for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
         ap.add_argument("--" + key.replace("_", "-"), type=int, default=None, help="override (dry runs)")
     args = ap.parse_args()
+    if min(args.steps, args.repeats, args.trial_steps) < 1 or min(args.warmup, args.trial_warmup) < 0:
+        ap.error("--steps, --repeats and --trial-steps must be >= 1, --warmup and --trial-warmup >= 0")
+    if args.tokens and not (os.path.exists(args.tokens) or os.path.exists(args.tokens + ".idx")):
+        ap.error("--tokens %s: no such file (nor %s.idx); bench/benchmark_tokens.py writes it" % (args.tokens, args.tokens))
+    return args
 
+
+def emit(result, args):
+    text = json.dumps(result)
+    print(text)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            f.write(text + "\n")
+
+
+def main():
+    args = parse_args()
     cfg = apply_overrides(MODELS[args.model], args)
     fpt = flops_per_token(cfg)
     if args.describe:
-        print(json.dumps({"model": args.model, "config": cfg, **fpt}))
+        data_vocab = min(DATA_VOCAB.get(args.model, cfg["vocab"]), cfg["vocab"])
+        print(json.dumps({"model": args.model, "config": cfg, "data_vocab": data_vocab, **fpt}))
         return 0
 
     import torch
 
     micro_batch = args.micro_batch or (32 if cfg["arch"] == "gpt2" else 2)
     device = torch.device(args.device)
-    if args.device == "cuda" and not torch.cuda.is_available():
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda but torch.cuda.is_available() is False")
     torch.manual_seed(args.seed)
-    features = {}
-    if args.device == "cuda":
+    if cuda:
         torch.set_float32_matmul_precision("high")  # TF32 for fp32 matmuls, as nanoGPT
+    result = {"impl": "pytorch fp8" if args.fp8 else "pytorch", "model": args.model, "config": cfg,
+              "torch": torch.__version__}
 
-    F = torch.nn.functional
-    use_sdpa = hasattr(F, "scaled_dot_product_attention")
-    features["attention"] = "sdpa" if use_sdpa else "manual causal softmax (no SDPA in torch %s)" % torch.__version__
-
-    def restrict_sdpa_to_flash(flash_only):
-        if not (use_sdpa and args.device == "cuda"):
-            return
-        b = torch.backends.cuda
-        for name in ("enable_mem_efficient_sdp", "enable_math_sdp", "enable_cudnn_sdp"):
-            if hasattr(b, name):
-                getattr(b, name)(not flash_only)
-        b.enable_flash_sdp(True)
-
-    flash_only = use_sdpa and args.device == "cuda" and args.sdpa == "flash"
-    restrict_sdpa_to_flash(flash_only)
-    if use_sdpa and args.device == "cuda":
-        features["sdpa_backend"] = "flash only" if flash_only else "auto"
-
-    model = build_model(cfg, torch, use_sdpa).to(device)
+    choice = Attention("manual")
+    model = build_model(cfg, torch, choice).to(device)
     n_built = sum(p.numel() for p in model.parameters())
     n_emb_built = sum(p.numel() for m in model.children() if isinstance(m, torch.nn.Embedding)
                       for p in m.parameters())
     if (n_built, n_emb_built) != (fpt["n_params"], fpt["n_params_embedding"]):
         raise SystemExit("error: parameter count %d/%d differs from the formula's %d/%d"
                          % (n_built, n_emb_built, fpt["n_params"], fpt["n_params_embedding"]))
+    features = {"precision": "fp32 params, bf16 autocast" if args.dtype == "bf16" else "fp32"}
+    if args.fp8:
+        try:
+            features["fp8"] = torch_fp8.convert(model, torch, torch.bfloat16 if args.dtype == "bf16" else torch.float32)
+        except torch_fp8.FP8Unavailable as e:
+            emit({**result, "status": "unavailable", "reason": str(e)}, args)
+            return 0
 
-    # nanoGPT's configure_optimizers: decay 2-D tensors, not biases and norms; fused when available.
+    # nanoGPT's configure_optimizers: decay 2-D tensors, not biases and norms.
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    opt_kwargs = dict(lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
-    fused_ok = "fused" in inspect.signature(torch.optim.AdamW).parameters and args.device == "cuda"
-    if fused_ok:
-        opt_kwargs["fused"] = True
-    optimizer = torch.optim.AdamW(groups, **opt_kwargs)
-    features["adamw"] = "fused" if fused_ok else "foreach/for-loop (fused unavailable here)"
-
-    compiled = not args.no_compile and hasattr(torch, "compile")
-    features["compile"] = "torch.compile" if compiled else (
-        "off (--no-compile)" if args.no_compile else "off (no torch.compile in %s)" % torch.__version__)
-    step_model = torch.compile(model) if compiled else model
-
-    amp_dtype = torch.bfloat16 if args.dtype == "bf16" else None
-    features["precision"] = "fp32 params, bf16 autocast" if amp_dtype else "fp32"
-
     data_vocab = min(DATA_VOCAB.get(args.model, cfg["vocab"]), cfg["vocab"])
-    T = cfg["seq"]
-    gen = torch.Generator(device="cpu").manual_seed(args.seed)
-    batches = []
-    for _ in range(min(4, args.grad_accum * 2)):
-        tokens = torch.randint(0, data_vocab, (micro_batch, T + 1), generator=gen)
-        batches.append((tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)))
+    batches = TokenBatches(torch, device, micro_batch, cfg["seq"], args.tokens, data_vocab, args.seed,
+                           micro_batch * max(4, 2 * args.grad_accum))
+    session = torch_search.Session(torch, model, cfg, choice, batches, args, groups,
+                                   dict(lr=6e-4, betas=(0.9, 0.95), eps=1e-8))
 
-    def train_step(step):
-        for micro in range(args.grad_accum):
-            x, y = batches[(step * args.grad_accum + micro) % len(batches)]
-            if amp_dtype is not None:
-                with torch.autocast(device_type=args.device, dtype=amp_dtype):
-                    loss = step_model(x, y)
-            else:
-                loss = step_model(x, y)
-            (loss / args.grad_accum).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss
+    grouped = cfg["kv_heads"] != cfg["heads"]
+    candidates, attention_note = torch_search.attention_candidates(torch, cuda, grouped, args.sdpa)
+    search = {"attention": session.choose_attention(candidates, pick_first=args.sdpa != "best")}
+    if attention_note:
+        search["attention"]["note"] = attention_note
+    can_compile = hasattr(torch, "compile") and not args.no_compile
+    modes = [m for m in args.compile_modes.split(",") if m] if can_compile else []
+    search["compile"] = session.choose_compile(
+        modes, "--no-compile" if args.no_compile else "no torch.compile in torch %s" % torch.__version__)
+    search["optimizer"] = session.choose_optimizer(None if args.optimizer == "best" else args.optimizer)
+    features.update(attention=search["attention"]["attention"], sdpa_backend=search["attention"]["chosen"],
+                    compile=search["compile"]["chosen"] or search["compile"]["how"],
+                    adamw=search["optimizer"]["chosen"])
 
-    cuda = args.device == "cuda"
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    step_ms, losses = [], []
-    t_start = time.perf_counter()
-    compile_s = None
-    for step in range(args.warmup + args.steps):
-        if cuda:
-            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            ev0.record()
-        t0 = time.perf_counter()
-        profiled = cuda and args.profile_last_step and step == args.warmup + args.steps - 1
-        if profiled:
-            torch.cuda.synchronize()
-            torch.cuda.profiler.start()
-        try:
-            loss = train_step(step)
-        except RuntimeError as e:  # flash-only failed (e.g. "No available kernel"): fall back, say so
-            if step == 0 and flash_only and "out of memory" not in str(e):
-                print("flash-only SDPA failed, retrying with PyTorch's default SDPA choice: %s" % e,
-                      file=sys.stderr, flush=True)
-                flash_only = False
-                restrict_sdpa_to_flash(False)
-                features["sdpa_backend"] = "auto (flash only failed: %s)" % str(e).splitlines()[0][:200]
-                optimizer.zero_grad(set_to_none=True)
-                if compiled:
-                    torch._dynamo.reset()
-                    step_model = torch.compile(model)
-                if cuda:
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats()
-                loss = train_step(step)
-            else:
-                raise
-        if cuda:
-            ev1.record()
-            torch.cuda.synchronize()
-            ms = ev0.elapsed_time(ev1)
-            if profiled:
-                torch.cuda.profiler.stop()
-        else:
-            ms = (time.perf_counter() - t0) * 1000.0
-        loss_value = float(loss.item())
-        if not math.isfinite(loss_value):
-            raise SystemExit("error: non-finite loss at step %d" % (step + 1))
-        if step == 0:
-            compile_s = time.perf_counter() - t_start
-        if step >= args.warmup:
-            step_ms.append(ms)
-        losses.append(loss_value)
-        print("step %d/%d loss %.4f %.1f ms" % (step + 1, args.warmup + args.steps, loss_value, ms),
-              file=sys.stderr, flush=True)
-
-    tokens_per_step = micro_batch * args.grad_accum * T
-    med_ms = statistics.median(step_ms)
+    windows, final_loss = session.measure(args.warmup, args.steps, args.repeats, args.profile_last_step)
+    medians = [w["step_ms_median"] for w in windows]
+    tokens_per_step = micro_batch * args.grad_accum * cfg["seq"]
+    med_ms = statistics.median(medians)
     tok_s = tokens_per_step / (med_ms / 1000.0)
+    for w in windows:
+        w["tokens_per_s"] = tokens_per_step / (w["step_ms_median"] / 1000.0)
     if cuda:
-        peak = torch.cuda.max_memory_allocated()
-        peak_reserved = torch.cuda.max_memory_reserved()
-        memory_source = "torch.cuda.max_memory_allocated"
-        gpu = torch.cuda.get_device_name()
+        peak, peak_reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+        memory_source, gpu = "torch.cuda.max_memory_allocated (the repetitions)", torch.cuda.get_device_name()
     else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        peak_reserved = None
-        memory_source = "peak RSS of the process (CPU dry run)"
-        gpu = "cpu (%s)" % platform.machine()
-    result = {
-        "impl": "pytorch",
-        "model": args.model,
-        "config": cfg,
-        "torch": torch.__version__,
+        peak, peak_reserved = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, None
+        memory_source, gpu = "peak RSS of the process (CPU dry run)", "cpu (%s)" % platform.machine()
+    all_steps = [ms for w in windows for ms in w["step_ms"]]
+    result.update({
+        "status": "ok",
         "device": gpu,
         "features": features,
+        "search": search,
+        "tokens": token_record(args.tokens, data_vocab, batches),
         "micro_batch": micro_batch,
         "grad_accum": args.grad_accum,
-        "seq_len": T,
+        "seq_len": cfg["seq"],
         "tokens_per_step": tokens_per_step,
         "warmup_steps": args.warmup,
         "timed_steps": args.steps,
-        "first_step_s": round(compile_s, 3) if compile_s is not None else None,
+        "repeats": args.repeats,
+        "repetitions_are": "windows of --steps steps in this one process, after its search and --warmup steps",
+        "repetitions": windows,
+        "spread": {"step_ms": {"median": med_ms, "min": min(medians), "max": max(medians)},
+                   "tokens_per_s": {"median": tok_s, "min": min(w["tokens_per_s"] for w in windows),
+                                    "max": max(w["tokens_per_s"] for w in windows)}},
         "step_ms_median": med_ms,
-        "step_ms_min": min(step_ms),
-        "step_ms_max": max(step_ms),
+        "step_ms_min": min(all_steps),
+        "step_ms_max": max(all_steps),
         "tokens_per_s": tok_s,
         "n_params": fpt["n_params"],
         "n_params_embedding": fpt["n_params_embedding"],
@@ -450,13 +329,9 @@ def main():
         "peak_memory_bytes": peak,
         "peak_memory_reserved_bytes": peak_reserved,
         "peak_memory_source": memory_source,
-        "final_loss": losses[-1],
-    }
-    text = json.dumps(result)
-    print(text)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            f.write(text + "\n")
+        "final_loss": final_loss,
+    })
+    emit(result, args)
     return 0
 
 
