@@ -35,7 +35,7 @@
 #   vendored), GPT2_MICRO_BATCH/GPT2_GRAD_ACCUM (32/2), LLAMA_MICRO_BATCH/LLAMA_GRAD_ACCUM (2/4),
 #   FP8_MODELS (llama-1b), PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per ptrain or llm.c process, 300),
 #   TORCH_TIMEOUT_S (per PyTorch run, search included, 480), COMPILE_BUDGET_S (per torch.compile
-#   trial's first step, 150), BENCH_COMMIT (the commit to record when the tree has no .git, as on
+#   trial's first step, 150), TORCH_COMPILE_MODES (default,max-autotune-no-cudagraphs), BENCH_COMMIT (the commit to record when the tree has no .git, as on
 #   the device; default git rev-parse HEAD, else device-bundle/COMMIT). LLMC_CUDNN=1 builds llm.c
 #   with cuDNN attention (needs cudnn-frontend headers next to it; the prebuilt binary has it).
 #
@@ -311,7 +311,8 @@ run_torch() {
   # shellcheck disable=SC2086  # TB_ARGS holds several flags
   timeout "$limit" "$PYTHON" bench/torch_baseline.py --model "$m" ${TB_ARGS[$m]} --micro-batch "${MB[$m]}" \
     --grad-accum "${GA[$m]}" --warmup "${WU[$m]}" --steps "${ST[$m]}" --repeats "$repeats" --peak-flops "$peak_flops" \
-    --compile-budget-s "${COMPILE_BUDGET_S:-150}" --tokens "${TOKENS[$m]}" "$@" \
+    --compile-budget-s "${COMPILE_BUDGET_S:-150}" --compile-modes "${TORCH_COMPILE_MODES:-default,max-autotune-no-cudagraphs}" \
+    --tokens "${TOKENS[$m]}" "$@" \
     --json-out "$work/runs/$tag-$m.json" >"$work/$tag-$m.out" 2>"$work/$tag-$m.log"
   rc=$?
   stop_sampler
