@@ -181,6 +181,15 @@ std::vector<config::Diagnostic> run_output_errors(const config::LoadResult& job)
                            std::string("name a ") + (file ? "file" : "folder") + " to write, or remove what is there"));
       continue;
     }
+    // The checkpoints replace and remove what is there (latest, step_N): a record there is lost with it.
+    const std::string& checkpoints = job.spec.checkpoint.dir;
+    if (&o.path != &checkpoints && io::is_within(o.path, checkpoints)) {
+      out.push_back(job.at(o.key,
+                           "'" + o.path + "' is inside checkpoint.dir (" + checkpoints +
+                               "), where the checkpoints replace and remove files: the run's records would be lost",
+                           "write them beside checkpoint.dir, not in it (runs/X/metrics.jsonl beside runs/X/ckpt)"));
+      continue;
+    }
     if (!file) continue;
     if (const NamedInput* in = written_over(o.path, inputs))
       out.push_back(job.at(o.key, "'" + o.path + "' is " + in->what + " (" + in->path + "), which the run reads: "

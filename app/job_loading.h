@@ -45,8 +45,8 @@ std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& 
 
 // An error at each of logging.metrics, logging.trace, logging.tensorboard and checkpoint.dir that
 // names something other than a file (a folder for the last two) or nothing: a FIFO there would hold the run at its
-// first write (and a stop signal with it), a directory fail it after minutes. `run`'s, before a
-// rank starts.
+// first write (and a stop signal with it), a directory fail it after minutes; at each of the first
+// three inside checkpoint.dir, whose files the checkpoints replace. `run`'s, before a rank starts.
 std::vector<config::Diagnostic> run_output_errors(const config::LoadResult& job);
 
 // Problems and warnings to stderr, one per line, errors first.

@@ -8,6 +8,7 @@
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "engine/io/standard_streams.h"
 #include "kernels/backend_module.h"
 #include "kernels/cuda_backend.h"
 
@@ -38,6 +39,7 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   ptrain::app::hold_stop_signals_for_run(argc, argv);
+  ptrain::io::ensure_stdio_open();  // before anything opens a file, which could take descriptor 2
   CLI::App cli{
       "ptrain: trains decoder-only transformers (GPT-2, Llama, Mixtral-style MoE) from a YAML job spec\n"
       "across tensor, pipeline, data, context and expert parallelism with ZeRO sharding.\n\n"

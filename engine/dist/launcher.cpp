@@ -22,6 +22,7 @@
 #include "engine/dist/dist_error.h"
 #include "engine/dist/launcher_os.h"
 #include "engine/dist/worker_env.h"
+#include "engine/io/standard_streams.h"
 
 extern char** environ;
 
@@ -482,7 +483,7 @@ void validate(const LaunchOptions& options) {
 
 int launch_local(const LaunchOptions& options) {
   validate(options);
-  ensure_stdio_open();
+  io::ensure_stdio_open();  // what it opens is 3 or above: dup2 onto a worker's 0-2 clobbers none
   // Output whose reader has gone (`ptrain run ... | head`) is dropped (OutputWriter), not a SIGPIPE that
   // would end the launcher and with it the job; a run alone ignores it too (so does each worker).
   ::signal(SIGPIPE, SIG_IGN);

@@ -99,17 +99,6 @@ void OutputWriter::write(int fd, std::string text) {
   state_->changed.notify_all();
 }
 
-void ensure_stdio_open() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
-    const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-    if (null_fd >= 0 && null_fd != fd) {
-      ::dup2(null_fd, fd);
-      ::close(null_fd);
-    }
-  }
-}
-
 Listener listen_tcp(const std::string& address, int port, int backlog) {
   addrinfo hints{};
   hints.ai_family = AF_INET;

@@ -1,6 +1,6 @@
 // What the local launcher (launcher.cpp) asks of the operating system, apart from supervising:
-// writing its output, its standard descriptors, the store's listening socket, the signals it reads
-// from a signalfd, and the workers' output pipes. Internal to engine/dist.
+// writing its output, the store's listening socket, the signals it reads from a signalfd, and the
+// workers' output pipes (its standard descriptors: io/standard_streams.h). Internal to engine/dist.
 #pragma once
 
 #include <signal.h>
@@ -43,10 +43,6 @@ class OutputWriter {
   struct State;
   std::shared_ptr<State> state_;  // shared with the thread, which may outlive this object
 };
-
-// Every descriptor the launcher creates must be 3 or above, or dup2 onto a worker's 0/1/2 could
-// clobber one it still needs: reopens any closed standard descriptor on /dev/null.
-void ensure_stdio_open();
 
 struct Listener {
   UniqueFd fd;

@@ -2,11 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <vector>
 
 #include "engine/io/file_kind.h"
 
@@ -22,6 +24,39 @@ bool same_file(const std::string& a, const std::string& b) {
   const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec_a), ec_a);
   const fs::path cb = fs::weakly_canonical(fs::absolute(b, ec_b), ec_b);
   return !ec_a && !ec_b && ca == cb;
+}
+
+namespace {
+
+// The parts of `path` made absolute, symlinks and dots resolved as far as it exists; none when it
+// cannot be (a path too long).
+std::vector<std::filesystem::path> resolved_parts(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  std::vector<fs::path> parts;
+  if (ec) return parts;
+  for (const fs::path& part : resolved)
+    if (!part.empty()) parts.push_back(part);  // not the empty part of a trailing separator
+  return parts;
+}
+
+}  // namespace
+
+bool is_within(const std::string& path, const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (path.empty() || dir.empty()) return false;
+  const std::vector<fs::path> in = resolved_parts(dir);
+  const auto under = [&in](const std::vector<fs::path>& parts) {
+    return !in.empty() && parts.size() >= in.size() && std::equal(in.begin(), in.end(), parts.begin());
+  };
+  if (under(resolved_parts(path))) return true;
+  // Where its own entry is: its folder resolved, its name as it is.
+  const fs::path entry = fs::path(path).lexically_normal();
+  if (!entry.has_filename() || entry.filename() == "." || entry.filename() == "..") return false;
+  std::vector<fs::path> entry_parts = resolved_parts(entry.has_parent_path() ? entry.parent_path() : ".");
+  entry_parts.push_back(entry.filename());
+  return entry_parts.size() > 1 && under(entry_parts);
 }
 
 std::string other_kind_at(const std::string& path, OutputKind kind) {

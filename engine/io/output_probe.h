@@ -21,6 +21,12 @@ std::string other_kind_at(const std::string& path, OutputKind kind);
 // hard links); else the same path once symlinks and dots are resolved. False for an empty path.
 bool same_file(const std::string& a, const std::string& b);
 
+// Whether `path` is `dir` or lies under it (a record written into checkpoint.dir): both made absolute
+// with symlinks and dots resolved as far as they exist, so that "ckpt/latest", "./ckpt/x",
+// "/abs/ckpt/x" and "link-to-ckpt/x" are all in "ckpt", and "ckpt2/x" is not; `path` counts as in
+// `dir` too where its own entry is (its last part a symlink to elsewhere). False for an empty one.
+bool is_within(const std::string& path, const std::string& dir);
+
 // "" when `path` opens for appending (as writing it will; with MakeFolder::Yes its folder is made
 // if missing, as a run's outputs' are), else why not ("No such file or directory", "it is a named
 // pipe (FIFO), not a regular file"). A file that was not there is removed again.

@@ -3,12 +3,13 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/file_io.h"
+#include "engine/train/record_file.h"
 #include "engine/train/tensorboard.h"
 
 namespace ptrain::train {
@@ -24,6 +25,8 @@ std::string duration_text(double seconds) {
     std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
   return buf;
 }
+
+constexpr const char* kMetricsKey = "logging.metrics";
 
 }  // namespace
 
@@ -58,50 +61,66 @@ MetricsLog::MetricsLog(const std::string& jsonl_path, const std::string& tensorb
     : total_steps_(total_steps), log_every_(log_every > 0 ? log_every : 1), tty_(isatty(STDERR_FILENO) != 0) {
   if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardLog>(tensorboard_dir);
   if (jsonl_path.empty()) return;
-  std::error_code ignored;  // a failure to create the folder shows up as the open failing
-  const std::filesystem::path parent = std::filesystem::path(jsonl_path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
-  jsonl_.open(jsonl_path, std::ios::app);
-  if (!jsonl_) throw std::invalid_argument("logging.metrics: cannot open '" + jsonl_path + "' for writing");
+  jsonl_ = std::make_unique<RecordFile>(kMetricsKey, jsonl_path);
   jsonl_path_ = jsonl_path;
 }
 
 void MetricsLog::start_after(std::int64_t step) {
-  if (!jsonl_.is_open()) return;
+  if (!jsonl_) return;
   std::ifstream in(jsonl_path_);
   std::string kept, line;
-  bool dropped = false;
+  bool rewrite = false;
   while (std::getline(in, line)) {
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
     const bool later = row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
                        row["step"].get<std::int64_t>() > step;
-    if (later) dropped = true;
+    if (later) rewrite = true;
     else kept += line + "\n";
+    if (in.eof()) rewrite = true;  // a last line without its newline (cut short): the next row would join it
   }
-  if (!dropped) return;
-  jsonl_.close();
+  if (!rewrite) return;
+  jsonl_.reset();
   ckpt::write_file_atomically(jsonl_path_, kept);  // a crash now leaves the old file or the new one
-  jsonl_.open(jsonl_path_, std::ios::app);
-  if (!jsonl_) throw std::runtime_error("logging.metrics: cannot reopen '" + jsonl_path_ + "'");
+  try {
+    jsonl_ = std::make_unique<RecordFile>(kMetricsKey, jsonl_path_);
+  } catch (const std::invalid_argument& e) {  // it opened a moment ago: a failure now is no bad input
+    throw std::runtime_error(e.what());
+  }
 }
 
 MetricsLog::~MetricsLog() = default;
 
-void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
-  if (tensorboard_) tensorboard_->record(m);
-  if (jsonl_.is_open()) {
-    nlohmann::ordered_json j = {{"step", m.step}};
-    for (const StepScalar& f : step_scalars())
-      if (const std::optional<double> v = f.value(m)) j[f.key] = *v;
-    for (const StepPerAxis& f : step_per_axis()) {
-      const std::optional<PerAxis>& a = m.*f.member;
-      if (!a) continue;
-      nlohmann::ordered_json axes;
-      for (const AxisField& axis : kAxes) axes[axis.name] = (*a).*axis.member;
-      j[f.key] = axes;
+void MetricsLog::close() {
+  for (RecordFile* file : {jsonl_.get(), tensorboard_ ? &tensorboard_->file() : nullptr}) {
+    try {
+      if (file != nullptr) file->close();
+    } catch (const RecordWriteError& e) {
+      if (!failure_) failure_ = e.what();
     }
-    jsonl_ << j.dump() << '\n';
-    jsonl_.flush();
+  }
+}
+
+void MetricsLog::write_records(const StepMetrics& m) {
+  if (tensorboard_) tensorboard_->record(m);
+  if (!jsonl_) return;
+  nlohmann::ordered_json j = {{"step", m.step}};
+  for (const StepScalar& f : step_scalars())
+    if (const std::optional<double> v = f.value(m)) j[f.key] = *v;
+  for (const StepPerAxis& f : step_per_axis()) {
+    const std::optional<PerAxis>& a = m.*f.member;
+    if (!a) continue;
+    nlohmann::ordered_json axes;
+    for (const AxisField& axis : kAxes) axes[axis.name] = (*a).*axis.member;
+    j[f.key] = axes;
+  }
+  jsonl_->append(j.dump() + "\n", "the row of step " + std::to_string(m.step));
+}
+
+void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
+  try {
+    if (!failure_) write_records(m);  // after a lost record, none: the files end before it
+  } catch (const RecordWriteError& e) {
+    failure_ = e.what();
   }
   const bool due = m.step % log_every_ == 0 || m.step == total_steps_ || m.val_loss.has_value();
   if (due) {
@@ -134,6 +153,25 @@ void MetricsLog::draw_progress(std::int64_t step, double eta_seconds) {
   std::fflush(stderr);
   bar_visible_ = step < total_steps_;
   if (!bar_visible_) std::fputs("\r\033[K", stderr);
+}
+
+std::runtime_error records_lost_error(const MetricsLog* log, const std::string& checkpoint_dir,
+                                      std::int64_t last_saved_step, std::int64_t steps_done) {
+  if (log == nullptr || !log->failure())
+    return std::runtime_error("rank 0 could not write the run's records (its error says which and why)");
+  const std::string checkpoint = ckpt::join_path(checkpoint_dir, ckpt::step_dir_name(last_saved_step));
+  std::string kept;
+  if (checkpoint_dir.empty())
+    kept = "without checkpoint.dir no step of this run is kept";
+  else if (last_saved_step <= 0)
+    kept = "no checkpoint was saved: the next run starts from the beginning";
+  else if (last_saved_step >= steps_done)
+    kept = "the checkpoint " + checkpoint + " holds every step trained";
+  else
+    kept = "the steps after step " + std::to_string(last_saved_step) +
+           " are lost; the next run resumes from " + checkpoint + " and trains them again";
+  return std::runtime_error(*log->failure() + ". The run stops, saving no checkpoint after the loss: " +
+                            kept);
 }
 
 }  // namespace ptrain::train

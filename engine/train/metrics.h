@@ -4,9 +4,9 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -74,6 +74,7 @@ inline constexpr AxisField kAxes[] = {
     {"tp", &PerAxis::tp}, {"pp", &PerAxis::pp}, {"dp", &PerAxis::dp}, {"cp", &PerAxis::cp}, {"ep", &PerAxis::ep}};
 
 class TensorBoardLog;
+class RecordFile;
 
 class MetricsLog {
  public:
@@ -84,23 +85,37 @@ class MetricsLog {
              std::int64_t log_every);
   ~MetricsLog();
   // Records a step: JSONL and TensorBoard always, the console line every log_every steps (and the
-  // last one).
+  // last one). A record that cannot be written (a full disk) becomes failure(), and no record
+  // after it is written: the files end at the step before it, whole.
   void record(const StepMetrics& m, double eta_seconds);
   void note(const std::string& line);  // a free-form console line (checkpoint saved, resumed, ...)
   // The run starts after step `step` (0: from scratch): the JSONL's rows of later steps, left by a
   // run that went past its last checkpoint (or by an earlier run, from scratch), are dropped, so
-  // that the file holds one row a step; what it cannot read as a row is kept.
+  // that the file holds one row a step; what it cannot read as a row is kept, on a line of its own.
   void start_after(std::int64_t step);
+  // Closes the files at the end of the run; a close that reports a failed write becomes failure().
+  void close();
+  // The first record that could not be written: the file, the cause and what was lost.
+  const std::optional<std::string>& failure() const { return failure_; }
 
  private:
+  void write_records(const StepMetrics& m);
   void draw_progress(std::int64_t step, double eta_seconds);
   std::string jsonl_path_;
-  std::ofstream jsonl_;
+  std::unique_ptr<RecordFile> jsonl_;
   std::unique_ptr<TensorBoardLog> tensorboard_;
+  std::optional<std::string> failure_;
   std::int64_t total_steps_;
   std::int64_t log_every_;
   bool tty_;
   bool bar_visible_ = false;
 };
+
+// What every rank stops with once rank 0's records are lost (`log`: rank 0's, nullptr elsewhere):
+// rank 0's failure and what the run can say of its steps: none kept without `checkpoint_dir`, else
+// those up to `last_saved_step` (0: none), the checkpoint the next run resumes from, and those after
+// it up to `steps_done`, which it trains again.
+std::runtime_error records_lost_error(const MetricsLog* log, const std::string& checkpoint_dir,
+                                      std::int64_t last_saved_step, std::int64_t steps_done);
 
 }  // namespace ptrain::train

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <stdexcept>
 
 #include "engine/ckpt/crc32c.h"
 #include "tensorboard_event.pb.h"
@@ -44,18 +43,14 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepMetric
 }
 
 TensorBoardLog::TensorBoardLog(const std::string& dir) {
-  std::error_code ignored;  // a folder that cannot be made shows up as the open failing
-  std::filesystem::create_directories(dir, ignored);
   const auto seconds = static_cast<long long>(unix_seconds());
-  path_ = (std::filesystem::path(dir) /
-           ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." + std::to_string(::getpid())))
-              .string();
-  out_.open(path_, std::ios::binary | std::ios::app);
-  if (!out_) throw std::invalid_argument("logging.tensorboard: cannot open '" + path_ + "' for writing");
+  const std::string name =
+      "events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." + std::to_string(::getpid());
+  out_ = std::make_unique<RecordFile>("logging.tensorboard", (std::filesystem::path(dir) / name).string());
   tensorboard::Event first;
   first.set_wall_time(unix_seconds());
   first.set_file_version("brain.Event:2");
-  write_record(first.SerializeAsString());
+  write_record(first.SerializeAsString(), "the file's first event (its version)");
 }
 
 void TensorBoardLog::record(const StepMetrics& m) {
@@ -68,20 +63,19 @@ void TensorBoardLog::record(const StepMetrics& m) {
     v->set_tag(tag);
     v->set_simple_value(static_cast<float>(value));
   }
-  write_record(event.SerializeAsString());
+  write_record(event.SerializeAsString(), "the event of step " + std::to_string(m.step));
 }
 
-void TensorBoardLog::write_record(const std::string& bytes) {
+void TensorBoardLog::write_record(const std::string& bytes, const std::string& what) {
   const std::uint64_t length = bytes.size();  // little-endian on every host ptrain builds for
   unsigned char header[12];
   std::memcpy(header, &length, 8);
   const std::uint32_t length_crc = tfrecord_masked_crc(header, 8), data_crc = tfrecord_masked_crc(bytes.data(), bytes.size());
   std::memcpy(header + 8, &length_crc, 4);
-  out_.write(reinterpret_cast<const char*>(header), sizeof header);
-  out_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out_.write(reinterpret_cast<const char*>(&data_crc), 4);
-  out_.flush();
-  if (!out_) throw std::runtime_error("logging.tensorboard: writing '" + path_ + "' failed");
+  std::string frame(reinterpret_cast<const char*>(header), sizeof header);
+  frame += bytes;
+  frame.append(reinterpret_cast<const char*>(&data_crc), 4);
+  out_->append(frame, what);
 }
 
 }  // namespace ptrain::train

@@ -1,17 +1,18 @@
 // logging.tensorboard: each step's metrics as TensorBoard scalars, in an event file of the
 // directory (events.out.tfevents.<seconds>.<host>, one per run; a resumed run adds its own and
 // TensorBoard reads them together). The file is TFRecord-framed protobuf: per record the length
-// (8 bytes little-endian), its masked CRC32C, the serialized Event, its masked CRC32C. Flushed
-// every step, so TensorBoard can follow a run live.
+// (8 bytes little-endian), its masked CRC32C, the serialized Event, its masked CRC32C. Written
+// every step, a record whole or not at all (RecordFile), so TensorBoard can follow a run live.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/train/metrics.h"
+#include "engine/train/record_file.h"
 
 namespace ptrain::train {
 
@@ -20,14 +21,14 @@ class TensorBoardLog {
   // Makes `dir` and opens a new event file in it; throws std::invalid_argument naming
   // logging.tensorboard when it cannot.
   explicit TensorBoardLog(const std::string& dir);
-  // One Event for step m.step with every scalar the step has (tags in tensorboard_scalars()).
+  // One Event for step m.step with every scalar the step has (tags in tensorboard_scalars());
+  // RecordWriteError when it cannot be written.
   void record(const StepMetrics& m);
-  const std::string& path() const { return path_; }
+  RecordFile& file() { return *out_; }
 
  private:
-  void write_record(const std::string& bytes);
-  std::string path_;
-  std::ofstream out_;
+  void write_record(const std::string& bytes, const std::string& what);
+  std::unique_ptr<RecordFile> out_;
 };
 
 // The (tag, value) pairs of a step: every scalar of step_scalars() the step has, and per axis that

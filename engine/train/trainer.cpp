@@ -17,7 +17,6 @@
 
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
-#include "engine/ckpt/dir_lock.h"
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
@@ -32,6 +31,7 @@
 #include "engine/runtime/device_interval.h"
 #include "engine/runtime/device_scalars.h"
 #include "engine/train/axis_accounting.h"
+#include "engine/train/checkpoint_claim.h"
 #include "engine/train/engine_limits.h"
 #include "engine/train/grad_norm.h"
 #include "engine/train/shard_mirror.h"
@@ -55,29 +55,6 @@ dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) 
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
   const bool tied = std::any_of(registry.begin(), registry.end(), [](const model::ParamInfo& i) { return i.tied_head; });
   return dist::make_parallel_groups(spec, comm, tied);
-}
-
-// Rank 0 claims checkpoint.dir for the job (ckpt/dir_lock.h: why rank 0, and how) before any rank
-// reads it, and tells every rank whether it could: when it could not, all of them fail alike, as
-// on bad input, rather than the others waiting in a collective rank 0 never joins.
-std::unique_ptr<ckpt::CheckpointDirLock> claim_checkpoint_dir(const config::JobSpec& spec, dist::Comm& comm) {
-  if (spec.checkpoint.dir.empty()) return nullptr;
-  std::unique_ptr<ckpt::CheckpointDirLock> lock;
-  std::exception_ptr failure;
-  std::string refusal;
-  if (comm.rank() == 0) {
-    try {
-      lock = std::make_unique<ckpt::CheckpointDirLock>(spec.checkpoint.dir);
-      if (spec.checkpoint.resume == config::Resume::Never) ckpt::refuse_starting_over(spec.checkpoint.dir);
-    } catch (const std::exception& e) {
-      failure = std::current_exception();
-      refusal = e.what();
-    }
-  }
-  comm.broadcast_string(comm.world_group(), refusal, 0);
-  if (failure) std::rethrow_exception(failure);
-  if (!refusal.empty()) throw ckpt::CheckpointError(spec.checkpoint.dir, "rank 0 cannot use it: " + refusal);
-  return lock;
 }
 
 }  // namespace
@@ -179,6 +156,8 @@ struct Trainer::State {
 
   RunResult run() {  // Trainer::run: the steps, then the trace
     RunResult result = run_steps();
+    if (log) log->close();
+    stop_agreed(result.steps_done);  // a record lost at the last step, or on closing, ends the run alike
     if (trace) {
       comm.set_trace(nullptr);
       trace->resolve_device();  // the last optimizer step's
@@ -272,6 +251,7 @@ struct Trainer::State {
   // may be committing.
   void save(std::int64_t step) {
     if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
+    stop_agreed(step);  // throws on every rank once rank 0 has lost a record: nothing saved after it
     last_saved_step = step;
     const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(step), "checkpoint");
     const dist::Group& world = comm.world_group();
@@ -476,11 +456,14 @@ struct Trainer::State {
   }
 
   // Whether any rank wants to stop once `steps_done` steps are done (all ranks must stop at the
-  // same step boundary).
+  // same step boundary). Once rank 0 has lost a record (a full disk) every rank throws instead, exit
+  // 1: save() and run() ask too, so that no checkpoint is committed after the loss.
   bool stop_agreed(std::int64_t steps_done) {
     const bool after = options.stop_after_steps > 0 && steps_done - start_step >= options.stop_after_steps;
     std::int64_t stop = after || (options.stop_requested != nullptr && options.stop_requested->load()) ? 1 : 0;
+    if (log && log->failure()) stop = 2;
     comm.all_reduce(comm.world_group(), &stop, 1, dist::ReduceOp::Max);
+    if (stop == 2) throw records_lost_error(log.get(), spec.checkpoint.dir, last_saved_step, steps_done);
     return stop != 0;
   }
 

@@ -1238,6 +1238,28 @@ class OutputsOverInputs(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("is also logging.metrics", r.stderr)
 
+    def test_run_records_inside_the_checkpoint_directory(self):
+        # `--set logging.metrics=ckpt/latest` ran, exit 0, and its rows went when `latest` was
+        # replaced: a record inside checkpoint.dir is refused at its key before a rank starts, however
+        # the two are named (relative and absolute, ./ and .., through a symlink, the folder itself).
+        ckpt = os.path.join(self.dir, "ckpt")
+        os.mkdir(ckpt)
+        os.symlink(ckpt, os.path.join(self.dir, "link"))
+        for key, path, extra in [("logging.metrics", "ckpt/latest", []),
+                                 ("logging.metrics", "./new/../ckpt/sub/m.jsonl", []),
+                                 ("logging.trace", os.path.join(self.dir, "link", "trace.json"), []),
+                                 ("logging.tensorboard", "ckpt", []), ("logging.tensorboard", "ckpt/tb/", []),
+                                 ("logging.metrics", "ckpt/m.jsonl", ["--set", "checkpoint.dir=link/"])]:
+            with self.subTest(key=key, path=path, extra=extra):
+                r = subprocess.run([PTRAIN, "run", self.job, "--set", f"{key}={path}", *extra], capture_output=True,
+                                   text=True, timeout=60, cwd=self.dir)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(f"{key}: '{path}' is inside checkpoint.dir", r.stderr)
+                self.assertEqual(os.listdir(ckpt), [], "it trained")
+        r = subprocess.run([PTRAIN, "run", self.job, "--set", "logging.metrics=ckpt2/m.jsonl"], capture_output=True,
+                           text=True, timeout=60, cwd=self.dir)  # beside it, a name that begins alike
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_an_export_is_replaced_only_with_force(self):
         # convert --to-hf over an earlier export (or a download) replaced the trained weights with
         # whatever this convert wrote, exit 0.

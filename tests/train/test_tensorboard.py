@@ -9,6 +9,7 @@ with /usr/bin/python3.
 import glob
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -152,6 +153,30 @@ class TensorBoard(unittest.TestCase):
             r = self.run_job(d, JOB.format(d=d).replace(f"tensorboard: {d}/tb", f"tensorboard: {d}/job.yaml/tb"))
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("logging.tensorboard: cannot open", r.stderr)
+
+    def test_a_full_disk_is_exit_one_with_its_cause(self):
+        # It was exit 1 with "writing '...' failed" alone: now the cause, the event lost and the
+        # checkpoint the next run resumes from; both ranks stop, no checkpoint saved after the loss,
+        # and the file ends with a whole event.
+        import full_disk
+        with tempfile.TemporaryDirectory() as d, full_disk.small_filesystem(self, "16k") as full:
+            text = JOB.format(d=d).replace(f"tensorboard: {d}/tb", f"tensorboard: {full}/tb")
+            text = text.replace("steps: 12", "steps: 300") + f"checkpoint: {{dir: {d}/ckpt, every: 10}}\n"
+            r = self.run_job(d, text)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            files = glob.glob(os.path.join(full, "tb", "events.out.tfevents.*"))
+            self.assertEqual(len(files), 1, files)
+            self.assertIn(f"logging.tensorboard: cannot write '{files[0]}': No space left on device: the event of "
+                          "step ", r.stderr)
+            lost = int(re.search(r"the event of step (\d+) was not written", r.stderr).group(1))
+            Event = tensorboard_event_class()
+            steps = [Event.FromString(payload).step for payload in records(files[0])][1:]
+            self.assertEqual(steps, list(range(1, lost)))
+            saved = (lost - 1) // 10 * 10
+            self.assertGreater(saved, 0)
+            self.assertIn(f"the next run resumes from {d}/ckpt/step_{saved}", r.stderr)
+            with open(os.path.join(d, "ckpt", "latest")) as f:
+                self.assertEqual(f.read().strip(), f"step_{saved}")
 
 
 if __name__ == "__main__":
