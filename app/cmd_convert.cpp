@@ -30,7 +30,7 @@ struct ConvertArgs {
   bool init = false;    // a freshly initialised model (train.seed)
   std::string to_hf;    // write model.safetensors + config.json here
   std::string to;       // write a step_<N> checkpoint into this checkpoint directory
-  bool force = false;   // replace a model.safetensors already in to_hf
+  bool force = false;   // replace a model.safetensors already in to_hf (or one that appears there meanwhile)
 };
 
 int bad_input(const std::string& message) {
@@ -82,14 +82,17 @@ int convert(const ConvertArgs& args) {
       for (const std::string& w : lock->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
       if (const auto refusal = holds_checkpoints(args.to)) return bad_input(*refusal);
     }
-    // --to-hf: a path that cannot be a writable directory is bad input, said before any work.
+    // --to-hf: a path that cannot be a writable directory is bad input, said before any work. The
+    // export is written aside and moved in at the end (ckpt/hf_output.h), where what is checked here
+    // is checked again: another export may have got there first.
+    std::optional<ckpt::HfOutput> hf_output;
     if (!args.to_hf.empty()) {
-      ckpt::prepare_hf_output(args.to_hf, "--to-hf");
-      const std::string model = ckpt::join_path(args.to_hf, "model.safetensors");
+      const std::string model = ckpt::join_path(args.to_hf, ckpt::HfOutput::kModelFile);
       std::error_code ec;
       if (!args.force && std::filesystem::exists(std::filesystem::symlink_status(model, ec)))
         return bad_input(model + " exists (an earlier export, or a download): not replacing it (fix: give --to-hf "
                          "another directory, or --force to replace it)");
+      hf_output.emplace(args.to_hf, "--to-hf", args.force);
     }
     model::ParamStore store = whole_model(spec);
     std::string source;
@@ -121,7 +124,7 @@ int convert(const ConvertArgs& args) {
     }
 
     if (!args.to_hf.empty()) {
-      const ckpt::HfExportResult r = ckpt::export_hf(store, spec.model, args.to_hf);
+      const ckpt::HfExportResult r = ckpt::export_hf(store, spec.model, *hf_output);
       std::printf("wrote %s (%lld tensors, %.1f MB, fp32) and %s from %s\n", r.model_path.c_str(),
                   static_cast<long long>(r.tensors), megabytes(r.bytes), r.config_path.c_str(),
                   source.c_str());

@@ -1,7 +1,6 @@
 #include "engine/ckpt/hf.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -375,32 +374,12 @@ std::vector<std::string> hf_config_mismatches(const nlohmann::json& cfg, const c
   return out;
 }
 
-void prepare_hf_output(const std::string& out_dir, const std::string& role) {
-  const std::string fix = " (fix: give " + role + " an empty or new directory, or one holding only an earlier export)";
-  prepare_output_directory(out_dir, role, fix);
-  for (const char* name : {"model.safetensors", "config.json"}) {
-    std::error_code ec;
-    if (fs::is_directory(join_path(out_dir, name), ec))
-      throw CheckpointError(join_path(out_dir, name), std::string("is a directory, where the export writes a file") + fix);
-  }
-  std::error_code ec;
-  const std::string index = join_path(out_dir, "model.safetensors.index.json");
-  if (fs::exists(fs::symlink_status(index, ec)))
-    throw CheckpointError(index, "names the shards of a model already in " + out_dir + ": beside the exported "
-                                 "model.safetensors, readers would take one or the other (ptrain the shards, "
-                                 "transformers the new file)" + fix);
-}
-
-HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& m,
-                         const std::string& out_dir) {
+HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& m, HfOutput& out) {
   for (const model::ParamInfo& info : store.registry()) {
     if (!store.contains(info.name) || store.slot(info.name).numel != info.numel())
       throw std::invalid_argument("export_hf needs the whole model on one rank; " + info.name +
                                   " is missing or sharded");
   }
-  // Bad input (exit 2) before anything is written; a write that fails after this is a runtime failure.
-  prepare_hf_output(out_dir, "the HF output directory");
-
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");        // transformers refuses safetensors files without it
   std::deque<std::vector<float>> transposed;  // kept alive until the file is written
@@ -415,18 +394,27 @@ HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec
     writer.add_f32(info.name, std::move(shape), data);  // vocab tables: the first `vocab` rows
   }
   HfExportResult result;
-  result.model_path = join_path(out_dir, "model.safetensors");
-  result.config_path = join_path(out_dir, "config.json");
+  result.model_path = join_path(out.dir(), HfOutput::kModelFile);
+  result.config_path = join_path(out.dir(), HfOutput::kConfigFile);
   result.tensors = static_cast<std::int64_t>(store.registry().size());
-  const std::string tmp = result.model_path + ".tmp-" + random_hex_suffix();
-  result.bytes = writer.write(tmp, /*sync=*/true).bytes;
-  if (::rename(tmp.c_str(), result.model_path.c_str()) != 0)
-    throw CheckpointIoError(result.model_path, "cannot rename " + tmp + " to it", errno);
-  write_file_atomically(result.config_path, hf_config(m).dump(2) + "\n");
+  result.bytes = writer.write(join_path(out.staging(), HfOutput::kModelFile), /*sync=*/true).bytes;
+  write_file_atomically(join_path(out.staging(), HfOutput::kConfigFile), hf_config(m).dump(2) + "\n");
+  out.publish();
   return result;
 }
 
-HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, model::ParamStore& store) {
+HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& m, const std::string& out_dir) {
+  HfOutput out(out_dir, "the HF output directory", /*replace=*/true);
+  return export_hf(store, m, out);
+}
+
+namespace {
+
+// import_hf's checks, before a weight is read: the directory, its config.json against `m`, and every
+// tensor of `registry` in the files' headers by name, shape and dtype. Notes and warnings go to
+// `result`.
+HfTensors open_matching_tensors(const std::string& hf_dir, const config::ModelSpec& m,
+                                const std::vector<model::ParamInfo>& registry, HfImportResult& result) {
   std::error_code ec;
   if (!fs::is_directory(hf_dir, ec)) throw CheckpointError(hf_dir, "no such directory");
   const std::string config_path = join_path(hf_dir, "config.json");
@@ -446,13 +434,12 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
   }
 
   HfTensors hf = open_hf_tensors(hf_dir, m.arch);
-  HfImportResult result;
   if (!hf.ignored_index.empty())
     result.warnings.push_back(hf.ignored_index + " is not read: model.safetensors beside it is, as transformers "
                               "reads it first (fix: remove the one that is not the model)");
   std::vector<std::string> missing, mismatched, unexpected;
   std::map<std::string, const model::ParamInfo*> expected;
-  for (const model::ParamInfo& info : store.registry()) expected.emplace(info.name, &info);
+  for (const model::ParamInfo& info : registry) expected.emplace(info.name, &info);
   for (const auto& [name, where] : hf.by_name) {
     if (expected.count(name) != 0) continue;
     if (ignorable(name, m)) {
@@ -461,7 +448,7 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
       unexpected.push_back(name);
     }
   }
-  for (const model::ParamInfo& info : store.registry()) {
+  for (const model::ParamInfo& info : registry) {
     auto it = hf.by_name.find(info.name);
     if (it == hf.by_name.end()) {
       missing.push_back(info.name);
@@ -495,6 +482,19 @@ HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, 
     message.pop_back();
     throw CheckpointError(hf_dir, message);
   }
+  return hf;
+}
+
+}  // namespace
+
+void check_hf(const std::string& hf_dir, const config::ModelSpec& model) {
+  HfImportResult unused;
+  open_matching_tensors(hf_dir, model, model::build_registry(model), unused);
+}
+
+HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& m, model::ParamStore& store) {
+  HfImportResult result;
+  const HfTensors hf = open_matching_tensors(hf_dir, m, store.registry(), result);
 
   // Fill this rank's slice of every parameter, fetching elements by global flat index.
   const model::ShardCoords& coords = store.coords();

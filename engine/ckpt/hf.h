@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ckpt/hf_output.h"
 #include "engine/config/job_spec.h"
 #include "engine/model/param_store.h"
 
@@ -31,15 +32,12 @@ struct HfExportResult {
   std::int64_t tensors = 0;
   std::int64_t bytes = 0;  // of model.safetensors
 };
-// Checks that an export can go to `out_dir` (named `role` in messages), creating it if needed:
-// CheckpointError (bad input) if it is not a directory this process can create and write, holds a
-// directory by a file's name, or holds a sharded model (model.safetensors.index.json), whose shards
-// readers would take instead of (ptrain) or beside (transformers) the exported model.safetensors.
-void prepare_hf_output(const std::string& out_dir, const std::string& role);
-// Writes the whole model held by `store` (one rank: tp = pp = ep = 1) as fp32, where
-// prepare_hf_output allows it. Each file is written to a temporary name, fsync'd and renamed.
-// std::invalid_argument if the store does not hold the whole model; CheckpointIoError if writing
-// fails (a full disk).
+// Writes the whole model held by `store` (one rank: tp = pp = ep = 1) as fp32 into `out`'s
+// temporary directory, each file fsync'd, and publishes it (HfOutput::publish). std::invalid_argument
+// if the store does not hold the whole model; CheckpointIoError if writing fails (a full disk), and
+// CheckpointError where publish() refuses.
+HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& model, HfOutput& out);
+// The same into `out_dir`, replacing an export there.
 HfExportResult export_hf(const model::ParamStore& store, const config::ModelSpec& model,
                          const std::string& out_dir);
 
@@ -54,5 +52,8 @@ struct HfImportResult {
 // match `model`, missing, unexpected or misshapen tensors are reported together in one
 // CheckpointError.
 HfImportResult import_hf(const std::string& hf_dir, const config::ModelSpec& model, model::ParamStore& store);
+// import_hf's checks alone, reading no weight: `hf_dir` holds config.json and safetensors of `model`
+// (each tensor's name, shape and dtype from the headers). CheckpointError (bad input) as import_hf.
+void check_hf(const std::string& hf_dir, const config::ModelSpec& model);
 
 }  // namespace ptrain::ckpt

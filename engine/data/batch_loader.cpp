@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ptrain::data {
 
@@ -95,6 +96,15 @@ void EvalLoader::load_microbatch(int batch, int microbatch, std::int32_t* inputs
                             std::to_string(num_batches_) + ")");
   }
   loader_.load_microbatch(batch, microbatch, inputs, targets);
+}
+
+void EvalLoader::check_tokens() const {
+  // In file order every rank's batches together are samples [0, num_batches * G), wrapped around S.
+  const TokenSource& source = loader_.source();
+  const std::int64_t read =
+      std::min(std::int64_t{num_batches_} * loader_.global_batch(), source.num_samples());
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(seq_len())), targets(inputs.size());
+  for (std::int64_t sample = 0; sample < read; ++sample) source.read_sample(sample, inputs.data(), targets.data());
 }
 
 }  // namespace ptrain::data

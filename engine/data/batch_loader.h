@@ -87,6 +87,11 @@ class EvalLoader {
 
   // 0 <= batch < num_batches(), 0 <= microbatch < microbatches().
   void load_microbatch(int batch, int microbatch, std::int32_t* inputs, std::int32_t* targets) const;
+  // Reads every sample an evaluation reads on any data-parallel rank, as an evaluation reads it
+  // (TokenSource::read_sample): DataError for the first bad token, naming the file and offset. Run
+  // at start, so that a bad token ends the run before its first step, on every rank alike, rather
+  // than at its first evaluation.
+  void check_tokens() const;
 
  private:
   BatchLoader loader_;

@@ -33,6 +33,7 @@
 #include "engine/train/axis_accounting.h"
 #include "engine/train/checkpoint_claim.h"
 #include "engine/train/engine_limits.h"
+#include "engine/train/evaluation.h"
 #include "engine/train/grad_norm.h"
 #include "engine/train/shard_mirror.h"
 #include "engine/train/metrics.h"
@@ -78,9 +79,8 @@ struct Trainer::State {
   GradNorm global_norm;  // of the gradients, and clipping
   std::unique_ptr<data::TokenSource> train_source, valid_source;
   data::BatchLoader train_loader;
-  std::unique_ptr<data::EvalLoader> eval_loader;
+  std::unique_ptr<Evaluation> evaluation;  // data.valid, with eval_every > 0
   std::unique_ptr<MetricsLog> log;  // rank 0 only
-  std::vector<std::int32_t> inputs, targets;
   runtime::DeviceScalars loss_sums;  // one per microbatch of a step or an evaluation
   double flops_per_step = 0;  // model FLOPs of the whole job's step
   double peak_flops = 0;      // of the whole job (world * device peak)
@@ -123,7 +123,9 @@ struct Trainer::State {
         train_source(data::open_train_source(s)),
         valid_source(data::open_valid_source(s)),
         train_loader(data::make_train_loader(s, *train_source, groups.dp_rank)),
-        loss_sums(backend, kEvalBatches * train_loader.microbatches()) {  // evaluation batches slice alike
+        loss_sums(backend, Evaluation::kBatches * train_loader.microbatches()) {  // evaluation batches slice alike
+    if (valid_source && s.data.eval_every > 0)  // its tokens checked before the first step
+      evaluation = std::make_unique<Evaluation>(s, *valid_source, groups.dp_rank, pipeline, c, holds_loss());
     if (leader) log = std::make_unique<MetricsLog>(s.logging.metrics, s.logging.tensorboard, s.train.steps, s.logging.every);
     if (dir_lock)
       for (const std::string& w : dir_lock->warnings()) note("warning: " + w);
@@ -134,14 +136,8 @@ struct Trainer::State {
     if (log) log->start_after(start_step);
     options.startup.weights_s = seconds_since(weights_begin);
     last_saved_step = start_step;
-    const std::size_t tokens = static_cast<std::size_t>(s.train.micro_batch) * static_cast<std::size_t>(s.model.seq_len);
-    inputs.resize(tokens);
-    targets.resize(tokens);
     if (train_loader.microbatches() != s.train.microbatches)
       throw std::logic_error("the data loader's microbatches differ from the job's");
-    if (valid_source && s.data.eval_every > 0)
-      eval_loader = std::make_unique<data::EvalLoader>(
-          data::make_eval_loader(s, *valid_source, groups.dp_rank, kEvalBatches));
     flops_per_step = plan::step_flops(s, plan::matmul_params(params.registry(), s.model)).model;
     const plan::HardwareProfile* hw = plan::find_hardware(s.cluster.gpu);
     peak_flops = hw == nullptr ? 0.0 : hw->peak_flops(s.train.precision) * s.world;
@@ -151,8 +147,6 @@ struct Trainer::State {
     zero.set_trace(trace.get());
   }
   ~State() { comm.set_trace(nullptr); }  // the Comm outlives the trainer
-
-  static constexpr int kEvalBatches = 4;  // global batches of the validation set per evaluation
 
   RunResult run() {  // Trainer::run: the steps, then the trace
     RunResult result = run_steps();
@@ -194,6 +188,9 @@ struct Trainer::State {
       }
       comm.broadcast_string(comm.world_group(), latest, 0);
       if (!latest.empty()) {
+        // The checkpoint wins over load_hf, which must still name an export of this model: a wrong
+        // path is bad input on resume as on a fresh start, not a surprise once the checkpoints go.
+        if (!c.load_hf.empty()) ckpt::check_hf(c.load_hf, spec.model);
         ckpt::LoadedCheckpoint loaded(latest);
         for (const std::string& w : loaded.warnings()) note("warning: " + w);
         const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
@@ -209,6 +206,8 @@ struct Trainer::State {
         staged.upload();
         zero.after_restore();
         note("resumed from " + loaded.path() + " at step " + std::to_string(step));
+        if (!c.load_hf.empty())
+          note("note: checkpoint.load_hf (" + c.load_hf + ") is not read: the checkpoint wins over it");
         if (step >= spec.train.steps)
           note("nothing to train: the checkpoint's step " + std::to_string(step) + " >= train.steps " +
                std::to_string(spec.train.steps) + " (raise train.steps to train on)");
@@ -434,25 +433,15 @@ struct Trainer::State {
   // only (every tp rank computes the same).
   bool holds_loss() const { return pipeline.computes_loss() && groups.tp_rank == 0; }
 
-  double validation_loss() {
+  double validation_loss(const Evaluation::Batches& batches) {
     const dist::Trace::Scope span(trace.get(), "validation", "validation");
     zero.publish_update();  // the step's traffic, counted in the next step's
     const PerAxis before = sent_so_far(), spent = spent_so_far();
-    double sums[2] = {0, 0};  // loss sum, counted tokens
-    int slot = 0;
-    for (int b = 0; b < eval_loader->num_batches(); ++b) {
-      for (int mb = 0; mb < eval_loader->microbatches(); ++mb) {
-        eval_loader->load_microbatch(b, mb, inputs.data(), targets.data());
-        const std::int64_t counted = pipeline.evaluate(inputs.data(), targets.data(), loss_sums.at(slot++));
-        if (holds_loss()) sums[1] += static_cast<double>(counted);
-      }
-    }
-    sums[0] = holds_loss() ? loss_sums.read_sum(slot) : 0.0;
-    comm.all_reduce(comm.world_group(), sums, 2);
+    const double loss = evaluation->loss(batches, loss_sums);
     // The evaluation's traffic is no step's: the next step's report leaves it out.
     sent_before += sent_so_far() - before;
     spent_before += spent_so_far() - spent;
-    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    return loss;
   }
 
   // Whether any rank wants to stop once `steps_done` steps are done (all ranks must stop at the
@@ -555,11 +544,17 @@ RunResult Trainer::State::run_steps() {
       device_peak = std::max(device_peak, static_cast<double>(*in_use));
       m.device_memory_peak_bytes = device_peak;
     }
-    if (eval_loader && (m.step % spec.data.eval_every == 0 || m.step == spec.train.steps))
-      m.val_loss = validation_loss();
-    if (log)
-      log->record(m, static_cast<double>(spec.train.steps - m.step) * seconds_total /
-                         static_cast<double>(timed_steps));
+    const double eta = static_cast<double>(spec.train.steps - m.step) * seconds_total / static_cast<double>(timed_steps);
+    if (evaluation && (m.step % spec.data.eval_every == 0 || m.step == spec.train.steps)) {
+      Evaluation::Batches batches;
+      if (const std::exception_ptr unreadable = evaluation->read(batches)) {
+        if (log) log->record(m, eta);  // the step is trained: recorded and saved before its data ends the run
+        save(m.step);
+        std::rethrow_exception(unreadable);
+      }
+      m.val_loss = validation_loss(batches);
+    }
+    if (log) log->record(m, eta);
     record.add(m);
     result.steps_done = m.step;
     result.final_loss = loss;

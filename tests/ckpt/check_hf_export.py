@@ -11,10 +11,12 @@ Run by ctest with Debian's /usr/bin/python3 (python3-torch, python3-numpy; scrip
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 try:
@@ -261,6 +263,78 @@ class HfExport(unittest.TestCase):
         self.assertIn("rank_0.safetensors", r.stderr)
         self.assertIn("checksum", r.stderr)
 
+
+    def test_an_export_never_mixes_with_another_into_the_same_directory(self):
+        # A 130 MB export and, 0.2 s later, a small one into the same new directory both said "wrote",
+        # exit 0: the slower replaced the other's files without --force (the check that the directory
+        # held no export ran at the start only). The export is now written aside and moved in at the end,
+        # where the check is made again: the big one, held (SIGSTOP) past its start while the small one
+        # runs to completion, is refused then, naming the directory, and leaves nothing behind; with
+        # --force it replaces the small one's files. Into a directory that already exists alike.
+        small = self.path("gpt2.yaml")
+        with open(small, "w") as f:
+            f.write(JOBS["gpt2"])
+        big = self.path("big.yaml")  # 32M parameters: 128 MB of fp32
+        with open(big, "w") as f:
+            f.write(JOBS["gpt2"].replace("layers: 2, hidden: 32, heads: 4, vocab: 100", "layers: 2, hidden: 512, "
+                                         "heads: 4, vocab: 50257"))
+        for force, existing in ((False, False), (False, True), (True, False)):
+            with self.subTest(force=force, existing=existing):
+                out = self.path("out")
+                shutil.rmtree(out, ignore_errors=True)
+                hf = os.path.join(out, "hf")
+                os.makedirs(hf if existing else out)
+                watched = hf if existing else out  # where the big export's first file or folder appears
+                p = subprocess.Popen([PTRAIN, "convert", big, "--init", "--to-hf", hf] + (["--force"] if force else []),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                try:
+                    deadline = time.time() + 60
+                    while p.poll() is None and time.time() < deadline and not os.listdir(watched):
+                        time.sleep(0.002)
+                    p.send_signal(signal.SIGSTOP)
+                    if p.poll() is not None or os.path.exists(os.path.join(hf, "model.safetensors")):
+                        self.skipTest("the big export finished before it could be held")
+                    self.convert(small, "--init", "--to-hf", hf)
+                    written = {name: read_bytes(os.path.join(hf, name)) for name in ("model.safetensors", "config.json")}
+                    p.send_signal(signal.SIGCONT)
+                    _, err = p.communicate(timeout=120)
+                finally:
+                    p.kill()
+                    p.wait()
+                self.assertEqual(sorted(os.listdir(out)), ["hf"])  # no temporary folder left
+                self.assertEqual(sorted(os.listdir(hf)), ["config.json", "model.safetensors"])
+                with open(os.path.join(hf, "config.json")) as f:
+                    n_embd = json.load(f)["n_embd"]
+                if force:
+                    self.assertEqual(p.returncode, 0, err)
+                    self.assertEqual(n_embd, 512)
+                    continue
+                self.assertEqual(p.returncode, 2, err)
+                refused = os.path.join(hf, "model.safetensors") if existing else hf
+                self.assertIn(refused + ": appeared while this export was written", err)
+                self.assertIn("--force", err)
+                self.assertEqual(n_embd, 32)
+                for name, data in written.items():
+                    self.assertEqual(read_bytes(os.path.join(hf, name)), data, name)
+
+    def test_a_failed_export_leaves_nothing_behind(self):
+        # A convert that fails after its start (here: a checkpoint that is not there) left the new --to-hf
+        # directory it had made.
+        job = self.path("gpt2.yaml")
+        with open(job, "w") as f:
+            f.write(JOBS["gpt2"])
+        os.mkdir(self.path("out"))
+        os.mkdir(self.path("out", "existing"))
+        for target in (self.path("out", "new", "hf"), self.path("out", "existing")):
+            with self.subTest(target=target):
+                self.convert(job, "--from", self.path("no-checkpoint"), "--to-hf", target, expect=2)
+        self.assertEqual(os.listdir(self.path("out")), ["existing"])
+        self.assertEqual(os.listdir(self.path("out", "existing")), [])
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -196,6 +196,22 @@ TEST_CASE("eval loader: file order, capped at whole batches") {
   CHECK_THROWS_AS(wrap.load_microbatch(1, 0, in4.data(), tg4.data()), std::out_of_range);
 }
 
+TEST_CASE("eval loader: check_tokens reads what any rank's evaluation reads, before the run") {
+  // T 4: sample i is tokens [4i, 4i + 5). 2 batches of G 4 read samples 0..7 (tokens 0..32) on
+  // either dp rank; token 33 is read by no evaluation.
+  TempDir dir;
+  auto check = [&](int bad_token) {
+    std::vector<std::uint16_t> tokens(100, 7);
+    tokens[static_cast<std::size_t>(bad_token)] = 60000;
+    ptrain::data::write_llmc_shard(dir / "val.bin", tokens);
+    const LlmcDataset valid(dir / "val.bin", 4, 50257);
+    EvalLoader(valid, 2, 4, 1, 0, 2).check_tokens();  // rank 0, whose own share is samples 0, 1, 4, 5
+  };
+  ptrain::data::testing::require_data_error([&] { check(32); }, "val.bin", 1024 + 2 * 32,
+                                            {"expected < 50257", "found 60000"});
+  CHECK_NOTHROW(check(33));
+}
+
 TEST_CASE("datasets: the JobSpec factory opens each format") {
   ptrain::config::JobSpec job;
   job.model.seq_len = 8;

@@ -3,6 +3,7 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -342,6 +343,102 @@ class MixedPrecision(unittest.TestCase):
                             "--set", f"train.grad_reduce={reduce}")
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertLess(max_relative_gap(one, two), 2e-3)
+
+
+def llmc_shard(path, tokens):
+    """An llm.c token shard (engine/data/llmc_dataset.h): a 1024-byte header, then uint16 tokens."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(tokens), *[0] * 253))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+
+
+class ValidationSet(unittest.TestCase):
+    """data.valid: a bad token is bad input before the first step, and an evaluation never costs a trained
+    step. (A token 200 at byte 1,224 ended the run at its first evaluation, exit 2, with every step since
+    the last checkpoint lost: with checkpoint.every 0, all of them.)"""
+
+    BAD = "byte 1224: token id out of range: expected < 97 (model.vocab), found 200"
+
+    def llmc(self, d, bad_token=None):
+        """--set arguments for llm.c shards in d: 2000 validation tokens < 97, but 200 at `bad_token`.
+        An evaluation reads 4 batches of 8 samples of 16+1 tokens: tokens 0..512."""
+        train, valid = os.path.join(d, "train.bin"), os.path.join(d, "valid.bin")
+        llmc_shard(train, [(7 * i) % 97 for i in range(20000)])
+        tokens = [(5 * i) % 97 for i in range(2000)]
+        if bad_token is not None:
+            tokens[bad_token] = 200
+        llmc_shard(valid, tokens)
+        return ["--set", "data.format=llmc", "--set", "data.train=" + train, "--set", "data.valid=" + valid]
+
+    def test_a_bad_token_is_bad_input_before_the_first_step(self):
+        for every, eval_every, nproc in [(0, 10, 1), (4, 6, 1), (0, 10, 2)]:
+            with self.subTest(every=every, eval_every=eval_every, nproc=nproc), tempfile.TemporaryDirectory() as d:
+                r = run(job(d, steps=10), *self.llmc(d, bad_token=100), "--set", f"checkpoint.every={every}",
+                        "--set", f"data.eval_every={eval_every}", "--nproc", str(nproc))
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(os.path.join(d, "valid.bin") + ": " + self.BAD, r.stderr)
+                self.assertNotRegex(r.stderr, r"step +1/")
+                self.assertFalse(os.path.exists(os.path.join(d, "metrics.jsonl")) and metrics(d))
+                self.assertFalse(os.path.exists(os.path.join(d, "ckpt", "latest")))
+        with tempfile.TemporaryDirectory() as d:  # a token no evaluation reads is no matter
+            r = run(job(d, steps=10), *self.llmc(d, bad_token=1500))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("val_loss", metrics(d)[-1])
+
+    def test_a_token_gone_bad_under_the_run_costs_no_trained_step(self):
+        # The check at start passed; the file is rewritten while the run trains. The next evaluation meets
+        # the bad token on one rank or all, and every rank records and saves the step it just trained
+        # before it ends the run (exit 2), though checkpoint.every is 0.
+        for nproc in (1, 2):  # with 2 ranks only rank 1 reads the bad sample (sample 6 of batch 0)
+            with self.subTest(nproc=nproc), tempfile.TemporaryDirectory() as d:
+                p = subprocess.Popen([PTRAIN, "run", job(d, steps=1000000), *self.llmc(d), "--nproc", str(nproc),
+                                      "--set", "checkpoint.every=0", "--set", "data.eval_every=25"],
+                                     stderr=subprocess.PIPE, text=True)
+                try:
+                    deadline = time.time() + 120
+                    while p.poll() is None and time.time() < deadline and not (
+                            os.path.exists(os.path.join(d, "metrics.jsonl")) and metrics(d)):
+                        time.sleep(0.01)
+                    with open(os.path.join(d, "valid.bin"), "r+b") as f:
+                        f.seek(1224)
+                        f.write(struct.pack("<H", 200))
+                    _, err = p.communicate(timeout=300)
+                finally:
+                    p.kill()
+                self.assertEqual(p.returncode, 2, err)
+                self.assertIn(os.path.join(d, "valid.bin") + ": " + self.BAD, err)
+                steps = [x["step"] for x in metrics(d)]
+                self.assertEqual(steps, list(range(1, len(steps) + 1)))
+                self.assertEqual(steps[-1] % 25, 0)
+                with open(os.path.join(d, "ckpt", "latest")) as f:
+                    self.assertEqual(f.read().strip(), f"step_{steps[-1]}")
+
+
+class HfWeightsOnResume(unittest.TestCase):
+    def test_load_hf_is_checked_on_resume_and_the_checkpoint_wins(self):
+        # A resume with checkpoint.load_hf naming a missing directory or another model's export was exit 0,
+        # "resumed from ...", nothing said (a fresh run with the missing path was exit 2).
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(job(d, "llama", steps=4)).returncode, 0)
+            ours, other, missing = os.path.join(d, "hf"), os.path.join(d, "other-hf"), os.path.join(d, "missing")
+            for target, extra in ((ours, []), (other, ["--set", "model.hidden=64"])):
+                r = subprocess.run([PTRAIN, "convert", job(d, "llama", steps=4), *extra, "--init", "--to-hf", target],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            for load_hf, message in ((missing, missing + ": no such directory"),
+                                     (other, "config.json hidden_size is 64, the job's model.hidden is 32")):
+                with self.subTest(load_hf=load_hf):
+                    r = run(job(d, "llama", steps=6), "--set", "checkpoint.load_hf=" + load_hf)
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn(message, r.stderr)
+                    self.assertNotIn("resumed from", r.stderr)
+                    with open(os.path.join(d, "ckpt", "latest")) as f:
+                        self.assertEqual(f.read().strip(), "step_4")
+            r = run(job(d, "llama", steps=6), "--set", "checkpoint.load_hf=" + ours)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("resumed from", r.stderr)
+            self.assertIn(f"note: checkpoint.load_hf ({ours}) is not read: the checkpoint wins over it", r.stderr)
+            self.assertNotIn("initialised from HF weights", r.stderr)
 
 
 class CudaBackend(unittest.TestCase):
