@@ -16,7 +16,7 @@ struct Layout {
 };
 
 constexpr Layout layout(Fp8Format format) {
-  return format == Fp8Format::E4M3 ? Layout{3, 7, 448.0f, 0x7E} : Layout{2, 15, 57344.0f, 0x7B};
+  return format == Fp8Format::E4M3 ? Layout{3, 7, fp8_max(format), 0x7E} : Layout{2, 15, fp8_max(format), 0x7B};
 }
 
 constexpr std::uint8_t kNaN = 0x7F;
@@ -59,8 +59,6 @@ std::array<float, 256> decode_table(Fp8Format format) {
 
 const char* to_string(Fp8Format format) { return format == Fp8Format::E4M3 ? "e4m3" : "e5m2"; }
 
-float fp8_max(Fp8Format format) { return layout(format).max; }
-
 std::uint8_t f32_to_fp8(float value, Fp8Format format) {
   const Layout l = layout(format);
   const auto bits = std::bit_cast<std::uint32_t>(value);
@@ -87,15 +85,6 @@ float fp8_to_f32(std::uint8_t code, Fp8Format format) {
   static const std::array<float, 256> e4m3 = decode_table(Fp8Format::E4M3);
   static const std::array<float, 256> e5m2 = decode_table(Fp8Format::E5M2);
   return (format == Fp8Format::E4M3 ? e4m3 : e5m2)[code];
-}
-
-float fp8_scale(float amax, Fp8Format format) {
-  if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
-  // floor(log2(max / amax)): the quotient of two floats in double is exact enough that no power of
-  // two is crossed by its rounding (floats are 24 bits wide, a double 53).
-  int exponent = 0;
-  std::frexp(static_cast<double>(layout(format).max) / amax, &exponent);
-  return std::ldexp(1.0f, std::clamp(exponent - 1, -125, 125));
 }
 
 float cast_to_fp8(std::uint8_t* out, const float* in, std::int64_t n, float scale, Fp8Format format) {

@@ -6,7 +6,17 @@
 // and unscaling are then exact, and a tensor is rounded once, by the cast.
 #pragma once
 
+#include <math.h>
+
 #include <cstdint>
+
+// fp8_max and fp8_scale are the CUDA kernels' too (kernels/cuda/fp8.cu): one definition, the same
+// scale on both sides.
+#if defined(__CUDACC__)
+#define PTRAIN_FP8_FN __host__ __device__ inline
+#else
+#define PTRAIN_FP8_FN inline
+#endif
 
 namespace ptrain::kernels {
 
@@ -15,7 +25,7 @@ enum class Fp8Format : std::uint8_t { E4M3, E5M2 };
 const char* to_string(Fp8Format format);
 
 // The largest finite value: 448 (E4M3), 57344 (E5M2).
-float fp8_max(Fp8Format format);
+PTRAIN_FP8_FN constexpr float fp8_max(Fp8Format format) { return format == Fp8Format::E4M3 ? 448.0f : 57344.0f; }
 
 // value -> code, as the GPU's cvt.rn.satfinite.
 std::uint8_t f32_to_fp8(float value, Fp8Format format);
@@ -26,8 +36,15 @@ float fp8_to_f32(std::uint8_t code, Fp8Format format);
 // The scale a tensor whose largest magnitude is `amax` is multiplied by before its cast: the largest
 // power of two s with amax * s <= fp8_max(format), within [2^-125, 2^125]. An amax of 0 (nothing
 // to scale), or one that is not finite (the step is lost to NaN/inf anyway, and named as such),
-// gives 1.
-float fp8_scale(float amax, Fp8Format format);
+// gives 1. (floor(log2(max / amax)) from the quotient in double: two floats' quotient rounded to 53
+// bits crosses no power of two that the exact one does not, as floats have 24.)
+PTRAIN_FP8_FN float fp8_scale(float amax, Fp8Format format) {
+  if (!(amax > 0) || !(amax <= 3.40282347e38f)) return 1.0f;  // 0, NaN, infinity
+  int exponent = 0;
+  ::frexp(static_cast<double>(fp8_max(format)) / amax, &exponent);
+  const int shift = exponent - 1 < -125 ? -125 : (exponent - 1 > 125 ? 125 : exponent - 1);
+  return ::ldexpf(1.0f, shift);
+}
 
 // out[i] = f32_to_fp8(in[i] * scale) for i < n; returns the largest |in[i]| (NaN if any in[i] is
 // NaN): the amax of the tensor, taken in the pass that casts it.

@@ -474,4 +474,16 @@ void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::i
   c.require_float("x", x, n);
 }
 
+void check_abs_max(const char* backend, Buf amax, Buf x, std::int64_t n) {
+  check_reduction(backend, "abs_max", amax, x, n);
+}
+
+void check_fp8_round(const char* backend, Buf out, Buf x, Buf amax, std::int64_t n) {
+  const Checker c{backend, "fp8_round"};
+  c.require_sizes({n});
+  c.require_buf("amax", amax, DType::F32);
+  c.require_float("x", x, n);
+  c.require_buf("out", out, x.dtype, n);
+}
+
 }  // namespace ptrain::kernels

@@ -124,4 +124,8 @@ void check_adamw_step(const char* backend, Buf param, Buf grad, Buf m, Buf v, Bu
 // sum and sum_squares (`op` names which): out is F32 (one element), x is F32 or BF16.
 void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::int64_t n);
 
+// abs_max: as check_reduction. fp8_round: out and x F32 or BF16 of one dtype, amax F32 (one element).
+void check_abs_max(const char* backend, Buf amax, Buf x, std::int64_t n);
+void check_fp8_round(const char* backend, Buf out, Buf x, Buf amax, std::int64_t n);
+
 }  // namespace ptrain::kernels

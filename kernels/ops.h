@@ -26,6 +26,7 @@
 #include "kernels/adamw_step.h"
 #include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
+#include "kernels/fp8.h"
 #include "kernels/op_constants.h"
 
 namespace ptrain::kernels {
@@ -211,6 +212,17 @@ class Ops {
   // back in one copy): summed in double in an order fixed by n alone (deterministic), rounded once.
   virtual void sum(Buf out, Buf x, std::int64_t n) const = 0;          // out[0] = sum of x
   virtual void sum_squares(Buf out, Buf x, std::int64_t n) const = 0;  // out[0] = sum of x^2
+
+  // ---- FP8 (train.precision: fp8; the formats, rounding and scales of kernels/fp8.h).
+  // amax[0] (F32, device memory) = the largest |x[i]| of n values (F32 or BF16), or, with `combine`,
+  // the larger of that and amax[0] as it was (a history, a tensor cast in parts); NaN if any x[i] is.
+  virtual void abs_max(Buf amax, Buf x, std::int64_t n, bool combine) const = 0;
+  // out[i] = x[i] put on the FP8 grid of `format` under the power-of-two scale s = fp8_scale(amax[0]):
+  // fp8_to_f32(f32_to_fp8(x[i] * s)) / s, in out's dtype, which is x's (F32 or BF16; exact in either:
+  // a scaled FP8 value has at most four significant bits). What an FP8 GEMM with per-tensor scales
+  // multiplies, so a GEMM of such operands is that GEMM's product up to its summation order. out may
+  // alias x; amax is read on the device (no host sync).
+  virtual void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format) const = 0;
 
   // ---- memory of this backend's device: every buffer the engine computes on comes from here.
   // allocate: zero-filled, at least 256-byte aligned, never null (throws std::bad_alloc or the

@@ -27,7 +27,11 @@ struct EnumValues<ScheduleKind> {
 };
 template <>
 struct EnumValues<Precision> {
-  static constexpr std::array values{Precision::Fp32, Precision::Bf16};
+  static constexpr std::array values{Precision::Fp32, Precision::Bf16, Precision::Fp8};
+};
+template <>
+struct EnumValues<Fp8Scaling> {
+  static constexpr std::array values{Fp8Scaling::Current, Fp8Scaling::Delayed};
 };
 template <>
 struct EnumValues<Recompute> {

@@ -84,6 +84,18 @@ const char* to_string(Precision v) {
       return "fp32";
     case Precision::Bf16:
       return "bf16";
+    case Precision::Fp8:
+      return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(Fp8Scaling v) {
+  switch (v) {
+    case Fp8Scaling::Current:
+      return "current";
+    case Fp8Scaling::Delayed:
+      return "delayed";
   }
   return "?";
 }

@@ -22,7 +22,10 @@ namespace ptrain::config {
 enum class Backend { Auto, Cpu, Cuda };
 enum class Arch { Gpt2, Llama, Mixtral };
 enum class ScheduleKind { Gpipe, OneFOneB, Interleaved1F1B, ZbH1, Zbv, DualPipeV };
-enum class Precision { Fp32, Bf16 };
+// fp8: bf16 mixed precision with the GEMMs of attention's and the MLP's linear layers in FP8 (docs/fp8.md).
+enum class Precision { Fp32, Bf16, Fp8 };
+// How an FP8 cast finds its scale: this step's amax of the tensor, or the largest of the last steps'.
+enum class Fp8Scaling { Current, Delayed };
 enum class Recompute { None, Selective, Full };
 // How context-parallel attention reaches the other ranks' keys (parallel/context_parallel.h).
 enum class CpComm { Allgather, Ring, A2a };
@@ -101,14 +104,21 @@ struct ScheduleSpec {
   std::vector<int> resolved_layers_per_stage;
 };
 
+// train.fp8: read under precision: fp8 only.
+struct Fp8Spec {
+  Fp8Scaling scaling = Fp8Scaling::Delayed;  // Transformer Engine's default
+  int amax_history = 16;                     // delayed: steps whose amaxes a scale is taken from
+};
+
 struct TrainSpec {
   std::int64_t steps = 1000;
   int global_batch = 8;
   int micro_batch = 1;
   Precision precision = Precision::Bf16;
   // The dtype data-parallel gradient reductions travel in. Gradients accumulate in fp32 either way
-  // (Megatron's main grads); bf16 halves the reduction traffic. Needs precision: bf16.
+  // (Megatron's main grads); bf16 halves the reduction traffic. Needs precision: bf16 or fp8; never fp8.
   Precision grad_reduce = Precision::Fp32;
+  Fp8Spec fp8;
   Recompute recompute = Recompute::None;
   std::uint64_t seed = 1234;  // 0 .. 2^63-1
   double grad_clip = 1.0;     // 0 disables clipping
@@ -207,6 +217,9 @@ bool caps_in_flight(ScheduleKind);
 // rounded up.
 int least_in_flight(int pp, int vpp);
 const char* to_string(Precision);
+const char* to_string(Fp8Scaling);
+// Whether weights and activations are bf16 working copies of fp32 masters (bf16 and fp8 alike).
+constexpr bool bf16_working(Precision p) { return p != Precision::Fp32; }
 const char* to_string(Recompute);
 const char* to_string(CpComm);
 const char* to_string(Offload);

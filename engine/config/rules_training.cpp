@@ -77,8 +77,21 @@ void check_precision(LoadContext& ctx) {
   const TrainSpec& t = ctx.spec().train;
   if (ctx.any_bad({"train.precision", "train.grad_reduce"})) return;
   if (t.grad_reduce == Precision::Bf16 && t.precision == Precision::Fp32) {
-    ctx.error("train.grad_reduce", "train.grad_reduce: bf16 needs train.precision: bf16 (an fp32 run reduces in fp32)",
+    ctx.error("train.grad_reduce",
+              "train.grad_reduce: bf16 needs train.precision: bf16 or fp8 (an fp32 run reduces in fp32)",
               "remove train.grad_reduce, or set train.precision: bf16");
+  }
+  if (t.precision != Precision::Fp8) {
+    for (const char* key : {"train.fp8", "train.fp8.scaling", "train.fp8.amax_history"})
+      if (ctx.was_written(key)) {
+        ctx.warning(key, cat(key, " is read under train.precision: fp8 only, and the job's is ",
+                             to_string(t.precision), ": it is ignored"),
+                    "remove it, or set train.precision: fp8");
+        break;
+      }
+  } else if (t.fp8.scaling == Fp8Scaling::Current && ctx.was_written("train.fp8.amax_history")) {
+    ctx.warning("train.fp8.amax_history", "train.fp8.amax_history is read under scaling: delayed only: ignored",
+                "remove it, or set train.fp8.scaling: delayed");
   }
 }
 

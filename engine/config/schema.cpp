@@ -92,16 +92,28 @@ constexpr SchemaEntry kScheduleEntries[] = {
 };
 constexpr Section kSchedule{"schedule", kScheduleEntries};
 
+// Far past Transformer Engine's default of 16 and its largest documented 1024.
+constexpr SchemaEntry kFp8Entries[] = {
+    {"scaling", [](ValueReader& r, JobSpec& s) { r.choice(s.train.fp8.scaling); }},
+    {"amax_history", [](ValueReader& r, JobSpec& s) { r.integer(s.train.fp8.amax_history, 1, 4096); }},
+};
+constexpr Section kFp8{"train.fp8", kFp8Entries};
+
 constexpr SchemaEntry kTrainEntries[] = {
     {"steps", [](ValueReader& r, JobSpec& s) { r.integer(s.train.steps, 1); }},
     {"global_batch", [](ValueReader& r, JobSpec& s) { r.integer(s.train.global_batch, 1); }},
     {"micro_batch", [](ValueReader& r, JobSpec& s) { r.integer(s.train.micro_batch, 1); }},
     {"precision", [](ValueReader& r, JobSpec& s) { r.choice(s.train.precision); }},
-    {"grad_reduce", [](ValueReader& r, JobSpec& s) { r.choice(s.train.grad_reduce); }},
+    {"grad_reduce",
+     [](ValueReader& r, JobSpec& s) {
+       static constexpr Precision kReduced[] = {Precision::Fp32, Precision::Bf16};  // never fp8
+       r.choice(s.train.grad_reduce, std::span<const Precision>(kReduced));
+     }},
     {"recompute", [](ValueReader& r, JobSpec& s) { r.choice(s.train.recompute); }},
     {"seed", [](ValueReader& r, JobSpec& s) { r.integer(s.train.seed, 0); }},
     {"grad_clip",
      [](ValueReader& r, JobSpec& s) { r.number(s.train.grad_clip, NumberRange::non_negative()); }},
+    {"fp8", nullptr, &kFp8},
 };
 constexpr Section kTrain{"train", kTrainEntries};
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,8 +61,13 @@ class ValueReader {
   bool boolean(bool& out);
   // A scalar as text; null gives "" when `nullable`; empty text is refused unless `nullable`.
   bool text(std::string& out, bool nullable);
+  // One of the enum's values (EnumValues<E>), or of `allowed`, spelled as to_string spells them.
   template <class E>
-  bool choice(E& out);
+  bool choice(E& out) {
+    return choice(out, std::span<const E>(EnumValues<E>::values));
+  }
+  template <class E>
+  bool choice(E& out, std::span<const E> allowed);
   // A list of integers; null gives an empty list.
   bool integer_list(std::vector<int>& out, std::int64_t min);
   bool number_pair(std::array<double, 2>& out, NumberRange range, std::string_view names);
@@ -83,12 +89,12 @@ class ValueReader {
 };
 
 template <class E>
-bool ValueReader::choice(E& out) {
+bool ValueReader::choice(E& out, std::span<const E> allowed) {
   std::vector<std::string> names;
-  for (E value : EnumValues<E>::values) names.emplace_back(to_string(value));
+  for (E value : allowed) names.emplace_back(to_string(value));
   std::optional<std::string> chosen = read_choice(names);
   if (!chosen) return false;
-  for (E value : EnumValues<E>::values) {
+  for (E value : allowed) {
     if (*chosen == to_string(value)) out = value;
   }
   return true;

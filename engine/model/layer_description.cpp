@@ -35,7 +35,7 @@ struct Dims {
     seq_shard = spec.parallel.sequence_parallel ? t : 1;
     cp = spec.parallel.cp;
     cp_comm = spec.parallel.cp_comm;
-    act_bytes = spec.train.precision == config::Precision::Bf16 ? 2 : 4;
+    act_bytes = config::bf16_working(spec.train.precision) ? 2 : 4;
     gpt2 = m.arch == config::Arch::Gpt2;
   }
   std::int64_t tokens() const { return s * b; }
@@ -494,6 +494,16 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   } else if (!x.gpt2) {
     // GPT-2 fuses GELU's backward into the down projection's input-gradient GEMM: no d_activation.
     add(T::DMlpActivation, "d_mlp_activation", N * x.local_ffn());
+  }
+  if (spec.train.precision == config::Precision::Fp8) {
+    // One linear layer at a time (model/block_linears.h): its input, weight and output gradient
+    // put on the FP8 grid (the widest of q/k/v, the output projections and the MLP's), and the three
+    // amaxes.
+    const std::int64_t widest = std::max({x.h, x.q_cols(), x.local_ffn()});
+    add(T::Fp8Input, "fp8.input", N * widest);
+    add(T::Fp8OutputGrad, "fp8.output_gradient", N * widest);
+    add(T::Fp8Weight, "fp8.weight", x.h * std::max(x.q_cols(), x.local_ffn()));
+    out.push_back(fp32(T::Fp8Amax, "fp8.amax", 3));
   }
   return out;
 }

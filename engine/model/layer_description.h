@@ -53,6 +53,8 @@ enum class ArenaTensor {
   CpA2aV, CpA2aDOutput, CpA2aSend, CpA2aRecv, DAttention, DMlpActivation, MoeDWeight, MoeDActivation, MoeDExpertInput,
   MoeExchange, MoeCpOwnSlot, MoeCpOwnWeight, MoeCpLogits, MoeCpLogitsStaging, MoeCpDWeight,
   MoeCpDLogits,
+  // train.precision fp8: one linear layer's operands on the FP8 grid, and their amaxes.
+  Fp8Input, Fp8Weight, Fp8OutputGrad, Fp8Amax,
 };
 
 // Activation: the training dtype (bf16 or fp32).
@@ -152,7 +154,7 @@ std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec);
 // layer's output gradients, and the backward temporaries (the residual-stream gradient, projection
 // outputs, the attention and MLP input gradients; under sequence parallelism the gathered input and
 // gradient; under context parallelism the whole sequence's k, v, their gradients and the
-// collectives' staging; the MoE block's).
+// collectives' staging; the MoE block's; under fp8 the FP8 operands of one linear layer).
 std::vector<SavedTensor> recomputed_tensors(const config::JobSpec& spec);
 std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 

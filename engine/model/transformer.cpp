@@ -36,7 +36,8 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
       split_weight_grad_(chunk.split_weight_grad),
       tp_(chunk.tensor_parallel),
       cp_(chunk.context_parallel),
-      act_(spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32) {
+      act_(config::bf16_working(spec.train.precision) ? DType::BF16 : DType::F32),
+      precision_(spec.train.precision) {
   const auto& m = spec.model;
   dims_.gpt2 = m.arch == config::Arch::Gpt2;
   dims_.B = spec.train.micro_batch;

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/model/block_linears.h"
 #include "engine/model/layer_description.h"
 #include "engine/model/moe_block.h"
 #include "engine/model/param_store.h"
@@ -207,6 +208,7 @@ class Transformer {
     // the output gradient in head layout, the all-to-all's staging.
     Buf a2a_q, a2a_k, a2a_v, a2a_d_out, a2a_send, a2a_recv;
     MoeWorkspace moe;  // mixtral: the MoE block's backward temporaries
+    Fp8Scratch fp8;    // train.precision fp8 (model/block_linears.h)
   };
   // Query rows attending as one block: the whole sequence, or one of a context-parallel rank's two
   // chunks, at rows [first_row, first_row + B*len) of the rank's tokens and positions pos0 onwards.
@@ -295,6 +297,8 @@ class Transformer {
   // d_in += d(norm)/d(in) applied to d_out; parameter grads accumulate.
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
   std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;
+  // The GEMMs of attention's and the MLP's linear layers (in FP8 under train.precision fp8).
+  BlockLinears linears() const { return BlockLinears(ops_, precision_, ws_.fp8, tp_, cp_); }
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
   // The residual stream around the tensor-parallel layers (parallel::TensorParallel, which also says
   // how under sequence parallelism); with tp = 1, `full` and `mine` themselves.
@@ -321,6 +325,7 @@ class Transformer {
   std::vector<std::int32_t> cp_tokens_, cp_targets_;  // host: this cp rank's chunks of the batch
   std::vector<std::int32_t> shard_ids_;  // host: shard_token_ids' result
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
+  config::Precision precision_;
   std::vector<int> layer_ids_;    // global index of each layer of the chunk
   std::vector<int> layer_units_;  // its ParamStore unit
   int layer_unit(int local_layer) const { return layer_units_[static_cast<size_t>(local_layer)]; }

@@ -112,6 +112,10 @@ Buf* Transformer::workspace_field(Workspace& w, ArenaTensor id) {
     case T::MoeCpLogitsStaging: return &w.moe.logits_staging;
     case T::MoeCpDWeight: return &w.moe.sequence_d_weight;
     case T::MoeCpDLogits: return &w.moe.sequence_d_logits;
+    case T::Fp8Input: return &w.fp8.input;
+    case T::Fp8Weight: return &w.fp8.weight;
+    case T::Fp8OutputGrad: return &w.fp8.output_grad;
+    case T::Fp8Amax: return &w.fp8.amax;
     default:  // the layer's output gradients, and what recompute rebuilds
       if (Buf* g = output_grad_field(w.outputs, id)) return g;
       return layer_field(w.recomputed, id);

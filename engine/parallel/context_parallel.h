@@ -96,6 +96,8 @@ class ContextParallel {
   void send_to_next(kernels::Buf data, std::size_t bytes);
   void receive_from_previous(kernels::Buf into, std::size_t bytes);
   void finish_sends();  // waits for the sends started since the last call (their data may change then)
+  // x (n F32 values) replaced by their maximum over the group: the amax of a tensor split by tokens.
+  void max_over_group(kernels::Buf x, std::int64_t n) { staged_.all_max(comm_, cp_, x, n); }
 
   // a2a: one tensor of the exchange between the sequence layout (this rank's [N, heads * D] rows,
   // chunk-major) and the head layout ([B, T, per_rank * D]: every position of the sequence, for

@@ -14,7 +14,7 @@ using kernels::DType;
 Buf f32(float* p) { return {p, DType::F32}; }
 
 DType param_dtype(const config::JobSpec& spec) {
-  return spec.train.precision == config::Precision::Bf16 ? DType::BF16 : DType::F32;
+  return config::bf16_working(spec.train.precision) ? DType::BF16 : DType::F32;
 }
 
 // The ZeRO 2/3 windows (data_parallel.h): each one's elements, and each unit's window.

@@ -48,6 +48,13 @@ class StagedCollectives {
   // a bf16 block must be an even number of elements.
   void all_to_all(dist::Comm& comm, const dist::Group& g, kernels::Buf send, kernels::Buf recv, std::int64_t block);
 
+  // x (n F32 values in memory's device) replaced by their elementwise maximum over g: FP8 amaxes.
+  void all_max(dist::Comm& comm, const dist::Group& g, kernels::Buf x, std::int64_t n) {
+    run(g, x.ptr, static_cast<std::size_t>(n) * sizeof(float), [&](void* p) {
+      comm.all_reduce(g, static_cast<float*>(p), static_cast<std::size_t>(n), dist::ReduceOp::Max);
+    });
+  }
+
   // Starts sending `bytes` of `data` to member `peer` of g (Comm::isend; `data` may change at once
   // when staged, else not before finish_sends()).
   void send(dist::Comm& comm, const dist::Group& g, kernels::Buf data, std::size_t bytes, int peer);

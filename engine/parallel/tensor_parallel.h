@@ -61,6 +61,8 @@ class TensorParallel {
   void sum_scatter(kernels::Buf chunks, std::int64_t chunk);
   // x (n elements) summed over the ranks sharing this rank's kv head; nothing without kv copies.
   void sum_kv_copies(kernels::Buf x, std::int64_t n);
+  // x (n F32 values) replaced by their maximum over the group: the amax of a tensor the ranks split.
+  void max_over_group(kernels::Buf x, std::int64_t n) { staged_.all_max(comm_, tp_, x, n); }
 
  private:
   dist::Comm& comm_;

@@ -57,7 +57,7 @@ ComputeSeconds operator*(double times, const ComputeSeconds& c) {
 
 StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& ops, const MeasuredProfile& profile,
                            int virtual_stage, int layers) {
-  const bool bf16 = spec.train.precision == config::Precision::Bf16;
+  const bool bf16 = config::bf16_working(spec.train.precision);
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
   const double slowdown =
       rank_slowdown(spec, profile) * (profile.calibration ? profile.calibration->compute_scale : 1.0);

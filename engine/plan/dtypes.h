@@ -21,7 +21,7 @@ struct BytesPerElement {
 };
 
 constexpr BytesPerElement bytes_per_element(config::Precision precision) {
-  return precision == config::Precision::Bf16 ? BytesPerElement{2, 4, 4, 8, 2} : BytesPerElement{4, 4, 0, 8, 4};
+  return config::bf16_working(precision) ? BytesPerElement{2, 4, 4, 8, 2} : BytesPerElement{4, 4, 0, 8, 4};
 }
 
 // Bytes per gradient element on the wire of a data-parallel reduction.

@@ -28,7 +28,7 @@ const std::array<HardwareProfile, 4>& profiles() {
 }  // namespace
 
 double HardwareProfile::peak_flops(config::Precision precision) const {
-  return precision == config::Precision::Bf16 ? peak_flops_bf16 : peak_flops_fp32;
+  return config::bf16_working(precision) ? peak_flops_bf16 : peak_flops_fp32;
 }
 
 const HardwareProfile* find_hardware(std::string_view name) {

@@ -46,7 +46,7 @@ ModelStateBytes rank_model_state_bytes(const config::JobSpec& spec, const RankPa
 // per query head over the keys the call has (a2a: its heads / cp over the sequence).
 double cudnn_attention_scratch_bytes(const config::JobSpec& spec, kernels::CudnnAttentionMode mode) {
   if (spec.backend == config::Backend::Cpu || spec.cluster.gpu == "cpu" ||
-      spec.train.precision != config::Precision::Bf16 || mode == kernels::CudnnAttentionMode::Off)
+      !config::bf16_working(spec.train.precision) || mode == kernels::CudnnAttentionMode::Off)
     return 0.0;
   const config::ModelSpec& m = spec.model;
   const config::CpComm cp_comm = spec.parallel.cp_comm;
@@ -122,7 +122,7 @@ MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParam
                     comm_buffer_bytes(spec, params, held), states.host};
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).
-  if (spec.parallel.offload == config::Offload::Optimizer && spec.train.precision == config::Precision::Bf16)
+  if (spec.parallel.offload == config::Offload::Optimizer && config::bf16_working(spec.train.precision))
     m.host += updated_elements(spec, params) * bytes_per_element(spec.train.precision).param;
   return m;
 }

@@ -16,7 +16,7 @@ struct EngineLimit {
   std::string fix;
 };
 
-// The same on both backends.
+// The same on both backends, but the ones that name the backend.
 std::vector<EngineLimit> engine_limits(const config::JobSpec& spec);
 
 }  // namespace ptrain::train

@@ -8,6 +8,7 @@
 #include "kernels/adamw_step.h"
 #include "kernels/attention_shape.h"
 #include "kernels/buffer.h"
+#include "kernels/fp8.h"
 
 namespace ptrain::kernels::cpu {
 
@@ -89,6 +90,10 @@ void adamw_step(Buf param, Buf grad, Buf m, Buf v, Buf param_out, std::int64_t n
 void sum(Buf out, Buf x, std::int64_t n);
 void sum_squares(Buf out, Buf x, std::int64_t n);
 
+// fp8.cpp
+void abs_max(Buf amax, Buf x, std::int64_t n, bool combine);
+void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format);
+
 // memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free)
 void* allocate(std::size_t bytes);
 
@@ -116,10 +121,12 @@ void column_sums_accumulate(float* sums, const float* rows, std::int64_t R, std:
 // microseconds; below ~32K floats the loop itself is faster than that).
 inline constexpr std::int64_t kParallelMinElements = 1 << 15;
 
-// f(begin, count) over [0, n) in fixed chunks, statically spread over the OpenMP threads.
+// f(begin, count) over [0, n) in chunks of kParallelChunk (the last shorter), statically spread
+// over the OpenMP threads: chunk begin / kParallelChunk is the same work whatever the thread count.
+inline constexpr std::int64_t kParallelChunk = 1 << 14;
 template <typename F>
 void parallel_chunks(std::int64_t n, F&& f) {
-  constexpr std::int64_t kChunk = 1 << 14;
+  constexpr std::int64_t kChunk = kParallelChunk;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t c = 0; c < chunks; ++c) {

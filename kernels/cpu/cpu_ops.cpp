@@ -148,6 +148,10 @@ class CpuOps final : public Ops {
   }
   void sum(Buf out, Buf x, std::int64_t n) const override { cpu::sum(out, x, n); }
   void sum_squares(Buf out, Buf x, std::int64_t n) const override { cpu::sum_squares(out, x, n); }
+  void abs_max(Buf amax, Buf x, std::int64_t n, bool combine) const override { cpu::abs_max(amax, x, n, combine); }
+  void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format) const override {
+    cpu::fp8_round(out, x, amax, n, format);
+  }
 
   void* allocate(std::size_t bytes) const override { return cpu::allocate(bytes); }
   void release(void* ptr) const override { std::free(ptr); }

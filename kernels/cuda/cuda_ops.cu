@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/linear.cuh"
@@ -242,6 +243,12 @@ class CudaOps final : public Ops {
   }
   void sum(Buf out, Buf x, std::int64_t n) const override { cuda::sum(ctx(), out, x, n); }
   void sum_squares(Buf out, Buf x, std::int64_t n) const override { cuda::sum_squares(ctx(), out, x, n); }
+  void abs_max(Buf amax, Buf x, std::int64_t n, bool combine) const override {
+    cuda::abs_max(ctx(), amax, x, n, combine);
+  }
+  void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format) const override {
+    cuda::fp8_round(ctx(), out, x, amax, n, format);
+  }
 
   // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in
   // stream order so later ops see zeros.

@@ -289,7 +289,8 @@ TEST_CASE("to_string spells every enum value as YAML does", "[config][resolve]")
   CHECK(names(EnumValues<Arch>::values) == std::vector<std::string>{"gpt2", "llama", "mixtral"});
   CHECK(names(EnumValues<ScheduleKind>::values) ==
         std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipev"});
-  CHECK(names(EnumValues<Precision>::values) == std::vector<std::string>{"fp32", "bf16"});
+  CHECK(names(EnumValues<Precision>::values) == std::vector<std::string>{"fp32", "bf16", "fp8"});
+  CHECK(names(EnumValues<Fp8Scaling>::values) == std::vector<std::string>{"current", "delayed"});
   CHECK(names(EnumValues<Recompute>::values) == std::vector<std::string>{"none", "selective", "full"});
   CHECK(names(EnumValues<LrDecay>::values) ==
         std::vector<std::string>{"cosine", "linear", "constant", "wsd"});

@@ -1,0 +1,61 @@
+// The GEMMs of a transformer layer's linear layers (attention's q, k, v and output projections, the
+// MLP's): the op set's linear ops as they are under fp32 and bf16; under train.precision fp8 over
+// operands put on the FP8 grid first (docs/fp8.md): inputs and weights in E4M3, output gradients in
+// E5M2, each with a power-of-two scale from its amax (current scaling: this tensor's, now). A
+// linear op over such operands computes what an FP8 GEMM with per-tensor scales and FP32
+// accumulation does, so the CPU runs FP8 training's numerics and the CUDA FP8 GEMMs are checked
+// against it. Bias gradients come from the unrounded output gradient, as in bf16.
+//
+// Every layout reproduces one rank: an amax is taken over the tensor one rank would hold, where the
+// layout splits it (a weight's and a row-parallel input's columns and a column-parallel output
+// gradient's over tp; every token tensor over cp) the maximum over the tp and the cp group. Those
+// are collectives: every rank of the groups makes the same calls in the same order; a rank whose
+// result is not needed (a kv head's second copy) passes `apply` false and still takes part.
+#pragma once
+
+#include "engine/config/job_spec.h"
+#include "engine/parallel/context_parallel.h"
+#include "engine/parallel/tensor_parallel.h"
+#include "kernels/ops.h"
+
+namespace ptrain::model {
+
+// The workspace an FP8 linear layer rounds its operands into (model/layer_description.h: Fp8*).
+struct Fp8Scratch {
+  kernels::Buf input, weight, output_grad;  // the activation dtype (bf16)
+  kernels::Buf amax;                        // F32 [3]
+};
+
+class BlockLinears {
+ public:
+  using Buf = kernels::Buf;
+  // tp and cp: this rank's groups, or nullptr where the axis is 1.
+  BlockLinears(const kernels::Ops& ops, config::Precision precision, const Fp8Scratch& scratch,
+               parallel::TensorParallel* tp, parallel::ContextParallel* cp)
+      : ops_(ops), fp8_(precision == config::Precision::Fp8), scratch_(scratch), tp_(tp), cp_(cp) {}
+
+  // As kernels::Ops' linear_forward, linear_gelu_forward, linear_backward, linear_backward_gelu and
+  // linear_input_grad_add (the last done only when `apply`).
+  void forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const;
+  void forward_gelu(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K) const;
+  void backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K) const;
+  void backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre, int M, int N,
+                     int K) const;
+  void input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K, bool apply = true) const;
+
+ private:
+  // The operands a GEMM reads, each rounded onto the FP8 grid into its scratch buffer (null where
+  // not given): d_out [M, N] in E5M2, in [M, K] and weight [N, K] in E4M3.
+  struct Rounded {
+    Buf d_out, in, weight;
+  };
+  Rounded round(Buf d_out, Buf in, Buf weight, int M, int N, int K) const;
+
+  const kernels::Ops& ops_;
+  bool fp8_;
+  Fp8Scratch scratch_;
+  parallel::TensorParallel* tp_;
+  parallel::ContextParallel* cp_;
+};
+
+}  // namespace ptrain::model

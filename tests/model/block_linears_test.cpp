@@ -1,0 +1,114 @@
+// BlockLinears: the op set's linear ops unchanged under bf16; under fp8 the same ops over operands
+// fp8_round put on the grid (E4M3 inputs and weights, E5M2 output gradients, bias gradients from the
+// unrounded gradient); and, on real tp ranks (threads, Gloo), a column-parallel shard computes
+// exactly the one-rank layer's columns although its shard's amax lies in another binade than the
+// whole weight's: the scale is the whole tensor's.
+#include "engine/model/block_linears.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tests/gloo_ranks.h"
+
+namespace {
+
+using namespace ptrain;
+using kernels::Buf;
+using kernels::DType;
+using kernels::Fp8Format;
+using Vec = std::vector<float>;
+
+Buf buf(Vec& v) { return {v.data(), DType::F32}; }
+
+Vec random_vec(std::size_t n, unsigned seed, float scale) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  Vec v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// The scratch of one linear layer of up to `elements` values per operand.
+struct Scratch {
+  Vec input, weight, output_grad, amax = Vec(3);
+  explicit Scratch(std::size_t elements) : input(elements), weight(elements), output_grad(elements) {}
+  model::Fp8Scratch view() { return {buf(input), buf(weight), buf(output_grad), buf(amax)}; }
+};
+
+// x rounded onto the FP8 grid under its own amax's scale (ops.h fp8_round).
+Vec rounded(Vec x, Fp8Format format) {
+  float amax = 0;
+  const kernels::Ops& ops = kernels::cpu_ops();
+  ops.abs_max({&amax, DType::F32}, buf(x), static_cast<std::int64_t>(x.size()), false);
+  ops.fp8_round(buf(x), buf(x), {&amax, DType::F32}, static_cast<std::int64_t>(x.size()), format);
+  return x;
+}
+
+constexpr int M = 6, N = 8, K = 16;
+
+}  // namespace
+
+TEST_CASE("BlockLinears passes bf16 through and runs fp8 over rounded operands", "[fp8]") {
+  const kernels::Ops& ops = kernels::cpu_ops();
+  Vec x = random_vec(M * K, 1, 2.0f), w = random_vec(N * K, 2, 0.1f), b = random_vec(N, 3, 0.5f);
+  Vec dy = random_vec(M * N, 4, 0.01f);
+  Scratch scratch(N * K);
+
+  const model::BlockLinears bf16(ops, config::Precision::Bf16, scratch.view(), nullptr, nullptr);
+  Vec out(M * N), want(M * N);
+  bf16.forward(buf(out), buf(x), buf(w), buf(b), M, N, K);
+  ops.linear_forward(buf(want), buf(x), buf(w), buf(b), M, N, K);
+  CHECK(out == want);
+
+  const model::BlockLinears fp8(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr);
+  Vec qx = rounded(x, Fp8Format::E4M3), qw = rounded(w, Fp8Format::E4M3), qdy = rounded(dy, Fp8Format::E5M2);
+  CHECK(qx != x);
+  fp8.forward(buf(out), buf(x), buf(w), buf(b), M, N, K);
+  ops.linear_forward(buf(want), buf(qx), buf(qw), buf(b), M, N, K);
+  CHECK(out == want);
+
+  Vec d_in(M * K), d_w(N * K, 0.5f), d_b(N, 0.25f), want_d_in(M * K), want_d_w(N * K, 0.5f), want_d_b(N, 0.25f);
+  fp8.backward(buf(d_in), buf(d_w), buf(d_b), buf(dy), buf(x), buf(w), M, N, K);
+  ops.linear_backward(buf(want_d_in), buf(want_d_w), Buf{}, buf(qdy), buf(qx), buf(qw), M, N, K);
+  ops.linear_backward(Buf{}, Buf{}, buf(want_d_b), buf(dy), buf(x), buf(w), M, N, K);  // unrounded
+  CHECK(d_in == want_d_in);
+  CHECK(d_w == want_d_w);
+  CHECK(d_b == want_d_b);
+
+  Vec kept = d_in;
+  fp8.input_grad_add(buf(d_in), buf(dy), buf(w), M, N, K, false);
+  CHECK(d_in == kept);  // took part, added nothing
+  fp8.input_grad_add(buf(d_in), buf(dy), buf(w), M, N, K);
+  ops.linear_input_grad_add(buf(kept), buf(qdy), buf(qw), M, N, K);
+  CHECK(d_in == kept);
+}
+
+TEST_CASE("an FP8 column-parallel shard computes the one-rank layer's columns", "[fp8]") {
+  // The first half of the weight's rows (rank 0's) reaches 3, the second (rank 1's) only 2e-4: alone,
+  // rank 1 would scale its shard by 2^21 where the whole weight is scaled by 2^7. Power-of-two scales
+  // round every normal value alike, so the difference is in what the whole weight's scale leaves
+  // below E4M3's smallest normal (2^-6): rank 1's values, there with 2^-9 steps.
+  Vec x = random_vec(M * K, 5, 1.0f), w = random_vec(N * K, 6, 0.2f);
+  w[3] = 3.0f;
+  for (int i = (N / 2) * K; i < N * K; ++i) w[static_cast<std::size_t>(i)] *= 1e-3f;
+  Vec want(M * N);
+  {
+    Scratch scratch(N * K);
+    const model::BlockLinears one(kernels::cpu_ops(), config::Precision::Fp8, scratch.view(), nullptr, nullptr);
+    one.forward(buf(want), buf(x), buf(w), Buf{}, M, N, K);
+  }
+  test::run_gloo_ranks(2, [&](dist::Comm& comm) {
+    const dist::Group& group = comm.new_group("tp", {0, 1});
+    parallel::TensorParallel tp(comm, kernels::cpu_ops(), group, nullptr);
+    const int r = comm.rank();
+    Vec shard(w.begin() + r * (N / 2) * K, w.begin() + (r + 1) * (N / 2) * K), in = x;
+    Scratch scratch(N * K);
+    const model::BlockLinears linears(kernels::cpu_ops(), config::Precision::Fp8, scratch.view(), &tp, nullptr);
+    Vec out(M * N / 2);
+    linears.forward(buf(out), buf(in), buf(shard), Buf{}, M, N / 2, K);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N / 2; ++n) CHECK(out[m * (N / 2) + n] == want[m * N + r * (N / 2) + n]);
+  });
+}

@@ -1,0 +1,165 @@
+"""`ptrain run` with train.precision: fp8 on CPU (docs/fp8.md): it tracks the bf16 curve without being
+it, every layout tracks the one-rank FP8 curve, and what is not built yet is refused at its key.
+
+    python3 test_fp8.py --ptrain build/ptrain            # the suite's part (synthetic tokens)
+    python3 test_fp8.py --ptrain build/ptrain --fortunes  # 200 steps on data/tiny (ctest label `long`)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+PTRAIN = ""
+FORTUNES = False
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+JOB = """\
+name: fp8-test
+backend: cpu
+model: {{arch: {arch}, layers: {layers}, hidden: {hidden}, heads: 4, kv_heads: {kv_heads}, ffn_hidden: {ffn}, vocab: {vocab}, seq_len: {seq}}}
+parallel: {{tp: 1, pp: 1, cp: 1, zero: 0}}
+train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp8, fp8: {{scaling: current}}, seed: 5, recompute: selective}}
+optimizer: {{lr: {lr}, min_lr: 1.0e-4, warmup_steps: 4}}
+data: {data}
+cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
+logging: {{every: 10, metrics: {dir}/metrics.jsonl}}
+"""
+SYNTHETIC = "{format: synthetic}"
+
+
+def job(d, arch="llama", layers=4, steps=20, hidden=32, ffn=64, vocab=97, seq=16, lr=1.0e-2, data=SYNTHETIC):
+    path = os.path.join(d, "job.yaml")
+    with open(path, "w") as f:
+        f.write(JOB.format(arch=arch, layers=layers, hidden=hidden, kv_heads=4 if arch == "gpt2" else 2, ffn=ffn,
+                           vocab=vocab, seq=seq, steps=steps, lr=lr, data=data, dir=d))
+    return path
+
+
+def run(path, *sets, nproc=1):
+    args = [PTRAIN, "run", path, "--nproc", str(nproc)]
+    for s in sets:
+        args += ["--set", s]
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def losses(d):
+    with open(os.path.join(d, "metrics.jsonl")) as f:
+        return [json.loads(line)["loss"] for line in f]
+
+
+def relative(a, b):
+    return [abs(x - y) / abs(y) for x, y in zip(a, b)]
+
+
+def smoothed(curve, window=10):
+    """The mean of each `window` consecutive losses: one step's loss is one batch's, noisy."""
+    return [sum(curve[i:i + window]) / window for i in range(len(curve) - window + 1)]
+
+
+class TracksBf16(unittest.TestCase):
+    def check(self, tolerance, **shape):
+        """fp8 within `tolerance` of bf16 (the loss over any 10 steps), and not bf16: the quantisation is
+        real."""
+        curves = {}
+        for precision in ["bf16", "fp8"]:
+            with tempfile.TemporaryDirectory() as d:
+                sets = [] if precision == "fp8" else ["train.precision=bf16", "train.fp8=null"]
+                r = run(job(d, **shape), *sets)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                curves[precision] = losses(d)
+        gaps = relative(smoothed(curves["fp8"]), smoothed(curves["bf16"]))
+        print(f"    {shape.get('arch')}: fp8 against bf16 at most {max(gaps):.2e}, last {gaps[-1]:.2e}",
+              file=sys.stderr)
+        self.assertLess(max(gaps), tolerance)
+        self.assertGreater(max(relative(curves["fp8"], curves["bf16"])), 1e-4)
+        return curves
+
+    def test_gpt2_and_llama_on_synthetic_tokens(self):
+        for arch in ["gpt2", "llama"]:
+            with self.subTest(arch=arch):
+                self.check(0.02, arch=arch, steps=60)
+
+    @unittest.skipUnless(FORTUNES, "the 200-step run on the fortunes data runs with --fortunes (label long)")
+    def test_gpt2_and_llama_on_the_fortunes_over_200_steps(self):
+        train = os.path.join(REPO, "data", "tiny", "train_*.bin")
+        if not os.path.exists(os.path.join(REPO, "data", "tiny", "manifest.json")):
+            self.fail("no data/tiny: run `bash scripts/prepare_tiny_data.sh` first")
+        data = "{format: llmc, train: '" + train + "'}"
+        for arch in ["gpt2", "llama"]:
+            with self.subTest(arch=arch):
+                self.check(0.02, arch=arch, layers=2, steps=200, hidden=64, ffn=256, vocab=50257, seq=64, lr=3e-3,
+                           data=data)
+
+
+class Layouts(unittest.TestCase):
+    """Each layout's FP8 curve against one rank's. Amaxes are taken over the tensor one rank would hold
+    (tests/model/block_linears_test.cpp checks that exactly); what is left is the bf16 noise of summing
+    in another order, which FP8's coarser grid amplifies: at this learning rate at most 5e-4 over 20
+    steps (2026-12-06), against the 2e-3 allowed. (On a model this small FP8's own effect on the curve
+    is of the same size, so this checks that every layout runs FP8 and stays on the curve; that the
+    scales are the one-rank ones is the unit test's to show.)"""
+    TOLERANCE = 2e-3
+    LR = 3e-3
+
+    def test_every_axis_tracks_one_rank(self):
+        layouts = {
+            "llama": [
+                dict(nproc=2, sets=["parallel.zero=1"]),
+                dict(nproc=2, sets=["parallel.zero=3"]),
+                dict(nproc=2, sets=["parallel.tp=2", "parallel.sequence_parallel=true"]),
+                dict(nproc=4, sets=["parallel.tp=4"]),  # 2 kv heads: copies on two ranks each
+                dict(nproc=2, sets=["parallel.cp=2", "parallel.cp_comm=allgather"]),
+                dict(nproc=2, sets=["parallel.cp=2", "parallel.cp_comm=ring"]),
+                dict(nproc=2, sets=["parallel.cp=2", "parallel.cp_comm=a2a"]),
+                dict(nproc=2, sets=["parallel.pp=2"]),
+                dict(nproc=2, sets=["parallel.pp=2", "schedule.kind=zb-h1"]),
+                dict(nproc=2, sets=["parallel.pp=2", "schedule.kind=interleaved-1f1b", "schedule.virtual_stages=2"]),
+                dict(nproc=1, sets=["train.recompute=full"]),
+                dict(nproc=1, sets=["parallel.offload=optimizer"]),
+            ],
+            "gpt2": [dict(nproc=2, sets=["parallel.tp=2"])],  # biases, GELU fused into the GEMMs
+        }
+        for arch, cases in layouts.items():
+            with tempfile.TemporaryDirectory() as d:
+                r = run(job(d, arch=arch, lr=self.LR))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                one_rank = losses(d)
+            for case in cases:
+                with self.subTest(arch=arch, **case), tempfile.TemporaryDirectory() as d:
+                    r = run(job(d, arch=arch, lr=self.LR), *case["sets"], nproc=case["nproc"])
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    got = losses(d)
+                    self.assertEqual(len(got), 20)
+                    gap = max(relative(got, one_rank))
+                    print(f"    {arch} {' '.join(case['sets'])}: {gap:.1e}", file=sys.stderr)
+                    self.assertLess(gap, self.TOLERANCE)
+
+
+class NotBuiltYet(unittest.TestCase):
+    def test_refused_at_the_key_before_training(self):
+        cases = [
+            (["train.fp8.scaling=delayed"], "train.fp8.scaling"),
+            (["backend=auto"], "backend"),
+            (["model.arch=mixtral", "model.moe={experts: 4, top_k: 2}"], "train.precision"),
+            (["train.grad_reduce=fp8"], "train.grad_reduce"),
+        ]
+        for sets, key in cases:
+            with self.subTest(key=key), tempfile.TemporaryDirectory() as d:
+                r = run(job(d), *sets)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(key, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(d, "metrics.jsonl")), "nothing trained")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--ptrain" in args:
+        i = args.index("--ptrain")
+        PTRAIN = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if "--fortunes" in args:
+        FORTUNES = True
+        args.remove("--fortunes")
+    unittest.main(argv=[sys.argv[0]] + args)
