@@ -1084,3 +1084,32 @@ TEST_CASE("cuda sum and sum_squares match the CPU, in device memory", "[cuda][re
     }
   }
 }
+
+TEST_CASE("cuda abs_max and fp8_round equal the CPU's FP8 emulation bit for bit", "[cuda][fp8]") {
+  // The amax is a max (exact whatever the order); the rounding is the hardware's cvt.rn.satfinite,
+  // which kernels/fp8.h matches on every float (fp8_nvidia_test): both equal, bit for bit.
+  for (const std::int64_t n : {std::int64_t{1}, std::int64_t{1000}, std::int64_t{1000003}}) {
+    for (const DType t : {F32, BF16}) {
+      for (const Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+        INFO("n=" << n << " dtype=" << to_string(t) << " format=" << to_string(format));
+        Vec x = as_dtype(random_vec(static_cast<std::size_t>(n), 9, -0.03f, 0.03f), t);
+        x[0] = -0.75f;  // the amax, and values far below it that fall into the subnormals
+        float ref_amax = 0;
+        cpu().abs_max(scalar(ref_amax), buf(x), n, false);
+        HostTensor host(x, t), host_out(Vec(x.size(), 0.0f), t);
+        cpu().fp8_round(host_out.buf(), host.buf(), scalar(ref_amax), n, format);
+        const DeviceBuffer g(x, t), out(Vec(x.size(), 0.0f), t), amax(Vec{5.0f, 0.0f}, F32);
+        gpu().abs_max(amax.at(0), g.buf(), n, false);
+        gpu().abs_max(amax.at(1), g.buf(), n, true);  // combined with the 0 it held
+        gpu().fp8_round(out.buf(), g.buf(), amax.at(0), n, format);
+        const Vec got_amax = amax.download();
+        CHECK(got_amax[0] == ref_amax);
+        CHECK(got_amax[1] == ref_amax);
+        expect_close(out, host_out.values(), kExact, "fp8_round");
+      }
+    }
+  }
+  const DeviceBuffer with_nan(Vec{1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f}, F32), amax(1, F32);
+  gpu().abs_max(amax.buf(), with_nan.buf(), 3, false);
+  CHECK(std::isnan(amax.download()[0]));
+}
