@@ -19,6 +19,7 @@
 #include "engine/io/output_probe.h"
 #include "engine/plan/estimate.h"
 #include "engine/plan/hardware.h"
+#include "engine/plan/memory_limit.h"
 #include "engine/plan/search.h"
 
 namespace ptrain::app {
@@ -191,14 +192,16 @@ std::string file_header(const std::string& job_path, const plan::HardwareProfile
 
 // Why nothing fits: memory (with the leanest layout found) or, when no layout got that far, a rule.
 int no_layout(const plan::SearchResult& r, const std::string& path, const plan::HardwareProfile& hw, int gpus,
-              bool experts) {
+              bool experts, const plan::MemoryLimit& limit) {
   const std::string where =
       "no layout of " + path + " fits on " + std::to_string(gpus) + " x " + hw.name + ": ";
   if (r.least_memory) {
     std::string keys;
     for (const std::string& key : plan::layout_assignments(*r.least_memory, experts)) keys += " " + key;
-    return bad_input(where + counts(r) + "; the least memory is " + gib(r.least_memory_bytes) + " (" +
-                         gib(hw.memory_bytes) + " available), with" + keys,
+    const std::string shared =
+        limit.ranks > 1 ? " shared by a node's " + std::to_string(limit.ranks) + " ranks" : "";
+    return bad_input(where + counts(r) + "; the least memory is " + gib(r.least_memory_bytes) + " per rank (" +
+                         gib(limit.bytes) + shared + " available), with" + keys,
                      "use more GPUs, a larger device (--gpu), or a smaller model or train.global_batch");
   }
   if (r.first_rule_broken) {
@@ -257,7 +260,8 @@ int run_plan(const PlanArgs& args) {
   job.spec.world = args.gpus;
   const plan::SearchResult result = plan::search_layouts(job, *hw, args.top);
   const bool experts = job.spec.model.arch == config::Arch::Mixtral;
-  if (result.best.empty()) return no_layout(result, path, *hw, args.gpus, experts);
+  if (result.best.empty())
+    return no_layout(result, path, *hw, args.gpus, experts, plan::memory_limit(job.spec, *hw));
 
   const plan::RankedLayout& best = result.best.front();
   std::vector<std::string> keys = read.overrides;

@@ -25,19 +25,20 @@
 #include "app/exit_codes.h"
 #include "app/flag_checks.h"
 #include "app/job_loading.h"
+#include "app/machine_fit.h"
+#include "app/run_backend.h"
 #include "app/run_record.h"
 #include "app/run_report.h"
 #include "app/worker_process.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/data/data_error.h"
+#include "engine/dist/dist_error.h"
 #include "engine/dist/launcher.h"
 #include "engine/dist/rendezvous.h"
 #include "engine/dist/worker_env.h"
 #include "engine/io/input_file.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/threads.h"
-#include "kernels/backend_module.h"
-#include "kernels/cuda_backend.h"
 #include "kernels/ops.h"
 
 namespace ptrain::app {
@@ -103,24 +104,33 @@ void stop_with_parent(const dist::WorkerEnv& env, pid_t parent) {
   if (::getppid() != parent) g_stop_requested.store(true);
 }
 
+// A rank stopped before its first step: nothing is saved (rank 0 says so), exit 0.
+[[noreturn]] void end_before_the_first_step(bool leader) {
+  if (leader) std::fputs("stop requested before the first step: nothing to save\n", stderr);
+  std::fflush(nullptr);
+  ::_exit(0);
+}
+
 // The rendezvous waits (for the store, for every rank to join) are not steps and do not poll the
 // stop flag: they would keep a stopped rank until comm.timeout_s (ten minutes by default). Nothing
 // is saved before the first step, so a stop meanwhile ends the rank at once, exit 0.
 class StopDuringRendezvous {
  public:
   explicit StopDuringRendezvous(bool leader)
-      : watcher_([leader](std::stop_token done) {
+      : leader_(leader), watcher_([leader](std::stop_token done) {
           while (!done.stop_requested()) {
-            if (g_stop_requested.load()) {
-              if (leader) std::fputs("stop requested before the first step: nothing to save\n", stderr);
-              std::fflush(nullptr);
-              ::_exit(0);
-            }
+            if (g_stop_requested.load()) end_before_the_first_step(leader);
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
           }
         }) {}
+  // A rendezvous that failed once a stop was requested failed of the stop (rank 0, stopping, took
+  // the store with it before this rank reached it): the stop is what ends the rank.
+  void on_failure() const {
+    if (g_stop_requested.load()) end_before_the_first_step(leader_);
+  }
 
  private:
+  bool leader_;
   std::jthread watcher_;  // stopped and joined when the rendezvous is over
 };
 
@@ -162,26 +172,6 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
   if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port != '\0')
     launch.master_port = dist::parse_port("MASTER_PORT", port);  // a LaunchConfigError is exit 2
   return dist::launch_local(launch);
-}
-
-// The backend this process computes on: `cpu`, `cuda`, or `auto` (CUDA when this ptrain has it
-// and a device is visible, else the CPU). Rank r uses device r mod the visible devices. nullptr
-// with `why_not` filled when the job asks for what cannot run here.
-const kernels::Ops* select_backend(const config::JobSpec& spec, int local_rank, std::string& why_not) {
-  if (spec.backend == config::Backend::Cpu) return &kernels::cpu_ops();
-  // auto on a machine without NVIDIA's device files: the CPU, without opening the CUDA module
-  if (spec.backend == config::Backend::Auto && !kernels::cuda_device_files_exist()) return &kernels::cpu_ops();
-  const kernels::CudaBackend* cuda = kernels::cuda_backend();
-  if (cuda != nullptr && cuda->device_available()) {
-    cuda->select_device(local_rank);
-    return &cuda->ops();
-  }
-  if (spec.backend == config::Backend::Cuda) {
-    why_not = cuda != nullptr ? "backend: cuda, but no CUDA device is visible (use backend: cpu or auto)"
-                              : "backend: cuda, but " + kernels::cuda_module_status().detail;
-    return nullptr;
-  }
-  return &kernels::cpu_ops();
 }
 
 // Reports a failure of this worker; under a launcher, tells the other ranks to stop too.
@@ -248,7 +238,12 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       const std::chrono::milliseconds timeout(static_cast<std::int64_t>(spec.comm.timeout_s * 1000));
       {
         const StopDuringRendezvous stop(env->rank == 0);
-        session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
+        try {
+          session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
+        } catch (const dist::DistError&) {
+          stop.on_failure();
+          throw;
+        }
       }
       comm = &session->comm();
       options.startup.rendezvous_s = lap();
@@ -330,6 +325,17 @@ int run_training(const RunArgs& args) {
     // Under mpirun/srun the first rank to exit may bring the job down: let rank 0 print first.
     if (env && env->rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
     return kExitBadInput;
+  }
+  if (!env) {
+    // This process starts every rank here, alone or as the local launcher: a job that no rank could
+    // run, or more ranks than this machine holds, starts none.
+    std::string why_not;
+    const std::optional<RunBackend> backend = resolve_backend(job.spec, why_not);
+    if (backend && est) why_not = machine_fit_error(*est, *backend, job.spec.world);
+    if (!why_not.empty()) {
+      std::fprintf(stderr, "error: %s\n", why_not.c_str());
+      return kExitBadInput;
+    }
   }
   if (!env && job.spec.world > 1) {
     try {

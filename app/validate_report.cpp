@@ -19,16 +19,6 @@ std::string printf_string(const char* fmt, double value) {
   return buf;
 }
 
-std::string bytes_text(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int unit = 0;
-  while (bytes >= 1024.0 && unit < 5) {
-    bytes /= 1024.0;
-    ++unit;
-  }
-  return printf_string(unit == 0 ? "%.0f" : "%.2f", bytes) + " " + units[unit];
-}
-
 std::string count_text(double n) {  // 124.44 M, 8.03 B
   if (n >= 1e12) return printf_string("%.2f T", n / 1e12);
   if (n >= 1e9) return printf_string("%.2f B", n / 1e9);
@@ -105,6 +95,16 @@ std::vector<TensorKind> tensor_kinds(const std::vector<plan::TensorCount>& tenso
 
 }  // namespace
 
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 5) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  return printf_string(unit == 0 ? "%.0f" : "%.2f", bytes) + " " + units[unit];
+}
+
 std::string human_report(const config::JobSpec& spec, const plan::Estimate& est, bool engine_runs_it) {
   std::string out;
   auto line = [&out](const std::string& s) { out += s + "\n"; };
@@ -157,7 +157,14 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
        percent(est.bubble_fraction) +
        ", peak in-flight " + printf_string("%.2f", est.peak_inflight) + " microbatches");
   line("");
-  line("Memory     per rank (bytes on the device), " + est.hardware + " has " + bytes_text(est.device_memory_bytes));
+  const plan::MemoryLimit& limit = est.memory_limit;
+  if (limit.host)  // CPU ranks: a node's share its host
+    line("Memory     per rank (bytes on the host), a node's " + std::to_string(limit.ranks) + " ranks share its " +
+         bytes_text(limit.bytes) +
+         (spec.cluster.host_memory_gb > 0 ? " (cluster.host_memory_gb)" : " (the cpu profile's)") + ": together " +
+         bytes_text(est.memory_limit_used_bytes));
+  else
+    line("Memory     per rank (bytes on the device), " + est.hardware + " has " + bytes_text(est.device_memory_bytes));
   line("           ranks          pp  tp     ep         params       grads   optimizer activations     buffers       total");
   // Positions with the same pp stage and the same numbers share one row (tp and ep ranges).
   for (size_t i = 0; i < est.ranks.size();) {
@@ -261,6 +268,8 @@ std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) 
   w.key("memory").begin_object().key("rank").value(heaviest.rank);
   write_memory(w, heaviest.memory);
   w.key("device_bytes").value(est.device_memory_bytes);
+  w.key("limit_bytes").value(est.memory_limit.bytes).key("limit_ranks").value(est.memory_limit.ranks);
+  w.key("limit_used_bytes").value(est.memory_limit_used_bytes);
   w.key("node_host_bytes").value(est.node_host_memory_bytes).end_object();
   w.key("memory_per_rank").begin_array();
   for (const auto& r : est.ranks) {

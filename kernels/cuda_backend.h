@@ -19,6 +19,7 @@ struct CudaBackend {
   // The current device's name, and the driver's, runtime's and cuBLASLt's versions
   // ({"cuda_driver": "13.0", ...}), for a profile to say what it measured.
   std::string (*describe_device)(std::map<std::string, std::string>& versions);
+  int (*device_count)();  // the devices visible, which a node's ranks take in turn; never throws
 };
 
 // The CUDA module's table, or nullptr when this ptrain was built without CUDA or its module does

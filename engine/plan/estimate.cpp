@@ -14,6 +14,7 @@
 #include "engine/plan/traffic.h"
 #include "engine/plan/fit.h"
 #include "engine/plan/flops.h"
+#include "engine/plan/memory_limit.h"
 #include "engine/plan/rank_params.h"
 #include "engine/plan/step_time.h"
 #include "engine/plan/topology.h"
@@ -59,26 +60,53 @@ std::map<std::string, CommVolume> axis_volumes(const StepTraffic& s, const LinkT
   return v;
 }
 
-config::Diagnostic over_memory(const config::LoadResult& job, const HardwareProfile& hw, const Estimate& est,
-                               const std::optional<FittingLayout>& fit) {
-  const RankEstimate& r = est.heaviest();
+std::string position(const RankEstimate& r) {
+  return "rank " + std::to_string(r.rank) + " (pp " + std::to_string(r.pp_rank) + ", tp " + std::to_string(r.tp_rank) +
+         ", ep " + std::to_string(r.ep_rank) + ")";
+}
+
+// What rank `r` holds against `limit`, by part.
+std::string breakdown(const RankEstimate& r, const MemoryLimit& limit) {
   const MemoryBreakdown& m = r.memory;
   char inflight[32];
   std::snprintf(inflight, sizeof inflight, "%.2f", r.peak_inflight);
-  const std::string message =
-      "predicted memory " + gib(m.total()) + " on rank " + std::to_string(r.rank) + " (pp " +
-      std::to_string(r.pp_rank) + ", tp " + std::to_string(r.tp_rank) + ", ep " + std::to_string(r.ep_rank) +
-      ") exceeds the " + gib(hw.memory_bytes) + " (" + gb(hw.memory_bytes) + ") of " + hw.name + ": params " +
-      gib(m.params) + ", grads " + gib(m.grads) + ", optimizer " + gib(m.optimizer) + ", activations " +
-      gib(m.activations) + " (" + inflight + " microbatches in flight), comm buffers " + gib(m.comm_buffers);
-  if (!fit) {
+  return "params " + gib(m.params) + ", grads " + gib(m.grads) + ", optimizer " + gib(m.optimizer) + ", activations " +
+         gib(m.activations) + " (" + inflight + " microbatches in flight), comm buffers " + gib(m.comm_buffers) +
+         (limit.host && m.host > 0 ? ", offloaded " + gib(m.host) : "");
+}
+
+config::Diagnostic over_memory(const config::LoadResult& job, const HardwareProfile& hw, const Estimate& est,
+                               const RankEstimate& r, const std::optional<FittingLayout>& fit) {
+  const MemoryLimit& limit = est.memory_limit;
+  const MemoryBreakdown& m = r.memory;
+  const std::string nearest =
+      fit ? "the nearest layout that fits (" + gib(fit->peak.memory.total()) + " peak): " + fit->set_line() : "";
+  if (!limit.host) {
+    const std::string message = "predicted memory " + gib(m.total()) + " on " + position(r) + " exceeds the " +
+                                gib(hw.memory_bytes) + " (" + gb(hw.memory_bytes) + ") of " + hw.name + ": " +
+                                breakdown(r, limit);
+    if (fit) return job.at(fit->changes.front().first, message, nearest);
     return job.at("parallel", message,
                   "no neighbouring layout (higher zero, recompute, tp/pp x2.., smaller micro_batch) fits; "
                   "use more GPUs (cluster.nodes) or a larger device (cluster.gpu)");
   }
-  return job.at(
-      fit->changes.front().first, message,
-      "the nearest layout that fits (" + gib(fit->peak.memory.total()) + " peak): " + fit->set_line());
+  // CPU ranks: what a node's ranks hold together against the host they share.
+  const bool given = job.spec.cluster.host_memory_gb > 0;
+  const std::string ranks = std::to_string(limit.ranks) + (limit.ranks == 1 ? " rank" : " ranks");
+  const std::string message =
+      "predicted memory " + gib(limit.rank_bytes(m)) + " per rank x " + ranks + " of a node = " +
+      gib(limit.shared_bytes(m)) + " exceeds the host's " + gib(limit.bytes) + " (" + gb(limit.bytes) +
+      (given ? ", cluster.host_memory_gb" : ", the cpu profile's; cluster.host_memory_gb not given") +
+      "), which they share; the most on " + position(r) + ": " + breakdown(r, limit);
+  std::string fix = nearest;
+  const auto add = [&fix](const std::string& more) { fix += (fix.empty() ? "" : "; or ") + more; };
+  const auto fewer = static_cast<int>(limit.bytes / limit.rank_bytes(m));
+  if (fewer >= 1 && fewer < limit.ranks)
+    add("run at most " + std::to_string(fewer) + (fewer == 1 ? " rank" : " ranks") +
+        " on a node (cluster.gpus_per_node=" + std::to_string(fewer) + " with more cluster.nodes)");
+  if (!given) add("give the host's memory in cluster.host_memory_gb if it has more");
+  if (fix.empty()) fix = "use a smaller model or layout (parallel.zero, train.recompute, train.micro_batch)";
+  return job.at(fit ? fit->changes.front().first : "cluster.gpus_per_node", message, fix);
 }
 
 // What every rank's numbers are computed from, once per estimate.
@@ -215,11 +243,12 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   }
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
-  // Offloaded optimizer state: a node's ranks share its RAM (cluster.host_memory_gb, when given).
+  // Offloaded optimizer state: a node's ranks share its RAM (cluster.host_memory_gb, when given). On
+  // CPU ranks that RAM is their device, and the memory limit below counts it with the rest.
   for (const RankEstimate& r : est.ranks) est.host_memory_bytes = std::max(est.host_memory_bytes, r.memory.host);
   est.node_host_memory_bytes = node_host_bytes(spec, {0, 0, 0, 0, 0, est.host_memory_bytes});
   const double host_limit = spec.cluster.host_memory_gb * 1e9;
-  if (host_limit > 0 && est.node_host_memory_bytes > host_limit)
+  if (host_limit > 0 && !hw.device_is_host() && est.node_host_memory_bytes > host_limit)
     est.diags.errors.push_back(job.at(
         "cluster.host_memory_gb",
         "the offloaded optimizer state of a node's " + std::to_string(std::min(spec.cluster.gpus_per_node, spec.world)) +
@@ -227,10 +256,15 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
             " per rank: fp32 master weights, m, v and a gradient copy), exceeds its " + gb(host_limit) + " of RAM",
         "use a higher parallel.zero (it shards the state over dp*cp), more nodes, or offload: none"));
 
-  if (est.peak_memory_bytes() > hw.memory_bytes) {
+  est.memory_limit = memory_limit(spec, hw);
+  const RankEstimate* most = &est.heaviest();  // against the limit (on a host, offloaded state too)
+  for (const RankEstimate& r : est.ranks)
+    if (est.memory_limit.rank_bytes(r.memory) > est.memory_limit.rank_bytes(most->memory)) most = &r;
+  est.memory_limit_used_bytes = est.memory_limit.shared_bytes(most->memory);
+  if (est.memory_limit_used_bytes > est.memory_limit.bytes) {
     const std::optional<FittingLayout> fit = nearest_fitting_layout(job, hw);
     if (fit) est.nearest_fit = fit->set_line();
-    est.diags.errors.push_back(over_memory(job, hw, est, fit));
+    est.diags.errors.push_back(over_memory(job, hw, est, *most, fit));
   }
   return est;
 }

@@ -15,6 +15,7 @@
 #include "engine/model/layer_description.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/memory.h"
+#include "engine/plan/memory_limit.h"
 
 namespace ptrain::plan {
 
@@ -76,6 +77,10 @@ struct Estimate {
   double device_memory_bytes = 0;
   // parallel.offload: the host bytes of the rank with the most, and of a node (its ranks').
   double host_memory_bytes = 0, node_host_memory_bytes = 0;
+  // What the ranks sharing a device (one each) or a CPU host (a node's) may hold together, and what
+  // they hold: the rank with the most against it, times the ranks. Over the limit is an error.
+  MemoryLimit memory_limit;
+  double memory_limit_used_bytes = 0;
   std::string hardware;
   std::string nearest_fit;  // over memory: "--set ..." of the nearest layout that fits ("" if none)
   config::Diagnostics

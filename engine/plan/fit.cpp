@@ -7,6 +7,7 @@
 
 #include "engine/pipeline/buffers.h"
 #include "engine/pipeline/schedule.h"
+#include "engine/plan/memory_limit.h"
 #include "engine/plan/rank_params.h"
 
 namespace ptrain::plan {
@@ -161,7 +162,7 @@ std::optional<FittingLayout> nearest_fitting_layout(const config::LoadResult& jo
     auto [it, inserted] = registries.try_emplace(candidate->model.padded_vocab);
     if (inserted) it->second = model::build_registry(candidate->model);
     const PeakMemory peak = peak_memory(*candidate, it->second);
-    if (peak.memory.total() > hw.memory_bytes) continue;
+    if (!memory_limit(*candidate, hw).fits(peak.memory)) continue;
 
     FittingLayout fit{{}, peak};
     const config::ParallelSpec& p = candidate->parallel;

@@ -8,7 +8,8 @@
 //   h200      H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
 //   a100-80g  A100 SXM4 80GB: 312 TFLOP/s bf16, 19.5 TFLOP/s fp32, 2.0 TB/s (2,039 GB/s) HBM2e;
 //             NVLink 3 = 600 GB/s bidirectional = 300 GB/s per direction; 200 Gb/s HDR per GPU.
-//   cpu       a CPU rank (tests and the demo): 24 GiB of host memory per rank, a nominal 400 GFLOP/s
+//   cpu       a CPU rank (tests and the demo): a host of 24 GiB, shared by a node's ranks
+//             (cluster.host_memory_gb gives the real one; memory_limit.h), a nominal 400 GFLOP/s
 //             (2 AVX-512 cores: 2 FMA units x 16 lanes x 2 flops x ~3 GHz x 2 cores = 384 GFLOP/s;
 //             bf16 counted at the fp32 rate), 20 GB/s memory,
 //             10 GB/s between ranks of one host (shared-memory loopback), 1.25 GB/s (10 GbE)

@@ -13,6 +13,7 @@
 #include "engine/pipeline/schedule.h"
 #include "engine/pipeline/simulator.h"
 #include "engine/plan/fit.h"
+#include "engine/plan/memory_limit.h"
 #include "engine/plan/step_time.h"
 
 namespace ptrain::plan {
@@ -136,6 +137,7 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
   // The pipeline's costs depend on the recompute, not on the ZeRO stage or the cap.
   std::array<std::optional<pipeline::OpCosts>, kRecomputeLeastFirst.size()> costs;
   std::map<std::pair<std::size_t, int>, pipeline::SimResult> simulated;  // by recompute and cap
+  const MemoryLimit limit = memory_limit(derived, hw);  // as validate checks it (CPU ranks share a host)
   bool fits = false;
   // Whether the layout fits with this cap (and the ZeRO stage and recompute set); if so a candidate.
   auto add_if_fitting = [&](std::size_t r, int cap) {
@@ -144,12 +146,13 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
     if (first_time) held_params->second = stage_params(derived, run.schedule, model.registry);
     const std::vector<RankParams>& params = held_params->second;
     layout.max_in_flight = spec.schedule.max_in_flight = cap;
-    const double bytes = peak_memory(spec, params, run.held).memory.total();
+    const MemoryBreakdown peak = peak_memory(spec, params, run.held).memory;
+    const double bytes = peak.total();
     if (!result.least_memory || bytes < result.least_memory_bytes) {
       result.least_memory = layout;
       result.least_memory_bytes = bytes;
     }
-    if (bytes > hw.memory_bytes) return false;
+    if (!limit.fits(peak)) return false;
     if (!costs[r]) costs[r] = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
     auto [at, added] = simulated.try_emplace({r, cap});
     if (added) at->second = pipeline::simulate(run.schedule, *costs[r], pipeline::Timeline::Drop);

@@ -15,13 +15,15 @@
 // Of train.recompute only the least that fits is kept (none, selective, full): more recompute is
 // never faster. A 1f1b or interleaved-1f1b layout that does not fit with a recompute is tried under
 // caps on its microbatches in flight too (schedule.max_in_flight: 3/4, 1/2 of what it holds, the
-// least; fit.h), the largest that fits kept beside the next recompute's. A layout fits when plan::peak_memory is within the device's memory. The fitting
-// ones are ranked by the full estimate's step time (the same numbers `validate` prints), then by
-// communication volume, then by peak memory. The search first computes each layout's pipeline
-// makespan plus the step tail (step_time.h) of the first rank of every stage: a lower bound of the
-// step time, which is a maximum over all ranks, and equal to it where the ranks of a stage hold
-// the same (dense models). Layouts are estimated in full in order of that bound until it passes
-// the slowest of the `top` best, so the ranking is exact without estimating every layout.
+// least; fit.h), the largest that fits kept beside the next recompute's. A layout fits when
+// plan::peak_memory is within its memory limit (memory_limit.h: the device's; CPU ranks share their
+// host's). The fitting ones are ranked by the full estimate's step time (the same numbers
+// `validate` prints), then by communication volume, then by peak memory. The search first computes
+// each layout's pipeline makespan plus the step tail (step_time.h) of the first rank of every
+// stage: a lower bound of the step time, which is a maximum over all ranks, and equal to it where
+// the ranks of a stage hold the same (dense models). Layouts are estimated in full in order of that
+// bound until it passes the slowest of the `top` best, so the ranking is exact without estimating
+// every layout.
 #pragma once
 
 #include <optional>

@@ -331,14 +331,16 @@ class CudaOps final : public Ops {
 
 }  // namespace
 
-bool cuda_device_available() {
+int cuda_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     static_cast<void>(cudaGetLastError());  // clear the error for later callers
-    return false;
+    return 0;
   }
-  return count > 0;
+  return count;
 }
+
+bool cuda_device_available() { return cuda_device_count() > 0; }
 
 int cuda_select_device(int local_rank) {
   int count = 0;

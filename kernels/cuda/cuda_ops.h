@@ -25,6 +25,8 @@ namespace ptrain::kernels {
 
 // True when the CUDA runtime sees at least one device. Never throws: false without a driver or GPU.
 bool cuda_device_available();
+// The devices the CUDA runtime sees (after CUDA_VISIBLE_DEVICES). Never throws: 0 without a driver or GPU.
+int cuda_device_count();
 
 // Makes device (local_rank mod the visible devices) current for this process: call it before
 // cuda_ops() is first used. Returns the device chosen.

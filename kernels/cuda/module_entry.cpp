@@ -15,6 +15,7 @@ extern "C" __attribute__((visibility("default"))) const ptrain::kernels::CudaBac
       &cuda_device_available, &cuda_select_device, &cuda_ops,
       [] { return static_cast<void*>(cuda_compute_stream()); },
       &cuda_describe_device,
+      &cuda_device_count,
   };
   return &backend;
 }

@@ -421,6 +421,79 @@ class ValidateBadInput(unittest.TestCase):
         self.assertIn("error", r.stderr)
 
 
+# About 2.2 GB a rank (fp32: 16 bytes for each of its 135 M parameters), which one rank of a test
+# machine holds, and dozens do not.
+BIG_CPU = """\
+name: big-cpu
+backend: cpu
+model: {arch: llama, layers: 8, hidden: 1024, heads: 8, kv_heads: 8, ffn_hidden: 4096, vocab: 1000, seq_len: 128}
+parallel: {tp: 1, pp: 1, dp: auto}
+schedule: {kind: 1f1b}
+train: {steps: 1, global_batch: 64, micro_batch: 1, precision: fp32, recompute: none}
+data: {format: synthetic}
+cluster: {nodes: 1, gpus_per_node: 2, gpu: cpu}
+"""
+
+
+class RefusedBeforeAnyRankStarts(unittest.TestCase):
+    """What `ptrain run` refuses before its local launcher spawns a worker (issue 45: it started
+    thousands, each to fail alone, or all to be killed by the kernel's OOM killer)."""
+
+    def test_a_job_no_rank_could_run_starts_no_worker(self):
+        r = ptrain("run", config("llama3-405b"))  # on CUDA, too many ranks for this machine's devices
+        self.assertEqual(r.returncode, 2, r.stderr[-3000:])
+        self.assertNotIn("[rank", r.stdout + r.stderr)
+        if os.path.exists("/dev/nvidiactl"):
+            return  # a backend: cuda job of 64 ranks may start on a GPU machine
+        self.assertIn("error: backend: cuda, but", r.stderr)
+        cuda = write_temp(TINY.replace("backend: cpu", "backend: cuda"))
+        flags = ("--set", "parallel.pp=1", "--set", "train.global_batch=64")
+        many = ptrain("run", cuda, *flags, "--set", "cluster.gpus_per_node=64")
+        one = ptrain("run", cuda, *flags, "--nproc", "1", "--set", "cluster.gpus_per_node=1")
+        self.assertEqual((many.returncode, one.returncode), (2, 2), many.stderr[-3000:])
+        self.assertNotIn("[rank", many.stdout + many.stderr)
+        self.assertEqual(many.stderr, one.stderr)  # the message one rank gives
+
+    def test_ranks_that_share_a_host_must_fit_it_together(self):
+        path = write_temp(BIG_CPU)
+        one = ptrain("validate", path, "--world", "1", "--json")
+        self.assertEqual(one.returncode, 0, one.stderr)
+        per_rank = json.loads(one.stdout)["memory"]["total_bytes"]
+        host = ("--set", f"cluster.host_memory_gb={1.5 * per_rank / 1e9:.3f}")  # one rank fits, two do not
+        self.assertEqual(ptrain("validate", path, "--world", "1", *host).returncode, 0)
+        two = ptrain("validate", path, "--world", "2", *host, "--json")
+        self.assertEqual(two.returncode, 2, two.stdout)
+        memory = json.loads(two.stdout)["memory"]
+        self.assertEqual(memory["limit_ranks"], 2)
+        self.assertGreater(memory["limit_used_bytes"], memory["limit_bytes"])
+        for args in (("validate", path, "--world", "2"), ("run", path, "--nproc", "2")):
+            with self.subTest(args[0]):
+                r = ptrain(*args, *host)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(" per rank x 2 ranks of a node = ", r.stderr)
+                self.assertIn("exceeds the host's", r.stderr)
+                self.assertIn("(fix: ", r.stderr)
+                self.assertNotIn("[rank", r.stderr + r.stdout)
+
+    def test_more_ranks_than_this_machine_holds_start_none(self):
+        # Each rank alone fits the cpu profile's host (one a node); together they pass MemTotal.
+        path = write_temp(BIG_CPU)
+        one = ptrain("validate", path, "--world", "1", "--json")
+        self.assertEqual(one.returncode, 0, one.stderr)
+        per_rank = json.loads(one.stdout)["memory"]["total_bytes"]
+        with open("/proc/meminfo") as f:
+            total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+        nproc = int(total // per_rank) + 1
+        if nproc > 1024:
+            self.skipTest(f"this machine holds {nproc - 1} ranks of {per_rank} bytes")
+        r = ptrain("run", path, "--nproc", str(nproc), "--set", "cluster.gpus_per_node=1",
+                   "--set", f"train.global_batch={nproc}")
+        self.assertEqual(r.returncode, 2, r.stderr[-3000:])
+        self.assertIn(f"the {nproc} rank(s) `ptrain run` would start on this machine need", r.stderr)
+        self.assertIn("(MemTotal in /proc/meminfo) (fix: at most", r.stderr)
+        self.assertNotIn("[rank", r.stderr + r.stdout)
+
+
 class Schedule(unittest.TestCase):
     def test_ascii_rows_and_files(self):
         path = write_temp(TINY.replace("pp: 2", "pp: 4"))

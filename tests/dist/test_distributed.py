@@ -852,13 +852,31 @@ class Faults(Timed):
                 self.assertEqual(p.returncode, 0, err)
                 self.assertNotIn("killed by signal", err)
                 if moment in ("a worker was spawned", 0.0):
-                    self.assertIn("[rank 0] stop requested before the first step: nothing to save", err)
+                    # At 0.0 the stop may come before the launcher spawned a worker: then it starts none.
+                    self.assertTrue("[rank 0] stop requested before the first step: nothing to save" in err or
+                                    (moment == 0.0 and "SIGTERM before any worker started: nothing to save" in err),
+                                    err)
                     # The directory is claimed at start (its job.lock); no step was written into it.
                     ckpt = os.path.join(d, "ckpt")
                     saved = [n for n in os.listdir(ckpt) if n != "job.lock"] if os.path.isdir(ckpt) else []
                     self.assertEqual(saved, [], err)
                 else:
                     self.assertTrue("nothing to save" in err or "checkpoint saved" in err, err)
+
+    def test_a_stop_before_the_workers_are_spawned_starts_none(self):
+        # `timeout 3 ptrain run` of a 405B job went on starting workers for ten minutes: the launcher
+        # read its signals only once all were spawned. A SIGTERM pending from the start (blocked and
+        # raised before exec, as one that came while the job was loaded) must end the launch at once.
+        def stop_pending():
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            os.kill(os.getpid(), signal.SIGTERM)
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d, dp=8), preexec_fn=stop_pending, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("ptrain launcher: SIGTERM before any worker started: nothing to save", r.stderr)
+            self.assertIn("started 0 of 8 workers; starting no more", r.stderr)
+            self.assertNotIn("[rank", r.stderr + r.stdout)
+            self.assertFalse(os.path.exists(os.path.join(d, "metrics.jsonl")))
 
     def test_strangers_on_the_store_port_do_not_disturb_the_job(self):
         with tempfile.TemporaryDirectory() as d:
