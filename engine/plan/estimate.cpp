@@ -92,12 +92,15 @@ config::Diagnostic over_memory(const config::LoadResult& job, const HardwareProf
   }
   // CPU ranks: what a node's ranks hold together against the host they share.
   const bool given = job.spec.cluster.host_memory_gb > 0;
-  const std::string ranks = std::to_string(limit.ranks) + (limit.ranks == 1 ? " rank" : " ranks");
+  const std::string held = limit.ranks == 1
+                               ? gib(limit.rank_bytes(m))
+                               : gib(limit.rank_bytes(m)) + " per rank x " + std::to_string(limit.ranks) +
+                                     " ranks of a node = " + gib(limit.shared_bytes(m));
   const std::string message =
-      "predicted memory " + gib(limit.rank_bytes(m)) + " per rank x " + ranks + " of a node = " +
-      gib(limit.shared_bytes(m)) + " exceeds the host's " + gib(limit.bytes) + " (" + gb(limit.bytes) +
-      (given ? ", cluster.host_memory_gb" : ", the cpu profile's; cluster.host_memory_gb not given") +
-      "), which they share; the most on " + position(r) + ": " + breakdown(r, limit);
+      "predicted memory " + held + " exceeds the " + gib(limit.bytes) + " (" + gb(limit.bytes) +
+      ") of the host" + (limit.ranks == 1 ? "" : " they share") +
+      (given ? " (cluster.host_memory_gb)" : " (the cpu profile's; cluster.host_memory_gb not given)") +
+      "; the most on " + position(r) + ": " + breakdown(r, limit);
   std::string fix = nearest;
   const auto add = [&fix](const std::string& more) { fix += (fix.empty() ? "" : "; or ") + more; };
   const auto fewer = static_cast<int>(limit.bytes / limit.rank_bytes(m));

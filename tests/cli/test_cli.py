@@ -471,7 +471,7 @@ class RefusedBeforeAnyRankStarts(unittest.TestCase):
                 r = ptrain(*args, *host)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(" per rank x 2 ranks of a node = ", r.stderr)
-                self.assertIn("exceeds the host's", r.stderr)
+                self.assertIn(") of the host they share", r.stderr)
                 self.assertIn("(fix: ", r.stderr)
                 self.assertNotIn("[rank", r.stderr + r.stdout)
 

@@ -76,7 +76,7 @@ TEST_CASE("validate checks the ranks that share a host together, with the fix") 
   CHECK(two.memory_limit_used_bytes == 2 * two.peak_memory_bytes());
   CHECK(two.memory_limit_used_bytes > two.memory_limit.bytes);
   CHECK_THAT(error.message, Catch::Contains(" per rank x 2 ranks of a node = ") &&
-                                Catch::Contains("exceeds the host's") &&
+                                Catch::Contains(") of the host they share") &&
                                 Catch::Contains("cluster.host_memory_gb"));
   CHECK_THAT(error.fix, Catch::Contains("run at most 1 rank on a node (cluster.gpus_per_node=1"));
   // The nearest layout it names fits the host, by the same check.
