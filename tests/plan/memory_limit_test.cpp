@@ -40,7 +40,7 @@ std::string host_for_one_and_a_half_ranks() {
 
 }  // namespace
 
-TEST_CASE("a GPU rank has its device to itself; CPU ranks share a node's host") {
+TEST_CASE("a GPU rank has its device to itself, CPU ranks share a node's host") {
   const config::LoadResult gpu = test::load_job(test::kSmallLlama);
   const plan::MemoryLimit device = plan::memory_limit(gpu.spec, *plan::find_hardware("h100-sxm"));
   CHECK(device.bytes == 80e9);
