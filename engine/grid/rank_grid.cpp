@@ -268,6 +268,24 @@ Group group_holding(int rank, const std::array<int, kAxes>& sizes, const std::ar
   return group;
 }
 
+// The ranks that differ from `rank` only along the named axes run from the one with those coordinates
+// 0 to the one with each at its largest.
+RankGrid::Span span_holding(int rank, const std::array<int, kAxes>& sizes, const std::array<Axis, kAxes>& order,
+                            const std::array<bool, kAxes>& named) {
+  RankGrid::Span span{rank, 0};
+  int stride = 1, extent = 0;
+  for (Axis a : order) {
+    const int i = index(a);
+    if (named[i]) {
+      span.lowest -= (rank / stride % sizes[i]) * stride;
+      extent += (sizes[i] - 1) * stride;
+    }
+    stride *= sizes[i];
+  }
+  span.highest = span.lowest + extent;
+  return span;
+}
+
 constexpr std::array<bool, kAxes> kDenseAxes = {true, true, false, true, true};    // tp cp - dp pp
 constexpr std::array<bool, kAxes> kExpertAxes = {false, false, true, true, true};  // - - ep dp pp
 
@@ -301,6 +319,14 @@ Group RankGrid::group_of(int rank, std::string_view axes) const {
 
 Group RankGrid::expert_group_of(int rank, std::string_view axes) const {
   return group_holding(rank, expert_sizes(), order_, parse_combination(axes, kExpertAxes, "expert"));
+}
+
+RankGrid::Span RankGrid::group_span(int rank, std::string_view axes) const {
+  return span_holding(rank, dense_sizes(), order_, parse_combination(axes, kDenseAxes, "dense"));
+}
+
+RankGrid::Span RankGrid::expert_group_span(int rank, std::string_view axes) const {
+  return span_holding(rank, expert_sizes(), order_, parse_combination(axes, kExpertAxes, "expert"));
 }
 
 GroupList RankGrid::embedding_groups() const {

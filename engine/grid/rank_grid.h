@@ -66,6 +66,13 @@ class RankGrid {
   // The one group of groups(axes) / expert_groups(axes) that holds `rank` (0 <= rank < world()).
   Group group_of(int rank, std::string_view axes) const;
   Group expert_group_of(int rank, std::string_view axes) const;
+  // The lowest and the highest rank of that group, without listing it (which node a group reaches
+  // is asked of groups with up to a million ranks).
+  struct Span {
+    int lowest = 0, highest = 0;
+  };
+  Span group_span(int rank, std::string_view axes) const;
+  Span expert_group_span(int rank, std::string_view axes) const;
   // First and last pp stage of every pp group (one rank if pp == 1): they hold tied embeddings.
   GroupList embedding_groups() const;
   // Whether the expert grid's ep groups are the dense grid's tp groups (ep = tp, the two axes at

@@ -7,9 +7,9 @@
 namespace ptrain::plan {
 namespace {
 
-bool spans_nodes(const grid::Group& group, int gpus_per_node) {
-  const auto [lo, hi] = std::minmax_element(group.begin(), group.end());
-  return *lo / gpus_per_node != *hi / gpus_per_node;
+// A group's ranks are ascending, so its lowest and highest say whether it leaves a node.
+bool spans_nodes(const grid::RankGrid::Span& group, int gpus_per_node) {
+  return group.lowest / gpus_per_node != group.highest / gpus_per_node;
 }
 
 }  // namespace
@@ -42,9 +42,9 @@ std::vector<Position> distinct_positions(const grid::RankGrid& grid) {
 }
 
 LinkTiers link_tiers(const grid::RankGrid& grid, int rank, int gpus_per_node, bool experts) {
-  auto dense = [&](const char* axes) { return spans_nodes(grid.group_of(rank, axes), gpus_per_node); };
+  auto dense = [&](const char* axes) { return spans_nodes(grid.group_span(rank, axes), gpus_per_node); };
   auto expert = [&](const char* axes) {
-    return experts && spans_nodes(grid.expert_group_of(rank, axes), gpus_per_node);
+    return experts && spans_nodes(grid.expert_group_span(rank, axes), gpus_per_node);
   };
   return {dense("tp"), dense("cp"), expert("ep"), dense("pp"), dense("dp-cp"), expert("dp")};
 }

@@ -24,8 +24,8 @@ struct LinkTiers {  // per axis of one rank: true = its group crosses nodes
   bool expert_dp = false;  // the expert ZeRO group (expert grid's dp axis)
 };
 
-// `experts`: whether the model has experts (else ep and expert_dp are left false, saving the
-// expert-dp group, which has tp*cp*dp/ep members).
+// `experts`: whether the model has experts (else ep and expert_dp are left false). Lists no group:
+// a group's lowest and highest rank say it (grid::RankGrid::group_span), at any world size.
 LinkTiers link_tiers(const grid::RankGrid& grid, int rank, int gpus_per_node, bool experts);
 // link_tiers of the first rank of each pipeline stage (its other coordinates 0), by pp rank.
 std::vector<LinkTiers> stage_link_tiers(const grid::RankGrid& grid, int gpus_per_node, bool experts);

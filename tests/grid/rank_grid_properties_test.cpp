@@ -192,6 +192,8 @@ TEST_CASE("properties over degree combinations and all 120 orders") {
           const Group mine = grid.group_of(rank, name);
           group_of_matches &= std::find(mine.begin(), mine.end(), rank) != mine.end();
           group_of_matches &= std::find(groups.begin(), groups.end(), mine) != groups.end();
+          const RankGrid::Span span = grid.group_span(rank, name);
+          group_of_matches &= span.lowest == mine.front() && span.highest == mine.back();
         }
         CHECK(group_of_matches);
       }
@@ -199,6 +201,13 @@ TEST_CASE("properties over degree combinations and all 120 orders") {
         const std::string name = combination(axes, false);
         INFO("expert groups " << name);
         CHECK(group_list_violation(grid.expert_groups(name), expert, order, axes, world) == "");
+        bool span_matches = true;
+        for (int rank = 0; rank < world; ++rank) {
+          const Group mine = grid.expert_group_of(rank, name);
+          const RankGrid::Span span = grid.expert_group_span(rank, name);
+          span_matches &= span.lowest == mine.front() && span.highest == mine.back();
+        }
+        CHECK(span_matches);
       }
       CHECK(grid.expert_groups("pp") == grid.groups("pp"));
       CHECK(grid.expert_groups("ep-dp") == grid.groups("tp-cp-dp"));  // same ranks per pp stage
