@@ -18,10 +18,6 @@ double extend(double at1, double at2, std::int64_t j) {
   return at2 + static_cast<double>(j - 2) * (at2 - at1);
 }
 
-bool same_peaks(const SimResult& a, const SimResult& b) {
-  return a.peak_inflight == b.peak_inflight && a.peak_live == b.peak_live;
-}
-
 // `at2` with its makespan, compute and peaks extended to step j from `at1` and `at2` (all affine
 // past them); the bubbles follow.
 SimResult extended(const SimResult& at1, const SimResult& at2, std::int64_t j) {
@@ -60,7 +56,6 @@ std::optional<std::vector<RankBuffers>> held_over(const std::vector<RankBuffers>
   std::vector<RankBuffers> out = held[2];
   for (size_t r = 0; r < out.size(); ++r) {
     const RankBuffers &h0 = held[0][r], &h1 = held[1][r], &h2 = held[2][r];
-    out[r].send_released_after.clear();
     if (!gpipe) {
       if (!same_held(h1, h2)) return std::nullopt;
       continue;
@@ -79,6 +74,14 @@ std::optional<std::vector<RankBuffers>> held_over(const std::vector<RankBuffers>
   return out;
 }
 
+// The cuts after each of the last `cycles` + 1 blocks of a sample of `blocks` blocks, the last first.
+std::vector<std::optional<detail::Cut>> last_cuts(const Schedule& sample, int blocks, const detail::Periods& periods,
+                                                  int cycles) {
+  std::vector<std::vector<size_t>> at;
+  for (int q = 0; q <= cycles; ++q) at.push_back(periods.cut(blocks - q));
+  return detail::clean_cuts(sample, detail::ChannelIndex(sample), at);
+}
+
 }  // namespace
 
 ScheduleModel::ScheduleModel(const config::JobSpec& spec)
@@ -87,43 +90,83 @@ ScheduleModel::ScheduleModel(const config::JobSpec& spec)
 
 ScheduleModel::ScheduleModel(config::ScheduleKind kind, int pp, int vpp, int microbatches, int max_in_flight)
     : kind_(kind), pp_(pp), vpp_(vpp), microbatches_(microbatches), cap_(max_in_flight) {
-  const bool gpipe = kind == config::ScheduleKind::Gpipe;
-  // Interleaved 1F1B orders by groups of pp microbatches; 1F1B under a cap repeats every cap.
-  const int k = kind == config::ScheduleKind::Interleaved1F1B ? pp : max_in_flight > 0 ? max_in_flight : 1;
-  const int floor = gpipe ? 1 : config::least_microbatches(kind, pp) + 2 * pp;
-  const int most_cycle = std::max(4, 2 * pp / k);  // blocks: the longest steady cycle looked for
-  periods_ = {floor + (microbatches - floor) % k, k, {}, {}};
-  steady_blocks_ = gpipe ? 0 : 2 * most_cycle + 1;
-  const bool large = static_cast<std::int64_t>(pp) * vpp * microbatches > kChunksInFull;
-  if (large && microbatches >= floor && blocks() >= std::max(3, 2 * steady_blocks_)) {
-    std::vector<RankBuffers> held[3];
+  const Plan plan = sampling(microbatches);
+  if (plan.sampled) {
+    auto samples = std::make_shared<Samples>();
+    samples->periods = plan.periods;
+    const int m0 = plan.periods.m0, k = plan.periods.k;
     bool same_cap = true;
     for (int i = 0; i < 3; ++i) {
-      samples_.push_back(build_at(periods_.m0 + i * k));
-      held[i] = rank_buffers(samples_.back());
-      same_cap = same_cap && samples_.back().max_in_flight == samples_.front().max_in_flight;
+      samples->at.push_back(build_at(m0 + i * k));
+      samples->held[i] = rank_buffers(samples->at.back());
+      for (RankBuffers& rank : samples->held[i]) rank.send_released_after = {};  // indexes the sample's lists
+      same_cap = same_cap && samples->at.back().max_in_flight == samples->at.front().max_in_flight;
     }
-    std::optional<detail::Periods> periods;
-    if (!gpipe && same_cap) periods = detail::find_periods(samples_[0], samples_[1], samples_[2], k);
-    if (periods) {
-      steady_ = build_at(periods->m0 + steady_blocks_ * k);
-      if (!detail::repeats(steady_, samples_[1], *periods) || steady_.max_in_flight != samples_[0].max_in_flight)
-        periods.reset();
+    bool repeating = kind == config::ScheduleKind::Gpipe;  // affine instead
+    const std::vector<Schedule>& at = samples->at;
+    if (const auto periods = repeating ? std::nullopt : detail::find_periods(at[0], at[1], at[2], k)) {
+      samples->periods = *periods;
+      samples_ = samples;
+      repeating = sample(kFirstProbe) != nullptr;
+      samples->at[0].ranks = {};  // found the blocks; only gpipe simulates it
     }
-    const std::optional<std::vector<RankBuffers>> held_all =
-        gpipe || periods ? held_over(held, gpipe, blocks()) : std::nullopt;
-    if (same_cap && held_all) {
-      if (periods) periods_ = *periods;
-      held_ = *held_all;
-      max_in_flight_ = samples_.front().max_in_flight;
-      return;
-    }
-    samples_.clear();
-    steady_ = {};
+    if (repeating && same_cap && take(std::move(samples))) return;
   }
-  full_ = build_at(microbatches);
+  build_in_full();
+}
+
+ScheduleModel::ScheduleModel(InFull, config::ScheduleKind kind, int pp, int vpp, int microbatches, int max_in_flight)
+    : kind_(kind), pp_(pp), vpp_(vpp), microbatches_(microbatches), cap_(max_in_flight) {
+  build_in_full();
+}
+
+ScheduleModel ScheduleModel::in_full(const config::JobSpec& spec) {
+  return ScheduleModel(InFull{}, spec.schedule.kind, spec.parallel.pp, spec.schedule.virtual_stages,
+                       spec.train.microbatches, spec.schedule.max_in_flight);
+}
+
+void ScheduleModel::build_in_full() {
+  samples_.reset();
+  full_ = build_at(microbatches_);
   held_ = rank_buffers(*full_);
+  for (RankBuffers& rank : held_) rank.send_released_after = {};
   max_in_flight_ = full_->max_in_flight;
+}
+
+ScheduleModel::Plan ScheduleModel::sampling(int microbatches) const {
+  const bool gpipe = kind_ == config::ScheduleKind::Gpipe;
+  // Interleaved 1F1B orders by groups of pp microbatches; 1F1B under a cap repeats every cap.
+  const int k = kind_ == config::ScheduleKind::Interleaved1F1B ? pp_ : cap_ > 0 ? cap_ : 1;
+  const int floor = gpipe ? 1 : config::least_microbatches(kind_, pp_) + 2 * pp_;
+  Plan plan{{floor + (microbatches - floor) % k, k, {}, {}}, false};
+  const bool large = static_cast<std::int64_t>(pp_) * vpp_ * microbatches > kChunksInFull;
+  plan.sampled = large && microbatches >= floor && (microbatches - plan.periods.m0) / k >= 2 * kFirstProbe;
+  return plan;
+}
+
+bool ScheduleModel::take(std::shared_ptr<const Samples> samples) {
+  samples_ = std::move(samples);
+  const std::optional<std::vector<RankBuffers>> held =
+      held_over(samples_->held, kind_ == config::ScheduleKind::Gpipe, blocks());
+  if (!held) {
+    samples_.reset();
+    return false;
+  }
+  held_ = *held;
+  max_in_flight_ = samples_->at.front().max_in_flight;
+  return true;
+}
+
+ScheduleModel ScheduleModel::over(int microbatches) const {
+  if (samples_ != nullptr) {
+    const Plan plan = sampling(microbatches);
+    if (plan.sampled && plan.periods.m0 == samples_->at.front().microbatches) {
+      ScheduleModel other = *this;
+      other.microbatches_ = microbatches;
+      if (other.take(samples_)) return other;
+    }
+  }
+  return ScheduleModel(kind_, pp_, vpp_, microbatches, cap_);
 }
 
 Schedule ScheduleModel::build_at(int microbatches) const {
@@ -135,12 +178,18 @@ SimResult ScheduleModel::simulate(const OpCosts& costs) const {
   if (kind_ == config::ScheduleKind::Gpipe) {
     if (std::optional<SimResult> sim = simulate_gpipe(costs)) return *sim;
   } else {
-    // Not yet steady: a sample twice as long, while that is still well short of the schedule.
-    for (int n = steady_blocks_; 2 * n <= blocks(); n *= 2) {
-      const Schedule longer = n == steady_blocks_ ? Schedule{} : build_at(periods_.m0 + n * periods_.k);
-      const Schedule& sample = n == steady_blocks_ ? steady_ : longer;
-      if (n != steady_blocks_ && !detail::repeats(sample, samples_[1], periods_)) break;
-      if (std::optional<SimResult> sim = simulate_steady(sample, n, costs)) return *sim;
+    // Not yet steady: a sample twice as long, while that is still well short of the schedule. One
+    // that did before is tried first.
+    const Samples& s = *samples_;
+    const bool probe_fits = 2 * s.probe_blocks <= blocks();
+    for (int n = kFirstProbe; 2 * n <= blocks(); n *= 2) {
+      if (probe_fits && n < s.probe_blocks) continue;
+      const Sample* probe = sample(n);
+      if (probe == nullptr) break;
+      if (std::optional<SimResult> sim = simulate_steady(*probe, costs)) {
+        s.probe_blocks = n;
+        return *sim;
+      }
     }
   }
   return pipeline::simulate(build_at(microbatches_), costs, Timeline::Drop);
@@ -148,43 +197,66 @@ SimResult ScheduleModel::simulate(const OpCosts& costs) const {
 
 std::optional<SimResult> ScheduleModel::simulate_gpipe(const OpCosts& costs) const {
   SimResult at[3];
-  for (int i = 0; i < 3; ++i) at[i] = pipeline::simulate(samples_[static_cast<size_t>(i)], costs, Timeline::Drop);
+  for (int i = 0; i < 3; ++i) at[i] = pipeline::simulate(samples_->at[static_cast<size_t>(i)], costs, Timeline::Drop);
   if (!detail::same_shift(at[1].makespan, at[2].makespan, at[1].makespan - at[0].makespan)) return std::nullopt;
   return extended(at[1], at[2], blocks());
 }
 
-std::optional<SimResult> ScheduleModel::simulate_steady(const Schedule& sample, int blocks_in_sample,
-                                                        const OpCosts& costs) const {
+const ScheduleModel::Sample* ScheduleModel::sample(int blocks_in_sample) const {
+  const Samples& s = *samples_;
+  auto [at, added] = s.by_blocks.try_emplace(blocks_in_sample);
+  if (added) {
+    at->second = {blocks_in_sample, build_at(s.periods.m0 + blocks_in_sample * s.periods.k), {}};
+    if (!detail::repeats(at->second.lists, s.at[1], s.periods) || at->second.lists.max_in_flight != s.at[1].max_in_flight)
+      at->second = {};  // kept, to be refused again at once
+  }
+  return at->second.blocks > 0 ? &at->second : nullptr;
+}
+
+std::optional<SimResult> ScheduleModel::simulate_steady(const Sample& probe, const OpCosts& costs) const {
+  const detail::Periods& periods = samples_->periods;
+  const int blocks_in_sample = probe.blocks;
+  if (!probe.cuts) probe.cuts = last_cuts(probe.lists, blocks_in_sample, periods, (blocks_in_sample - 1) / 2);
+  const LastCuts& cuts = *probe.cuts;
   InstructionTimes times;
-  const SimResult whole = pipeline::simulate(sample, costs, Timeline::Drop, &times);
-  const detail::ChannelIndex channel(sample);
-  const std::vector<size_t> end = periods_.cut(blocks_in_sample);
-  if (!detail::clean_cut(sample, channel, end)) return std::nullopt;
-  const detail::CutState at_end = detail::state_at(sample, channel, times, end);
-  // The shortest cycle: q blocks after which the state is the same, later.
+  SimResult out = pipeline::simulate(probe.lists, costs, Timeline::Drop, &times);
+  if (!cuts.front()) return std::nullopt;
+  const detail::CutState at_end = detail::state_at(*cuts.front(), times);
+  // The shortest cycle: q blocks after which the state is the same, Λ later.
   int cycle = 0;
-  const int most_cycle = (steady_blocks_ - 1) / 2;
-  for (int q = 1; q <= most_cycle && cycle == 0; ++q) {
-    const std::vector<size_t> start = periods_.cut(blocks_in_sample - q);
-    if (detail::clean_cut(sample, channel, start) &&
-        detail::later_by_one_shift(detail::state_at(sample, channel, times, start), at_end))
-      cycle = q;
+  double shift = 0;
+  for (size_t q = 1; q < cuts.size() && cycle == 0; ++q) {
+    if (!cuts[q]) continue;
+    const detail::CutState at_start = detail::state_at(*cuts[q], times);
+    if (detail::later_by_one_shift(at_start, at_end))
+      cycle = static_cast<int>(q), shift = at_end.clocks[0] - at_start.clocks[0];
   }
   if (cycle == 0) return std::nullopt;
-  // Steady from `blocks_in_sample - cycle` blocks on: the schedule runs as the one of as many blocks
-  // mod the cycle past there, Λ later for every cycle more.
-  const int steady_from = blocks_in_sample - cycle;
-  const int like = steady_from + (blocks() - steady_from) % cycle;
-  const SimResult at1 = pipeline::simulate(build_at(periods_.m0 + like * periods_.k), costs, Timeline::Drop);
-  const SimResult at2 =
-      pipeline::simulate(build_at(periods_.m0 + (like + cycle) * periods_.k), costs, Timeline::Drop);
-  if (!same_peaks(at2, whole)) return std::nullopt;
-  return extended(at1, at2, 2 + (blocks() - like - cycle) / cycle);
+  // From the sample's last `cycle` blocks on the schedule runs as it does, Λ later every cycle: the
+  // full schedule as the one of as many blocks mod the cycle (the sample, or one shorter), plus a Λ
+  // per cycle more.
+  std::int64_t more = blocks() - blocks_in_sample;
+  if (const int past = static_cast<int>(more % cycle); past != 0) {
+    const Sample* like = sample(blocks_in_sample - cycle + past);
+    if (like == nullptr) return std::nullopt;
+    out = pipeline::simulate(like->lists, costs, Timeline::Drop);
+    more += cycle - past;
+  }
+  const std::vector<size_t>& end = cuts.front()->at;
+  const std::vector<size_t> before_last = periods.cut(blocks_in_sample - 1);
+  out.makespan += static_cast<double>(more / cycle) * shift;
+  for (size_t r = 0; r < out.busy.size(); ++r) {
+    const double block_busy = times.busy[r][end[r] - 1] - (before_last[r] > 0 ? times.busy[r][before_last[r] - 1] : 0);
+    out.busy[r] += static_cast<double>(more) * block_busy;
+    out.bubble_fraction[r] = out.makespan > 0 ? 1.0 - out.busy[r] / out.makespan : 0.0;
+  }
+  out.bubble_fraction_max = *std::max_element(out.bubble_fraction.begin(), out.bubble_fraction.end());
+  return out;
 }
 
 ScheduleModel::Counts ScheduleModel::count(const std::function<Counts(const Schedule&)>& count) const {
   if (full_) return count(*full_);
-  const Counts at1 = count(samples_[1]), at2 = count(samples_[2]);
+  const Counts at1 = count(samples_->at[1]), at2 = count(samples_->at[2]);
   Counts out(at2.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = at2[i] + (blocks() - 2) * (at2[i] - at1[i]);
   return out;

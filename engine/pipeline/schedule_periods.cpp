@@ -152,28 +152,69 @@ bool repeats(const Schedule& longer, const Schedule& one_block, const Periods& p
   return true;
 }
 
-bool clean_cut(const Schedule& s, const ChannelIndex& channel, const std::vector<size_t>& cut) {
-  std::vector<size_t> moved = cut;
-  return settle_cut(s, channel, moved, cut);
+std::vector<std::optional<Cut>> clean_cuts(const Schedule& s, const ChannelIndex& channel,
+                                           const std::vector<std::vector<size_t>>& cuts) {
+  const auto channels = static_cast<size_t>(channel.count());
+  // Per channel: its sends in order (the sender's list order: FIFO), as (rank, index).
+  std::vector<std::vector<std::pair<int, size_t>>> sends(channels);
+  // Per cut: the sends and receives before it on each channel, and whether it splits an F&B pair.
+  std::vector<std::vector<size_t>> sent(cuts.size(), std::vector<size_t>(channels, 0)), received(sent);
+  std::vector<bool> splits(cuts.size(), false);
+  for (int r = 0; r < s.pp; ++r) {
+    const std::vector<Instr>& list = s.ranks[static_cast<size_t>(r)];
+    std::vector<size_t> order(cuts.size());  // the cuts by their place in this list
+    for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cuts[a][static_cast<size_t>(r)] < cuts[b][static_cast<size_t>(r)]; });
+    std::vector<size_t> sent_here(channels, 0), received_here(channels, 0);
+    size_t next = 0;  // into order
+    auto note_cuts_at = [&](size_t i) {  // the cuts up to index i, a boundary between instructions or pairs
+      for (; next < order.size() && cuts[order[next]][static_cast<size_t>(r)] <= i; ++next) {
+        const size_t j = order[next], at = cuts[j][static_cast<size_t>(r)];
+        if (at < i) splits[j] = true;  // inside the pair that began before it
+        for (size_t c = 0; c < channels; ++c) {
+          if (channel.channel(static_cast<int>(c)).from == r) sent[j][c] = sent_here[c];
+          if (channel.channel(static_cast<int>(c)).to == r) received[j][c] = received_here[c];
+        }
+      }
+    };
+    for (size_t i = 0; i < list.size();) {
+      note_cuts_at(i);
+      const auto pair = pair_at(list, i);
+      const size_t end = pair ? pair->end : i + 1;
+      for (size_t k = i; k < end; ++k) {
+        const Instr& in = list[k];
+        if (!is_send(in.op) && !is_recv(in.op)) continue;
+        const auto c = static_cast<size_t>(channel.of(in, r));
+        if (is_send(in.op)) sends[c].emplace_back(r, k), ++sent_here[c];
+        if (is_recv(in.op)) ++received_here[c];
+      }
+      i = end;
+    }
+    note_cuts_at(list.size());
+  }
+  std::vector<std::optional<Cut>> out;
+  for (size_t j = 0; j < cuts.size(); ++j) {
+    bool clean = !splits[j];
+    for (size_t c = 0; c < channels && clean; ++c) clean = received[j][c] <= sent[j][c];
+    if (!clean) {
+      out.emplace_back();
+      continue;
+    }
+    Cut cut{cuts[j], std::vector<std::vector<std::pair<int, size_t>>>(channels)};
+    for (size_t c = 0; c < channels; ++c)
+      cut.crossing[c].assign(sends[c].begin() + static_cast<std::ptrdiff_t>(received[j][c]),
+                             sends[c].begin() + static_cast<std::ptrdiff_t>(sent[j][c]));
+    out.push_back(std::move(cut));
+  }
+  return out;
 }
 
-CutState state_at(const Schedule& s, const ChannelIndex& channel, const InstructionTimes& times,
-                  const std::vector<size_t>& cut) {
+CutState state_at(const Cut& cut, const InstructionTimes& times) {
   CutState state;
-  state.in_flight.resize(static_cast<size_t>(channel.count()));
-  std::vector<size_t> received(state.in_flight.size(), 0);
-  for (size_t r = 0; r < static_cast<size_t>(s.pp); ++r) {
-    state.clocks.push_back(cut[r] > 0 ? times[r][cut[r] - 1] : 0.0);
-    for (size_t i = 0; i < cut[r]; ++i) {
-      const Instr& in = s.ranks[r][i];
-      const auto c = static_cast<size_t>(is_send(in.op) || is_recv(in.op) ? channel.of(in, static_cast<int>(r)) : 0);
-      if (is_send(in.op)) state.in_flight[c].push_back(times[r][i]);
-      if (is_recv(in.op)) ++received[c];
-    }
-  }
-  for (size_t c = 0; c < received.size(); ++c) {
-    std::vector<double>& sent = state.in_flight[c];
-    sent.erase(sent.begin(), sent.begin() + static_cast<std::ptrdiff_t>(received[c]));
+  for (size_t r = 0; r < cut.at.size(); ++r) state.clocks.push_back(cut.at[r] > 0 ? times.clock[r][cut.at[r] - 1] : 0.0);
+  for (const auto& sends : cut.crossing) {
+    state.in_flight.emplace_back();
+    for (const auto& [r, i] : sends) state.in_flight.back().push_back(times.clock[static_cast<size_t>(r)][i]);
   }
   return state;
 }

@@ -31,18 +31,26 @@ std::optional<Periods> find_periods(const Schedule& at0, const Schedule& at1, co
 // tail, as `periods` says.
 bool repeats(const Schedule& longer, const Schedule& one_block, const Periods& periods);
 
-// Whether a cut before index cut[r] of every rank's list splits no F&B pair and no message crosses
-// it backwards: then what runs after it depends on what ran before only through the state there.
-bool clean_cut(const Schedule& s, const ChannelIndex& channel, const std::vector<std::size_t>& cut);
+// A clean cut through a schedule: before index at[r] of every rank's list, splitting no F&B pair,
+// with no message crossing it backwards (a receive before it whose send is after it); then what runs
+// after it depends on what ran before only through the state there. `crossing`: per channel, the
+// sends before it received after it, oldest first, as (rank, index).
+struct Cut {
+  std::vector<std::size_t> at;
+  std::vector<std::vector<std::pair<int, std::size_t>>> crossing;
+};
+// For each of `cuts` (each an `at`): the cut, or nothing where it is not clean. One pass over the
+// lists for all of them.
+std::vector<std::optional<Cut>> clean_cuts(const Schedule& s, const ChannelIndex& channel,
+                                           const std::vector<std::vector<std::size_t>>& cuts);
 
-// The state of a run at a clean cut: every rank's clock, and per channel the issue times of the
-// messages sent before the cut and received after it, oldest first.
+// The state of a run at a clean cut: every rank's clock, and the issue times of the messages
+// crossing it.
 struct CutState {
   std::vector<double> clocks;
   std::vector<std::vector<double>> in_flight;
 };
-CutState state_at(const Schedule& s, const ChannelIndex& channel, const InstructionTimes& times,
-                  const std::vector<std::size_t>& cut);
+CutState state_at(const Cut& cut, const InstructionTimes& times);
 
 // Whether `after` is `before` later by one shift on every component (to rounding).
 bool later_by_one_shift(const CutState& before, const CutState& after);

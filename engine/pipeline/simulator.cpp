@@ -68,8 +68,9 @@ struct PeakCounter {
 SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, InstructionTimes* times) {
   SimResult result;
   if (times != nullptr) {
-    times->assign(static_cast<std::size_t>(s.pp), {});
-    for (int rank = 0; rank < s.pp; ++rank) (*times)[rank].assign(s.ranks[rank].size(), 0.0);
+    times->clock.assign(static_cast<std::size_t>(s.pp), {});
+    for (int rank = 0; rank < s.pp; ++rank) times->clock[rank].assign(s.ranks[rank].size(), 0.0);
+    times->busy = times->clock;
   }
   result.busy.assign(s.pp, 0.0);
   result.bubble_fraction.assign(s.pp, 0.0);
@@ -90,6 +91,11 @@ SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, I
   std::vector<std::deque<double>> in_transit(static_cast<std::size_t>(channel.count()));  // arrival times, FIFO
   std::vector<double> clock(s.pp, 0.0);                                     // when each rank is free
   std::vector<size_t> next(s.pp, 0);
+  auto record = [&](int rank, size_t i) {
+    if (times == nullptr) return;
+    times->clock[rank][i] = clock[rank];  // a send's issue time too: it takes none
+    times->busy[rank][i] = result.busy[rank];
+  };
   std::vector<std::vector<bool>> in_pair(s.pp);  // for the spans only
   if (keep)
     for (int rank = 0; rank < s.pp; ++rank) in_pair[rank] = pair_members(s.ranks[rank]);
@@ -112,7 +118,7 @@ SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, I
       peaks[static_cast<std::size_t>(rank)].add(instr.op, s.split_weight_grad);
       result.busy[rank] += clock[rank] - start;
     }
-    if (times != nullptr) (*times)[rank][i] = clock[rank];  // a send's issue time too: it takes none
+    record(rank, i);
     return true;
   };
   // Runs an F&B pair as one op of costs.forward_backward: it starts when the rank is free and all its
@@ -149,7 +155,7 @@ SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, I
     result.busy[rank] += seconds;
     for (size_t i = pair.begin; i < pair.end; ++i) {
       if (is_send(list[i].op)) in_transit[channel.of(list[i], rank)].push_back(clock[rank] + costs.p2p_seconds);
-      if (times != nullptr) (*times)[rank][i] = clock[rank];
+      record(rank, i);
     }
     return true;
   };

@@ -71,9 +71,12 @@ struct SimResult {
 enum class Timeline { Keep, Drop };
 
 // Per rank, per instruction of its list: a send's issue time, else the rank's clock once the
-// instruction (or the F&B pair it belongs to, timed as one op) has run. With the sends' issue times
-// this is the state of the run between any two instructions (schedule_model.h reads it at a cut).
-using InstructionTimes = std::vector<std::vector<double>>;
+// instruction (or the F&B pair it belongs to, timed as one op) has run; and the rank's compute time
+// by then. With the sends' issue times the clocks are the state of the run between any two
+// instructions (schedule_model.h reads it at a cut).
+struct InstructionTimes {
+  std::vector<std::vector<double>> clock, busy;
+};
 
 // Precondition: check(schedule) is empty, and every cost vector has pp*vpp entries
 // (forward_backward: that or none). `times`, if given, receives InstructionTimes.

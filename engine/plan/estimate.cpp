@@ -9,8 +9,7 @@
 
 #include "engine/config/job_grid.h"
 #include "engine/model/param_registry.h"
-#include "engine/pipeline/schedule.h"
-#include "engine/pipeline/simulator.h"
+#include "engine/pipeline/schedule_model.h"
 #include "engine/plan/traffic.h"
 #include "engine/plan/fit.h"
 #include "engine/plan/flops.h"
@@ -207,11 +206,11 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   const pipeline::OpCosts costs =
       stage_op_costs(spec, hw, stage_flops(spec, matmul),
                      stage_link_tiers(grid, spec.cluster.gpus_per_node, spec.model.moe.has_value()), &parts);
-  const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
-  const pipeline::SimResult sim = pipeline::simulate(schedule, costs, pipeline::Timeline::Drop);
-  const std::vector<pipeline::RankBuffers> held = pipeline::rank_buffers(schedule);
+  const pipeline::ScheduleModel schedule(spec);  // built from short samples where it is long
+  const pipeline::SimResult sim = schedule.simulate(costs);
+  const std::vector<pipeline::RankBuffers>& held = schedule.held();
   est.bubble_fraction = sim.bubble_fraction_max;
-  est.max_in_flight = schedule.max_in_flight;
+  est.max_in_flight = schedule.max_in_flight();
 
   est.pipeline_s = sim.makespan;
 

@@ -5,8 +5,7 @@
 #include <map>
 #include <numeric>
 
-#include "engine/pipeline/buffers.h"
-#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/schedule_model.h"
 #include "engine/plan/memory_limit.h"
 #include "engine/plan/rank_params.h"
 
@@ -25,8 +24,7 @@ struct Options {
 std::vector<int> in_flight_options(const config::JobSpec& spec) {
   std::vector<int> values{spec.schedule.max_in_flight};
   if (spec.parallel.pp == 1 || !config::caps_in_flight(spec.schedule.kind)) return values;
-  const std::vector<int> smaller =
-      smaller_in_flight_caps(spec, pipeline::rank_buffers(pipeline::build(spec, spec.train.microbatches)));
+  const std::vector<int> smaller = smaller_in_flight_caps(spec, pipeline::ScheduleModel(spec).held());
   values.insert(values.end(), smaller.begin(), smaller.end());
   return values;
 }
@@ -119,11 +117,11 @@ std::vector<int> smaller_in_flight_caps(const config::JobSpec& spec, const std::
 }
 
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry) {
-  const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
-  return peak_memory(spec, stage_params(spec, schedule, registry), pipeline::rank_buffers(schedule));
+  const pipeline::ScheduleModel schedule(spec);
+  return peak_memory(spec, stage_params(spec, schedule, registry), schedule.held());
 }
 
-std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
+std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline::ScheduleModel& schedule,
                                      const std::vector<model::ParamInfo>& registry) {
   std::vector<RankParams> params;
   for (int r = 0; r < spec.parallel.pp; ++r)

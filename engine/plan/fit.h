@@ -28,17 +28,17 @@ struct PeakMemory {
 };
 
 // Peak over the pipeline stages of a loaded (or derived) job; `registry` is build_registry(spec.model).
-// Builds the schedule for what each rank holds (pipeline::rank_buffers).
+// Models the schedule for what each rank holds (pipeline::ScheduleModel::held).
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<model::ParamInfo>& registry);
 // The elements a rank of each pipeline stage holds (tp and ep rank 0), which the ZeRO stage and
-// recompute do not change; `schedule` is the layout's pipeline::build.
-std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
+// recompute do not change; `schedule` is the layout's.
+std::vector<RankParams> stage_params(const config::JobSpec& spec, const pipeline::ScheduleModel& schedule,
                                      const std::vector<model::ParamInfo>& registry);
 // schedule.max_in_flight values below what a 1f1b or interleaved-1f1b schedule holds at most
-// (`held`, its pipeline::rank_buffers), largest first: 3/4 and 1/2 of it, and the least the cap may
+// (`held`, what its ranks hold), largest first: 3/4 and 1/2 of it, and the least the cap may
 // be (config::least_in_flight). Empty for other kinds and pp 1.
 std::vector<int> smaller_in_flight_caps(const config::JobSpec& spec, const std::vector<pipeline::RankBuffers>& held);
-// The same peak from those and what each pp rank holds (pipeline::rank_buffers of the schedule).
+// The same peak from those and what each pp rank holds (pipeline::ScheduleModel::held).
 PeakMemory peak_memory(const config::JobSpec& spec, const std::vector<RankParams>& stage_params,
                        const std::vector<pipeline::RankBuffers>& held);
 

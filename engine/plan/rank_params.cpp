@@ -17,7 +17,7 @@ double updated_elements(const config::JobSpec& spec, const RankParams& params) {
          static_cast<double>(params.expert) / p.expert_dp();
 }
 
-RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
+RankParams count_rank_params(const config::JobSpec& spec, const pipeline::ScheduleModel& schedule,
                              const std::vector<model::LocalParam>& local, int pp_rank) {
   const config::ParallelSpec& par = spec.parallel;
   const int zero_ranks = par.dp * par.cp, expert_ranks = par.expert_dp();

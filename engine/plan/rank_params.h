@@ -7,7 +7,7 @@
 #include "engine/config/job_spec.h"
 #include "engine/model/flat_layout.h"
 #include "engine/model/param_registry.h"
-#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/schedule_model.h"
 
 namespace ptrain::plan {
 
@@ -50,8 +50,8 @@ double updated_elements(const config::JobSpec& spec, const RankParams& params);
 bool experts_in_layer_units(const config::ParallelSpec& parallel);
 
 // Precondition: `local` is local_params(...) of a rank at pipeline rank `pp_rank` of `spec`'s layout
-// (ZeRO shards its dense parameters over dp * cp ranks), `schedule` the layout's pipeline::build.
-RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedule& schedule,
+// (ZeRO shards its dense parameters over dp * cp ranks), `schedule` the layout's.
+RankParams count_rank_params(const config::JobSpec& spec, const pipeline::ScheduleModel& schedule,
                              const std::vector<model::LocalParam>& local, int pp_rank);
 
 }  // namespace ptrain::plan

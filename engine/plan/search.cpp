@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -10,8 +11,7 @@
 
 #include "engine/config/job_grid.h"
 #include "engine/model/param_registry.h"
-#include "engine/pipeline/schedule.h"
-#include "engine/pipeline/simulator.h"
+#include "engine/pipeline/schedule_model.h"
 #include "engine/plan/fit.h"
 #include "engine/plan/memory_limit.h"
 #include "engine/plan/step_time.h"
@@ -24,9 +24,10 @@ constexpr std::array<int, 2> kInterleavedStages = {2, 4};
 constexpr std::array<config::Recompute, 3> kRecomputeLeastFirst = {
     config::Recompute::None, config::Recompute::Selective, config::Recompute::Full};
 
+// 1, 2, 4, ... up to `limit`, which may be near INT_MAX (global_batch / dp): doubled in 64 bits.
 std::vector<int> powers_of_two_up_to(int limit) {
   std::vector<int> values;
-  for (int v = 1; v <= limit; v *= 2) values.push_back(v);
+  for (std::int64_t v = 1; v <= limit; v *= 2) values.push_back(static_cast<int>(v));
   return values;
 }
 
@@ -88,17 +89,6 @@ bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
   return a.estimate.peak_memory_bytes() < b.estimate.peak_memory_bytes();
 }
 
-// A schedule's instruction lists and what each rank's executor holds, shared by the layouts that
-// run it.
-struct ScheduleRun {
-  ScheduleRun() = default;
-  explicit ScheduleRun(const config::JobSpec& spec)
-      : schedule(pipeline::build(spec, spec.train.microbatches)),
-        held(pipeline::rank_buffers(schedule)) {}
-  pipeline::Schedule schedule;
-  std::vector<pipeline::RankBuffers> held;
-};
-
 struct ModelCounts {
   ModelCounts() = default;
   explicit ModelCounts(const config::ModelSpec& model)
@@ -114,8 +104,10 @@ struct Candidate {
   double bound = 0;
 };
 
-// The schedule of a layout under a cap on the microbatches in flight (0: none), built once.
-using ScheduleRuns = std::function<const ScheduleRun&(int max_in_flight)>;
+// The schedule of a layout under a cap on the microbatches in flight (0: none), modelled once and
+// shared by the layouts that run it: from short samples where it is long, so that neither time nor
+// memory grows with the microbatches.
+using ScheduleRuns = std::function<const pipeline::ScheduleModel&(int max_in_flight)>;
 
 // For each ZeRO stage where ranks shard, the least recompute with which `derived` (a layout
 // that passed the rules) fits, as a candidate with its bound; and, for each less recompute, the
@@ -123,8 +115,7 @@ using ScheduleRuns = std::function<const ScheduleRun&(int max_in_flight)>;
 bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCounts& model,
                  const ScheduleRuns& runs, const HardwareProfile& hw, SearchResult& result,
                  std::vector<Candidate>& candidates) {
-  const ScheduleRun& uncapped = runs(0);
-  const std::vector<int> caps = smaller_in_flight_caps(derived, uncapped.held);
+  const std::vector<int> caps = smaller_in_flight_caps(derived, runs(0).held());
   const config::ParallelSpec& p = derived.parallel;
   const bool experts = derived.model.moe.has_value();
   // What each stage holds (ZeRO 3's gathers follow the schedule's order), by cap.
@@ -141,12 +132,12 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
   bool fits = false;
   // Whether the layout fits with this cap (and the ZeRO stage and recompute set); if so a candidate.
   auto add_if_fitting = [&](std::size_t r, int cap) {
-    const ScheduleRun& run = runs(cap);
+    const pipeline::ScheduleModel& run = runs(cap);
     auto [held_params, first_time] = params_by_cap.try_emplace(cap);
-    if (first_time) held_params->second = stage_params(derived, run.schedule, model.registry);
+    if (first_time) held_params->second = stage_params(derived, run, model.registry);
     const std::vector<RankParams>& params = held_params->second;
     layout.max_in_flight = spec.schedule.max_in_flight = cap;
-    const MemoryBreakdown peak = peak_memory(spec, params, run.held).memory;
+    const MemoryBreakdown peak = peak_memory(spec, params, run.held()).memory;
     const double bytes = peak.total();
     if (!result.least_memory || bytes < result.least_memory_bytes) {
       result.least_memory = layout;
@@ -155,7 +146,7 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
     if (!limit.fits(peak)) return false;
     if (!costs[r]) costs[r] = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
     auto [at, added] = simulated.try_emplace({r, cap});
-    if (added) at->second = pipeline::simulate(run.schedule, *costs[r], pipeline::Timeline::Drop);
+    if (added) at->second = run.simulate(*costs[r]);
     const pipeline::SimResult& sim = at->second;
     // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
     // Summed in the order the estimate sums, so an exact bound is bitwise equal.
@@ -243,7 +234,9 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
   std::vector<Candidate> candidates;
   std::map<int, ModelCounts> models;  // by padded vocab, the only model field a layout changes
   // kind, pp, vpp, m, max_in_flight
-  std::map<std::tuple<config::ScheduleKind, int, int, int, int>, ScheduleRun> schedules;
+  std::map<std::tuple<config::ScheduleKind, int, int, int, int>, pipeline::ScheduleModel> schedules;
+  // kind, pp, vpp, max_in_flight: a sampled model of it, whose samples serve its other microbatch counts
+  std::map<std::tuple<config::ScheduleKind, int, int, int>, const pipeline::ScheduleModel*> sampled;
   for (int tp : powers_of_two_up_to(std::min(world, base.cluster.gpus_per_node))) {
     for (int cp : powers_of_two_up_to(std::min(world / tp, kMaxContextParallel))) {
       for (config::CpComm cp_comm : cp_comms_for(cp)) {
@@ -252,7 +245,7 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
           const int dp = world / (tp * cp * pp);
           for (const Schedule& schedule : schedules_for(pp, layers)) {
             for (int ep : eps) {
-              for (int mb = 1; mb * dp <= base.train.global_batch; mb *= 2) {
+              for (const int mb : powers_of_two_up_to(base.train.global_batch / dp)) {
                 Layout layout{tp,
                               cp,
                               pp,
@@ -272,14 +265,19 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
                 }
                 auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
                 if (new_model) model->second = ModelCounts(derived.spec.model);
-                const ScheduleRuns runs = [&](int cap) -> const ScheduleRun& {
-                  auto [run, new_run] = schedules.try_emplace(
-                      {schedule.kind, pp, schedule.virtual_stages, derived.spec.train.microbatches, cap});
-                  if (new_run) {
-                    config::JobSpec capped = derived.spec;
-                    capped.schedule.max_in_flight = cap;
-                    run->second = ScheduleRun(capped);
-                  }
+                const ScheduleRuns runs = [&](int cap) -> const pipeline::ScheduleModel& {
+                  const int m = derived.spec.train.microbatches;
+                  const auto key = std::tuple(schedule.kind, pp, schedule.virtual_stages, m, cap);
+                  auto run = schedules.find(key);
+                  if (run != schedules.end()) return run->second;
+                  const auto family = std::tuple(schedule.kind, pp, schedule.virtual_stages, cap);
+                  const auto kin = sampled.find(family);
+                  run = schedules
+                            .try_emplace(key, kin != sampled.end() ? kin->second->over(m)
+                                                                   : pipeline::ScheduleModel(schedule.kind, pp,
+                                                                                             schedule.virtual_stages, m, cap))
+                            .first;
+                  if (run->second.sampled()) sampled.try_emplace(family, &run->second);
                   return run->second;
                 };
                 const bool fits = add_fitting(derived.spec, layout, model->second, runs, hw, result, candidates);
@@ -303,6 +301,7 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
     Estimate est = estimate(derived, hw);
     ++result.estimated;
     if (!est.diags.ok()) continue;
+    est.groups.clear();  // every rank's groups, world-sized lists, are validate's to print, not the ranking's
     RankedLayout ranked{candidate.layout, std::move(derived), std::move(est), candidate.bound};
     auto at = std::upper_bound(result.best.begin(), result.best.end(), ranked, ranks_before);
     result.best.insert(at, std::move(ranked));

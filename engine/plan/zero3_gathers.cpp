@@ -5,8 +5,10 @@
 #include <vector>
 
 namespace ptrain::plan {
+namespace {
 
-Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::FlatLayout& layout, int pp_rank) {
+// The gathers of pp rank `pp_rank`'s list of `schedule`.
+Zero3Gathers replay(const pipeline::Schedule& schedule, const model::FlatLayout& layout, int pp_rank) {
   const int count = layout.count();
   const int vpp = schedule.vpp;
   auto is_expert = [&](int u) { return u >= 0 && u < count && layout.expert[static_cast<std::size_t>(u)]; };
@@ -116,6 +118,16 @@ Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::Flat
     out.expert_elements += o.added.expert_elements, out.expert_calls += o.added.expert_calls;
   }
   return out;
+}
+
+}  // namespace
+
+Zero3Gathers zero3_gathers(const pipeline::ScheduleModel& schedule, const model::FlatLayout& layout, int pp_rank) {
+  const pipeline::ScheduleModel::Counts counts = schedule.count([&](const pipeline::Schedule& lists) {
+    const Zero3Gathers g = replay(lists, layout, pp_rank);
+    return pipeline::ScheduleModel::Counts{g.elements, g.calls, g.expert_elements, g.expert_calls};
+  });
+  return {counts[0], counts[1], counts[2], counts[3]};
 }
 
 }  // namespace ptrain::plan

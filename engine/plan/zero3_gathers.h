@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/pipeline/schedule.h"
+#include "engine/pipeline/schedule_model.h"
 #include "engine/plan/rank_params.h"
 
 namespace ptrain::plan {
@@ -24,7 +24,9 @@ struct Zero3Gathers {
 };
 
 // `layout`: the flat layout (model::flat_layout, as count_rank_params cuts it) of pp rank `pp_rank`
-// of `schedule` (the job's, which the caller has built anyway).
-Zero3Gathers zero3_gathers(const pipeline::Schedule& schedule, const model::FlatLayout& layout, int pp_rank);
+// of `schedule` (the job's, which the caller has anyway). The windows after a block of the schedule
+// are what the block gathered last, or what they held before it: every block after the first adds
+// the same gathers (pipeline::ScheduleModel::count).
+Zero3Gathers zero3_gathers(const pipeline::ScheduleModel& schedule, const model::FlatLayout& layout, int pp_rank);
 
 }  // namespace ptrain::plan

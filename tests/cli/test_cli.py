@@ -666,6 +666,36 @@ class Plan(unittest.TestCase):
             self.assertIn(message, r.stderr)
             self.assertFalse(os.path.exists(out))
 
+    def test_a_global_batch_near_the_int_limit(self):
+        # issue 45: doubling micro_batch up to global_batch / dp overflowed an int and divided by
+        # zero (SIGFPE, exit 136); every micro_batch the job allows is tried, none fits: exit 2
+        for gpus in ("2", "4"):
+            for batch in ("1073741824", "2147483647"):
+                r, out = self.plan(config("tiny-cpu"), "--gpus", gpus, "--set", "train.global_batch=" + batch)
+                self.assertEqual(r.returncode, 2, (gpus, batch, r.stderr))
+                self.assertIn("no layout of", r.stderr)
+                self.assertFalse(os.path.exists(out))
+
+    def test_memory_does_not_grow_with_the_microbatches_or_the_gpus(self):
+        # issue 45: every schedule the search met was kept with an instruction per op of every
+        # microbatch, and every ranked layout with its groups of every rank: llama3-8b on 16 GPUs
+        # with 65536 sequences a step took 3.2 GB (bad_alloc under this limit), gpt2 on 2^20 GPUs
+        # 1.9 GB. Long schedules now come from short samples (pipeline::ScheduleModel): ~150 and
+        # ~210 MB, about a second each.
+        def limit_memory():
+            resource.setrlimit(resource.RLIMIT_AS, (768 << 20, 768 << 20))
+
+        for name, gpus, batch in (("llama3-8b", "16", "65536"), ("gpt2-124m", "1048576", "1048576")):
+            out = os.path.join(tempfile.mkdtemp(dir=SCRATCH.name), "best.yaml")
+            r = subprocess.run([PTRAIN, "plan", config(name), "--gpus", gpus, "--set", "train.global_batch=" + batch,
+                                "--out", out, "--json", "--top", "3"],
+                               capture_output=True, text=True, timeout=120, cwd=ROOT, preexec_fn=limit_memory)
+            self.assertEqual(r.returncode, 0, (name, r.stderr))
+            best = json.loads(r.stdout)["ranked"][0]
+            v = ptrain("validate", out, "--json")  # the written layout, estimated alone, says the same
+            self.assertEqual(v.returncode, 0, v.stderr)
+            self.assertEqual(json.loads(v.stdout)["step_time_s"], best["step_time_s"])
+
 
 # A single-rank job that checkpoints every 2 steps: a run takes about a second.
 CKPT_JOB = """\

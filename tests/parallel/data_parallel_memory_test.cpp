@@ -46,8 +46,7 @@ TEST_CASE("ZeRO allocates what validate predicts, stage by stage") {
         REQUIRE(spec.parallel.dp == 2);
         const model::ShardCoords coords = model::shard_coords(spec, 0, 0, 0);
         std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
-        const pipeline::Schedule schedule =
-            pipeline::build(spec.schedule.kind, 1, 1, spec.train.microbatches);
+        const pipeline::ScheduleModel schedule(spec.schedule.kind, 1, 1, spec.train.microbatches);
         const plan::RankParams counted =
             plan::count_rank_params(spec, schedule, model::local_params(registry, coords), 0);
         const plan::MemoryBreakdown predicted = plan::rank_memory(plan::ActivationCounts(spec), counted, 0, {{1}, {}, 0});
@@ -95,7 +94,7 @@ cluster: {nodes: 1, gpus_per_node: 2, gpu: cpu}
       const config::JobSpec& spec = loaded.spec;
       const model::ShardCoords coords = model::shard_coords(spec, 0, 0, 0);
       std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
-      const pipeline::Schedule schedule = pipeline::build(spec.schedule.kind, 1, 1, spec.train.microbatches);
+      const pipeline::ScheduleModel schedule(spec.schedule.kind, 1, 1, spec.train.microbatches);
       const plan::RankParams counted =
           plan::count_rank_params(spec, schedule, model::local_params(registry, coords), 0);
       const plan::MemoryBreakdown predicted = plan::rank_memory(plan::ActivationCounts(spec), counted, 0, {{1}, {}, 0});

@@ -42,10 +42,10 @@ OpCosts costs_of(const Case& c, Costs kind, double p2p, std::mt19937& rng) {
   return costs;
 }
 
-void check_against_full(const Case& c, const OpCosts& costs) {
+void check_against_full(const Case& c, const OpCosts& costs, const ScheduleModel& model) {
   INFO(describe(c) << " p2p " << costs.p2p_seconds << (costs.forward_backward.empty() ? "" : " F&B one op"));
-  const ScheduleModel model(c.kind, c.pp, c.vpp, c.microbatches, c.max_in_flight);
   REQUIRE(model.sampled());
+  REQUIRE(model.microbatches() == c.microbatches);
   const Schedule full = build(c.kind, c.pp, c.vpp, c.microbatches, c.max_in_flight);
   const SimResult want = simulate(full, costs, Timeline::Drop), got = model.simulate(costs);
   CHECK(got.makespan == Approx(want.makespan).epsilon(kRounding));
@@ -78,6 +78,10 @@ void check_against_full(const Case& c, const OpCosts& costs) {
     return out;
   };
   CHECK(model.count(switches) == switches(full));
+}
+
+void check_against_full(const Case& c, const OpCosts& costs) {
+  check_against_full(c, costs, ScheduleModel(c.kind, c.pp, c.vpp, c.microbatches, c.max_in_flight));
 }
 
 // Every kind at pp 3 and 8 (and interleaved at 2 and 4 chunks, both capped where a cap binds), at
@@ -121,6 +125,21 @@ TEST_CASE("the model's numbers are the full schedule's, for every kind, past whe
       }
     }
   }
+}
+
+TEST_CASE("a model over other microbatch counts: its samples serve them too") {
+  std::mt19937 rng(7);
+  for (const Case& first : {Case{ScheduleKind::OneFOneB, 8, 1, 1100}, Case{ScheduleKind::Interleaved1F1B, 8, 2, 520},
+                            Case{ScheduleKind::OneFOneB, 8, 1, 1100, 5}, Case{ScheduleKind::Gpipe, 8, 1, 1100}}) {
+    const ScheduleModel model(first.kind, first.pp, first.vpp, first.microbatches, first.max_in_flight);
+    for (const int more : {first.pp * 5, first.pp * 40}) {
+      Case c = first;
+      c.microbatches += more;
+      check_against_full(c, costs_of(c, Costs::Layered, 0.2, rng), model.over(c.microbatches));
+    }
+  }
+  // Too few to sample: built in full.
+  CHECK_FALSE(ScheduleModel(ScheduleKind::OneFOneB, 8, 1, 1100).over(64).sampled());
 }
 
 TEST_CASE("short schedules are built in full, as before") {

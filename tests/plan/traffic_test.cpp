@@ -112,7 +112,7 @@ TEST_CASE("ZeRO 3 gathers the units its windows do not hold, by hand") {
   config::LoadResult z3 = test::load_job(test::kSmallLlama, {"parallel.zero=3"}, 4);
   REQUIRE(z3.spec.train.microbatches == 4);  // 16 / (1 * 4)
   const plan::RankParams params = plan::count_rank_params(
-      z3.spec, pipeline::build(z3.spec.schedule.kind, 1, 1, 4),
+      z3.spec, pipeline::ScheduleModel(z3.spec.schedule.kind, 1, 1, 4),
       model::local_params(model::build_registry(z3.spec.model), model::shard_coords(z3.spec, 0, 0, 0)), 0);
   // Units (padded to 16 x 4 ranks): embedding E = 1000 x 256; each of the 8 layers L = q, o 256 x 256,
   // k, v 128 x 256, gate, up, down 512 x 256, two norms 256; final F = norm 256 + head 1000 x 256.
