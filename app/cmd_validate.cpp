@@ -62,7 +62,7 @@ void add_validate_command(CLI::App& cli, int& exit_code) {
   add_job_args(*cmd, args->job);
   cmd->add_option("--world", args->world, "Validate for this many ranks (default: cluster.nodes * gpus_per_node)")
       ->check(whole_number_in(1, config::kMaxWorld));
-  cmd->add_flag("--json", args->json, "Print one JSON object (fields in README)");
+  cmd->add_flag("--json", args->json, "Print one JSON object (fields in docs/validate.md)");
   cmd->callback([args, &exit_code] { exit_code = run_validate(*args); });
 }
 

@@ -1,4 +1,4 @@
-// Process exit codes (README "Commands"): the contract scripts and launchers rely on.
+// Process exit codes (docs/commands.md): the contract scripts and launchers rely on.
 #pragma once
 
 namespace ptrain::app {

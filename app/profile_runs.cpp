@@ -147,7 +147,7 @@ plan::AttentionTable measure_attention(const kernels::Ops& ops, const Timer& tim
 
 // N token ids as a synthetic job's batch holds them: its first samples' inputs, one after another
 // (any vocabulary of at least kMaxAlphabet ids gives these; real text repeats its common ids far
-// more, and the GPU's embedding backward sums each id's rows serially: README, "the kernels").
+// more, and the GPU's embedding backward sums each id's rows serially: docs/cuda.md, "Kernels").
 std::vector<std::int32_t> synthetic_token_ids(int N) {
   constexpr int kSeq = 1024;
   const data::SyntheticDataset source(kSeq, data::SyntheticDataset::kMaxAlphabet, 1);

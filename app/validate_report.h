@@ -1,5 +1,5 @@
 // The two forms of the validate report: a human one for the terminal and one JSON object whose
-// field names are the contract in README.md ("validate report").
+// field names are the contract in docs/validate.md ("The JSON report").
 #pragma once
 
 #include <string>

@@ -305,7 +305,7 @@ def cmd_report(a):
         "mfu_formulas": {
             "llmc": "6*N + 6*L*C*T per token, N = all parameters (karpathy/llm.c train_gpt2.cu gpt2_estimate_mfu)",
             "torchtitan": "6*(N - embedding tables) + 12*L*H*Q*T per token (pytorch/torchtitan get_nparams_and_flops)",
-            "ptrain": "validate's flops_per_step / tokens_per_step: 6*N_gemm + 6*L*s*a*d (README 'How validate estimates')",
+            "ptrain": "validate's flops_per_step / tokens_per_step: 6*N_gemm + 6*L*s*a*d (docs/validate.md, 'FLOPs')",
         },
         "runs": runs, "goals": goals, "notes": a.note,
     }

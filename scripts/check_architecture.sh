@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The house rules of the engine's layout (README "Layout"), checked mechanically.
+# The house rules of the engine's layout (docs/architecture.md, "Layout"), checked mechanically.
 # Prints each breach and exits 1 if there is any; 0 when the tree keeps them all.
 #   bash scripts/check_architecture.sh
 set -uo pipefail

@@ -1,4 +1,4 @@
-// The distributed checkpoint format (README "Formats"):
+// The distributed checkpoint format (docs/formats.md, "Checkpoints"):
 //
 //   <dir>/latest                      "step_<N>\n", replaced atomically after each save
 //   <dir>/job.lock                    held by the job using <dir> (dir_lock.h)

@@ -1,4 +1,4 @@
-// JobSpec: the typed form of a ptrain job YAML (the key names are a contract: README "Job spec walkthrough").
+// JobSpec: the typed form of a ptrain job YAML (the key names are a contract: docs/config.md).
 // Every default lives in this file, next to its field. `load` (loader.h) fills a JobSpec from YAML
 // plus --set overrides, checks every rule, and resolves the derived values at the bottom.
 //

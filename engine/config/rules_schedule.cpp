@@ -185,7 +185,7 @@ void resolve_microbatches(LoadContext& ctx) {
   }
   t.microbatches = static_cast<int>(microbatches);
   // Every chunk of every microbatch is an op of the schedule that validate, plan and schedule
-  // simulate and check (0.43-0.53 GB and 1-5 s at the limit: README "Job spec walkthrough").
+  // simulate and check (0.43-0.53 GB and 1-5 s at the limit: docs/config.md, "Bounds").
   if (!ctx.any_bad({"parallel.pp", "schedule.virtual_stages"}) &&
       saturating_product({pp, spec.schedule.virtual_stages}) <= kMaxPipelineStages) {  // else said there
     const std::int64_t chunks = saturating_product({pp, spec.schedule.virtual_stages, t.microbatches});

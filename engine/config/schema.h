@@ -1,4 +1,4 @@
-// The job spec's key tree: every section and key of the job file (README "Job spec walkthrough"),
+// The job spec's key tree: every section and key of the job file (docs/config.md),
 // and the reader that stores each value into JobSpec. This is the one place that maps YAML keys onto JobSpec fields; the YAML walk
 // and --set overrides both go through it.
 #pragma once

@@ -4,7 +4,7 @@
 // Two generators share the same ranks:
 //  - the dense grid  (tp, cp, dp, pp; ep = 1) used by attention/dense layers;
 //  - the expert grid (etp = 1, ep, edp = tp*cp*dp/ep, pp; cp = 1) used by MoE experts: expert
-//    ranks are carved from tp*cp*dp (README "Rank grid"). For a model with experts both must yield
+//    ranks are carved from tp*cp*dp (docs/parallelism.md, "Rank grid"). For a model with experts both must yield
 //    identical pp groups; a dense model has no experts to lay out, so any order whose dense grid
 //    is valid is usable (Llama 3's tp-cp-pp-dp among them).
 // Both use the same order string; in the expert grid tp and cp have size 1 and "dp" means edp.

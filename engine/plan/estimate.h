@@ -1,7 +1,7 @@
 // The dry-run model of a job: parameters, memory per rank, FLOPs, communication per link tier,
 // pipeline bubble from simulating the real schedule, step time and MFU. Pure: no devices, no I/O.
 // Every formula is documented next to its code (memory.h, flops.h, traffic.h, step_time.h, fit.h,
-// model/layer_description.h) and in README.md ("How validate estimates").
+// model/layer_description.h) and in docs/validate.md.
 #pragma once
 
 #include <cstdint>

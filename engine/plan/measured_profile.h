@@ -15,7 +15,7 @@
 //              bandwidth), extrapolated from the last two points. "optimizer/f32" is AdamW over a
 //              shard, its bytes 4 per fp32 element.
 // File format (JSON, schema "ptrain.profile.v2"; v2 added the layernorm and gelu tables and the
-// calibration, so a v1 file is refused: measure again): see to_json / from_json; README "Formats".
+// calibration, so a v1 file is refused: measure again): see to_json / from_json; docs/formats.md.
 #pragma once
 
 #include <map>

@@ -8,7 +8,7 @@
 // is the profile's real content. What does not: the measured collectives (the link model of the
 // other GPU prices them instead), launch latencies (scaled like the rest, so small ops on a slower
 // GPU come out too slow) and a generation's own kernel efficiency (an A100 reaches a larger
-// fraction of its peak than an H100 on the same GEMM). How far that holds: README, "The cost model".
+// fraction of its peak than an H100 on the same GEMM). How far that holds: bench/README.md.
 #pragma once
 
 #include "engine/plan/hardware.h"

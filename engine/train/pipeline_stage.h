@@ -1,6 +1,6 @@
 // The pipeline part of one rank: its model chunks (virtual stages), run for each step's microbatches
 // by pipeline::ScheduleExecutor over the instruction list that pipeline::build gives its pp rank
-// (README "Pipeline schedules": the simulator, the drawing and the executor run the same lists), and the forward-only
+// (docs/schedules.md: the simulator, the drawing and the executor run the same lists), and the forward-only
 // chain of validation. With pp = 1 there is one chunk, the whole model, and the list is F and B per
 // microbatch. Schedules that split weight gradients (zb-h1, zbv, dualpipev) run W as
 // Transformer::weight_grad. The hop between two chunks of one rank (the V's turn of zbv and

@@ -711,7 +711,7 @@ logging: {{every: 1, metrics: {dir}/metrics.jsonl}}
 
 
 def crc32c(data):
-    """CRC32C (Castagnoli, reflected), bit by bit: the manifest checksum as README "Formats" defines it."""
+    """CRC32C (Castagnoli, reflected), bit by bit: the manifest checksum as docs/formats.md ("Checkpoints") defines it."""
     crc = 0xFFFFFFFF
     for byte in data:
         crc ^= byte
