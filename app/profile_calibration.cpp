@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/comm/comm.h"
 #include "engine/config/loader.h"
-#include "engine/dist/comm.h"
 #include "engine/plan/estimate.h"
 #include "engine/plan/hardware.h"
 #include "engine/plan/profile_transfer.h"

@@ -4,7 +4,7 @@
 // in rounds over the whole grid; the table keeps each point's mean without its largest run.
 #pragma once
 
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 #include "engine/plan/measured_profile.h"
 #include "kernels/ops.h"
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "engine/dist/trace.h"
+#include "engine/comm/trace.h"
 
 namespace ptrain::app {
 namespace {

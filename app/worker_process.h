@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/dist/rendezvous.h"
-#include "engine/dist/worker_env.h"
+#include "engine/comm/session.h"
+#include "engine/launch/worker_env.h"
 #include "kernels/ops.h"
 
 namespace ptrain::app {

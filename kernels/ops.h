@@ -235,7 +235,7 @@ class Ops {
   virtual void copy_to_device(Buf dst, const void* host, std::size_t bytes) const = 0;
   virtual void copy_to_host(void* host, Buf src, std::size_t bytes) const = 0;
   virtual void copy(Buf dst, Buf src, std::size_t bytes) const = 0;  // within the device
-  // Host memory the optimizer offload streams through (parallel/data_parallel.h): pin_host
+  // Host memory the optimizer offload streams through (zero/data_parallel.h): pin_host
   // page-locks [host, host + bytes) so that the device's copies of it are DMA at full speed
   // (cudaHostRegister), until unpin_host(host), which never throws. Nothing to do on the CPU.
   virtual void pin_host(void* host, std::size_t bytes) const {

@@ -8,7 +8,7 @@
 # Writes device-bundle/ (git-ignored; carry it):
 #   payload.tar.xz    bin/ptrain, its CUDA module libptrain_cuda.so (beside it, where ptrain opens it)
 #                     and the test binaries next to it in the build (tests/kernels/
-#                     cuda_op_tests, tests/dist/nccl_comm_tests; more with BUNDLE_EXTRA="paths"),
+#                     cuda_op_tests, tests/comm/nccl_comm_tests; more with BUNDLE_EXTRA="paths"),
 #                     debug info stripped (symbols kept for backtraces); lib/ every shared library
 #                     they need that the device does not provide (from ldd); lib/compat/ libstdc++ /
 #                     libgcc_s, used only when the device's own are too old. Compressed: the carry
@@ -64,7 +64,7 @@ is_compat_lib() {
 
 build_dir=$(dirname "$bin")
 read -r -a extra <<<"${BUNDLE_EXTRA:-}"
-for t in libptrain_cuda.so tests/kernels/cuda_op_tests tests/dist/nccl_comm_tests; do
+for t in libptrain_cuda.so tests/kernels/cuda_op_tests tests/comm/nccl_comm_tests; do
   [[ -x "$build_dir/$t" ]] && extra+=("$build_dir/$t")
 done
 for b in "${extra[@]}"; do

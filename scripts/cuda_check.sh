@@ -3,7 +3,7 @@
 #   1. the CUDA op tests (every op against the CPU implementation);
 #   2. the NCCL Comm tests (need two GPUs: with one they report themselves skipped, noted here),
 #      then `ptrain run` under NCCL in every layout against one rank (on one GPU: two ranks as two
-#      NCCL hosts, tests/dist/test_nccl.py --one-gpu);
+#      NCCL hosts, tests/comm/test_nccl.py --one-gpu);
 #   3. end to end: `backend: cuda` trains the CPU backend's curve (fp32 within 1e-4, bf16 within
 #      2%), and two ranks sharing the GPU match one rank (tests/train/test_run.py CudaBackend);
 #   4. compute-sanitizer memcheck over the op tests (PTRAIN_SANITIZE_ALL=1: racecheck, synccheck).
@@ -52,7 +52,7 @@ else
   cmake --build "$build_dir" --target ptrain cuda_op_tests nccl_comm_tests -j "${JOBS:-$(nproc)}" || exit 1
   bin_dir="$logs/bin"
   mkdir -p "$bin_dir"
-  ln -sf "$PWD/$build_dir/tests/kernels/cuda_op_tests" "$PWD/$build_dir/tests/dist/nccl_comm_tests" "$bin_dir/"
+  ln -sf "$PWD/$build_dir/tests/kernels/cuda_op_tests" "$PWD/$build_dir/tests/comm/nccl_comm_tests" "$bin_dir/"
   ptrain="$PWD/$build_dir/ptrain"
 fi
 
@@ -74,11 +74,11 @@ elif [ "$status" -ne 0 ]; then
   failed+=("nccl-tests (exit $status)")
 fi
 # 2b. NCCL end to end: every layout against one rank and a stalled rank's abort; on one GPU two
-# ranks share it as two NCCL hosts (tests/dist/test_nccl.py --one-gpu).
+# ranks share it as two NCCL hosts (tests/comm/test_nccl.py --one-gpu).
 if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
-  step nccl-training "${PYTHON:-python3}" tests/dist/test_nccl.py --ptrain "$ptrain" -v
+  step nccl-training "${PYTHON:-python3}" tests/comm/test_nccl.py --ptrain "$ptrain" -v
 else
-  step nccl-training "${PYTHON:-python3}" tests/dist/test_nccl.py --ptrain "$ptrain" --one-gpu -v
+  step nccl-training "${PYTHON:-python3}" tests/comm/test_nccl.py --ptrain "$ptrain" --one-gpu -v
 fi
 
 # 3. End to end against the CPU backend.

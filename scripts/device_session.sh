@@ -2,7 +2,7 @@
 # A GPU session's device checks in one call of the device tool (which returns at most 8 files from
 # $OUT, 2 folders deep): correctness side by side first, then the timing runs alone.
 #   1. side by side: the CUDA op tests; compute-sanitizer memcheck over the attention tests; `ptrain
-#      run` under NCCL in every layout against one rank (tests/dist/test_nccl.py, --one-gpu on one
+#      run` under NCCL in every layout against one rank (tests/comm/test_nccl.py, --one-gpu on one
 #      GPU); the CUDA backend's curves against the CPU's (tests/train/test_run.py CudaBackend);
 #      TensorBoard's own reader on ptrain's event files (tests/train/test_tensorboard.py);
 #   2. alone: a 3.6B-parameter Llama's start-up to its first step (bench/startup_time.py --size 3b
@@ -75,7 +75,7 @@ if [ "$checks" = 1 ]; then
   # cuDNN's warnings and errors (a declined attention graph says why there) into their own log.
   check op-tests 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$work/logs/cudnn-op-tests.log" "$bin/cuda_op_tests" &
   check sanitizer-attention 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[attention]~[cudnn]" &
-  check nccl-training 300 python3 tests/dist/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
+  check nccl-training 300 python3 tests/comm/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
   check cuda-backend 300 python3 tests/train/test_run.py --ptrain "$ptrain" CudaBackend -v &
   check tensorboard 120 python3 tests/train/test_tensorboard.py --ptrain "$ptrain" -v &
   wait

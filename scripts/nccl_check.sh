@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The NCCL matrix in one command, on a node with GPUs:
-#   1. tests/dist/nccl_comm_tests: the Comm's collectives and channels, ranks as threads (2+ GPUs);
-#   2. tests/dist/test_nccl.py: `ptrain run` with NCCL, one GPU per rank: dp 2 (ZeRO 1, 3), tp 2 + SP,
+#   1. tests/comm/nccl_comm_tests: the Comm's collectives and channels, ranks as threads (2+ GPUs);
+#   2. tests/comm/test_nccl.py: `ptrain run` with NCCL, one GPU per rank: dp 2 (ZeRO 1, 3), tp 2 + SP,
 #      pp 2 (1f1b, interleaved), ep 2 reproduce one rank (fp32, 1e-4); a stalled rank ends the job at
 #      the timeout through ncclCommAbort, with its collective log.
 # With --one-gpu (a machine with one GPU), step 2 only, two ranks on GPU 0 with their own NCCL_HOSTID
@@ -27,7 +27,7 @@ if [ -f device-bundle/payload.tar.xz ]; then
   ptrain="$PWD/device-bundle/run-ptrain.sh"
 else
   build_dir="${BUILD_DIR:-build}"
-  bin_dir="$build_dir/tests/dist"
+  bin_dir="$build_dir/tests/comm"
   ptrain="$PWD/$build_dir/ptrain"
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
@@ -41,7 +41,7 @@ if [ -z "$one_gpu" ]; then
   "$bin_dir/nccl_comm_tests" >"$logs/nccl-comm-tests.log" 2>&1 || failed=1
   tail -n 5 "$logs/nccl-comm-tests.log"
 fi
-"${PYTHON:-python3}" tests/dist/test_nccl.py --ptrain "$ptrain" $one_gpu -v >"$logs/test-nccl.log" 2>&1 || failed=1
+"${PYTHON:-python3}" tests/comm/test_nccl.py --ptrain "$ptrain" $one_gpu -v >"$logs/test-nccl.log" 2>&1 || failed=1
 tail -n 25 "$logs/test-nccl.log"
 if grep -q "skipped" "$logs/test-nccl.log"; then
   echo "nccl_check: tests skipped themselves (see $logs/test-nccl.log)" >&2

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/dist/gloo_comm.h"
-#include "engine/dist/store.h"
+#include "engine/comm/gloo_comm.h"
+#include "engine/rendezvous/store.h"
 
 namespace ptrain::test {
 

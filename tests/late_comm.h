@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 
 namespace ptrain::test {
 

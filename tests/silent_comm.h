@@ -2,7 +2,7 @@
 // collective or message throws.
 #pragma once
 
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 
 namespace ptrain::test {
 

@@ -29,7 +29,7 @@ enum class Fp8Scaling { Current, Delayed };
 enum class Recompute { None, Selective, Full };
 // How context-parallel attention reaches the other ranks' keys (parallel/context_parallel.h).
 enum class CpComm { Allgather, Ring, A2a };
-// Where the optimizer's state lives (parallel/data_parallel.h): the device, or the host (ZeRO-Offload).
+// Where the optimizer's state lives (zero/data_parallel.h): the device, or the host (ZeRO-Offload).
 enum class Offload { None, Optimizer };
 // The optimizer (optim/adamw.h): AdamW is the one there is.
 enum class OptimizerKind { AdamW };

@@ -34,7 +34,7 @@ struct ParamSlot {
 
 // A view of a range of the flat layout where a rank keeps it: params[0], exp_avg[0] and
 // exp_avg_sq[0] belong to flat element range.begin (nullptr: not held). ZeRO ranks hold one such
-// range per unit (parallel/data_parallel.h hands them out); a single rank holds the whole layout.
+// range per unit (zero/data_parallel.h hands them out); a single rank holds the whole layout.
 // The checkpoint code reads and fills these views (ckpt/param_checkpoint.h).
 struct FlatShard {
   FlatRange range;

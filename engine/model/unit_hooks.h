@@ -1,4 +1,4 @@
-// UnitHooks: how ZeRO (engine/parallel/data_parallel.h) follows the model through a step. The transformer
+// UnitHooks: how ZeRO (engine/zero/data_parallel.h) follows the model through a step. The transformer
 // announces each unit (ParamStore::units: embedding, layer, final norm + head) before it reads its
 // parameters and before and after it writes its gradients, so parameters can be gathered just in
 // time and gradients reduced as soon as they are complete.

@@ -1,7 +1,7 @@
 // AdamW (Loshchilov & Hutter 2019) over a rank's flat fp32 shards: the moments m and v of every
 // element the rank updates, and one update of a contiguous run of them. Decoupled weight decay
 // where a span asks for it (the model's norms and biases take none). Which elements a rank holds,
-// and where its gradients come from, is data parallelism's business (parallel/data_parallel.h);
+// and where its gradients come from, is data parallelism's business (zero/data_parallel.h);
 // this file knows nothing of ranks, units or parameters.
 #pragma once
 

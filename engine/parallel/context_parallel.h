@@ -40,8 +40,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/comm/comm.h"
 #include "engine/config/job_spec.h"
-#include "engine/dist/comm.h"
 #include "engine/parallel/staged_collectives.h"
 #include "kernels/buffer.h"
 #include "kernels/ops.h"

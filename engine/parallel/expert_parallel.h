@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 #include "engine/parallel/staged_collectives.h"
 #include "kernels/ops.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 #include "kernels/ops.h"
 
 namespace ptrain::parallel {

@@ -24,7 +24,7 @@
 
 #include <cstdint>
 
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 #include "engine/parallel/staged_collectives.h"
 #include "kernels/buffer.h"
 #include "kernels/ops.h"

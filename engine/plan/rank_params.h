@@ -24,7 +24,7 @@ struct RankParams {
   int dense_units = 0, expert_units = 0;
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
-  // of the other dense units: ZeRO 2/3 give it a window of its own (parallel/data_parallel.h).
+  // of the other dense units: ZeRO 2/3 give it a window of its own (zero/data_parallel.h).
   std::int64_t tied_unit = 0, largest_other_unit = 0;
   // Under ZeRO-3 (counted wherever the units are sharded): the elements the rank's step gathers, and
   // in how many all-gathers (zero3_gathers.h), of the dense units and of the experts' units apart.

@@ -52,7 +52,7 @@ void add_collectives(std::vector<Collective>& to, const std::vector<model::Op>& 
 }
 
 // Sequence parallelism: the norms' (and MoE routers') weight gradients are partial sums over the tp
-// ranks' tokens, all-reduced over tp before the data-parallel reduction (parallel/data_parallel.cpp): once per
+// ranks' tokens, all-reduced over tp before the data-parallel reduction (zero/data_parallel.cpp): once per
 // step, or per microbatch under ZeRO 2/3, which reduce every microbatch.
 double sequence_parallel_grad_bytes(const config::JobSpec& spec, int virtual_stage, int layers) {
   const config::ParallelSpec& p = spec.parallel;

@@ -1,4 +1,4 @@
-// The traffic model (what validate predicts, not the communicator: that is dist/comm.h). Communication
+// The traffic model (what validate predicts, not the communicator: that is comm/comm.h). Communication
 // volume: the bytes one rank sends, by collective, with ring algorithms (NCCL's
 // bandwidth-optimal ones) on a group of n ranks and a buffer of S bytes:
 //   all-reduce 2(n-1)/n * S;  all-gather, reduce-scatter (n-1)/n * S (S = the full, gathered size);
@@ -71,7 +71,7 @@ Collective pipeline_message(const config::JobSpec& spec);
 // Per step, dense params over dp-cp and experts over expert-dp; each list is empty when its group
 // has one rank. Gradients are reduced once per step after the last microbatch's backward (zero 0,
 // 1) or after every microbatch's backward (zero 2, 3, which keep no full gradient buffer). As the
-// engine does (parallel/data_parallel.h), the reduction and the zero 1/2 param all-gather are one
+// engine does (zero/data_parallel.h), the reduction and the zero 1/2 param all-gather are one
 // collective per unit of the flat buffer (count = units, bytes = their mean size): a call's
 // latency is paid per unit, which is what a small model on a host transport spends most on.
 struct ZeroComm {

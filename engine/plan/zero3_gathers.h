@@ -1,6 +1,6 @@
 // What ZeRO-3 gathers on one rank in one step, replayed as the engine runs it: the model chunks'
 // unit announcements (model/transformer.cpp) in the rank's instruction list (pipeline::build),
-// through parallel::DataParallel's parameter windows (parallel/data_parallel.cpp). A unit is gathered when it is not
+// through parallel::DataParallel's parameter windows (zero/data_parallel.cpp). A unit is gathered when it is not
 // resident in its window (two windows the dense units alternate between, two for the experts' units
 // apart; a tied embedding, which the head reuses, keeps one of its own); each forward announcement
 // also prefetches the next unit

@@ -1,5 +1,5 @@
 // A thread that runs a batch of tasks 0..count-1 in order while the caller goes on, and lets the
-// caller wait for a prefix of them: ZeRO-Offload's host update (parallel/data_parallel.h) runs
+// caller wait for a prefix of them: ZeRO-Offload's host update (zero/data_parallel.h) runs
 // AdamW unit by unit on it while the next forward waits only for the unit it reaches.
 // One batch at a time; a task's exception ends the batch and is rethrown to whoever waits.
 #pragma once

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/dist/comm.h"
-#include "engine/dist/parallel_groups.h"
+#include "engine/comm/comm.h"
+#include "engine/comm/parallel_groups.h"
 #include "engine/train/metrics.h"
 
 namespace ptrain::train {

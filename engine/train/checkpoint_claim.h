@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "engine/ckpt/dir_lock.h"
+#include "engine/comm/comm.h"
 #include "engine/config/job_spec.h"
-#include "engine/dist/comm.h"
 
 namespace ptrain::train {
 

@@ -13,9 +13,9 @@
 #include <exception>
 #include <vector>
 
+#include "engine/comm/comm.h"
 #include "engine/config/job_spec.h"
 #include "engine/data/batch_loader.h"
-#include "engine/dist/comm.h"
 #include "engine/runtime/device_scalars.h"
 #include "engine/train/pipeline_stage.h"
 

@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 #include "engine/model/param_store.h"
-#include "engine/parallel/data_parallel.h"
 #include "engine/runtime/device_scalars.h"
+#include "engine/zero/data_parallel.h"
 #include "kernels/ops.h"
 
 namespace ptrain::train {

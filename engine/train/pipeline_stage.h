@@ -22,17 +22,17 @@
 #include <memory>
 #include <vector>
 
+#include "engine/comm/comm.h"
 #include "engine/config/job_spec.h"
-#include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
 #include "engine/model/transformer.h"
 #include "engine/model/unit_hooks.h"
-#include "engine/parallel/data_parallel.h"
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/pipeline/executor.h"
-#include "engine/runtime/owned_buffer.h"
 #include "engine/runtime/device_scalars.h"
+#include "engine/runtime/owned_buffer.h"
+#include "engine/zero/data_parallel.h"
 #include "kernels/ops.h"
 
 namespace ptrain::train {

@@ -1,15 +1,15 @@
 // logging.trace for a run: the dist::Trace that the rank's pipeline (F/B/W, waits), its Comm
 // (every collective and message) and the trainer (steps, optimizer, validation, checkpoints) record
-// into, written by rank 0 as one Chrome trace at the end (dist/trace.h); on a backend with a
+// into, written by rank 0 as one Chrome trace at the end (comm/trace.h); on a backend with a
 // timeline of its own (CUDA) also its streams as the device ran them.
 #pragma once
 
 #include <memory>
 
+#include "engine/comm/comm.h"
+#include "engine/comm/parallel_groups.h"
+#include "engine/comm/trace.h"
 #include "engine/config/job_spec.h"
-#include "engine/dist/comm.h"
-#include "engine/dist/parallel_groups.h"
-#include "engine/dist/trace.h"
 #include "kernels/ops.h"
 
 namespace ptrain::train {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "engine/config/job_spec.h"
-#include "engine/dist/comm.h"
+#include "engine/comm/comm.h"
 #include "engine/train/startup.h"
 #include "engine/train/typical_step.h"
 #include "kernels/ops.h"

@@ -1,5 +1,5 @@
-// libptrain_cuda.so's entry point for the kernels (kernels/cuda_backend.h); dist's NCCL entry is
-// engine/dist/nccl_module_entry.cpp.
+// libptrain_cuda.so's entry point for the kernels (kernels/cuda_backend.h); NCCL's entry is
+// engine/comm/nccl_module_entry.cpp.
 #include <cstddef>
 #include <stdexcept>
 

@@ -16,9 +16,9 @@
 
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/safetensors.h"
+#include "engine/comm/comm.h"
 #include "engine/config/loader.h"
 #include "engine/data/datasets.h"
-#include "engine/dist/comm.h"
 #include "engine/model/param_store.h"
 #include "engine/model/transformer.h"
 #include "engine/optim/lr_schedule.h"
