@@ -11,6 +11,10 @@ const char* to_string(DType t) {
       return "bf16";
     case DType::I32:
       return "i32";
+    case DType::E4M3:
+      return "e4m3";
+    case DType::E5M2:
+      return "e5m2";
   }
   return "unknown";
 }

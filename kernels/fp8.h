@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "kernels/buffer.h"
+
 // fp8_max and fp8_scale are the CUDA kernels' too (kernels/cuda/fp8.cu): one definition, the same
 // scale on both sides.
 #if defined(__CUDACC__)
@@ -23,6 +25,13 @@ namespace ptrain::kernels {
 enum class Fp8Format : std::uint8_t { E4M3, E5M2 };
 
 const char* to_string(Fp8Format format);
+
+// The format of an FP8 buffer's codes (DType E4M3 or E5M2, kernels/buffer.h), and a format's dtype.
+PTRAIN_FP8_FN constexpr bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
+PTRAIN_FP8_FN constexpr Fp8Format fp8_format(DType t) { return t == DType::E5M2 ? Fp8Format::E5M2 : Fp8Format::E4M3; }
+PTRAIN_FP8_FN constexpr DType fp8_dtype(Fp8Format format) {
+  return format == Fp8Format::E5M2 ? DType::E5M2 : DType::E4M3;
+}
 
 // The largest finite value: 448 (E4M3), 57344 (E5M2).
 PTRAIN_FP8_FN constexpr float fp8_max(Fp8Format format) { return format == Fp8Format::E4M3 ? 448.0f : 57344.0f; }

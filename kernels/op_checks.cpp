@@ -486,4 +486,58 @@ void check_fp8_round(const char* backend, Buf out, Buf x, Buf amax, std::int64_t
   c.require_buf("out", out, x.dtype, n);
 }
 
+namespace {
+
+// An FP8 operand: non-null unless it holds nothing, of dtype E4M3 or E5M2.
+void require_fp8(const Checker& c, const char* name, Buf b, std::int64_t count) {
+  c.require_nonnull(name, b, count);
+  if (!is_fp8(b.dtype)) c.fail(std::string("'") + name + "' must be e4m3 or e5m2, got " + to_string(b.dtype));
+}
+
+// The GEMM's operands, its output named `out_name`.
+void check_fp8_operands(const Checker& c, const char* out_name, Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias,
+                        int M, int N, int K) {
+  c.require_sizes({M, N, K});
+  require_fp8(c, "a", a, std::int64_t{M} * K);
+  require_fp8(c, "b", b, std::int64_t{N} * K);
+  c.require(!(a.dtype == DType::E5M2 && b.dtype == DType::E5M2), "'a' and 'b' may not both be e5m2");
+  c.require_buf("a_inv_scale", a_inv_scale, DType::F32);
+  c.require_buf("b_inv_scale", b_inv_scale, DType::F32);
+  c.require_float(out_name, out, std::int64_t{M} * N);
+  c.require_same("bias", bias, out_name, out);
+}
+
+}  // namespace
+
+void check_fp8_cast(const char* backend, Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax,
+                    std::int64_t rows, std::int64_t cols) {
+  const Checker c{backend, "fp8_cast"};
+  c.require_sizes({rows, cols});
+  c.require(out || out_t, "'out' and 'out_t' are both null");
+  const std::int64_t n = rows * cols;
+  if (out) require_fp8(c, "out", out, n);
+  if (out_t) require_fp8(c, "out_t", out_t, n);
+  c.require_same("out_t", out_t, "out", out ? out : out_t);
+  c.require_float("x", x, n);
+  c.require_buf("amax", amax, DType::F32);
+  c.require_buf("inv_scale", inv_scale, DType::F32);
+  c.require_opt("record", record, DType::F32);
+  c.require(!record || record.ptr != amax.ptr, "'record' may not alias 'amax'");
+}
+
+void check_fp8_gemm(const char* backend, Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias,
+                    int M, int N, int K, bool accumulate) {
+  const Checker c{backend, "fp8_gemm"};
+  check_fp8_operands(c, "out", out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+  c.require(!(accumulate && bias), "a bias is added only without 'accumulate'");
+}
+
+void check_fp8_gemm_gelu(const char* backend, Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale,
+                         Buf bias, int M, int N, int K) {
+  const Checker c{backend, "fp8_gemm_gelu"};
+  check_fp8_operands(c, "pre", pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+  c.require_float("out", out, std::int64_t{M} * N);
+  c.require_same("out", out, "pre", pre);
+}
+
 }  // namespace ptrain::kernels

@@ -127,5 +127,15 @@ void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::i
 // abs_max: as check_reduction. fp8_round: out and x F32 or BF16 of one dtype, amax F32 (one element).
 void check_abs_max(const char* backend, Buf amax, Buf x, std::int64_t n);
 void check_fp8_round(const char* backend, Buf out, Buf x, Buf amax, std::int64_t n);
+// fp8_cast: x F32 or BF16; out and out_t of one FP8 dtype (E4M3 or E5M2), at least one given; amax and
+// inv_scale F32, record F32 or null, not amax. fp8_gemm: a and b FP8, not both E5M2; out F32 or BF16,
+// bias (optional, not with accumulate) of out's dtype; inverse scales F32. fp8_gemm_gelu: as fp8_gemm
+// with pre as its output, and out of pre's dtype.
+void check_fp8_cast(const char* backend, Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax,
+                    std::int64_t rows, std::int64_t cols);
+void check_fp8_gemm(const char* backend, Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias,
+                    int M, int N, int K, bool accumulate);
+void check_fp8_gemm_gelu(const char* backend, Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale,
+                         Buf bias, int M, int N, int K);
 
 }  // namespace ptrain::kernels

@@ -223,6 +223,36 @@ class Ops {
   // multiplies, so a GEMM of such operands is that GEMM's product up to its summation order. out may
   // alias x; amax is read on the device (no host sync).
   virtual void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format) const = 0;
+  // The FP8 GEMM path (docs/fp8.md): each operand cast once to FP8 codes (buffers of dtype E4M3 or
+  // E5M2, one byte an element) with its inverse scale, then multiplied with FP32 accumulation.
+  // fp8_cast: s = fp8_scale(amax[0]) in the format of the codes' dtype; for x [rows, cols] (F32 or
+  // BF16), out[r, c] = f32_to_fp8(x[r, c] * s) and out_t[c, r] the same codes transposed, each
+  // optional (not both null; one FP8 dtype): the transposes are what the backward GEMMs read, see
+  // fp8_gemm. inv_scale[0] = 1/s (F32; exact, s being a power of two): what fp8_gemm multiplies by.
+  // With `record` (F32, optional), record[0] = max(record[0], the largest |x|), NaN if any x is:
+  // delayed scaling's amax, taken in the same pass over x. amax is read on the device (no host
+  // sync); record may not alias amax (the scale is read while the record is written).
+  virtual void fp8_cast(Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax, std::int64_t rows,
+                        std::int64_t cols) const = 0;
+  // fp8_gemm: out[M,N] = (a[M,K] b[N,K]^T) * a_inv_scale[0] * b_inv_scale[0] (+ bias[N]); with
+  // `accumulate`, out += that (then no bias: a gradient). Both operands are K-contiguous ("TN", the
+  // only layout of cuBLASLt's FP8 GEMMs on sm_89/sm_90), so a linear layer's input gradient reads
+  // the weight's transposed codes and its weight gradient the transposed output gradient and input.
+  // a and b are E4M3 or E5M2, not both E5M2 (no FP8 tensor core multiplies two); out F32 or BF16,
+  // bias of out's dtype, inverse scales F32. Products are exact and sums FP32 on both backends: the
+  // CPU decodes each code to its value times the inverse scale (exact) and runs linear_forward's
+  // GEMM, so it computes bit for bit what linear_forward (linear_backward, linear_input_grad_add
+  // for the transposed operands) computes over fp8_round's operands; CUDA (cuBLASLt, without fast
+  // accumulation) sums in its own order. out may alias nothing.
+  virtual void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
+                        bool accumulate) const = 0;
+  // fp8_gemm_gelu: pre = fp8_gemm(a, b) (+ bias), out = gelu(pre), as linear_gelu_forward is
+  // linear_forward then gelu_forward (the CPU runs exactly those two; CUDA puts GELU in the GEMM's
+  // epilogue where cuBLASLt can, as linear_gelu_forward does). pre and out share one dtype, F32 or
+  // BF16, and alias nothing. (The backward's gelu' runs as gelu_backward after the fp8_gemm: see
+  // kernels/cuda/fp8_gemm.cu.)
+  virtual void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M,
+                             int N, int K) const = 0;
 
   // ---- memory of this backend's device: every buffer the engine computes on comes from here.
   // allocate: zero-filled, at least 256-byte aligned, never null (throws std::bad_alloc or the

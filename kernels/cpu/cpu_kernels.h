@@ -93,6 +93,13 @@ void sum_squares(Buf out, Buf x, std::int64_t n);
 // fp8.cpp
 void abs_max(Buf amax, Buf x, std::int64_t n, bool combine);
 void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format);
+void fp8_cast(Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax, std::int64_t rows, std::int64_t cols);
+
+// fp8_gemm.cpp
+void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
+              bool accumulate);
+void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
+                   int K);
 
 // memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free)
 void* allocate(std::size_t bytes);

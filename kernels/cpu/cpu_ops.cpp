@@ -152,6 +152,18 @@ class CpuOps final : public Ops {
   void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format) const override {
     cpu::fp8_round(out, x, amax, n, format);
   }
+  void fp8_cast(Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax, std::int64_t rows,
+                std::int64_t cols) const override {
+    cpu::fp8_cast(out, out_t, inv_scale, record, x, amax, rows, cols);
+  }
+  void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
+                bool accumulate) const override {
+    cpu::fp8_gemm(out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
+  }
+  void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
+                     int K) const override {
+    cpu::fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+  }
 
   void* allocate(std::size_t bytes) const override { return cpu::allocate(bytes); }
   void release(void* ptr) const override { std::free(ptr); }

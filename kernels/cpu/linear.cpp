@@ -1,61 +1,17 @@
 // Linear layer: out[M,N] = in[M,K] @ weight[N,K]^T + bias[N], weights [out, in] as in PyTorch.
-// The three GEMMs go to OpenBLAS (row-major cblas_sgemm), split into one block of output rows or
-// columns per OpenMP thread, each a single-threaded OpenBLAS call: one thread pool for the whole
-// backend (OpenBLAS's own pool spinning beside OpenMP's made 2 threads slower than 1). The bias
-// broadcast and the bias gradient's column sums are OpenMP loops. Dtypes as on CUDA (linear.cu): in,
-// weight and d_out share one type; out, d_in, d_weight are F32, or F32 or BF16 when that type is
-// BF16; bias has out's dtype; d_bias is either. BF16 buffers are staged (bf16_staging.h).
-#include <cblas.h>
-#include <omp.h>
-
+// The three GEMMs go to OpenBLAS through gemm.h; the bias gradient's column sums are an OpenMP loop.
+// Dtypes as on CUDA (linear.cu): in, weight and d_out share one type; out, d_in, d_weight are F32,
+// or F32 or BF16 when that type is BF16; bias has out's dtype; d_bias is either. BF16 buffers are
+// staged (bf16_staging.h).
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/op_checks.h"
 
 namespace ptrain::kernels::cpu {
-namespace {
-
-// out[m,:] = bias for every row, so that the GEMM can accumulate onto it (beta = 1).
-void broadcast_rows(float* out, const float* bias, std::int64_t M, std::int64_t N) {
-#pragma omp parallel for schedule(static) if (M * N >= kParallelMinElements)
-  for (std::int64_t m = 0; m < M; ++m) std::copy(bias, bias + N, out + m * N);
-}
-
-// C[M,N] = op(A)[M,K] op(B)[K,N] + beta*C, row-major, over the OpenMP threads: each takes a block
-// of C's rows (or of its columns when there are fewer rows than threads * kMinBlock) and makes one
-// single-threaded OpenBLAS call. Every element of C is computed by one call over the whole K, so
-// the result does not depend on the thread count.
-void sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N, int K, const float* A, int lda,
-           const float* B, int ldb, float beta, float* C, int ldc) {
-  constexpr int kMinBlock = 32;
-  // Split only while OpenBLAS is single-threaded (set_cpu_threads); otherwise one call uses its pool.
-  const bool split = openblas_get_num_threads() == 1 && std::int64_t{M} * N * K >= kParallelMinElements * 64;
-  const int threads = split ? omp_get_max_threads() : 1;
-  const bool split_rows = M >= threads * kMinBlock || M >= N;
-  const int extent = split_rows ? M : N;
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), n = omp_get_num_threads();
-    const int begin = static_cast<int>(std::int64_t{extent} * t / n);
-    const int end = static_cast<int>(std::int64_t{extent} * (t + 1) / n);
-    if (end > begin) {
-      if (split_rows) {
-        const float* a = trans_a == CblasNoTrans ? A + std::int64_t{begin} * lda : A + begin;
-        cblas_sgemm(CblasRowMajor, trans_a, trans_b, end - begin, N, K, 1.0f, a, lda, B, ldb, beta,
-                    C + std::int64_t{begin} * ldc, ldc);
-      } else {
-        const float* b = trans_b == CblasNoTrans ? B + begin : B + std::int64_t{begin} * ldb;
-        cblas_sgemm(CblasRowMajor, trans_a, trans_b, M, end - begin, K, 1.0f, A, lda, b, ldb, beta, C + begin,
-                    ldc);
-      }
-    }
-  }
-}
-
-}  // namespace
 
 void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
   check_linear_forward("cpu", out, in, weight, bias, M, N, K);
@@ -65,16 +21,7 @@ void linear_forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) 
   in = staging.input(in, std::int64_t{M} * K);
   weight = staging.input(weight, std::int64_t{N} * K);
   bias = staging.input(bias, N);
-  float* o = f32(out);
-  float beta = 0.0f;
-  if (bias) {
-    broadcast_rows(o, cf32(bias), M, N);
-    beta = 1.0f;
-  } else if (K == 0) {
-    std::fill(o, o + std::int64_t{M} * N, 0.0f);
-  }
-  if (K == 0) return;
-  sgemm(CblasNoTrans, CblasTrans, M, N, K, cf32(in), K, cf32(weight), K, beta, o, N);
+  gemm_nt(f32(out), cf32(in), cf32(weight), cf32(bias), M, N, K, false);
 }
 
 void linear_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K) {

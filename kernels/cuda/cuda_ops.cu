@@ -249,6 +249,18 @@ class CudaOps final : public Ops {
   void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format) const override {
     cuda::fp8_round(ctx(), out, x, amax, n, format);
   }
+  void fp8_cast(Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax, std::int64_t rows,
+                std::int64_t cols) const override {
+    cuda::fp8_cast(ctx(), out, out_t, inv_scale, record, x, amax, rows, cols);
+  }
+  void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
+                bool accumulate) const override {
+    cuda::fp8_gemm(ctx(), out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
+  }
+  void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
+                     int K) const override {
+    cuda::fp8_gemm_gelu(ctx(), out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+  }
 
   // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in
   // stream order so later ops see zeros.
@@ -341,6 +353,16 @@ int cuda_device_count() {
 }
 
 bool cuda_device_available() { return cuda_device_count() > 0; }
+
+int cuda_compute_capability(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // clear the error for later callers
+    return 0;
+  }
+  return major * 10 + minor;
+}
 
 int cuda_select_device(int local_rank) {
   int count = 0;

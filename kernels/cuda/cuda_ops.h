@@ -28,6 +28,9 @@ bool cuda_device_available();
 // The devices the CUDA runtime sees (after CUDA_VISIBLE_DEVICES). Never throws: 0 without a driver or GPU.
 int cuda_device_count();
 
+// Device `device`'s compute capability, major * 10 + minor; 0 where it cannot be read. Never throws.
+int cuda_compute_capability(int device);
+
 // Makes device (local_rank mod the visible devices) current for this process: call it before
 // cuda_ops() is first used. Returns the device chosen.
 int cuda_select_device(int local_rank);

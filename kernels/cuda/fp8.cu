@@ -3,7 +3,7 @@
 // the order does not matter; a NaN anywhere is kept by a flag, which fmaxf would drop). fp8_round:
 // elementwise through the hardware's own conversion (cvt.rn.satfinite via cuda_fp8.h, which
 // kernels/fp8.h matches bit for bit: tests/kernels/fp8_nvidia_test.cpp) under the scale fp8_scale
-// takes from amax[0], read on the device.
+// takes from amax[0], read on the device once per block. The FP8 GEMM path's cast is fp8_cast.cu.
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -65,20 +65,22 @@ __global__ void total_abs_max_kernel(const float* partial, int count, float* ama
   if (threadIdx.x == 0) *amax = m;
 }
 
+// The scale is computed once per block from amax[0] (fp8_scale's frexp in double is not free), then a
+// grid-stride loop over the elements.
 template <typename E>
-struct RoundToFp8 {
-  E* out;
-  const E* x;
-  const float* amax;
-  __nv_fp8_interpretation_t interpretation;
-  Fp8Format format;
-  __device__ void operator()(std::int64_t i) const {
-    const float scale = fp8_scale(*amax, format);
+__global__ void round_to_fp8_kernel(E* out, const E* x, std::int64_t n, const float* amax,
+                                    __nv_fp8_interpretation_t interpretation, Fp8Format format) {
+  __shared__ float scale;
+  if (threadIdx.x == 0) scale = fp8_scale(*amax, format);
+  __syncthreads();
+  const float unscale = 1.0f / scale;  // exact, a power of two
+  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     const __nv_fp8_storage_t code = __nv_cvt_float_to_fp8(to_f32(x[i]) * scale, __NV_SATFINITE, interpretation);
     const float value = __half2float(__half(__nv_cvt_fp8_to_halfraw(code, interpretation)));
-    store_f32(out + i, value * (1.0f / scale));  // 1/scale: exact, a power of two
+    store_f32(out + i, value * unscale);
   }
-};
+}
 
 }  // namespace
 
@@ -99,10 +101,12 @@ void abs_max(const LaunchContext& ctx, Buf amax, Buf x, std::int64_t n, bool com
 void fp8_round(const LaunchContext& ctx, Buf out, Buf x, Buf amax, std::int64_t n, Fp8Format format) {
   check_fp8_round("cuda", out, x, amax, n);
   const __nv_fp8_interpretation_t interpretation = format == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  if (n <= 0) return;
   dispatch_float(x.dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
-    launch_map(ctx.stream, n, RoundToFp8<E>{typed<E>(out), typed<const E>(x), typed<const float>(amax),
-                                            interpretation, format});
+    round_to_fp8_kernel<E><<<grid_for(n), kBlock, 0, ctx.stream>>>(typed<E>(out), typed<const E>(x), n,
+                                                                    typed<const float>(amax), interpretation, format);
+    PTRAIN_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -1,9 +1,13 @@
-// One cuBLASLt matmul in cuBLAS's column-major terms, for linear.cu:
-//   D[m,n] = op(A)[m,k] op(B)[k,n] + beta * D  (+ bias[m] broadcast over columns, BIAS epilogue)
-// optionally with GELU in the epilogue (GemmGelu), or with the sums of op(B) over k written to
-// bias_grad[n] (BGRADB: a weight gradient's GEMM that also yields its bias gradient). A and B share one element type (F32 or BF16); D is
-// F32, or BF16 when A/B are BF16. Accumulation and scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so
-// F32 GEMMs match the CPU to rounding).
+// One cuBLASLt matmul in cuBLAS's column-major terms, for linear.cu and fp8_gemm.cu:
+//   D[m,n] = a_scale b_scale op(A)[m,k] op(B)[k,n] + beta * D  (+ bias[m] broadcast over columns, BIAS
+// epilogue), optionally with GELU in the epilogue (GemmGelu), or with the sums of op(B) over k written
+// to bias_grad[n] (BGRADB: a weight gradient's GEMM that also yields its bias gradient). A and B are
+// both F32 or both BF16 (D F32, or BF16 when A/B are BF16), or FP8 (E4M3/E5M2, not both E5M2; only
+// "TN": trans_a and not trans_b; a_scale and b_scale the device pointers to their factors; D BF16 or
+// F32). Accumulation and scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so F32 GEMMs match the CPU to
+// rounding; FP8 without fast accumulation, for the same reason: its sums stay FP32 throughout).
+// cuBLASLt's heuristic runs once per distinct descriptor (shape, types, epilogue, alignments): its
+// choice is cached for the process.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +32,10 @@ struct GemmArgs {
   std::int64_t lda = 0;
   const void* b = nullptr;
   std::int64_t ldb = 0;
-  DType ab_type = DType::F32;
+  DType a_type = DType::F32;
+  DType b_type = DType::F32;
+  const float* a_scale = nullptr;  // FP8 only: device pointers to the factors of A and B
+  const float* b_scale = nullptr;
   void* d = nullptr;  // also C (in place) when beta != 0
   std::int64_t ldd = 0;
   DType d_type = DType::F32;

@@ -69,35 +69,9 @@ bool bgrad_epilogue() {
   return on;
 }
 
-// out[m,:] = bias for every row.
-void broadcast_bias(const LaunchContext& ctx, Buf out, Buf bias, int M, int N) {
-  dispatch_float(out.dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    launch_map(ctx.stream, std::int64_t{M} * N, BroadcastRows<T>{typed<T>(out), typed<const T>(bias), N});
-  });
-}
-
 void zero(const LaunchContext& ctx, Buf b, std::int64_t count) {
   PTRAIN_CUDA_CHECK(
       cudaMemsetAsync(b.ptr, 0, static_cast<std::size_t>(count) * dtype_size(b.dtype), ctx.stream));
-}
-
-// out^T[N,M] = (W stored [K,N], op T) . (in stored [K,M])
-GemmArgs forward_gemm(Buf out, Buf in, Buf weight, int M, int N, int K) {
-  GemmArgs g;
-  g.trans_a = true;
-  g.m = N;
-  g.n = M;
-  g.k = K;
-  g.a = weight.ptr;
-  g.lda = K;
-  g.b = in.ptr;
-  g.ldb = K;
-  g.ab_type = in.dtype;
-  g.d = out.ptr;
-  g.ldd = N;
-  g.d_type = out.dtype;
-  return g;
 }
 
 // d_in^T[K,M] = (W stored [K,N]) . (d_out stored [N,M])
@@ -110,7 +84,7 @@ GemmArgs input_grad_gemm(Buf d_in, Buf d_out, Buf weight, int M, int N, int K) {
   g.lda = K;
   g.b = d_out.ptr;
   g.ldb = N;
-  g.ab_type = d_out.dtype;
+  g.a_type = g.b_type = d_out.dtype;
   g.d = d_in.ptr;
   g.ldd = K;
   g.d_type = d_in.dtype;
@@ -128,7 +102,7 @@ GemmArgs weight_grad_gemm(Buf d_weight, Buf d_out, Buf in, int M, int N, int K) 
   g.lda = K;
   g.b = d_out.ptr;
   g.ldb = N;
-  g.ab_type = d_out.dtype;
+  g.a_type = g.b_type = d_out.dtype;
   g.d = d_weight.ptr;
   g.ldd = K;
   g.d_type = d_weight.dtype;
@@ -136,20 +110,43 @@ GemmArgs weight_grad_gemm(Buf d_weight, Buf d_out, Buf in, int M, int N, int K) 
   return g;
 }
 
+// out[m,:] = bias for every row.
+void broadcast_bias(const LaunchContext& ctx, Buf out, Buf bias, int M, int N) {
+  dispatch_float(out.dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launch_map(ctx.stream, std::int64_t{M} * N, BroadcastRows<T>{typed<T>(out), typed<const T>(bias), N});
+  });
+}
+
 }  // namespace
 
-void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
-  check_linear_forward("cuda", out, in, weight, bias, M, N, K);
+GemmArgs forward_gemm(Buf out, Buf in, Buf weight, int M, int N, int K) {
+  GemmArgs g;
+  g.trans_a = true;
+  g.m = N;
+  g.n = M;
+  g.k = K;
+  g.a = weight.ptr;
+  g.lda = K;
+  g.b = in.ptr;
+  g.ldb = K;
+  g.a_type = g.b_type = in.dtype;
+  g.d = out.ptr;
+  g.ldd = N;
+  g.d_type = out.dtype;
+  return g;
+}
+
+void forward_with_bias(const LaunchContext& ctx, GemmArgs g, Buf out, Buf bias, int M, int N, int K) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: out = bias (or 0)
+  if (K == 0) {  // an empty sum: out = bias (or 0), or as it was
     if (bias) {
       broadcast_bias(ctx, out, bias, M, N);
-    } else {
+    } else if (g.beta == 0.0f) {
       zero(ctx, out, std::int64_t{M} * N);
     }
     return;
   }
-  GemmArgs g = forward_gemm(out, in, weight, M, N, K);
   if (bias) {
     g.bias = bias.ptr;
     if (try_gemm(ctx, g)) return;
@@ -158,6 +155,26 @@ void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf b
     g.beta = 1.0f;
   }
   gemm(ctx, g);
+}
+
+void forward_gelu(const LaunchContext& ctx, GemmArgs g, Buf out, Buf pre, Buf bias, int M, int N, int K) {
+  if (M == 0 || N == 0) return;
+  if (K > 0 && out.dtype == DType::BF16) {
+    GemmArgs fused = g;
+    fused.bias = bias.ptr;  // null without a bias: GELU_AUX
+    fused.gelu = GemmGelu::Forward;
+    fused.aux = pre.ptr;
+    fused.ld_aux = N;
+    if (try_gemm(ctx, fused)) return;
+  }
+  g.d = pre.ptr;  // pre has out's dtype and shape
+  forward_with_bias(ctx, g, pre, bias, M, N, K);
+  gelu_forward(ctx, out, pre, std::int64_t{M} * N);
+}
+
+void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {
+  check_linear_forward("cuda", out, in, weight, bias, M, N, K);
+  forward_with_bias(ctx, forward_gemm(out, in, weight, M, N, K), out, bias, M, N, K);
 }
 
 void linear_backward(const LaunchContext& ctx, Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in,
@@ -212,17 +229,7 @@ void linear_input_grad_add(const LaunchContext& ctx, Buf d_in, Buf d_out, Buf we
 void linear_gelu_forward(const LaunchContext& ctx, Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M,
                          int N, int K) {
   check_linear_gelu_forward("cuda", out, pre, in, weight, bias, M, N, K);
-  if (M == 0 || N == 0) return;
-  if (K > 0 && out.dtype == DType::BF16) {
-    GemmArgs g = forward_gemm(out, in, weight, M, N, K);
-    g.bias = bias.ptr;  // null without a bias: GELU_AUX
-    g.gelu = GemmGelu::Forward;
-    g.aux = pre.ptr;
-    g.ld_aux = N;
-    if (try_gemm(ctx, g)) return;
-  }
-  linear_forward(ctx, pre, in, weight, bias, M, N, K);
-  gelu_forward(ctx, out, pre, std::int64_t{M} * N);
+  forward_gelu(ctx, forward_gemm(out, in, weight, M, N, K), out, pre, bias, M, N, K);
 }
 
 void linear_backward_gelu(const LaunchContext& ctx, Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in,

@@ -63,6 +63,18 @@ class DeviceBuffer {
     return out;
   }
 
+  // The bytes of an FP8 buffer (E4M3 or E5M2 codes), and codes uploaded into one.
+  std::vector<std::uint8_t> download_codes() const {
+    REQUIRE(dtype_size(dtype_) == 1);
+    std::vector<std::uint8_t> out(count_);
+    copy_out(out.data(), bytes());
+    return out;
+  }
+  void upload_codes(const std::vector<std::uint8_t>& codes) {
+    REQUIRE((dtype_size(dtype_) == 1 && codes.size() == count_));
+    copy_in(codes.data(), bytes());
+  }
+
   // The values, widened to float.
   Vec download() const {
     Vec out(count_);
