@@ -1,11 +1,16 @@
 // `ptrain convert job.yaml (--from CKPT | --from-hf DIR | --init) (--to-hf DIR | --to DIR)`:
 // HF safetensors <-> ptrain checkpoint, for the job's model. The whole model is held in one process
 // (tp = pp = ep = 1), whatever layout the job trains with; checkpoints of any layout are read.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "app/commands.h"
 #include "app/exit_codes.h"
@@ -49,10 +54,65 @@ std::optional<std::string> holds_checkpoints(const std::string& dir) {
          "or new directory)";
 }
 
-// The whole model, on one rank.
+// The whole model, on one rank. Allocated only once the source is known to fit the job: a job of
+// 8B parameters asked to read a GPT-2 export was a bad_alloc (exit 1) before it was a mismatch.
 model::ParamStore whole_model(const config::JobSpec& spec) {
-  return model::ParamStore(model::build_registry(spec.model), model::ShardCoords{});
+  std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
+  try {
+    return model::ParamStore(std::move(registry), model::ShardCoords{});
+  } catch (const std::bad_alloc&) {
+    double bytes = 0;
+    for (const model::ParamInfo& info : model::build_registry(spec.model)) bytes += 4.0 * static_cast<double>(info.numel());
+    char text[192];
+    std::snprintf(text, sizeof text, "cannot allocate the whole model (%.1f GB of fp32 weights): convert holds it in "
+                  "one process; run it where that much memory is free", bytes / 1e9);
+    throw std::runtime_error(text);
+  }
 }
+
+// --to while the convert writes it: held with the checkpoint directory lock, as a job holds
+// checkpoint.dir. What the convert made to hold it (the directory and the folders above it that were
+// not there, the lock file where none was) is removed again unless the convert succeeds: a failed
+// convert leaves nothing behind. (An existing lock file stays: a job may hold it open.)
+class ConvertTarget {
+ public:
+  explicit ConvertTarget(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path path = fs::path(dir).lexically_normal();
+    if (!path.has_filename()) path = path.parent_path();  // "out/" names "out"
+    for (fs::path p = path; !p.empty() && !fs::exists(fs::symlink_status(p, ec)); p = p.parent_path())
+      made_.push_back(p.string());  // innermost first
+    lock_file_ = ckpt::join_path(dir, ckpt::CheckpointDirLock::kFileName);
+    lock_file_made_ = !fs::exists(fs::symlink_status(lock_file_, ec));
+    try {
+      lock_.emplace(dir);
+    } catch (...) {
+      discard();
+      throw;
+    }
+  }
+  ~ConvertTarget() {
+    if (!kept_) discard();
+  }
+  ConvertTarget(const ConvertTarget&) = delete;
+  ConvertTarget& operator=(const ConvertTarget&) = delete;
+
+  const ckpt::CheckpointDirLock& lock() const { return *lock_; }
+  void keep() { kept_ = true; }  // the convert wrote its checkpoint
+
+ private:
+  void discard() {
+    lock_.reset();  // released before its file goes
+    if (lock_file_made_) ::unlink(lock_file_.c_str());
+    for (const std::string& folder : made_) ::rmdir(folder.c_str());  // only where empty again
+  }
+  std::vector<std::string> made_;
+  std::string lock_file_;
+  bool lock_file_made_ = false;
+  std::optional<ckpt::CheckpointDirLock> lock_;
+  bool kept_ = false;
+};
 
 double megabytes(std::int64_t bytes) {
   return static_cast<double>(bytes) / 1e6;
@@ -74,12 +134,30 @@ int convert(const ConvertArgs& args) {
   const config::JobSpec& spec = job.spec;
 
   try {
+    // The source against the job first, reading headers and manifests only: a mismatch is bad input
+    // said at once at any model size, with nothing created or allocated.
+    std::optional<ckpt::LoadedCheckpoint> checkpoint;
+    if (!args.from_hf.empty()) ckpt::check_hf(args.from_hf, spec.model);
+    if (!args.from.empty()) {
+      std::vector<std::string> warnings;
+      checkpoint.emplace(ckpt::open_checkpoint(args.from, &warnings));
+      warnings.insert(warnings.end(), checkpoint->warnings().begin(), checkpoint->warnings().end());
+      for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      if (const auto bad = ckpt::model_mismatches(checkpoint->job_meta(), spec.model); !bad.empty()) {
+        std::string message = checkpoint->path() + " holds another model than " + args.job.job_path + ":";
+        for (const std::string& b : bad) message += "\n  " + b;
+        return bad_input(message);
+      }
+      for (const std::string& change : ckpt::model_changes(checkpoint->job_meta(), spec.model))
+        std::fprintf(stderr, "warning: the job's model differs from the checkpoint's where the weights still fit: %s\n",
+                     change.c_str());
+    }
     // --to: the checkpoint directory is this process's while it writes, as a job's is while it
     // runs (a directory a running job holds is refused, before any work).
-    std::optional<ckpt::CheckpointDirLock> lock;
+    std::optional<ConvertTarget> target;
     if (!args.to.empty()) {
-      lock.emplace(args.to);
-      for (const std::string& w : lock->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      target.emplace(args.to);
+      for (const std::string& w : target->lock().warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
       if (const auto refusal = holds_checkpoints(args.to)) return bad_input(*refusal);
     }
     // --to-hf: a path that cannot be a writable directory is bad input, said before any work. The
@@ -106,21 +184,9 @@ int convert(const ConvertArgs& args) {
       for (const std::string& note : r.notes) std::printf("note: %s\n", note.c_str());
       source = "HF model " + args.from_hf;
     } else {
-      std::vector<std::string> warnings;
-      ckpt::LoadedCheckpoint ckpt = ckpt::open_checkpoint(args.from, &warnings);
-      warnings.insert(warnings.end(), ckpt.warnings().begin(), ckpt.warnings().end());
-      for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      if (const auto bad = ckpt::model_mismatches(ckpt.job_meta(), spec.model); !bad.empty()) {
-        std::string message = ckpt.path() + " holds another model than " + args.job.job_path + ":";
-        for (const std::string& b : bad) message += "\n  " + b;
-        return bad_input(message);
-      }
-      for (const std::string& change : ckpt::model_changes(ckpt.job_meta(), spec.model))
-        std::fprintf(stderr, "warning: the job's model differs from the checkpoint's where the weights still fit: %s\n",
-                     change.c_str());
-      ckpt::restore_flat_shards(ckpt, store, {ckpt::whole_store(store)});
-      step = ckpt.step();
-      source = "checkpoint " + ckpt.path() + " (step " + std::to_string(step) + ")";
+      ckpt::restore_flat_shards(*checkpoint, store, {ckpt::whole_store(store)});
+      step = checkpoint->step();
+      source = "checkpoint " + checkpoint->path() + " (step " + std::to_string(step) + ")";
     }
 
     if (!args.to_hf.empty()) {
@@ -138,6 +204,7 @@ int convert(const ConvertArgs& args) {
     meta["layout"]["zero"] = 0;
     const std::string path =
         ckpt::save_checkpoint(args.to, 0, meta, state, ckpt::flat_shard_tensors(store, {ckpt::whole_store(store)}), /*keep=*/0);
+    target->keep();
     std::printf("wrote %s (step 0, %zu tensors, fresh optimizer state) from %s\n", path.c_str(),
                 store.slots().size(), source.c_str());
     return kExitOk;

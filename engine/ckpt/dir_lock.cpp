@@ -18,7 +18,6 @@ namespace ptrain::ckpt {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kLockName = "job.lock";
 constexpr const char* kFix = " (fix: point checkpoint.dir at a directory this job can create and write)";
 
 std::string this_host() {
@@ -97,7 +96,7 @@ void check_step_names(const std::string& dir) {
 
 }  // namespace
 
-CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_path(dir, kLockName)) {
+CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_path_(join_path(dir, kFileName)) {
   prepare_output_directory(dir, "checkpoint.dir", kFix);
   check_latest(dir);
   check_step_names(dir);

@@ -41,6 +41,8 @@ class CheckpointDirLock {
   CheckpointDirLock(const CheckpointDirLock&) = delete;
   CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
 
+  static constexpr const char* kFileName = "job.lock";  // in the claimed directory
+
   const std::string& lock_path() const { return lock_path_; }
   // What the job should print: a stale lock taken over, a filesystem without flock.
   const std::vector<std::string>& warnings() const { return warnings_; }
