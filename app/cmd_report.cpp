@@ -2,6 +2,7 @@
 // self-contained HTML page of a run (inline SVG and CSS, no script, nothing fetched): loss and
 // validation loss, tokens/s and MFU, step time and memory against validate's predictions, and the
 // measured pipeline of a step beside the simulated schedule when the run wrote a trace.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -20,6 +21,7 @@
 #include "app/job_loading.h"
 #include "app/report_charts.h"
 #include "app/report_metrics.h"
+#include "app/report_segments.h"
 #include "app/report_timeline.h"
 #include "engine/io/input_file.h"
 #include "engine/pipeline/render.h"
@@ -97,16 +99,10 @@ int run_report(const ReportArgs& args) {
   const std::optional<RunMetrics> metrics = read_run_metrics(in.metrics);
   if (!metrics) return kExitBadInput;
 
-  std::optional<config::LoadResult> job;
-  std::optional<plan::Estimate> estimate;
-  if (!in.job.empty()) {
-    JobArgs job_args = args.job;
-    job_args.job_path = in.job;
-    job = load_job(job_args, std::nullopt);
-    if (job->ok()) estimate = estimate_job(*job);
-    print_diagnostics(job->diags);
-    if (!job->ok()) return kExitBadInput;
-  }
+  // Each segment's job: --job (and --set) for all, else as the run recorded it, else job.yaml.
+  const std::optional<std::vector<SegmentJob>> jobs =
+      segment_jobs(*metrics, args.job, args.job.job_path.empty() ? in.job : "", in.metrics);
+  if (!jobs) return kExitBadInput;
   std::optional<nlohmann::json> trace;
   if (!in.trace.empty()) {
     std::string text;
@@ -124,7 +120,10 @@ int run_report(const ReportArgs& args) {
     trace = std::move(parsed);
   }
 
-  const std::string title = job ? job->spec.name : fs::path(in.metrics).parent_path().filename().string();
+  const LoadedJob* last = jobs->back().loaded.get();
+  const std::string title = last ? last->job.spec.name : fs::path(in.metrics).parent_path().filename().string();
+  const bool recorded = std::any_of(jobs->begin(), jobs->end(),
+                                    [](const SegmentJob& s) { return s.loaded && !s.loaded->digest.empty(); });
   std::ostringstream page;
   page << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ptrain report: " << html_escape(title)
        << "</title><style>" << kStyle << "</style></head><body>\n<h1>ptrain report: " << html_escape(title) << "</h1>\n";
@@ -133,41 +132,87 @@ int run_report(const ReportArgs& args) {
        << "</td></tr><tr><th>median tokens/s</th><td>" << summary_number(metrics->medians.at("tokens_per_s"), 0)
        << "</td></tr><tr><th>median MFU</th><td>" << summary_number(100 * metrics->medians.at("mfu"), 1)
        << "%</td></tr><tr><th>median step</th><td>" << summary_number(metrics->medians.at("step_s"), 4) << " s</td></tr>";
-  if (estimate) page << "<tr><th>validate's step</th><td>" << summary_number(estimate->step_time_s, 4) << " s</td></tr>";
-  page << "</table>\n<p class=\"note\">metrics " << html_escape(in.metrics)
-       << (in.job.empty() ? "; no job file: no predictions (--job)" : "; job " + html_escape(in.job))
+  if (last && last->estimate)
+    page << "<tr><th>validate's step</th><td>" << summary_number(last->estimate->step_time_s, 4) << " s</td></tr>";
+  if (jobs->size() > 1) page << "<tr><th>segments</th><td>" << jobs->size() << "</td></tr>";
+  const std::string job_note = !args.job.job_path.empty() ? "; job " + html_escape(args.job.job_path) + " for every segment"
+                               : recorded                  ? "; each segment's job as the run recorded it"
+                               : in.job.empty()            ? "; no job file: no predictions (--job)"
+                                                           : "; job " + html_escape(in.job);
+  page << "</table>\n<p class=\"note\">metrics " << html_escape(in.metrics) << job_note
        << (in.trace.empty() ? "; no trace (logging.trace)" : "; trace " + html_escape(in.trace)) << "</p>\n";
 
-  std::optional<double> predicted_memory, predicted_step;
-  if (estimate) {
-    predicted_step = estimate->step_time_s;
-    for (const plan::RankEstimate& r : estimate->ranks)
-      if (r.pp_rank == 0 && r.tp_rank == 0 && r.ep_rank == 0) predicted_memory = r.memory.total() / 1073741824.0;
+  // Each segment's predictions over its own steps, and where each segment after the first begins.
+  std::vector<Level> predicted_memory, predicted_step;
+  std::vector<Boundary> boundaries;
+  for (const SegmentJob& s : *jobs) {
+    const double from = static_cast<double>(s.segment->first_step), to = static_cast<double>(s.segment->last_step);
+    if (s.segment != &metrics->segments.front())
+      boundaries.push_back({from - 0.5, "segment " + std::to_string(s.segment->number)});
+    if (!s.loaded || !s.loaded->estimate) continue;
+    const plan::Estimate& e = *s.loaded->estimate;
+    predicted_step.push_back({from - 0.5, to + 0.5, e.step_time_s});
+    for (const plan::RankEstimate& r : e.ranks)
+      if (r.pp_rank == 0 && r.tp_rank == 0 && r.ep_rank == 0)
+        predicted_memory.push_back({from - 0.5, to + 0.5, r.memory.total() / 1073741824.0});
+  }
+  if (jobs->size() > 1 || recorded) {
+    page << "<h2>Segments</h2>\n<table id=\"segments\"><tr><th>segment</th><th>steps</th><th>started as</th>"
+            "<th>layout</th><th>median step</th><th>validate's step</th><th>median MFU</th><th>median tokens/s</th></tr>";
+    for (const SegmentJob& s : *jobs) {
+      const RunSegment& seg = *s.segment;
+      const std::string command = recorded_text(seg, "command");
+      const std::string layout = recorded_text(seg, "layout");
+      page << "<tr><td>" << seg.number << "</td><td>" << seg.first_step << "-" << seg.last_step << "</td><td>"
+           << (command.empty() ? "(not recorded)" : "ptrain run " + html_escape(command)) << "</td><td>"
+           << html_escape(layout) << "</td><td>" << summary_number(seg.medians.at("step_s"), 4) << " s</td><td>"
+           << (s.loaded && s.loaded->estimate ? summary_number(s.loaded->estimate->step_time_s, 4) + " s" : "-")
+           << "</td><td>" << summary_number(100 * seg.medians.at("mfu"), 1) << "%</td><td>"
+           << summary_number(seg.medians.at("tokens_per_s"), 0) << "</td></tr>";
+    }
+    page << "</table>\n";
   }
   page << "<h2>Training</h2>\n<div class=\"charts\">\n";
   page << line_chart({"Loss", "loss", {series(*metrics, "loss", "train", "#1f77b4"),
-                                       series(*metrics, "val_loss", "validation", "#d62728")}, {}, ""});
+                                       series(*metrics, "val_loss", "validation", "#d62728")}, {}, "", boundaries});
   page << line_chart({"Learning rate and gradient norm", "value",
                       {series(*metrics, "lr", "lr x 1000", "#2ca02c", 1000.0), series(*metrics, "grad_norm", "grad norm", "#9467bd")},
-                      {}, ""});
+                      {}, "", boundaries});
   page << "</div>\n<h2>Speed</h2>\n<div class=\"charts\">\n";
-  page << line_chart({"Tokens per second", "tokens/s", {series(*metrics, "tokens_per_s", "measured", "#1f77b4")}, {}, ""});
-  page << line_chart({"MFU", "%", {series(*metrics, "mfu", "measured", "#ff7f0e", 100.0)}, {}, ""});
+  page << line_chart({"Tokens per second", "tokens/s", {series(*metrics, "tokens_per_s", "measured", "#1f77b4")}, {}, "",
+                      boundaries});
+  page << line_chart({"MFU", "%", {series(*metrics, "mfu", "measured", "#ff7f0e", 100.0)}, {}, "", boundaries});
   page << line_chart({"Step time", "seconds", {series(*metrics, "step_s", "measured", "#1f77b4")}, predicted_step,
-                      "validate"});
+                      "validate", boundaries});
   page << "</div>\n<h2>Memory (rank 0)</h2>\n<div class=\"charts\">\n";
   page << line_chart({"Memory", "GiB",
                       {series(*metrics, "memory_bytes", "allocated", "#1f77b4", 1.0 / 1073741824.0),
                        series(*metrics, "device_memory_peak_bytes", "device peak", "#d62728", 1.0 / 1073741824.0)},
-                      predicted_memory, "validate"});
+                      predicted_memory, "validate", boundaries});
   page << "</div>\n";
 
+  // The trace is drawn beside the segment whose job wrote it (the last of them): a trace a run left
+  // in another layout, or another job's, is no picture of these steps. One that names no job (older
+  // runs), or any with --job, is read with the last segment's job.
   page << "<h2>Pipeline</h2>\n";
-  if (!job || !trace) {
-    page << "<p class=\"note\">A run with logging.trace and its job file shows here its measured step beside the "
-            "simulated schedule.</p>\n";
+  const SegmentJob* drawn = &jobs->back();
+  const std::optional<std::string> digest = trace ? trace_job_digest(*trace) : std::nullopt;
+  if (trace && digest && recorded && args.job.job_path.empty()) {
+    drawn = nullptr;
+    for (const SegmentJob& s : *jobs)
+      if (s.loaded && s.loaded->digest == *digest) drawn = &s;
+  }
+  if (!trace || !drawn || !drawn->loaded) {
+    page << "<p class=\"note\">"
+         << (trace && !drawn ? html_escape(in.trace) + " was written by a job that trained none of these segments: not "
+                                "drawn (a run writes its trace at its end; this one's job is not among the jobs the "
+                                "metrics record)."
+                             : "A run with logging.trace and its job file shows here its measured step beside the "
+                               "simulated schedule.")
+         << "</p>\n";
   } else {
-    const config::JobSpec& spec = job->spec;
+    LoadedJob& job = *drawn->loaded;
+    const config::JobSpec& spec = job.job.spec;
     const pipeline::Schedule schedule = pipeline::build(spec, spec.train.microbatches);
     std::optional<MeasuredStep> measured;
     try {
@@ -176,14 +221,16 @@ int run_report(const ReportArgs& args) {
       std::fprintf(stderr, "error: %s is not a trace as logging.trace writes it: %s\n", in.trace.c_str(), e.what());
       return kExitBadInput;
     }
-    const std::optional<plan::HardwareProfile> hw = find_job_hardware(*job);
+    const std::optional<plan::HardwareProfile> hw = find_job_hardware(job.job);
+    const std::string segment =
+        jobs->size() > 1 ? "segment " + std::to_string(drawn->segment->number) + ", " : std::string();
     if (!measured || !hw) {
       page << "<p class=\"note\">The trace holds no step that every pipeline stage recorded.</p>\n";
     } else {
       const pipeline::SimResult simulated = pipeline::simulate(schedule, plan::stage_op_costs(spec, *hw));
-      page << "<div class=\"timelines\"><figure id=\"measured\"><figcaption>measured: step " << measured->step
-           << " (tp 0, cp 0, dp 0), makespan " << summary_number(measured->timeline.makespan, 4) << " s, worst idle "
-           << summary_number(100 * measured->timeline.bubble_fraction_max, 1) << "%</figcaption>"
+      page << "<div class=\"timelines\"><figure id=\"measured\"><figcaption>measured: step " << measured->step << " ("
+           << segment << "tp 0, cp 0, dp 0), makespan " << summary_number(measured->timeline.makespan, 4)
+           << " s, worst idle " << summary_number(100 * measured->timeline.bubble_fraction_max, 1) << "%</figcaption>"
            << strip_xml_prolog(pipeline::render_svg(schedule, measured->timeline)) << "</figure>\n";
       page << "<figure id=\"simulated\"><figcaption>simulated (validate's costs): makespan "
            << summary_number(simulated.makespan, 4) << " s, worst idle "

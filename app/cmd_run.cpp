@@ -27,6 +27,7 @@
 #include "app/job_loading.h"
 #include "app/machine_fit.h"
 #include "app/run_backend.h"
+#include "app/run_preflight.h"
 #include "app/run_record.h"
 #include "app/run_report.h"
 #include "app/worker_process.h"
@@ -185,13 +186,15 @@ int fail(dist::Session* session, int code, const std::string& message, const std
 
 // `predicted`: validate's estimate of the job, which rank 0 sets the run's typical step against at
 // the end.
+// `source`: how the run was started, which its records keep at the segment it begins.
 // `record`: what rank 0 does once the trainer holds checkpoint.dir and has resumed (record_run_job):
 // a run refused there (another job's directory, another model's checkpoint) leaves the previous
 // run's record alone.
 int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<dist::WorkerEnv>& env,
           const std::optional<plan::Estimate>& predicted, std::chrono::steady_clock::time_point started,
-          pid_t parent, const std::function<void()>& record) {
+          pid_t parent, const train::RunSegmentSource& source, const std::function<void()>& record) {
   train::TrainerOptions options;
+  options.segment = source;
   if (!parse_fault(options)) return kExitBadInput;
   if (options.fault_rank >= spec.world || options.fault_step > spec.train.steps) {  // it would inject nothing
     std::fprintf(stderr, "error: PTRAIN_DEBUG_FAULT names rank %d, step %lld: the job has ranks 0-%d, steps 1-%lld\n",
@@ -311,6 +314,10 @@ int run_training(const RunArgs& args) {
     if (est) job.diags.errors.insert(job.diags.errors.end(), est->diags.errors.begin(), est->diags.errors.end());
     for (config::Diagnostic& limit : engine_limit_warnings(job)) job.diags.errors.push_back(std::move(limit));
     for (config::Diagnostic& output : run_output_errors(job)) job.diags.errors.push_back(std::move(output));
+    // The files it names, once they are of the right kinds (a FIFO is never read); not again in the
+    // workers this process's launcher started, which checked them before starting any.
+    if (job.ok() && (!env || env->launcher != "ptrain"))
+      for (config::Diagnostic& input : run_input_errors(job)) job.diags.errors.push_back(std::move(input));
   }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) {
     print_diagnostics(job.diags);  // once per job
@@ -356,8 +363,9 @@ int run_training(const RunArgs& args) {
   if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node != job.spec.world && job.spec.world % local == 0)
     as_run.insert(as_run.end(), {"cluster.nodes=" + std::to_string(job.spec.world / local),
                                  "cluster.gpus_per_node=" + std::to_string(local)});
-  return train(args, job.spec, env, est, started, parent,
-               [&] { record_run_job(args.job.job_path, as_run, job.spec.logging.metrics); });
+  const train::RunSegmentSource source = run_segment_source(args.job.job_path, as_run);
+  return train(args, job.spec, env, est, started, parent, source,
+               [&] { record_run_job(args.job.job_path, as_run, job.spec.logging.metrics, source); });
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ std::string line_chart(const Chart& chart, int width, int height) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
       x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
     }
-  if (chart.reference) y_lo = std::min(y_lo, *chart.reference), y_hi = std::max(y_hi, *chart.reference);
+  for (const Level& level : chart.reference) y_lo = std::min(y_lo, level.value), y_hi = std::max(y_hi, level.value);
   std::string svg = "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
                     "\" height=\"" + std::to_string(height) + "\" role=\"img\" aria-label=\"" +
                     html_escape(chart.title) + "\">\n<text x=\"" + std::to_string(width / 2) +
@@ -98,13 +98,25 @@ std::string line_chart(const Chart& chart, int width, int height) {
     svg += buf + html_escape(name) + "</text>\n";
     legend_x += 30 + 7.0 * static_cast<double>(name.size());
   };
-  if (chart.reference) {
+  // One level alone spans the chart (a run of one job); a segment's, its own steps.
+  const bool whole = chart.reference.size() == 1;
+  for (const Level& level : chart.reference) {
+    const double from = whole ? kLeft : px(std::clamp(level.from, x_lo, x_hi));
+    const double to = whole ? kLeft + plot_w : px(std::clamp(level.to, x_lo, x_hi));
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"reference\" stroke=\"#444\" "
                   "stroke-dasharray=\"5 3\"/>\n",
-                  kLeft, kLeft + plot_w, py(*chart.reference), py(*chart.reference));
+                  from, to, py(level.value), py(level.value));
     svg += buf;
-    legend(chart.reference_name, "#444", true);
+  }
+  if (!chart.reference.empty()) legend(chart.reference_name, "#444", true);
+  for (const Boundary& b : chart.boundaries) {
+    if (!(b.step >= x_lo && b.step <= x_hi)) continue;
+    std::snprintf(buf, sizeof buf,
+                  "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"boundary\" stroke=\"#b00\" "
+                  "stroke-dasharray=\"2 2\"/><text x=\"%.1f\" y=\"%.1f\" class=\"tick\" fill=\"#b00\">",
+                  px(b.step), px(b.step), kTop, kTop + plot_h, px(b.step) + 3, kTop + plot_h - 4);
+    svg += buf + html_escape(b.label) + "</text>\n";
   }
   for (const Series& s : chart.series) {
     if (s.points.empty()) continue;

@@ -14,16 +14,29 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (step, value), in step order
 };
 
+// A prediction over the steps [from, to] (a segment of the run: each has its own job).
+struct Level {
+  double from = 0, to = 0;
+  double value = 0;
+};
+
+// Where a segment of the run begins (train/run_records.h): a vertical line at `step`, labelled.
+struct Boundary {
+  double step = 0;
+  std::string label;
+};
+
 struct Chart {
   std::string title;
   std::string y_label;
   std::vector<Series> series;
-  std::optional<double> reference;  // a horizontal dashed line (a prediction), named reference_name
+  std::vector<Level> reference;  // horizontal dashed lines (predictions), named reference_name
   std::string reference_name;
+  std::vector<Boundary> boundaries;
 };
 
 // An <svg> element of width x height: axes with ticks, one polyline per series (a dot per point
-// when a series has few), the reference line, a legend. Empty series are left out.
+// when a series has few), the reference lines, the boundaries, a legend. Empty series are left out.
 std::string line_chart(const Chart& chart, int width = 640, int height = 280);
 
 // Text made safe for HTML and SVG content and attribute values.

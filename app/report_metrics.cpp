@@ -38,6 +38,13 @@ std::string row_problem(const nlohmann::json& row) {
   if (const auto idle = row.find("pipeline_idle"); idle != row.end() && idle->is_number() &&
                                                     !(idle->get<double>() >= 0 && idle->get<double>() <= 1))
     return "\"pipeline_idle\" must be a fraction in [0, 1]";
+  if (const auto segment = row.find("segment"); segment != row.end()) {
+    if (!segment->is_object()) return "\"segment\" must be an object (the record of a run's start)";
+    if (const auto n = segment->find("number"); n != segment->end() && !n->is_number_integer())
+      return "\"segment.number\" must be a whole number";
+    if (const auto job = segment->find("job"); job != segment->end() && !job->is_string())
+      return "\"segment.job\" must be the job's YAML text";
+  }
   for (const train::StepPerAxis& f : train::step_per_axis()) {
     const std::string key = f.key;
     const auto v = row.find(key);
@@ -100,6 +107,8 @@ std::vector<std::pair<double, double>> RunMetrics::curve(const std::string& key,
 std::optional<RunMetrics> read_run_metrics(const std::string& path) {
   std::map<std::string, SeriesSampler> samplers;
   std::map<std::string, MedianColumn> columns;
+  std::vector<std::map<std::string, MedianColumn>> segment_columns;  // per segment
+  std::vector<std::size_t> segment_rows;
   RunMetrics metrics;
   std::size_t rows = 0;
   const std::size_t start_up = train::start_up_steps(std::numeric_limits<std::size_t>::max());  // a long run's
@@ -117,6 +126,21 @@ std::optional<RunMetrics> read_run_metrics(const std::string& path) {
       }
       metrics.last_step = row["step"].get<std::int64_t>();
       const double step = static_cast<double>(metrics.last_step);
+      const auto record = row.find("segment");
+      if (metrics.segments.empty() || (record != row.end() && rows > 0)) {  // a boundary
+        RunSegment segment;
+        segment.number = metrics.segments.empty() ? 1 : metrics.segments.back().number + 1;
+        segment.first_step = metrics.last_step;
+        metrics.segments.push_back(std::move(segment));
+        segment_columns.emplace_back();
+        segment_rows.push_back(0);
+      }
+      RunSegment& segment = metrics.segments.back();
+      if (record != row.end()) {
+        segment.record = *record;
+        if (const auto n = record->find("number"); n != record->end()) segment.number = n->get<std::int64_t>();
+      }
+      segment.last_step = metrics.last_step;
       for (const train::StepScalar& f : train::step_scalars()) {
         const auto v = row.find(f.key);
         if (v == row.end() || !v->is_number()) continue;
@@ -125,10 +149,13 @@ std::optional<RunMetrics> read_run_metrics(const std::string& path) {
       for (const char* key : kMedianKeys) {
         const auto v = row.find(key);
         if (v == row.end() || !v->is_number()) continue;
-        MedianColumn& column = columns[key];
-        column.values.push_back(v->get<double>());
-        if (rows < start_up) ++column.early;
+        for (auto [column, row_number] : {std::pair{&columns[key], rows},
+                                          std::pair{&segment_columns.back()[key], segment_rows.back()}}) {
+          column->values.push_back(v->get<double>());
+          if (row_number < start_up) ++column->early;
+        }
       }
+      ++segment_rows.back();
       const auto loss = row.find("loss");
       metrics.last_loss = loss != row.end() && loss->is_number() ? std::optional<double>(loss->get<double>()) : std::nullopt;
       ++rows;
@@ -150,6 +177,9 @@ std::optional<RunMetrics> read_run_metrics(const std::string& path) {
   }
   for (const auto& [key, sampler] : samplers) metrics.curves[key] = sampler.points();
   for (const char* key : kMedianKeys) metrics.medians[key] = median_after_start_up(columns[key], rows);
+  for (std::size_t i = 0; i < metrics.segments.size(); ++i)
+    for (const char* key : kMedianKeys)
+      metrics.segments[i].medians[key] = median_after_start_up(segment_columns[i][key], segment_rows[i]);
   return metrics;
 }
 

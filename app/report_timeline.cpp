@@ -155,4 +155,16 @@ std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
   return out;
 }
 
+std::optional<std::string> trace_job_digest(const nlohmann::json& trace) {
+  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array()) return std::nullopt;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (!e.is_object() || e.value("name", nlohmann::json()) != "job" || e.value("cat", nlohmann::json()) != "record")
+      continue;
+    const auto args = e.find("args");
+    if (args != e.end() && args->is_object() && args->contains("job_digest") && (*args)["job_digest"].is_string())
+      return (*args)["job_digest"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
 }  // namespace ptrain::app

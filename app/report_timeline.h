@@ -25,4 +25,8 @@ struct MeasuredStep {
 // that is not one logging.trace writes.
 std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp);
 
+// The job that wrote the trace: the "job_digest" of its "job" span (category "record",
+// train/run_trace.h), or nullopt for a trace that names none (written before runs named it).
+std::optional<std::string> trace_job_digest(const nlohmann::json& trace);
+
 }  // namespace ptrain::app

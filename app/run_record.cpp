@@ -37,8 +37,17 @@ bool written_by_run(const std::string& path) {
 
 }  // namespace
 
+train::RunSegmentSource run_segment_source(const std::string& job_path, const std::vector<std::string>& overrides) {
+  train::RunSegmentSource source{job_path, ""};
+  for (const std::string& o : overrides) source.command += " --set " + o;
+  config::Diagnostics problems;
+  if (const std::optional<std::string> text = config::read_job_file(job_path, problems))
+    source.job_yaml = config::yaml_with_values(*text, overrides);
+  return source;
+}
+
 void record_run_job(const std::string& job_path, const std::vector<std::string>& overrides,
-                    const std::string& metrics_path) {
+                    const std::string& metrics_path, const train::RunSegmentSource& source) {
   namespace fs = std::filesystem;
   if (metrics_path.empty()) return;
   const fs::path dir = fs::path(metrics_path).parent_path();
@@ -66,14 +75,9 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
                  target.c_str());
     return;
   }
-  config::Diagnostics problems;
-  const std::optional<std::string> text = config::read_job_file(job_path, problems);
-  if (!text) return;  // loaded a moment ago; gone since: nothing to record
-  std::string command = job_path;
-  for (const std::string& o : overrides) command += " --set " + o;
-  const std::string record = kRecordHeader + one_line(command) +
-                             "\n# (written by `ptrain run`; `ptrain report` reads it)\n" +
-                             config::yaml_with_values(*text, overrides);
+  if (source.job_yaml.empty()) return;  // loaded a moment ago; gone since: nothing to record
+  const std::string record = kRecordHeader + one_line(source.command) +
+                             "\n# (written by `ptrain run`; `ptrain report` reads it)\n" + source.job_yaml;
   fs::create_directories(target.parent_path(), ec);  // as the metrics log does; a failure shows below
   try {
     ckpt::write_file_atomically(target.string(), record);  // a reader never sees half a file

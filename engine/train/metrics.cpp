@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/file_io.h"
 #include "engine/train/record_file.h"
+#include "engine/train/run_records.h"
 #include "engine/train/tensorboard.h"
 
 namespace ptrain::train {
@@ -58,34 +60,67 @@ const std::vector<StepPerAxis>& step_per_axis() {
 
 MetricsLog::MetricsLog(const std::string& jsonl_path, const std::string& tensorboard_dir, std::int64_t total_steps,
                        std::int64_t log_every)
-    : total_steps_(total_steps), log_every_(log_every > 0 ? log_every : 1), tty_(isatty(STDERR_FILENO) != 0) {
-  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardLog>(tensorboard_dir);
+    : tensorboard_dir_(tensorboard_dir),
+      total_steps_(total_steps),
+      log_every_(log_every > 0 ? log_every : 1),
+      tty_(isatty(STDERR_FILENO) != 0) {
   if (jsonl_path.empty()) return;
   jsonl_ = std::make_unique<RecordFile>(kMetricsKey, jsonl_path);
   jsonl_path_ = jsonl_path;
 }
 
-void MetricsLog::start_after(std::int64_t step) {
-  if (!jsonl_) return;
-  std::ifstream in(jsonl_path_);
-  std::string kept, line;
-  bool rewrite = false;
-  while (std::getline(in, line)) {
-    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    const bool later = row.is_object() && row.contains("step") && row["step"].is_number_integer() &&
-                       row["step"].get<std::int64_t>() > step;
-    if (later) rewrite = true;
-    else kept += line + "\n";
-    if (in.eof()) rewrite = true;  // a last line without its newline (cut short): the next row would join it
+void MetricsLog::start_segment(std::int64_t step, nlohmann::ordered_json segment) {
+  const std::string command = segment.value("command", std::string());
+  if (!tensorboard_dir_.empty()) {
+    const bool continued = holds_event_files(tensorboard_dir_);
+    tensorboard_ = std::make_unique<TensorBoardLog>(tensorboard_dir_);
+    if (continued) tensorboard_->mark_restart(step + 1, "ptrain run " + command + " (after step " + std::to_string(step) + ")");
   }
-  if (!rewrite) return;
-  jsonl_.reset();
-  ckpt::write_file_atomically(jsonl_path_, kept);  // a crash now leaves the old file or the new one
-  try {
-    jsonl_ = std::make_unique<RecordFile>(kMetricsKey, jsonl_path_);
-  } catch (const std::invalid_argument& e) {  // it opened a moment ago: a failure now is no bad input
-    throw std::runtime_error(e.what());
+  std::int64_t number = 1;  // the new segment's
+  if (jsonl_) {
+    std::ifstream in(jsonl_path_);
+    std::string kept, line;
+    std::int64_t dropped_from = 0, dropped_to = 0, last_number = 0;
+    bool rewrite = false, kept_rows = false;
+    while (std::getline(in, line)) {
+      const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+      const bool is_row = row.is_object() && row.contains("step") && row["step"].is_number_integer();
+      const std::int64_t row_step = is_row ? row["step"].get<std::int64_t>() : 0;
+      if (is_row && row_step > step) {
+        rewrite = true;
+        dropped_from = dropped_from == 0 ? row_step : std::min(dropped_from, row_step);
+        dropped_to = std::max(dropped_to, row_step);
+      } else {
+        kept += line + "\n";
+        if (is_row) {
+          kept_rows = true;
+          if (row.contains("segment") && row["segment"].is_object() && row["segment"].contains("number") &&
+              row["segment"]["number"].is_number_integer())
+            last_number = row["segment"]["number"].get<std::int64_t>();
+        }
+      }
+      if (in.eof()) rewrite = true;  // a last line without its newline (cut short): the next row would join it
+    }
+    number = kept_rows ? std::max<std::int64_t>(last_number, 1) + 1 : 1;
+    if (rewrite) {
+      jsonl_.reset();
+      ckpt::write_file_atomically(jsonl_path_, kept);  // a crash now leaves the old file or the new one
+      try {
+        jsonl_ = std::make_unique<RecordFile>(kMetricsKey, jsonl_path_);
+      } catch (const std::invalid_argument& e) {  // it opened a moment ago: a failure now is no bad input
+        throw std::runtime_error(e.what());
+      }
+    }
+    if (dropped_to > 0)
+      note("records: " + jsonl_path_ + ": the rows of steps " + std::to_string(dropped_from) + "-" +
+           std::to_string(dropped_to) + " are dropped, as this run trains them again");
+    if (number > 1)
+      note("records: " + jsonl_path_ + " goes on after step " + std::to_string(step) + " as segment " +
+           std::to_string(number) + " (`ptrain report` marks where it begins)");
   }
+  nlohmann::ordered_json record = {{"number", number}, {"after_step", step}};
+  for (auto& [key, value] : segment.items()) record[key] = value;
+  segment_ = std::move(record);
 }
 
 MetricsLog::~MetricsLog() = default;
@@ -113,7 +148,9 @@ void MetricsLog::write_records(const StepMetrics& m) {
     for (const AxisField& axis : kAxes) axes[axis.name] = (*a).*axis.member;
     j[f.key] = axes;
   }
+  if (segment_) j["segment"] = *segment_;  // the segment's first row: its boundary
   jsonl_->append(j.dump() + "\n", "the row of step " + std::to_string(m.step));
+  segment_.reset();  // carried by this row
 }
 
 void MetricsLog::record(const StepMetrics& m, double eta_seconds) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace ptrain::train {
 
 // A value per parallelism axis in a step, the most over the ranks: the bytes a rank sent over each
@@ -78,9 +80,9 @@ class RecordFile;
 
 class MetricsLog {
  public:
-  // Opens (appends to) the JSONL file if `jsonl_path` is not empty, and a TensorBoard event file
-  // in `tensorboard_dir` if that is not empty; throws std::invalid_argument naming the key if
-  // either cannot be opened.
+  // Opens (appends to) the JSONL file if `jsonl_path` is not empty; throws std::invalid_argument
+  // naming the key if it cannot be opened. The TensorBoard event file in `tensorboard_dir` (if not
+  // empty) is opened by start_segment, once the run may write there (run_records.h).
   MetricsLog(const std::string& jsonl_path, const std::string& tensorboard_dir, std::int64_t total_steps,
              std::int64_t log_every);
   ~MetricsLog();
@@ -89,10 +91,17 @@ class MetricsLog {
   // after it is written: the files end at the step before it, whole.
   void record(const StepMetrics& m, double eta_seconds);
   void note(const std::string& line);  // a free-form console line (checkpoint saved, resumed, ...)
-  // The run starts after step `step` (0: from scratch): the JSONL's rows of later steps, left by a
-  // run that went past its last checkpoint (or by an earlier run, from scratch), are dropped, so
-  // that the file holds one row a step; what it cannot read as a row is kept, on a line of its own.
-  void start_after(std::int64_t step);
+  // The run's segment of its records starts after step `step` (0: from the beginning), once
+  // run_records.h has found the records this run's: the JSONL's rows of later steps, left by a run
+  // that went past its last checkpoint, are dropped (they are trained again), so that the file holds
+  // one row a step; what it cannot read as a row is kept, on a line of its own. The first row written
+  // next carries `segment` as its "segment" object, with "number" (the kept rows' last one plus 1;
+  // rows before any record count as segment 1) and "after_step" added in front: the boundary.
+  // Opens the TensorBoard event file; where the directory held events already, its first event is
+  // TensorBoard's restart marker (SessionLog START at step + 1, which hides the older events of the
+  // later steps) naming the segment. Says on the console what it dropped. std::invalid_argument
+  // naming the key where a file cannot be opened.
+  void start_segment(std::int64_t step, nlohmann::ordered_json segment);
   // Closes the files at the end of the run; a close that reports a failed write becomes failure().
   void close();
   // The first record that could not be written: the file, the cause and what was lost.
@@ -101,8 +110,9 @@ class MetricsLog {
  private:
   void write_records(const StepMetrics& m);
   void draw_progress(std::int64_t step, double eta_seconds);
-  std::string jsonl_path_;
+  std::string jsonl_path_, tensorboard_dir_;
   std::unique_ptr<RecordFile> jsonl_;
+  std::optional<nlohmann::ordered_json> segment_;  // start_segment's, until a row carries it
   std::unique_ptr<TensorBoardLog> tensorboard_;
   std::optional<std::string> failure_;
   std::int64_t total_steps_;

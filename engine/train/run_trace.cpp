@@ -3,12 +3,15 @@
 #include <stdexcept>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/io/output_probe.h"
 
 namespace ptrain::train {
 
 std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::Comm& comm,
-                                            const dist::ParallelGroups& groups, const kernels::Ops& backend) {
+                                            const dist::ParallelGroups& groups, const kernels::Ops& backend,
+                                            const RunSegmentSource& source) {
   if (spec.logging.trace.empty()) return nullptr;
   std::string refusal;
   if (comm.rank() == 0) {
@@ -25,6 +28,12 @@ std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::C
                             ", dp " + std::to_string(groups.dp_rank) + ", ep " + std::to_string(groups.ep_rank) + ")";
   auto trace = std::make_unique<dist::Trace>(comm.rank(), label);
   trace->start(comm);
+  if (comm.rank() == 0) {
+    const nlohmann::json args = {{"job_digest", job_digest(source.job_yaml)}, {"command", source.command}};
+    const std::string body = args.dump();
+    const auto now = dist::Trace::Clock::now();
+    trace->add("job", "record", dist::Trace::kSteps, now, now, body.substr(1, body.size() - 2));
+  }
   trace->attach_device(backend);
   return trace;
 }

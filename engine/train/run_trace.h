@@ -10,6 +10,7 @@
 #include "engine/comm/parallel_groups.h"
 #include "engine/comm/trace.h"
 #include "engine/config/job_spec.h"
+#include "engine/train/run_records.h"
 #include "kernels/ops.h"
 
 namespace ptrain::train {
@@ -17,8 +18,11 @@ namespace ptrain::train {
 // nullptr without logging.trace. Collective when the job has one: every rank leaves one barrier and
 // starts its clock there. Rank 0 makes the file's folder; when it cannot write the file every rank
 // throws std::invalid_argument (bad input, naming logging.trace), before the first step rather than
-// after the last.
+// after the last. Rank 0's first span names the job that writes the trace: "job" (category
+// "record"), args {"job_digest", "command"} of `source` (run_records.h), for `ptrain report` to draw
+// the trace only beside the segment of that job.
 std::unique_ptr<dist::Trace> open_run_trace(const config::JobSpec& spec, dist::Comm& comm,
-                                            const dist::ParallelGroups& groups, const kernels::Ops& backend);
+                                            const dist::ParallelGroups& groups, const kernels::Ops& backend,
+                                            const RunSegmentSource& source);
 
 }  // namespace ptrain::train

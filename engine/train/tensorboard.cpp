@@ -53,6 +53,16 @@ TensorBoardLog::TensorBoardLog(const std::string& dir) {
   write_record(first.SerializeAsString(), "the file's first event (its version)");
 }
 
+void TensorBoardLog::mark_restart(std::int64_t step, const std::string& message) {
+  tensorboard::Event event;
+  event.set_wall_time(unix_seconds());
+  event.set_step(step);
+  tensorboard::SessionLog* log = event.mutable_session_log();
+  log->set_status(tensorboard::SessionLog::START);
+  log->set_msg(message);
+  write_record(event.SerializeAsString(), "the restart marker of step " + std::to_string(step));
+}
+
 void TensorBoardLog::record(const StepMetrics& m) {
   tensorboard::Event event;
   event.set_wall_time(unix_seconds());

@@ -1,6 +1,6 @@
 // logging.tensorboard: each step's metrics as TensorBoard scalars, in an event file of the
-// directory (events.out.tfevents.<seconds>.<host>, one per run; a resumed run adds its own and
-// TensorBoard reads them together). The file is TFRecord-framed protobuf: per record the length
+// directory (events.out.tfevents.<seconds>.<host>, one per run; a resumed run adds its own, which
+// starts with TensorBoard's restart marker, and TensorBoard reads them together). The file is TFRecord-framed protobuf: per record the length
 // (8 bytes little-endian), its masked CRC32C, the serialized Event, its masked CRC32C. Written
 // every step, a record whole or not at all (RecordFile), so TensorBoard can follow a run live.
 #pragma once
@@ -21,6 +21,10 @@ class TensorBoardLog {
   // Makes `dir` and opens a new event file in it; throws std::invalid_argument naming
   // logging.tensorboard when it cannot.
   explicit TensorBoardLog(const std::string& dir);
+  // TensorBoard's restart marker, for a run that continues the directory's events after a resume:
+  // a SessionLog START at `step` (the first step of this run), with `message`. TensorBoard then
+  // drops the earlier files' events from `step` on, which this run trains again.
+  void mark_restart(std::int64_t step, const std::string& message);
   // One Event for step m.step with every scalar the step has (tags in tensorboard_scalars());
   // RecordWriteError when it cannot be written.
   void record(const StepMetrics& m);

@@ -133,7 +133,7 @@ struct Trainer::State {
     const auto weights_begin = Clock::now();
     options.startup.allocation_s = std::chrono::duration<double>(weights_begin - constructed).count();
     start_step = restore();
-    if (log) log->start_after(start_step);
+    start_run_records(s, c, log.get(), start_step, options.segment);  // or refuses another run's records
     options.startup.weights_s = seconds_since(weights_begin);
     last_saved_step = start_step;
     if (train_loader.microbatches() != s.train.microbatches)
@@ -141,7 +141,7 @@ struct Trainer::State {
     flops_per_step = plan::step_flops(s, plan::matmul_params(params.registry(), s.model)).model;
     const plan::HardwareProfile* hw = plan::find_hardware(s.cluster.gpu);
     peak_flops = hw == nullptr ? 0.0 : hw->peak_flops(s.train.precision) * s.world;
-    trace = open_run_trace(s, c, groups, backend);
+    trace = open_run_trace(s, c, groups, backend, options.segment);
     comm.set_trace(trace.get());
     pipeline.set_trace(trace.get());
     zero.set_trace(trace.get());

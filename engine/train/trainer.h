@@ -14,6 +14,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/comm/comm.h"
+#include "engine/train/run_records.h"
 #include "engine/train/startup.h"
 #include "engine/train/typical_step.h"
 #include "kernels/ops.h"
@@ -45,6 +46,8 @@ struct TrainerOptions {
   // Start-up before the trainer (job, backend, rendezvous); it adds its own parts and the first
   // step's, and rank 0 prints them after that step.
   StartupTimes startup;
+  // How `ptrain run` was started: recorded where the run's records begin its segment (run_records.h).
+  RunSegmentSource segment;
 };
 
 class Trainer {

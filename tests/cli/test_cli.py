@@ -1394,6 +1394,66 @@ class OutputsOverInputs(unittest.TestCase):
                 self.assert_untouched(ptrain("report", self.dir, "--out", path), path, before)
 
 
+class ConvertChecksBeforeItAllocates(unittest.TestCase):
+    """issue 42 item 2: `convert llama3-8b.yaml --from-hf <a GPT-2 export> --to X` allocated the 8B
+    model first: `error: std::bad_alloc`, exit 1, X left holding an empty job.lock; against
+    gpt2-124m.yaml the mismatch was found after 4.4 s and 0.98 GB. Now config.json and the
+    safetensors header are compared with the job first: exit 2 naming the key and both values, in well
+    under a second whatever the model's size, and a failed convert leaves nothing behind."""
+
+    LIMIT = 1 << 30  # address space: the 8B model's fp32 weights alone are 32 GB
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=SCRATCH.name)
+        self.hf = os.path.join(self.dir, "hf")  # a (tiny) GPT-2 export: only its header matters
+        r = ptrain("convert", write_temp(CKPT_JOB.format(steps=2, ckpt=os.path.join(self.dir, "c"), dir=self.dir)),
+                   "--init", "--to-hf", self.hf)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def convert(self, *args):
+        def limit_memory():
+            resource.setrlimit(resource.RLIMIT_AS, (self.LIMIT, self.LIMIT))
+        started = time.monotonic()
+        r = subprocess.run([PTRAIN, "convert", *args], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                           preexec_fn=limit_memory)
+        return r, time.monotonic() - started
+
+    def test_a_mismatched_export_is_bad_input_at_once_at_any_size(self):
+        for name, key, values in (("llama3-8b", "model_type", ('"gpt2"', "llama")),
+                                  ("gpt2-124m", "n_embd", ("32", "768"))):
+            with self.subTest(job=name):
+                to = os.path.join(self.dir, "new", name, "ckpt")
+                r, seconds = self.convert(config(name), "--from-hf", self.hf, "--to", to)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertLess(seconds, 2.0)
+                self.assertIn(f"config.json {key} is ", r.stderr)
+                for value in values:
+                    self.assertIn(value, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "new")), "a refused convert made its --to")
+
+    def test_a_failed_convert_leaves_nothing_behind(self):
+        # The export fits, the memory does not: exit 1 saying so, and neither --to nor the folders
+        # made above it nor a lock is left.
+        r, _ = self.convert(config("llama3-8b"), "--init", "--to", os.path.join(self.dir, "a", "b", "ckpt"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("cannot allocate the whole model (32.1 GB of fp32 weights)", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "a")))
+        existing = os.path.join(self.dir, "existing")
+        os.mkdir(existing)
+        r, _ = self.convert(config("llama3-8b"), "--init", "--to", existing)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(os.listdir(existing), [], "job.lock left behind")
+
+    def test_run_checks_load_hf_before_a_rank_starts(self):
+        job = write_temp(CKPT_JOB.format(steps=2, ckpt=os.path.join(self.dir, "run-ckpt"), dir=self.dir)
+                         .replace("hidden: 32", "hidden: 64"))
+        r = ptrain("run", job, "--set", "checkpoint.load_hf=" + self.hf)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("checkpoint.load_hf: " + os.path.join(self.hf, "config.json"), r.stderr)
+        self.assertIn("n_embd is 32", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "run-ckpt")), "a rank started")
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import test_script_main

@@ -151,7 +151,9 @@ class Report(unittest.TestCase):
             r = ptrain("validate", recorded, "--json")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(json.loads(r.stdout)["degrees"]["pp"], 1)
-            # --nproc against cluster.*: the recorded job has the grid the run had
+            # --nproc against cluster.*: the recorded job has the grid the run had (a run from the
+            # beginning writes over no other run's records: the first run's are moved away)
+            os.remove(os.path.join(run_dir, "metrics.jsonl"))
             r = ptrain("run", job, *sets, "--nproc", "2", "--set", "checkpoint.dir=null")
             self.assertEqual(r.returncode, 0, r.stderr)
             r = ptrain("validate", recorded, "--json")
@@ -162,6 +164,7 @@ class Report(unittest.TestCase):
             with open(os.path.join(run_dir, "report.html")) as f:
                 self.assertIn("validate's step", f.read())
             shutil.copy(job, recorded)
+            os.remove(os.path.join(run_dir, "metrics.jsonl"))
             r = ptrain("run", recorded, *sets)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("is the job file, so the run's --set overrides are not recorded", r.stderr)
@@ -185,10 +188,12 @@ class Report(unittest.TestCase):
             # a named pipe there is not opened (the run waited in open forever, deaf to SIGTERM)
             os.remove(recorded)
             os.mkfifo(recorded)
+            os.remove(os.path.join(run_dir, "metrics.jsonl"))  # another run's records: moved away
             r = ptrain("run", job, *sets)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("cannot write " + recorded + " (a named pipe (FIFO), not a regular file)", r.stderr)
             os.remove(recorded)
+            os.remove(os.path.join(run_dir, "metrics.jsonl"))
             ckpt = ["--set", "checkpoint.dir=" + os.path.join(d, "ckpt")]
             r = ptrain("run", job, *sets, *ckpt)
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -214,37 +219,51 @@ class Report(unittest.TestCase):
 
     def test_a_run_that_fails_leaves_the_last_trace_whole(self):
         # logging.trace is written at the end; a failed run once left it empty, and report refused it.
+        # (A run that resumes continues the records it finds: run_records.h.)
         with tempfile.TemporaryDirectory() as d:
-            for name in ("job.yaml", "metrics.jsonl", "trace.json"):
-                shutil.copy(os.path.join(self.run_dir, name), d)
-            with open(os.path.join(d, "job.yaml")) as f:
-                text = f.read().replace(self.run_dir, d)
-            with open(os.path.join(d, "job.yaml"), "w") as f:
-                f.write(text)
+            job = os.path.join(d, "job.yaml")
+            with open(job, "w") as f:
+                f.write(JOB.replace("RUN", d) + f"checkpoint: {{dir: {d}/ckpt, every: 2}}\n")
+            self.assertEqual(ptrain("run", job).returncode, 0)
             with open(os.path.join(d, "trace.json")) as f:
                 before = f.read()
-            r = subprocess.run([PTRAIN, "run", os.path.join(d, "job.yaml")], capture_output=True, text=True,
-                               timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1", PTRAIN_DEBUG_FAULT="1:2:exit"))
+            fault = dict(os.environ, OMP_NUM_THREADS="1", PTRAIN_DEBUG_FAULT="1:8:exit")
+            r = subprocess.run([PTRAIN, "run", job, "--set", "train.steps=8"], capture_output=True, text=True,
+                               timeout=300, env=fault)
             self.assertEqual(r.returncode, 1, r.stderr)
             with open(os.path.join(d, "trace.json")) as f:
                 self.assertEqual(f.read(), before)
             self.assertEqual(ptrain("report", d).returncode, 0)
             os.remove(os.path.join(d, "trace.json"))
-            r = subprocess.run([PTRAIN, "run", os.path.join(d, "job.yaml")], capture_output=True, text=True,
-                               timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1", PTRAIN_DEBUG_FAULT="1:2:exit"))
+            r = subprocess.run([PTRAIN, "run", job, "--set", "train.steps=8"], capture_output=True, text=True,
+                               timeout=300, env=fault)
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertFalse(os.path.exists(os.path.join(d, "trace.json")))
 
     def test_without_job_or_trace_the_page_says_what_is_missing(self):
         with tempfile.TemporaryDirectory() as d:
             metrics = os.path.join(d, "m.jsonl")
-            shutil.copy(os.path.join(self.run_dir, "metrics.jsonl"), metrics)
-            r = ptrain("report", metrics, "--out", os.path.join(d, "r.html"))
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(d, "r.html")) as f:
-                html = f.read()
+
+            def page_of(keep_segments):
+                """The page of the run's metrics alone; without their "segment" records: a run's
+                before runs recorded the jobs of their segments."""
+                with open(os.path.join(self.run_dir, "metrics.jsonl")) as src, open(metrics, "w") as dst:
+                    for line in src:
+                        row = json.loads(line)
+                        if not keep_segments:
+                            row.pop("segment", None)
+                        dst.write(json.dumps(row) + "\n")
+                r = ptrain("report", metrics, "--out", os.path.join(d, "r.html"))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(os.path.join(d, "r.html")) as f:
+                    return f.read()
+
+            html = page_of(keep_segments=False)
             self.assertIn("no job file: no predictions", html)
             self.assertNotIn('<figure id="measured">', html)
+            html = page_of(keep_segments=True)  # a run's metrics now carry its job: alone, they predict
+            self.assertIn("validate's step", html)
+            self.assertIn("each segment's job as the run recorded it", html)
 
     def test_absurd_figures_keep_the_summary_whole_and_short(self):
         # A metrics file written by hand: %.4f printed 1e308 in 300 digits and cut the summary's

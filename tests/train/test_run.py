@@ -202,8 +202,9 @@ class Failures(unittest.TestCase):
             os.mkdir(empty)
             os.mkdir(lock_only)
             open(os.path.join(lock_only, "job.lock"), "w").close()
-            for fresh in (os.path.join(d, "new"), empty, lock_only):
-                r = run(job(d, steps=10), "--set", "checkpoint.resume=never", "--set", "checkpoint.dir=" + fresh)
+            for fresh in (os.path.join(d, "new"), empty, lock_only):  # each with records of its own
+                r = run(job(d, steps=10), "--set", "checkpoint.resume=never", "--set", "checkpoint.dir=" + fresh,
+                        "--set", "logging.metrics=" + fresh + ".jsonl")
                 self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_bad_data_is_bad_input(self):

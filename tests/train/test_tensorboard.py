@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -53,6 +54,12 @@ def tensorboard_event_class():
     event.field.add(name="graph_def", number=4, type=T.TYPE_BYTES, label=T.LABEL_OPTIONAL, oneof_index=0)
     event.field.add(name="summary", number=5, type=T.TYPE_MESSAGE, label=T.LABEL_OPTIONAL, oneof_index=0,
                     type_name=".tensorboard.Summary")
+    session_log = f.message_type.add(name="SessionLog")  # its status enum read as the number it is
+    session_log.field.add(name="status", number=1, type=T.TYPE_INT32, label=T.LABEL_OPTIONAL)
+    session_log.field.add(name="checkpoint_path", number=2, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
+    session_log.field.add(name="msg", number=3, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
+    event.field.add(name="session_log", number=7, type=T.TYPE_MESSAGE, label=T.LABEL_OPTIONAL, oneof_index=0,
+                    type_name=".tensorboard.SessionLog")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     descriptor = pool.FindMessageTypeByName("tensorboard.Event")
@@ -147,6 +154,37 @@ class TensorBoard(unittest.TestCase):
         self.assertEqual([s for s, _ in losses], [row["step"] for row in rows])
         for (_, value), row in zip(losses, rows):
             self.assertAlmostEqual(value, row["loss"], delta=abs(row["loss"]) * 1e-6)
+
+    def test_a_resumed_run_marks_its_restart_and_a_fresh_one_is_refused(self):
+        # issue 42: a resumed run's event file went beside the earlier one's, whose events after the
+        # checkpoint TensorBoard showed mixed with the new ones. Its first event is now TensorBoard's
+        # restart marker (SessionLog START at the first step it trains); and a run from the beginning
+        # into a directory of another run's events is refused (exit 2) before it writes one.
+        Event = tensorboard_event_class()
+        with tempfile.TemporaryDirectory() as d:
+            job = os.path.join(d, "job.yaml")
+            with open(job, "w") as f:
+                f.write(JOB.format(d=d) + f"checkpoint: {{dir: {d}/ckpt, every: 4}}\n")
+            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300,
+                               env=dict(os.environ, PTRAIN_DEBUG_FAULT="0:7:exit"))
+            self.assertNotEqual(r.returncode, 0, r.stderr)
+            first = glob.glob(os.path.join(d, "tb", "events.out.tfevents.*"))
+            self.assertEqual(len(first), 1, first)
+            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            (second,) = set(glob.glob(os.path.join(d, "tb", "events.out.tfevents.*"))) - set(first)
+            events = [Event.FromString(payload) for payload in records(second)]
+            self.assertEqual(events[0].file_version, "brain.Event:2")
+            self.assertEqual(events[1].WhichOneof("what"), "session_log")
+            self.assertEqual((events[1].step, events[1].session_log.status), (5, 1))  # START at step 5
+            self.assertIn("(after step 4)", events[1].session_log.msg)
+            self.assertEqual([e.step for e in events[2:]], list(range(5, 13)))
+            os.rename(os.path.join(d, "metrics.jsonl"), os.path.join(d, "metrics.moved"))  # no run named now
+            shutil.rmtree(os.path.join(d, "ckpt"))
+            r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"logging.tensorboard: '{d}/tb' holds the events of an earlier run", r.stderr)
+            self.assertEqual(len(glob.glob(os.path.join(d, "tb", "events.out.tfevents.*"))), 2)
 
     def test_an_unwritable_directory_is_bad_input(self):
         with tempfile.TemporaryDirectory() as d:
