@@ -1,4 +1,4 @@
-// The NCCL backend of Comm, for ranks that each own a GPU (README "CUDA backend": it runs NCCL;
+// The NCCL backend of Comm, for ranks that each own a GPU (docs/cuda.md, "Collectives": it runs NCCL;
 // ranks that share a GPU cannot share an NCCL communicator and use Gloo with host staging instead).
 //
 // Communicators: rank 0 creates the world's unique id and publishes it through the rendezvous

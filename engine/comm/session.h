@@ -1,4 +1,4 @@
-// dist::rendezvous: how a worker joins its job and connects its world Comm (README "Launching").
+// dist::rendezvous: how a worker joins its job and connects its world Comm (docs/launching.md).
 // The ranks meet in the store (rendezvous/rendezvous.h: rank 0 hosts it, every rank checks that it
 // is its own job's and claims its rank there), agree on the backend, and connect the world Comm
 // through it: NCCL when every rank computes on a GPU of its own, else Gloo. A watchdog thread then

@@ -1,4 +1,4 @@
-// How a worker joins its job through the rendezvous store (README "Launching"). Rank 0 hosts the
+// How a worker joins its job through the rendezvous store (docs/launching.md, "Rendezvous"). Rank 0 hosts the
 // store (on the socket the local launcher inherited to it, or bound to the store address), every
 // rank connects with the job token, checks that the store is its own job's and claims its rank
 // there; the ranks agree on their collectives backend from what each offers, and the store carries
