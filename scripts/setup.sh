@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev catch2
+  libspdlog-dev   # logs (engine/log)
   libgloo-dev libopenblas-dev
   libprotobuf-dev protobuf-compiler   # TensorBoard event files (logging.tensorboard)
   python3-protobuf   # their test decodes them with protobuf's own parser
