@@ -20,6 +20,9 @@ struct CudaBackend {
   // ({"cuda_driver": "13.0", ...}), for a profile to say what it measured.
   std::string (*describe_device)(std::map<std::string, std::string>& versions);
   int (*device_count)();  // the devices visible, which a node's ranks take in turn; never throws
+  // Device `device`'s compute capability as major * 10 + minor (90: Hopper), 0 where it cannot be
+  // read; never throws. What train.precision: fp8 asks of the GPU (config/fp8_cuda.h).
+  int (*compute_capability)(int device);
 };
 
 // The CUDA module's table, or nullptr when this ptrain was built without CUDA or its module does

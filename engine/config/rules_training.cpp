@@ -1,3 +1,4 @@
+#include "engine/config/fp8_cuda.h"
 #include "engine/config/rules.h"
 #include "engine/config/text.h"
 
@@ -93,6 +94,13 @@ void check_precision(LoadContext& ctx) {
     ctx.warning("train.fp8.amax_history", "train.fp8.amax_history is read under scaling: delayed only: ignored",
                 "remove it, or set train.fp8.scaling: delayed");
   }
+  // On a GPU, shapes cuBLASLt's FP8 GEMMs cannot take (a backend: auto job is checked by `run` once
+  // it has resolved to a GPU).
+  if (ctx.spec().backend == Backend::Cuda &&
+      !ctx.any_bad({"model.hidden", "model.heads", "model.kv_heads", "model.ffn_hidden", "model.seq_len",
+                    "train.micro_batch", "parallel.tp", "parallel.cp"}))
+    if (const std::optional<Fp8CudaRefusal> refused = fp8_shape_refusal(ctx.spec()))
+      ctx.error(refused->key, refused->reason, refused->fix);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ extern "C" __attribute__((visibility("default"))) const ptrain::kernels::CudaBac
       [] { return static_cast<void*>(cuda_compute_stream()); },
       &cuda_describe_device,
       &cuda_device_count,
+      &cuda_compute_capability,
   };
   return &backend;
 }
