@@ -4,7 +4,9 @@
 #   1. side by side: the CUDA op tests; compute-sanitizer memcheck over the attention tests; `ptrain
 #      run` under NCCL in every layout against one rank (tests/comm/test_nccl.py, --one-gpu on one
 #      GPU); the CUDA backend's curves against the CPU's (tests/train/test_run.py CudaBackend);
-#      TensorBoard's own reader on ptrain's event files (tests/train/test_tensorboard.py);
+#      TensorBoard's own reader on ptrain's event files (tests/train/test_tensorboard.py); the FP8
+#      GEMM path's op tests alone and under memcheck (logs/fp8-op-tests, sanitizer-fp8), then alone
+#      its GEMM and cast timings at Llama 3 8B's shapes (logs/fp8-timing.log);
 #   2. alone: a 3.6B-parameter Llama's start-up to its first step (bench/startup_time.py --size 3b
 #      --backend cuda), then `ptrain profile --backend cuda` and the step-time sweep against it
 #      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
@@ -78,12 +80,20 @@ if [ "$checks" = 1 ]; then
   check nccl-training 300 python3 tests/comm/test_nccl.py --ptrain "$ptrain" $one_gpu -v &
   check cuda-backend 300 python3 tests/train/test_run.py --ptrain "$ptrain" CudaBackend -v &
   check tensorboard 120 python3 tests/train/test_tensorboard.py --ptrain "$ptrain" -v &
+  # The FP8 GEMM path (issue 41): its op tests alone in their own log (they run in op-tests too),
+  # the cast's tiles under memcheck.
+  check fp8-op-tests 120 "$bin/cuda_op_tests" "[fp8]" --durations yes &
+  check sanitizer-fp8 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[fp8]" &
   wait
-  for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard; do
+  for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard fp8-op-tests sanitizer-fp8; do
     status=$(tail -n 1 "$work/logs/$name.log")
     echo "== $name: $status"
     [ "$status" = "exit 0" ] || { failed=1; tail -n 8 "$work/logs/$name.log"; }
   done
+  pack
+  say "1b: FP8 GEMM and cast timings at Llama 3 8B's shapes, alone (docs/fp8.md: What the GPU run must show)"
+  check fp8-timing 120 "$bin/cuda_op_tests" "[fp8-timing]" -r compact
+  grep "TFLOP" "$work/logs/fp8-timing.log"
   pack
 fi
 

@@ -176,7 +176,7 @@ TEST_CASE("cuda fp8_gemm refuses shapes cuBLASLt's FP8 kernels cannot take", "[c
                     Contains("16-byte aligned"));
 }
 
-// Not a check: the numbers the GPU session decides from (docs/fp8.md, "What the GPU run decides"):
+// Not a check: the numbers the GPU session decides from (docs/fp8.md, "What the GPU run must show"):
 // per GEMM of a Llama 3 8B layer at 8192 tokens, the BF16 GEMM against the FP8 GEMM, and the casts
 // of its weight (codes and transpose: once per use when cast on the fly) and of its input, in ms.
 // Hidden: run alone by name (scripts/device_session.sh, `cuda_op_tests "[fp8-timing]"`).
