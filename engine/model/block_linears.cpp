@@ -16,22 +16,35 @@ BlockLinears::Rounded BlockLinears::round(Buf d_out, Buf in, Buf weight, int M, 
   const Operand operands[] = {{d_out, static_cast<std::int64_t>(M) * N, scratch_.output_grad, Fp8Format::E5M2},
                               {in, static_cast<std::int64_t>(M) * K, scratch_.input, Fp8Format::E4M3},
                               {weight, static_cast<std::int64_t>(N) * K, scratch_.weight, Fp8Format::E4M3}};
-  constexpr std::int64_t kOperands = 3;
-  for (std::int64_t i = 0; i < kOperands; ++i) {
-    const Operand& o = operands[i];
-    const Buf amax = runtime::advance(scratch_.amax, i);
-    if (o.x)
-      ops_.abs_max(amax, o.x, o.n, false);
-    else
-      ops_.fill(amax, 0.0f, 1);  // every rank reduces all three, whichever it has
+  constexpr std::int64_t kOperands = kFp8Operands;
+  const bool by_history = scales_by_history();
+  if (!by_history) {  // this step's amaxes, over what one rank would hold
+    for (std::int64_t i = 0; i < kOperands; ++i) {
+      const Operand& o = operands[i];
+      const Buf amax = runtime::advance(scratch_.amax, i);
+      if (o.x)
+        ops_.abs_max(amax, o.x, o.n, false);
+      else
+        ops_.fill(amax, 0.0f, 1);  // every rank reduces all three, whichever it has
+    }
+    if (tp_ != nullptr) tp_->max_over_group(scratch_.amax, kOperands);
+    if (cp_ != nullptr) cp_->max_over_group(scratch_.amax, kOperands);
   }
-  if (tp_ != nullptr) tp_->max_over_group(scratch_.amax, kOperands);
-  if (cp_ != nullptr) cp_->max_over_group(scratch_.amax, kOperands);
   Buf rounded[kOperands];
   for (std::int64_t i = 0; i < kOperands; ++i) {
     const Operand& o = operands[i];
     if (!o.x) continue;
-    ops_.fp8_round(o.into, o.x, runtime::advance(scratch_.amax, i), o.n, o.format);
+    Buf amax = runtime::advance(scratch_.amax, i);
+    if (delayed_) {
+      const Buf record = runtime::advance(delayed_->amaxes.record, i);
+      if (by_history) {
+        ops_.abs_max(record, o.x, o.n, true);  // this rank's part: the step's end reduces it
+        amax = runtime::advance(delayed_->amaxes.scale, i);
+      } else {
+        ops_.abs_max(record, amax, 1, true);
+      }
+    }
+    ops_.fp8_round(o.into, o.x, amax, o.n, o.format);
     rounded[i] = o.into;
   }
   return {rounded[0], rounded[1], rounded[2]};
@@ -71,6 +84,8 @@ void BlockLinears::input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N,
     if (apply) ops_.linear_input_grad_add(d_in, d_out, weight, M, N, K);
     return;
   }
+  // Current amaxes are reduced over the groups on every rank; from the history nothing is shared.
+  if (!apply && scales_by_history()) return;
   const Rounded r = round(d_out, Buf{}, weight, M, N, K);
   if (apply) ops_.linear_input_grad_add(d_in, r.d_out, r.weight, M, N, K);
 }

@@ -1,19 +1,24 @@
 // The GEMMs of a transformer layer's linear layers (attention's q, k, v and output projections, the
 // MLP's): the op set's linear ops as they are under fp32 and bf16; under train.precision fp8 over
 // operands put on the FP8 grid first (docs/fp8.md): inputs and weights in E4M3, output gradients in
-// E5M2, each with a power-of-two scale from its amax (current scaling: this tensor's, now). A
+// E5M2, each with a power-of-two scale from its amax: under current scaling this tensor's, now;
+// under delayed scaling its history's largest (model/fp8_history.h), this amax recorded for it. A
 // linear op over such operands computes what an FP8 GEMM with per-tensor scales and FP32
 // accumulation does, so the CPU runs FP8 training's numerics and the CUDA FP8 GEMMs are checked
 // against it. Bias gradients come from the unrounded output gradient, as in bf16.
 //
-// Every layout reproduces one rank: an amax is taken over the tensor one rank would hold, where the
-// layout splits it (a weight's and a row-parallel input's columns and a column-parallel output
-// gradient's over tp; every token tensor over cp) the maximum over the tp and the cp group. Those
-// are collectives: every rank of the groups makes the same calls in the same order; a rank whose
-// result is not needed (a kv head's second copy) passes `apply` false and still takes part.
+// Every layout reproduces one rank: a current amax is taken over the tensor one rank would hold,
+// where the layout splits it (a weight's and a row-parallel input's columns and a column-parallel
+// output gradient's over tp; every token tensor over cp) the maximum over the tp and the cp group.
+// Those are collectives: every rank of the groups makes the same calls in the same order; a rank
+// whose result is not needed (a kv head's second copy) passes `apply` false and still takes part.
+// A scale from the history needs no collective: the step's end reduces the records once.
 #pragma once
 
+#include <optional>
+
 #include "engine/config/job_spec.h"
+#include "engine/model/fp8_history.h"
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "kernels/ops.h"
@@ -29,10 +34,22 @@ struct Fp8Scratch {
 class BlockLinears {
  public:
   using Buf = kernels::Buf;
-  // tp and cp: this rank's groups, or nullptr where the axis is 1.
+  // Delayed scaling: this linear layer's amaxes and whether its history holds a step yet (until
+  // then its casts scale by their current amaxes, which they record).
+  struct Delayed {
+    Fp8LinearAmaxes amaxes;
+    bool filled = false;
+  };
+  // tp and cp: this rank's groups, or nullptr where the axis is 1; `delayed` under delayed scaling.
   BlockLinears(const kernels::Ops& ops, config::Precision precision, const Fp8Scratch& scratch,
-               parallel::TensorParallel* tp, parallel::ContextParallel* cp)
-      : ops_(ops), fp8_(precision == config::Precision::Fp8), scratch_(scratch), tp_(tp), cp_(cp) {}
+               parallel::TensorParallel* tp, parallel::ContextParallel* cp,
+               std::optional<Delayed> delayed = std::nullopt)
+      : ops_(ops),
+        fp8_(precision == config::Precision::Fp8),
+        scratch_(scratch),
+        tp_(tp),
+        cp_(cp),
+        delayed_(delayed) {}
 
   // As kernels::Ops' linear_forward, linear_gelu_forward, linear_backward, linear_backward_gelu and
   // linear_input_grad_add (the last done only when `apply`).
@@ -50,12 +67,14 @@ class BlockLinears {
     Buf d_out, in, weight;
   };
   Rounded round(Buf d_out, Buf in, Buf weight, int M, int N, int K) const;
+  bool scales_by_history() const { return delayed_ && delayed_->filled; }
 
   const kernels::Ops& ops_;
   bool fp8_;
   Fp8Scratch scratch_;
   parallel::TensorParallel* tp_;
   parallel::ContextParallel* cp_;
+  std::optional<Delayed> delayed_;
 };
 
 }  // namespace ptrain::model

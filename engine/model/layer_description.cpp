@@ -508,6 +508,13 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   return out;
 }
 
+std::int64_t fp8_history_device_bytes(const config::JobSpec& spec) {
+  if (spec.train.precision != config::Precision::Fp8 || spec.train.fp8.scaling != config::Fp8Scaling::Delayed)
+    return 0;
+  constexpr std::int64_t kCastsPerLayer = 7 * 3, kBuffers = 2;
+  return kBuffers * kCastsPerLayer * spec.model.layers * static_cast<std::int64_t>(sizeof(float));
+}
+
 int expert_capacity(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::MoeSpec& moe = *spec.model.moe;

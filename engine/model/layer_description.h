@@ -174,6 +174,9 @@ std::int64_t expert_block_rows(const config::JobSpec& spec);
 // cp_comm ring: the bytes of one hop's message, a rank's k and v of one layer and microbatch (their
 // gradients travel in messages of the same size).
 std::size_t ring_message_bytes(const config::JobSpec& spec);
+// train.fp8.scaling delayed: the device's amax scales and step records of every layer's casts
+// (model/fp8_history.h: layers x 7 linear layers x 3 tensors, twice, F32); 0 otherwise.
+std::int64_t fp8_history_device_bytes(const config::JobSpec& spec);
 
 double total_bytes(const std::vector<SavedTensor>& tensors);
 // Forward FLOPs of a list of ops: its GEMMs and attention.

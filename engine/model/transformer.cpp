@@ -139,8 +139,16 @@ std::string Transformer::name(const char* gpt2_name, const char* llama_name, int
   return (layer >= 0 ? layer_prefix(dims_.gpt2, layer) : std::string()) + (dims_.gpt2 ? gpt2_name : llama_name);
 }
 
+BlockLinears Transformer::linears(const LayerWeights& w, Fp8Linear which) const {
+  std::optional<BlockLinears::Delayed> delayed;
+  if (fp8_history_ != nullptr)
+    delayed = BlockLinears::Delayed{fp8_history_->linear(w.layer, which), fp8_history_->filled()};
+  return BlockLinears(ops_, precision_, ws_.fp8, tp_, cp_, delayed);
+}
+
 Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads) const {
   LayerWeights w;
+  w.layer = layer;
   const std::int64_t C = dims_.C, q_rows = static_cast<std::int64_t>(dims_.Hq) * dims_.D,
                      kv_rows = static_cast<std::int64_t>(dims_.Hkv) * dims_.D;
   const auto offset = runtime::advance;

@@ -107,6 +107,8 @@ class Transformer {
   kernels::Buf input_grad() const;
   // Announces units to `hooks` (ZeRO) from now on; nullptr: the parameters are always resident.
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  // train.fp8.scaling delayed: the casts' amax histories (nullptr: current scaling).
+  void set_fp8_history(const Fp8History* history) { fp8_history_ = history; }
   // Bytes of the activation arena: its slots, and the backward workspace where this chunk owns it
   // (no workspace_from); not a pool's (place_slots).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
@@ -147,6 +149,7 @@ class Transformer {
   // Views of one layer's parameters and gradients in the ParamStore (null where the arch has none);
   // resolved at each use, since ZeRO-3 moves them between gather windows.
   struct LayerWeights {
+    int layer = 0;                                   // its global index
     std::string norm1_w, norm1_b, norm2_w, norm2_b;  // names (norm ops look up param and grad)
     Buf wq, wk, wv, bq, bk, bv, wo, bo;              // attention projections ([out, in])
     Buf w_up, b_up, w_gate, w_down, b_down;          // MLP: gpt2 c_fc/c_proj (no gate); llama gate/up/down
@@ -298,7 +301,8 @@ class Transformer {
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
   std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;
   // The GEMMs of attention's and the MLP's linear layers (in FP8 under train.precision fp8).
-  BlockLinears linears() const { return BlockLinears(ops_, precision_, ws_.fp8, tp_, cp_); }
+  // `which` of layer w's (its amaxes under delayed scaling).
+  BlockLinears linears(const LayerWeights& w, Fp8Linear which) const;
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
   // The residual stream around the tensor-parallel layers (parallel::TensorParallel, which also says
   // how under sequence parallelism); with tp = 1, `full` and `mine` themselves.
@@ -333,6 +337,7 @@ class Transformer {
   int expert_unit(int local_layer) const { return expert_units_[static_cast<size_t>(local_layer)]; }
   bool first_ = true, last_ = true;
   UnitHooks* hooks_ = nullptr;
+  const Fp8History* fp8_history_ = nullptr;
   void announce_forward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_forward(unit); }
   void announce_backward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_backward(unit); }
   void announce_done(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->after_backward(unit); }

@@ -16,15 +16,15 @@ Buf Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
   // Under cp_comm a2a the layer keeps q, k and v in head layout: the projections write the workspace.
   const bool a2a = cp_ != nullptr && cp_->mode() == config::CpComm::A2a;
   const Buf q = a2a ? ws_.a2a_q : a.q, k = a2a ? ws_.a2a_k : a.k, v = a2a ? ws_.a2a_v : a.v;
-  linears().forward(q, in, w.wq, w.bq, d.N, q_cols, d.C);
-  linears().forward(k, in, w.wk, w.bk, d.N, kv_cols, d.C);
-  linears().forward(v, in, w.wv, w.bv, d.N, kv_cols, d.C);
+  linears(w, Fp8Linear::Q).forward(q, in, w.wq, w.bq, d.N, q_cols, d.C);
+  linears(w, Fp8Linear::K).forward(k, in, w.wk, w.bk, d.N, kv_cols, d.C);
+  linears(w, Fp8Linear::V).forward(v, in, w.wv, w.bv, d.N, kv_cols, d.C);
   if (!d.gpt2) {
     rope(q, d.Hq, false);
     rope(k, d.Hkv, false);
   }
   attend(a, q, k, v);
-  linears().forward(ws_.proj_out, a.att, w.wo, row_parallel_bias(w.bo), d.N, d.C, q_cols);
+  linears(w, Fp8Linear::O).forward(ws_.proj_out, a.att, w.wo, row_parallel_bias(w.bo), d.N, d.C, q_cols);
   return reduce_tokens(ws_.proj_out);
 }
 
@@ -77,7 +77,8 @@ void Transformer::attention_backward(const LayerWeights& w, const LayerActs& a, 
   if (keep) ops_.convert(g.d_attention, ws_.d_res, mine);
   const Buf d_attention_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf d_q = g.d_q, d_k = g.d_k, d_v = g.d_v;
-  linears().backward(ws_.d_att, now(w.g_wo), now(w.g_bo), d_attention_out, a.att, w.wo, d.N, d.C, q_cols);
+  linears(w, Fp8Linear::O)
+      .backward(ws_.d_att, now(w.g_wo), now(w.g_bo), d_attention_out, a.att, w.wo, d.N, d.C, q_cols);
   attend_backward(d_q, d_k, d_v, a, kv_gathered);
   if (!d.gpt2) {
     rope(d_q, d.Hq, true);
@@ -93,25 +94,25 @@ void Transformer::attention_backward(const LayerWeights& w, const LayerActs& a, 
   }
   // q, k and v read one input: k's and v's input gradients are added to q's in their GEMMs.
   const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
-  linears().backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, qkv_in, w.wq, d.N, q_cols, d.C);
+  linears(w, Fp8Linear::Q).backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, qkv_in, w.wq, d.N, q_cols, d.C);
   if (!keep) {
-    linears().backward(Buf{}, w.g_wk, w.g_bk, d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
-    linears().backward(Buf{}, w.g_wv, w.g_bv, d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
+    linears(w, Fp8Linear::K).backward(Buf{}, w.g_wk, w.g_bk, d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
+    linears(w, Fp8Linear::V).backward(Buf{}, w.g_wv, w.g_bv, d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
   }
-  linears().input_grad_add(ws_.d_norm, d_k, w.wk, d.N, kv_cols, d.C, passes_kv);
-  linears().input_grad_add(ws_.d_norm, d_v, w.wv, d.N, kv_cols, d.C, passes_kv);
+  linears(w, Fp8Linear::K).input_grad_add(ws_.d_norm, d_k, w.wk, d.N, kv_cols, d.C, passes_kv);
+  linears(w, Fp8Linear::V).input_grad_add(ws_.d_norm, d_v, w.wv, d.N, kv_cols, d.C, passes_kv);
 }
 
 void Transformer::attention_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g) {
   const auto& d = dims_;
   const int q_cols = d.Hq * d.D, kv_cols = d.Hkv * d.D;
   // Sequence parallelism: the kept residual gradient and the norm output are this rank's tokens.
-  linears().backward(Buf{}, w.g_wo, w.g_bo, gather_tokens(g.d_attention, ws_.d_full), a.att, w.wo, d.N, d.C,
-                       q_cols);
+  linears(w, Fp8Linear::O)
+      .backward(Buf{}, w.g_wo, w.g_bo, gather_tokens(g.d_attention, ws_.d_full), a.att, w.wo, d.N, d.C, q_cols);
   const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
-  linears().backward(Buf{}, w.g_wq, w.g_bq, g.d_q, qkv_in, w.wq, d.N, q_cols, d.C);
-  linears().backward(Buf{}, w.g_wk, w.g_bk, g.d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
-  linears().backward(Buf{}, w.g_wv, w.g_bv, g.d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
+  linears(w, Fp8Linear::Q).backward(Buf{}, w.g_wq, w.g_bq, g.d_q, qkv_in, w.wq, d.N, q_cols, d.C);
+  linears(w, Fp8Linear::K).backward(Buf{}, w.g_wk, w.g_bk, g.d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
+  linears(w, Fp8Linear::V).backward(Buf{}, w.g_wv, w.g_bv, g.d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
 }
 
 

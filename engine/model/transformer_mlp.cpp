@@ -16,13 +16,13 @@ Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
     return reduce_tokens(ws_.proj_out);
   }
   if (d.gpt2) {
-    linears().forward_gelu(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
+    linears(w, Fp8Linear::Up).forward_gelu(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
   } else {
-    linears().forward(a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
-    linears().forward(a.gate, in, w.w_gate, Buf{}, d.N, d.F, d.C);
+    linears(w, Fp8Linear::Up).forward(a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
+    linears(w, Fp8Linear::Gate).forward(a.gate, in, w.w_gate, Buf{}, d.N, d.F, d.C);
     ops_.swiglu_forward(a.act, a.gate, a.up, nf);
   }
-  linears().forward(ws_.proj_out, a.act, w.w_down, row_parallel_bias(w.b_down), d.N, d.C, d.F);
+  linears(w, Fp8Linear::Down).forward(ws_.proj_out, a.act, w.w_down, row_parallel_bias(w.b_down), d.N, d.C, d.F);
   return reduce_tokens(ws_.proj_out);
 }
 
@@ -39,18 +39,18 @@ void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const 
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
   const Buf d_up = g.d_up;
   if (d.gpt2) {
-    linears().backward_gelu(d_up, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, a.up, d.N,
-                              d.C, d.F);
-    linears().backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, up_in, w.w_up, d.N, d.F, d.C);
+    linears(w, Fp8Linear::Down)
+        .backward_gelu(d_up, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, a.up, d.N, d.C, d.F);
+    linears(w, Fp8Linear::Up).backward(ws_.d_norm, now(w.g_up), now(w.g_b_up), d_up, up_in, w.w_up, d.N, d.F, d.C);
   } else {
     const Buf d_gate = g.d_gate;
-    linears().backward(ws_.d_act, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, d.N, d.C,
-                         d.F);
+    linears(w, Fp8Linear::Down)
+        .backward(ws_.d_act, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, d.N, d.C, d.F);
     ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
     // gate and up read one input: up's input gradient is added to gate's in its GEMM
-    linears().backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-    if (!keep) linears().backward(Buf{}, w.g_up, Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
-    linears().input_grad_add(ws_.d_norm, d_up, w.w_up, d.N, d.F, d.C);
+    linears(w, Fp8Linear::Gate).backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+    if (!keep) linears(w, Fp8Linear::Up).backward(Buf{}, w.g_up, Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
+    linears(w, Fp8Linear::Up).input_grad_add(ws_.d_norm, d_up, w.w_up, d.N, d.F, d.C);
   }
 }
 
@@ -59,10 +59,10 @@ void Transformer::mlp_weight_grad(const LayerWeights& w, const LayerActs& a, con
   // Sequence parallelism: the kept residual gradient and the norm output are this rank's tokens.
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
   if (moe_) return moe_->weight_grad(w.moe, a.moe, up_in, g.moe);
-  linears().backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down, d.N, d.C,
-                       d.F);
-  if (!d.gpt2) linears().backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-  linears().backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
+  linears(w, Fp8Linear::Down)
+      .backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down, d.N, d.C, d.F);
+  if (!d.gpt2) linears(w, Fp8Linear::Gate).backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+  linears(w, Fp8Linear::Up).backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
 }
 
 

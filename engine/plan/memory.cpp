@@ -120,6 +120,8 @@ MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParam
   const ModelStateBytes states = rank_model_state_bytes(spec, params);
   MemoryBreakdown m{states.params, states.grads, states.optimizer, activations.rank(pp_rank, held),
                     comm_buffer_bytes(spec, params, held), states.host};
+  // Delayed scaling's amax scales and records: training state beside the optimizer's (a few KB).
+  m.optimizer += static_cast<double>(model::fp8_history_device_bytes(spec));
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).
   if (spec.parallel.offload == config::Offload::Optimizer && config::bf16_working(spec.train.precision))

@@ -11,17 +11,13 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec) {
                       "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +
                           " take the tp group's tokens all-gathered: `ptrain run` needs sequence parallelism",
                       "set parallel.sequence_parallel: true"});
-  // FP8 (docs/fp8.md): built so far are its numerics on the CPU, current scaling, dense layers.
+  // FP8 (docs/fp8.md): built so far are its numerics on the CPU, both scalings, dense layers.
   if (spec.train.precision == config::Precision::Fp8) {
     if (spec.backend != config::Backend::Cpu)
       limits.push_back({"backend",
                         "train.precision: fp8 runs on the CPU backend only for now (FP8 training's numerics); "
                         "the CUDA FP8 GEMMs are not built yet",
                         "set backend: cpu, or train.precision: bf16 on a GPU"});
-    if (spec.train.fp8.scaling == config::Fp8Scaling::Delayed)
-      limits.push_back({"train.fp8.scaling",
-                        "train.fp8.scaling: delayed (the default) is not executed yet: current scaling is",
-                        "set train.fp8.scaling: current"});
     if (spec.model.moe)
       limits.push_back({"train.precision",
                         "train.precision: fp8 with MoE layers: the experts' GEMMs are not in FP8 yet",

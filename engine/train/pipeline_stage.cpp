@@ -76,6 +76,10 @@ void PipelineStage::set_hooks(model::UnitHooks* hooks) {
   for (auto& chunk : chunks_) chunk->set_hooks(hooks);
 }
 
+void PipelineStage::set_fp8_history(const model::Fp8History* history) {
+  for (auto& chunk : chunks_) chunk->set_fp8_history(history);
+}
+
 std::int64_t PipelineStage::activation_bytes() const {
   std::int64_t bytes = static_cast<std::int64_t>(send_buffers_.bytes() + shared_slots_.bytes());
   for (const auto& chunk : chunks_) bytes += chunk->activation_bytes();

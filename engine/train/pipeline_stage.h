@@ -54,6 +54,8 @@ class PipelineStage {
   // False where messages of device memory go through NCCL: the device waits for them, not the host.
   bool messages_wait_on_host() const { return ops_.device() == kernels::Device::Cpu || staged_; }
   void set_hooks(model::UnitHooks* hooks);
+  // train.fp8.scaling delayed: every chunk's casts scale from `history` (model/fp8_history.h).
+  void set_fp8_history(const model::Fp8History* history);
   // Records each F/B/W and each wait for a message as a span of `trace` (nullptr: none).
   void set_trace(dist::Trace* trace) { trace_ = trace; }
   std::int64_t activation_bytes() const;  // all chunks' arenas and the send buffers

@@ -17,6 +17,7 @@
 
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/fp8_history_checkpoint.h"
 #include "engine/ckpt/hf.h"
 #include "engine/ckpt/param_checkpoint.h"
 #include "engine/data/datasets.h"
@@ -82,6 +83,7 @@ struct Trainer::State {
   std::unique_ptr<Evaluation> evaluation;  // data.valid, with eval_every > 0
   std::unique_ptr<MetricsLog> log;  // rank 0 only
   runtime::DeviceScalars loss_sums;  // one per microbatch of a step or an evaluation
+  std::unique_ptr<model::Fp8History> fp8_history;  // train.fp8.scaling delayed
   double flops_per_step = 0;  // model FLOPs of the whole job's step
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
@@ -130,6 +132,10 @@ struct Trainer::State {
     if (dir_lock)
       for (const std::string& w : dir_lock->warnings()) note("warning: " + w);
     pipeline.set_hooks(&zero);
+    if (s.train.precision == config::Precision::Fp8 && s.train.fp8.scaling == config::Fp8Scaling::Delayed) {
+      fp8_history = std::make_unique<model::Fp8History>(backend, s.model.layers, s.train.fp8.amax_history);
+      pipeline.set_fp8_history(fp8_history.get());
+    }
     const auto weights_begin = Clock::now();
     options.startup.allocation_s = std::chrono::duration<double>(weights_begin - constructed).count();
     start_step = restore();
@@ -203,6 +209,8 @@ struct Trainer::State {
         options.startup.weights = "read from a checkpoint";
         ShardMirror staged(zero.shard_memory(), zero.restored_shards());
         ckpt::restore_flat_shards(loaded, params, staged.host());
+        if (fp8_history)
+          for (const std::string& line : ckpt::restore_fp8_history(loaded, *fp8_history)) note(line);
         staged.upload();
         zero.after_restore();
         note("resumed from " + loaded.path() + " at step " + std::to_string(step));
@@ -263,9 +271,9 @@ struct Trainer::State {
     try {
       ShardMirror staged(zero.shard_memory(), zero.saved_shards());
       staged.download();
-      report = ckpt::to_json(ckpt::write_rank_file(tmp_dir, comm.rank(), step,
-                                                   ckpt::flat_shard_tensors(params, staged.host())))
-                   .dump();
+      std::vector<ckpt::TensorShard> shards = ckpt::flat_shard_tensors(params, staged.host());
+      if (fp8_history && leader) shards.push_back(ckpt::fp8_history_shard(*fp8_history));
+      report = ckpt::to_json(ckpt::write_rank_file(tmp_dir, comm.rank(), step, shards)).dump();
     } catch (const std::exception& e) {
       failure = std::current_exception();
       report = kSaveFailed + ("rank " + std::to_string(comm.rank()) + ": " + e.what());
@@ -325,7 +333,8 @@ struct Trainer::State {
 
   double memory_bytes() const {
     const parallel::ZeroBytes z = zero.allocated_bytes();
-    return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(pipeline.activation_bytes());
+    return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(pipeline.activation_bytes()) +
+           (fp8_history ? static_cast<double>(fp8_history->device_bytes()) : 0.0);
   }
 
   struct StepOutcome {
@@ -367,6 +376,14 @@ struct Trainer::State {
     const double phase_seconds = seconds_since(t0);
     const PerAxis spent_in_pipeline = comm.world() > 1 ? spent_so_far() - spent_at_start : PerAxis{};
     out.grad_norm = global_norm.compute();  // waits for the device: the losses are there now too
+    if (fp8_history) {  // a skipped update's amaxes are not history (the norm is every rank's)
+      if (std::isfinite(out.grad_norm))
+        fp8_history->end_step([&](float* v, std::int64_t n) {
+          comm.all_reduce(comm.world_group(), v, static_cast<std::size_t>(n), dist::ReduceOp::Max);
+        });
+      else
+        fp8_history->discard_step();
+    }
     if (comm.world() > 1) {  // the most over the ranks: pipeline idle, each axis's bytes and seconds
       const PerAxis sent = sent_so_far(), bytes = sent - sent_before;
       const PerAxis spent = spent_so_far(), seconds = spent - spent_before;
@@ -438,6 +455,7 @@ struct Trainer::State {
     zero.publish_update();  // the step's traffic, counted in the next step's
     const PerAxis before = sent_so_far(), spent = spent_so_far();
     const double loss = evaluation->loss(batches, loss_sums);
+    if (fp8_history) fp8_history->discard_step();  // what the evaluation's casts recorded
     // The evaluation's traffic is no step's: the next step's report leaves it out.
     sent_before += sent_so_far() - before;
     spent_before += spent_so_far() - spent;

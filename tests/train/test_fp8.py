@@ -1,5 +1,7 @@
-"""`ptrain run` with train.precision: fp8 on CPU (docs/fp8.md): it tracks the bf16 curve without being
-it, every layout tracks the one-rank FP8 curve, and what is not built yet is refused at its key.
+"""`ptrain run` with train.precision: fp8 on CPU (docs/fp8.md), under current and delayed scaling: it
+tracks the bf16 curve without being it, every layout tracks the one-rank FP8 curve, delayed scaling's
+amax histories are the one-rank histories in every layout and resume exactly, and what is not built
+yet is refused at its key.
 
     python3 test_fp8.py --ptrain build/ptrain            # the suite's part (synthetic tokens)
     python3 test_fp8.py --ptrain build/ptrain --fortunes  # 200 steps on data/tiny (ctest label `long`)
@@ -8,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import struct
 import tempfile
 import unittest
 
@@ -20,20 +23,22 @@ name: fp8-test
 backend: cpu
 model: {{arch: {arch}, layers: {layers}, hidden: {hidden}, heads: 4, kv_heads: {kv_heads}, ffn_hidden: {ffn}, vocab: {vocab}, seq_len: {seq}}}
 parallel: {{tp: 1, pp: 1, cp: 1, zero: 0}}
-train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp8, fp8: {{scaling: current}}, seed: 5, recompute: selective}}
+train: {{steps: {steps}, global_batch: 8, micro_batch: 1, precision: fp8, fp8: {{scaling: {scaling}}}, seed: 5, recompute: selective}}
 optimizer: {{lr: {lr}, min_lr: 1.0e-4, warmup_steps: 4}}
 data: {data}
 cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}
 logging: {{every: 10, metrics: {dir}/metrics.jsonl}}
+checkpoint: {{dir: {dir}/ckpt, every: 10}}
 """
 SYNTHETIC = "{format: synthetic}"
 
 
-def job(d, arch="llama", layers=4, steps=20, hidden=32, ffn=64, vocab=97, seq=16, lr=1.0e-2, data=SYNTHETIC):
+def job(d, arch="llama", layers=4, steps=20, hidden=32, ffn=64, vocab=97, seq=16, lr=1.0e-2, data=SYNTHETIC,
+        scaling="current"):
     path = os.path.join(d, "job.yaml")
     with open(path, "w") as f:
         f.write(JOB.format(arch=arch, layers=layers, hidden=hidden, kv_heads=4 if arch == "gpt2" else 2, ffn=ffn,
-                           vocab=vocab, seq=seq, steps=steps, lr=lr, data=data, dir=d))
+                           vocab=vocab, seq=seq, steps=steps, lr=lr, data=data, dir=d, scaling=scaling))
     return path
 
 
@@ -60,20 +65,22 @@ def smoothed(curve, window=10):
 
 class TracksBf16(unittest.TestCase):
     def check(self, tolerance, **shape):
-        """fp8 within `tolerance` of bf16 (the loss over any 10 steps), and not bf16: the quantisation is
-        real."""
+        """fp8 under each scaling within `tolerance` of bf16 (the loss over any 10 steps), and neither bf16
+        nor the other scaling: the quantisation is real, and so are the delayed scales."""
         curves = {}
-        for precision in ["bf16", "fp8"]:
+        for precision in ["bf16", "current", "delayed"]:
             with tempfile.TemporaryDirectory() as d:
-                sets = [] if precision == "fp8" else ["train.precision=bf16", "train.fp8=null"]
-                r = run(job(d, **shape), *sets)
+                sets = ["train.precision=bf16", "train.fp8=null"] if precision == "bf16" else []
+                r = run(job(d, scaling="current" if precision == "bf16" else precision, **shape), *sets)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 curves[precision] = losses(d)
-        gaps = relative(smoothed(curves["fp8"]), smoothed(curves["bf16"]))
-        print(f"    {shape.get('arch')}: fp8 against bf16 at most {max(gaps):.2e}, last {gaps[-1]:.2e}",
-              file=sys.stderr)
-        self.assertLess(max(gaps), tolerance)
-        self.assertGreater(max(relative(curves["fp8"], curves["bf16"])), 1e-4)
+        for scaling in ["current", "delayed"]:
+            gaps = relative(smoothed(curves[scaling]), smoothed(curves["bf16"]))
+            print(f"    {shape.get('arch')}: fp8 ({scaling}) against bf16 at most {max(gaps):.2e}, last {gaps[-1]:.2e}",
+                  file=sys.stderr)
+            self.assertLess(max(gaps), tolerance)
+            self.assertGreater(max(relative(curves[scaling], curves["bf16"])), 1e-4)
+        self.assertNotEqual(curves["current"], curves["delayed"])
         return curves
 
     def test_gpt2_and_llama_on_synthetic_tokens(self):
@@ -122,26 +129,122 @@ class Layouts(unittest.TestCase):
             ],
             "gpt2": [dict(nproc=2, sets=["parallel.tp=2"])],  # biases, GELU fused into the GEMMs
         }
-        for arch, cases in layouts.items():
-            with tempfile.TemporaryDirectory() as d:
-                r = run(job(d, arch=arch, lr=self.LR))
-                self.assertEqual(r.returncode, 0, r.stderr)
-                one_rank = losses(d)
-            for case in cases:
-                with self.subTest(arch=arch, **case), tempfile.TemporaryDirectory() as d:
-                    r = run(job(d, arch=arch, lr=self.LR), *case["sets"], nproc=case["nproc"])
+        for scaling in ["current", "delayed"]:
+            for arch, cases in layouts.items():
+                with tempfile.TemporaryDirectory() as d:
+                    r = run(job(d, arch=arch, lr=self.LR, scaling=scaling))
                     self.assertEqual(r.returncode, 0, r.stderr)
-                    got = losses(d)
-                    self.assertEqual(len(got), 20)
-                    gap = max(relative(got, one_rank))
-                    print(f"    {arch} {' '.join(case['sets'])}: {gap:.1e}", file=sys.stderr)
-                    self.assertLess(gap, self.TOLERANCE)
+                    one_rank = losses(d)
+                for case in cases:
+                    with self.subTest(scaling=scaling, arch=arch, **case), tempfile.TemporaryDirectory() as d:
+                        r = run(job(d, arch=arch, lr=self.LR, scaling=scaling), *case["sets"], nproc=case["nproc"])
+                        self.assertEqual(r.returncode, 0, r.stderr)
+                        got = losses(d)
+                        self.assertEqual(len(got), 20)
+                        gap = max(relative(got, one_rank))
+                        print(f"    {scaling} {arch} {' '.join(case['sets'])}: {gap:.1e}", file=sys.stderr)
+                        self.assertLess(gap, self.TOLERANCE)
+
+
+def amax_histories(d, step=20):
+    """The fp8/amax_history tensor of checkpoint step `step` in run directory d, as a flat list (read
+    from the safetensors file the manifest names, not through ptrain)."""
+    step_dir = os.path.join(d, "ckpt", f"step_{step}")
+    with open(os.path.join(step_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    tensor = manifest["tensors"]["fp8/amax_history"]
+    (piece,) = tensor["pieces"]
+    with open(os.path.join(step_dir, piece["file"]), "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        entry = header[piece["key"]]
+        begin, end = entry["data_offsets"]
+        f.seek(8 + size + begin)
+        data = f.read(end - begin)
+    assert entry["dtype"] == "F32", entry
+    return tensor["shape"], list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+class DelayedScaling(unittest.TestCase):
+    """train.fp8.scaling: delayed (model/fp8_history.h)."""
+
+    def test_every_layout_keeps_the_one_rank_histories(self):
+        """The saved histories after two steps -- per cast tensor the largest amax over each step's
+        microbatches and shards, the first step's by current scaling, the second's recorded under the
+        history's scales and reduced at the step's end -- are one rank's in every layout. dp runs each
+        microbatch as one rank does: exactly equal. Under tp and cp the activations and gradients
+        carry the bf16 noise of other summation orders, which FP8's grid amplifies (an E5M2 gradient
+        moves 25% when a rounding tips): within 10%; the weights, the same on both sides but for the
+        first update's sign flips, within 2% -- a layout that kept its shard's amax instead of the
+        whole weight's would miss by more in some layer. Two steps: later, Adam's sign-like updates let
+        the noise grow into different weights, and the histories with them."""
+        layouts = [  # (nproc, sets, bound on every history entry)
+            (2, ["parallel.zero=1"], 0.0),  # dp: each rank half the microbatches
+            (2, ["parallel.pp=2"], 3e-2),   # each stage its layers; the same sums but for the loss's
+            (2, ["parallel.tp=2"], 0.1),
+            (2, ["parallel.cp=2", "parallel.cp_comm=ring"], 0.1),
+        ]
+        steps = ["train.steps=2", "checkpoint.every=2"]
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d, lr=3e-3, scaling="delayed"), *steps)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            shape, want = amax_histories(d, step=2)
+        self.assertEqual(shape, [4, 7, 3, 16])
+        for c in range(len(want) // 16):  # llama: every linear layer casts in both steps
+            h = want[c * 16:(c + 1) * 16]
+            self.assertTrue(all(v > 0 for v in h[:2]) and not any(h[2:]), (c, h))
+        gap = lambda got, cast_filter: max(
+            (abs(got[i] - want[i]) / want[i] for i in range(len(want)) if want[i] > 0 and cast_filter(i // 16 % 3)),
+            default=0.0)
+        for nproc, sets, bound in layouts:
+            with self.subTest(sets=sets), tempfile.TemporaryDirectory() as d:
+                r = run(job(d, lr=3e-3, scaling="delayed"), *steps, *sets, nproc=nproc)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got_shape, got = amax_histories(d, step=2)
+                self.assertEqual(got_shape, shape)
+                every, weights = gap(got, lambda operand: True), gap(got, lambda operand: operand == 2)
+                print(f"    {' '.join(sets)}: histories within {every:.1e}, weights' within {weights:.1e}",
+                      file=sys.stderr)
+                self.assertLessEqual(every, bound)
+                self.assertLessEqual(weights, min(bound, 2e-2))
+                self.assertEqual([a > 0 for a in got], [b > 0 for b in want])
+
+    def test_a_resume_is_exact_in_the_same_layout_and_tracks_in_another(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d, scaling="delayed"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            straight = losses(d)
+        for nproc, sets in [(1, []), (2, ["parallel.tp=2"])]:
+            with self.subTest(sets=sets), tempfile.TemporaryDirectory() as d:
+                path = job(d, scaling="delayed")
+                r = subprocess.run([PTRAIN, "run", path, "--stop-after-steps", "10"], capture_output=True, text=True,
+                                   timeout=600)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                r = run(path, *sets, nproc=nproc)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn("holds no FP8 amax histories", r.stderr)
+                resumed = losses(d)
+                self.assertEqual(len(resumed), 20)
+                if not sets:
+                    self.assertEqual(resumed, straight)  # bitwise: the histories came back as saved
+                else:
+                    self.assertLess(max(relative(resumed, straight)), 2e-3)
+
+    def test_a_checkpoint_without_histories_starts_them_afresh(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = job(d, scaling="current")
+            r = subprocess.run([PTRAIN, "run", path, "--stop-after-steps", "10"], capture_output=True, text=True,
+                               timeout=600)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = run(path, "train.fp8.scaling=delayed")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("holds no FP8 amax histories", r.stderr)
+            self.assertEqual(amax_histories(d)[0], [4, 7, 3, 16])
 
 
 class NotBuiltYet(unittest.TestCase):
     def test_refused_at_the_key_before_training(self):
         cases = [
-            (["train.fp8.scaling=delayed"], "train.fp8.scaling"),
             (["backend=auto"], "backend"),
             (["model.arch=mixtral", "model.moe={experts: 4, top_k: 2}"], "train.precision"),
             (["train.grad_reduce=fp8"], "train.grad_reduce"),
