@@ -15,13 +15,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// checkpoint.dir as the records name it: absolute, links resolved ("" without one), so that the same
-// directory reached from another working directory is the same run.
-std::string run_identity(const std::string& checkpoint_dir) {
-  if (checkpoint_dir.empty()) return "";
+// A path as the records name it: absolute, links resolved ("" for none), so that the same directory
+// reached from another working directory is the same.
+fs::path canonical_path(const std::string& path) {
+  if (path.empty()) return {};
   std::error_code ec;
-  const fs::path path = fs::weakly_canonical(fs::absolute(checkpoint_dir, ec), ec);
-  return ec ? fs::absolute(checkpoint_dir).lexically_normal().string() : path.string();
+  const fs::path canonical = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? fs::absolute(path).lexically_normal() : canonical;
+}
+
+// checkpoint.dir from the folder of logging.metrics ("ckpt" for runs/x/ckpt beside
+// runs/x/metrics.jsonl): what stays the same when a run's directory is moved or copied whole.
+std::string beside_metrics(const config::JobSpec& spec) {
+  if (spec.checkpoint.dir.empty() || spec.logging.metrics.empty()) return "";
+  return canonical_path(spec.checkpoint.dir)
+      .lexically_relative(canonical_path(spec.logging.metrics).parent_path())
+      .string();
+}
+
+std::string text_field(const nlohmann::json& object, const char* key) {
+  return object.contains(key) && object[key].is_string() ? object[key].get<std::string>() : "";
 }
 
 std::string layout_text(const config::JobSpec& spec) {
@@ -94,7 +107,8 @@ std::string job_digest(const std::string& job_yaml) {
 
 nlohmann::ordered_json segment_record(const config::JobSpec& spec, const RunSegmentSource& source) {
   return {{"command", source.command},
-          {"checkpoint_dir", run_identity(spec.checkpoint.dir)},
+          {"checkpoint_dir", canonical_path(spec.checkpoint.dir).string()},
+          {"checkpoint_dir_from_metrics", beside_metrics(spec)},
           {"world", spec.world},
           {"layout", layout_text(spec)},
           {"job_digest", job_digest(source.job_yaml)},
@@ -109,7 +123,7 @@ bool holds_event_files(const std::string& dir) {
 }
 
 std::optional<RecordsRefusal> refuse_records(const config::JobSpec& spec, std::int64_t resume_step) {
-  const std::string own = run_identity(spec.checkpoint.dir);
+  const std::string own = canonical_path(spec.checkpoint.dir).string();
   const std::string fix = own_records_fix(spec);
   const std::string starting = resume_step > 0 ? "resumes from step " + std::to_string(resume_step)
                                                : "starts from the beginning";
@@ -120,11 +134,14 @@ std::optional<RecordsRefusal> refuse_records(const config::JobSpec& spec, std::i
       const std::string steps = "steps " + std::to_string(held.first_step) + "-" + std::to_string(held.last_step);
       if (held.segment) {
         const nlohmann::json& s = *held.segment;
-        const std::string theirs = s.contains("checkpoint_dir") && s["checkpoint_dir"].is_string()
-                                       ? s["checkpoint_dir"].get<std::string>() : "";
-        if (!theirs.empty() && theirs == own) return std::nullopt;  // this run's own: it goes on with them
-        const std::string command = s.contains("command") && s["command"].is_string()
-                                        ? "`ptrain run " + s["command"].get<std::string>() + "`" : "a run";
+        // This run's own (the same checkpoint.dir, or the same beside the metrics: the run's folder
+        // moved or copied whole): it goes on with them.
+        const std::string theirs = text_field(s, "checkpoint_dir");
+        const std::string theirs_beside = text_field(s, "checkpoint_dir_from_metrics");
+        if (!own.empty() && (theirs == own || (!theirs_beside.empty() && theirs_beside == beside_metrics(spec))))
+          return std::nullopt;
+        const std::string command =
+            text_field(s, "command").empty() ? "a run" : "`ptrain run " + text_field(s, "command") + "`";
         return RecordsRefusal{
             "logging.metrics",
             quoted(metrics) + " holds the records of another run: " + steps + " of " + command + " (" +

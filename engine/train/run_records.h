@@ -5,13 +5,14 @@
 // records; a run never destroys another's. The records belong to the run of a checkpoint.dir: the
 // first metrics row of each segment (each start of `ptrain run`) carries a "segment" object naming
 // it, with the command, the layout and the job as trained. A run whose checkpoint.dir is the one the
-// records name continues them after the step it resumes from (0 when that run saved nothing): the
-// rows of later steps are dropped (they are trained again), and its own first row opens a new
-// segment, a boundary that `ptrain report` draws. A run of another checkpoint.dir, or one without
-// any, whose paths hold another run's records is refused (exit 2) with the fix, before anything is
-// written. Records that name no run (written before segments were recorded, or a trace or
-// TensorBoard events without metrics) are continued by a run that resumes from a checkpoint and
-// refused to one that starts from the beginning.
+// records name (or the same seen from the metrics' folder: a run directory moved or copied whole)
+// continues them after the step it resumes from (0 when that run saved nothing): the rows of later
+// steps are dropped (they are trained again), and its own first row opens a new segment, a boundary
+// that `ptrain report` draws. A run of another checkpoint.dir, or one without any, whose paths hold
+// another run's records is refused (exit 2) with the fix, before anything is written. Records that
+// name no run (written before segments were recorded, or a trace or TensorBoard events without
+// metrics) are continued by a run that resumes from a checkpoint and refused to one that starts
+// from the beginning.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,8 @@ struct RunSegmentSource {
 std::string job_digest(const std::string& job_yaml);
 
 // The "segment" object of a segment's first row (MetricsLog::start_segment adds its number and
-// after_step): command, checkpoint_dir (absolute; "" without one), world, layout, job_digest, job.
+// after_step): command, checkpoint_dir (absolute; "" without one), checkpoint_dir_from_metrics (the
+// same from logging.metrics' folder), world, layout, job_digest, job.
 nlohmann::ordered_json segment_record(const config::JobSpec& spec, const RunSegmentSource& source);
 
 // Why this run may not write its records where the job says, as an error at a key with its fix; none

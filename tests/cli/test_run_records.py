@@ -135,6 +135,20 @@ class Records(unittest.TestCase):
         # the trace of the second run, which wrote it, beside the second segment
         self.assertRegex(html, r"measured: step 8 \(segment 2, tp 0, cp 0, dp 0\)")
 
+    def test_a_run_directory_moved_whole_goes_on_with_its_records(self):
+        r = ptrain("run", self.job, "--stop-after-steps", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        moved = os.path.join(self.tmp.name, "moved")
+        shutil.move(self.d, moved)
+        with open(self.job, "w") as f:
+            f.write(JOB.format(d=moved))
+        r = ptrain("run", self.job)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = rows(moved)
+        self.assertEqual([row["step"] for row in got], list(range(1, 9)))
+        self.assertEqual(got[4]["segment"]["number"], 2)
+        self.assertEqual(got[4]["segment"]["checkpoint_dir_from_metrics"], "ckpt")
+
     def test_report_draws_a_trace_beside_the_segment_of_its_job_only(self):
         r = ptrain("run", self.job, "--stop-after-steps", "4")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -129,6 +129,8 @@ class RunTrace(unittest.TestCase):
                 with open(path, "w") as f:
                     f.write(earlier)
                 full_disk.fill(traces)
+                # the trace is this run's own (a run replaces only its own: train/run_records.h)
+                self.assertEqual(dist.run(dist.job(d, dp=world, steps=2)).returncode, 0)
                 r = dist.run(dist.job(d, dp=world, steps=2), "--set", f"logging.trace={path}")
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertIn(f"logging.trace: cannot write '{path}': write failed: No space left on device",
