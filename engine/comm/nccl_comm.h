@@ -33,7 +33,8 @@
 // exits. Synchronous waits (host staging, barrier) throw CollectiveError instead.
 //
 // Built only with CUDA and NCCL, into the CUDA module (libptrain_cuda.so), which hands the functions
-// below out as an NcclBackend (nccl_module_entry.cpp); this header keeps CUDA types out.
+// below out as an NcclBackend (nccl_module_entry.cpp); this header keeps CUDA types out (the class
+// and its files by job: nccl_comm_impl.h).
 #pragma once
 
 #include <chrono>
