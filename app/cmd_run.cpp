@@ -27,6 +27,7 @@
 #include "app/job_loading.h"
 #include "app/machine_fit.h"
 #include "app/run_backend.h"
+#include "app/run_logs.h"
 #include "app/run_preflight.h"
 #include "app/run_record.h"
 #include "app/run_report.h"
@@ -38,6 +39,7 @@
 #include "engine/launch/dist_error.h"
 #include "engine/launch/launcher.h"
 #include "engine/launch/worker_env.h"
+#include "engine/log/log.h"
 #include "engine/train/trainer.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/ops.h"
@@ -76,8 +78,8 @@ bool omp_threads(std::optional<int>& threads) {
   errno = 0;
   const long n = std::strtol(text, &end, 10);
   if (errno != 0 || *end != '\0' || n < 1 || n > kMaxCpuThreads) {
-    std::fprintf(stderr, "error: OMP_NUM_THREADS must be a whole number of threads per rank in [1, %d], got '%s'\n",
-                 kMaxCpuThreads, text);
+    log::launch().error("OMP_NUM_THREADS must be a whole number of threads per rank in [1, {}], got '{}'",
+                        kMaxCpuThreads, text);
     return false;
   }
   threads = static_cast<int>(n);
@@ -107,7 +109,7 @@ void stop_with_parent(const dist::WorkerEnv& env, pid_t parent) {
 
 // A rank stopped before its first step: nothing is saved (rank 0 says so), exit 0.
 [[noreturn]] void end_before_the_first_step(bool leader) {
-  if (leader) std::fputs("stop requested before the first step: nothing to save\n", stderr);
+  if (leader) log::train().info("stop requested before the first step: nothing to save");
   std::fflush(nullptr);
   ::_exit(0);
 }
@@ -144,7 +146,7 @@ bool parse_fault(train::TrainerOptions& options) {
   char action[16] = {};
   if (std::sscanf(text, "%d:%lld:%15s", &rank, &step, action) != 3 || rank < 0 || step < 1 ||
       (std::strcmp(action, "kill") != 0 && std::strcmp(action, "exit") != 0 && std::strcmp(action, "stall") != 0)) {
-    std::fprintf(stderr, "error: PTRAIN_DEBUG_FAULT='%s': expected <rank>:<step>:<kill|exit|stall>\n", text);
+    log::train().error("PTRAIN_DEBUG_FAULT='{}': expected <rank>:<step>:<kill|exit|stall>", text);
     return false;
   }
   options.fault_rank = rank;
@@ -175,11 +177,12 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
   return dist::launch_local(launch);
 }
 
-// Reports a failure of this worker; under a launcher, tells the other ranks to stop too.
-int fail(dist::Session* session, int code, const std::string& message, const std::string& log = {}) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
-  if (!log.empty()) std::fprintf(stderr, "last collectives of this rank:\n%s", log.c_str());
-  std::fflush(stderr);
+// Reports a failure of this worker, through the logger of the subsystem it came from; under a
+// launcher, tells the other ranks to stop too.
+int fail(dist::Session* session, log::Subsystem from, int code, const std::string& message,
+         const std::string& collectives = {}) {
+  log::get(from).error(message);
+  if (!collectives.empty()) log::comm().error("last collectives of this rank:\n{}", collectives);
   if (session != nullptr) session->report_abort(message);
   return code;
 }
@@ -197,9 +200,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   options.segment = source;
   if (!parse_fault(options)) return kExitBadInput;
   if (options.fault_rank >= spec.world || options.fault_step > spec.train.steps) {  // it would inject nothing
-    std::fprintf(stderr, "error: PTRAIN_DEBUG_FAULT names rank %d, step %lld: the job has ranks 0-%d, steps 1-%lld\n",
-                 options.fault_rank, static_cast<long long>(options.fault_step), spec.world - 1,
-                 static_cast<long long>(spec.train.steps));
+    log::train().error("PTRAIN_DEBUG_FAULT names rank {}, step {}: the job has ranks 0-{}, steps 1-{}",
+                       options.fault_rank, options.fault_step, spec.world - 1, spec.train.steps);
     return kExitBadInput;
   }
   auto lap = [at = started]() mutable {  // seconds since the previous lap
@@ -212,7 +214,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
   std::string why_not;
   const kernels::Ops* ops = select_backend(spec, env ? env->local_rank : 0, why_not);
   if (ops == nullptr) {
-    std::fprintf(stderr, "error: %s\n", why_not.c_str());
+    log::kernels().error(why_not);
     return kExitBadInput;
   }
   options.startup.backend_s = lap();
@@ -236,8 +238,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     dist::Comm* comm = nullptr;
     if (env) {
       if (env->rank == 0 && !env->token_from_env)
-        std::fprintf(stderr, "warning: PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids "
-                             "and keeps out mistakes, not attackers\n");
+        log::store().warn("PTRAIN_JOB_TOKEN is not set: the job token is derived from public job ids and keeps "
+                          "out mistakes, not attackers");
       const std::chrono::milliseconds timeout(static_cast<std::int64_t>(spec.comm.timeout_s * 1000));
       {
         const StopDuringRendezvous stop(env->rank == 0);
@@ -259,24 +261,25 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     const train::RunResult result = trainer.run();
     if (session) session->finish();
     if ((!env || env->rank == 0) && result.typical_step && predicted)
-      std::fprintf(stderr, "%s", measured_against_predicted(*result.typical_step, *predicted).c_str());
+      std::fputs(measured_against_predicted(*result.typical_step, *predicted).c_str(), stdout);  // a report
     if (result.status == train::RunStatus::NonFinite) {
-      std::fprintf(stderr, "error: loss became NaN/inf at step %lld\n", static_cast<long long>(result.failed_step));
+      log::train().error("loss became NaN/inf at step {}", result.failed_step);
       return kExitRuntimeFailure;
     }
     return kExitOk;
   } catch (const data::DataError& e) {
-    return fail(session.get(), kExitBadInput, std::string("data: ") + e.what());
+    return fail(session.get(), log::Subsystem::data, kExitBadInput, std::string("data: ") + e.what());
   } catch (const ckpt::CheckpointError& e) {
-    return fail(session.get(), kExitBadInput, std::string("checkpoint: ") + e.what());
+    return fail(session.get(), log::Subsystem::ckpt, kExitBadInput, std::string("checkpoint: ") + e.what());
   } catch (const std::invalid_argument& e) {
-    return fail(session.get(), kExitBadInput, e.what());
+    return fail(session.get(), log::Subsystem::train, kExitBadInput, e.what());
   } catch (const dist::LaunchConfigError& e) {  // this process does not belong to the store's job
-    return fail(session.get(), kExitBadInput, e.what());
+    return fail(session.get(), log::Subsystem::store, kExitBadInput, e.what());
   } catch (const dist::CollectiveError& e) {
-    return fail(session.get(), kExitRuntimeFailure, e.what(), e.log_dump());
+    return fail(session.get(), log::Subsystem::comm, kExitRuntimeFailure, e.what(), e.log_dump());
   } catch (const std::exception& e) {
-    return fail(session.get(), kExitRuntimeFailure, e.what(), session ? session->comm().log().dump() : std::string());
+    return fail(session.get(), log::Subsystem::train, kExitRuntimeFailure, e.what(),
+                session ? session->comm().log().dump() : std::string());
   }
 }
 
@@ -298,13 +301,18 @@ int run_training(const RunArgs& args) {
   const pid_t parent = ::getppid();
   std::optional<dist::WorkerEnv> env;
   if (!detect_worker(env)) return kExitBadInput;
+  if (env) {
+    log_as(env, env->world);
+    log::launch().debug("started by {}: rank {} of {}, local rank {} of {}; the store at {}:{}", env->launcher,
+                        env->rank, env->world, env->local_rank, env->local_world, env->store_host, env->store_port);
+  }
   if (std::optional<int> threads; !omp_threads(threads)) return kExitBadInput;
   if (env && args.nproc && *args.nproc != env->world) {
-    std::fprintf(stderr, "error: --nproc %d, but the %s launcher started %d ranks\n", *args.nproc,
-                 env->launcher.c_str(), env->world);
+    log::launch().error("--nproc {}, but the {} launcher started {} ranks", *args.nproc, env->launcher, env->world);
     return kExitBadInput;
   }
   config::LoadResult job = load_job(args.job, env ? std::optional<int>(env->world) : args.nproc);
+  if (!env && job.ok()) log_as(env, job.spec.world);  // the local launcher, or the one rank
   // run refuses what validate refuses: beyond the rules, an unknown cluster.gpu or a job whose
   // predicted memory exceeds the device's (the error names the breakdown and the nearest fit); and,
   // before a worker starts, what validate warns this engine does not execute yet.
@@ -320,19 +328,20 @@ int run_training(const RunArgs& args) {
       for (config::Diagnostic& input : run_input_errors(job)) job.diags.errors.push_back(std::move(input));
   }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) {
-    print_diagnostics(job.diags);  // once per job
+    log_diagnostics(job.diags);  // once per job
   } else if (!job.ok() && env->launcher == "env") {
     // Ranks started by hand from RANK/WORLD_SIZE may each have their own flags, and their rank 0
     // elsewhere or not at all: one line, so that each still says why it stops. (srun and mpirun
     // start every rank with the same command: rank 0's list is the one.)
-    std::fprintf(stderr, "error: rank %d: %s%s\n", env->rank, job.diags.errors.front().format().c_str(),
-                 job.diags.errors.size() > 1 ? " (and more: rank 0 lists every problem)" : "");
+    log::train().error("rank {}: {}{}", env->rank, job.diags.errors.front().format(),
+                       job.diags.errors.size() > 1 ? " (and more: rank 0 lists every problem)" : "");
   }
   if (!job.ok()) {
     // Under mpirun/srun the first rank to exit may bring the job down: let rank 0 print first.
     if (env && env->rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
     return kExitBadInput;
   }
+  open_run_log(job.spec, env);
   if (!env) {
     // This process starts every rank here, alone or as the local launcher: a job that no rank could
     // run, or more ranks than this machine holds, starts none.
@@ -340,7 +349,7 @@ int run_training(const RunArgs& args) {
     const std::optional<RunBackend> backend = resolve_backend(job.spec, why_not);
     if (backend && est) why_not = machine_fit_error(*est, *backend, job.spec.world);
     if (!why_not.empty()) {
-      std::fprintf(stderr, "error: %s\n", why_not.c_str());
+      log::launch().error(why_not);
       return kExitBadInput;
     }
   }
@@ -348,10 +357,10 @@ int run_training(const RunArgs& args) {
     try {
       return launch_workers(args, job.spec);
     } catch (const dist::LaunchConfigError& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
+      log::launch().error(e.what());
       return kExitBadInput;
     } catch (const dist::DistError& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
+      log::launch().error(e.what());
       return kExitRuntimeFailure;
     }
   }

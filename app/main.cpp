@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "app/exit_codes.h"
 #include "engine/io/standard_streams.h"
+#include "engine/log/log.h"
 #include "kernels/backend_module.h"
 #include "kernels/cuda_backend.h"
 
@@ -40,6 +41,12 @@ std::string version_text() {
 int main(int argc, char** argv) {
   ptrain::app::hold_stop_signals_for_run(argc, argv);
   ptrain::io::ensure_stdio_open();  // before anything opens a file, which could take descriptor 2
+  try {
+    ptrain::log::set_levels(ptrain::log::levels_from_env());
+  } catch (const ptrain::log::LevelError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return ptrain::app::kExitBadInput;
+  }
   CLI::App cli{
       "ptrain: trains decoder-only transformers (GPT-2, Llama, Mixtral-style MoE) from a YAML job spec\n"
       "across tensor, pipeline, data, context and expert parallelism with ZeRO sharding.\n\n"

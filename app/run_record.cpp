@@ -11,6 +11,7 @@
 #include "engine/config/loader.h"
 #include "engine/config/yaml_edit.h"
 #include "engine/io/output_probe.h"
+#include "engine/log/log.h"
 
 namespace ptrain::app {
 namespace {
@@ -55,24 +56,22 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
   std::error_code ec;
   if (fs::equivalent(target, job_path, ec)) {
     if (!overrides.empty())
-      std::fprintf(stderr,
-                   "warning: %s is the job file, so the run's --set overrides are not recorded beside its "
-                   "metrics: give `ptrain report` the same --set\n",
-                   target.c_str());
+      log::train().warn("{} is the job file, so the run's --set overrides are not recorded beside its metrics: "
+                        "give `ptrain report` the same --set",
+                        target.string());
     return;
   }
   // Not a regular file (a FIFO would hold the run in open, /dev/zero would never end a line):
   // nothing to read or replace.
   if (const std::string other = io::other_kind_at(target.string(), io::OutputKind::File); !other.empty()) {
-    std::fprintf(stderr, "warning: cannot write %s (%s, not a regular file): `ptrain report` will need --job\n",
-                 target.c_str(), other.c_str());
+    log::train().warn("cannot write {} ({}, not a regular file): `ptrain report` will need --job", target.string(),
+                      other);
     return;
   }
   if (fs::exists(target, ec) && !written_by_run(target.string())) {
-    std::fprintf(stderr,
-                 "warning: %s was not written by `ptrain run`: not replacing it with this run's job, so "
-                 "`ptrain report` will need --job (or give logging.metrics another folder)\n",
-                 target.c_str());
+    log::train().warn("{} was not written by `ptrain run`: not replacing it with this run's job, so `ptrain report` "
+                      "will need --job (or give logging.metrics another folder)",
+                      target.string());
     return;
   }
   if (source.job_yaml.empty()) return;  // loaded a moment ago; gone since: nothing to record
@@ -82,7 +81,7 @@ void record_run_job(const std::string& job_path, const std::vector<std::string>&
   try {
     ckpt::write_file_atomically(target.string(), record);  // a reader never sees half a file
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "warning: cannot write %s (%s): `ptrain report` will need --job\n", target.c_str(), e.what());
+    log::train().warn("cannot write {} ({}): `ptrain report` will need --job", target.string(), e.what());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "engine/log/log.h"
 #include "kernels/backend_module.h"
 #include "kernels/cuda_backend.h"
 
@@ -21,7 +22,7 @@ bool detect_worker(std::optional<dist::WorkerEnv>& env) {
     env = dist::detect_worker_env();
     return true;
   } catch (const dist::LaunchConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    log::launch().error(e.what());
     return false;
   }
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "engine/comm/gloo_comm.h"
+#include "engine/log/log.h"
 
 namespace ptrain::dist {
 namespace {
@@ -18,6 +19,7 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job
   s->env_ = env;
   s->store_ = join_job(env, job_identity, timeout);
   const std::string backend = agree_on_backend(*s->store_.client, env, offer.gpu, timeout);
+  log::comm().debug("collectives through {}", backend == "nccl" ? "NCCL" : "Gloo (" + backend + ")");
   if (backend == "nccl") {
     // every rank offered a GPU, and with it NCCL
     if (offer.nccl == nullptr) throw DistError("the job chose NCCL, but this rank has no NCCL to connect with");
@@ -27,15 +29,14 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job
     // From NCCL's watchdog thread, once the communicators are aborted: a hung or failed collective
     // ends this rank, and through the store every other. The Session outlives its Comm.
     options.on_failure = [session = s.get()](const std::string& what, const std::string& log) {
-      std::fprintf(stderr, "error: %s\nlast collectives of this rank:\n%s", what.c_str(), log.c_str());
-      std::fflush(stderr);
+      ::ptrain::log::comm().error("{}\nlast collectives of this rank:\n{}", what, log);
       session->report_abort(what);
       std::_Exit(1);  // a runtime failure
     };
     s->comm_ = offer.nccl->make_comm(*s->store_.client, env.rank, env.world, options);
   } else {
     if (env.rank == 0 && !offer.gpu.empty())
-      std::fprintf(stderr, "note: collectives go through Gloo with host staging: %s\n", backend.c_str());
+      log::comm().info("collectives go through Gloo with host staging: {}", backend);
     GlooOptions options{local_address_towards(env.store_host, env.store_port), timeout};
     s->comm_ = make_gloo_comm(*s->store_.client, env.rank, env.world, options);
   }
@@ -67,9 +68,8 @@ void Session::watch() {
     const std::string culprit = timed_out && !comm_->log().in_flight()
                                     ? " (this rank was in no collective: the others' timeout may have waited on it)"
                                     : "";
-    std::fprintf(stderr, "error: rank %d stops%s: %s\nrank %d's last collectives:\n%s", env_.rank, culprit.c_str(),
-                 reason.c_str(), env_.rank, comm_->log().dump().c_str());
-    std::fflush(stderr);
+    log::comm().error("rank {} stops{}: {}\nrank {}'s last collectives:\n{}", env_.rank, culprit, reason, env_.rank,
+                      comm_->log().dump());
     wait_for_readers(*store_.watch_client);
     // Let the failing rank exit first, so the launcher reports it rather than this echo.
     std::this_thread::sleep_for(std::chrono::seconds(1));

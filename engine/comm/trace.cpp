@@ -8,6 +8,7 @@
 
 #include "engine/comm/comm.h"
 #include "engine/io/replace_file.h"
+#include "engine/log/log.h"
 #include "kernels/ops.h"
 
 namespace ptrain::dist {
@@ -191,7 +192,7 @@ bool Trace::write_merged(Comm& comm, const std::string& path) {
 bool Trace::write_own(const std::string& path) const {
   if (merged_write_failed_) return false;  // beside the file that could not be written: said already
   const std::string failure = write_file(path, document(events_json()));
-  if (!failure.empty()) std::fprintf(stderr, "error: %s\n", failure.c_str());
+  if (!failure.empty()) log::comm().error(failure);
   return failure.empty();
 }
 

@@ -23,6 +23,7 @@
 #include "engine/launch/dist_error.h"
 #include "engine/launch/launcher_os.h"
 #include "engine/launch/worker_env.h"
+#include "engine/log/log.h"
 
 extern char** environ;
 
@@ -174,6 +175,9 @@ class Supervisor {
   std::string host_;
   SignalChannel signals_;
   OutputWriter output_;  // after signals_: its thread starts with the launcher's signals blocked
+  // The launcher's own log lines join its workers' in output_'s queue: in order, and never blocked
+  // by a stalled terminal. After output_: gone before it.
+  log::TerminalRoute route_{[this](std::string text) { output_.write(2, std::move(text)); }};
   std::vector<Worker> workers_;
   bool failed_ = false;                             // a worker failed: the launcher returns 1
   bool bad_input_ = false;                          // ... with exit code 2 (bad input): it returns 2
@@ -188,8 +192,7 @@ void Supervisor::spawn_all(Listener& listener, const std::string& token) {
   workers_.reserve(static_cast<std::size_t>(options_.nproc));
   for (int rank = 0; rank < options_.nproc; ++rank) {
     if (launch_interrupted()) {
-      output_.write(2, "ptrain launcher: started " + std::to_string(rank) + " of " + std::to_string(options_.nproc) +
-                           " workers; starting no more\n");
+      log::launch().warn("started {} of {} workers; starting no more", rank, options_.nproc);
       break;
     }
     spawn_one(rank, rank == 0 ? listener.fd.get() : -1, listener.port, token, null_fd);
@@ -253,7 +256,7 @@ bool Supervisor::launch_interrupted() {
   while (const std::optional<int> sig = signals_.next()) {
     if (*sig != SIGCHLD) stop = true;
     if (*sig != SIGCHLD && workers_.empty())
-      output_.write(2, "ptrain launcher: " + signal_name(*sig) + " before any worker started: nothing to save\n");
+      log::launch().info("{} before any worker started: nothing to save", signal_name(*sig));
     else
       on_signal(*sig);
   }
@@ -282,20 +285,19 @@ void Supervisor::on_signal(int sig) {
   if (failed_) {
     // The job is already being taken down after a failure: the stop ends what is left at once, and
     // the job still exits as the failure says (2 for bad input).
-    output_.write(2, "ptrain launcher: " + signal_name(sig) + " after a rank failed, killing the other workers\n");
+    log::launch().warn("{} after a rank failed, killing the other workers", signal_name(sig));
     signal_all(SIGKILL);
     return;
   }
   if (repeated) {  // the user insists
-    output_.write(2, "ptrain launcher: " + signal_name(sig) + " again, killing all workers\n");
+    log::launch().warn("{} again, killing all workers", signal_name(sig));
     escalated_ = true;
     signal_all(SIGKILL);
     return;
   }
   const int forward = sig == SIGHUP ? SIGTERM : sig;
-  output_.write(2, "ptrain launcher: " + signal_name(sig) + ", asking the workers to stop (" +
-                   signal_name(forward) + "; again within " + format_seconds(options_.grace_seconds) +
-                   " s to kill them)\n");
+  log::launch().info("{}, asking the workers to stop ({}; again within {} s to kill them)", signal_name(sig),
+                     signal_name(forward), format_seconds(options_.grace_seconds));
   last_stop_ = now;
   for (const Worker& w : workers_) {
     if (w.alive) ::kill(-w.pid, forward);
@@ -339,8 +341,7 @@ void Supervisor::on_exit(Worker& w, int status) {
 }
 
 void Supervisor::report(const Worker& w, int status) {
-  std::string text =
-      "error: rank " + std::to_string(w.rank) + " (host " + host_ + ", pid " + std::to_string(w.pid) + ") ";
+  std::string text = "rank " + std::to_string(w.rank) + " (host " + host_ + ", pid " + std::to_string(w.pid) + ") ";
   if (WIFSIGNALED(status)) {
     text += "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
             signal_name(WTERMSIG(status)) + ")\n";
@@ -352,20 +353,20 @@ void Supervisor::report(const Worker& w, int status) {
   // A rank that left before the failure, exit 0 or not, is often its cause: the others wait for it.
   for (const Worker& o : workers_)
     if (o.exited_ok)
-      text += "ptrain launcher: rank " + std::to_string(o.rank) + " had exited 0, " +
+      text += "rank " + std::to_string(o.rank) + " had exited 0, " +
               format_seconds(std::chrono::duration<double>(Clock::now() - *o.exited_ok).count()) +
               " s before\n";
   const int others = static_cast<int>(
       std::count_if(workers_.begin(), workers_.end(), [](const Worker& o) { return o.alive; }));
   if (others > 0) {
-    text += "ptrain launcher: stopping the other " + std::to_string(others) +
+    text += "stopping the other " + std::to_string(others) +
             " workers (SIGTERM, SIGKILL after " + format_seconds(options_.grace_seconds) + " s)\n";
   }
-  output_.write(2, text);
+  log::launch().error(text);
 }
 
 void Supervisor::emit(Worker& w, const OutputStream& s, const std::string& line) {
-  output_.write(s.target, "[rank " + std::to_string(w.rank) + "] " + line + "\n");
+  output_.write(s.target, line + "\n");  // its log lines say which rank it is
   if (options_.tail_lines <= 0) return;
   w.tail.push_back(line);
   while (w.tail.size() > static_cast<std::size_t>(options_.tail_lines)) w.tail.pop_front();
@@ -450,9 +451,9 @@ int Supervisor::run() {
       for (const Worker& w : workers_)
         if (w.alive) stuck += (stuck.empty() ? "" : ", ") + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ")";
       if (!stuck.empty())
-        output_.write(2, "ptrain launcher: rank(s) " + stuck + " did not stop within " +
-                         format_seconds(options_.grace_seconds) +
-                         " s of being asked (stopped, or stuck outside the others' collective?): killing them\n");
+        log::launch().warn("rank(s) {} did not stop within {} s of being asked (stopped, or stuck outside the "
+                           "others' collective?): killing them",
+                           stuck, format_seconds(options_.grace_seconds));
       signal_all(SIGKILL);
       kill_deadline_.reset();
     }

@@ -10,7 +10,8 @@
 //
 // Behaviour:
 // - Output: every line a worker writes to stdout/stderr appears on the launcher's stdout/stderr
-//   as "[rank N] <line>"; lines longer than 64 KiB are split, a final partial line is flushed.
+//   as it is (a worker's log lines say which rank wrote them: engine/log); lines longer than 64 KiB
+//   are split, a final partial line is flushed. The launcher's own lines are log lines too (launch).
 // - SIGINT/SIGTERM to the launcher are forwarded to every worker as the same signal, SIGHUP as
 //   SIGTERM (workers checkpoint and exit 0); a second one within grace_seconds sends SIGKILL.
 //   A signal the caller ignores (nohup, a background job of a script) stays ignored; workers
@@ -22,8 +23,8 @@
 //   ends the spawning at once: no further worker starts, those started are stopped as above (or
 //   taken down as below), and the launcher returns as it would after them (0 for a stop). One
 //   before any worker started ends the launch with none.
-// - The first worker that exits non-zero or dies by a signal is reported on stderr with its last
-//   tail_lines lines; the others get SIGTERM, then SIGKILL after grace_seconds.
+// - The first worker that exits non-zero or dies by a signal is reported (an error of the launch
+//   logger) with its last tail_lines lines; the others get SIGTERM, then SIGKILL after grace_seconds.
 // - Workers run in their own process groups (a terminal's Ctrl-C reaches them only through the
 //   launcher; signals go to the whole group, so a worker's own children get them too; what is
 //   left of a group when its worker exits is killed) and die with SIGKILL if the launcher's

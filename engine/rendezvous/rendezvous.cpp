@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/launch/dist_error.h"
+#include "engine/log/log.h"
 
 namespace ptrain::dist {
 namespace {
@@ -126,7 +127,12 @@ JobStore join_job(const WorkerEnv& env, const std::string& job_identity, std::ch
   }
   s.client = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
   check_identity_and_claim(*s.client, env, job_identity, timeout);
-  if (env.rank == 0) await_every_rank(*s.client, env.world, timeout);
+  log::store().debug("rank {} of {} joined the job at the store {}:{}{}", env.rank, env.world, env.store_host,
+                     env.store_port, env.rank == 0 ? " (its host)" : "");
+  if (env.rank == 0) {
+    await_every_rank(*s.client, env.world, timeout);
+    log::store().debug("all {} ranks joined", env.world);
+  }
   s.watch_client = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
   return s;
 }

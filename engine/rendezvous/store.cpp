@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "engine/rendezvous/store_wire.h"
+#include "engine/log/log.h"
 
 namespace ptrain::dist {
 
@@ -163,7 +164,7 @@ struct StoreServer::Impl {
     try {
       loop();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "ptrain store: server stopped: %s\n", e.what());
+      log::store().error("the store stopped: {}", e.what());
     }
     conns.clear();  // closes every connection, so clients fail instead of waiting
   }
@@ -237,7 +238,7 @@ struct StoreServer::Impl {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           // Out of descriptors: the listening socket stays readable, so pause rather than spin.
-          std::fprintf(stderr, "ptrain store: %s\n", errno_text("cannot accept a connection").c_str());
+          log::store().warn(errno_text("cannot accept a connection"));
           accept_paused_until = Clock::now() + milliseconds(100);
         }
         return;
@@ -266,10 +267,8 @@ struct StoreServer::Impl {
   // At most one line a second however many go.
   void note_evictions(Clock::time_point now) {
     if (evicted == 0 || now < next_eviction_note) return;
-    std::fprintf(stderr,
-                 "ptrain store: dropped %zu connections without a handshake: more than %zu were waiting "
-                 "for theirs at once\n",
-                 evicted, kStoreMaxPendingConnections);
+    log::store().warn("dropped {} connections without a handshake: more than {} were waiting for theirs at once",
+                      evicted, kStoreMaxPendingConnections);
     evicted = 0;
     next_eviction_note = now + std::chrono::seconds(1);
   }
@@ -282,7 +281,7 @@ struct StoreServer::Impl {
   }
 
   void drop(Connection& c, const std::string& reason) {
-    std::fprintf(stderr, "ptrain store: dropped connection from %s: %s\n", c.peer.c_str(), reason.c_str());
+    log::store().warn("dropped connection from {}: {}", c.peer, reason);
     close(c);
   }
 

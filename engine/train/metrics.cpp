@@ -10,6 +10,7 @@
 
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/file_io.h"
+#include "engine/log/log.h"
 #include "engine/train/record_file.h"
 #include "engine/train/run_records.h"
 #include "engine/train/tensorboard.h"
@@ -26,6 +27,27 @@ std::string duration_text(double seconds) {
   else
     std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
   return buf;
+}
+
+// "step     12/100 | loss 4.1234 | ... | ETA 1m05s\n": the console line of a step.
+std::string step_line(const StepMetrics& m, std::int64_t total_steps, double eta_seconds) {
+  char text[512];
+  const bool gib = m.memory_bytes >= 1073741824.0;
+  const int n = std::snprintf(text, sizeof text,
+                              "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | mem %.2f %s",
+                              static_cast<long long>(m.step), static_cast<long long>(total_steps), m.loss, m.lr,
+                              m.grad_norm, m.tokens_per_s, 100.0 * m.mfu,
+                              m.memory_bytes / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB");
+  std::string line(text, static_cast<std::size_t>(std::clamp(n, 0, static_cast<int>(sizeof text) - 1)));
+  if (m.pipeline_idle) {
+    std::snprintf(text, sizeof text, " | pipeline idle %.1f%%", 100.0 * *m.pipeline_idle);
+    line += text;
+  }
+  if (m.val_loss) {
+    std::snprintf(text, sizeof text, " | val loss %.4f", *m.val_loss);
+    line += text;
+  }
+  return line + " | ETA " + duration_text(eta_seconds) + "\n";
 }
 
 constexpr const char* kMetricsKey = "logging.metrics";
@@ -63,7 +85,9 @@ MetricsLog::MetricsLog(const std::string& jsonl_path, const std::string& tensorb
     : tensorboard_dir_(tensorboard_dir),
       total_steps_(total_steps),
       log_every_(log_every > 0 ? log_every : 1),
-      tty_(isatty(STDERR_FILENO) != 0) {
+      // A person at a terminal: stdout and stderr both on it. (mpirun hands its ranks' stdout a
+      // pseudo-terminal, but stderr a pipe: no bar in its output.)
+      tty_(isatty(STDOUT_FILENO) != 0 && isatty(STDERR_FILENO) != 0) {
   if (jsonl_path.empty()) return;
   jsonl_ = std::make_unique<RecordFile>(kMetricsKey, jsonl_path);
   jsonl_path_ = jsonl_path;
@@ -161,24 +185,17 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
   }
   const bool due = m.step % log_every_ == 0 || m.step == total_steps_ || m.val_loss.has_value();
   if (due) {
-    if (bar_visible_) std::fputs("\r\033[K", stderr);
-    const bool gib = m.memory_bytes >= 1073741824.0;
-    std::fprintf(stderr, "step %6lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | mem %.2f %s",
-                 static_cast<long long>(m.step), static_cast<long long>(total_steps_), m.loss, m.lr, m.grad_norm,
-                 m.tokens_per_s, 100.0 * m.mfu, m.memory_bytes / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB");
-    if (m.pipeline_idle) std::fprintf(stderr, " | pipeline idle %.1f%%", 100.0 * *m.pipeline_idle);
-    if (m.val_loss) std::fprintf(stderr, " | val loss %.4f", *m.val_loss);
-    std::fprintf(stderr, " | ETA %s\n", duration_text(eta_seconds).c_str());
+    // An output, not a log (engine/log): on stdout, built whole and written at once, so that no
+    // other thread's line lands inside it.
+    const std::string line = (bar_visible_ ? "\r\033[K" : "") + step_line(m, total_steps_, eta_seconds);
+    std::fputs(line.c_str(), stdout);
+    std::fflush(stdout);
     bar_visible_ = false;
   }
   if (tty_) draw_progress(m.step, eta_seconds);
 }
 
-void MetricsLog::note(const std::string& line) {
-  if (bar_visible_) std::fputs("\r\033[K", stderr);
-  bar_visible_ = false;
-  std::fprintf(stderr, "%s\n", line.c_str());
-}
+void MetricsLog::note(const std::string& line) { log::train().info(line); }
 
 void MetricsLog::draw_progress(std::int64_t step, double eta_seconds) {
   constexpr int kWidth = 40;
@@ -186,10 +203,10 @@ void MetricsLog::draw_progress(std::int64_t step, double eta_seconds) {
   const int filled = static_cast<int>(done * kWidth);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '-');
-  std::fprintf(stderr, "\r[%s] %5.1f%% ETA %s", bar.c_str(), 100.0 * done, duration_text(eta_seconds).c_str());
-  std::fflush(stderr);
+  std::printf("\r[%s] %5.1f%% ETA %s", bar.c_str(), 100.0 * done, duration_text(eta_seconds).c_str());
   bar_visible_ = step < total_steps_;
-  if (!bar_visible_) std::fputs("\r\033[K", stderr);
+  if (!bar_visible_) std::fputs("\r\033[K", stdout);
+  std::fflush(stdout);
 }
 
 std::runtime_error records_lost_error(const MetricsLog* log, const std::string& checkpoint_dir,

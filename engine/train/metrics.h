@@ -1,5 +1,6 @@
-// What a step reports: the console line every logging.every steps (with a progress bar when
-// stderr is a terminal) and one JSON object per step in logging.metrics (JSONL).
+// What a step reports: the console line every logging.every steps on stdout (with a progress bar
+// when stdout and stderr are a terminal) and one JSON object per step in logging.metrics (JSONL).
+// The line is an output, not a log (engine/log): it stays as it is under any PTRAIN_LOG_LEVEL.
 #pragma once
 
 #include <cstdint>
@@ -90,7 +91,7 @@ class MetricsLog {
   // last one). A record that cannot be written (a full disk) becomes failure(), and no record
   // after it is written: the files end at the step before it, whole.
   void record(const StepMetrics& m, double eta_seconds);
-  void note(const std::string& line);  // a free-form console line (checkpoint saved, resumed, ...)
+  void note(const std::string& line);  // a line of the run's log (the train logger, info)
   // The run's segment of its records starts after step `step` (0: from the beginning), once
   // run_records.h has found the records this run's: the JSONL's rows of later steps, left by a run
   // that went past its last checkpoint, are dropped (they are trained again), so that the file holds

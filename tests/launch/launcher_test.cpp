@@ -184,7 +184,7 @@ std::string await_files(const std::vector<std::string>& paths) {
 
 }  // namespace
 
-TEST_CASE("workers get their rank, world, address, port and one shared token and their output is prefixed") {
+TEST_CASE("workers get their rank, world, address, port and one shared token and their output is passed on") {
   ScratchDir dir;
   const Launch run = run_launcher(
       dir,
@@ -197,14 +197,12 @@ TEST_CASE("workers get their rank, world, address, port and one shared token and
   std::map<int, std::vector<std::string>> fields;
   for (const std::string& line : lines_of(run.out)) {
     std::istringstream in(line);
-    std::string prefix, rank_tag, word;
-    in >> prefix >> rank_tag >> word;
-    REQUIRE(prefix == "[rank");
-    REQUIRE(word == "env");
+    std::string word;
+    in >> word;
+    REQUIRE(word == "env");  // as the worker wrote it: the launcher adds no prefix of its own
     std::vector<std::string> values;
     while (in >> word) values.push_back(word);
     REQUIRE(values.size() == 9);
-    CHECK(rank_tag == values[0] + "]");
     fields[std::stoi(values[0])] = values;
   }
   REQUIRE(fields.size() == 3);
@@ -221,8 +219,7 @@ TEST_CASE("workers get their rank, world, address, port and one shared token and
     CHECK((v[8] != "none") == (rank == 0));
   }
   for (int rank = 0; rank < 3; ++rank) {
-    CHECK_THAT(run.err, Catch::Contains("[rank " + std::to_string(rank) + "] to stderr " +
-                                        std::to_string(rank) + "\n"));
+    CHECK_THAT(run.err, Catch::Contains("to stderr " + std::to_string(rank) + "\n"));
   }
 }
 
@@ -233,8 +230,8 @@ TEST_CASE("an inherited PTRAIN_JOB_TOKEN is passed on, stale rank variables are 
                    {{"PTRAIN_JOB_TOKEN", "fromparent"}, {"RANK", "7"}, {"PTRAIN_STORE_FD", "99"}});
   INFO(run.out << run.err);
   REQUIRE(run.exit_code() == 0);
-  CHECK_THAT(run.out, Catch::Contains("[rank 1] 1 fromparent none\n"));
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] 0 fromparent "));
+  CHECK_THAT(run.out, Catch::Contains("1 fromparent none\n"));
+  CHECK_THAT(run.out, Catch::Contains("0 fromparent "));
   CHECK_THAT(run.out, !Catch::Contains("99"));
 }
 
@@ -256,9 +253,9 @@ TEST_CASE("rank 0 inherits the store's listening socket and no other process kee
       dir, shell_workers(2, count_sockets + "if [ $RANK = 0 ]; then " + rank0 + "else " + rank1 + "; fi"));
   INFO(run.out << run.err);
   REQUIRE(run.exit_code() == 0);
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] listening\n"));
-  CHECK_THAT(run.out, Catch::Contains("[rank 1] own_sockets=0\n"));
-  CHECK_THAT(run.out, Catch::Contains("[rank 1] launcher_sockets=0\n"));
+  CHECK_THAT(run.out, Catch::Contains("listening\n"));  // rank 0's; the others', rank 1's
+  CHECK_THAT(run.out, Catch::Contains("own_sockets=0\n"));
+  CHECK_THAT(run.out, Catch::Contains("launcher_sockets=0\n"));
 }
 
 TEST_CASE("long lines are split into 64 KiB pieces, never dropped, and a last partial line is flushed") {
@@ -275,13 +272,13 @@ TEST_CASE("long lines are split into 64 KiB pieces, never dropped, and a last pa
   REQUIRE(run.exit_code() == 0);
   const std::vector<std::string> lines = lines_of(run.out);
   REQUIRE(lines.size() == 7);
-  CHECK(lines[0] == "[rank 0] " + std::string(65536, 'x'));
-  CHECK(lines[1] == "[rank 0] " + std::string(65536, 'x'));
-  CHECK(lines[2] == "[rank 0] " + std::string(150000 - 2 * 65536, 'x'));
-  CHECK(lines[3] == "[rank 0] " + std::string(65536, 'y'));
-  CHECK(lines[4] == "[rank 0] " + std::string(65536, 'z'));
-  CHECK(lines[5] == "[rank 0] " + std::string(70000 - 65536, 'z'));
-  CHECK(lines[6] == "[rank 0] no newline");
+  CHECK(lines[0] == std::string(65536, 'x'));
+  CHECK(lines[1] == std::string(65536, 'x'));
+  CHECK(lines[2] == std::string(150000 - 2 * 65536, 'x'));
+  CHECK(lines[3] == std::string(65536, 'y'));
+  CHECK(lines[4] == std::string(65536, 'z'));
+  CHECK(lines[5] == std::string(70000 - 65536, 'z'));
+  CHECK(lines[6] == "no newline");
 }
 
 TEST_CASE("a failing worker is reported with its last lines and the others are taken down") {
@@ -299,8 +296,11 @@ TEST_CASE("a failing worker is reported with its last lines and the others are t
   CHECK(run.seconds < kLongBeforeTheSleeps);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
+  // One report, a log line each line: "<time> [<who>] launch error: <line>".
   CHECK_THAT(run.err, Catch::Contains("error: rank 1 (host " + std::string(host) + ", pid ") &&
-                          Catch::Contains(") exited with code 3\nlast output of rank 1:\n  line 3\n"));
+                          Catch::Contains(") exited with code 3\n") &&
+                          Catch::Contains(" launch error: last output of rank 1:\n") &&
+                          Catch::Contains(" launch error:   line 3\n"));
   CHECK_THAT(run.err, Catch::Contains("  line 12\n"));
   CHECK_THAT(run.err, !Catch::Contains("  line 2\n"));
   for (const char* name : {"pid.0", "pid.2", "child.0", "child.2"}) {
@@ -328,7 +328,7 @@ TEST_CASE("a worker's leftover children are killed and do not keep the launcher 
   INFO(run.out << run.err);
   CHECK(run.exit_code() == 0);
   CHECK(run.seconds < kLongBeforeTheSleeps);
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] done\n"));
+  CHECK_THAT(run.out, Catch::Contains("done\n"));
   const pid_t child = read_pid(dir.file("child"));
   CHECK(wait_until([&] { return process_gone(child); }, kSettle));
 }
@@ -341,8 +341,8 @@ TEST_CASE("a worker killed by a signal is reported with the signal's number and 
   CHECK(run.exit_code() == 1);
   CHECK(run.seconds < kLongBeforeTheSleeps);
   CHECK_THAT(run.err,
-             Catch::Contains("error: rank 0 (host ") &&
-                 Catch::Contains("was killed by signal 9 (SIGKILL)\nlast output of rank 0:\n  bye\n"));
+             Catch::Contains("error: rank 0 (host ") && Catch::Contains("was killed by signal 9 (SIGKILL)\n") &&
+                 Catch::Contains(" launch error: last output of rank 0:\n") && Catch::Contains(" launch error:   bye\n"));
 }
 
 TEST_CASE("workers that ignore SIGTERM after a failure are killed once the grace period ends") {
@@ -371,7 +371,7 @@ TEST_CASE("stop signals are forwarded and workers that exit 0 make the launcher 
   INFO("signal " << sig);
   const Launch run =
       run_launcher(dir,
-                   shell_workers(2, "trap 'echo stopping; exit 0' " + trapped + "; echo x > " + d +
+                   shell_workers(2, "trap 'echo stopping $RANK; exit 0' " + trapped + "; echo x > " + d +
                                         "/ready.$RANK; sleep 30 & wait"),
                    {}, [&](pid_t launcher) {
                      REQUIRE(wait_until(
@@ -381,7 +381,7 @@ TEST_CASE("stop signals are forwarded and workers that exit 0 make the launcher 
   INFO(run.out << run.err);
   CHECK(run.exit_code() == 0);
   CHECK(run.seconds < kLongBeforeTheSleeps);
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] stopping\n") && Catch::Contains("[rank 1] stopping\n"));
+  CHECK_THAT(run.out, Catch::Contains("stopping 0\n") && Catch::Contains("stopping 1\n"));
   CHECK_THAT(run.err, Catch::Contains("asking the workers to stop"));
 }
 
@@ -406,7 +406,7 @@ TEST_CASE("signals the caller ignores stay ignored, and workers start with defau
   INFO(run.out << run.err);
   CHECK(hangup_ignored);
   CHECK(run.exit_code() == 0);
-  CHECK_THAT(run.out, Catch::Contains("[rank 0] stopping\n"));
+  CHECK_THAT(run.out, Catch::Contains("stopping\n"));
   CHECK_THAT(run.err, !Catch::Contains("SIGHUP"));
   // The worker's ignored-signal mask has neither SIGHUP (bit 0), SIGINT (bit 1) nor SIGTERM (bit 14).
   const std::size_t at = run.out.find("ignored=");
@@ -492,8 +492,8 @@ TEST_CASE("a stop signal before the workers are spawned starts none of them") {
   INFO(run.out << run.err);
   CHECK(run.exit_code() == 0);
   CHECK(run.seconds < kLongBeforeTheSleeps);
-  CHECK_THAT(run.err, Catch::Contains("ptrain launcher: SIGTERM before any worker started: nothing to save\n") &&
-                          Catch::Contains("ptrain launcher: started 0 of 8 workers; starting no more\n"));
+  CHECK_THAT(run.err, Catch::Contains("launch info: SIGTERM before any worker started: nothing to save\n") &&
+                          Catch::Contains("launch warning: started 0 of 8 workers; starting no more\n"));
   CHECK_FALSE(fs::exists(d + "/started.0"));
   CHECK(run.out.empty());
 }

@@ -13,6 +13,7 @@ steps or tasks are left. Each launcher run's wall time is printed to stderr.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -180,7 +181,7 @@ class LocalLauncher(LauncherCase):
     def test_local_launcher_matches_one_rank(self):
         r = run_timed("local launcher: ptrain run (4 ranks)", [PTRAIN, "run", self.job], clean_env(), self.dir)
         self.check_training("local launcher", r, compare_local=False)
-        self.assertIn(f"[rank 0] step     {STEPS}/{STEPS}", r.stderr)
+        self.assertEqual(r.stdout.count(f"step     {STEPS}/{STEPS}"), 1, r.stdout)  # rank 0's, unprefixed
         global _local
         if _local is None:
             _local = shards(self.dir)
@@ -199,7 +200,7 @@ class Mpirun(LauncherCase):
         r = run_timed(f"mpirun -np {RANKS}", [*mpirun_cmd(RANKS), PTRAIN, "run", self.job], clean_env(), self.dir)
         self.check_training("mpirun", r)
         # Only rank 0 reports, once per step.
-        self.assertEqual(r.stderr.count(f"step     {STEPS}/{STEPS}"), 1, r.stderr)
+        self.assertEqual(r.stdout.count(f"step     {STEPS}/{STEPS}"), 1, r.stdout)
 
     def test_mpirun_world_that_breaks_the_config_is_bad_input(self):
         # 3 ranks: global_batch 8 is not divisible by micro_batch*dp = 3. Every rank exits 2, and
@@ -248,6 +249,102 @@ class Mpirun(LauncherCase):
                       clean_env(), self.dir, timeout=120)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--nproc 4, but the mpirun launcher started 2 ranks", r.stderr)
+
+
+# A log line (engine/log/log.h): the time in UTC, who wrote it, the subsystem and the level.
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z "
+                      r"\[(?:rank (?P<rank>\d+)/(?P<world>\d+) \S+ local (?P<local>\d+)|launcher \S+)\] "
+                      r"(?:launch|store|comm|train|ckpt|data|plan|kernels) "
+                      r"(?P<level>trace|debug|info|warning|error): ")
+LOG_RANKS = 2
+
+
+class Logs(unittest.TestCase):
+    """The logs of a 2-rank job under mpirun and the local launcher: every line on stderr says when,
+    which rank (with its host and local rank) and how bad; PTRAIN_LOG_LEVEL chooses how much; each
+    rank keeps its lines in logs/rank_<R>.log beside the metrics, appended to by a later run."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ptrain-launch-logs-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.job = os.path.join(self.dir, "job.yaml")
+        with open(self.job, "w") as f:
+            f.write(JOB.format(steps=3, ranks=LOG_RANKS, dir=self.dir))
+
+    def run_job(self, label, launcher, steps=3, **env):
+        r = run_timed(label, [*launcher, PTRAIN, "run", self.job, "--set", f"train.steps={steps}"], clean_env(**env),
+                      self.dir, timeout=180)
+        self.assertEqual(r.returncode, 0, f"{label}: exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
+        self.assertEqual(r.stdout.count(f"step {steps:6d}/{steps}"), 1,
+                         f"{label}: the step line is rank 0's output\n{r.stdout}")
+        return r
+
+    def log_lines(self, label, text):
+        """The lines of `text`, each a log line; a line that is not fails the test, naming it."""
+        lines = [line for line in text.splitlines() if line]
+        for line in lines:
+            self.assertRegex(line, LOG_LINE, f"{label}: a line without time, rank and level")
+        return [LOG_LINE.match(line) for line in lines]
+
+    def rank_file(self, rank):
+        return os.path.join(self.dir, "logs", f"rank_{rank}.log")
+
+    def check_files(self, label, levels):
+        for rank in range(LOG_RANKS):
+            with open(self.rank_file(rank)) as f:
+                lines = self.log_lines(f"{label}: logs/rank_{rank}.log", f.read())
+            self.assertEqual({m["rank"] for m in lines}, {str(rank)}, f"{label}: rank {rank}'s file")
+            self.assertTrue({m["level"] for m in lines} & levels, f"{label}: rank {rank}'s file has no {levels} line")
+
+    @unittest.skipUnless(shutil.which("mpirun"), "mpirun not found (Debian package openmpi-bin, see scripts/setup.sh)")
+    def test_mpirun_debug_lines_say_time_rank_and_level(self):
+        r = self.run_job("mpirun -np 2, PTRAIN_LOG_LEVEL=debug",
+                         [*mpirun_cmd(LOG_RANKS), "-x", "PTRAIN_LOG_LEVEL"], PTRAIN_LOG_LEVEL="debug")
+        lines = self.log_lines("mpirun", r.stderr)
+        self.assertEqual({(m["rank"], m["world"]) for m in lines}, {("0", "2"), ("1", "2")}, r.stderr)
+        for rank in ("0", "1"):  # debug chosen: every rank shows its debug and info lines
+            levels = {m["level"] for m in lines if m["rank"] == rank}
+            self.assertTrue({"debug", "info"} <= levels, f"rank {rank} showed {levels}\n{r.stderr}")
+        self.check_files("mpirun", {"debug"})
+
+    @unittest.skipUnless(shutil.which("mpirun"), "mpirun not found (Debian package openmpi-bin, see scripts/setup.sh)")
+    def test_mpirun_warn_shows_no_info_line(self):
+        r = self.run_job("mpirun -np 2, PTRAIN_LOG_LEVEL=warn",
+                         [*mpirun_cmd(LOG_RANKS), "-x", "PTRAIN_LOG_LEVEL"], PTRAIN_LOG_LEVEL="warn")
+        lines = self.log_lines("mpirun", r.stderr)
+        self.assertEqual([m.group(0) for m in lines if m["level"] in ("info", "debug", "trace")], [], r.stderr)
+        for rank in range(LOG_RANKS):  # nor in the files, which hold what the loggers pass
+            with open(self.rank_file(rank)) as f:
+                self.assertNotRegex(f.read(), r"\] \w+ (info|debug|trace): ")
+
+    def test_local_launcher_lines_and_files(self):
+        # Unset: rank 0's info lines on the terminal, rank 1's only in its file; the launcher adds no
+        # prefix of its own to its workers' lines, and keeps its own file.
+        r = self.run_job("local launcher (2 ranks)", [])
+        lines = self.log_lines("local launcher", r.stderr)
+        self.assertIn("0", {m["rank"] for m in lines if m["level"] == "info"}, r.stderr)
+        self.assertEqual([m.group(0) for m in lines if m["rank"] == "1" and m["level"] == "info"], [], r.stderr)
+        self.assertNotIn("[rank 1] ", r.stderr + r.stdout)
+        self.check_files("local launcher", {"info"})
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "logs", "launcher.log")))
+        # A second run appends: the first run's lines stay.
+        with open(self.rank_file(1)) as f:
+            first = f.read()
+        self.run_job("local launcher, again (2 ranks)", [], steps=4, PTRAIN_LOG_LEVEL="info,comm=debug")
+        with open(self.rank_file(1)) as f:
+            second = f.read()
+        self.assertTrue(second.startswith(first) and len(second) > len(first), "the second run replaced rank 1's file")
+
+    def test_bad_level_is_bad_input(self):
+        for value in ["loud", "info,com=debug"]:
+            with self.subTest(value=value):
+                r = run_timed(f"PTRAIN_LOG_LEVEL={value}", [PTRAIN, "run", self.job],
+                              clean_env(PTRAIN_LOG_LEVEL=value), self.dir, timeout=30)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(f"PTRAIN_LOG_LEVEL='{value}'", r.stderr)
+                self.assertIn("(trace, debug, info, warn, error, off)" if value == "loud" else
+                              "(launch, store, comm, train, ckpt, data, plan, kernels)", r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "metrics.jsonl")))
 
 
 def free_port():
@@ -355,7 +452,7 @@ class Srun(SlurmCase):
         r = run_timed(f"srun -n {RANKS}", ["srun", "-n", str(RANKS), PTRAIN, "run", self.job], self.srun_env(),
                       self.dir)
         self.check_training("srun", r)
-        self.assertEqual(r.stderr.count(f"step     {STEPS}/{STEPS}"), 1, r.stderr)
+        self.assertEqual(r.stdout.count(f"step     {STEPS}/{STEPS}"), 1, r.stdout)
 
     def test_srun_world_that_breaks_the_config_is_bad_input(self):
         r = run_timed("srun -n 3 (bad world)", ["srun", "-n", "3", PTRAIN, "run", self.job], self.srun_env(),

@@ -57,7 +57,7 @@ class Training(unittest.TestCase):
                     self.assertIn(key, m[0])
                 self.assertLess(m[-1]["loss"], 0.8 * m[0]["loss"])
                 self.assertIn("val_loss", m[9])  # eval_every 10
-                self.assertIn("step     60/60", r.stderr)
+                self.assertIn("step     60/60", r.stdout)
                 self.assertTrue(os.path.isdir(os.path.join(d, "ckpt", "step_60")))
 
     def test_start_up_is_broken_down_after_the_first_step(self):
@@ -378,7 +378,7 @@ class ValidationSet(unittest.TestCase):
                         "--set", f"data.eval_every={eval_every}", "--nproc", str(nproc))
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(os.path.join(d, "valid.bin") + ": " + self.BAD, r.stderr)
-                self.assertNotRegex(r.stderr, r"step +1/")
+                self.assertNotRegex(r.stdout, r"step +1/")
                 self.assertFalse(os.path.exists(os.path.join(d, "metrics.jsonl")) and metrics(d))
                 self.assertFalse(os.path.exists(os.path.join(d, "ckpt", "latest")))
         with tempfile.TemporaryDirectory() as d:  # a token no evaluation reads is no matter
@@ -438,7 +438,7 @@ class HfWeightsOnResume(unittest.TestCase):
             r = run(job(d, "llama", steps=6), "--set", "checkpoint.load_hf=" + ours)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("resumed from", r.stderr)
-            self.assertIn(f"note: checkpoint.load_hf ({ours}) is not read: the checkpoint wins over it", r.stderr)
+            self.assertIn(f"info: checkpoint.load_hf ({ours}) is not read: the checkpoint wins over it", r.stderr)
             self.assertNotIn("initialised from HF weights", r.stderr)
 
 
