@@ -252,4 +252,6 @@ if __name__ == "__main__":
         args.remove("--one-gpu")
     if not PTRAIN or not shutil.which(PTRAIN):
         sys.exit(f"usage: {sys.argv[0]} --ptrain PATH [--one-gpu] [unittest args]")
-    unittest.main(argv=[sys.argv[0], *args])
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import test_script_main
+    test_script_main.main(sys.modules[__name__], args)

@@ -148,4 +148,5 @@ if __name__ == "__main__":
         i = args.index("--ptrain")
         dist.PTRAIN = args[i + 1]
         del args[i:i + 2]
-    unittest.main(argv=[sys.argv[0], *args])
+    import test_script_main  # noqa: E402 (tests/ is on the path: full_disk above)
+    test_script_main.main(sys.modules[__name__], args)
