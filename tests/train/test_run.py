@@ -130,7 +130,8 @@ class Training(unittest.TestCase):
         # inherited it ignored (nohup).
         for sig in (signal.SIGTERM, signal.SIGHUP):
             with self.subTest(signal=sig.name), tempfile.TemporaryDirectory() as d:
-                p = subprocess.Popen([PTRAIN, "run", job(d, "gpt2", steps=100000)], stderr=subprocess.PIPE, text=True)
+                p = subprocess.Popen([PTRAIN, "run", job(d, "gpt2", steps=100000)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                 deadline = time.time() + 60
                 while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
                     time.sleep(0.1)
@@ -143,7 +144,8 @@ class Training(unittest.TestCase):
                     latest = f.read().strip()
                 self.assertEqual(int(latest.split("_")[1]), len(metrics(d)))
         with tempfile.TemporaryDirectory() as d:
-            p = subprocess.Popen([PTRAIN, "run", job(d, "gpt2", steps=3000)], stderr=subprocess.PIPE, text=True,
+            p = subprocess.Popen([PTRAIN, "run", job(d, "gpt2", steps=3000)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                  preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
             deadline = time.time() + 60
             while time.time() < deadline and not os.path.exists(os.path.join(d, "metrics.jsonl")):
@@ -394,7 +396,7 @@ class ValidationSet(unittest.TestCase):
             with self.subTest(nproc=nproc), tempfile.TemporaryDirectory() as d:
                 p = subprocess.Popen([PTRAIN, "run", job(d, steps=1000000), *self.llmc(d), "--nproc", str(nproc),
                                       "--set", "checkpoint.every=0", "--set", "data.eval_every=25"],
-                                     stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                 try:
                     deadline = time.time() + 120
                     while p.poll() is None and time.time() < deadline and not (
