@@ -43,7 +43,7 @@ def one(binary, d, size, backend):
     steps, stderr, wall = run_job(binary, d, job)
     parts = {}
     for line in stderr.splitlines():
-        if "start-up:" in line:  # "<log prefix> start-up: ...: job 0.01 s, ..., weights 9.1 s (drawn ...), first step 0.3 s"
+        if "start-up:" in line:  # "<prefix> start-up: ...: job 0.01 s, ..., weights 9.1 s (drawn ...), first step 0.3 s"
             for part in line.split("start-up: ", 1)[1].split(": ", 1)[-1].split(", "):
                 name, value = re.match(r"([a-z ]+) ([0-9.]+) s", part).groups()
                 parts[name] = float(value)
