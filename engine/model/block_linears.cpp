@@ -4,18 +4,26 @@
 
 namespace ptrain::model {
 
+using kernels::DType;
 using kernels::Fp8Format;
 
-BlockLinears::Rounded BlockLinears::round(Buf d_out, Buf in, Buf weight, int M, int N, int K) const {
+BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in, Buf weight, int M, int N,
+                                          int K) const {
+  // In amax's order (fp8_history.h): output gradient, input, weight; each [rows, cols] as stored.
   struct Operand {
     Buf x;
-    std::int64_t n;
-    Buf into;
-    Fp8Format format;
+    std::int64_t rows, cols;
+    Buf out, out_t;
   };
-  const Operand operands[] = {{d_out, static_cast<std::int64_t>(M) * N, scratch_.output_grad, Fp8Format::E5M2},
-                              {in, static_cast<std::int64_t>(M) * K, scratch_.input, Fp8Format::E4M3},
-                              {weight, static_cast<std::int64_t>(N) * K, scratch_.weight, Fp8Format::E4M3}};
+  auto codes = [](Buf b, DType t, bool wanted) { return wanted ? Buf{b.ptr, t} : Buf{}; };
+  const bool t = which.transposed;
+  const Operand operands[] = {
+      {which.d_out || which.d_out_t ? d_out : Buf{}, M, N, codes(scratch_.output_grad, DType::E5M2, which.d_out),
+       codes(scratch_.output_grad_t, DType::E5M2, which.d_out_t)},
+      {which.in ? in : Buf{}, M, K, codes(scratch_.input, DType::E4M3, which.in && !t),
+       codes(scratch_.input, DType::E4M3, which.in && t)},
+      {which.weight ? weight : Buf{}, N, K, codes(scratch_.weight, DType::E4M3, which.weight && !t),
+       codes(scratch_.weight, DType::E4M3, which.weight && t)}};
   constexpr std::int64_t kOperands = kFp8Operands;
   const bool by_history = scales_by_history();
   if (!by_history) {  // this step's amaxes, over what one rank would hold
@@ -23,59 +31,70 @@ BlockLinears::Rounded BlockLinears::round(Buf d_out, Buf in, Buf weight, int M, 
       const Operand& o = operands[i];
       const Buf amax = runtime::advance(scratch_.amax, i);
       if (o.x)
-        ops_.abs_max(amax, o.x, o.n, false);
+        ops_.abs_max(amax, o.x, o.rows * o.cols, false);
       else
         ops_.fill(amax, 0.0f, 1);  // every rank reduces all three, whichever it has
     }
     if (tp_ != nullptr) tp_->max_over_group(scratch_.amax, kOperands);
     if (cp_ != nullptr) cp_->max_over_group(scratch_.amax, kOperands);
   }
-  Buf rounded[kOperands];
   for (std::int64_t i = 0; i < kOperands; ++i) {
     const Operand& o = operands[i];
     if (!o.x) continue;
-    Buf amax = runtime::advance(scratch_.amax, i);
+    Buf amax = runtime::advance(scratch_.amax, i), record;
     if (delayed_) {
-      const Buf record = runtime::advance(delayed_->amaxes.record, i);
+      record = runtime::advance(delayed_->amaxes.record, i);
       if (by_history) {
-        ops_.abs_max(record, o.x, o.n, true);  // this rank's part: the step's end reduces it
-        amax = runtime::advance(delayed_->amaxes.scale, i);
+        amax = runtime::advance(delayed_->amaxes.scale, i);  // the cast records this rank's part
       } else {
-        ops_.abs_max(record, amax, 1, true);
+        ops_.abs_max(record, amax, 1, true);  // the amax reduced above
+        record = Buf{};
       }
     }
-    ops_.fp8_round(o.into, o.x, amax, o.n, o.format);
-    rounded[i] = o.into;
+    ops_.fp8_cast(o.out, o.out_t, runtime::advance(scratch_.inv_scale, i), record, o.x, amax, o.rows, o.cols);
   }
-  return {rounded[0], rounded[1], rounded[2]};
+  const Buf inv = scratch_.inv_scale;
+  return {operands[0].out, operands[0].out_t, operands[1].out ? operands[1].out : operands[1].out_t,
+          operands[2].out ? operands[2].out : operands[2].out_t, inv, runtime::advance(inv, 1),
+          runtime::advance(inv, 2)};
 }
 
 void BlockLinears::forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const {
   if (!fp8_) return ops_.linear_forward(out, in, weight, bias, M, N, K);
-  const Rounded r = round(Buf{}, in, weight, M, N, K);
-  ops_.linear_forward(out, r.in, r.weight, bias, M, N, K);
+  const Operands o = cast({.in = true, .weight = true}, Buf{}, in, weight, M, N, K);
+  ops_.fp8_gemm(out, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K, false);
 }
 
 void BlockLinears::forward_gelu(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K) const {
   if (!fp8_) return ops_.linear_gelu_forward(out, pre, in, weight, bias, M, N, K);
-  const Rounded r = round(Buf{}, in, weight, M, N, K);
-  ops_.linear_gelu_forward(out, pre, r.in, r.weight, bias, M, N, K);
+  const Operands o = cast({.in = true, .weight = true}, Buf{}, in, weight, M, N, K);
+  ops_.fp8_gemm_gelu(out, pre, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K);
 }
 
+// d_in[M,K] = d_out[M,N] weight[N,K]: the weight's transposed codes [K,N] as the GEMM's b.
+// d_weight[N,K] += d_out^T[N,M] in[M,K]: both transposed, [N,M] and [K,M].
 void BlockLinears::backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N,
                             int K) const {
   if (!fp8_) return ops_.linear_backward(d_in, d_weight, d_bias, d_out, in, weight, M, N, K);
-  // The input gradient reads the weight, the weight gradient the input: round only what is read.
-  const Rounded r = round(d_out, d_weight ? in : Buf{}, d_in ? weight : Buf{}, M, N, K);
-  if (d_in || d_weight) ops_.linear_backward(d_in, d_weight, Buf{}, r.d_out, r.in, r.weight, M, N, K);
+  // The input gradient reads the weight, the weight gradient the input: cast only what is read. The
+  // output gradient's amax is taken (and recorded) whatever is asked, as bf16 mode would read it.
+  const bool din = static_cast<bool>(d_in), dw = static_cast<bool>(d_weight);
+  const Operands o = cast({.d_out = din || !dw, .d_out_t = dw, .in = dw, .weight = din, .transposed = true},
+                          d_out, in, weight, M, N, K);
+  if (din) ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false);
+  if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true);
   if (d_bias) ops_.linear_backward(Buf{}, Buf{}, d_bias, d_out, in, weight, M, N, K);
 }
 
 void BlockLinears::backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre,
                                  int M, int N, int K) const {
   if (!fp8_) return ops_.linear_backward_gelu(d_pre, d_weight, d_bias, d_out, in, weight, pre, M, N, K);
-  const Rounded r = round(d_out, d_weight ? in : Buf{}, weight, M, N, K);
-  ops_.linear_backward_gelu(d_pre, d_weight, Buf{}, r.d_out, r.in, r.weight, pre, M, N, K);
+  const bool dw = static_cast<bool>(d_weight);
+  const Operands o =
+      cast({.d_out = true, .d_out_t = dw, .in = dw, .weight = true, .transposed = true}, d_out, in, weight, M, N, K);
+  ops_.fp8_gemm(d_pre, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false);
+  if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true);
+  ops_.gelu_backward(d_pre, d_pre, pre, static_cast<std::int64_t>(M) * K);  // in place, as ops.h allows
   if (d_bias) ops_.linear_backward(Buf{}, Buf{}, d_bias, d_out, in, weight, M, N, K);
 }
 
@@ -86,8 +105,8 @@ void BlockLinears::input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N,
   }
   // Current amaxes are reduced over the groups on every rank; from the history nothing is shared.
   if (!apply && scales_by_history()) return;
-  const Rounded r = round(d_out, Buf{}, weight, M, N, K);
-  if (apply) ops_.linear_input_grad_add(d_in, r.d_out, r.weight, M, N, K);
+  const Operands o = cast({.d_out = true, .weight = true, .transposed = true}, d_out, Buf{}, weight, M, N, K);
+  if (apply) ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, true);
 }
 
 }  // namespace ptrain::model

@@ -1,11 +1,12 @@
 // The GEMMs of a transformer layer's linear layers (attention's q, k, v and output projections, the
-// MLP's): the op set's linear ops as they are under fp32 and bf16; under train.precision fp8 over
-// operands put on the FP8 grid first (docs/fp8.md): inputs and weights in E4M3, output gradients in
-// E5M2, each with a power-of-two scale from its amax: under current scaling this tensor's, now;
-// under delayed scaling its history's largest (model/fp8_history.h), this amax recorded for it. A
-// linear op over such operands computes what an FP8 GEMM with per-tensor scales and FP32
-// accumulation does, so the CPU runs FP8 training's numerics and the CUDA FP8 GEMMs are checked
-// against it. Bias gradients come from the unrounded output gradient, as in bf16.
+// MLP's): the op set's linear ops as they are under fp32 and bf16; under train.precision fp8 its FP8
+// GEMMs (ops.h fp8_cast, fp8_gemm; docs/fp8.md): each operand cast to FP8 codes first -- inputs and
+// weights in E4M3, output gradients in E5M2 -- with a power-of-two scale from its amax: under
+// current scaling this tensor's, now; under delayed scaling its history's largest
+// (model/fp8_history.h), this amax recorded for it by the cast itself. The CPU's FP8 GEMMs compute
+// what the linear ops over fp8_round's operands do, bit for bit, and the CUDA ones are checked
+// against them. Weights are cast on the fly, at every use (correct under ZeRO-3, whose gathered
+// weight lives only for the layer); bias gradients come from the unrounded output gradient, as in bf16.
 //
 // Every layout reproduces one rank: a current amax is taken over the tensor one rank would hold,
 // where the layout splits it (a weight's and a row-parallel input's columns and a column-parallel
@@ -25,10 +26,16 @@
 
 namespace ptrain::model {
 
-// The workspace an FP8 linear layer rounds its operands into (model/layer_description.h: Fp8*).
+// The workspace an FP8 linear layer casts its operands into (model/layer_description.h: Fp8*), for a
+// layer out[M,N] = in[M,K] weight[N,K]^T. The code buffers are bytes whatever their Buf's dtype says
+// (BlockLinears types them): the forward's operands, or the transposes the backward GEMMs read.
 struct Fp8Scratch {
-  kernels::Buf input, weight, output_grad;  // the activation dtype (bf16)
-  kernels::Buf amax;                        // F32 [3]
+  kernels::Buf input;          // E4M3: [M, K] forward, [K, M] backward
+  kernels::Buf weight;         // E4M3: [N, K] forward, [K, N] backward
+  kernels::Buf output_grad;    // E5M2 [M, N] (the input gradient's operand)
+  kernels::Buf amax;           // F32 [3]: the current amaxes (output gradient, input, weight)
+  kernels::Buf output_grad_t;  // E5M2 [N, M] (the weight gradient's operand)
+  kernels::Buf inv_scale;      // F32 [3]: the casts' inverse scales, in amax's order
 };
 
 class BlockLinears {
@@ -61,12 +68,19 @@ class BlockLinears {
   void input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K, bool apply = true) const;
 
  private:
-  // The operands a GEMM reads, each rounded onto the FP8 grid into its scratch buffer (null where
-  // not given): d_out [M, N] in E5M2, in [M, K] and weight [N, K] in E4M3.
-  struct Rounded {
-    Buf d_out, in, weight;
+  // The casts a GEMM call needs: which of the output gradient's codes (as it is, transposed), the
+  // input's and the weight's (each as in the forward, or transposed for the backward).
+  struct Casts {
+    bool d_out = false, d_out_t = false;
+    bool in = false, weight = false;
+    bool transposed = false;  // in and weight transposed
   };
-  Rounded round(Buf d_out, Buf in, Buf weight, int M, int N, int K) const;
+  // The codes cast into the scratch (null where not asked), and their inverse scales.
+  struct Operands {
+    Buf d_out, d_out_t, in, weight;
+    Buf d_out_inv, in_inv, weight_inv;
+  };
+  Operands cast(const Casts& which, Buf d_out, Buf in, Buf weight, int M, int N, int K) const;
   bool scales_by_history() const { return delayed_ && delayed_->filled; }
 
   const kernels::Ops& ops_;

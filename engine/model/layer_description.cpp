@@ -497,13 +497,20 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   }
   if (spec.train.precision == config::Precision::Fp8) {
     // One linear layer at a time (model/block_linears.h): its input, weight and output gradient
-    // put on the FP8 grid (the widest of q/k/v, the output projections and the MLP's), and the three
-    // amaxes.
+    // cast to FP8 codes, a byte each (the widest of q/k/v, the output projections and the MLP's): the
+    // input and weight as the forward reads them or transposed for the backward, in one buffer each;
+    // the output gradient as it is and transposed, both read by the backward. The three amaxes and
+    // the casts' inverse scales.
     const std::int64_t widest = std::max({x.h, x.q_cols(), x.local_ffn()});
-    add(T::Fp8Input, "fp8.input", N * widest);
-    add(T::Fp8OutputGrad, "fp8.output_gradient", N * widest);
-    add(T::Fp8Weight, "fp8.weight", x.h * std::max(x.q_cols(), x.local_ffn()));
+    auto codes = [&](T id, const char* name, Element format, std::int64_t elements) {
+      out.push_back({id, name, elements, format, 1, false});
+    };
+    codes(T::Fp8Input, "fp8.input", Element::Fp8E4M3, N * widest);
+    codes(T::Fp8OutputGrad, "fp8.output_gradient", Element::Fp8E5M2, N * widest);
+    codes(T::Fp8OutputGradTransposed, "fp8.output_gradient_transposed", Element::Fp8E5M2, N * widest);
+    codes(T::Fp8Weight, "fp8.weight", Element::Fp8E4M3, x.h * std::max(x.q_cols(), x.local_ffn()));
     out.push_back(fp32(T::Fp8Amax, "fp8.amax", 3));
+    out.push_back(fp32(T::Fp8InvScale, "fp8.inverse_scale", 3));
   }
   return out;
 }

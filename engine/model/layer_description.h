@@ -53,12 +53,12 @@ enum class ArenaTensor {
   CpA2aV, CpA2aDOutput, CpA2aSend, CpA2aRecv, DAttention, DMlpActivation, MoeDWeight, MoeDActivation, MoeDExpertInput,
   MoeExchange, MoeCpOwnSlot, MoeCpOwnWeight, MoeCpLogits, MoeCpLogitsStaging, MoeCpDWeight,
   MoeCpDLogits,
-  // train.precision fp8: one linear layer's operands on the FP8 grid, and their amaxes.
-  Fp8Input, Fp8Weight, Fp8OutputGrad, Fp8Amax,
+  // train.precision fp8: one linear layer's operands cast to FP8 codes, their amaxes and inverse scales.
+  Fp8Input, Fp8Weight, Fp8OutputGrad, Fp8Amax, Fp8OutputGradTransposed, Fp8InvScale,
 };
 
-// Activation: the training dtype (bf16 or fp32).
-enum class Element { Activation, F32, I32 };
+// Activation: the training dtype (bf16 or fp32). Fp8E4M3, Fp8E5M2: FP8 codes, a byte each.
+enum class Element { Activation, F32, I32, Fp8E4M3, Fp8E5M2 };
 
 struct SavedTensor {
   ArenaTensor id = ArenaTensor::LayerInput;

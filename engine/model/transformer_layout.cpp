@@ -116,6 +116,8 @@ Buf* Transformer::workspace_field(Workspace& w, ArenaTensor id) {
     case T::Fp8Weight: return &w.fp8.weight;
     case T::Fp8OutputGrad: return &w.fp8.output_grad;
     case T::Fp8Amax: return &w.fp8.amax;
+    case T::Fp8OutputGradTransposed: return &w.fp8.output_grad_t;
+    case T::Fp8InvScale: return &w.fp8.inv_scale;
     default:  // the layer's output gradients, and what recompute rebuilds
       if (Buf* g = output_grad_field(w.outputs, id)) return g;
       return layer_field(w.recomputed, id);
@@ -127,6 +129,8 @@ DType Transformer::dtype_of(const SavedTensor& t) const {
     case Element::Activation: return act_;
     case Element::F32: return DType::F32;
     case Element::I32: return DType::I32;
+    case Element::Fp8E4M3: return DType::E4M3;
+    case Element::Fp8E5M2: return DType::E5M2;
   }
   return act_;
 }

@@ -7,9 +7,11 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "tests/gloo_ranks.h"
 
 namespace {
@@ -30,11 +32,16 @@ Vec random_vec(std::size_t n, unsigned seed, float scale) {
   return v;
 }
 
-// The scratch of one linear layer of up to `elements` values per operand.
+// The scratch of one linear layer of up to `elements` values per operand (FP8 codes: a byte each).
 struct Scratch {
-  Vec input, weight, output_grad, amax = Vec(3);
-  explicit Scratch(std::size_t elements) : input(elements), weight(elements), output_grad(elements) {}
-  model::Fp8Scratch view() { return {buf(input), buf(weight), buf(output_grad), buf(amax)}; }
+  std::vector<std::uint8_t> input, weight, output_grad, output_grad_t;
+  Vec amax = Vec(3), inv_scale = Vec(3);
+  explicit Scratch(std::size_t elements)
+      : input(elements), weight(elements), output_grad(elements), output_grad_t(elements) {}
+  model::Fp8Scratch view() {
+    return {{input.data(), DType::E4M3},  {weight.data(), DType::E4M3},        {output_grad.data(), DType::E5M2},
+            buf(amax), {output_grad_t.data(), DType::E5M2}, buf(inv_scale)};
+  }
 };
 
 // x rounded onto the FP8 grid under its own amax's scale (ops.h fp8_round).
@@ -111,4 +118,51 @@ TEST_CASE("an FP8 column-parallel shard computes the one-rank layer's columns", 
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N / 2; ++n) CHECK(out[m * (N / 2) + n] == want[m * N + r * (N / 2) + n]);
   });
+}
+
+TEST_CASE("BlockLinears' fp8 GELU layers in bf16: the linear GELU ops over rounded operands, bit for bit",
+          "[fp8]") {
+  // GPT-2's MLP as training runs it: bf16 activations and weights, an f32 weight gradient.
+  using Bits = std::vector<std::uint16_t>;
+  auto to_bf16 = [](const Vec& v) {
+    Bits b(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) b[i] = kernels::f32_to_bf16(v[i]);
+    return b;
+  };
+  auto view = [](Bits& b) { return Buf{b.data(), DType::BF16}; };
+  auto round_bf16 = [&](Bits x, Fp8Format format) {
+    float amax = 0;
+    const kernels::Ops& ops = kernels::cpu_ops();
+    ops.abs_max({&amax, DType::F32}, view(x), static_cast<std::int64_t>(x.size()), false);
+    ops.fp8_round(view(x), view(x), {&amax, DType::F32}, static_cast<std::int64_t>(x.size()), format);
+    return x;
+  };
+  const kernels::Ops& ops = kernels::cpu_ops();
+  constexpr int m = 16, n = 32, k = 64;
+  Bits x = to_bf16(random_vec(m * k, 21, 2.0f)), w = to_bf16(random_vec(n * k, 22, 0.1f));
+  Bits b = to_bf16(random_vec(n, 23, 0.5f)), dy = to_bf16(random_vec(m * n, 24, 0.01f));
+  Bits qx = round_bf16(x, Fp8Format::E4M3), qw = round_bf16(w, Fp8Format::E4M3);
+  Bits qdy = round_bf16(dy, Fp8Format::E5M2);
+  Scratch scratch(n * k > m * k ? n * k : m * k);
+  const model::BlockLinears fp8(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr);
+
+  // forward: pre = x w^T + b, out = gelu(pre)   [m, n]
+  Bits out(m * n), pre(m * n), want_out(m * n), want_pre(m * n);
+  fp8.forward_gelu(view(out), view(pre), view(x), view(w), view(b), m, n, k);
+  ops.linear_gelu_forward(view(want_out), view(want_pre), view(qx), view(qw), view(b), m, n, k);
+  CHECK(pre == want_pre);
+  CHECK(out == want_out);
+
+  // backward of a layer whose input is gelu(pre2): here x stands for that input, [m, k], and pre2
+  // for the GELU input kept for backward.
+  Bits pre2 = to_bf16(random_vec(m * k, 25, 2.0f));
+  Bits d_pre(m * k), want_d_pre(m * k);
+  Vec d_w(n * k, 0.5f), want_d_w(n * k, 0.5f), d_b(n, 0.25f), want_d_b(n, 0.25f);
+  fp8.backward_gelu(view(d_pre), buf(d_w), buf(d_b), view(dy), view(x), view(w), view(pre2), m, n, k);
+  ops.linear_backward_gelu(view(want_d_pre), buf(want_d_w), Buf{}, view(qdy), view(qx), view(qw), view(pre2), m,
+                           n, k);
+  ops.linear_backward(Buf{}, Buf{}, buf(want_d_b), view(dy), view(x), view(w), m, n, k);  // unrounded
+  CHECK(d_pre == want_d_pre);
+  CHECK(d_w == want_d_w);
+  CHECK(d_b == want_d_b);
 }
