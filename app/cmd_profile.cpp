@@ -35,11 +35,13 @@
 #include "app/profile_calibration.h"
 #include "app/profile_collectives.h"
 #include "app/profile_runs.h"
+#include "app/run_logs.h"
 #include "app/worker_process.h"
 #include "engine/comm/session.h"
 #include "engine/io/input_file.h"
 #include "engine/launch/launcher.h"
 #include "engine/launch/worker_env.h"
+#include "engine/log/log.h"
 #include "kernels/backend_module.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cuda_backend.h"
@@ -107,11 +109,11 @@ const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, Machine
   if (args.backend == "cpu") return &kernels::cpu_ops();
   const kernels::CudaBackend* cuda = kernels::cuda_backend();
   if (cuda == nullptr) {
-    std::fprintf(stderr, "error: --backend cuda, but %s\n", kernels::cuda_module_status().detail.c_str());
+    log::kernels().error("--backend cuda, but {}", kernels::cuda_module_status().detail);
     return nullptr;
   }
   if (!cuda->device_available()) {
-    std::fprintf(stderr, "error: --backend cuda, but no CUDA device is visible\n");
+    log::kernels().error("--backend cuda, but no CUDA device is visible");
     return nullptr;
   }
   const int index = cuda->select_device(local_rank);
@@ -120,21 +122,19 @@ const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, Machine
 }
 
 plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Ops& ops, const Machine& machine) {
-  std::fprintf(stderr, "profiling %s with the engine's kernels%s\n", machine.device.c_str(), args.quick ? " (quick)" : "");
+  log::plan().info("profiling {} with the engine's kernels{}", machine.device, args.quick ? " (quick)" : "");
   ProfileOptions options;
   options.quick = args.quick;
-  options.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
+  options.progress = [](const std::string& line) { log::plan().info(line); };
   plan::MeasuredProfile profile = measure_profile(ops, options);
   profile.device = machine.device;  // before the calibration, which times the job as this GPU
-  std::fprintf(stderr, "  calibration: training a reference job with the engine\n");
+  log::plan().info("calibration: training a reference job with the engine");
   profile.calibration = calibrate(ops, profile, args.quick);
-  std::fprintf(stderr, "  calibration: %s: %.4f s a step, compute %.2fx the tables' prediction\n",
-               profile.calibration->job.c_str(), profile.calibration->measured_step_s,
-               profile.calibration->compute_scale);
+  log::plan().info("calibration: {}: {:.4f} s a step, compute {:.2f}x the tables' prediction",
+                   profile.calibration->job, profile.calibration->measured_step_s, profile.calibration->compute_scale);
   if (profile.calibration->compute_scale < 0.67 || profile.calibration->compute_scale > 1.5)
-    std::fprintf(stderr,
-                 "warning: the reference step and the tables disagree by more than 1.5x: was the machine busy "
-                 "with other work? Measure again on an idle machine\n");
+    log::plan().warn("the reference step and the tables disagree by more than 1.5x: was the machine busy with "
+                     "other work? Measure again on an idle machine");
   profile.versions = machine.versions;
   // The CUDA module names cuDNN's version, and the mode its attention ran under, where cuDNN loaded
   // (kernels/cuda/cuda_ops.cu); elsewhere the attention timed is ptrain's own.
@@ -160,7 +160,7 @@ int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
     const std::string identity = dist::text_digest("ptrain profile " + args.backend + (args.quick ? " quick" : ""));
     std::unique_ptr<dist::Session> session =
         dist::rendezvous(env, identity, std::chrono::milliseconds(600'000), nccl_offer(*ops));
-    if (env.rank == 0) std::fprintf(stderr, "measuring collectives over %d ranks (%s)\n", env.world, session->comm().backend());
+    if (env.rank == 0) log::plan().info("measuring collectives over {} ranks ({})", env.world, session->comm().backend());
     plan::CollectiveTable table = measure_collectives(session->comm(), *ops, args.quick);
     session->finish();
     if (env.rank != 0) return kExitOk;
@@ -170,10 +170,10 @@ int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
     plan::MeasuredProfile profile = measure_kernels(args, *ops, machine);
     profile.collectives = std::move(table);
     if (!write_output_file(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
-    std::fprintf(stderr, "wrote %s with collectives over %d ranks\n", args.out.c_str(), env.world);
+    log::plan().info("wrote {} with collectives over {} ranks", args.out, env.world);
     return kExitOk;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    log::plan().error(e.what());
     return kExitRuntimeFailure;
   }
 }
@@ -181,6 +181,7 @@ int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
 int run_profile(const ProfileArgs& args) {
   std::optional<dist::WorkerEnv> env;
   if (!detect_worker(env)) return kExitBadInput;
+  log_as(env, env ? env->world : args.nproc);
   if (env) return profile_worker(args, *env);
   config::Diagnostics environment;
   check_environment(environment);  // the attention it times follows PTRAIN_CUDNN_ATTENTION
@@ -203,7 +204,7 @@ int run_profile(const ProfileArgs& args) {
       text << in.rdbuf();
       collectives = plan::collectives_from_json(text.str());
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
+      log::plan().error(e.what());
       return kExitRuntimeFailure;
     }
     std::remove(part.c_str());
@@ -215,12 +216,12 @@ int run_profile(const ProfileArgs& args) {
   try {
     profile = measure_kernels(args, *ops, machine);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    log::plan().error(e.what());
     return kExitRuntimeFailure;
   }
   profile.collectives = std::move(collectives);
   if (!write_output_file(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
-  std::fprintf(stderr, "wrote %s (use it with cluster.profile: %s)\n", args.out.c_str(), args.out.c_str());
+  log::plan().info("wrote {} (use it with cluster.profile: {})", args.out, args.out);
   return kExitOk;
 }
 

@@ -325,7 +325,8 @@ int run_training(const RunArgs& args) {
     // The files it names, once they are of the right kinds (a FIFO is never read); not again in the
     // workers this process's launcher started, which checked them before starting any.
     if (job.ok() && (!env || env->launcher != "ptrain"))
-      for (config::Diagnostic& input : run_input_errors(job)) job.diags.errors.push_back(std::move(input));
+      for (config::Diagnostic& input : run_input_errors(job, /*records=*/!env))
+        job.diags.errors.push_back(std::move(input));
   }
   if (!env || (env->rank == 0 && env->launcher != "ptrain")) {
     log_diagnostics(job.diags);  // once per job

@@ -1,6 +1,7 @@
-// Where a process of `ptrain run` stands in the logs (engine/log): who it says it is on every line,
-// and its file in the run directory, the directory of logging.metrics (beside metrics.jsonl and
-// job.yaml): logs/rank_<R>.log for each rank, logs/launcher.log for the local launcher.
+// Where a process of `ptrain run` (or `profile`) stands in the logs (engine/log): who it says it is
+// on every line, and its file in the run directory, the directory of logging.metrics (beside
+// metrics.jsonl and job.yaml): logs/rank_<R>.log for each rank, logs/launcher.log for the local
+// launcher.
 #pragma once
 
 #include <optional>

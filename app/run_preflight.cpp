@@ -29,7 +29,7 @@ std::int64_t resume_step(const config::JobSpec& spec) {
 
 }  // namespace
 
-std::vector<config::Diagnostic> run_input_errors(const config::LoadResult& job) {
+std::vector<config::Diagnostic> run_input_errors(const config::LoadResult& job, bool records) {
   const config::JobSpec& spec = job.spec;
   std::vector<config::Diagnostic> out;
   if (!spec.checkpoint.load_hf.empty()) {
@@ -40,6 +40,7 @@ std::vector<config::Diagnostic> run_input_errors(const config::LoadResult& job) 
                            "name an export of this job's model (`ptrain convert JOB --from CKPT --to-hf DIR` writes one)"));
     }
   }
+  if (!records) return out;
   if (const std::optional<train::RecordsRefusal> refusal = train::refuse_records(spec, resume_step(spec)))
     out.push_back(job.at(refusal->key, refusal->message, refusal->fix));
   return out;

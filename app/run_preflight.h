@@ -12,7 +12,11 @@
 namespace ptrain::app {
 
 // An error at checkpoint.load_hf where it does not fit the model (naming the key and both values);
-// one at the logging key whose path holds another run's records, with the fix.
-std::vector<config::Diagnostic> run_input_errors(const config::LoadResult& job);
+// with `records`, one at the logging key whose path holds another run's records, with the fix.
+// `records` where this process starts every rank (alone, or as the local launcher): under srun,
+// mpirun or torchrun only rank 0 writes the records, and ranks that each refused on their own (from
+// their own working directories) would leave the others waiting; rank 0 checks them there once it
+// holds checkpoint.dir, and every rank fails alike.
+std::vector<config::Diagnostic> run_input_errors(const config::LoadResult& job, bool records);
 
 }  // namespace ptrain::app

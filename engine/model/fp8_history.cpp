@@ -7,18 +7,30 @@
 
 namespace ptrain::model {
 
-Fp8History::Fp8History(const kernels::Ops& ops, int layers, int length)
+int fp8_expert_linear_index(int expert, Fp8Linear which) {
+  constexpr int kAttention = 4;
+  switch (which) {
+    case Fp8Linear::Gate: return kAttention + 3 * expert;
+    case Fp8Linear::Up: return kAttention + 3 * expert + 1;
+    case Fp8Linear::Down: return kAttention + 3 * expert + 2;
+    default: throw std::invalid_argument("fp8_expert_linear_index: an expert has gate, up and down only");
+  }
+}
+
+Fp8History::Fp8History(const kernels::Ops& ops, int layers, int linears, int length)
     : ops_(ops),
       layers_(layers),
+      linears_(linears),
       length_(length),
       history_(static_cast<std::size_t>(casts() * length), 0.0f),
       scale_(ops, casts(), kernels::DType::F32),
       record_(ops, casts(), kernels::DType::F32) {
-  if (layers < 1 || length < 1) throw std::invalid_argument("Fp8History: layers and length must be positive");
+  if (layers < 1 || linears < 1 || length < 1)
+    throw std::invalid_argument("Fp8History: layers, linears and length must be positive");
 }
 
-Fp8LinearAmaxes Fp8History::linear(int layer, Fp8Linear which) const {
-  const std::int64_t first = (static_cast<std::int64_t>(layer) * kFp8Linears + static_cast<int>(which)) * kFp8Operands;
+Fp8LinearAmaxes Fp8History::linear(int layer, int index) const {
+  const std::int64_t first = (static_cast<std::int64_t>(layer) * linears_ + index) * kFp8Operands;
   return {scale_.at(first), record_.at(first)};
 }
 

@@ -501,25 +501,35 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     // input and weight as the forward reads them or transposed for the backward, in one buffer each;
     // the output gradient as it is and transposed, both read by the backward. The three amaxes and
     // the casts' inverse scales.
-    const std::int64_t widest = std::max({x.h, x.q_cols(), x.local_ffn()});
+    // MoE: an expert GEMM takes expert_block_rows (more than the rank's N tokens under cp when the
+    // capacity is high) at the experts' whole ffn width (they are not split over tp with FP8).
+    const std::int64_t rows = spec.model.moe ? std::max(N, expert_block_rows(spec)) : N;
+    const std::int64_t ffn = spec.model.moe ? spec.model.ffn_hidden : x.local_ffn();
+    const std::int64_t widest = std::max({x.h, x.q_cols(), ffn});
     auto codes = [&](T id, const char* name, Element format, std::int64_t elements) {
       out.push_back({id, name, elements, format, 1, false});
     };
-    codes(T::Fp8Input, "fp8.input", Element::Fp8E4M3, N * widest);
-    codes(T::Fp8OutputGrad, "fp8.output_gradient", Element::Fp8E5M2, N * widest);
-    codes(T::Fp8OutputGradTransposed, "fp8.output_gradient_transposed", Element::Fp8E5M2, N * widest);
-    codes(T::Fp8Weight, "fp8.weight", Element::Fp8E4M3, x.h * std::max(x.q_cols(), x.local_ffn()));
+    codes(T::Fp8Input, "fp8.input", Element::Fp8E4M3, rows * widest);
+    codes(T::Fp8OutputGrad, "fp8.output_gradient", Element::Fp8E5M2, rows * widest);
+    codes(T::Fp8OutputGradTransposed, "fp8.output_gradient_transposed", Element::Fp8E5M2, rows * widest);
+    codes(T::Fp8Weight, "fp8.weight", Element::Fp8E4M3, x.h * std::max(x.q_cols(), ffn));
     out.push_back(fp32(T::Fp8Amax, "fp8.amax", 3));
     out.push_back(fp32(T::Fp8InvScale, "fp8.inverse_scale", 3));
   }
   return out;
 }
 
+int fp8_linears_per_layer(const config::ModelSpec& model) {
+  constexpr int kDense = 7, kAttention = 4, kPerExpert = 3;
+  return model.moe ? kAttention + kPerExpert * model.moe->experts : kDense;
+}
+
 std::int64_t fp8_history_device_bytes(const config::JobSpec& spec) {
   if (spec.train.precision != config::Precision::Fp8 || spec.train.fp8.scaling != config::Fp8Scaling::Delayed)
     return 0;
-  constexpr std::int64_t kCastsPerLayer = 7 * 3, kBuffers = 2;
-  return kBuffers * kCastsPerLayer * spec.model.layers * static_cast<std::int64_t>(sizeof(float));
+  constexpr std::int64_t kOperands = 3, kBuffers = 2;
+  return kBuffers * kOperands * fp8_linears_per_layer(spec.model) * spec.model.layers *
+         static_cast<std::int64_t>(sizeof(float));
 }
 
 int expert_capacity(const config::JobSpec& spec) {

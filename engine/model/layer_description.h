@@ -174,8 +174,11 @@ std::int64_t expert_block_rows(const config::JobSpec& spec);
 // cp_comm ring: the bytes of one hop's message, a rank's k and v of one layer and microbatch (their
 // gradients travel in messages of the same size).
 std::size_t ring_message_bytes(const config::JobSpec& spec);
+// FP8's linear layers in a layer (model/fp8_history.h): attention's q, k, v, o and the MLP's up,
+// gate, down (7; GPT-2's has no gate but keeps its place), or under MoE each expert's three (4 + 3E).
+int fp8_linears_per_layer(const config::ModelSpec& model);
 // train.fp8.scaling delayed: the device's amax scales and step records of every layer's casts
-// (model/fp8_history.h: layers x 7 linear layers x 3 tensors, twice, F32); 0 otherwise.
+// (model/fp8_history.h: layers x fp8_linears_per_layer x 3 tensors, twice, F32); 0 otherwise.
 std::int64_t fp8_history_device_bytes(const config::JobSpec& spec);
 
 double total_bytes(const std::vector<SavedTensor>& tensors);

@@ -72,7 +72,8 @@ std::pair<Buf, Buf> MoeBlock::own_routing(const MoeActs& a, const MoeWorkspace& 
   return {ws.own_slot, ws.own_weight};
 }
 
-void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const MoeWorkspace& ws) const {
+void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const MoeWorkspace& ws,
+                       const ExpertLinears& linears) const {
   // The logits, routed in place (under cp: of the whole sequences, gathered).
   ops_.linear_forward(cp_ != nullptr ? ws.logits : a.probs, in, w.router, Buf{}, N_, E_, C_);
   if (cp_ != nullptr) cp_->gather_sequences({ws.logits}, {a.probs}, ws.logits_staging, E_);
@@ -93,10 +94,11 @@ void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const M
     const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_), gate = expert_rows(a.gate, e, F_),
               up = expert_rows(a.up, e, F_), act = expert_rows(a.act, e, F_);
-    ops_.linear_forward(gate, rows_in, x.w1, Buf{}, R, F_, C_);
-    ops_.linear_forward(up, rows_in, x.w3, Buf{}, R, F_, C_);
+    const int expert = block_expert(e);
+    linears(expert, Fp8Linear::Gate).forward(gate, rows_in, x.w1, Buf{}, R, F_, C_);
+    linears(expert, Fp8Linear::Up).forward(up, rows_in, x.w3, Buf{}, R, F_, C_);
     ops_.swiglu_forward(act, gate, up, R_ * F_);
-    ops_.linear_forward(expert_rows(outputs, e, C_), act, x.w2, Buf{}, R, C_, F_);
+    linears(expert, Fp8Linear::Down).forward(expert_rows(outputs, e, C_), act, x.w2, Buf{}, R, C_, F_);
   }
   if (ep_ != nullptr) exchange(outputs, a.expert_out);  // back to the tokens' ranks
   // Only this rank's tokens under tp without the experts split over it: the others' rows are zero
@@ -111,7 +113,7 @@ void MoeBlock::recompute_activation(MoeActs& a) const {
 }
 
 void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out, Buf d_in, const MoeWorkspace& ws,
-                        const MoeGrads& g, bool keep) const {
+                        const MoeGrads& g, bool keep, const ExpertLinears& linears) const {
   auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
   const auto R = static_cast<int>(R_);
   // The combine's backward: each kept pair's row gets its weight times the token's gradient, and
@@ -128,12 +130,15 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
     const Buf rows_in = expert_rows(a.expert_in, e, C_), d_gate = expert_rows(g.d_gate, e, F_),
               d_up = expert_rows(g.d_up, e, F_), d_act = expert_rows(ws.d_act, e, F_),
               d_rows_in = expert_rows(ws.d_expert_in, e, C_);
-    ops_.linear_backward(d_act, now(x.g_w2), Buf{}, expert_rows(g.d_expert_out, e, C_),
-                         expert_rows(a.act, e, F_), x.w2, R, C_, F_);
+    const int expert = block_expert(e);
+    linears(expert, Fp8Linear::Down)
+        .backward(d_act, now(x.g_w2), Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_), x.w2, R,
+                  C_, F_);
     ops_.swiglu_backward(d_gate, d_up, d_act, expert_rows(a.gate, e, F_), expert_rows(a.up, e, F_), R_ * F_);
-    ops_.linear_backward(d_rows_in, now(x.g_w1), Buf{}, d_gate, rows_in, x.w1, R, F_, C_);
-    if (!keep) ops_.linear_backward(Buf{}, x.g_w3, Buf{}, d_up, rows_in, x.w3, R, F_, C_);
-    ops_.linear_input_grad_add(d_rows_in, d_up, x.w3, R, F_, C_);  // w1 and w3 read one input
+    linears(expert, Fp8Linear::Gate).backward(d_rows_in, now(x.g_w1), Buf{}, d_gate, rows_in, x.w1, R, F_, C_);
+    if (!keep) linears(expert, Fp8Linear::Up).backward(Buf{}, x.g_w3, Buf{}, d_up, rows_in, x.w3, R, F_, C_);
+    // w1 and w3 read one input
+    linears(expert, Fp8Linear::Up).input_grad_add(d_rows_in, d_up, x.w3, R, F_, C_);
   }
   // The dispatch's backward: (all-to-all) back to the tokens' ranks, each token's rows summed.
   if (ep_ != nullptr) exchange(ws.d_expert_in, ws.exchange);
@@ -158,15 +163,19 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
   ops_.linear_input_grad_add(router_rows(d_in, C_), router_rows(g.d_logits, E_), w.router, router_tokens_, E_, C_);
 }
 
-void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const MoeGrads& g) const {
+void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const MoeGrads& g,
+                           const ExpertLinears& linears) const {
   const auto R = static_cast<int>(R_);
   for (int e = 0; e < rows() / R_; ++e) {
     const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_);
-    ops_.linear_backward(Buf{}, x.g_w2, Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_),
-                         x.w2, R, C_, F_);
-    ops_.linear_backward(Buf{}, x.g_w1, Buf{}, expert_rows(g.d_gate, e, F_), rows_in, x.w1, R, F_, C_);
-    ops_.linear_backward(Buf{}, x.g_w3, Buf{}, expert_rows(g.d_up, e, F_), rows_in, x.w3, R, F_, C_);
+    const int expert = block_expert(e);
+    linears(expert, Fp8Linear::Down)
+        .backward(Buf{}, x.g_w2, Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_), x.w2, R, C_,
+                  F_);
+    linears(expert, Fp8Linear::Gate)
+        .backward(Buf{}, x.g_w1, Buf{}, expert_rows(g.d_gate, e, F_), rows_in, x.w1, R, F_, C_);
+    linears(expert, Fp8Linear::Up).backward(Buf{}, x.g_w3, Buf{}, expert_rows(g.d_up, e, F_), rows_in, x.w3, R, F_, C_);
   }
   ops_.linear_backward(Buf{}, w.g_router, Buf{}, router_rows(g.d_logits, E_), router_rows(in, C_), w.router,
                        router_tokens_, E_, C_);

@@ -47,16 +47,22 @@
 // weaker); its gradient only: the reported loss is the language-model loss.
 #pragma once
 
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "engine/config/job_spec.h"
+#include "engine/model/block_linears.h"
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/expert_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "kernels/ops.h"
 
 namespace ptrain::model {
+
+// The GEMMs of expert `expert`'s gate (w1), up (w3) or down (w2) projection: model::BlockLinears,
+// in FP8 under train.precision fp8 (with the expert's amax histories under delayed scaling).
+using ExpertLinears = std::function<BlockLinears(int expert, Fp8Linear which)>;
 
 struct ExpertWeights {
   kernels::Buf w1, w3, w2;        // gate [F, C], up [F, C], down [C, F]
@@ -110,19 +116,23 @@ class MoeBlock {
   std::int64_t rows() const { return static_cast<std::int64_t>(ep_ != nullptr ? E_ : local_experts()) * R_; }
 
   // out[N, C] = the block applied to in[N, C] (both of the activation dtype).
-  void forward(const MoeWeights& w, MoeActs& a, kernels::Buf in, kernels::Buf out,
-               const MoeWorkspace& ws) const;
+  // The experts' GEMMs through `linears` (the router's stay in the activation dtype).
+  void forward(const MoeWeights& w, MoeActs& a, kernels::Buf in, kernels::Buf out, const MoeWorkspace& ws,
+               const ExpertLinears& linears) const;
   // a.act from a.gate and a.up (selective recompute).
   void recompute_activation(MoeActs& a) const;
   // d_in[N, C] = dLoss/d(in) from d_out (overwrite), through the experts and the router (with the
   // load-balancing loss). The weight gradients accumulate unless `keep` takes the output gradients
   // for weight_grad(); otherwise they go to `outputs`.
   void backward(const MoeWeights& w, const MoeActs& a, kernels::Buf in, kernels::Buf d_out, kernels::Buf d_in,
-                const MoeWorkspace& ws, const MoeGrads& outputs, bool keep) const;
-  void weight_grad(const MoeWeights& w, const MoeActs& a, kernels::Buf in, const MoeGrads& g) const;
+                const MoeWorkspace& ws, const MoeGrads& outputs, bool keep, const ExpertLinears& linears) const;
+  void weight_grad(const MoeWeights& w, const MoeActs& a, kernels::Buf in, const MoeGrads& g,
+                   const ExpertLinears& linears) const;
 
  private:
   kernels::Buf expert_rows(kernels::Buf b, int e, int cols) const;
+  // The global index of the expert of block e (rows [e*R, (e+1)*R) of the experts' buffers).
+  int block_expert(int e) const { return first_local_expert() + e % local_experts(); }
   // Expert-parallel: `from` (in this rank's layout) to `to` (in the experts' owners'), or back.
   void exchange(kernels::Buf from, kernels::Buf to) const;
   // The rows of an [N, cols] tensor whose router gradients this rank takes (its own tokens under tp).

@@ -139,11 +139,21 @@ std::string Transformer::name(const char* gpt2_name, const char* llama_name, int
   return (layer >= 0 ? layer_prefix(dims_.gpt2, layer) : std::string()) + (dims_.gpt2 ? gpt2_name : llama_name);
 }
 
-BlockLinears Transformer::linears(const LayerWeights& w, Fp8Linear which) const {
+BlockLinears Transformer::linears_at(int layer, int index) const {
   std::optional<BlockLinears::Delayed> delayed;
   if (fp8_history_ != nullptr)
-    delayed = BlockLinears::Delayed{fp8_history_->linear(w.layer, which), fp8_history_->filled()};
+    delayed = BlockLinears::Delayed{fp8_history_->linear(layer, index), fp8_history_->filled()};
   return BlockLinears(ops_, precision_, ws_.fp8, tp_, cp_, delayed);
+}
+
+BlockLinears Transformer::linears(const LayerWeights& w, Fp8Linear which) const {
+  return linears_at(w.layer, fp8_linear_index(which));
+}
+
+ExpertLinears Transformer::expert_linears(const LayerWeights& w) const {
+  return [this, layer = w.layer](int expert, Fp8Linear which) {
+    return linears_at(layer, fp8_expert_linear_index(expert, which));
+  };
 }
 
 Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads) const {

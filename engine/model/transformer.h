@@ -301,8 +301,10 @@ class Transformer {
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
   std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;
   // The GEMMs of attention's and the MLP's linear layers (in FP8 under train.precision fp8).
-  // `which` of layer w's (its amaxes under delayed scaling).
+  // `which` of layer w's (its amaxes under delayed scaling), and of its experts (MoE).
   BlockLinears linears(const LayerWeights& w, Fp8Linear which) const;
+  ExpertLinears expert_linears(const LayerWeights& w) const;
+  BlockLinears linears_at(int layer, int index) const;  // index: model/fp8_history.h
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
   // The residual stream around the tensor-parallel layers (parallel::TensorParallel, which also says
   // how under sequence parallelism); with tp = 1, `full` and `mine` themselves.

@@ -12,7 +12,7 @@ Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   const std::int64_t nf = static_cast<std::int64_t>(d.N) * d.F;
   const Buf in = gather_tokens(a.norm2, ws_.gathered);
   if (moe_) {  // a partial sum over tp when the experts are split over the tp group
-    moe_->forward(w.moe, a.moe, in, ws_.proj_out, ws_.moe);
+    moe_->forward(w.moe, a.moe, in, ws_.proj_out, ws_.moe, expert_linears(w));
     return reduce_tokens(ws_.proj_out);
   }
   if (d.gpt2) {
@@ -33,7 +33,7 @@ void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const 
   auto now = [&](Buf grad) { return keep ? Buf{} : grad; };
   if (moe_)
     return moe_->backward(w.moe, a.moe, gather_tokens(a.norm2, ws_.gathered),
-                          gather_tokens(ws_.d_res, ws_.d_full), ws_.d_norm, ws_.moe, g.moe, keep);
+                          gather_tokens(ws_.d_res, ws_.d_full), ws_.d_norm, ws_.moe, g.moe, keep, expert_linears(w));
   if (keep) ops_.convert(g.d_mlp, ws_.d_res, static_cast<std::int64_t>(d.Ns) * d.C);
   const Buf d_mlp_out = gather_tokens(ws_.d_res, ws_.d_full);
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
@@ -58,7 +58,7 @@ void Transformer::mlp_weight_grad(const LayerWeights& w, const LayerActs& a, con
   const auto& d = dims_;
   // Sequence parallelism: the kept residual gradient and the norm output are this rank's tokens.
   const Buf up_in = gather_tokens(a.norm2, ws_.gathered);
-  if (moe_) return moe_->weight_grad(w.moe, a.moe, up_in, g.moe);
+  if (moe_) return moe_->weight_grad(w.moe, a.moe, up_in, g.moe, expert_linears(w));
   linears(w, Fp8Linear::Down)
       .backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down, d.N, d.C, d.F);
   if (!d.gpt2) linears(w, Fp8Linear::Gate).backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);

@@ -35,17 +35,20 @@ void write(Buf b, Vec v) { kernels::cpu_ops().copy_to_device(b, v.data(), v.size
 
 // The history entry of (layer, linear, operand) at age `age` (0 = newest).
 float entry(const Fp8History& h, int layer, Fp8Linear which, int operand, int age) {
-  const std::size_t cast = (static_cast<std::size_t>(layer) * model::kFp8Linears + static_cast<std::size_t>(which)) *
-                               model::kFp8Operands + static_cast<std::size_t>(operand);
+  const auto linears = static_cast<std::size_t>(h.saved_shape()[1]);
+  const std::size_t cast =
+      (static_cast<std::size_t>(layer) * linears + static_cast<std::size_t>(model::fp8_linear_index(which))) *
+          model::kFp8Operands +
+      static_cast<std::size_t>(operand);
   return h.saved()[cast * static_cast<std::size_t>(h.length()) + static_cast<std::size_t>(age)];
 }
 
 }  // namespace
 
 TEST_CASE("Fp8History pushes each step's reduced amaxes and scales by the largest of the last steps", "[fp8]") {
-  Fp8History h(kernels::cpu_ops(), 2, 3);
+  Fp8History h(kernels::cpu_ops(), 2, model::kFp8DenseLinears, 3);
   CHECK_FALSE(h.filled());
-  const model::Fp8LinearAmaxes down = h.linear(1, Fp8Linear::Down);
+  const model::Fp8LinearAmaxes down = h.linear(1, model::fp8_linear_index(Fp8Linear::Down));
   // Three steps' records of layer 1's down projection; another rank holds twice the input's amax at
   // step 1 (the reduction over ranks is the largest).
   const float steps[4][3] = {{1, 8, 0.5f}, {2, 4, 0.25f}, {3, 2, 0.125f}, {0.5f, 1, 0.0625f}};
@@ -53,7 +56,7 @@ TEST_CASE("Fp8History pushes each step's reduced amaxes and scales by the larges
     write(down.record, {steps[s][0], steps[s][1], steps[s][2]});
     h.end_step([&](float* v, std::int64_t n) {
       REQUIRE(n == 2 * 7 * 3);
-      if (s == 1) v[(1 * 7 + static_cast<int>(Fp8Linear::Down)) * 3 + 1] *= 2;
+      if (s == 1) v[(1 * 7 + model::fp8_linear_index(Fp8Linear::Down)) * 3 + 1] *= 2;
     });
     CHECK(h.filled());
     CHECK(read(down.record, 3) == Vec{0, 0, 0});  // cleared for the next step
@@ -63,7 +66,7 @@ TEST_CASE("Fp8History pushes each step's reduced amaxes and scales by the larges
   CHECK(entry(h, 1, Fp8Linear::Down, 0, 2) == 2.0f);
   CHECK(entry(h, 1, Fp8Linear::Down, 1, 2) == 8.0f);  // 4, doubled by the other rank
   CHECK(read(down.scale, 3) == Vec{3, 8, 0.25f});
-  CHECK(read(h.linear(0, Fp8Linear::Q).scale, 3) == Vec{0, 0, 0});  // nothing recorded: scale 1
+  CHECK(read(h.linear(0, model::fp8_linear_index(Fp8Linear::Q)).scale, 3) == Vec{0, 0, 0});  // nothing recorded: scale 1
 
   // A non-finite amax (an overflow the step's check names) is pushed as 0; discard_step pushes nothing.
   write(down.record, {std::numeric_limits<float>::infinity(), std::nanf(""), 1});
@@ -78,21 +81,34 @@ TEST_CASE("Fp8History pushes each step's reduced amaxes and scales by the larges
 }
 
 TEST_CASE("Fp8History restores a saved history of another length, newest entries first", "[fp8]") {
-  Fp8History saved(kernels::cpu_ops(), 1, 4);
+  Fp8History saved(kernels::cpu_ops(), 1, model::kFp8DenseLinears, 4);
   for (float s : {1.0f, 2.0f, 3.0f, 4.0f}) {
-    write(saved.linear(0, Fp8Linear::O).record, {s, 10 * s, 100 * s});
+    write(saved.linear(0, model::fp8_linear_index(Fp8Linear::O)).record, {s, 10 * s, 100 * s});
     saved.end_step([](float*, std::int64_t) {});
   }
-  Fp8History shorter(kernels::cpu_ops(), 1, 2), longer(kernels::cpu_ops(), 1, 6);
+  Fp8History shorter(kernels::cpu_ops(), 1, model::kFp8DenseLinears, 2),
+      longer(kernels::cpu_ops(), 1, model::kFp8DenseLinears, 6);
   shorter.restore(saved.saved(), 4);
   longer.restore(saved.saved(), 4);
   CHECK(shorter.filled());
   CHECK(entry(shorter, 0, Fp8Linear::O, 1, 0) == 40.0f);
   CHECK(entry(shorter, 0, Fp8Linear::O, 1, 1) == 30.0f);
-  CHECK(read(shorter.linear(0, Fp8Linear::O).scale, 3) == Vec{4, 40, 400});
+  CHECK(read(shorter.linear(0, model::fp8_linear_index(Fp8Linear::O)).scale, 3) == Vec{4, 40, 400});
   CHECK(entry(longer, 0, Fp8Linear::O, 2, 3) == 100.0f);
   CHECK(entry(longer, 0, Fp8Linear::O, 2, 4) == 0.0f);
   CHECK_THROWS_AS(shorter.restore(Vec(5), 4), std::invalid_argument);
+}
+
+TEST_CASE("an MoE layer's histories: attention's four linear layers, then each expert's three", "[fp8]") {
+  Fp8History h(kernels::cpu_ops(), 2, 4 + 3 * 8, 1);
+  CHECK(h.saved_shape() == std::vector<std::int64_t>{2, 28, 3, 1});
+  CHECK(model::fp8_expert_linear_index(0, Fp8Linear::Gate) == 4);
+  CHECK(model::fp8_expert_linear_index(7, Fp8Linear::Down) == 27);
+  CHECK_THROWS_AS(model::fp8_expert_linear_index(0, Fp8Linear::Q), std::invalid_argument);
+  // Expert 7's down projection of layer 1 is the last cast.
+  write(h.linear(1, model::fp8_expert_linear_index(7, Fp8Linear::Down)).record, {1, 2, 3});
+  h.end_step([](float*, std::int64_t) {});
+  CHECK(h.saved().back() == 3.0f);
 }
 
 TEST_CASE("BlockLinears under delayed scaling: current amaxes until a step is recorded, then the history's",
@@ -107,8 +123,8 @@ TEST_CASE("BlockLinears under delayed scaling: current amaxes until a step is re
   const model::Fp8Scratch scratch{{scratch_in.data(), DType::E4M3},   {scratch_w.data(), DType::E4M3},
                                   {scratch_dy.data(), DType::E5M2},   buf(scratch_amax),
                                   {scratch_dy_t.data(), DType::E5M2}, buf(scratch_inv_scale)};
-  Fp8History h(ops, 1, 2);
-  const model::Fp8LinearAmaxes amaxes = h.linear(0, Fp8Linear::Q);
+  Fp8History h(ops, 1, model::kFp8DenseLinears, 2);
+  const model::Fp8LinearAmaxes amaxes = h.linear(0, model::fp8_linear_index(Fp8Linear::Q));
   auto linears = [&] {
     return model::BlockLinears(ops, config::Precision::Fp8, scratch, nullptr, nullptr,
                                model::BlockLinears::Delayed{amaxes, h.filled()});
