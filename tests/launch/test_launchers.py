@@ -454,6 +454,16 @@ class Srun(SlurmCase):
         self.check_training("srun", r)
         self.assertEqual(r.stdout.count(f"step     {STEPS}/{STEPS}"), 1, r.stdout)
 
+    def test_srun_lines_say_time_rank_and_level(self):
+        r = run_timed(f"srun -n {RANKS}, PTRAIN_LOG_LEVEL=debug", ["srun", "-n", str(RANKS), PTRAIN, "run", self.job],
+                      clean_env(SLURM_CONF=self.slurm_conf, PTRAIN_LOG_LEVEL="debug"), self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [LOG_LINE.match(line) for line in r.stderr.splitlines() if line]
+        self.assertNotIn(None, lines, r.stderr)
+        self.assertEqual({m["rank"] for m in lines if m["level"] == "debug"}, {str(k) for k in range(RANKS)}, r.stderr)
+        for rank in range(RANKS):
+            self.assertTrue(os.path.exists(os.path.join(self.dir, "logs", f"rank_{rank}.log")))
+
     def test_srun_world_that_breaks_the_config_is_bad_input(self):
         r = run_timed("srun -n 3 (bad world)", ["srun", "-n", "3", PTRAIN, "run", self.job], self.srun_env(),
                       self.dir, timeout=120)
