@@ -4,6 +4,7 @@
 // FP8 ops existed), for each of a linear layer's three GEMMs; misuse refused naming the op.
 #include <bit>
 #include <cstdint>
+#include <string>
 
 #include "kernels/fp8.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -149,6 +150,15 @@ TEST_CASE("fp8_gemm computes the linear ops over fp8_round's operands bit for bi
     ops().linear_backward(Buf{}, want_d_w.buf(), Buf{}, tqdy.buf(), tqx.buf(), tqw.buf(), M, N, K);
     CHECK(bitwise_equal(d_w.values(), want_d_w.values()));
   }
+}
+
+TEST_CASE("the FP8 dtypes: a byte each, named as the formats", "[fp8][contract]") {
+  CHECK(ptrain::kernels::dtype_size(DType::E4M3) == 1);
+  CHECK(ptrain::kernels::dtype_size(DType::E5M2) == 1);
+  CHECK(std::string(to_string(DType::E4M3)) == "e4m3");
+  CHECK(std::string(to_string(DType::E5M2)) == "e5m2");
+  CHECK(ptrain::kernels::fp8_format(DType::E5M2) == Fp8Format::E5M2);
+  CHECK(ptrain::kernels::fp8_dtype(Fp8Format::E4M3) == DType::E4M3);
 }
 
 TEST_CASE("the FP8 ops refuse misuse naming the op", "[fp8][contract][errors]") {
