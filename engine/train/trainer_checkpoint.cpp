@@ -1,0 +1,168 @@
+// Trainer::State's checkpoints: restore (resume, HF import or the seed) and the cross-rank save
+// protocol (every rank writes its shards, rank 0 commits).
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/ckpt/checkpoint_error.h"
+#include "engine/ckpt/fp8_history_checkpoint.h"
+#include "engine/ckpt/param_checkpoint.h"
+#include "engine/train/shard_mirror.h"
+#include "engine/train/trainer_state.h"
+
+namespace ptrain::train {
+
+// Resumes from checkpoint.dir (resume: auto) or imports checkpoint.load_hf, else initialises from
+// the seed; returns the steps already done. Every rank reads what it holds.
+std::int64_t Trainer::State::restore() {
+  const auto& c = spec.checkpoint;
+  if (!c.dir.empty() && c.resume == config::Resume::Auto) {
+    // Rank 0 finds the step and every rank reads it: ranks looking for themselves could find others
+    // (a relative checkpoint.dir in another working directory) and train on mismatched.
+    std::string latest;
+    if (comm.rank() == 0) {
+      std::vector<std::string> warnings;  // step directories passed over: an older step is no secret
+      if (const auto found = ckpt::latest_checkpoint(c.dir, &warnings))
+        latest = std::filesystem::absolute(*found).string();
+      for (const std::string& w : warnings) note("warning: " + w);
+    }
+    comm.broadcast_string(comm.world_group(), latest, 0);
+    if (!latest.empty()) {
+      // The checkpoint wins over load_hf, which must still name an export of this model: a wrong
+      // path is bad input on resume as on a fresh start, not a surprise once the checkpoints go.
+      if (!c.load_hf.empty()) ckpt::check_hf(c.load_hf, spec.model);
+      ckpt::LoadedCheckpoint loaded(latest);
+      for (const std::string& w : loaded.warnings()) note("warning: " + w);
+      const auto mismatches = ckpt::model_mismatches(loaded.job_meta(), spec.model);
+      if (!mismatches.empty())
+        throw ckpt::CheckpointError(loaded.path(), "was written for another model: " + mismatches.front());
+      for (const std::string& line : ckpt::resume_messages(loaded.job_meta(), spec)) note(line);
+      const std::int64_t step = loaded.step();  // checked on open: the directory's, and state.step's
+      // The data goes on from the samples taken, whatever global_batch took them.
+      train_loader.resume_at(step, loaded.consumed_samples());
+      options.startup.weights = "read from a checkpoint";
+      ShardMirror staged(zero.shard_memory(), zero.restored_shards());
+      ckpt::restore_flat_shards(loaded, params, staged.host());
+      if (fp8_history)
+        for (const std::string& line : ckpt::restore_fp8_history(loaded, *fp8_history)) note(line);
+      staged.upload();
+      zero.after_restore();
+      note("resumed from " + loaded.path() + " at step " + std::to_string(step));
+      if (!c.load_hf.empty())
+        note("note: checkpoint.load_hf (" + c.load_hf + ") is not read: the checkpoint wins over it");
+      if (step >= spec.train.steps)
+        note("nothing to train: the checkpoint's step " + std::to_string(step) + " >= train.steps " +
+             std::to_string(spec.train.steps) + " (raise train.steps to train on)");
+      return step;
+    }
+  }
+  if (c.load_hf.empty()) {
+    zero.initialize(spec.train.seed, spec.model.layers);
+    return 0;
+  }
+  options.startup.weights = "read from HF weights";
+  const auto imported = import_hf_weights(c.load_hf);
+  for (const std::string& w : imported.warnings) note("warning: " + w);
+  note("initialised from HF weights in " + c.load_hf + " (" + std::to_string(imported.tensors) + " tensors)");
+  return 0;
+}
+
+// HF weights into the model: read into a full fp32 host copy of the flat layout (initialised from
+// the seed first, for anything the files do not hold), of which each rank keeps its part.
+ckpt::HfImportResult Trainer::State::import_hf_weights(const std::string& dir) {
+  model::StoreOptions host_options = store_options(kernels::cpu_ops());
+  host_options.own_params = true;
+  host_options.own_grads = false;
+  host_options.param_dtype = kernels::DType::F32;
+  model::ParamStore host(params.registry(), params.coords(), host_options);
+  host.initialize(spec.train.seed, spec.model.layers);
+  const ckpt::HfImportResult result = ckpt::import_hf(dir, spec.model, host);
+  zero.assign_weights(host.params());
+  return result;
+}
+
+// Writes step `step` (steps done) to checkpoint.dir: every rank its shards, rank 0 the manifest;
+// the step counts only once rank 0 has renamed it into place. A failure on any rank (a full disk)
+// fails the save on every rank, exit 1, and leaves the previous checkpoint current: a failed write
+// removes its own file; every rank reports to rank 0 whether its write succeeded, so that rank 0
+// removes the temporary directory only once no rank writes into it any more; then rank 0 tells
+// every rank how the save ended. (A rank that dies instead fails rank 0's gather, and rank 0
+// removes the directory then; whatever a late writer leaves, the next claim of the directory
+// removes.) Only rank 0 removes it: a rank failing after the gather must not delete files rank 0
+// may be committing.
+void Trainer::State::save(std::int64_t step) {
+  if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
+  stop_agreed(step);  // throws on every rank once rank 0 has lost a record: nothing saved after it
+  last_saved_step = step;
+  const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(step), "checkpoint");
+  const dist::Group& world = comm.world_group();
+  // Absolute: every rank writes where rank 0 made it, whatever its own working directory.
+  std::string tmp_dir =
+      leader ? std::filesystem::absolute(ckpt::begin_checkpoint(spec.checkpoint.dir, step)).string() : std::string();
+  comm.broadcast_string(world, tmp_dir, 0);
+  std::exception_ptr failure;  // this rank's own
+  std::string report;          // to rank 0: what this rank wrote (RankFileInfo JSON), or why nothing
+  try {
+    ShardMirror staged(zero.shard_memory(), zero.saved_shards());
+    staged.download();
+    std::vector<ckpt::TensorShard> shards = ckpt::flat_shard_tensors(params, staged.host());
+    if (fp8_history && leader) shards.push_back(ckpt::fp8_history_shard(*fp8_history));
+    report = ckpt::to_json(ckpt::write_rank_file(tmp_dir, comm.rank(), step, shards)).dump();
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    report = kSaveFailed + ("rank " + std::to_string(comm.rank()) + ": " + e.what());
+  }
+  std::string outcome;  // from rank 0: empty once the step is committed, else why it is not
+  try {
+    const std::vector<std::string> reports = comm.gather_strings(world, report, 0);
+    if (leader) outcome = commit_or_abandon(step, tmp_dir, reports, failure);
+  } catch (...) {
+    if (leader) ckpt::abandon_checkpoint(tmp_dir);
+    throw;
+  }
+  comm.broadcast_string(world, outcome, 0);
+  if (failure) std::rethrow_exception(failure);
+  if (!outcome.empty()) throw std::runtime_error("checkpoint step " + std::to_string(step) + " not saved: " + outcome);
+}
+
+// Rank 0: commits the step that every rank's report describes, or abandons it when a rank failed
+// (or the commit does: then `failure` is set); returns "" or why the step was not saved.
+std::string Trainer::State::commit_or_abandon(std::int64_t step, const std::string& tmp_dir, const std::vector<std::string>& reports,
+                              std::exception_ptr& failure) {
+  const std::string failed = kSaveFailed;
+  for (const std::string& r : reports) {
+    if (r.compare(0, failed.size(), failed) != 0) continue;
+    ckpt::abandon_checkpoint(tmp_dir);
+    return r.substr(failed.size());
+  }
+  try {
+    std::vector<ckpt::RankFileInfo> ranks;
+    for (const std::string& text : reports) ranks.push_back(ckpt::rank_file_info_from_json(nlohmann::json::parse(text)));
+    // Every parameter and its moments in some rank's file: a rank that wrongly took its chunk for
+    // another's copy would otherwise lose it with the run exiting 0 (commit_checkpoint checks the
+    // elements of what is there).
+    std::set<std::string> saved;
+    for (const ckpt::RankFileInfo& rank : ranks)
+      for (const ckpt::RankFileInfo::Piece& piece : rank.pieces) saved.insert(piece.tensor);
+    for (const model::ParamInfo& info : model::build_registry(spec.model))
+      for (const std::string& name : {ckpt::model_tensor_name(info.name), ckpt::exp_avg_tensor_name(info.name),
+                                      ckpt::exp_avg_sq_tensor_name(info.name)})
+        if (saved.count(name) == 0) throw std::logic_error("no rank wrote " + name + " (an engine defect)");
+    const nlohmann::json state = {{"step", step},
+                                  {"consumed_samples", train_loader.consumed_samples(step)},
+                                  {"seed", spec.train.seed},
+                                  {"lr_step", step}};
+    const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec), state,
+                                                     ranks, spec.checkpoint.keep);
+    note("checkpoint saved: " + path);
+    return "";
+  } catch (const std::exception& e) {
+    ckpt::abandon_checkpoint(tmp_dir);
+    failure = std::current_exception();
+    return std::string("rank 0: ") + e.what();
+  }
+}
+
+}  // namespace ptrain::train
