@@ -66,18 +66,20 @@ float* ParamStore::params() const {
   return static_cast<float*>(params_.data());
 }
 
-kernels::Buf ParamStore::param(const std::string& name) const {
-  const ParamSlot& s = slot(name);
+kernels::Buf ParamStore::param(TensorAt t) const {
+  if (t.slot == nullptr) return {};
+  const ParamSlot& s = *t.slot;
   void* base = param_base_[static_cast<size_t>(s.unit)];
-  if (base == nullptr) throw std::logic_error("parameters of '" + name + "' are not resident");
-  return runtime::advance({base, param_dtype_}, s.offset - layout_.units[static_cast<size_t>(s.unit)].begin);
+  if (base == nullptr) throw std::logic_error("parameters of '" + s.local.info->name + "' are not resident");
+  return runtime::advance({base, param_dtype_}, s.offset - layout_.units[static_cast<size_t>(s.unit)].begin + t.offset);
 }
 
-kernels::Buf ParamStore::grad(const std::string& name) const {
-  const ParamSlot& s = slot(name);
+kernels::Buf ParamStore::grad(TensorAt t) const {
+  if (t.slot == nullptr) return {};
+  const ParamSlot& s = *t.slot;
   float* base = grad_base_[static_cast<size_t>(s.unit)];
-  if (base == nullptr) throw std::logic_error("gradients of '" + name + "' have no buffer bound");
-  return {base + (s.offset - layout_.units[static_cast<size_t>(s.unit)].begin), kernels::DType::F32};
+  if (base == nullptr) throw std::logic_error("gradients of '" + s.local.info->name + "' have no buffer bound");
+  return {base + (s.offset - layout_.units[static_cast<size_t>(s.unit)].begin + t.offset), kernels::DType::F32};
 }
 
 void ParamStore::initialize(std::uint64_t seed, int layers) {

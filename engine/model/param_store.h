@@ -71,8 +71,22 @@ class ParamStore {
 
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   const ParamSlot& slot(const std::string& name) const;  // throws std::out_of_range naming it
-  kernels::Buf param(const std::string& name) const;
-  kernels::Buf grad(const std::string& name) const;
+  kernels::Buf param(const std::string& name) const { return param(at(name)); }
+  kernels::Buf grad(const std::string& name) const { return grad(at(name)); }
+
+  // Where a tensor sits in the flat layout, `offset` elements into it (a part of a fused tensor),
+  // resolved from its name once: the layout never moves a tensor within its unit, while ZeRO moves
+  // the unit's storage (binds it), so param(at) and grad(at) view it through the unit's binding at
+  // the time of the call, without looking the name up. A default TensorAt is no tensor: its views
+  // are null.
+  struct TensorAt {
+    const ParamSlot* slot = nullptr;
+    std::int64_t offset = 0;
+  };
+  TensorAt at(const std::string& name, std::int64_t offset = 0) const { return {&slot(name), offset}; }
+  // Throw std::logic_error naming the tensor where its unit is not bound now.
+  kernels::Buf param(TensorAt t) const;
+  kernels::Buf grad(TensorAt t) const;
 
   // The backend whose memory holds the owned buffers.
   const kernels::Ops& memory() const { return *memory_; }

@@ -1,6 +1,7 @@
 #include "engine/model/transformer.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -100,7 +101,9 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
     layer_ids_.push_back(layer);
     layer_units_.push_back(units.first);
     expert_units_.push_back(units.second);
+    layer_tensors_.push_back(resolve_layer(layer));
   }
+  ends_ = resolve_ends();
 
   {
     Measure one;
@@ -135,8 +138,8 @@ void Transformer::place_slots(const config::JobSpec& spec, Buf pool, std::int64_
   }
 }
 
-std::string Transformer::name(const char* gpt2_name, const char* llama_name, int layer) const {
-  return (layer >= 0 ? layer_prefix(dims_.gpt2, layer) : std::string()) + (dims_.gpt2 ? gpt2_name : llama_name);
+std::string Transformer::name(const char* gpt2_name, const char* llama_name) const {
+  return dims_.gpt2 ? gpt2_name : llama_name;
 }
 
 BlockLinears Transformer::linears_at(int layer, int index) const {
@@ -156,66 +159,95 @@ ExpertLinears Transformer::expert_linears(const LayerWeights& w) const {
   };
 }
 
-Transformer::LayerWeights Transformer::layer_weights(int layer, bool with_grads) const {
-  LayerWeights w;
-  w.layer = layer;
-  const std::int64_t C = dims_.C, q_rows = static_cast<std::int64_t>(dims_.Hq) * dims_.D,
-                     kv_rows = static_cast<std::int64_t>(dims_.Hkv) * dims_.D;
-  const auto offset = runtime::advance;
-  // Forward needs no gradients (and under ZeRO 2/3 they have no buffer then).
-  auto grad_of = [&](const std::string& name) { return with_grads ? params_.grad(name) : Buf{}; };
+Transformer::LayerTensors Transformer::resolve_layer(int layer) const {
+  LayerTensors t;
+  LinearTensors& l = t.linear;
+  const std::string p = layer_prefix(dims_.gpt2, layer);
+  auto at = [&](const std::string& tensor, std::int64_t offset = 0) { return params_.at(p + tensor, offset); };
   if (dims_.gpt2) {
-    const std::string p = layer_prefix(true, layer);
-    w.norm1_w = p + "ln_1.weight";
-    w.norm1_b = p + "ln_1.bias";
-    w.norm2_w = p + "ln_2.weight";
-    w.norm2_b = p + "ln_2.bias";
+    const std::int64_t C = dims_.C, q_rows = static_cast<std::int64_t>(dims_.Hq) * dims_.D,
+                       kv_rows = static_cast<std::int64_t>(dims_.Hkv) * dims_.D;
+    t.norm1_w = at("ln_1.weight"), t.norm1_b = at("ln_1.bias");
+    t.norm2_w = at("ln_2.weight"), t.norm2_b = at("ln_2.bias");
     // c_attn holds [q; k; v] rows: three projections share one tensor.
-    const Buf qkv = params_.param(p + "attn.c_attn.weight"), g_qkv = grad_of(p + "attn.c_attn.weight");
-    const Buf qkv_b = params_.param(p + "attn.c_attn.bias"), g_qkv_b = grad_of(p + "attn.c_attn.bias");
-    w.wq = qkv, w.wk = offset(qkv, q_rows * C), w.wv = offset(qkv, (q_rows + kv_rows) * C);
-    w.g_wq = g_qkv, w.g_wk = offset(g_qkv, q_rows * C), w.g_wv = offset(g_qkv, (q_rows + kv_rows) * C);
-    w.bq = qkv_b, w.bk = offset(qkv_b, q_rows), w.bv = offset(qkv_b, q_rows + kv_rows);
-    w.g_bq = g_qkv_b, w.g_bk = offset(g_qkv_b, q_rows), w.g_bv = offset(g_qkv_b, q_rows + kv_rows);
-    w.wo = params_.param(p + "attn.c_proj.weight"), w.g_wo = grad_of(p + "attn.c_proj.weight");
-    w.bo = params_.param(p + "attn.c_proj.bias"), w.g_bo = grad_of(p + "attn.c_proj.bias");
-    w.w_up = params_.param(p + "mlp.c_fc.weight"), w.g_up = grad_of(p + "mlp.c_fc.weight");
-    w.b_up = params_.param(p + "mlp.c_fc.bias"), w.g_b_up = grad_of(p + "mlp.c_fc.bias");
-    w.w_down = params_.param(p + "mlp.c_proj.weight"), w.g_down = grad_of(p + "mlp.c_proj.weight");
-    w.b_down = params_.param(p + "mlp.c_proj.bias"), w.g_b_down = grad_of(p + "mlp.c_proj.bias");
-  } else {
-    const std::string p = layer_prefix(false, layer);
-    w.norm1_w = p + "input_layernorm.weight";
-    w.norm2_w = p + "post_attention_layernorm.weight";
-    auto both = [&](const std::string& n, Buf& param, Buf& grad) {
-      param = params_.param(p + n);
-      grad = grad_of(p + n);
-    };
-    both("self_attn.q_proj.weight", w.wq, w.g_wq);
-    both("self_attn.k_proj.weight", w.wk, w.g_wk);
-    both("self_attn.v_proj.weight", w.wv, w.g_wv);
-    both("self_attn.o_proj.weight", w.wo, w.g_wo);
-    if (moe_) {
-      both("block_sparse_moe.gate.weight", w.moe.router, w.moe.g_router);
-      w.moe.experts.resize(static_cast<std::size_t>(moe_->local_experts()));
-      for (int e = 0; e < moe_->local_experts(); ++e) {
-        const std::string x =
-            "block_sparse_moe.experts." + std::to_string(moe_->first_local_expert() + e) + ".";
-        ExpertWeights& ew = w.moe.experts[static_cast<std::size_t>(e)];
-        both(x + "w1.weight", ew.w1, ew.g_w1);
-        both(x + "w3.weight", ew.w3, ew.g_w3);
-        both(x + "w2.weight", ew.w2, ew.g_w2);
-      }
-      return w;
-    }
-    both("mlp.gate_proj.weight", w.w_gate, w.g_gate);
-    both("mlp.up_proj.weight", w.w_up, w.g_up);
-    both("mlp.down_proj.weight", w.w_down, w.g_down);
+    l.wq = at("attn.c_attn.weight"), l.wk = at("attn.c_attn.weight", q_rows * C);
+    l.wv = at("attn.c_attn.weight", (q_rows + kv_rows) * C);
+    l.bq = at("attn.c_attn.bias"), l.bk = at("attn.c_attn.bias", q_rows);
+    l.bv = at("attn.c_attn.bias", q_rows + kv_rows);
+    l.wo = at("attn.c_proj.weight"), l.bo = at("attn.c_proj.bias");
+    l.w_up = at("mlp.c_fc.weight"), l.b_up = at("mlp.c_fc.bias");
+    l.w_down = at("mlp.c_proj.weight"), l.b_down = at("mlp.c_proj.bias");
+    return t;
+  }
+  t.norm1_w = at("input_layernorm.weight");
+  t.norm2_w = at("post_attention_layernorm.weight");
+  l.wq = at("self_attn.q_proj.weight"), l.wk = at("self_attn.k_proj.weight");
+  l.wv = at("self_attn.v_proj.weight"), l.wo = at("self_attn.o_proj.weight");
+  if (!moe_) {
+    l.w_gate = at("mlp.gate_proj.weight"), l.w_up = at("mlp.up_proj.weight"), l.w_down = at("mlp.down_proj.weight");
+    return t;
+  }
+  t.router = at("block_sparse_moe.gate.weight");
+  for (int e = 0; e < moe_->local_experts(); ++e) {
+    const std::string x = "block_sparse_moe.experts." + std::to_string(moe_->first_local_expert() + e) + ".";
+    t.experts.push_back({at(x + "w1.weight"), at(x + "w3.weight"), at(x + "w2.weight")});
+  }
+  return t;
+}
+
+Transformer::EndTensors Transformer::resolve_ends() const {
+  EndTensors e;
+  e.tied = dims_.gpt2 || !params_.contains("lm_head.weight");
+  if (first_ || (last_ && e.tied)) e.word_embedding = params_.at(name("wte.weight", "model.embed_tokens.weight"));
+  if (first_ && dims_.gpt2) e.positions = params_.at("wpe.weight");
+  if (!last_) return e;
+  e.head = e.tied ? e.word_embedding : params_.at("lm_head.weight");
+  e.final_norm_w = params_.at(name("ln_f.weight", "model.norm.weight"));
+  if (dims_.gpt2) e.final_norm_b = params_.at("ln_f.bias");
+  return e;
+}
+
+Transformer::LayerWeights Transformer::layer_weights(int local_layer, bool with_grads) const {
+  // Each linear tensor's two views (llm.c's ParameterTensors keeps its list alike): the
+  // static_assert fails when LinearTensors gains a tensor this table does not view.
+  using L = LinearTensors;
+  using W = LayerWeights;
+  static constexpr struct {
+    TensorAt L::*at;
+    Buf W::*param;
+    Buf W::*grad;
+  } kViews[] = {
+      {&L::wq, &W::wq, &W::g_wq}, {&L::wk, &W::wk, &W::g_wk}, {&L::wv, &W::wv, &W::g_wv},
+      {&L::bq, &W::bq, &W::g_bq}, {&L::bk, &W::bk, &W::g_bk}, {&L::bv, &W::bv, &W::g_bv},
+      {&L::wo, &W::wo, &W::g_wo}, {&L::bo, &W::bo, &W::g_bo},
+      {&L::w_up, &W::w_up, &W::g_up}, {&L::b_up, &W::b_up, &W::g_b_up}, {&L::w_gate, &W::w_gate, &W::g_gate},
+      {&L::w_down, &W::w_down, &W::g_down}, {&L::b_down, &W::b_down, &W::g_b_down},
+  };
+  static_assert(std::size(kViews) * sizeof(TensorAt) == sizeof(LinearTensors),
+                "every tensor of LinearTensors needs its views in kViews");
+  const LayerTensors& t = layer_tensors_[static_cast<size_t>(local_layer)];
+  LayerWeights w;
+  w.layer = layer_ids_[static_cast<size_t>(local_layer)];
+  w.norm1_w = t.norm1_w, w.norm1_b = t.norm1_b, w.norm2_w = t.norm2_w, w.norm2_b = t.norm2_b;
+  // Forward needs no gradients (and under ZeRO 2/3 they have no buffer then).
+  auto grad_of = [&](TensorAt at) { return with_grads ? params_.grad(at) : Buf{}; };
+  for (const auto& v : kViews) {
+    w.*v.param = params_.param(t.linear.*v.at);
+    w.*v.grad = grad_of(t.linear.*v.at);
+  }
+  if (!moe_) return w;
+  w.moe.router = params_.param(t.router), w.moe.g_router = grad_of(t.router);
+  w.moe.experts.resize(t.experts.size());
+  for (std::size_t e = 0; e < t.experts.size(); ++e) {
+    const ExpertTensors& at = t.experts[e];
+    ExpertWeights& ew = w.moe.experts[e];
+    ew.w1 = params_.param(at.w1), ew.w3 = params_.param(at.w3), ew.w2 = params_.param(at.w2);
+    ew.g_w1 = grad_of(at.w1), ew.g_w3 = grad_of(at.w3), ew.g_w2 = grad_of(at.w2);
   }
   return w;
 }
 
-void Transformer::norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b) {
+void Transformer::norm_forward(Buf out, Buf mean, Buf rstd, Buf in, TensorAt w, TensorAt b) {
   if (dims_.gpt2)
     ops_.layernorm_forward(out, mean, rstd, in, params_.param(w), params_.param(b), dims_.Ns, dims_.C,
                            dims_.eps);
@@ -223,8 +255,7 @@ void Transformer::norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::s
     ops_.rmsnorm_forward(out, rstd, in, params_.param(w), dims_.Ns, dims_.C, dims_.eps);
 }
 
-void Transformer::norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w,
-                                const std::string& b) {
+void Transformer::norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, TensorAt w, TensorAt b) {
   if (dims_.gpt2)
     ops_.layernorm_backward(d_in, params_.grad(w), params_.grad(b), d_out, in, params_.param(w), mean, rstd,
                             dims_.Ns, dims_.C);
@@ -243,9 +274,8 @@ void Transformer::add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into
 
 Transformer::NormInto Transformer::norm1_of(int slot_layer, Slot& s) const {
   const LayerActs& a = s.layers[static_cast<size_t>(slot_layer)];
-  const std::string p = layer_prefix(dims_.gpt2, layer_ids_[static_cast<size_t>(slot_layer)]);
-  if (dims_.gpt2) return {a.norm1, a.mean1, a.rstd1, p + "ln_1.weight", p + "ln_1.bias"};
-  return {a.norm1, a.mean1, a.rstd1, p + "input_layernorm.weight", ""};
+  const LayerTensors& t = layer_tensors_[static_cast<size_t>(slot_layer)];
+  return {a.norm1, a.mean1, a.rstd1, t.norm1_w, t.norm1_b};
 }
 
 void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
@@ -301,7 +331,6 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
                                       bool with_grad, float grad_scale, Buf loss_sum) {
   const auto& d = dims_;
   const std::size_t id_bytes = static_cast<std::size_t>(d.N) * sizeof(std::int32_t);
-  const std::string wte = name("wte.weight", "model.embed_tokens.weight");
   if (cp_ != nullptr) {  // this rank's chunks of the sequences
     if (first_) tokens = take_chunks(tokens, cp_tokens_);
     if (last_) targets = take_chunks(targets, cp_targets_);
@@ -311,7 +340,7 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
     announce_forward(params_.embedding_unit());
     // Vocab-parallel: each rank adds its rows, tp rank 0 the positions too, and the sum is the embedding.
     // Under sequence parallelism the rows are summed and scattered from the full-token workspace.
-    const Buf positions = d.gpt2 ? row_parallel_bias(params_.param("wpe.weight")) : Buf{};
+    const Buf positions = d.gpt2 ? row_parallel_bias(params_.param(ends_.positions)) : Buf{};
     const Buf embedded = sequence_parallel_ ? ws_.proj_out : s.x[0];
     embed(embedded, s.tokens, positions);
     const Buf summed = reduce_tokens(embedded);
@@ -321,8 +350,7 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   // Every residual add is fused with the norm that reads its sum: the first norm alone, then each
   // layer's last add with the next layer's norm1, the last layer's with the final norm (on the last
   // stage; elsewhere the last add is alone, the next stage's first norm reads what it sends).
-  const NormInto final_norm{s.normf, s.meanf, s.rstdf, name("ln_f.weight", "model.norm.weight"),
-                            name("ln_f.bias", "")};
+  const NormInto final_norm{s.normf, s.meanf, s.rstdf, ends_.final_norm_w, ends_.final_norm_b};
   if (d.layers > 0 || last_) {
     const NormInto first = d.layers > 0 ? norm1_of(0, s) : final_norm;
     announce_forward(d.layers > 0 ? layer_unit(0) : params_.final_unit());
@@ -333,15 +361,14 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
     announce_forward(expert_unit(l));
     const bool last = l + 1 == d.layers;
     const NormInto next = last ? final_norm : norm1_of(l + 1, s);
-    layer_forward(layer_weights(layer_ids_[static_cast<size_t>(l)], false), s.layers[static_cast<size_t>(l)],
+    layer_forward(layer_weights(l, false), s.layers[static_cast<size_t>(l)],
                   s.x[static_cast<size_t>(l)], s.x[static_cast<size_t>(l) + 1], last && !last_ ? nullptr : &next,
                   last ? params_.final_unit() : layer_unit(l + 1));
   }
   if (!last_) return 0;
 
-  const std::string head_weight = head_name();
-  if (head_weight == wte) announce_forward(params_.embedding_unit());
-  const Buf head = params_.param(head_weight);
+  if (ends_.tied) announce_forward(params_.embedding_unit());
+  const Buf head = params_.param(ends_.head);
   ops_.linear_forward(s.logits, gather_tokens(s.normf, ws_.gathered), head, Buf{}, d.N, d.Vp, d.C);
   cross_entropy(s, with_grad, grad_scale);
 
@@ -380,31 +407,24 @@ const float* Transformer::logits(int slot) const {
   return slots_.at(static_cast<size_t>(slot)).logits.as<float>();
 }
 
-std::string Transformer::head_name() const {
-  const bool tied = dims_.gpt2 || !params_.contains("lm_head.weight");
-  return tied ? name("wte.weight", "model.embed_tokens.weight") : "lm_head.weight";
-}
-
 void Transformer::backward(int slot_index) {
   const auto& d = dims_;
   Slot& s = slots_.at(static_cast<size_t>(slot_index));
-  const std::string wte = name("wte.weight", "model.embed_tokens.weight");
   const std::int64_t mine = static_cast<std::int64_t>(d.Ns) * d.C;  // this rank's residual stream
   // With split weight gradients the units stay open until weight_grad().
   auto done = [&](int unit) {
     if (!split_weight_grad_) announce_done(unit);
   };
   if (last_) {
-    const std::string head = head_name();
-    const bool tied = head == wte;
+    const bool tied = ends_.tied;
     announce_backward(params_.final_unit());
     if (tied) announce_backward(params_.embedding_unit());
     // s.logits holds dLoss/dlogits (the fused loss wrote it in forward).
-    ops_.linear_backward(ws_.d_norm, split_weight_grad_ ? Buf{} : params_.grad(head), Buf{}, s.logits,
-                         gather_tokens(s.normf, ws_.gathered), params_.param(head), d.N, d.Vp, d.C);
+    ops_.linear_backward(ws_.d_norm, split_weight_grad_ ? Buf{} : params_.grad(ends_.head), Buf{}, s.logits,
+                         gather_tokens(s.normf, ws_.gathered), params_.param(ends_.head), d.N, d.Vp, d.C);
     ops_.fill(ws_.d_res, 0.0f, mine);
-    norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), s.x.back(), s.meanf, s.rstdf,
-                  name("ln_f.weight", "model.norm.weight"), name("ln_f.bias", ""));
+    norm_backward(ws_.d_res, reduce_tokens(ws_.d_norm), s.x.back(), s.meanf, s.rstdf, ends_.final_norm_w,
+                  ends_.final_norm_b);
     done(params_.final_unit());
     // A copy of the tied embedding on the last of several stages is done with here.
     if (tied && !first_) done(params_.embedding_unit());
@@ -412,7 +432,7 @@ void Transformer::backward(int slot_index) {
   for (int l = d.layers - 1; l >= 0; --l) {
     announce_backward(layer_unit(l));
     announce_backward(expert_unit(l));
-    const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
+    const LayerWeights w = layer_weights(l, true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
     const bool attention_rerun = recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);
     layer_backward(w, a, s.x[static_cast<size_t>(l)],
@@ -422,7 +442,7 @@ void Transformer::backward(int slot_index) {
   }
   if (!first_) return;  // ws_.d_res is the input's gradient (input_grad())
   announce_backward(params_.embedding_unit());
-  embed_backward(gather_tokens(ws_.d_res, ws_.d_full), s.tokens, d.gpt2 ? params_.grad("wpe.weight") : Buf{});
+  embed_backward(gather_tokens(ws_.d_res, ws_.d_full), s.tokens, params_.grad(ends_.positions));
   done(params_.embedding_unit());
 }
 
@@ -431,21 +451,18 @@ void Transformer::weight_grad(int slot_index) {
     throw std::logic_error("Transformer::weight_grad: backward() computed them already");
   const auto& d = dims_;
   Slot& s = slots_.at(static_cast<size_t>(slot_index));
-  const std::string wte = name("wte.weight", "model.embed_tokens.weight");
   if (last_) {
-    const std::string head = head_name();
-    const bool tied = head == wte;
     announce_backward(params_.final_unit());
-    if (tied) announce_backward(params_.embedding_unit());
-    ops_.linear_backward(Buf{}, params_.grad(head), Buf{}, s.logits, gather_tokens(s.normf, ws_.gathered),
-                         params_.param(head), d.N, d.Vp, d.C);
+    if (ends_.tied) announce_backward(params_.embedding_unit());
+    ops_.linear_backward(Buf{}, params_.grad(ends_.head), Buf{}, s.logits, gather_tokens(s.normf, ws_.gathered),
+                         params_.param(ends_.head), d.N, d.Vp, d.C);
     announce_done(params_.final_unit());
-    if (tied && !first_) announce_done(params_.embedding_unit());
+    if (ends_.tied && !first_) announce_done(params_.embedding_unit());
   }
   for (int l = d.layers - 1; l >= 0; --l) {
     announce_backward(layer_unit(l));
     announce_backward(expert_unit(l));
-    const LayerWeights w = layer_weights(layer_ids_[static_cast<size_t>(l)], true);
+    const LayerWeights w = layer_weights(l, true);
     LayerActs& a = s.layers[static_cast<size_t>(l)];
     // What the recompute policy dropped was rebuilt in the workspace for backward, and overwritten since.
     recompute(w, a, s.x[static_cast<size_t>(l)], ws_.proj_out);

@@ -146,11 +146,40 @@ class Transformer {
  private:
   using Buf = kernels::Buf;
 
-  // Views of one layer's parameters and gradients in the ParamStore (null where the arch has none);
-  // resolved at each use, since ZeRO-3 moves them between gather windows.
+  using TensorAt = ParamStore::TensorAt;
+  // Where one layer's tensors sit in the ParamStore (none where the arch has none), resolved from
+  // their names once, at construction: a tensor never moves within its unit. GPT-2's fused c_attn
+  // is three tensors here (q, k, v rows), as its bias is.
+  struct LinearTensors {
+    TensorAt wq, wk, wv, bq, bk, bv, wo, bo;  // attention projections ([out, in])
+    TensorAt w_up, b_up, w_gate, w_down, b_down;  // MLP: gpt2 c_fc/c_proj (no gate); llama gate/up/down
+  };
+  struct ExpertTensors {
+    TensorAt w1, w3, w2;
+  };
+  struct LayerTensors {
+    TensorAt norm1_w, norm1_b, norm2_w, norm2_b;  // bias none for RMSNorm
+    LinearTensors linear;
+    TensorAt router;                     // mixtral: its MLP is the router and the experts,
+    std::vector<ExpertTensors> experts;  // this rank's
+  };
+  // The model's ends' tensors, alike (none where this chunk has no such end).
+  struct EndTensors {
+    TensorAt word_embedding, positions;  // first stage (positions: GPT-2's)
+    TensorAt head, final_norm_w, final_norm_b;  // last stage
+    bool tied = false;  // the head is the word embedding (word_embedding resolved on the last stage too)
+  };
+  LayerTensors resolve_layer(int layer) const;  // its global index
+  EndTensors resolve_ends() const;
+
+  // Views of one layer's parameters and gradients (null where the arch has none), made from its
+  // LayerTensors once the layer's unit is announced: ZeRO binds the unit's storage then (ZeRO-3
+  // gathers the parameters into a window, ZeRO-2/3 bind a gradient window from before_backward to
+  // after_backward), and at stages 0-1 the owned buffers never move, so a view costs an addition.
+  // The norms' tensors stay TensorAt: a fused add-norm views the next unit's after announcing it.
   struct LayerWeights {
-    int layer = 0;                                   // its global index
-    std::string norm1_w, norm1_b, norm2_w, norm2_b;  // names (norm ops look up param and grad)
+    int layer = 0;                                 // its global index
+    TensorAt norm1_w, norm1_b, norm2_w, norm2_b;   // the norm ops view param and grad at use
     Buf wq, wk, wv, bq, bk, bv, wo, bo;              // attention projections ([out, in])
     Buf w_up, b_up, w_gate, w_down, b_down;          // MLP: gpt2 c_fc/c_proj (no gate); llama gate/up/down
     Buf g_wq, g_wk, g_wv, g_bq, g_bk, g_bv, g_wo, g_bo;
@@ -224,7 +253,7 @@ class Transformer {
   // names (bias empty for RMSNorm).
   struct NormInto {
     Buf out, mean, rstd;
-    std::string weight, bias;
+    TensorAt weight, bias;
   };
 
   // Gives every tensor of the layer description (model/layer_description.h: the layers', the
@@ -243,7 +272,7 @@ class Transformer {
   static Buf* workspace_field(Workspace& w, ArenaTensor id);
   std::int64_t run_forward(Slot& s, const std::int32_t* tokens, const std::int32_t* targets, bool with_grad,
                            float grad_scale, Buf loss_sum);
-  LayerWeights layer_weights(int layer, bool with_grads) const;
+  LayerWeights layer_weights(int local_layer, bool with_grads) const;
   // Return the branch's output to add to the residual stream: this rank's tokens of the summed
   // output projection (in ws_.proj_out).
   Buf attention_forward(const LayerWeights& w, LayerActs& a);
@@ -292,14 +321,13 @@ class Transformer {
   void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep,
                       bool kv_gathered);
   void layer_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g);
-  std::string head_name() const;  // the LM head's weight (the word embedding when tied)
-  void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, const std::string& w, const std::string& b);
+  void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, TensorAt w, TensorAt b);
   // x_out = a + b, then the norm `into` of x_out, in one fused op.
   void add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into);
   NormInto norm1_of(int slot_layer, Slot& s) const;  // layer `slot_layer`'s norm1 in slot s
   // d_in += d(norm)/d(in) applied to d_out; parameter grads accumulate.
-  void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, const std::string& w, const std::string& b);
-  std::string name(const char* gpt2_name, const char* llama_name, int layer = -1) const;
+  void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, TensorAt w, TensorAt b);
+  std::string name(const char* gpt2_name, const char* llama_name) const;  // of a model end's tensor
   // The GEMMs of attention's and the MLP's linear layers (in FP8 under train.precision fp8).
   // `which` of layer w's (its amaxes under delayed scaling), and of its experts (MoE).
   BlockLinears linears(const LayerWeights& w, Fp8Linear which) const;
@@ -333,6 +361,8 @@ class Transformer {
   kernels::DType act_;          // activations and their gradients: BF16 under mixed precision, else F32
   config::Precision precision_;
   std::vector<int> layer_ids_;    // global index of each layer of the chunk
+  std::vector<LayerTensors> layer_tensors_;  // each layer's of the chunk
+  EndTensors ends_;
   std::vector<int> layer_units_;  // its ParamStore unit
   int layer_unit(int local_layer) const { return layer_units_[static_cast<size_t>(local_layer)]; }
   std::vector<int> expert_units_;  // the ParamStore unit of each layer's experts when apart, else -1

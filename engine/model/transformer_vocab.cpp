@@ -12,7 +12,7 @@ void Transformer::embed(Buf out, Buf tokens, Buf positions) {
   for (const QueryChunk& c : query_chunks_)
     ops_.embedding_forward(
         runtime::advance(out, c.first_row * d.C), runtime::advance(tokens, c.first_row),
-        params_.param(name("wte.weight", "model.embed_tokens.weight")),
+        params_.param(ends_.word_embedding),
         positions ? runtime::advance(positions, static_cast<std::int64_t>(c.pos0) * d.C) : Buf{}, d.B * c.len,
         c.len, d.C);
 }
@@ -21,7 +21,7 @@ void Transformer::embed_backward(Buf d_out, Buf tokens, Buf d_positions) {
   const auto& d = dims_;
   for (const QueryChunk& c : query_chunks_)
     ops_.embedding_backward(
-        params_.grad(name("wte.weight", "model.embed_tokens.weight")),
+        params_.grad(ends_.word_embedding),
         d_positions ? runtime::advance(d_positions, static_cast<std::int64_t>(c.pos0) * d.C) : Buf{},
         runtime::advance(d_out, c.first_row * d.C), runtime::advance(tokens, c.first_row), d.B * c.len, c.len,
         d.C);
