@@ -51,8 +51,17 @@ void LineSink::sink_it_(const spdlog::details::log_msg& msg) {
     if (end == std::string_view::npos) break;
     rest.remove_prefix(end + 1);
   }
+  emit(std::string_view(text.data(), text.size()));
+}
+
+void LineSink::write_lines(std::string_view text) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  emit(text);
+}
+
+void LineSink::emit(std::string_view text) {
   if (route_) {
-    route_(std::string(text.data(), text.size()));
+    route_(std::string(text));
     return;
   }
   // One write for the record; a short one (a signal, a full pipe) goes on where it stopped. A

@@ -23,6 +23,8 @@ class LineSink final : public spdlog::sinks::base_sink<std::mutex> {
   ~LineSink() override;
   // Hands each record's text to `write` in place of the descriptor (nullptr: the descriptor again).
   void route(std::function<void(std::string)> write);
+  // Writes `text`, whole lines already formatted (those held before this sink opened), as a record.
+  void write_lines(std::string_view text);
   LineSink(const LineSink&) = delete;
   LineSink& operator=(const LineSink&) = delete;
 
@@ -32,6 +34,7 @@ class LineSink final : public spdlog::sinks::base_sink<std::mutex> {
 
  private:
   LineSink(int fd, bool owned, bool terminal) : fd_(fd), owned_(owned), terminal_(terminal) {}
+  void emit(std::string_view text);
   int fd_;
   bool owned_;
   bool terminal_;

@@ -35,10 +35,16 @@ std::unique_ptr<spdlog::formatter> line_format(const Identity& who) {
 
 spdlog::level::level_enum spd(Level level) { return static_cast<spdlog::level::level_enum>(level); }
 
+// The lines logged before the file opens (how the process was launched, the job's warnings), at
+// most this much: the file starts with them.
+constexpr std::size_t kHeldBytes = 64 << 10;
+
 struct Logs {
   std::array<std::shared_ptr<spdlog::logger>, kSubsystems> loggers;
   std::shared_ptr<LineSink> terminal = std::make_shared<LineSink>(STDERR_FILENO);
   std::shared_ptr<LineSink> file;
+  std::shared_ptr<LineSink> held = std::make_shared<LineSink>(-1);  // until the file opens
+  std::shared_ptr<std::string> held_text = std::make_shared<std::string>();
   Identity who;
   Levels levels;
 
@@ -46,6 +52,9 @@ struct Logs {
     for (std::size_t s = 0; s < kSubsystems; ++s)
       loggers[s] = std::make_shared<spdlog::logger>(std::string(kSubsystemNames[s]), terminal);
     who.host = host_name();
+    held->route([text = held_text](std::string lines) {
+      if (text->size() + lines.size() <= kHeldBytes) *text += lines;
+    });
     apply();
   }
 
@@ -53,13 +62,12 @@ struct Logs {
     const bool shows_info = levels.chosen || !who.rank || *who.rank == 0;
     terminal->set_level(shows_info ? spdlog::level::trace : spdlog::level::warn);
     terminal->set_formatter(line_format(who));
-    if (file) file->set_formatter(line_format(who));
+    (file ? file : held)->set_formatter(line_format(who));
     for (std::size_t s = 0; s < kSubsystems; ++s) {
       loggers[s]->set_level(spd(levels.of[s]));
       // Errors are written at once anyway (LineSink holds nothing back); no flush policy to set.
       std::vector<spdlog::sink_ptr>& sinks = loggers[s]->sinks();
-      sinks.assign({terminal});
-      if (file) sinks.push_back(file);
+      sinks.assign({terminal, file ? file : held});
     }
   }
 };
@@ -97,6 +105,7 @@ void set_identity(const Identity& who) {
 void add_file(const std::string& path) {
   Logs& l = logs();
   l.file = LineSink::append_to(path);
+  l.file->write_lines(*l.held_text);  // a second file (none in a run) has them too
   l.apply();
 }
 

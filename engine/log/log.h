@@ -43,8 +43,9 @@ std::string host_name();
 void set_levels(const Levels& levels);
 // Every line from now on starts with `who` ("[host]" until this is called).
 void set_identity(const Identity& who);
-// Every line from now on also goes to `path`, appended to (created with its directory); throws
-// std::runtime_error naming the path and the cause when it cannot be opened.
+// Every line from now on also goes to `path`, appended to (created with its directory), which starts
+// with the lines logged before (up to 64 KiB of them); throws std::runtime_error naming the path and
+// the cause when it cannot be opened.
 void add_file(const std::string& path);
 
 // While it lives, the lines meant for stderr go to `write` instead, whole lines with their newline:

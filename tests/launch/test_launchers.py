@@ -306,6 +306,9 @@ class Logs(unittest.TestCase):
             levels = {m["level"] for m in lines if m["rank"] == rank}
             self.assertTrue({"debug", "info"} <= levels, f"rank {rank} showed {levels}\n{r.stderr}")
         self.check_files("mpirun", {"debug"})
+        for rank in range(LOG_RANKS):  # logged before the file opened: the file starts with it
+            with open(self.rank_file(rank)) as f:
+                self.assertIn(f"launch debug: started by mpirun: rank {rank} of 2", f.read())
 
     @unittest.skipUnless(shutil.which("mpirun"), "mpirun not found (Debian package openmpi-bin, see scripts/setup.sh)")
     def test_mpirun_warn_shows_no_info_line(self):
