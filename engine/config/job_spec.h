@@ -83,6 +83,14 @@ struct ParallelSpec {
   CpComm cp_comm = CpComm::Allgather;
   Offload offload = Offload::None;
 
+  // Derived (filled by load, from the rank grid; false where the grid is refused): whether a MoE
+  // model's experts are split over exactly the tp groups, ep = tp > 1 with parallel.order putting the
+  // expert grid's ep groups on the tp groups. Then the tp ranks, which hold the same tokens, each run
+  // their share of the experts (model/moe_block.h); otherwise (any other ep, or an order that makes
+  // other ep groups) the experts are apart from tp and tokens go to them by all-to-all over the ep
+  // group. Resolved once, with the grid, rather than rebuilding the grid for each question.
+  bool experts_over_tp = false;
+
   // Ranks that hold the same experts, over which ZeRO shards and reduces them: the expert grid's
   // data-parallel size (grid/rank_grid.h), tp*cp*dp/ep.
   int expert_dp() const { return tp * cp * dp / ep; }

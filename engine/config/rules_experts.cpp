@@ -52,15 +52,19 @@ void check_experts(LoadContext& ctx) {
 }
 
 // What the order check and the rules above leave to the grid itself: whether the dense and the
-// expert grid agree on the pipeline stages (a model with experts only).
+// expert grid agree on the pipeline stages (a model with experts only). A grid without problems
+// resolves parallel.experts_over_tp.
 void check_grid(LoadContext& ctx) {
+  ParallelSpec& p = ctx.spec().parallel;
+  p.experts_over_tp = false;
   if (ctx.any_bad({"parallel.tp", "parallel.cp", "parallel.ep", "parallel.dp", "parallel.pp", "parallel.order",
                    "model.moe"}))
     return;
   std::vector<std::string> problems;
-  make_job_grid(ctx.spec(), &problems);
+  const grid::RankGrid grid = make_job_grid(ctx.spec(), &problems);
   for (const std::string& problem : problems) ctx.error("parallel.order", problem);
-  if (!problems.empty()) ctx.mark_bad("parallel.order");
+  if (!problems.empty()) return ctx.mark_bad("parallel.order");
+  p.experts_over_tp = ctx.spec().model.moe && p.tp > 1 && p.ep == p.tp && grid.ep_groups_are_tp_groups();
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/config/job_grid.h"
 #include "kernels/op_constants.h"
 
 namespace ptrain::model {
@@ -265,7 +264,7 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
                            fp32(ArenaTensor::MoeCounts, "moe.counts", x.b * E)}));
   ops.push_back(memory_op("moe.dispatch", OpKind::Routing, 2 * slot_bytes,
                           {act(x, ArenaTensor::MoeExpertInput, "moe.expert_input", slots * C)}));
-  const bool over_tp = config::experts_over_tp(spec), exchanged = ep > 1 && !over_tp;
+  const bool over_tp = spec.parallel.experts_over_tp, exchanged = ep > 1 && !over_tp;
   if (exchanged)
     ops.push_back(collective("moe.dispatch_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
   // The experts run on blocks of one source rank's slots for one expert.
@@ -481,7 +480,7 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     out.push_back(fp32(T::MoeDWeight, "moe.d_weight", N * spec.model.moe->top_k));
     add(T::MoeDActivation, "moe.d_activation", slots * x.f);
     add(T::MoeDExpertInput, "moe.d_expert_input", slots * x.h);
-    if (spec.parallel.ep > 1 && !config::experts_over_tp(spec)) add(T::MoeExchange, "moe.exchange", slots * x.h);
+    if (spec.parallel.ep > 1 && !spec.parallel.experts_over_tp) add(T::MoeExchange, "moe.exchange", slots * x.h);
     if (spec.parallel.cp > 1) {  // this rank's routing out of the whole sequences', and back
       const std::int64_t E = spec.model.moe->experts, pairs = N * spec.model.moe->top_k;
       out.push_back(int32(T::MoeCpOwnSlot, "moe.cp_own_slot", pairs));
@@ -546,7 +545,7 @@ std::int64_t expert_token_slots(const config::JobSpec& spec) {
   const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
   // Split over the tp group (ep = tp), the experts take the group's slots; otherwise a rank's static
   // buffers hold every slot of the sequences it routes (model/moe_block.h).
-  const std::int64_t sharers = config::experts_over_tp(spec) ? p.tp : 1;
+  const std::int64_t sharers = spec.parallel.experts_over_tp ? p.tp : 1;
   const std::int64_t per_expert = (sequences * expert_capacity(spec) + sharers - 1) / sharers;
   return spec.model.moe->experts / p.ep * per_expert;
 }
@@ -554,7 +553,7 @@ std::int64_t expert_token_slots(const config::JobSpec& spec) {
 std::int64_t expert_block_rows(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::ParallelSpec& p = spec.parallel;
-  const bool exchanged = p.ep > 1 && !config::experts_over_tp(spec);  // every source rank's slots of each local expert
+  const bool exchanged = p.ep > 1 && !spec.parallel.experts_over_tp;  // every source rank's slots of each local expert
   return expert_token_slots(spec) / (spec.model.moe->experts / p.ep) / (exchanged ? p.ep : 1);
 }
 

@@ -3,7 +3,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/config/job_grid.h"
 #include "engine/model/layer_description.h"
 #include "engine/runtime/owned_buffer.h"
 
@@ -14,9 +13,9 @@ using kernels::Buf;
 MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, parallel::ExpertParallel* ep,
                    parallel::TensorParallel* tp, parallel::ContextParallel* cp)
     : ops_(ops),
-      ep_(spec.parallel.ep > 1 && !config::experts_over_tp(spec) ? ep : nullptr),
+      ep_(spec.parallel.ep > 1 && !spec.parallel.experts_over_tp ? ep : nullptr),
       tp_(spec.parallel.tp > 1 ? tp : nullptr),
-      experts_over_tp_(config::experts_over_tp(spec)),
+      experts_over_tp_(spec.parallel.experts_over_tp),
       cp_(spec.parallel.cp > 1 ? cp : nullptr),
       B_(spec.train.micro_batch),
       T_(T),

@@ -11,13 +11,13 @@
 // zero (they cost compute, not correctness: zero rows give zero outputs and gradients).
 //
 // Expert parallelism, two ways:
-//  - over ranks other than the tp group (config::experts_over_tp false: ep != tp, or an order whose
+//  - over ranks other than the tp group (parallel.experts_over_tp false: ep != tp, or an order whose
 //    ep groups are not the tp groups; parallel/expert_parallel.h): this rank holds E/ep experts; its
 //    tokens' slots for every expert are exchanged with the ep group (one all-to-all), so its expert
 //    buffers hold, in source-rank order, each rank's R slots per local expert: E*R rows either way.
 //    Expert block q of the received buffer (rows [q*R, (q+1)*R)) is local expert q % (E/ep). The
 //    outputs go back the same way before they are combined; backward exchanges the gradients alike.
-//  - over the tensor-parallel group (config::experts_over_tp: ep = tp on the tp groups, under
+//  - over the tensor-parallel group (parallel.experts_over_tp: ep = tp on the tp groups, under
 //    sequence parallelism; Megatron's all-gather
 //    dispatch): the block takes the tp group's whole tokens (all-gathered, as every column-parallel
 //    layer does), every rank routes all of them alike and runs its E/tp experts on their slots, and
