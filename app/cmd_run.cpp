@@ -1,4 +1,4 @@
-// `ptrain run job.yaml [--nproc N] [--set key=value ...]`: train.
+// `ptrain run job.yaml [--nproc N] [--max-restarts N] [--set key=value ...]`: train.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -31,6 +31,7 @@
 #include "app/run_preflight.h"
 #include "app/run_record.h"
 #include "app/run_report.h"
+#include "app/run_restarts.h"
 #include "app/worker_process.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/comm/session.h"
@@ -51,6 +52,7 @@ struct RunArgs {
   JobArgs job;
   std::optional<int> nproc;
   std::int64_t stop_after_steps = 0;
+  int max_restarts = 0;
 };
 
 std::atomic<bool> g_stop_requested{false};  // set by SIGINT/SIGTERM/SIGHUP, polled once per step
@@ -137,18 +139,23 @@ class StopDuringRendezvous {
   std::jthread watcher_;  // stopped and joined when the rendezvous is over
 };
 
-// PTRAIN_DEBUG_FAULT="<rank>:<step>:<kill|exit|stall>": a debug setting for fault tests.
+// PTRAIN_DEBUG_FAULT="<rank>:<step>:<kill|exit|stall>[:<attempts>]": a debug setting for fault tests.
+// The fault strikes in the first `attempts` attempts of a job that restarts (run_restarts.h; 1 when
+// not given), so that a restarted job does not meet it again forever.
 bool parse_fault(train::TrainerOptions& options) {
   const char* text = std::getenv("PTRAIN_DEBUG_FAULT");
   if (text == nullptr || *text == '\0') return true;
   int rank = -1;
   long long step = 0;
+  int attempts = 1;
   char action[16] = {};
-  if (std::sscanf(text, "%d:%lld:%15s", &rank, &step, action) != 3 || rank < 0 || step < 1 ||
+  const int fields = std::sscanf(text, "%d:%lld:%15[a-z]:%d", &rank, &step, action, &attempts);
+  if (fields < 3 || rank < 0 || step < 1 || attempts < 1 ||
       (std::strcmp(action, "kill") != 0 && std::strcmp(action, "exit") != 0 && std::strcmp(action, "stall") != 0)) {
-    log::train().error("PTRAIN_DEBUG_FAULT='{}': expected <rank>:<step>:<kill|exit|stall>", text);
+    log::train().error("PTRAIN_DEBUG_FAULT='{}': expected <rank>:<step>:<kill|exit|stall>[:<attempts>]", text);
     return false;
   }
+  if (restart_attempt() >= attempts) return true;  // a restart past the faulty attempts
   options.fault_rank = rank;
   options.fault_step = step;
   options.fault_action = action;
@@ -163,6 +170,13 @@ std::string job_identity(const RunArgs& args) {
   return dist::text_digest(text);
 }
 
+// A rank's exit code for `code`: under srun or mpirun (ptrain does not own the processes) a runtime
+// failure with restarts left asks the requeue script for one (run_restarts.h); under ptrain's own
+// launcher, which restarts by itself, the code as it is.
+int failure_exit_code(const dist::WorkerEnv& env, int code, int max_restarts) {
+  return env.launcher == "ptrain" ? code : requeue_exit_code(code, max_restarts, restart_attempt());
+}
+
 // The local launcher: one worker process per rank, each running this same command.
 int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
   dist::LaunchOptions launch;
@@ -171,6 +185,8 @@ int launch_workers(const RunArgs& args, const config::JobSpec& spec) {
   for (const std::string& o : args.job.overrides) launch.argv.insert(launch.argv.end(), {"--set", o});
   if (args.stop_after_steps > 0)
     launch.argv.insert(launch.argv.end(), {"--stop-after-steps", std::to_string(args.stop_after_steps)});
+  launch.max_restarts = args.max_restarts;
+  launch.resume_note = [&spec] { return resume_note(spec); };
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') launch.master_addr = addr;
   if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port != '\0')
     launch.master_port = dist::parse_port("MASTER_PORT", port);  // a LaunchConfigError is exit 2
@@ -244,7 +260,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       {
         const StopDuringRendezvous stop(env->rank == 0);
         try {
-          session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops));
+          session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops),
+                                     failure_exit_code(*env, kExitRuntimeFailure, args.max_restarts));
         } catch (const dist::DistError&) {
           stop.on_failure();
           throw;
@@ -354,7 +371,7 @@ int run_training(const RunArgs& args) {
       return kExitBadInput;
     }
   }
-  if (!env && job.spec.world > 1) {
+  if (!env && (job.spec.world > 1 || args.max_restarts > 0)) {  // restarts need a launcher, even of one rank
     try {
       return launch_workers(args, job.spec);
     } catch (const dist::LaunchConfigError& e) {
@@ -374,8 +391,9 @@ int run_training(const RunArgs& args) {
     as_run.insert(as_run.end(), {"cluster.nodes=" + std::to_string(job.spec.world / local),
                                  "cluster.gpus_per_node=" + std::to_string(local)});
   const train::RunSegmentSource source = run_segment_source(args.job.job_path, as_run);
-  return train(args, job.spec, env, est, started, parent, source,
-               [&] { record_run_job(args.job.job_path, as_run, job.spec.logging.metrics, source); });
+  const int code = train(args, job.spec, env, est, started, parent, source,
+                         [&] { record_run_job(args.job.job_path, as_run, job.spec.logging.metrics, source); });
+  return env ? failure_exit_code(*env, code, args.max_restarts) : code;
 }
 
 }  // namespace
@@ -395,10 +413,20 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "PTRAIN_CUDNN_ATTENTION=auto|fast|deterministic|off (BF16 attention on CUDA: cuDNN where it is faster,\n"
       "the default; cuDNN wherever it can; cuDNN's bitwise-repeatable backward; ptrain's own kernels; validate\n"
       "counts its memory), PTRAIN_CPU_ISA=generic|avx2|avx512 (caps the CPU kernels' instruction set),\n"
-      "PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall> (fault injection for tests).");
+      "PTRAIN_LOG_LEVEL=LEVEL[,SUBSYSTEM=LEVEL...] (trace, debug, info, warn, error, off; subsystems launch,\n"
+      "store, comm, train, ckpt, data, plan, kernels; unset: rank 0's info and the other ranks' warnings on\n"
+      "stderr, every rank's info in logs/rank_<R>.log beside logging.metrics),\n"
+      "PTRAIN_RESTART_ATTEMPT (which start of a restarted job this is; set by the local launcher, else\n"
+      "SLURM_RESTART_COUNT), PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall>[:<attempts>] (fault injection\n"
+      "for tests, in the first <attempts> attempts, 1 by default).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")
       ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--max-restarts", args->max_restarts,
+                  "After a runtime failure (a rank died, hung past comm.timeout_s, exit 1) start every rank again\n"
+                  "from the latest checkpoint, in the same layout, up to N times (never after bad input, exit 2).\n"
+                  "Under srun/mpirun such a failure exits 75 while restarts are left, for a requeue script")
+      ->check(whole_number_in(0, 1000000));
   cmd->add_option("--stop-after-steps", args->stop_after_steps,
                   "Train this many steps, then checkpoint and exit 0 as on SIGTERM (time-limited allocations)")
       ->check(whole_number_in(1, std::numeric_limits<std::int64_t>::max()));

@@ -73,8 +73,24 @@ echo "ptrain: job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JO
 #   once instead of leaving them blocked in a collective until the time limit.
 # srun forwards SIGINT/SIGTERM it receives (e.g. `scancel --signal=TERM $SLURM_JOB_ID` reaches the
 # tasks directly) and exits with the worst task exit code, which becomes the job's.
-exec srun --kill-on-bad-exit=1 \
-  "$PTRAIN" run "$JOB" \
+# --max-restarts: a rank that fails at runtime (a rank died or hung, exit 1) while restarts are left
+#   exits 75 (EX_TEMPFAIL) instead; ptrain counts the attempts from SLURM_RESTART_COUNT.
+MAX_RESTARTS=${PTRAIN_MAX_RESTARTS:-3}
+set +e
+srun --kill-on-bad-exit=1 \
+  "$PTRAIN" run "$JOB" --max-restarts "$MAX_RESTARTS" \
   --set cluster.nodes="$SLURM_JOB_NUM_NODES" \
   --set cluster.gpus_per_node="$gpus_per_node" \
   "$@"
+rc=$?
+set -e
+# Requeue: the job goes back into the queue with the same id (SLURM_RESTART_COUNT + 1) and resumes
+# from the last checkpoint. 75 is ptrain's "failed at runtime, restart me"; a rank killed outright
+# (a node lost, the OOM killer: exit above 128) could not say so, and is restarted too while
+# restarts are left. 0 (done, or stopped cleanly) and 2 (bad input) are never retried.
+restarts=${SLURM_RESTART_COUNT:-0}
+if [ "$rc" -eq 75 ] || { [ "$rc" -gt 128 ] && [ "$restarts" -lt "$MAX_RESTARTS" ]; }; then
+  echo "ptrain: exit $rc, requeueing job $SLURM_JOB_ID (restart $((restarts + 1)) of $MAX_RESTARTS)"
+  scontrol requeue "$SLURM_JOB_ID"
+fi
+exit "$rc"

@@ -22,8 +22,16 @@ std::size_t elem_size(ElemType type) {
 std::uint64_t CollectiveLog::begin(const char* op, const Group& group, std::size_t bytes, int peer) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (entries_.size() == kCapacity) entries_.pop_front();
-  entries_.push_back({next_seq_, op, group.name, bytes, peer, std::chrono::steady_clock::now(), -1});
+  entries_.push_back({next_seq_, op, group.id, ++group_calls_[group.id], group.name, bytes, peer,
+                      std::chrono::steady_clock::now(), -1});
   return next_seq_++;
+}
+
+std::optional<CollectivePosition> CollectiveLog::latest() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.empty()) return std::nullopt;
+  const Entry& e = entries_.back();
+  return CollectivePosition{e.seq, e.op, e.group_id, e.group, e.group_call, e.peer, e.seconds < 0};
 }
 
 void CollectiveLog::end(std::uint64_t seq) {
@@ -109,8 +117,13 @@ void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, F
   try {
     fn();
   } catch (const std::exception& e) {
-    throw CollectiveError("rank " + std::to_string(rank_) + ": " + name(running_) + " failed: " + e.what(),
-                          log_.dump());
+    std::string what = "rank " + std::to_string(rank_) + ": " + name(running_) + " failed: " + e.what();
+    if (failure_verdict_) {
+      const std::string verdict = failure_verdict_();
+      const std::size_t cut = std::min(verdict.find('\n'), verdict.size());
+      if (!verdict.empty()) what = verdict.substr(0, cut) + "; " + what + verdict.substr(cut);
+    }
+    throw CollectiveError(what, log_.dump());
   }
   const auto end = std::chrono::steady_clock::now();
   t.seconds += std::chrono::duration<double>(end - start).count();

@@ -62,6 +62,20 @@ struct Group {
   bool has_me() const { return index >= 0; }
 };
 
+// Where a rank is among its collectives: its latest call. `group_call` counts the calls on the group
+// (1 for the first), the same on every member for a collective (members call them in the same order),
+// so that ranks can be compared: a member whose latest call on the group is an earlier one never
+// entered this one. Its heartbeat carries it (comm/heartbeat.h).
+struct CollectivePosition {
+  std::uint64_t seq = 0;  // this rank's sequence number (the log's #)
+  std::string op;
+  int group_id = -1;
+  std::string group;
+  std::uint64_t group_call = 0;
+  int peer = -1;  // point to point: the other end's index in the group
+  bool in_flight = false;
+};
+
 // The last collectives of one rank: sequence number, op, group, bytes, peer, how long.
 class CollectiveLog {
  public:
@@ -72,11 +86,15 @@ class CollectiveLog {
   std::string dump() const;
   // Whether a call has begun and not ended.
   bool in_flight() const;
+  // The latest call (in flight or not); nullopt before the first.
+  std::optional<CollectivePosition> latest() const;
 
  private:
   struct Entry {
     std::uint64_t seq = 0;
     const char* op = "";
+    int group_id = -1;
+    std::uint64_t group_call = 0;
     std::string group;
     std::size_t bytes = 0;
     int peer = -1;
@@ -86,6 +104,7 @@ class CollectiveLog {
   mutable std::mutex mutex_;  // the watchdog thread reads while the trainer writes
   std::deque<Entry> entries_;
   std::uint64_t next_seq_ = 1;
+  std::map<int, std::uint64_t> group_calls_;  // by group id
 };
 
 // A collective failed or timed out; what() names it, log_dump() is this rank's ring log.
@@ -233,6 +252,13 @@ class Comm {
   std::vector<std::string> gather_strings(const Group& g, const std::string& mine, int root);
 
   const CollectiveLog& log() const { return log_; }
+  // The group with this id (Group::id), for reading another rank's position.
+  const Group& group(int id) const { return *groups_.at(static_cast<std::size_t>(id)); }
+  // Called when a call fails (it timed out, or a peer that gave up closed its connections), before
+  // its CollectiveError is made: the text it returns (the session's verdict on which rank hung,
+  // comm/heartbeat.h) leads the error. Its first line comes first, the call's own failure after it;
+  // its other lines follow.
+  void set_failure_verdict(std::function<std::string()> verdict) { failure_verdict_ = std::move(verdict); }
   // Records every call from now on as a span of `trace`'s collectives track (op, group, bytes,
   // peer); nullptr stops. The trace must outlive the calls.
   void set_trace(Trace* trace) { trace_ = trace; }
@@ -305,6 +331,7 @@ class Comm {
   std::map<int, std::map<std::string, Traffic>> traffic_;  // by group id, then op
   Running running_;  // the collective in logged(), for defer_completion and error messages
   Trace* trace_ = nullptr;
+  std::function<std::string()> failure_verdict_;
 };
 
 // The world of one process (no transport): every group has one rank.

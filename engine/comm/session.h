@@ -4,7 +4,9 @@
 // through it: NCCL when every rank computes on a GPU of its own, else Gloo. A watchdog thread then
 // watches the store's abort flag: when any rank reports a fatal error (a collective timed out, a
 // peer vanished), every other rank prints its collective log and exits 1, so a hang ends with the
-// logs of all ranks, naming which one was where.
+// logs of all ranks, naming which one was where. The same thread posts the rank's heartbeat
+// (comm/heartbeat.h) each time round; a call that times out reads them all and names the ranks that
+// hung first in its error (rank 0, which hosts the store, as not answering when the store does not).
 #pragma once
 
 #include <atomic>
@@ -44,9 +46,12 @@ class Session {
 
  private:
   friend std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job_identity,
-                                             std::chrono::milliseconds timeout, const NcclOffer& offer);
+                                             std::chrono::milliseconds timeout, const NcclOffer& offer,
+                                             int failure_exit_code);
   Session() = default;
   void watch();
+  // Which ranks hung, for a call of this rank's that failed (Comm::set_failure_verdict).
+  std::string judge_failure();
   // Rank 0 hosts the store: after an abort it keeps it up until every other rank has read the
   // reason (each watchdog counts itself in). Nothing elsewhere.
   void wait_for_readers(StoreClient& client) const;
@@ -56,15 +61,19 @@ class Session {
   std::unique_ptr<Comm> comm_;
   std::thread watchdog_;
   std::atomic<bool> stop_watch_{false};
+  std::atomic<bool> store_silent_{false};  // the store did not answer a verdict's reads: post nothing
   std::once_flag abort_reported_;
+  int failure_exit_code_ = 1;
 };
 
 // Joins the job described by `env` (join_job: a process of another job, or a second one for a
 // rank, fails at once naming the store), agrees on the backend from every rank's offer
 // (agree_on_backend; with a note from rank 0 when GPUs were offered and Gloo was chosen) and
 // connects the world Comm. `timeout` bounds connecting and every collective. On an NCCL failure
-// the rank prints it with its collective log, reports it to every rank and exits 1.
+// the rank prints it with its collective log, reports it to every rank and exits 1, or
+// `failure_exit_code` (a failure the job may restart from: app/run_restarts.h), as the watchdog does.
 std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job_identity,
-                                    std::chrono::milliseconds timeout, const NcclOffer& offer = {});
+                                    std::chrono::milliseconds timeout, const NcclOffer& offer = {},
+                                    int failure_exit_code = 1);
 
 }  // namespace ptrain::dist

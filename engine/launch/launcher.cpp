@@ -40,7 +40,7 @@ constexpr std::size_t kMaxLine = 64 * 1024;
 // The variables the launcher sets for its workers; inherited copies are dropped first.
 constexpr const char* kWorkerVars[] = {"PTRAIN_LAUNCHED",  "RANK",        "WORLD_SIZE",  "LOCAL_RANK",
                                        "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PTRAIN_JOB_TOKEN",
-                                       "PTRAIN_STORE_FD"};
+                                       "PTRAIN_STORE_FD",  "PTRAIN_RESTART_ATTEMPT"};
 
 // "5", "0.5", "2.25": seconds for messages.
 std::string format_seconds(double seconds) {
@@ -133,8 +133,12 @@ void write_raw(int fd, const char* data, std::size_t size) {
 
 class Supervisor {
  public:
-  explicit Supervisor(const LaunchOptions& options)
+  // `attempt`: 0 for the first start of the workers, k for the k-th restart.
+  Supervisor(const LaunchOptions& options, int attempt, SignalChannel& signals, OutputWriter& output)
       : options_(options),
+        attempt_(attempt),
+        signals_(signals),
+        output_(output),
         grace_(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(std::max(0.0, options.grace_seconds)))) {
     char name[256] = {};
@@ -154,6 +158,10 @@ class Supervisor {
 
   void spawn_all(Listener& listener, const std::string& token);
   int run();
+  // After run(): whether a stop signal came (the user's stop is never answered with a restart), and
+  // the first failure as the report's first line said it (empty when none).
+  bool stop_requested() const { return last_stop_.has_value() || escalated_; }
+  const std::string& failure() const { return failure_; }
 
  private:
   void spawn_one(int rank, int store_fd, int port, const std::string& token, const UniqueFd& null_fd);
@@ -171,14 +179,15 @@ class Supervisor {
   bool any_alive() const;
 
   const LaunchOptions& options_;
+  const int attempt_;
+  // Both outlive every attempt (launch_local): a stop signal between two attempts is not lost, and
+  // output is written in order across them.
+  SignalChannel& signals_;
+  OutputWriter& output_;
   const Clock::duration grace_;
   std::string host_;
-  SignalChannel signals_;
-  OutputWriter output_;  // after signals_: its thread starts with the launcher's signals blocked
-  // The launcher's own log lines join its workers' in output_'s queue: in order, and never blocked
-  // by a stalled terminal. After output_: gone before it.
-  log::TerminalRoute route_{[this](std::string text) { output_.write(2, std::move(text)); }};
   std::vector<Worker> workers_;
+  std::string failure_;  // the first failure, as reported
   bool failed_ = false;                             // a worker failed: the launcher returns 1
   bool bad_input_ = false;                          // ... with exit code 2 (bad input): it returns 2
   bool escalated_ = false;                          // the launcher sent SIGKILL on a second stop signal
@@ -216,6 +225,7 @@ void Supervisor::spawn_one(int rank, int store_fd, int port, const std::string& 
   set("MASTER_ADDR", options_.master_addr);
   set("MASTER_PORT", std::to_string(port));
   set("PTRAIN_JOB_TOKEN", token);
+  set("PTRAIN_RESTART_ATTEMPT", std::to_string(attempt_));
   if (store_fd >= 0) set("PTRAIN_STORE_FD", std::to_string(store_fd));
   for (std::string& s : plan.env_strings) plan.envp.push_back(s.data());
   plan.envp.push_back(nullptr);
@@ -284,8 +294,9 @@ void Supervisor::on_signal(int sig) {
   const bool repeated = last_stop_ && now - *last_stop_ < grace_;
   if (failed_) {
     // The job is already being taken down after a failure: the stop ends what is left at once, and
-    // the job still exits as the failure says (2 for bad input).
+    // the job still exits as the failure says (2 for bad input), restarted no more.
     log::launch().warn("{} after a rank failed, killing the other workers", signal_name(sig));
+    last_stop_ = now;
     signal_all(SIGKILL);
     return;
   }
@@ -334,8 +345,9 @@ void Supervisor::on_exit(Worker& w, int status) {
   bad_input_ = WIFEXITED(status) && WEXITSTATUS(status) == 2;
   if (escalated_) return;  // killed on the user's request: nothing to report
   report(w, status);
+  // A stopped worker (SIGSTOP) cannot act on SIGTERM: it is killed at once (it was named above).
   for (const Worker& other : workers_) {
-    if (other.alive) ::kill(-other.pid, SIGTERM);
+    if (other.alive) ::kill(-other.pid, process_stopped(other.pid) ? SIGKILL : SIGTERM);
   }
   kill_deadline_ = Clock::now() + grace_;
 }
@@ -348,6 +360,12 @@ void Supervisor::report(const Worker& w, int status) {
   } else {
     text += "exited with code " + std::to_string(WEXITSTATUS(status)) + "\n";
   }
+  failure_ = text.substr(0, text.size() - 1);
+  // A rank stopped by a signal (SIGSTOP, a debugger) is what the others timed out waiting for.
+  for (const Worker& o : workers_)
+    if (o.alive && process_stopped(o.pid))
+      text += "rank " + std::to_string(o.rank) + " (pid " + std::to_string(o.pid) +
+              ") is stopped (SIGSTOP, SIGTSTP or a debugger): the others' collectives waited for it\n";
   text += "last output of rank " + std::to_string(w.rank) + ":" + (w.tail.empty() ? " (none)\n" : "\n");
   for (const std::string& line : w.tail) text += "  " + line + "\n";
   // A rank that left before the failure, exit 0 or not, is often its cause: the others wait for it.
@@ -478,6 +496,14 @@ void validate(const LaunchOptions& options) {
                             " is not a TCP port (0..65535)");
   }
   if (!(options.grace_seconds >= 0)) throw LaunchConfigError("the grace period must be 0 seconds or more");
+  if (options.max_restarts < 0)
+    throw LaunchConfigError("--max-restarts must be 0 or more, got " + std::to_string(options.max_restarts));
+}
+
+// Whether the workers of one attempt are started again: after a runtime failure (not bad input, not a
+// stop the user asked for), while restarts are left.
+bool restart_after(const Supervisor& attempt, int code, int restarts_done, const LaunchOptions& options) {
+  return code == 1 && !attempt.stop_requested() && !attempt.failure().empty() && restarts_done < options.max_restarts;
 }
 
 }  // namespace
@@ -492,10 +518,22 @@ int launch_local(const LaunchOptions& options) {
   const std::string token =
       inherited_token != nullptr && *inherited_token != '\0' ? inherited_token : new_job_token();
   reserve_descriptors(options.nproc);
-  Listener listener = listen_tcp(options.master_addr, options.master_port, std::max(128, 2 * options.nproc));
-  Supervisor supervisor(options);
-  supervisor.spawn_all(listener, token);
-  return supervisor.run();
+  SignalChannel signals;
+  OutputWriter output;  // after signals: its thread starts with the launcher's signals blocked
+  // The launcher's own log lines join its workers' in output's queue: in order, and never blocked by
+  // a stalled terminal. After output: gone before it.
+  const log::TerminalRoute route([&output](std::string text) { output.write(2, std::move(text)); });
+  for (int attempt = 0;; ++attempt) {
+    // A new listening socket each time: rank 0 of the last attempt took the previous one with it.
+    Listener listener = listen_tcp(options.master_addr, options.master_port, std::max(128, 2 * options.nproc));
+    Supervisor supervisor(options, attempt, signals, output);
+    supervisor.spawn_all(listener, token);
+    const int code = supervisor.run();
+    if (!restart_after(supervisor, code, attempt, options)) return code;
+    log::launch().warn("restart {} of {} (--max-restarts): {}; every rank starts again in the same layout{}",
+                       attempt + 1, options.max_restarts, supervisor.failure(),
+                       options.resume_note ? options.resume_note() : std::string());
+  }
 }
 
 }  // namespace ptrain::dist

@@ -25,12 +25,21 @@
 //   before any worker started ends the launch with none.
 // - The first worker that exits non-zero or dies by a signal is reported (an error of the launch
 //   logger) with its last tail_lines lines; the others get SIGTERM, then SIGKILL after grace_seconds.
+// - A worker found stopped (SIGSTOP, SIGTSTP, a debugger) when another fails is named in the report as
+//   what the others waited for, and killed at once (it cannot act on SIGTERM).
+// - Restarts (max_restarts, `ptrain run --max-restarts N`): when an attempt ends in a runtime failure
+//   (a worker died, hung past comm.timeout_s and was ended, or exited non-zero but 2) and no stop
+//   signal came, every worker is started again, in the same layout, on a new store socket, up to
+//   max_restarts times, each restart logged (a warning of the launch logger) with the failure and
+//   resume_note(). Workers get PTRAIN_RESTART_ATTEMPT: 0 at first, k at the k-th restart. Bad input
+//   (exit 2) is never retried; the last attempt's code is the launch's.
 // - Workers run in their own process groups (a terminal's Ctrl-C reaches them only through the
 //   launcher; signals go to the whole group, so a worker's own children get them too; what is
 //   left of a group when its worker exits is killed) and die with SIGKILL if the launcher's
 //   thread that called launch_local dies (PR_SET_PDEATHSIG).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,10 +52,14 @@ struct LaunchOptions {
   int master_port = 0;                    // 0: a free port
   double grace_seconds = 5;               // SIGTERM -> SIGKILL delay after a failure
   int tail_lines = 10;                    // lines of a failed worker's output repeated in the report
+  int max_restarts = 0;                   // restarts after runtime failures (see Restarts above)
+  // Appended to a restart's log line: where the workers resume and the steps lost ("; resuming from
+  // step 8 ..."); nothing when empty.
+  std::function<std::string()> resume_note;
 };
 
-// Runs the workers to completion. Returns 0 when every worker exited 0, 2 when the first worker
-// to fail exited 2 (bad input: a data file, a checkpoint), 1 when one failed otherwise or the
+// Runs the workers to completion (restarting them as above). Returns 0 when every worker exited 0,
+// 2 when the first worker to fail exited 2 (bad input: a data file, a checkpoint), 1 when one failed otherwise or the
 // workers had to be killed. Throws LaunchConfigError for invalid options or an open-file limit that
 // cannot hold nproc workers' pipes (launcher_os.h: reserve_descriptors), and DistError when the
 // store socket cannot be bound or a worker cannot be spawned (workers already started are

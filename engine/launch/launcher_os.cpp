@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -215,6 +216,15 @@ void reserve_descriptors(int workers) {
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+bool process_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  // "pid (comm) S ...": the command may hold spaces and parentheses, the state follows the last ')'.
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && (text[close + 2] == 'T' || text[close + 2] == 't');
 }
 
 std::pair<UniqueFd, UniqueFd> make_pipe() {

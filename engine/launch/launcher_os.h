@@ -4,6 +4,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <memory>
@@ -87,6 +88,10 @@ void reserve_descriptors(int workers);
 
 // "SIGTERM", or "signal 42" for one without an abbreviation.
 std::string signal_name(int sig);
+
+// Whether process `pid` is stopped (SIGSTOP, SIGTSTP) or held by a debugger (/proc/PID/stat state T
+// or t); false when it cannot be told (gone, no /proc).
+bool process_stopped(pid_t pid);
 
 // A pipe whose read end (launcher side) is non-blocking; both ends close-on-exec (the worker's end
 // reaches it through dup2, which clears the flag on the copy). {read end, write end}.

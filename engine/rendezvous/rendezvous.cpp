@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@ constexpr auto kReadersPoll = std::chrono::milliseconds(20);
 constexpr const char* kBackendKey = "ptrain/comm_backend";
 constexpr const char* kJobIdentityKey = "ptrain/job_identity";  // rank 0's
 
+std::string heartbeat_key(int rank) { return "ptrain/heartbeat/" + std::to_string(rank); }
 std::string offer_key(int rank) { return "ptrain/nccl_offer/" + std::to_string(rank); }
 std::string rank_claim_key(int rank) { return "ptrain/rank_claims/" + std::to_string(rank); }
 
@@ -133,7 +135,8 @@ JobStore join_job(const WorkerEnv& env, const std::string& job_identity, std::ch
     await_every_rank(*s.client, env.world, timeout);
     log::store().debug("all {} ranks joined", env.world);
   }
-  s.watch_client = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout);
+  s.watch_client = std::make_unique<StoreClient>(env.store_host, env.store_port, env.token, timeout,
+                                                 std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(60)));
   return s;
 }
 
@@ -161,6 +164,18 @@ void wait_for_abort_readers(StoreClient& store, int world) {
       std::this_thread::sleep_for(kReadersPoll);
   } catch (const DistError&) {  // nothing to wait for without the store
   }
+}
+
+void post_heartbeat(StoreClient& store, int rank, const std::string& beat) { store.set(heartbeat_key(rank), beat); }
+
+std::vector<std::optional<std::string>> read_heartbeats(StoreClient& store, int world) {
+  std::vector<std::optional<std::string>> beats(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    if (!store.check({heartbeat_key(r)})) continue;
+    const std::vector<char> value = store.get(heartbeat_key(r), std::chrono::seconds(1));
+    beats[static_cast<std::size_t>(r)] = std::string(value.begin(), value.end());
+  }
+  return beats;
 }
 
 }  // namespace ptrain::dist

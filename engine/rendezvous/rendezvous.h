@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/launch/worker_env.h"
 #include "engine/rendezvous/store.h"
@@ -20,7 +21,9 @@ namespace ptrain::dist {
 struct JobStore {
   std::unique_ptr<StoreServer> server;        // rank 0 hosts the store; nullptr elsewhere
   std::unique_ptr<StoreClient> client;        // the rank's own requests
-  std::unique_ptr<StoreClient> watch_client;  // the abort watchdog's, so it never waits behind the rank's
+  // The abort watchdog's, so it never waits behind the rank's; it gives up on a store that does not
+  // answer within min(comm.timeout_s, 60 s) (a stopped rank 0 takes the store with it).
+  std::unique_ptr<StoreClient> watch_client;
 };
 
 // Joins the job described by `env`; `timeout` bounds connecting and every wait.
@@ -47,6 +50,11 @@ std::string agree_on_backend(StoreClient& store, const WorkerEnv& env, const std
 void post_abort(StoreClient& store, const std::string& reason);
 std::optional<std::string> read_abort(StoreClient& store);
 void wait_for_abort_readers(StoreClient& store, int world);
+
+// Heartbeats (comm/heartbeat.h holds what they say): post_heartbeat replaces this rank's;
+// read_heartbeats returns every rank's of `world`, nullopt where a rank posted none.
+void post_heartbeat(StoreClient& store, int rank, const std::string& beat);
+std::vector<std::optional<std::string>> read_heartbeats(StoreClient& store, int world);
 
 // The local address this machine uses to reach host:port (what peers should connect back to).
 std::string local_address_towards(const std::string& host, int port);

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,10 @@ class StoreServer {
 class StoreClient {
  public:
   // Connects, retrying until `connect_timeout` (the server may start later), and presents `token`.
-  StoreClient(std::string host, int port, std::string token, std::chrono::milliseconds connect_timeout);
+  // `stall_timeout`: how long a request may wait for the server beyond its own waiting (a server that
+  // stopped answering: its process stopped or hung); 60 s when not given.
+  StoreClient(std::string host, int port, std::string token, std::chrono::milliseconds connect_timeout,
+              std::optional<std::chrono::milliseconds> stall_timeout = std::nullopt);
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
@@ -116,6 +120,7 @@ class StoreClient {
 
   std::string host_;
   int port_;
+  std::chrono::milliseconds stall_;
   std::mutex mutex_;
   int fd_ = -1;
 };

@@ -59,8 +59,9 @@ int try_connect(const std::string& host, int port, Clock::time_point deadline, s
 
 }  // namespace
 
-StoreClient::StoreClient(std::string host, int port, std::string token, milliseconds connect_timeout)
-    : host_(std::move(host)), port_(port) {
+StoreClient::StoreClient(std::string host, int port, std::string token, milliseconds connect_timeout,
+                         std::optional<milliseconds> stall_timeout)
+    : host_(std::move(host)), port_(port), stall_(stall_timeout.value_or(kStallTimeout)) {
   if (host_.empty() || port_ <= 0 || port_ > 65535) {
     throw DistError("store client: invalid store address '" + endpoint() +
                     "' (need a host and a port 1-65535)");
@@ -141,17 +142,17 @@ std::vector<char> StoreClient::encode(char op, const std::vector<std::string>& k
 
 char StoreClient::roundtrip(std::vector<char>& request, milliseconds wait) {
   if (fd_ < 0) throw DistError("store client for " + endpoint() + " is closed after an earlier failure");
-  if (auto error = transfer(fd_, request.data(), request.size(), true, Clock::now() + kStallTimeout);
+  if (auto error = transfer(fd_, request.data(), request.size(), true, Clock::now() + stall_);
       !error.empty()) {
     fail(error);
   }
   char status = 0;
-  recv_exact(&status, 1, Clock::now() + wait + kStallTimeout);
+  recv_exact(&status, 1, Clock::now() + wait + stall_);
   if (status == kError) {
     char len[4];
-    recv_exact(len, 4, Clock::now() + kStallTimeout);
+    recv_exact(len, 4, Clock::now() + stall_);
     std::string message(std::min<std::uint64_t>(get_be(len, 4), kStoreMaxKeyBytes), '\0');
-    recv_exact(message.data(), message.size(), Clock::now() + kStallTimeout);
+    recv_exact(message.data(), message.size(), Clock::now() + stall_);
     throw DistError("store at " + endpoint() + ": " + message);
   }
   if (status != kOk && status != kTimeout) fail("sent an unknown reply status " + std::to_string(status));
@@ -184,10 +185,10 @@ std::vector<char> StoreClient::get(const std::string& key, milliseconds timeout)
                     " in the store at " + endpoint());
   }
   char len[8];
-  recv_exact(len, 8, Clock::now() + kStallTimeout);
+  recv_exact(len, 8, Clock::now() + stall_);
   if (get_be(len, 8) > kStoreMaxValueBytes) fail("sent a malformed reply");
   std::vector<char> value(get_be(len, 8));
-  recv_exact(value.data(), value.size(), Clock::now() + kStallTimeout);
+  recv_exact(value.data(), value.size(), Clock::now() + stall_);
   return value;
 }
 
@@ -211,7 +212,7 @@ std::int64_t StoreClient::add(const std::string& key, std::int64_t delta) {
   std::lock_guard lock(mutex_);
   if (roundtrip(request, milliseconds(0)) != kOk) fail("sent a malformed reply");
   char value[8];
-  recv_exact(value, 8, Clock::now() + kStallTimeout);
+  recv_exact(value, 8, Clock::now() + stall_);
   return static_cast<std::int64_t>(get_be(value, 8));
 }
 
@@ -220,7 +221,7 @@ bool StoreClient::check(const std::vector<std::string>& keys) {
   std::lock_guard lock(mutex_);
   if (roundtrip(request, milliseconds(0)) != kOk) fail("sent a malformed reply");
   char present = 0;
-  recv_exact(&present, 1, Clock::now() + kStallTimeout);
+  recv_exact(&present, 1, Clock::now() + stall_);
   return present != 0;
 }
 

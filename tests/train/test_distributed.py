@@ -770,9 +770,11 @@ class Faults(Timed):
             r = run(job(d, dp=2, zero=1, steps=1000, timeout=3), PTRAIN_DEBUG_FAULT="1:3:stall")
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertLess(r.seconds, 3 + 15 + 5)
-            # Rank 0 timed out inside a collective, naming it, with its log; rank 1 (stalled
+            # Rank 0 timed out inside a collective, naming first the rank that never entered it (by
+            # its heartbeat: alive, elsewhere), then the collective, with its log; rank 1 (stalled
             # outside any collective) printed its own log when told to stop.
-            self.assertRegex(r.stderr, r"\[rank 0/2 [^\]]*\] \w+ error: rank 0: \w+ #\d+ on group \S+ \(\d+ bytes\) failed")
+            self.assertRegex(r.stderr, r"\[rank 0/2 [^\]]*\] \w+ error: rank 1 never entered \w+ call \d+ on \S+ "
+                                       r"\(alive, but elsewhere\); rank 0: \w+ #\d+ on group \S+ \(\d+ bytes\) failed")
             self.assertIn("IN FLIGHT", r.stderr)
             self.assertRegex(r.stderr, r"\[rank 1/2 [^\]]*\] comm error: rank 1 stops \(this rank was in no collective: "
                                        r"the others' timeout may have waited on it\): rank 0:")
@@ -789,7 +791,10 @@ class Faults(Timed):
             os.kill(stopped, signal.SIGSTOP)
             _, err = launcher.communicate(timeout=60)
             self.assertEqual(launcher.returncode, 1, err)
-            self.assertRegex(err, rf"rank\(s\) \d \(pid {stopped}\) did not stop within \S+ s of being asked")
+            # Named twice: by rank 0 from its heartbeats, first; by the launcher, which finds it stopped
+            # and kills it at once (a stopped process cannot act on SIGTERM).
+            self.assertRegex(err, r"comm error: rank 1 stopped beating")
+            self.assertRegex(err, rf"launch error: rank 1 \(pid {stopped}\) is stopped \(SIGSTOP, SIGTSTP or a debugger\)")
 
     def test_a_pipeline_stage_that_dies_or_hangs_ends_the_job(self):
         with tempfile.TemporaryDirectory() as d:
@@ -799,8 +804,8 @@ class Faults(Timed):
             r = run(job(d, layers=4, pp=4, steps=1000, timeout=3), PTRAIN_DEBUG_FAULT="2:3:stall")
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertLess(r.seconds, 3 + 15 + 5)
-            self.assertRegex(r.stderr, r"\[rank [013]/4 [^\]]*\] \w+ error: rank [013]: \w+ #\d+ on group pp\S+ \(\d+ bytes\) "
-                                       r"failed")
+            self.assertRegex(r.stderr, r"\[rank [013]/4 [^\]]*\] \w+ error: rank 2 never entered \w+ call \d+ on pp\S+ "
+                                       r"\(alive, but elsewhere\); rank [013]: \w+ #\d+ on group pp\S+ \(\d+ bytes\) failed")
 
     def test_sigterm_checkpoints_every_rank_and_resume_continues_exactly(self):
         with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as d:
