@@ -59,7 +59,7 @@ std::optional<Heartbeat> decode_heartbeat(const std::string& text) {
   return beat;
 }
 
-std::string judge_hang(const Comm& comm, const CollectivePosition& mine,
+HangVerdict judge_hang(const Comm& comm, const CollectivePosition& mine,
                        const std::vector<std::optional<Heartbeat>>& before,
                        const std::vector<std::optional<Heartbeat>>& after, double interval_s) {
   const Group& g = comm.group(mine.group_id);
@@ -121,7 +121,7 @@ std::string judge_hang(const Comm& comm, const CollectivePosition& mine,
     table += "\n  rank " + std::to_string(r) + ": " + state +
              (at ? describe(*at) : b || r == comm.rank() ? "no collective yet" : "no heartbeat posted");
   }
-  return headline + table;
+  return {headline + table, static_cast<int>(silent.size())};
 }
 
 }  // namespace ptrain::dist

@@ -32,7 +32,11 @@ std::optional<Heartbeat> decode_heartbeat(const std::string& text);
 // every rank waited for is beating and in the call, the ranks alive and in no call, where the chain
 // of waits ends; else that no rank hung), then a table of the call's ranks and those named, one line
 // each, with their latest collectives (at most 64 lines).
-std::string judge_hang(const Comm& comm, const CollectivePosition& mine,
+struct HangVerdict {
+  std::string text;
+  int silent = 0;  // ranks that stopped beating (or never beat): they will read nothing more
+};
+HangVerdict judge_hang(const Comm& comm, const CollectivePosition& mine,
                        const std::vector<std::optional<Heartbeat>>& before,
                        const std::vector<std::optional<Heartbeat>>& after, double interval_s);
 

@@ -110,8 +110,10 @@ std::string Session::judge_failure() {
     const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(kVerdictInterval);
     const auto after = read();
-    return judge_hang(*comm_, *mine, before, after,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const HangVerdict verdict = judge_hang(*comm_, *mine, before, after,
+                                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    silent_ranks_ = verdict.silent;
+    return verdict.text;
   } catch (const DistError& e) {
     if (env_.rank == 0) return {};  // its own store: nothing to say of another rank
     store_silent_ = true;
@@ -136,7 +138,8 @@ void Session::report_abort(const std::string& what) {
 }
 
 void Session::wait_for_readers(StoreClient& client) const {
-  if (store_.server) wait_for_abort_readers(client, env_.world);
+  // Ranks that stopped beating (dead, stopped) will not read it: no waiting for them.
+  if (store_.server) wait_for_abort_readers(client, env_.world - 1 - silent_ranks_);
 }
 
 void Session::finish() {

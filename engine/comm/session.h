@@ -62,6 +62,7 @@ class Session {
   std::thread watchdog_;
   std::atomic<bool> stop_watch_{false};
   std::atomic<bool> store_silent_{false};  // the store did not answer a verdict's reads: post nothing
+  std::atomic<int> silent_ranks_{0};       // ranks the verdict found not beating: they read no abort
   std::once_flag abort_reported_;
   int failure_exit_code_ = 1;
 };

@@ -157,10 +157,10 @@ std::optional<std::string> read_abort(StoreClient& store) {
   return std::string(value.begin(), value.end());
 }
 
-void wait_for_abort_readers(StoreClient& store, int world) {
+void wait_for_abort_readers(StoreClient& store, int readers) {
   const auto deadline = std::chrono::steady_clock::now() + kReadersGrace;
   try {
-    while (store.add(kAbortSeenKey, 0) < world - 1 && std::chrono::steady_clock::now() < deadline)
+    while (store.add(kAbortSeenKey, 0) < readers && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(kReadersPoll);
   } catch (const DistError&) {  // nothing to wait for without the store
   }

@@ -45,11 +45,11 @@ std::string agree_on_backend(StoreClient& store, const WorkerEnv& env, const std
 
 // The job's abort flag. post_abort: this rank failed (`reason` names it); read_abort: the posted
 // reason, counting this rank among its readers, or nothing while there is none;
-// wait_for_abort_readers: rank 0 keeps the store up until every other rank of `world` has read it,
+// wait_for_abort_readers: rank 0 keeps the store up until `readers` ranks (every other live rank) have read it,
 // or two seconds at most (a dead rank never reads it).
 void post_abort(StoreClient& store, const std::string& reason);
 std::optional<std::string> read_abort(StoreClient& store);
-void wait_for_abort_readers(StoreClient& store, int world);
+void wait_for_abort_readers(StoreClient& store, int readers);
 
 // Heartbeats (comm/heartbeat.h holds what they say): post_heartbeat replaces this rank's;
 // read_heartbeats returns every rank's of `world`, nullopt where a rank posted none.
