@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include "engine/comm/heartbeat.h"
+
 namespace ptrain::dist {
 
 std::size_t elem_size(ElemType type) {
@@ -118,11 +120,7 @@ void Comm::logged(const char* op, const Group& g, std::size_t bytes, int peer, F
     fn();
   } catch (const std::exception& e) {
     std::string what = "rank " + std::to_string(rank_) + ": " + name(running_) + " failed: " + e.what();
-    if (failure_verdict_) {
-      const std::string verdict = failure_verdict_();
-      const std::size_t cut = std::min(verdict.find('\n'), verdict.size());
-      if (!verdict.empty()) what = verdict.substr(0, cut) + "; " + what + verdict.substr(cut);
-    }
+    if (failure_verdict_) what = lead_with_verdict(failure_verdict_(), what);
     throw CollectiveError(what, log_.dump());
   }
   const auto end = std::chrono::steady_clock::now();

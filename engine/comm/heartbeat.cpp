@@ -124,4 +124,10 @@ HangVerdict judge_hang(const Comm& comm, const CollectivePosition& mine,
   return {headline + table, static_cast<int>(silent.size())};
 }
 
+std::string lead_with_verdict(const std::string& verdict, const std::string& failure) {
+  if (verdict.empty()) return failure;
+  const std::size_t cut = std::min(verdict.find('\n'), verdict.size());
+  return verdict.substr(0, cut) + "; " + failure + verdict.substr(cut);
+}
+
 }  // namespace ptrain::dist

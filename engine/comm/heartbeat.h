@@ -40,4 +40,8 @@ HangVerdict judge_hang(const Comm& comm, const CollectivePosition& mine,
                        const std::vector<std::optional<Heartbeat>>& before,
                        const std::vector<std::optional<Heartbeat>>& after, double interval_s);
 
+// `failure` (a collective's error) led by `verdict` (judge_hang's text): the verdict's first line, then
+// the failure, then the verdict's table; `failure` alone for an empty verdict.
+std::string lead_with_verdict(const std::string& verdict, const std::string& failure);
+
 }  // namespace ptrain::dist

@@ -35,7 +35,8 @@ std::unique_ptr<Session> rendezvous(const WorkerEnv& env, const std::string& job
     options.compute_stream = offer.compute_stream;
     // From NCCL's watchdog thread, once the communicators are aborted: a hung or failed collective
     // ends this rank, and through the store every other. The Session outlives its Comm.
-    options.on_failure = [session = s.get()](const std::string& what, const std::string& log) {
+    options.on_failure = [session = s.get()](const std::string& failure, const std::string& log) {
+      const std::string what = lead_with_verdict(session->judge_failure(), failure);
       ::ptrain::log::comm().error("{}\nlast collectives of this rank:\n{}", what, log);
       session->report_abort(what);
       std::_Exit(session->failure_exit_code_);  // a runtime failure
