@@ -65,6 +65,7 @@ struct Worker {
   OutputStream out;
   OutputStream err;
   std::deque<std::string> tail;
+  std::string first_error;  // the message of its first error line: a hang's names the rank that hung
   std::optional<Clock::time_point> exited_ok;  // when it exited 0
 };
 
@@ -360,7 +361,7 @@ void Supervisor::report(const Worker& w, int status) {
   } else {
     text += "exited with code " + std::to_string(WEXITSTATUS(status)) + "\n";
   }
-  failure_ = text.substr(0, text.size() - 1);
+  failure_ = text.substr(0, text.size() - 1) + (w.first_error.empty() ? "" : " (first error: " + w.first_error + ")");
   // A rank stopped by a signal (SIGSTOP, a debugger) is what the others timed out waiting for.
   for (const Worker& o : workers_)
     if (o.alive && process_stopped(o.pid))
@@ -385,6 +386,8 @@ void Supervisor::report(const Worker& w, int status) {
 
 void Supervisor::emit(Worker& w, const OutputStream& s, const std::string& line) {
   output_.write(s.target, line + "\n");  // its log lines say which rank it is
+  if (const std::size_t at = line.find(" error: "); w.first_error.empty() && at != std::string::npos)
+    w.first_error = line.substr(at + 8);
   if (options_.tail_lines <= 0) return;
   w.tail.push_back(line);
   while (w.tail.size() > static_cast<std::size_t>(options_.tail_lines)) w.tail.pop_front();

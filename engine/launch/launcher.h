@@ -30,7 +30,8 @@
 // - Restarts (max_restarts, `ptrain run --max-restarts N`): when an attempt ends in a runtime failure
 //   (a worker died, hung past comm.timeout_s and was ended, or exited non-zero but 2) and no stop
 //   signal came, every worker is started again, in the same layout, on a new store socket, up to
-//   max_restarts times, each restart logged (a warning of the launch logger) with the failure and
+//   max_restarts times, each restart logged (a warning of the launch logger) with the failure (and
+//   the failed worker's first error line, which after a hang names the rank that hung) and
 //   resume_note(). Workers get PTRAIN_RESTART_ATTEMPT: 0 at first, k at the k-th restart. Bad input
 //   (exit 2) is never retried; the last attempt's code is the launch's.
 // - Workers run in their own process groups (a terminal's Ctrl-C reaches them only through the

@@ -90,6 +90,15 @@ class Restarts(unittest.TestCase):
             self.assertEqual(curve(d), curve(ref))  # bitwise: the same layout from the same checkpoint
             self.assertIn("the rows of steps 4-4 are dropped", r.stderr)
 
+    def test_a_hang_past_the_timeout_is_restarted_and_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            job(d, timeout=3)
+            r = run(d, "--max-restarts", "1", PTRAIN_DEBUG_FAULT="1:5:stall")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stderr, r"restart 1 of 1 \(--max-restarts\): rank 0 \(host [^,]+, pid \d+\) exited with code 1 "
+                                       r"\(first error: rank 1 never entered ")
+            self.assertEqual([s for s, _ in curve(d)], list(range(1, 11)))
+
     def test_a_failure_past_the_restarts_ends_with_its_exit_code(self):
         with tempfile.TemporaryDirectory() as d:
             job(d)
