@@ -219,8 +219,10 @@ class Mpirun(LauncherCase):
             f.write(text)
         p = subprocess.Popen([*mpirun_cmd(2), PTRAIN, "run", self.job], cwd=self.dir, env=clean_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        # A step logged (the file is opened before the first step: a stop before that saves nothing).
+        metrics = os.path.join(self.dir, "metrics.jsonl")
         deadline = time.time() + 120
-        while time.time() < deadline and not os.path.exists(os.path.join(self.dir, "metrics.jsonl")):
+        while time.time() < deadline and not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
             time.sleep(0.2)
         def ranks():
             found = []
