@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/core_sharing.h"
 #include "app/exit_codes.h"
 #include "app/flag_checks.h"
 #include "app/job_loading.h"
@@ -88,12 +89,12 @@ bool omp_threads(std::optional<int>& threads) {
   return true;
 }
 
-// OMP_NUM_THREADS when set (checked by run_training), else the cores of this machine shared by its ranks.
+// OMP_NUM_THREADS when set (checked by run_training), else the cores this process may use (its CPU
+// affinity) shared by this machine's ranks.
 int cpu_threads(int local_ranks) {
   std::optional<int> threads;
   if (omp_threads(threads) && threads) return *threads;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, local_ranks));
+  return std::max(1, usable_cores() / std::max(1, local_ranks));
 }
 
 // Under mpirun, srun or torchrun a rank's parent is the launcher's daemon or agent: when that goes
@@ -377,6 +378,10 @@ int run_training(const RunArgs& args) {
     } catch (const dist::LaunchConfigError& e) {
       log::launch().error(e.what());
       return kExitBadInput;
+    // CPU ranks that take turns on too few cores (a GPU rank's threads only issue its work).
+    const std::string shared =
+        backend->cuda == nullptr ? oversubscription_warning(job.spec.world, cpu_threads(job.spec.world), usable_cores()) : "";
+    if (!shared.empty()) log::launch().warn(shared);
     } catch (const dist::DistError& e) {
       log::launch().error(e.what());
       return kExitRuntimeFailure;
@@ -409,7 +414,8 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "Environment: MASTER_ADDR, MASTER_PORT (where rank 0 hosts the rendezvous store; default 127.0.0.1 and\n"
       "a free port locally), PTRAIN_JOB_TOKEN (shared secret every connection to the store must present;\n"
       "random per local launch; a torchrun-style launch must set one, the same on every rank, unless\n"
-      "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank, 1-4096; default cores / local ranks),\n"
+      "TORCHELASTIC_RUN_ID names the job), OMP_NUM_THREADS (threads per rank, 1-4096; default the\n"
+      "cores of the CPU affinity / local ranks; past those cores run warns),\n"
       "PTRAIN_CUDNN_ATTENTION=auto|fast|deterministic|off (BF16 attention on CUDA: cuDNN where it is faster,\n"
       "the default; cuDNN wherever it can; cuDNN's bitwise-repeatable backward; ptrain's own kernels; validate\n"
       "counts its memory), PTRAIN_CPU_ISA=generic|avx2|avx512 (caps the CPU kernels' instruction set),\n"

@@ -1,9 +1,11 @@
 // `ptrain validate job.yaml [--world N] [--json]`: the dry run. No allocation, no communication.
 #include <cstdio>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "app/commands.h"
+#include "app/core_sharing.h"
 #include "app/exit_codes.h"
 #include "app/flag_checks.h"
 #include "app/job_loading.h"
@@ -34,12 +36,14 @@ int run_validate(const ValidateArgs& args) {
   config::LoadResult job = load_job(args.job, args.world);
   if (!job.ok()) return emit_problems(job.diags, args.json);
 
-  std::optional<plan::Estimate> estimated = estimate_job(job);
-  if (!estimated) return emit_problems(job.diags, args.json);
-  plan::Estimate& est = *estimated;
+  const std::optional<plan::HardwareProfile> hw = find_job_hardware(job);  // as estimate_job, keeping the profile
+  if (!hw) return emit_problems(job.diags, args.json);
+  plan::Estimate est = plan::estimate(job, *hw);
   est.diags.warnings.insert(est.diags.warnings.begin(), job.diags.warnings.begin(), job.diags.warnings.end());
   const std::vector<config::Diagnostic> limits = engine_limit_warnings(job);
   est.diags.warnings.insert(est.diags.warnings.end(), limits.begin(), limits.end());
+  if (std::optional<config::Diagnostic> shared = node_oversubscription(job, *hw))
+    est.diags.warnings.push_back(std::move(*shared));
   const bool valid = est.diags.ok();
   if (args.json) {
     std::printf("%s\n", json_report(job.spec, est).c_str());
