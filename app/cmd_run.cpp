@@ -371,6 +371,10 @@ int run_training(const RunArgs& args) {
       log::launch().error(why_not);
       return kExitBadInput;
     }
+    // CPU ranks that take turns on too few cores (a GPU rank's threads only issue its work).
+    const std::string shared =
+        backend->cuda == nullptr ? oversubscription_warning(job.spec.world, cpu_threads(job.spec.world), usable_cores()) : "";
+    if (!shared.empty()) log::launch().warn(shared);
   }
   if (!env && (job.spec.world > 1 || args.max_restarts > 0)) {  // restarts need a launcher, even of one rank
     try {
@@ -378,10 +382,6 @@ int run_training(const RunArgs& args) {
     } catch (const dist::LaunchConfigError& e) {
       log::launch().error(e.what());
       return kExitBadInput;
-    // CPU ranks that take turns on too few cores (a GPU rank's threads only issue its work).
-    const std::string shared =
-        backend->cuda == nullptr ? oversubscription_warning(job.spec.world, cpu_threads(job.spec.world), usable_cores()) : "";
-    if (!shared.empty()) log::launch().warn(shared);
     } catch (const dist::DistError& e) {
       log::launch().error(e.what());
       return kExitRuntimeFailure;
