@@ -60,6 +60,13 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
         job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known));
     return std::nullopt;
   }
+  if (job.spec.train.precision == config::Precision::Fp8 && hw->peak_flops_fp8 <= 0) {
+    job.diags.errors.push_back(job.at("train.precision",
+                                      "fp8 on cluster.gpu " + hw->name +
+                                          ", which has no FP8 tensor cores (compute capability 8.9 or later)",
+                                      "set train.precision: bf16, or cluster.gpu: h100-sxm or h200"));
+    return std::nullopt;
+  }
   plan::HardwareProfile out = *hw;
   const std::string& path = job.spec.cluster.profile;
   if (path == plan::kPeakModel) return out;

@@ -20,6 +20,7 @@ struct Dims {
   config::CpComm cp_comm;
   int act_bytes;
   bool gpt2;
+  bool fp8;  // the linear layers in FP8
 
   explicit Dims(const config::JobSpec& spec) {
     const config::ModelSpec& m = spec.model;
@@ -36,6 +37,7 @@ struct Dims {
     cp_comm = spec.parallel.cp_comm;
     act_bytes = config::bf16_working(spec.train.precision) ? 2 : 4;
     gpt2 = m.arch == config::Arch::Gpt2;
+    fp8 = spec.train.precision == config::Precision::Fp8;
   }
   std::int64_t tokens() const { return s * b; }
   std::int64_t sharded_hidden() const { return tokens() * h / seq_shard; }  // sbh, /t under SP
@@ -73,6 +75,12 @@ Op gemm(const char* name, GemmShape shape, std::vector<SavedTensor> saves = {}) 
   Op op = make_op(name, OpKind::Gemm);
   op.gemm = shape;
   op.saves = std::move(saves);
+  return op;
+}
+// A linear layer's GEMM: in FP8 under train.precision fp8.
+Op linear(const Dims& x, const char* name, GemmShape shape, std::vector<SavedTensor> saves = {}) {
+  Op op = gemm(name, shape, std::move(saves));
+  op.fp8 = x.fp8;
   return op;
 }
 Op memory_op(const char* name, OpKind kind, double bytes, std::vector<SavedTensor> saves = {}) {
@@ -184,9 +192,9 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   const bool a2a = cp > 1 && x.cp_comm == config::CpComm::A2a;
   using K = CollectiveKind;
   add_column_parallel_input(ops, x, spec, "attn.input");
-  ops.push_back(gemm("attn.q_proj", {N, x.q_cols(), C}));
-  ops.push_back(gemm("attn.k_proj", {N, x.kv_cols(), C}));
-  ops.push_back(gemm("attn.v_proj", {N, x.kv_cols(), C}));
+  ops.push_back(linear(x, "attn.q_proj", {N, x.q_cols(), C}));
+  ops.push_back(linear(x, "attn.k_proj", {N, x.kv_cols(), C}));
+  ops.push_back(linear(x, "attn.v_proj", {N, x.kv_cols(), C}));
   const double kv_bytes = 2.0 * static_cast<double>(N * x.kv_cols()) * x.act_bytes;  // k and v
   if (!x.gpt2) ops.push_back(memory_op("attn.rope", OpKind::Rope, 2.0 * (N * (x.q_cols() + x.kv_cols())) * x.act_bytes));
   if (cp > 1) add_context_exchange(ops, x, spec, kv_bytes);
@@ -217,7 +225,7 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   if (x.t > kv_heads)
     ops.push_back(collective("attn.kv_copies", {Axis::Tp, static_cast<int>(x.t) / kv_heads, kv_bytes / 2, {},
                                                 {K::AllReduce, K::AllReduce}}));
-  ops.push_back(gemm("attn.o_proj", {N, C, x.q_cols()}));
+  ops.push_back(linear(x, "attn.o_proj", {N, C, x.q_cols()}));
   add_row_parallel_output(ops, x, spec, "attn.output_sum");
 }
 
@@ -225,17 +233,17 @@ void add_dense_mlp(std::vector<Op>& ops, const Dims& x) {
   const std::int64_t N = x.tokens(), C = x.h, F = x.local_ffn();
   const double ffn_bytes = static_cast<double>(N * F) * x.act_bytes;
   if (x.gpt2) {
-    ops.push_back(gemm("mlp.c_fc", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}));
+    ops.push_back(linear(x, "mlp.c_fc", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}));
     ops.push_back(memory_op("mlp.gelu", OpKind::Gelu, 2 * ffn_bytes,
                             {act(x, ArenaTensor::MlpActivation, "mlp.gelu", N * F, true)}));
-    ops.push_back(gemm("mlp.c_proj", {N, C, F}));
+    ops.push_back(linear(x, "mlp.c_proj", {N, C, F}));
     return;
   }
-  ops.push_back(gemm("mlp.gate_proj", {N, F, C}, {act(x, ArenaTensor::MlpGate, "mlp.gate", N * F)}));
-  ops.push_back(gemm("mlp.up_proj", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.up", N * F)}));
+  ops.push_back(linear(x, "mlp.gate_proj", {N, F, C}, {act(x, ArenaTensor::MlpGate, "mlp.gate", N * F)}));
+  ops.push_back(linear(x, "mlp.up_proj", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.up", N * F)}));
   ops.push_back(memory_op("mlp.swiglu", OpKind::Activation, 3 * ffn_bytes,
                           {act(x, ArenaTensor::MlpActivation, "mlp.swiglu", N * F, true)}));
-  ops.push_back(gemm("mlp.down_proj", {N, C, F}));
+  ops.push_back(linear(x, "mlp.down_proj", {N, C, F}));
 }
 
 // Routed experts (expert tensor parallel 1; model/moe_block.h), see expert_token_slots: the router's
@@ -269,11 +277,11 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
     ops.push_back(collective("moe.dispatch_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
   // The experts run on blocks of one source rank's slots for one expert.
   const std::int64_t rows = expert_block_rows(spec), blocks = slots / rows;
-  ops.push_back(gemm("moe.w1", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeGate, "moe.w1", slots * F)}));
-  ops.push_back(gemm("moe.w3", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeUp, "moe.w3", slots * F)}));
+  ops.push_back(linear(x, "moe.w1", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeGate, "moe.w1", slots * F)}));
+  ops.push_back(linear(x, "moe.w3", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeUp, "moe.w3", slots * F)}));
   ops.push_back(memory_op("moe.swiglu", OpKind::Activation, 3.0 * slots * F * x.act_bytes,
                           {act(x, ArenaTensor::MoeActivation, "moe.swiglu", slots * F, true)}));
-  ops.push_back(gemm("moe.w2", {rows, C, F, blocks},
+  ops.push_back(linear(x, "moe.w2", {rows, C, F, blocks},
                      {act(x, ArenaTensor::MoeExpertOutput, "moe.expert_output", slots * C)}));
   if (exchanged)
     ops.push_back(collective("moe.combine_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));

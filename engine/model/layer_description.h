@@ -114,6 +114,9 @@ struct Op {
   CollectiveStep collective;      // Collective
   double memory_bytes = 0;        // memory-bound ops: bytes read and written in forward
   std::vector<SavedTensor> saves;  // what the op keeps for backward
+  // Gemm: a linear layer whose GEMMs run in FP8 under train.precision fp8 (model/block_linears.h):
+  // attention's and the MLP's, the experts'; not the router's nor the LM head's.
+  bool fp8 = false;
 };
 
 // The ops of one transformer layer (gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU; mixtral:

@@ -36,6 +36,7 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
       workspace_from_(chunk.workspace_from),
       split_weight_grad_(chunk.split_weight_grad),
       tp_(chunk.tensor_parallel),
+      experts_over_tp_(spec.parallel.experts_over_tp),
       cp_(chunk.context_parallel),
       act_(config::bf16_working(spec.train.precision) ? DType::BF16 : DType::F32),
       precision_(spec.train.precision) {
@@ -142,20 +143,25 @@ std::string Transformer::name(const char* gpt2_name, const char* llama_name) con
   return dims_.gpt2 ? gpt2_name : llama_name;
 }
 
-BlockLinears Transformer::linears_at(int layer, int index) const {
+BlockLinears Transformer::linears_at(int layer, int index, parallel::TensorParallel* tp) const {
   std::optional<BlockLinears::Delayed> delayed;
   if (fp8_history_ != nullptr)
     delayed = BlockLinears::Delayed{fp8_history_->linear(layer, index), fp8_history_->filled()};
-  return BlockLinears(ops_, precision_, ws_.fp8, tp_, cp_, delayed);
+  return BlockLinears(ops_, precision_, ws_.fp8, tp, cp_, delayed);
 }
 
 BlockLinears Transformer::linears(const LayerWeights& w, Fp8Linear which) const {
-  return linears_at(w.layer, fp8_linear_index(which));
+  return linears_at(w.layer, fp8_linear_index(which), tp_);
 }
 
 ExpertLinears Transformer::expert_linears(const LayerWeights& w) const {
-  return [this, layer = w.layer](int expert, Fp8Linear which) {
-    return linears_at(layer, fp8_expert_linear_index(expert, which));
+  // Experts split over the tp group (parallel.experts_over_tp): an expert block holds the tp group's
+  // whole tokens, its tp peers run other experts, so nothing is reduced over tp. Otherwise each tp
+  // rank dispatches its own tokens, and the same block of its tp peers holds the rest of the
+  // microbatch (their ep groups run alike: engine limits refuse ep groups across tp or cp ranks).
+  parallel::TensorParallel* tp = experts_over_tp_ ? nullptr : tp_;
+  return [this, tp, layer = w.layer](int expert, Fp8Linear which) {
+    return linears_at(layer, fp8_expert_linear_index(expert, which), tp);
   };
 }
 

@@ -332,7 +332,8 @@ class Transformer {
   // `which` of layer w's (its amaxes under delayed scaling), and of its experts (MoE).
   BlockLinears linears(const LayerWeights& w, Fp8Linear which) const;
   ExpertLinears expert_linears(const LayerWeights& w) const;
-  BlockLinears linears_at(int layer, int index) const;  // index: model/fp8_history.h
+  // index: model/fp8_history.h; tp: the group a current amax is reduced over (nullptr: none).
+  BlockLinears linears_at(int layer, int index, parallel::TensorParallel* tp) const;
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
   // The residual stream around the tensor-parallel layers (parallel::TensorParallel, which also says
   // how under sequence parallelism); with tp = 1, `full` and `mine` themselves.
@@ -352,6 +353,7 @@ class Transformer {
   const Transformer* workspace_from_;
   bool split_weight_grad_;
   parallel::TensorParallel* tp_;
+  bool experts_over_tp_;  // config::ParallelSpec::experts_over_tp
   bool sequence_parallel_ = false;
   parallel::ContextParallel* cp_;
   std::vector<QueryChunk> query_chunks_;

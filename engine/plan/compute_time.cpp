@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/plan/fp8_time.h"
+
 namespace ptrain::plan {
 namespace {
 
@@ -25,10 +27,11 @@ bool drops_under_selective(const model::Op& op) {
 struct ListTimes {
   ComputeSeconds forward, input_grad, weight_grad, selective;
 };
-ListTimes list_times(const std::vector<model::Op>& ops, const MeasuredProfile& profile, bool bf16) {
+ListTimes list_times(const config::JobSpec& spec, const std::vector<model::Op>& ops, const MeasuredProfile& profile,
+                     bool bf16) {
   ListTimes t;
   for (const model::Op& op : ops) {
-    const OpSeconds s = op_seconds(profile, op, bf16);
+    const OpSeconds s = op.fp8 ? fp8_op_seconds(spec, profile, op) : op_seconds(profile, op, bf16);
     add(t.forward, op.kind, s.forward);
     add(t.input_grad, op.kind, s.input_grad);
     add(t.weight_grad, op.kind, s.weight_grad);
@@ -61,7 +64,7 @@ StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& o
   const int last_stage = spec.parallel.pp * spec.schedule.virtual_stages - 1;
   const double slowdown =
       rank_slowdown(spec, profile) * (profile.calibration ? profile.calibration->compute_scale : 1.0);
-  const ListTimes layer = list_times(ops.layer, profile, bf16);
+  const ListTimes layer = list_times(spec, ops.layer, profile, bf16);
   ComputeSeconds redone;  // what recompute runs again before a layer's backward
   if (spec.train.recompute == config::Recompute::Full) redone = layer.forward;
   if (spec.train.recompute == config::Recompute::Selective) redone = layer.selective;
@@ -74,7 +77,7 @@ StageCompute stage_compute(const config::JobSpec& spec, const model::ModelOps& o
   if (split) c.weight_grad += layers * redone;  // W rebuilds the dropped inputs once more
   for (const auto* ends : {virtual_stage == 0 ? &ops.embedding : nullptr, virtual_stage == last_stage ? &ops.head : nullptr}) {
     if (ends == nullptr) continue;
-    const ListTimes t = list_times(*ends, profile, bf16);
+    const ListTimes t = list_times(spec, *ends, profile, bf16);
     c.forward += t.forward;
     c.backward += t.input_grad;
     c.weight_grad += t.weight_grad;

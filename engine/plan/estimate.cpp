@@ -234,7 +234,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     char by[96];
     const Transfer& t = *hw.measured->transfer;
     std::snprintf(by, sizeof by, " carried to %s (compute x%.2f, memory x%.2f)", t.to.c_str(),
-                  spec.train.precision == config::Precision::Bf16 ? t.bf16_ratio : t.fp32_ratio, t.memory_ratio);
+                  config::bf16_working(spec.train.precision) ? t.bf16_ratio : t.fp32_ratio, t.memory_ratio);
     est.compute_model += by;
   }
   est.expected_error = expected_error(hw.measured.get());
@@ -243,6 +243,8 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     std::snprintf(scale, sizeof scale, ", calibrated x%.2f", hw.measured->calibration->compute_scale);
     est.compute_model += scale;
   }
+  if (hw.measured && spec.train.precision == config::Precision::Fp8)  // plan/fp8_time.h
+    est.compute_model += ", FP8 GEMMs at its bf16 times x the datasheet's bf16/FP8 ratio (no FP8 table)";
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
   // Offloaded optimizer state: a node's ranks share its RAM (cluster.host_memory_gb, when given). On

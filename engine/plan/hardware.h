@@ -1,17 +1,17 @@
 // Hardware profiles for validate and plan: memory, peak FLOP/s, bandwidths. Numbers are the
 // vendors' published dense peaks (no sparsity):
-//   h100-sxm  NVIDIA H100 SXM5 datasheet: 80 GB HBM3 at 3.35 TB/s; 989 TFLOP/s bf16 dense;
+//   h100-sxm  NVIDIA H100 SXM5 datasheet: 80 GB HBM3 at 3.35 TB/s; 989 TFLOP/s bf16 dense, 1,979 fp8;
 //             fp32 = 67 TFLOP/s, the non-tensor-core FP32 peak (ptrain's fp32 path does not use
 //             TF32; the TF32 tensor-core peak would be 494.5 TFLOP/s); NVLink 4 = 900 GB/s
 //             bidirectional = 450 GB/s per direction per GPU; one 400 Gb/s NIC (ConnectX-7) per
 //             GPU = 50 GB/s.
 //   h200      H100's compute and links, 141 GB HBM3e at 4.8 TB/s.
-//   a100-80g  A100 SXM4 80GB: 312 TFLOP/s bf16, 19.5 TFLOP/s fp32, 2.0 TB/s (2,039 GB/s) HBM2e;
+//   a100-80g  A100 SXM4 80GB: 312 TFLOP/s bf16, 19.5 TFLOP/s fp32, no FP8 tensor cores, 2.0 TB/s (2,039 GB/s) HBM2e;
 //             NVLink 3 = 600 GB/s bidirectional = 300 GB/s per direction; 200 Gb/s HDR per GPU.
 //   cpu       a CPU rank (tests and the demo): a host of 24 GiB, shared by a node's ranks
 //             (cluster.host_memory_gb gives the real one; memory_limit.h), a nominal 400 GFLOP/s
 //             (2 AVX-512 cores: 2 FMA units x 16 lanes x 2 flops x ~3 GHz x 2 cores = 384 GFLOP/s;
-//             bf16 counted at the fp32 rate), 20 GB/s memory,
+//             bf16 and FP8's emulation counted at the fp32 rate), 20 GB/s memory,
 //             10 GB/s between ranks of one host (shared-memory loopback), 1.25 GB/s (10 GbE)
 //             between hosts; "host copies" are memcpy within that memory (10 GB/s).
 // The host side, for the optimizer offload: device-host copies over PCIe per direction (Gen5 x16
@@ -39,6 +39,9 @@ struct HardwareProfile {
   double memory_bytes;     // usable device memory
   double peak_flops_bf16;  // dense
   double peak_flops_fp32;
+  // The rate FP8 GEMMs run at (train.precision fp8's linear layers, plan/fp8_time.h): the FP8 tensor
+  // cores' dense peak; 0 without them; on the CPU its emulation's, the fp32 GEMM's.
+  double peak_flops_fp8;
   double hbm_bytes_per_s;         // device memory bandwidth
   double intra_node_bytes_per_s;  // per-GPU NVLink (unidirectional) bandwidth
   double inter_node_bytes_per_s;  // per-GPU network bandwidth

@@ -6,6 +6,7 @@
 
 #include "engine/config/job_grid.h"
 #include "engine/config/stage_placement.h"
+#include "engine/plan/fp8_time.h"
 #include "engine/plan/traffic.h"
 #include "engine/plan/dtypes.h"
 
@@ -37,6 +38,10 @@ pipeline::OpCosts stage_op_costs(const config::JobSpec& spec, const HardwareProf
       compute.forward.gemm = flops.forward[v] / flops_per_s;
       compute.backward.gemm = (flops.forward[v] + flops.recompute[v]) / flops_per_s;
       compute.weight_grad.gemm = flops.forward[v] / flops_per_s;
+      if (spec.train.precision == config::Precision::Fp8) {
+        const StageCompute fp8 = fp8_at_peak(spec, ops, hw, spec.schedule.resolved_layers_per_stage[v]);
+        compute.forward += fp8.forward, compute.backward += fp8.backward, compute.weight_grad += fp8.weight_grad;
+      }
     }
     // The engine's cp collectives block like tp's (allgather's k/v gathers and their gradients'
     // reduce-scatter, a2a's head exchanges), but ring's hops on a device transport run beside the

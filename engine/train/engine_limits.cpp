@@ -1,6 +1,24 @@
 #include "engine/train/engine_limits.h"
 
+#include "engine/config/job_grid.h"
+
 namespace ptrain::train {
+namespace {
+
+// Whether an ep group holds two ranks of one tp group or one cp group (parallel.order puts the ep
+// axis across them): then an expert's rows of one microbatch arrive as several blocks on one rank,
+// where FP8's current amaxes are taken per block and reduced over the tp and cp groups, which run
+// other experts (model/block_linears.h). Every ep group is a translate of rank 0's.
+bool ep_groups_cross_tp_or_cp(const config::JobSpec& spec) {
+  const grid::RankGrid grid = config::job_grid(spec);
+  const grid::Group group = grid.expert_group_of(0, "ep");
+  for (const int rank : group)
+    for (const grid::Axis axis : {grid::Axis::Tp, grid::Axis::Cp})
+      if (grid.coord(rank, axis) != grid.coord(group.front(), axis)) return true;
+  return false;
+}
+
+}  // namespace
 
 std::vector<EngineLimit> engine_limits(const config::JobSpec& spec) {
   const config::ParallelSpec& p = spec.parallel;
@@ -11,21 +29,20 @@ std::vector<EngineLimit> engine_limits(const config::JobSpec& spec) {
                       "MoE layers (mixtral) with parallel.tp = " + std::to_string(p.tp) +
                           " take the tp group's tokens all-gathered: `ptrain run` needs sequence parallelism",
                       "set parallel.sequence_parallel: true"});
-  // FP8 (docs/fp8.md): built so far are its numerics on the CPU, both scalings, MoE without ep.
-  if (spec.train.precision == config::Precision::Fp8) {
-    if (spec.backend != config::Backend::Cpu)
-      limits.push_back({"backend",
-                        "train.precision: fp8 runs on the CPU backend only for now (FP8 training's numerics); "
-                        "the CUDA FP8 GEMMs are not built yet",
-                        "set backend: cpu, or train.precision: bf16 on a GPU"});
-    // An expert's rows hold several ranks' microbatches under ep > 1 where one rank takes one at a
-    // time: its amaxes (current) would span them, and its first step's too (delayed): not built.
-    if (spec.model.moe && p.ep > 1)
-      limits.push_back({"parallel.ep",
-                        "train.precision: fp8 with parallel.ep = " + std::to_string(p.ep) +
-                            ": an expert's FP8 casts over several ranks' microbatches are not built yet",
-                        "set parallel.ep: 1 (the experts in FP8 on every rank), or train.precision: bf16"});
-  }
+  // FP8 (docs/fp8.md): the CUDA FP8 GEMMs are written and compiled but have not run on a GPU.
+  if (spec.train.precision == config::Precision::Fp8 && spec.backend != config::Backend::Cpu)
+    limits.push_back({"backend",
+                      "train.precision: fp8 runs on the CPU backend only for now (FP8 training's numerics); "
+                      "the CUDA FP8 GEMMs have not yet passed their checks on a GPU",
+                      "set backend: cpu, or train.precision: bf16 on a GPU"});
+  if (spec.train.precision == config::Precision::Fp8 && spec.model.moe && p.ep > 1 && !p.experts_over_tp &&
+      ep_groups_cross_tp_or_cp(spec))
+    limits.push_back({"parallel.order",
+                      "train.precision: fp8 with parallel.order " + p.order +
+                          ": its ep groups hold ranks of one tp or cp group, whose tokens reach an expert as "
+                          "separate blocks that FP8's per-block amaxes would not combine",
+                      "put ep after tp and cp in parallel.order (e.g. tp-cp-dp-ep-pp: ep over data-parallel "
+                      "ranks), or ep = tp on the tp groups"});
   return limits;
 }
 

@@ -1,0 +1,44 @@
+// What train.precision fp8 changes in a stage's compute time (docs/fp8.md, "Time"), for each FP8
+// linear layer of the layer description (model::Op::fp8; the router, the LM head and attention stay
+// in bf16):
+//  - its GEMMs run at the FP8 rate, hw.peak_flops_fp8: without a profile its FLOPs at
+//    peak_flops_fp8 x kGemmEfficiency instead of bf16's; with one, the profile's bf16 GEMM time x
+//    (peak_flops_bf16 / peak_flops_fp8) (a profile measures no FP8 GEMM table yet). On the CPU the
+//    emulation runs the fp32 GEMM over the codes' values: the ratio is 1.
+//  - each operand is cast first, one memory-bound pass that reads it in the working dtype and writes
+//    its codes (a byte an element); under current scaling one more read for its amax (delayed
+//    scaling records the amax in the cast itself):
+//      forward       the input [M, K] and the weight [N, K]
+//      input grad    the output gradient [M, N] and the weight, transposed
+//      weight grad   the output gradient, transposed, and the input, transposed
+//    (model/block_linears.cpp; a backward that runs both halves at once reads the output gradient
+//    once, which this charges twice, as zb-h1's split runs it). Timed at the profile's activation
+//    table (a pass of the same bytes), else at the HBM bandwidth.
+#pragma once
+
+#include "engine/config/job_spec.h"
+#include "engine/model/layer_description.h"
+#include "engine/plan/compute_time.h"
+#include "engine/plan/hardware.h"
+#include "engine/plan/measured_profile.h"
+
+namespace ptrain::plan {
+
+// Bytes the casts of FP8 linear op `op` (all its GemmShape::count calls) read and write, per part.
+struct Fp8CastBytes {
+  double forward = 0, input_grad = 0, weight_grad = 0;
+};
+Fp8CastBytes fp8_cast_bytes(const config::JobSpec& spec, const model::Op& op);
+
+// An FP8 linear op's seconds from a measured profile: its GEMMs at the FP8 rate of the job's
+// hardware (cluster.gpu), its casts from the activation table. std::invalid_argument as op_seconds.
+OpSeconds fp8_op_seconds(const config::JobSpec& spec, const MeasuredProfile& profile, const model::Op& op);
+
+// Without a profile: what the FP8 linear layers of `layers` layers change in the compute that
+// step_time.h charges at peak x kGemmEfficiency of bf16 -- their FLOPs at the FP8 rate instead
+// (gemm, negative where FP8 is faster) and their casts at HBM bandwidth (memory); full recompute
+// runs the forward's again before the backward, as step_time.h counts its FLOPs.
+StageCompute fp8_at_peak(const config::JobSpec& spec, const model::ModelOps& ops, const HardwareProfile& hw,
+                         int layers);
+
+}  // namespace ptrain::plan

@@ -1,0 +1,93 @@
+// FP8's compute time (plan/fp8_time.h): the linear layers' GEMMs at the FP8 rate and their casts, at
+// the peak and from a profile, against the arithmetic of one small Llama layer.
+#include "engine/plan/fp8_time.h"
+
+#include <catch2/catch.hpp>
+
+#include "engine/plan/builtin_profile.h"
+#include "engine/plan/step_time.h"
+#include "tests/plan/jobs.h"
+
+using namespace ptrain;
+
+namespace {
+
+const plan::HardwareProfile& h100() { return *plan::find_hardware("h100-sxm"); }
+
+// kSmallLlama's seven linear layers per layer, (N, K) of each weight; M = 128 tokens.
+struct Linear {
+  double n, k;
+};
+constexpr Linear kLinears[] = {{256, 256}, {128, 256}, {128, 256}, {256, 256}, {512, 256}, {512, 256}, {256, 512}};
+constexpr double kTokens = 128, kLayers = 8;
+
+}  // namespace
+
+TEST_CASE("fp8 cast bytes: each operand read in bf16 and written as codes, current scaling reads it again") {
+  const config::LoadResult delayed =
+      test::load_job(test::kSmallLlama, {"train.precision=fp8", "train.fp8.scaling=delayed"}, 1);
+  const config::LoadResult current =
+      test::load_job(test::kSmallLlama, {"train.precision=fp8", "train.fp8.scaling=current"}, 1);
+  model::Op op;
+  op.gemm = {64, 32, 16, 3};  // M, N, K, three calls
+  const plan::Fp8CastBytes d = plan::fp8_cast_bytes(delayed.spec, op);
+  CHECK(d.forward == 3 * 3.0 * (64 * 16 + 32 * 16));      // input and weight, 2 bytes read + 1 written
+  CHECK(d.input_grad == 3 * 3.0 * (64 * 32 + 32 * 16));   // output gradient and weight
+  CHECK(d.weight_grad == 3 * 3.0 * (64 * 32 + 64 * 16));  // output gradient and input
+  CHECK(plan::fp8_cast_bytes(current.spec, op).forward == 3 * 5.0 * (64 * 16 + 32 * 16));
+}
+
+TEST_CASE("fp8 at the peak: the linear layers' FLOPs at 1,979 TFLOP/s, their casts at HBM bandwidth") {
+  const config::LoadResult bf16 = test::load_job(test::kSmallLlama, {}, 1);
+  const config::LoadResult fp8 = test::load_job(test::kSmallLlama, {"train.precision=fp8"}, 1);
+  const pipeline::OpCosts a = plan::stage_op_costs(bf16.spec, h100());
+  const pipeline::OpCosts b = plan::stage_op_costs(fp8.spec, h100());
+  double flops = 0, forward_casts = 0, input_grad_casts = 0;
+  for (const Linear& l : kLinears) {
+    flops += 2 * kTokens * l.n * l.k;
+    const double per_element = fp8.spec.train.fp8.scaling == config::Fp8Scaling::Current ? 5 : 3;
+    forward_casts += per_element * (kTokens * l.k + l.n * l.k);
+    input_grad_casts += per_element * (kTokens * l.n + l.n * l.k);
+  }
+  const double saved = flops * (1 / (989e12 * 0.6) - 1 / (1979e12 * 0.6));
+  CHECK(a.forward[0] - b.forward[0] == Approx(kLayers * (saved - forward_casts / 3.35e12)));
+  CHECK(a.backward[0] - b.backward[0] == Approx(kLayers * (saved - input_grad_casts / 3.35e12)));
+  CHECK(b.forward[0] > a.forward[0]);  // at this size the casts cost more than the FLOPs save
+
+  // Full recompute runs the forward (its casts included) again before the backward.
+  const config::LoadResult full = test::load_job(test::kSmallLlama, {"train.precision=fp8", "train.recompute=full"}, 1);
+  const config::LoadResult full_bf16 = test::load_job(test::kSmallLlama, {"train.recompute=full"}, 1);
+  const double recompute_delta = plan::stage_op_costs(full_bf16.spec, h100()).backward[0] -
+                                 plan::stage_op_costs(full.spec, h100()).backward[0];
+  CHECK(recompute_delta == Approx(kLayers * (2 * saved - (forward_casts + input_grad_casts) / 3.35e12)));
+}
+
+TEST_CASE("fp8 pays on a Llama 3 70B layer: its linear layers' GEMMs at twice the rate, the casts a few percent") {
+  const config::LoadResult bf16 = test::load_job(test::kLlama3_70b, {"parallel.pp=8"}, 64);
+  const config::LoadResult fp8 = test::load_job(test::kLlama3_70b, {"parallel.pp=8", "train.precision=fp8"}, 64);
+  const pipeline::OpCosts a = plan::stage_op_costs(bf16.spec, h100());
+  const pipeline::OpCosts b = plan::stage_op_costs(fp8.spec, h100());
+  // 10 layers a stage of 8,192 tokens: attention is ~1/5 of the FLOPs, and stays bf16
+  CHECK(b.forward[1] / a.forward[1] > 0.5);
+  CHECK(b.forward[1] / a.forward[1] < 0.7);
+}
+
+TEST_CASE("fp8 from a profile: its bf16 GEMM time at the FP8 rate, plus the casts from its activation table") {
+  const config::LoadResult fp8 = test::load_job(test::kSmallLlama, {"train.precision=fp8"}, 1);
+  const std::shared_ptr<const plan::MeasuredProfile> profile = plan::builtin_profile(h100());
+  const model::ModelOps ops = model::model_ops(fp8.spec);
+  int linears = 0;
+  for (const model::Op& op : ops.layer) {
+    if (!op.fp8) continue;
+    ++linears;
+    const plan::OpSeconds bf16 = plan::op_seconds(*profile, op, true);
+    const plan::OpSeconds got = plan::fp8_op_seconds(fp8.spec, *profile, op);
+    const plan::Fp8CastBytes casts = plan::fp8_cast_bytes(fp8.spec, op);
+    CHECK(got.forward == Approx(989.0 / 1979 * bf16.forward +
+                                plan::memory_seconds(*profile, "activation/bf16", casts.forward, false)));
+    CHECK(got.weight_grad == Approx(989.0 / 1979 * bf16.weight_grad +
+                                    plan::memory_seconds(*profile, "activation/bf16", casts.weight_grad, false)));
+  }
+  CHECK(linears == 7);  // q, k, v, o, gate, up, down: not the LM head
+  for (const model::Op& op : ops.head) CHECK_FALSE(op.fp8);
+}
