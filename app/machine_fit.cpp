@@ -36,8 +36,8 @@ std::optional<double> host_memory_bytes(const std::string& meminfo) {
 std::string machine_fit_error(const plan::Estimate& est, const RunBackend& backend, int ranks) {
   if (backend.cuda == nullptr) {
     const std::optional<double> host = host_memory_bytes();
-    double most = 0;  // everything a rank keeps is in the host's memory, its offloaded state too
-    for (const plan::RankEstimate& r : est.ranks) most = std::max(most, r.memory.total() + r.memory.host);
+    double most = 0;  // all a rank keeps is in the host's memory, offloaded state and async checkpoint copy too
+    for (const plan::RankEstimate& r : est.ranks) most = std::max(most, r.memory.total() + r.memory.host_total());
     if (!host || most * ranks <= *host) return "";
     return "the " + std::to_string(ranks) + " rank(s) `ptrain run` would start on this machine need " +
            bytes_text(most) + " each (predicted, the most of any rank), " + bytes_text(most * ranks) +

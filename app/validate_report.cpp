@@ -190,8 +190,15 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
     i = j;
   }
   line("           (* = the rank with the most; activations = per in-flight microbatch x peak in-flight)");
-  if (spec.parallel.offload == config::Offload::Optimizer)
-    line("           host (offload: optimizer): " + bytes_text(est.host_memory_bytes) + " per rank, " +
+  const double checkpoint_copy = est.heaviest().memory.checkpoint_copy;
+  if (spec.parallel.offload == config::Offload::Optimizer || checkpoint_copy > 0)
+    line("           host (" +
+         std::string(spec.parallel.offload == config::Offload::Optimizer ? "offload: optimizer" : "") +
+         (spec.parallel.offload == config::Offload::Optimizer && checkpoint_copy > 0 ? "; " : "") +
+         (checkpoint_copy > 0 ? "checkpoint.async: the copy a save writes from, " + bytes_text(checkpoint_copy) +
+                                    " per rank"
+                              : std::string()) +
+         "): " + bytes_text(est.host_memory_bytes) + " per rank, " +
          bytes_text(est.node_host_memory_bytes) + " per node" +
          (spec.cluster.host_memory_gb > 0 ? " of its " + bytes_text(spec.cluster.host_memory_gb * 1e9)
                                           : std::string(" (set cluster.host_memory_gb to check it against the node's RAM)")));
@@ -237,6 +244,7 @@ void write_memory(JsonWriter& w, const plan::MemoryBreakdown& m) {
   w.key("optimizer_bytes").value(m.optimizer).key("activations_bytes").value(m.activations);
   w.key("comm_buffers_bytes").value(m.comm_buffers).key("total_bytes").value(m.total());
   w.key("host_bytes").value(m.host);  // parallel.offload: optimizer (not in total_bytes: the device's)
+  w.key("checkpoint_copy_bytes").value(m.checkpoint_copy);  // checkpoint.async: in the host's memory too
 }
 
 }  // namespace

@@ -149,6 +149,7 @@ constexpr SchemaEntry kCheckpointEntries[] = {
     {"keep", [](ValueReader& r, JobSpec& s) { r.integer(s.checkpoint.keep, 0); }},
     {"resume", [](ValueReader& r, JobSpec& s) { r.choice(s.checkpoint.resume); }},
     {"load_hf", [](ValueReader& r, JobSpec& s) { r.text(s.checkpoint.load_hf, true); }},
+    {"async", [](ValueReader& r, JobSpec& s) { r.boolean(s.checkpoint.async); }},
 };
 constexpr Section kCheckpoint{"checkpoint", kCheckpointEntries};
 

@@ -71,7 +71,8 @@ std::string breakdown(const RankEstimate& r, const MemoryLimit& limit) {
   std::snprintf(inflight, sizeof inflight, "%.2f", r.peak_inflight);
   return "params " + gib(m.params) + ", grads " + gib(m.grads) + ", optimizer " + gib(m.optimizer) + ", activations " +
          gib(m.activations) + " (" + inflight + " microbatches in flight), comm buffers " + gib(m.comm_buffers) +
-         (limit.host && m.host > 0 ? ", offloaded " + gib(m.host) : "");
+         (limit.host && m.host > 0 ? ", offloaded " + gib(m.host) : "") +
+         (limit.host && m.checkpoint_copy > 0 ? ", async checkpoint copy " + gib(m.checkpoint_copy) : "");
 }
 
 config::Diagnostic over_memory(const config::LoadResult& job, const HardwareProfile& hw, const Estimate& est,
@@ -247,18 +248,30 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     est.compute_model += ", FP8 GEMMs at its bf16 times x the datasheet's bf16/FP8 ratio (no FP8 table)";
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
-  // Offloaded optimizer state: a node's ranks share its RAM (cluster.host_memory_gb, when given). On
-  // CPU ranks that RAM is their device, and the memory limit below counts it with the rest.
-  for (const RankEstimate& r : est.ranks) est.host_memory_bytes = std::max(est.host_memory_bytes, r.memory.host);
+  // Offloaded optimizer state and async checkpoints' copies: a node's ranks share its RAM
+  // (cluster.host_memory_gb, when given). On CPU ranks that RAM is their device, and the memory
+  // limit below counts them with the rest.
+  const RankEstimate* most_host = nullptr;
+  for (const RankEstimate& r : est.ranks)
+    if (most_host == nullptr || r.memory.host_total() > most_host->memory.host_total()) most_host = &r;
+  est.host_memory_bytes = most_host == nullptr ? 0.0 : most_host->memory.host_total();
   est.node_host_memory_bytes = node_host_bytes(spec, {0, 0, 0, 0, 0, est.host_memory_bytes});
   const double host_limit = spec.cluster.host_memory_gb * 1e9;
-  if (host_limit > 0 && !hw.device_is_host() && est.node_host_memory_bytes > host_limit)
+  if (host_limit > 0 && !hw.device_is_host() && est.node_host_memory_bytes > host_limit) {
+    const MemoryBreakdown& m = most_host->memory;
+    const std::string host_parts =
+        (m.host > 0 ? "offloaded optimizer state " + gib(m.host) + " (fp32 master weights, m, v and a gradient copy)"
+                    : std::string()) +
+        (m.host > 0 && m.checkpoint_copy > 0 ? ", " : "") +
+        (m.checkpoint_copy > 0 ? "async checkpoint copy " + gib(m.checkpoint_copy) : "");
     est.diags.errors.push_back(job.at(
         "cluster.host_memory_gb",
-        "the offloaded optimizer state of a node's " + std::to_string(std::min(spec.cluster.gpus_per_node, spec.world)) +
-            " ranks, " + gib(est.node_host_memory_bytes) + " (" + gib(est.host_memory_bytes) +
-            " per rank: fp32 master weights, m, v and a gradient copy), exceeds its " + gb(host_limit) + " of RAM",
-        "use a higher parallel.zero (it shards the state over dp*cp), more nodes, or offload: none"));
+        "the host memory of a node's " + std::to_string(std::min(spec.cluster.gpus_per_node, spec.world)) +
+            " ranks, " + gib(est.node_host_memory_bytes) + " (" + gib(est.host_memory_bytes) + " per rank: " + host_parts +
+            "), exceeds its " + gb(host_limit) + " of RAM",
+        "use a higher parallel.zero (it shards the state over dp*cp), more nodes" +
+            std::string(m.host > 0 ? ", offload: none" : "") + (m.checkpoint_copy > 0 ? ", checkpoint.async: false" : "")));
+  }
 
   est.memory_limit = memory_limit(spec, hw);
   const RankEstimate* most = &est.heaviest();  // against the limit (on a host, offloaded state too)

@@ -122,11 +122,25 @@ MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParam
                     comm_buffer_bytes(spec, params, held), states.host};
   // Delayed scaling's amax scales and records: training state beside the optimizer's (a few KB).
   m.optimizer += static_cast<double>(model::fp8_history_device_bytes(spec));
+  m.checkpoint_copy = checkpoint_copy_bytes(spec, params);
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).
   if (spec.parallel.offload == config::Offload::Optimizer && config::bf16_working(spec.train.precision))
     m.host += updated_elements(spec, params) * bytes_per_element(spec.train.precision).param;
   return m;
+}
+
+double checkpoint_copy_bytes(const config::JobSpec& spec, const RankParams& params) {
+  if (!spec.checkpoint.async || spec.checkpoint.dir.empty()) return 0.0;
+  constexpr double kSavedBytesPerElement = 12;  // fp32 weights, m and v
+  const config::ParallelSpec& p = spec.parallel;
+  const double owned = static_cast<double>(params.dense) / (p.dp * p.cp) +
+                       static_cast<double>(params.expert) / std::max(1, p.expert_dp());
+  double histories = 0;
+  if (spec.train.precision == config::Precision::Fp8 && spec.train.fp8.scaling == config::Fp8Scaling::Delayed)
+    histories = 3.0 * model::fp8_linears_per_layer(spec.model) * spec.model.layers * spec.train.fp8.amax_history *
+                sizeof(float);
+  return owned * kSavedBytesPerElement + histories;
 }
 
 double node_host_bytes(const config::JobSpec& spec, const MemoryBreakdown& heaviest) {

@@ -41,7 +41,10 @@ struct MemoryBreakdown {  // bytes on one rank
   double params = 0, grads = 0, optimizer = 0, activations = 0, comm_buffers = 0;
   // parallel.offload: optimizer: in the host's memory, not the device's (not in total()).
   double host = 0;
+  // checkpoint.async: the host copy a save writes from (checkpoint_copy_bytes; not in total()).
+  double checkpoint_copy = 0;
   double total() const { return params + grads + optimizer + activations + comm_buffers; }
+  double host_total() const { return host + checkpoint_copy; }  // what the rank holds in the host's memory
 };
 
 struct ModelStateBytes {
@@ -100,6 +103,11 @@ double comm_buffer_bytes(const config::JobSpec& spec, const RankParams& params,
 
 MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParams& params, int pp_rank,
                             const pipeline::RankBuffers& held);
+
+// checkpoint.async (with checkpoint.dir): the host copy of what the rank saves, kept from one save to
+// the next: its ZeRO chunks of the fp32 (master) weights, m and v, 12 bytes for each element it owns
+// (dense over dp*cp, experts over expert-dp, at every stage), and the FP8 amax histories; else 0.
+double checkpoint_copy_bytes(const config::JobSpec& spec, const RankParams& params);
 
 // Offload: what the host of a node holds, the heaviest rank's host bytes times the node's ranks.
 double node_host_bytes(const config::JobSpec& spec, const MemoryBreakdown& heaviest);

@@ -16,8 +16,9 @@ struct MemoryLimit {
   int ranks = 1;      // the ranks that share it: 1 on a GPU, a node's on a CPU host
   bool host = false;  // the host's memory (CPU ranks), not a device's
 
-  // What one rank holds against the limit: its device's bytes; on the host also what it offloads.
-  double rank_bytes(const MemoryBreakdown& m) const { return m.total() + (host ? m.host : 0); }
+  // What one rank holds against the limit: its device's bytes; on the host also what it offloads
+  // and its async checkpoint's copy.
+  double rank_bytes(const MemoryBreakdown& m) const { return m.total() + (host ? m.host_total() : 0); }
   // What the ranks sharing the limit hold when each holds `m`.
   double shared_bytes(const MemoryBreakdown& m) const { return rank_bytes(m) * ranks; }
   bool fits(const MemoryBreakdown& m) const { return shared_bytes(m) <= bytes; }

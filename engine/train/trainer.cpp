@@ -78,6 +78,7 @@ Trainer::State::State(const config::JobSpec& s, const kernels::Ops& backend, dis
   if (dir_lock)
     for (const std::string& w : dir_lock->warnings()) note("warning: " + w);
   pipeline.set_hooks(&zero);
+  if (!s.checkpoint.dir.empty() && s.checkpoint.async) background = std::make_unique<BackgroundSave>(zero.shard_memory());
   if (s.train.precision == config::Precision::Fp8 && s.train.fp8.scaling == config::Fp8Scaling::Delayed) {
     fp8_history = std::make_unique<model::Fp8History>(backend, s.model.layers, model::fp8_linears_per_layer(s.model),
                                                       s.train.fp8.amax_history);
@@ -102,6 +103,7 @@ Trainer::State::State(const config::JobSpec& s, const kernels::Ops& backend, dis
 
 RunResult Trainer::State::run() {  // the steps, then the trace
   RunResult result = run_steps();
+  settle_save(result.steps_done, "the end of the run");  // the last save, written and committed
   if (log) log->close();
   stop_agreed(result.steps_done);  // a record lost at the last step, or on closing, ends the run alike
   if (trace) {
@@ -208,6 +210,7 @@ RunResult Trainer::State::run_steps() {
       if (const std::exception_ptr unreadable = evaluation->read(batches)) {
         if (log) log->record(m, eta);  // the step is trained: recorded and saved before its data ends the run
         save(m.step);
+        settle_save(m.step, "the end of the run");
         std::rethrow_exception(unreadable);
       }
       m.val_loss = validation_loss(batches);

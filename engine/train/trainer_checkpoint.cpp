@@ -1,5 +1,5 @@
 // Trainer::State's checkpoints: restore (resume, HF import or the seed) and the cross-rank save
-// protocol (every rank writes its shards, rank 0 commits).
+// protocol (every rank writes its shards, in the background with checkpoint.async; rank 0 commits).
 #include <filesystem>
 #include <set>
 #include <stdexcept>
@@ -9,6 +9,7 @@
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/fp8_history_checkpoint.h"
 #include "engine/ckpt/param_checkpoint.h"
+#include "engine/log/log.h"
 #include "engine/train/shard_mirror.h"
 #include "engine/train/trainer_state.h"
 
@@ -84,57 +85,112 @@ ckpt::HfImportResult Trainer::State::import_hf_weights(const std::string& dir) {
 }
 
 // Writes step `step` (steps done) to checkpoint.dir: every rank its shards, rank 0 the manifest;
-// the step counts only once rank 0 has renamed it into place. A failure on any rank (a full disk)
-// fails the save on every rank, exit 1, and leaves the previous checkpoint current: a failed write
-// removes its own file; every rank reports to rank 0 whether its write succeeded, so that rank 0
-// removes the temporary directory only once no rank writes into it any more; then rank 0 tells
-// every rank how the save ended. (A rank that dies instead fails rank 0's gather, and rank 0
-// removes the directory then; whatever a late writer leaves, the next claim of the directory
-// removes.) Only rank 0 removes it: a rank failing after the gather must not delete files rank 0
-// may be committing.
+// the step counts only once rank 0 has renamed it into place. With checkpoint.async the shards are
+// copied to host memory here and written on the background save's thread while training goes on;
+// the rest of the protocol (finish_save) runs once every rank has written its file: at the first
+// stop_agreed that finds none still writing (each step asks), before the next save, or at the end.
+// A failure on any rank (a full disk) fails the save on every rank, exit 1, and leaves the previous
+// checkpoint current: a failed write removes its own file; every rank reports to rank 0 whether its
+// write succeeded, so that rank 0 removes the temporary directory only once no rank writes into it
+// any more; then rank 0 tells every rank how the save ended. (A rank that dies instead fails rank
+// 0's gather, and rank 0 removes the directory then; whatever a late writer leaves, the next claim
+// of the directory removes.) Only rank 0 removes it: a rank failing after the gather must not delete
+// files rank 0 may be committing.
 void Trainer::State::save(std::int64_t step) {
   if (spec.checkpoint.dir.empty() || step == last_saved_step) return;
-  stop_agreed(step);  // throws on every rank once rank 0 has lost a record: nothing saved after it
-  last_saved_step = step;
+  if (background && background->in_flight() && background->step() == step) return;  // being written
+  if (background && background->in_flight())  // at most one save in flight
+    wait_for_background_write("checkpoint step " + std::to_string(step));
+  stop_agreed(step);  // throws on every rank once rank 0 has lost a record: nothing saved after it;
+                      // finishes the save in flight, which every rank has written now
   const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(step), "checkpoint");
   const dist::Group& world = comm.world_group();
+  BackgroundSave::Pending pending;
+  pending.step = step;
+  pending.state = checkpoint_state(step);
   // Absolute: every rank writes where rank 0 made it, whatever its own working directory.
-  std::string tmp_dir =
+  pending.tmp_dir =
       leader ? std::filesystem::absolute(ckpt::begin_checkpoint(spec.checkpoint.dir, step)).string() : std::string();
-  comm.broadcast_string(world, tmp_dir, 0);
-  std::exception_ptr failure;  // this rank's own
-  std::string report;          // to rank 0: what this rank wrote (RankFileInfo JSON), or why nothing
+  comm.broadcast_string(world, pending.tmp_dir, 0);
+  const model::Fp8History* history = leader ? fp8_history.get() : nullptr;
+  if (background) {
+    std::vector<ckpt::TensorShard> tensors;
+    try {
+      tensors = background->copy(params, zero.saved_shards(), history);
+    } catch (const std::exception& e) {  // no memory for the copy: reported as a failed write, when all are
+      pending.failure = std::current_exception();
+      pending.report = failed_report(comm.rank(), e);
+    }
+    return background->start(std::move(pending), comm.rank(), std::move(tensors));
+  }
   try {
     ShardMirror staged(zero.shard_memory(), zero.saved_shards());
     staged.download();
     std::vector<ckpt::TensorShard> shards = ckpt::flat_shard_tensors(params, staged.host());
-    if (fp8_history && leader) shards.push_back(ckpt::fp8_history_shard(*fp8_history));
-    report = ckpt::to_json(ckpt::write_rank_file(tmp_dir, comm.rank(), step, shards)).dump();
+    if (history != nullptr) shards.push_back(ckpt::fp8_history_shard(*history));
+    pending.report = write_rank_report(pending.tmp_dir, comm.rank(), step, shards, pending.failure);
   } catch (const std::exception& e) {
-    failure = std::current_exception();
-    report = kSaveFailed + ("rank " + std::to_string(comm.rank()) + ": " + e.what());
+    pending.failure = std::current_exception();
+    pending.report = failed_report(comm.rank(), e);
   }
+  finish_save(std::move(pending));
+}
+
+// checkpoint.async: waits for this rank's background write, saying how long where it had to wait
+// (`before`: what waits, "checkpoint step 20", "the end of the run").
+void Trainer::State::wait_for_background_write(const std::string& before) {
+  const std::int64_t step = background->step();
+  const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(step) + ": waiting for the write",
+                                "checkpoint");
+  const double waited = background->wait();
+  if (waited >= 0.001)
+    ::ptrain::log::ckpt().info("{} waited {:.3f} s for checkpoint step {} to be written (at most one save in flight)",
+                               before, waited, step);
+}
+
+// Waits for a background save in flight and finishes it on every rank (all call it at the same
+// point: at the end of the run, before an error ends it).
+void Trainer::State::settle_save(std::int64_t steps_done, const std::string& before) {
+  if (!background || !background->in_flight()) return;
+  wait_for_background_write(before);
+  stop_agreed(steps_done);  // no rank is writing now: this finishes the save
+}
+
+// The rest of a save once every rank has written its file (or failed to): rank 0 gathers every
+// rank's report and commits the step, or abandons it; every rank learns how it ended.
+void Trainer::State::finish_save(BackgroundSave::Pending done) {
+  const dist::Group& world = comm.world_group();
+  const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(done.step) + ": commit", "checkpoint");
   std::string outcome;  // from rank 0: empty once the step is committed, else why it is not
   try {
-    const std::vector<std::string> reports = comm.gather_strings(world, report, 0);
-    if (leader) outcome = commit_or_abandon(step, tmp_dir, reports, failure);
+    const std::vector<std::string> reports = comm.gather_strings(world, done.report, 0);
+    if (leader) outcome = commit_or_abandon(done, reports);
   } catch (...) {
-    if (leader) ckpt::abandon_checkpoint(tmp_dir);
+    if (leader) ckpt::abandon_checkpoint(done.tmp_dir);
     throw;
   }
   comm.broadcast_string(world, outcome, 0);
-  if (failure) std::rethrow_exception(failure);
-  if (!outcome.empty()) throw std::runtime_error("checkpoint step " + std::to_string(step) + " not saved: " + outcome);
+  if (done.failure) std::rethrow_exception(done.failure);
+  if (!outcome.empty())
+    throw std::runtime_error("checkpoint step " + std::to_string(done.step) + " not saved: " + outcome);
+  last_saved_step = done.step;
+}
+
+// What the manifest records of the trainer at step `step`: where the data and the schedule go on.
+nlohmann::json Trainer::State::checkpoint_state(std::int64_t step) const {
+  return {{"step", step},
+          {"consumed_samples", train_loader.consumed_samples(step)},
+          {"seed", spec.train.seed},
+          {"lr_step", step}};
 }
 
 // Rank 0: commits the step that every rank's report describes, or abandons it when a rank failed
-// (or the commit does: then `failure` is set); returns "" or why the step was not saved.
-std::string Trainer::State::commit_or_abandon(std::int64_t step, const std::string& tmp_dir, const std::vector<std::string>& reports,
-                              std::exception_ptr& failure) {
+// (or the commit does: then done.failure is set); returns "" or why the step was not saved.
+std::string Trainer::State::commit_or_abandon(BackgroundSave::Pending& done, const std::vector<std::string>& reports) {
   const std::string failed = kSaveFailed;
   for (const std::string& r : reports) {
     if (r.compare(0, failed.size(), failed) != 0) continue;
-    ckpt::abandon_checkpoint(tmp_dir);
+    ckpt::abandon_checkpoint(done.tmp_dir);
     return r.substr(failed.size());
   }
   try {
@@ -150,17 +206,13 @@ std::string Trainer::State::commit_or_abandon(std::int64_t step, const std::stri
       for (const std::string& name : {ckpt::model_tensor_name(info.name), ckpt::exp_avg_tensor_name(info.name),
                                       ckpt::exp_avg_sq_tensor_name(info.name)})
         if (saved.count(name) == 0) throw std::logic_error("no rank wrote " + name + " (an engine defect)");
-    const nlohmann::json state = {{"step", step},
-                                  {"consumed_samples", train_loader.consumed_samples(step)},
-                                  {"seed", spec.train.seed},
-                                  {"lr_step", step}};
-    const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, tmp_dir, step, ckpt::job_meta(spec), state,
-                                                     ranks, spec.checkpoint.keep);
+    const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, done.tmp_dir, done.step, ckpt::job_meta(spec),
+                                                     done.state, ranks, spec.checkpoint.keep);
     note("checkpoint saved: " + path);
     return "";
   } catch (const std::exception& e) {
-    ckpt::abandon_checkpoint(tmp_dir);
-    failure = std::current_exception();
+    ckpt::abandon_checkpoint(done.tmp_dir);
+    done.failure = std::current_exception();
     return std::string("rank 0: ") + e.what();
   }
 }

@@ -24,6 +24,7 @@
 #include "engine/parallel/expert_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "engine/runtime/device_scalars.h"
+#include "engine/train/background_save.h"
 #include "engine/train/evaluation.h"
 #include "engine/train/grad_norm.h"
 #include "engine/train/metrics.h"
@@ -54,6 +55,7 @@ struct Trainer::State {
   model::ParamStore params;
   PipelineStage pipeline;
   parallel::DataParallel zero;
+  std::unique_ptr<BackgroundSave> background;  // checkpoint.async with checkpoint.dir: the save in flight
   GradNorm global_norm;  // of the gradients, and clipping
   std::unique_ptr<data::TokenSource> train_source, valid_source;
   data::BatchLoader train_loader;
@@ -87,11 +89,14 @@ struct Trainer::State {
   // else initialises from the seed; returns the steps already done. Every rank reads what it holds.
   std::int64_t restore();
   ckpt::HfImportResult import_hf_weights(const std::string& dir);
-  // Writes step `step` (steps done) to checkpoint.dir on every rank; rank 0 commits it.
+  // Writes step `step` (steps done) to checkpoint.dir on every rank (in the background with
+  // checkpoint.async); rank 0 commits it.
   void save(std::int64_t step);
-  static constexpr const char* kSaveFailed = "failed: ";  // a save report without a rank file
-  std::string commit_or_abandon(std::int64_t step, const std::string& tmp_dir, const std::vector<std::string>& reports,
-                                std::exception_ptr& failure);
+  void wait_for_background_write(const std::string& before);
+  void settle_save(std::int64_t steps_done, const std::string& before);
+  void finish_save(BackgroundSave::Pending done);
+  nlohmann::json checkpoint_state(std::int64_t step) const;
+  std::string commit_or_abandon(BackgroundSave::Pending& done, const std::vector<std::string>& reports);
 
   // trainer_step.cpp.
   struct StepOutcome {

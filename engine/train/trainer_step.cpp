@@ -68,14 +68,18 @@ double Trainer::State::validation_loss(const Evaluation::Batches& batches) {
 
 // Whether any rank wants to stop once `steps_done` steps are done (all ranks must stop at the
 // same step boundary). Once rank 0 has lost a record (a full disk) every rank throws instead, exit
-// 1: save() and run() ask too, so that no checkpoint is committed after the loss.
+// 1: save() and run() ask too, so that no checkpoint is committed after the loss. In the same
+// reduction every rank says whether it is still writing a background save (checkpoint.async): once
+// none is, every rank finishes it here (rank 0 commits it), at the same point.
 bool Trainer::State::stop_agreed(std::int64_t steps_done) {
   const bool after = options.stop_after_steps > 0 && steps_done - start_step >= options.stop_after_steps;
-  std::int64_t stop = after || (options.stop_requested != nullptr && options.stop_requested->load()) ? 1 : 0;
-  if (log && log->failure()) stop = 2;
-  comm.all_reduce(comm.world_group(), &stop, 1, dist::ReduceOp::Max);
-  if (stop == 2) throw records_lost_error(log.get(), spec.checkpoint.dir, last_saved_step, steps_done);
-  return stop != 0;
+  std::int64_t votes[2] = {after || (options.stop_requested != nullptr && options.stop_requested->load()) ? 1 : 0,
+                           background && background->writing() ? 1 : 0};
+  if (log && log->failure()) votes[0] = 2;
+  comm.all_reduce(comm.world_group(), votes, 2, dist::ReduceOp::Max);
+  if (votes[0] == 2) throw records_lost_error(log.get(), spec.checkpoint.dir, last_saved_step, steps_done);
+  if (background && background->in_flight() && votes[1] == 0) finish_save(background->take());
+  return votes[0] != 0;
 }
 
 }  // namespace ptrain::train

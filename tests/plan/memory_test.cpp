@@ -47,6 +47,31 @@ TEST_CASE("dense params shard over dp*cp, experts over expert-dp = tp*cp*dp/ep")
   CHECK(s.optimizer == 12 * 800 / 8 + 12 * 400 / 4);
 }
 
+TEST_CASE("checkpoint.async: the host copy of a rank's saved chunks, 12 bytes an owned element") {
+  config::JobSpec spec;
+  spec.parallel.tp = 2, spec.parallel.cp = 2, spec.parallel.dp = 4, spec.parallel.ep = 4, spec.parallel.zero = 1;
+  plan::RankParams params;
+  params.dense = 800;
+  params.expert = 400;
+  CHECK(plan::checkpoint_copy_bytes(spec, params) == 0);  // async off
+  spec.checkpoint.async = true;
+  CHECK(plan::checkpoint_copy_bytes(spec, params) == 0);  // no checkpoint.dir: nothing is saved
+  spec.checkpoint.dir = "ckpt";
+  // Whatever the stage, each rank saves its chunks: dense over dp*cp = 8, experts over expert-dp 4.
+  for (const int zero : {0, 1, 3}) {
+    spec.parallel.zero = zero;
+    CHECK(plan::checkpoint_copy_bytes(spec, params) == 12 * 800 / 8 + 12 * 400 / 4);
+  }
+  // Delayed FP8 scaling adds rank 0's copy of the amax histories: layers x linears x 3 x length fp32.
+  spec.train.precision = Precision::Fp8;
+  spec.train.fp8.scaling = config::Fp8Scaling::Delayed;
+  spec.model.layers = 3;
+  CHECK(model::fp8_linears_per_layer(spec.model) > 0);
+  CHECK(plan::checkpoint_copy_bytes(spec, params) ==
+        12 * 800 / 8 + 12 * 400 / 4 +
+            3.0 * model::fp8_linears_per_layer(spec.model) * spec.model.layers * spec.train.fp8.amax_history * 4);
+}
+
 TEST_CASE("activations: each chunk's slots x its microbatch, the shared workspace once, a stage's output") {
   config::LoadResult job = test::load_job(test::kSmallLlama, {"parallel.pp=2"}, 2);
   const config::JobSpec& spec = job.spec;

@@ -31,3 +31,25 @@ TEST_CASE("host staging copies device shards out and back, and passes host shard
   CHECK(device.copies_out == 2);  // params and exp_avg; no exp_avg_sq
   CHECK(device.copies_in == 2);
 }
+
+TEST_CASE("a copy of its own, for a save written while training goes on (checkpoint.async)") {
+  std::vector<float> params(10, 1.0f), moments(10, 2.0f);
+  const model::FlatShard shard{{0, 10}, params.data(), moments.data(), nullptr};
+  for (const bool device : {false, true}) {
+    params[4] = 1.0f;
+    test::PretendDeviceOps pretend;
+    const kernels::Ops& memory = device ? static_cast<const kernels::Ops&>(pretend) : kernels::cpu_ops();
+    train::ShardMirror copy(memory, {shard}, train::ShardMirror::Copy::Always);
+    const model::FlatShard& h = copy.host()[0];
+    REQUIRE(h.params != params.data());  // on the CPU too
+    CHECK(h.exp_avg_sq == nullptr);
+    CHECK(copy.host_bytes() == 2 * 10 * sizeof(float));
+    copy.download();
+    params[4] = 9.0f;  // training goes on: the copy keeps the values of the save
+    CHECK(h.params[4] == 1.0f);
+    CHECK(h.exp_avg[4] == 2.0f);
+    CHECK(copy.mirrors({shard}));
+    CHECK_FALSE(copy.mirrors({{{0, 10}, params.data(), nullptr, nullptr}}));
+    CHECK_FALSE(copy.mirrors({}));
+  }
+}
