@@ -22,6 +22,7 @@
 #include "engine/io/standard_streams.h"
 #include "engine/launch/dist_error.h"
 #include "engine/launch/launcher_os.h"
+#include "engine/launch/repeated_errors.h"
 #include "engine/launch/worker_env.h"
 #include "engine/log/log.h"
 
@@ -189,6 +190,7 @@ class Supervisor {
   std::string host_;
   std::vector<Worker> workers_;
   std::string failure_;  // the first failure, as reported
+  RepeatedErrors repeated_;                         // the other ranks' repeats of the first error, held back
   bool failed_ = false;                             // a worker failed: the launcher returns 1
   bool bad_input_ = false;                          // ... with exit code 2 (bad input): it returns 2
   bool escalated_ = false;                          // the launcher sent SIGKILL on a second stop signal
@@ -367,7 +369,9 @@ void Supervisor::report(const Worker& w, int status) {
     if (o.alive && process_stopped(o.pid))
       text += "rank " + std::to_string(o.rank) + " (pid " + std::to_string(o.pid) +
               ") is stopped (SIGSTOP, SIGTSTP or a debugger): the others' collectives waited for it\n";
-  text += "last output of rank " + std::to_string(w.rank) + ":" + (w.tail.empty() ? " (none)\n" : "\n");
+  text += "last output of rank " + std::to_string(w.rank) +
+          (w.first_error.empty() ? "" : " besides its error above") + ":" +
+          (w.tail.empty() ? " (none)\n" : "\n");
   for (const std::string& line : w.tail) text += "  " + line + "\n";
   // A rank that left before the failure, exit 0 or not, is often its cause: the others wait for it.
   for (const Worker& o : workers_)
@@ -385,10 +389,13 @@ void Supervisor::report(const Worker& w, int status) {
 }
 
 void Supervisor::emit(Worker& w, const OutputStream& s, const std::string& line) {
-  output_.write(s.target, line + "\n");  // its log lines say which rank it is
+  const bool error = s.target == 2 && is_error_line(line);
+  if (!error || repeated_.show(w.rank, line))
+    output_.write(s.target, line + "\n");  // its log lines say which rank it is
   if (const std::size_t at = line.find(" error: "); w.first_error.empty() && at != std::string::npos)
     w.first_error = line.substr(at + 8);
-  if (options_.tail_lines <= 0) return;
+  // An error record was shown as it came (or held back as a repeat): not again in the report.
+  if (options_.tail_lines <= 0 || error) return;
   w.tail.push_back(line);
   while (w.tail.size() > static_cast<std::size_t>(options_.tail_lines)) w.tail.pop_front();
 }
@@ -486,6 +493,7 @@ int Supervisor::run() {
     flush_and_close(w, w.out);
     flush_and_close(w, w.err);
   }
+  if (const std::string repeats = repeated_.summary(); !repeats.empty()) log::launch().warn(repeats);
   if (bad_input_ && !escalated_) return 2;
   return failed_ || escalated_ ? 1 : 0;
 }

@@ -310,6 +310,32 @@ TEST_CASE("a failing worker is reported with its last lines and the others are t
   }
 }
 
+TEST_CASE("an error every rank says is shown once, the other ranks named once") {
+  // Four ranks meeting the same bad input each logged it, and the report repeated it: five times.
+  // (Each waits for all four to have started, and ignores SIGTERM: each says it whichever fails first.)
+  ScratchDir dir;
+  const std::string d = dir.str();
+  const std::string said = "data error: data: val.bin: expected at least one file matching this pattern";
+  const Launch run = run_launcher(
+      dir, shell_workers(4, "trap '' TERM; echo up > " + d + "/up.$RANK; " +
+                                await_files({d + "/up.0", d + "/up.1", d + "/up.2", d + "/up.3"}) +
+                                "echo \"2026-12-07T04:00:00.000Z [rank $RANK/4 h local $RANK] " + said +
+                                "\" >&2; exit 2"));
+  INFO(run.out << run.err);
+  CHECK(run.exit_code() == 2);
+  std::size_t shown = 0;
+  for (std::size_t at = run.err.find(said); at != std::string::npos; at = run.err.find(said, at + 1)) ++shown;
+  CHECK(shown == 1);
+  const std::size_t at = run.err.find(said);
+  REQUIRE(at != std::string::npos);
+  const char first = run.err[run.err.rfind("[rank ", at) + 6];  // the rank whose line was shown
+  const std::map<char, std::string> others = {{'0', "1-3"}, {'1', "0, 2-3"}, {'2', "0-1, 3"}, {'3', "0-2"}};
+  REQUIRE(others.count(first) == 1);
+  CHECK_THAT(run.err, Catch::Contains(std::string("rank ") + first + "'s error above was repeated by ranks " +
+                                      others.at(first) + " (the same error"));
+  CHECK_THAT(run.err, Catch::Contains("besides its error above: (none)"));
+}
+
 TEST_CASE("a failure report names the ranks that had already exited 0") {
   // A rank that left mid-run with exit 0 went unmentioned; the report blamed the rank left waiting.
   ScratchDir dir;
