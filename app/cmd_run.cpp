@@ -25,6 +25,7 @@
 #include "app/core_sharing.h"
 #include "app/exit_codes.h"
 #include "app/flag_checks.h"
+#include "app/job_identity.h"
 #include "app/job_loading.h"
 #include "app/machine_fit.h"
 #include "app/run_backend.h"
@@ -37,7 +38,6 @@
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/comm/session.h"
 #include "engine/data/data_error.h"
-#include "engine/io/input_file.h"
 #include "engine/launch/dist_error.h"
 #include "engine/launch/launcher.h"
 #include "engine/launch/worker_env.h"
@@ -163,14 +163,6 @@ bool parse_fault(train::TrainerOptions& options) {
   return true;
 }
 
-// What every rank of one job starts from, for the rendezvous to tell its job's store from another
-// job's (it adds the world size): the job file as read and the --set overrides.
-std::string job_identity(const RunArgs& args) {
-  std::string text = io::read_input_file(args.job.job_path);
-  for (const std::string& o : args.job.overrides) text += "\n# --set " + o;
-  return dist::text_digest(text);
-}
-
 // A rank's exit code for `code`: under srun or mpirun (ptrain does not own the processes) a runtime
 // failure with restarts left asks the requeue script for one (run_restarts.h); under ptrain's own
 // launcher, which restarts by itself, the code as it is.
@@ -261,7 +253,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
       {
         const StopDuringRendezvous stop(env->rank == 0);
         try {
-          session = dist::rendezvous(*env, job_identity(args), timeout, nccl_offer(*ops),
+          session = dist::rendezvous(*env, job_identity(args.job, spec), timeout, nccl_offer(*ops),
                                      failure_exit_code(*env, kExitRuntimeFailure, args.max_restarts));
         } catch (const dist::DistError&) {
           stop.on_failure();

@@ -619,6 +619,27 @@ class SharedStorePort(LauncherCase):
         for step, (got, want) in enumerate(zip(losses, ref), start=1):
             self.assertLessEqual(abs(got - want), RTOL * abs(want), f"step {step}: {losses} vs {ref}")
 
+    def test_ranks_given_their_own_records_paths_are_one_job(self):
+        # torchrun-style ranks, each given its own --set logging.metrics, were refused as "another job":
+        # the identity counted overrides that change only what rank 0 writes, not the training.
+        port = free_port()
+        own = tempfile.mkdtemp(prefix="ptrain-launch-rank1-")
+        self.addCleanup(shutil.rmtree, own, True)
+        rank0 = self.start(0, port, "job-m")
+        rank1 = self.start(1, port, "job-m", "--set", f"logging.metrics={own}/metrics.jsonl", "--set", "logging.every=3",
+                           "--set", f"logging.tensorboard={own}/tb")
+        results = [wait_for(p, f"rank {r}", timeout=120) for r, p in enumerate((rank0, rank1))]
+        self.assertEqual([r.returncode for r in results], [0, 0], results[0].stderr + results[1].stderr)
+        self.assertEqual(len(metrics(self.dir)), STEPS)  # rank 0's records, where its job says
+        self.assertTrue(os.path.exists(os.path.join(own, "logs", "rank_1.log")))  # rank 1's log beside its path
+        # a trace on one rank only is another job (every rank records its spans and joins in writing it)
+        port = free_port()
+        rank0 = self.start(0, port, "job-t", "--set", f"logging.metrics={own}/m2.jsonl")
+        rank1 = self.start(1, port, "job-t", "--set", f"logging.trace={own}/trace.json")
+        r1 = wait_for(rank1, "rank 1 with a trace", timeout=45)
+        self.assertEqual(r1.returncode, 2, r1.stderr)
+        self.assertIn("another job", r1.stderr)
+
     def test_a_stop_while_waiting_for_the_other_ranks_ends_the_rank_at_once(self):
         # The rendezvous waits ignored SIGINT/SIGTERM until comm.timeout_s (here 60 s; 600 by default),
         # then exited 1. Nothing is saved before the first step: a stop ends a waiting rank, exit 0.
