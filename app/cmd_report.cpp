@@ -22,6 +22,7 @@
 #include "app/report_charts.h"
 #include "app/report_metrics.h"
 #include "app/report_segments.h"
+#include "app/report_stragglers.h"
 #include "app/report_timeline.h"
 #include "engine/io/input_file.h"
 #include "engine/pipeline/render.h"
@@ -190,6 +191,7 @@ int run_report(const ReportArgs& args) {
                        series(*metrics, "device_memory_peak_bytes", "device peak", "#d62728", 1.0 / 1073741824.0)},
                       predicted_memory, "validate", boundaries});
   page << "</div>\n";
+  page << stragglers_section(*metrics, *jobs, boundaries);
 
   // The trace is drawn beside the segment whose job wrote it (the last of them): a trace a run left
   // in another layout, or another job's, is no picture of these steps. One that names no job (older

@@ -140,26 +140,41 @@ class StopDuringRendezvous {
   std::jthread watcher_;  // stopped and joined when the rendezvous is over
 };
 
-// PTRAIN_DEBUG_FAULT="<rank>:<step>:<kill|exit|stall>[:<attempts>]": a debug setting for fault tests.
+// PTRAIN_DEBUG_FAULT="<rank>:<step>:<kill|exit|stall|slow=<ms>>[:<attempts>]": a debug setting for
+// fault tests (slow: from that step on the rank computes <ms> longer in every step, a straggler).
 // The fault strikes in the first `attempts` attempts of a job that restarts (run_restarts.h; 1 when
 // not given), so that a restarted job does not meet it again forever.
 bool parse_fault(train::TrainerOptions& options) {
   const char* text = std::getenv("PTRAIN_DEBUG_FAULT");
   if (text == nullptr || *text == '\0') return true;
-  int rank = -1;
+  int rank = -1, consumed = 0;
   long long step = 0;
-  int attempts = 1;
+  long slow_ms = 0, attempts = 1;
   char action[16] = {};
-  const int fields = std::sscanf(text, "%d:%lld:%15[a-z]:%d", &rank, &step, action, &attempts);
-  if (fields < 3 || rank < 0 || step < 1 || attempts < 1 ||
-      (std::strcmp(action, "kill") != 0 && std::strcmp(action, "exit") != 0 && std::strcmp(action, "stall") != 0)) {
-    log::train().error("PTRAIN_DEBUG_FAULT='{}': expected <rank>:<step>:<kill|exit|stall>[:<attempts>]", text);
+  const bool parsed = std::sscanf(text, "%d:%lld:%15[a-z]%n", &rank, &step, action, &consumed) == 3;
+  const char* rest = parsed ? text + consumed : text;
+  char* end = nullptr;
+  if (parsed && std::strcmp(action, "slow") == 0 && *rest == '=') {
+    slow_ms = std::strtol(rest + 1, &end, 10);
+    rest = slow_ms >= 1 && slow_ms <= 600000 ? end : text;
+  }
+  if (parsed && *rest == ':') {
+    attempts = std::strtol(rest + 1, &end, 10);
+    rest = end;
+  }
+  const bool known = std::strcmp(action, "kill") == 0 || std::strcmp(action, "exit") == 0 ||
+                     std::strcmp(action, "stall") == 0 || (std::strcmp(action, "slow") == 0 && slow_ms > 0);
+  if (!parsed || *rest != '\0' || rank < 0 || step < 1 || attempts < 1 || attempts > 1000000 || !known) {
+    log::train().error(
+        "PTRAIN_DEBUG_FAULT='{}': expected <rank>:<step>:<kill|exit|stall|slow=<ms>>[:<attempts>] (ms 1-600000)",
+        text);
     return false;
   }
   if (restart_attempt() >= attempts) return true;  // a restart past the faulty attempts
   options.fault_rank = rank;
   options.fault_step = step;
   options.fault_action = action;
+  options.fault_slow_ms = static_cast<int>(slow_ms);
   return true;
 }
 
@@ -415,8 +430,9 @@ void add_run_command(CLI::App& cli, int& exit_code) {
       "store, comm, train, ckpt, data, plan, kernels; unset: rank 0's info and the other ranks' warnings on\n"
       "stderr, every rank's info in logs/rank_<R>.log beside logging.metrics),\n"
       "PTRAIN_RESTART_ATTEMPT (which start of a restarted job this is; set by the local launcher, else\n"
-      "SLURM_RESTART_COUNT), PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall>[:<attempts>] (fault injection\n"
-      "for tests, in the first <attempts> attempts, 1 by default).");
+      "SLURM_RESTART_COUNT), PTRAIN_DEBUG_FAULT=<rank>:<step>:<kill|exit|stall|slow=<ms>>[:<attempts>] (fault\n"
+      "injection for tests, in the first <attempts> attempts, 1 by default; slow: that rank computes <ms> longer\n"
+      "in every step from <step> on).");
   add_job_args(*cmd, args->job);
   cmd->add_option("--nproc", args->nproc, "Number of ranks (default: cluster.nodes * gpus_per_node)")
       ->check(whole_number_in(1, 1 << 20));

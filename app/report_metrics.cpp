@@ -38,6 +38,7 @@ std::string row_problem(const nlohmann::json& row) {
   if (const auto idle = row.find("pipeline_idle"); idle != row.end() && idle->is_number() &&
                                                     !(idle->get<double>() >= 0 && idle->get<double>() <= 1))
     return "\"pipeline_idle\" must be a fraction in [0, 1]";
+  if (std::string problem = slowest_rank_problem(row); !problem.empty()) return problem;
   if (const auto segment = row.find("segment"); segment != row.end()) {
     if (!segment->is_object()) return "\"segment\" must be an object (the record of a run's start)";
     if (const auto n = segment->find("number"); n != segment->end() && !n->is_number_integer())
@@ -141,6 +142,7 @@ std::optional<RunMetrics> read_run_metrics(const std::string& path) {
         if (const auto n = record->find("number"); n != record->end()) segment.number = n->get<std::int64_t>();
       }
       segment.last_step = metrics.last_step;
+      segment.stragglers.add(metrics.last_step, row);
       for (const train::StepScalar& f : train::step_scalars()) {
         const auto v = row.find(f.key);
         if (v == row.end() || !v->is_number()) continue;

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/report_stragglers.h"
+
 namespace ptrain::app {
 
 // A stretch of the run that one `ptrain run` trained (train/run_records.h): from the row that
@@ -25,6 +27,7 @@ struct RunSegment {
   // The "segment" object of its first row; none for rows written before runs recorded segments.
   std::optional<nlohmann::json> record;
   std::map<std::string, double> medians;  // as RunMetrics::medians, over this segment's rows
+  StragglerTally stragglers;              // its rows' slowest ranks
 };
 
 struct RunMetrics {

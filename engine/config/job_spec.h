@@ -178,6 +178,10 @@ struct LoggingSpec {
   std::string metrics;  // nullable; JSONL path; empty = none
   std::string trace;    // nullable; Chrome trace path; empty = none
   std::string tensorboard;  // nullable; TensorBoard event-file directory; empty = none
+  // A rank whose compute stays above straggler_ratio x the median rank's for straggler_steps steps
+  // in a row is warned of (train/stragglers.h).
+  double straggler_ratio = 1.2;
+  std::int64_t straggler_steps = 5;
 };
 
 struct CommSpec {

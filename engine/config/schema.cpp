@@ -168,6 +168,9 @@ constexpr SchemaEntry kLoggingEntries[] = {
     {"metrics", [](ValueReader& r, JobSpec& s) { r.text(s.logging.metrics, true); }},
     {"trace", [](ValueReader& r, JobSpec& s) { r.text(s.logging.trace, true); }},
     {"tensorboard", [](ValueReader& r, JobSpec& s) { r.text(s.logging.tensorboard, true); }},
+    {"straggler_ratio",
+     [](ValueReader& r, JobSpec& s) { r.number(s.logging.straggler_ratio, NumberRange{{1, false}, std::nullopt}); }},
+    {"straggler_steps", [](ValueReader& r, JobSpec& s) { r.integer(s.logging.straggler_steps, 1); }},
 };
 constexpr Section kLogging{"logging", kLoggingEntries};
 

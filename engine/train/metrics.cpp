@@ -70,6 +70,14 @@ const std::vector<StepScalar>& step_scalars() {
       {"pipeline_idle", "pipeline/idle", [](const StepMetrics& m) -> V { return m.pipeline_idle; }},
       {"optimizer_s", "time/optimizer_s", [](const StepMetrics& m) -> V { return m.optimizer_seconds; }},
       {"compute_s", "time/compute_s", [](const StepMetrics& m) -> V { return m.compute_seconds; }},
+      {"slowest_rank", "stragglers/slowest_rank",
+       [](const StepMetrics& m) -> V { return m.slowest_rank ? V(m.slowest_rank->rank) : std::nullopt; }},
+      {"slowest_rank_s", "stragglers/slowest_rank_s",
+       [](const StepMetrics& m) -> V { return m.slowest_rank ? V(m.slowest_rank->seconds) : std::nullopt; }},
+      {"median_rank_s", "stragglers/median_rank_s",
+       [](const StepMetrics& m) -> V { return m.slowest_rank ? V(m.slowest_rank->median_seconds) : std::nullopt; }},
+      {"slowest_rank_ratio", "stragglers/slowest_rank_ratio",
+       [](const StepMetrics& m) -> V { return m.slowest_rank ? V(m.slowest_rank->ratio()) : std::nullopt; }},
   };
   return scalars;
 }

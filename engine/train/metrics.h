@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/train/stragglers.h"
+
 namespace ptrain::train {
 
 // A value per parallelism axis in a step, the most over the ranks: the bytes a rank sent over each
@@ -51,6 +53,9 @@ struct StepMetrics {
   // The forward and backward outside any collective, on the rank with the most of it (its
   // pipeline phase less the seconds inside its own calls).
   double compute_seconds = 0;
+  // The rank whose compute was the largest multiple of the median of its pipeline stage's ranks
+  // (train/stragglers.h); one rank: itself, ratio 1.
+  std::optional<SlowestRank> slowest_rank;
 };
 
 // The step's metrics by name, the one list that the metrics JSONL, TensorBoard and `report` read:

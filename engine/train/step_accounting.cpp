@@ -1,8 +1,10 @@
 #include "engine/train/step_accounting.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "engine/train/axis_accounting.h"
+#include "engine/train/stragglers.h"
 
 namespace ptrain::train {
 namespace {
@@ -46,6 +48,7 @@ StepCosts StepAccounting::costs(StepPhase& phase, bool messages_wait_on_host) {
     // compute stream also waits on messages (NCCL) the host's clock does not see, so the device's
     // span less the host's seconds in calls would count those waits as compute.
     out.compute_seconds = phase.on_device_.seconds().value_or(phase.pipeline_seconds_);
+    out.slowest_rank = {0, out.compute_seconds, out.compute_seconds};
     return out;
   }
   // The most over the ranks: pipeline idle, each axis's bytes and seconds.
@@ -80,6 +83,19 @@ StepCosts StepAccounting::costs(StepPhase& phase, bool messages_wait_on_host) {
   out.comm_bytes = PerAxis{most[1], most[2], most[3], most[4], most[5]};
   out.comm_seconds = PerAxis{most[6], most[7], most[8], most[9], most[10]};
   out.compute_seconds = most[11];
+  // Each rank's compute and pipeline stage: the slowest rank against its stage's median.
+  const auto world = static_cast<std::size_t>(comm_.world()), me = static_cast<std::size_t>(comm_.world_group().index);
+  std::vector<double> all(2 * world);
+  all[2 * me] = std::max(0.0, computed);
+  all[2 * me + 1] = groups_.pp != nullptr ? static_cast<double>(groups_.pp->index) : 0.0;
+  comm_.all_gather(comm_.world_group(), all.data(), 2, dist::ElemType::F64);
+  std::vector<double> compute(world);
+  std::vector<int> stage(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    compute[r] = all[2 * r];
+    stage[r] = static_cast<int>(all[2 * r + 1]);
+  }
+  out.slowest_rank = slowest_rank(compute, stage);
   return out;
 }
 

@@ -23,6 +23,8 @@ struct StepCosts {
                                         // NCCL the compute stream's waits on them), alike
   double compute_seconds = 0;           // the busiest rank's pipeline phase outside its calls (on
                                         // CUDA the device's time less its waits, not the host's issuing)
+  SlowestRank slowest_rank;             // the same compute of each rank, the slowest against its
+                                        // stage's median (one rank: itself)
 };
 
 // One step's pipeline phase: the schedule's forward and backward, then the gradients' last

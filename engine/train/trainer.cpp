@@ -200,6 +200,7 @@ RunResult Trainer::State::run_steps() {
     m.comm_seconds = outcome.costs.comm_seconds;
     m.optimizer_seconds = outcome.optimizer_seconds;
     m.compute_seconds = outcome.costs.compute_seconds;
+    m.slowest_rank = outcome.costs.slowest_rank;
     if (const auto in_use = ops.device_bytes_in_use()) {
       device_peak = std::max(device_peak, static_cast<double>(*in_use));
       m.device_memory_peak_bytes = device_peak;
@@ -219,6 +220,8 @@ RunResult Trainer::State::run_steps() {
     record.add(m);
     result.steps_done = m.step;
     result.final_loss = loss;
+    if (const auto straggler = log ? stragglers.observe(m.step, outcome.costs.slowest_rank) : std::nullopt)
+      ::ptrain::log::train().warn(*straggler);
     if (spec.checkpoint.every > 0 && m.step % spec.checkpoint.every == 0 && m.step != spec.train.steps)
       save(m.step);
     if (outcome.stop && m.step != spec.train.steps) {

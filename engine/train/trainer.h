@@ -39,10 +39,12 @@ struct TrainerOptions {
   const std::atomic<bool>* stop_requested = nullptr;  // polled once per step
   std::int64_t stop_after_steps = 0;  // > 0: stop (checkpointing) after this many steps of this run
   // Debug fault injection (PTRAIN_DEBUG_FAULT): before step fault_step (1-based) rank fault_rank
-  // runs fault_action: "kill" (SIGKILL itself), "exit" (exit code 3), "stall" (sleeps forever).
+  // runs fault_action: "kill" (SIGKILL itself), "exit" (exit code 3), "stall" (sleeps forever), or
+  // from that step on "slow" (sleeps fault_slow_ms inside each step's compute).
   int fault_rank = -1;
   std::int64_t fault_step = 0;
   std::string fault_action;
+  int fault_slow_ms = 0;
   // Start-up before the trainer (job, backend, rendezvous); it adds its own parts and the first
   // step's, and rank 0 prints them after that step.
   StartupTimes startup;

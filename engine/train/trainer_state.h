@@ -30,6 +30,7 @@
 #include "engine/train/metrics.h"
 #include "engine/train/pipeline_stage.h"
 #include "engine/train/step_accounting.h"
+#include "engine/train/stragglers.h"
 #include "engine/train/trainer.h"
 #include "engine/zero/data_parallel.h"
 
@@ -68,6 +69,7 @@ struct Trainer::State {
   std::int64_t start_step = 0;
   std::int64_t last_saved_step = -1;
   StepAccounting accounting;  // what the previous step's report counted
+  StragglerWatch stragglers{spec.logging.straggler_ratio, spec.logging.straggler_steps};  // rank 0 warns
   std::unique_ptr<dist::Trace> trace;  // logging.trace: what this rank ran, when
 
   State(const config::JobSpec& s, const kernels::Ops& backend, dist::Comm& c, TrainerOptions opts);

@@ -3,6 +3,7 @@
 // agrees on.
 #include <cmath>
 
+#include "engine/train/fault_injection.h"
 #include "engine/train/trainer_state.h"
 
 namespace ptrain::train {
@@ -10,6 +11,7 @@ namespace ptrain::train {
 Trainer::State::StepOutcome Trainer::State::train_step(std::int64_t step, double lr) {
   zero.begin_step(train_loader.microbatches());
   StepPhase phase(ops, comm, groups);  // clocks, device markers and call counters from here
+  slow_down(options, comm.rank(), step + 1);  // PTRAIN_DEBUG_FAULT's straggler: inside the measured compute
   phase.pipeline_ended(pipeline.train(
       [&](int mb, std::int32_t* tokens, std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
       static_cast<float>(1.0 / tokens_per_step()), loss_sums, zero));
