@@ -3,6 +3,7 @@
 // ready job file: the user's YAML with the layout and cluster keys set.
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "app/job_loading.h"
 #include "app/json_writer.h"
 #include "app/output_file.h"
+#include "app/plan_progress.h"
 #include "app/plan_verify.h"
 #include "engine/config/yaml_edit.h"
 #include "engine/io/input_file.h"
@@ -258,7 +260,9 @@ int run_plan(const PlanArgs& args) {
     return bad_job(checked.diags);
 
   job.spec.world = args.gpus;
-  const plan::SearchResult result = plan::search_layouts(job, *hw, args.top);
+  PlanProgress progress;  // on stderr, where a search takes more than a second
+  const plan::SearchResult result = plan::search_layouts(job, *hw, args.top, std::ref(progress));
+  progress.finish(result);
   const bool experts = job.spec.model.arch == config::Arch::Mixtral;
   if (result.best.empty())
     return no_layout(result, path, *hw, args.gpus, experts, plan::memory_limit(job.spec, *hw));

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "app/command_usage.h"
 #include "app/commands.h"
 #include "app/exit_codes.h"
 #include "engine/io/standard_streams.h"
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0; anything else is a bad flag: exit 2.
+    // Without a command (bare, misspelt): the commands, and the nearest to a misspelt one.
+    if (e.get_exit_code() != 0 && cli.get_subcommands().empty())
+      return ptrain::app::report_no_command(cli, e, argc, argv);
     const int printed = cli.exit(e);
     return printed == 0 ? ptrain::app::kExitOk : ptrain::app::kExitBadInput;
   } catch (const std::exception& e) {

@@ -9,6 +9,8 @@
 #include "engine/ckpt/checkpoint.h"
 #include "engine/ckpt/checkpoint_error.h"
 #include "engine/ckpt/hf.h"
+#include "engine/data/data_error.h"
+#include "engine/data/datasets.h"
 #include "engine/train/run_records.h"
 
 namespace ptrain::app {
@@ -32,6 +34,21 @@ std::int64_t resume_step(const config::JobSpec& spec) {
 std::vector<config::Diagnostic> run_input_errors(const config::LoadResult& job, bool records) {
   const config::JobSpec& spec = job.spec;
   std::vector<config::Diagnostic> out;
+  // The data, opened as the trainer opens it (the files found, their headers checked), so that a
+  // missing or malformed file is refused at its own key, once, before a rank starts.
+  const std::string data_fix =
+      "check the path (relative paths start from the working directory, not from the job file) and that "
+      "the data was prepared";
+  try {
+    data::open_train_source(spec);
+  } catch (const data::DataError& e) {
+    out.push_back(job.at("data.train", e.what(), data_fix));
+  }
+  try {
+    data::open_valid_source(spec);
+  } catch (const data::DataError& e) {
+    out.push_back(job.at("data.valid", e.what(), data_fix));
+  }
   if (!spec.checkpoint.load_hf.empty()) {
     try {
       ckpt::check_hf(spec.checkpoint.load_hf, spec.model);

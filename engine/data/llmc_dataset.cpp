@@ -8,6 +8,7 @@
 
 #include "engine/data/byte_io.h"
 #include "engine/data/data_error.h"
+#include "engine/io/input_file.h"
 
 namespace ptrain::data {
 
@@ -24,9 +25,9 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
   ::globfree(&matches);
   if (rc == GLOB_NOSPACE) throw DataError(pattern, DataError::kNoOffset, "out of memory expanding the glob");
   if (paths.empty()) {
-    throw DataError(pattern, DataError::kNoOffset,
-                    "expected at least one file matching this pattern, found none "
-                    "(check data.train / data.valid and that the data was prepared)");
+    throw DataError(
+        pattern, DataError::kNoOffset,
+        "expected at least one file matching this pattern, found none" + io::relative_path_note(pattern));
   }
   std::sort(paths.begin(), paths.end());
   return paths;

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "engine/io/file_kind.h"
@@ -14,7 +16,8 @@ namespace ptrain::io {
 namespace {
 
 FileError errno_error(const std::string& path, const std::string& action, int err) {
-  return FileError(path, action + ": " + std::strerror(err), err);
+  return FileError(path, action + ": " + std::strerror(err) + (err == ENOENT ? relative_path_note(path) : ""),
+                   err);
 }
 
 }  // namespace
@@ -63,6 +66,16 @@ std::string InputFile::read_all() const {
 
 std::string read_input_file(const std::string& path) {
   return InputFile(path).read_all();
+}
+
+std::string relative_path_note(const std::string& path) {
+  const std::filesystem::path p(path);
+  if (path.empty() || p.is_absolute()) return "";
+  std::error_code ec;
+  const std::filesystem::path cwd = std::filesystem::current_path(ec);
+  if (ec) return " (relative to the working directory, which cannot be read: " + ec.message() + ")";
+  return " (relative to the working directory " + cwd.string() + ": " +
+         (cwd / p).lexically_normal().string() + ")";
 }
 
 }  // namespace ptrain::io

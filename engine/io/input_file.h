@@ -55,4 +55,9 @@ class InputFile {
 // InputFile(path).read_all().
 std::string read_input_file(const std::string& path);
 
+// For a message that `path` was not found: where a relative path was looked for, as
+// " (relative to the working directory /home/me: /home/me/data/val.bin)"; empty for an absolute
+// path. A job's relative paths start from where the command runs, not from the job file.
+std::string relative_path_note(const std::string& path);
+
 }  // namespace ptrain::io

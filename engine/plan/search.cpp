@@ -175,6 +175,17 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
   return fits;
 }
 
+SearchProgress progress_of(const SearchResult& result, const std::vector<Candidate>& candidates,
+                           bool ranking) {
+  return {result.layouts,
+          result.fitting,
+          result.over_memory,
+          result.invalid,
+          ranking,
+          result.estimated,
+          static_cast<int>(candidates.size())};
+}
+
 }  // namespace
 
 config::JobSpec with_layout(config::JobSpec spec, const Layout& layout) {
@@ -222,7 +233,8 @@ std::vector<std::string> layout_assignments(const Layout& layout, bool experts) 
   return keys;
 }
 
-SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile& hw, int top) {
+SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile& hw, int top,
+                            const SearchProgressCallback& progress) {
   const config::JobSpec& base = job.spec;
   const int world = base.world;
   const int layers = base.model.layers;
@@ -261,6 +273,7 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
                 if (!derived.ok()) {
                   ++result.invalid;
                   if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
+                  if (progress) progress(progress_of(result, candidates, false));
                   continue;
                 }
                 auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
@@ -282,6 +295,7 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
                 };
                 const bool fits = add_fitting(derived.spec, layout, model->second, runs, hw, result, candidates);
                 ++(fits ? result.fitting : result.over_memory);
+                if (progress) progress(progress_of(result, candidates, false));
               }
             }
           }
@@ -300,6 +314,7 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
     if (!derived.ok()) throw std::logic_error("plan: a candidate breaks a rule: " + derived.diags.errors.front().format());
     Estimate est = estimate(derived, hw);
     ++result.estimated;
+    if (progress) progress(progress_of(result, candidates, true));
     if (!est.diags.ok()) continue;
     est.groups.clear();  // every rank's groups, world-sized lists, are validate's to print, not the ranking's
     RankedLayout ranked{candidate.layout, std::move(derived), std::move(est), candidate.bound};

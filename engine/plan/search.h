@@ -26,6 +26,7 @@
 // every layout.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,8 +80,21 @@ struct SearchResult {
   std::optional<config::Diagnostic> first_rule_broken;
 };
 
+// Where a search stands, for a caller that shows the progress of a long one (plan on many GPUs
+// takes seconds): SearchResult's counts so far, and the candidates once the ranking has begun.
+// This room counts; the caller decides whether, when and where to say so (it does no I/O).
+struct SearchProgress {
+  int layouts = 0, fitting = 0, over_memory = 0, invalid = 0;
+  bool ranking = false;  // every layout looked at; estimating the fitting ones in full
+  int estimated = 0;     // of `candidates`, estimated in full so far
+  int candidates = 0;    // the fitting layouts, each ZeRO stage counted (the ranking stops early)
+};
+using SearchProgressCallback = std::function<void(const SearchProgress&)>;
+
 // `job`: read with LoadOptions::derive = false and no errors, with spec.world set to the number
-// of GPUs; its own layout keys are ignored. `top` >= 1.
-SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile& hw, int top);
+// of GPUs; its own layout keys are ignored. `top` >= 1. `progress`, if given, is called after each
+// layout looked at and after each full estimate.
+SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile& hw, int top,
+                            const SearchProgressCallback& progress = {});
 
 }  // namespace ptrain::plan

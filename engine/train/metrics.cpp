@@ -185,13 +185,13 @@ void MetricsLog::write_records(const StepMetrics& m) {
   segment_.reset();  // carried by this row
 }
 
-void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
+void MetricsLog::record(const StepMetrics& m, double eta_seconds, bool last) {
   try {
     if (!failure_) write_records(m);  // after a lost record, none: the files end before it
   } catch (const RecordWriteError& e) {
     failure_ = e.what();
   }
-  const bool due = m.step % log_every_ == 0 || m.step == total_steps_ || m.val_loss.has_value();
+  const bool due = m.step % log_every_ == 0 || last || m.val_loss.has_value();
   if (due) {
     // An output, not a log (engine/log): on stdout, built whole and written at once, so that no
     // other thread's line lands inside it.
@@ -200,7 +200,7 @@ void MetricsLog::record(const StepMetrics& m, double eta_seconds) {
     std::fflush(stdout);
     bar_visible_ = false;
   }
-  if (tty_) draw_progress(m.step, eta_seconds);
+  if (tty_ && !last) draw_progress(m.step, eta_seconds);
 }
 
 void MetricsLog::note(const std::string& line) { log::train().info(line); }
@@ -212,8 +212,7 @@ void MetricsLog::draw_progress(std::int64_t step, double eta_seconds) {
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '-');
   std::printf("\r[%s] %5.1f%% ETA %s", bar.c_str(), 100.0 * done, duration_text(eta_seconds).c_str());
-  bar_visible_ = step < total_steps_;
-  if (!bar_visible_) std::fputs("\r\033[K", stdout);
+  bar_visible_ = true;  // until the next line clears it (the last step draws none)
   std::fflush(stdout);
 }
 

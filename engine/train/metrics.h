@@ -92,10 +92,11 @@ class MetricsLog {
   MetricsLog(const std::string& jsonl_path, const std::string& tensorboard_dir, std::int64_t total_steps,
              std::int64_t log_every);
   ~MetricsLog();
-  // Records a step: JSONL and TensorBoard always, the console line every log_every steps (and the
-  // last one). A record that cannot be written (a full disk) becomes failure(), and no record
-  // after it is written: the files end at the step before it, whole.
-  void record(const StepMetrics& m, double eta_seconds);
+  // Records a step: JSONL and TensorBoard always, the console line every log_every steps and at the
+  // run's last step (`last`: the end of training, --stop-after-steps, a stop signal), so that a run
+  // shorter than logging.every still shows its loss. A record that cannot be written (a full disk)
+  // becomes failure(), and no record after it is written: the files end at the step before it, whole.
+  void record(const StepMetrics& m, double eta_seconds, bool last);
   void note(const std::string& line);  // a line of the run's log (the train logger, info)
   // The run's segment of its records starts after step `step` (0: from the beginning), once
   // run_records.h has found the records this run's: the JSONL's rows of later steps, left by a run

@@ -209,14 +209,14 @@ RunResult Trainer::State::run_steps() {
     if (evaluation && (m.step % spec.data.eval_every == 0 || m.step == spec.train.steps)) {
       Evaluation::Batches batches;
       if (const std::exception_ptr unreadable = evaluation->read(batches)) {
-        if (log) log->record(m, eta);  // the step is trained: recorded and saved before its data ends the run
+        if (log) log->record(m, eta, /*last=*/true);  // trained: recorded and saved before its data ends the run
         save(m.step);
         settle_save(m.step, "the end of the run");
         std::rethrow_exception(unreadable);
       }
       m.val_loss = validation_loss(batches);
     }
-    if (log) log->record(m, eta);
+    if (log) log->record(m, eta, /*last=*/outcome.stop || m.step == spec.train.steps);
     record.add(m);
     result.steps_done = m.step;
     result.final_loss = loss;

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -57,6 +58,20 @@ TEST_CASE("a named pipe is refused at once, without waiting for a writer") {
   CHECK(std::string(e.what()) == fifo + ": expected a regular file, found a named pipe (FIFO)");
   std::filesystem::create_symlink(fifo, dir / "link");  // through a link alike
   CHECK_THAT(error_of(dir / "link").detail(), Catch::Contains("named pipe"));
+}
+
+TEST_CASE("a relative path not found says the working directory it was looked for from") {
+  // A job's relative data path that was not there said only "No such file or directory".
+  TempDir dir("ptrain-io-test");
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const std::string cwd = std::filesystem::current_path().string();
+  const FileError missing = error_of("data/val.bin");
+  std::filesystem::current_path(before);
+  CHECK(missing.detail() == std::string("cannot open for reading: ") + std::strerror(ENOENT) +
+                                " (relative to the working directory " + cwd + ": " + cwd + "/data/val.bin)");
+  CHECK(ptrain::io::relative_path_note("/abs/val.bin").empty());
+  CHECK(error_of(dir / "missing.bin").detail().find("working directory") == std::string::npos);
 }
 
 TEST_CASE("a directory, a device or a missing file is refused, naming the path") {
