@@ -17,8 +17,9 @@ namespace ptrain::pipeline {
 // the makespan; a legend line says what a cell is. Each op prints its label in its first cell and
 // blank continuation cells after it; '.' marks an idle cell; each row ends with the rank's idle
 // share. If the labelled drawing is wider than max_width, it switches to one character per column
-// (F, B, W or '.', whichever fills most of the column), each column covering as many cells as
-// needed to fit, and the legend says so.
+// (F, B or W where that op kind fills most of the column; f, b or w where idle time is the most
+// but there is work; '.' where there is none), each column covering as many cells as needed to
+// fit, and the legend says so.
 std::string render_ascii(const Schedule& schedule, const SimResult& sim, int max_width = 160);
 
 // A standalone SVG document: one <rect class="op"> per compute op (with a <title> tooltip), filled

@@ -53,7 +53,10 @@ std::string labelled_row(const std::vector<Span>& spans, const std::vector<int>&
   return row;
 }
 
-// One character per column of `per_column` cells: the op kind (or idle) covering most of it.
+// One character per column of `per_column` cells: the op kind covering most of it (F, B, W), or,
+// where idle cells are the most, the lower-case kind of the work in it (f, b, w) and '.' only where
+// there is none. A rank whose ops are much shorter than another's (a pipeline's last stage with a
+// large vocabulary's head) would otherwise draw as idle from end to end.
 std::string compact_row(const std::vector<Span>& spans, const std::vector<int>& cells, int per_column) {
   std::string row;
   for (size_t first = 0; first < cells.size(); first += per_column) {
@@ -63,8 +66,9 @@ std::string compact_row(const std::vector<Span>& spans, const std::vector<int>& 
       const int i = cells[c];
       ++count[i == kIdle ? 3 : static_cast<int>(spans[i].op)];  // Forward, Backward, WeightGrad = 0, 1, 2
     }
-    const size_t most = std::max_element(count.begin(), count.end()) - count.begin();
-    row += "FBW."[most];
+    const size_t work = std::max_element(count.begin(), count.begin() + 3) - count.begin();
+    if (count[work] == 0) row += '.';
+    else row += count[work] >= count[3] ? "FBW"[work] : "fbw"[work];
   }
   return row;
 }
@@ -100,7 +104,8 @@ std::string render_ascii(const Schedule& schedule, const SimResult& sim, int max
              " columns: 1 character = " + std::to_string(per_column) + " cell(s) of " +
              detail::format_seconds(shortest) +
              ", showing the op kind filling most of it (F forward, B backward" +
-             (schedule.split_weight_grad ? ", W weight grad" : "") + ", '.' idle); labels dropped";
+             (schedule.split_weight_grad ? ", W weight grad" : "") +
+             "; lower case: work, but less than the idle time in it; '.' idle); labels dropped";
   }
   if (const std::string pairs = detail::pairs_legend(sim); !pairs.empty()) legend += "; " + pairs;
   out += legend + "\n";

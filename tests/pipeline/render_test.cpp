@@ -1,7 +1,9 @@
 // Renderers: the terminal drawing, SVG and Chrome trace of simulated schedules.
 #include "engine/pipeline/render.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -122,6 +124,31 @@ TEST_CASE("ascii: too wide drawings are scaled and say so") {
     CHECK(lines[2 + rank].size() <= 100);
     CHECK(lines[2 + rank].find_first_of("FB") != std::string::npos);
   }
+}
+
+TEST_CASE("ascii: scaled, a rank of short ops beside a long one is not drawn idle") {
+  // zb-h1 at pp 4 with a last stage 30 times the others' (the head of a large vocabulary, as the
+  // demo's job at pp 4): scaled to fit, ranks 0-2 drew as '.' from end to end (at most one F).
+  const Schedule s = build(ScheduleKind::ZbH1, 4, 1, 8);
+  OpCosts costs = OpCosts::uniform(s, 1.0, 1.0, 1.0);
+  costs.forward[3] = costs.backward[3] = costs.weight_grad[3] = 30.0;
+  const SimResult sim = simulate(s, costs);
+  const std::string text = render_ascii(s, sim, 160);
+  INFO(text);
+  const auto lines = lines_of(text);
+  REQUIRE(lines.size() == 2 + 4);
+  CHECK(lines[1].find("scaled to fit 160 columns") == 0);
+  CHECK(lines[1].find("lower case: work, but less than the idle time in it") != std::string::npos);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string& row = lines[2 + rank];
+    const std::string drawn = row.substr(row.find('|') + 1, row.rfind('|') - row.find('|') - 1);
+    const auto work = std::count_if(drawn.begin(), drawn.end(), [](char c) { return std::isalpha(c) != 0; });
+    CHECK(work >= 8);  // 24 ops of one cell each, a few sharing a character
+    CHECK(drawn.find_first_of("fF") != std::string::npos);
+    CHECK(drawn.find_first_of("bB") != std::string::npos);
+  }
+  const std::string& last = lines[5];
+  CHECK(last.find_first_of("fbw") == std::string::npos);  // the busy rank fills its characters
 }
 
 TEST_CASE("svg: a standalone document with one rect per op") {
