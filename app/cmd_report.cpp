@@ -83,6 +83,10 @@ std::string strip_xml_prolog(std::string svg) {
   return svg;
 }
 
+// The page's content is at most 1400 px wide; the timelines are drawn 1280 px wide, so that their
+// 11 px text is shown at 11 px there (a narrower window scales them down).
+constexpr double kTimelineWidth = 1280;
+
 constexpr const char* kStyle = R"(body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px}table{border-collapse:collapse}
 td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}.charts{display:flex;flex-wrap:wrap;gap:12px}
@@ -176,9 +180,10 @@ int run_report(const ReportArgs& args) {
   page << "<h2>Training</h2>\n<div class=\"charts\">\n";
   page << line_chart({"Loss", "loss", {series(*metrics, "loss", "train", "#1f77b4"),
                                        series(*metrics, "val_loss", "validation", "#d62728")}, {}, "", boundaries});
-  page << line_chart({"Learning rate and gradient norm", "value",
-                      {series(*metrics, "lr", "lr x 1000", "#2ca02c", 1000.0), series(*metrics, "grad_norm", "grad norm", "#9467bd")},
-                      {}, "", boundaries});
+  // Apart: a spike of the norm would flatten the learning rate on a shared axis.
+  page << line_chart({"Learning rate", "lr", {series(*metrics, "lr", "lr", "#2ca02c")}, {}, "", boundaries});
+  page << line_chart({"Gradient norm", "grad norm", {series(*metrics, "grad_norm", "grad norm", "#9467bd")}, {}, "",
+                      boundaries});
   page << "</div>\n<h2>Speed</h2>\n<div class=\"charts\">\n";
   page << line_chart({"Tokens per second", "tokens/s", {series(*metrics, "tokens_per_s", "measured", "#1f77b4")}, {}, "",
                       boundaries});
@@ -230,14 +235,26 @@ int run_report(const ReportArgs& args) {
       page << "<p class=\"note\">The trace holds no step that every pipeline stage recorded.</p>\n";
     } else {
       const pipeline::SimResult simulated = pipeline::simulate(schedule, plan::stage_op_costs(spec, *hw));
+      // One time axis for both: the same px per second, so the longer step is drawn longer.
+      const pipeline::SvgTimeAxis axis{std::max(measured->timeline.makespan, simulated.makespan), kTimelineWidth};
+      auto four_digits = [](double seconds) {  // 4 significant digits: a step of microseconds too
+        char text[32];
+        std::snprintf(text, sizeof text, "%.4g", seconds);
+        return std::string(text);
+      };
+      auto bubble = [](const pipeline::Bubble& b) {
+        return "bubble " + summary_number(100 * b.fraction, 1) + "% (pp rank " + std::to_string(b.rank) +
+               ", computing most)";
+      };
+      page << "<p class=\"note\">Both drawn on one time axis. The bubble is the idle time of the pp rank computing "
+              "most, as validate defines it.</p>\n";
       page << "<div class=\"timelines\"><figure id=\"measured\"><figcaption>measured: step " << measured->step << " ("
-           << segment << "tp 0, cp 0, dp 0), makespan " << summary_number(measured->timeline.makespan, 4)
-           << " s, worst idle " << summary_number(100 * measured->timeline.bubble_fraction_max, 1) << "%</figcaption>"
-           << strip_xml_prolog(pipeline::render_svg(schedule, measured->timeline)) << "</figure>\n";
+           << segment << "tp 0, cp 0, dp 0), makespan " << four_digits(measured->timeline.makespan) << " s, "
+           << bubble(measured->timeline.bubble) << "</figcaption>"
+           << strip_xml_prolog(pipeline::render_svg(schedule, measured->timeline, axis)) << "</figure>\n";
       page << "<figure id=\"simulated\"><figcaption>simulated (validate's costs): makespan "
-           << summary_number(simulated.makespan, 4) << " s, worst idle "
-           << summary_number(100 * simulated.bubble_fraction_max, 1) << "%</figcaption>"
-           << strip_xml_prolog(pipeline::render_svg(schedule, simulated)) << "</figure></div>\n";
+           << four_digits(simulated.makespan) << " s, " << bubble(simulated.bubble) << "</figcaption>"
+           << strip_xml_prolog(pipeline::render_svg(schedule, simulated, axis)) << "</figure></div>\n";
     }
   }
   page << "</body></html>\n";

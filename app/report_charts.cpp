@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace ptrain::app {
 namespace {
@@ -48,7 +50,8 @@ std::string html_escape(const std::string& text) {
 }
 
 std::string line_chart(const Chart& chart, int width, int height) {
-  constexpr double kLeft = 70, kRight = 20, kTop = 30, kBottom = 40;
+  constexpr double kLeft = 70, kRight = 20, kBottom = 40;
+  constexpr double kLegendTop = 32, kLegendRow = 16;  // the legend's rows, under the title
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   for (const Series& s : chart.series)
     for (const auto& [x, y] : s.points) {
@@ -64,13 +67,41 @@ std::string line_chart(const Chart& chart, int width, int height) {
   if (x_hi == x_lo) x_hi = x_lo + 1;
   const double pad = y_hi > y_lo ? 0.05 * (y_hi - y_lo) : std::max(1e-9, 0.05 * std::abs(y_hi) + 1e-9);
   y_lo -= pad, y_hi += pad;
-  const double plot_w = width - kLeft - kRight, plot_h = height - kTop - kBottom;
+
+  // The legend goes above the plot, never on a curve: one entry per reference and drawn series, in
+  // rows that wrap at the chart's width. The plot starts under its last row.
+  struct Entry {
+    std::string name, color;
+    bool dashed;
+    double x = 0, y = 0;
+  };
+  std::vector<Entry> legend;
+  if (!chart.reference.empty()) legend.push_back({chart.reference_name, "#444", true});
+  for (const Series& s : chart.series)
+    if (!s.points.empty()) legend.push_back({s.name, s.color, false});
+  double legend_x = kLeft, legend_y = kLegendTop;
+  for (Entry& e : legend) {
+    const double entry_width = 30 + 7.0 * static_cast<double>(e.name.size());
+    if (legend_x > kLeft && legend_x + entry_width > width - kRight) legend_x = kLeft, legend_y += kLegendRow;
+    e.x = legend_x, e.y = legend_y;
+    legend_x += entry_width;
+  }
+  const double top = legend.empty() ? kLegendTop - 4 : legend_y + 10;
+
+  const double plot_w = width - kLeft - kRight, plot_h = height - top - kBottom;
   auto px = [&](double x) { return kLeft + (x - x_lo) / (x_hi - x_lo) * plot_w; };
-  auto py = [&](double y) { return kTop + (y_hi - y) / (y_hi - y_lo) * plot_h; };
+  auto py = [&](double y) { return top + (y_hi - y) / (y_hi - y_lo) * plot_h; };
   char buf[256];
   std::snprintf(buf, sizeof buf, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>\n", kLeft,
-                kTop, plot_w, plot_h);
+                top, plot_w, plot_h);
   svg += buf;
+  for (const Entry& e : legend) {
+    std::snprintf(buf, sizeof buf, "<g class=\"legend\"><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"",
+                  e.x, e.x + 18, e.y, e.y);
+    svg += buf + e.color + "\" stroke-width=\"2\"" + (e.dashed ? " stroke-dasharray=\"5 3\"" : "") + "/>";
+    std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", e.x + 22, e.y + 4);
+    svg += buf + html_escape(e.name) + "</text></g>\n";
+  }
   for (const double t : ticks(y_lo, y_hi, 5)) {
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/><text x=\"%.1f\" y=\"%.1f\" "
@@ -80,24 +111,15 @@ std::string line_chart(const Chart& chart, int width, int height) {
   }
   for (const double t : ticks(x_lo, x_hi, 6)) {
     std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" class=\"tick\">", px(t),
-                  kTop + plot_h + 16);
+                  top + plot_h + 16);
     svg += buf + number(t) + "</text>\n";
   }
   std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"axis\">step</text>\n",
                 kLeft + plot_w / 2, height - 6);
   svg += buf;
   std::snprintf(buf, sizeof buf,
-                "<text transform=\"translate(14 %.1f) rotate(-90)\" text-anchor=\"middle\" class=\"axis\">", kTop + plot_h / 2);
+                "<text transform=\"translate(14 %.1f) rotate(-90)\" text-anchor=\"middle\" class=\"axis\">", top + plot_h / 2);
   svg += buf + html_escape(chart.y_label) + "</text>\n";
-  double legend_x = kLeft + 8;
-  auto legend = [&](const std::string& name, const std::string& color, bool dashed) {
-    std::snprintf(buf, sizeof buf, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"", legend_x,
-                  legend_x + 18, kTop + 12, kTop + 12);
-    svg += buf + color + "\" stroke-width=\"2\"" + (dashed ? " stroke-dasharray=\"5 3\"" : "") + "/>";
-    std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">", legend_x + 22, kTop + 16);
-    svg += buf + html_escape(name) + "</text>\n";
-    legend_x += 30 + 7.0 * static_cast<double>(name.size());
-  };
   // One level alone spans the chart (a run of one job); a segment's, its own steps.
   const bool whole = chart.reference.size() == 1;
   for (const Level& level : chart.reference) {
@@ -109,13 +131,12 @@ std::string line_chart(const Chart& chart, int width, int height) {
                   from, to, py(level.value), py(level.value));
     svg += buf;
   }
-  if (!chart.reference.empty()) legend(chart.reference_name, "#444", true);
   for (const Boundary& b : chart.boundaries) {
     if (!(b.step >= x_lo && b.step <= x_hi)) continue;
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"boundary\" stroke=\"#b00\" "
                   "stroke-dasharray=\"2 2\"/><text x=\"%.1f\" y=\"%.1f\" class=\"tick\" fill=\"#b00\">",
-                  px(b.step), px(b.step), kTop, kTop + plot_h, px(b.step) + 3, kTop + plot_h - 4);
+                  px(b.step), px(b.step), top, top + plot_h, px(b.step) + 3, top + plot_h - 4);
     svg += buf + html_escape(b.label) + "</text>\n";
   }
   for (const Series& s : chart.series) {
@@ -133,7 +154,6 @@ std::string line_chart(const Chart& chart, int width, int height) {
         std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"", px(x), py(y));
         svg += buf + s.color + "\"/>";
       }
-    legend(s.name, s.color, false);
   }
   return svg + "</svg>\n";
 }

@@ -36,7 +36,8 @@ struct Chart {
 };
 
 // An <svg> element of width x height: axes with ticks, one polyline per series (a dot per point
-// when a series has few), the reference lines, the boundaries, a legend. Empty series are left out.
+// when a series has few), the reference lines, the boundaries, and a legend (<g class="legend">
+// entries) above the plot, where it covers no curve. Empty series are left out.
 std::string line_chart(const Chart& chart, int width = 640, int height = 280);
 
 // Text made safe for HTML and SVG content and attribute values.

@@ -148,10 +148,7 @@ std::optional<MeasuredStep> measured_step(const nlohmann::json& trace, int pp) {
     sim.busy[r] += (te - ts) * 1e-6;
     sim.makespan = std::max(sim.makespan, (te - t0) * 1e-6);
   }
-  for (std::size_t r = 0; r < sim.busy.size(); ++r) {
-    sim.bubble_fraction.push_back(sim.makespan > 0 ? 1 - sim.busy[r] / sim.makespan : 0);
-    sim.bubble_fraction_max = std::max(sim.bubble_fraction_max, sim.bubble_fraction.back());
-  }
+  pipeline::account_idle(sim);  // the bubble as validate's simulation defines it
   return out;
 }
 

@@ -29,10 +29,14 @@ std::string measured_against_predicted(const train::TypicalStep& measured, const
     line(out, "tp collectives", comm.tp, p.tp_s);
     line(out, "cp collectives", comm.cp, p.cp_s);
     line(out, "ep collectives", comm.ep, p.ep_s);
-    line(out, "pp messages and idle", comm.pp, p.pp_s + p.bubble_s);
     line(out, "dp (ZeRO) collectives", comm.dp, p.dp_s);
   }
+  if (measured.pipeline_bubble) line(out, "pipeline bubble", measured.pipeline_bubble->seconds, p.bubble_s);
   line(out, "optimizer", measured.optimizer_s, p.optimizer_s);
+  if (measured.pipeline_bubble)
+    out += "  (bubble: the idle time of the pp rank computing most, pipeline/simulator.h; measured pp rank " +
+           std::to_string(measured.pipeline_bubble->rank) + ", predicted pp rank " +
+           std::to_string(predicted.bubble_rank) + ")\n";
   return out;
 }
 

@@ -28,6 +28,7 @@ std::string count_text(double n) {  // 124.44 M, 8.03 B
 }
 
 std::string percent(double fraction) { return printf_string("%.1f%%", 100.0 * fraction); }
+std::string ms(double seconds) { return printf_string("%.1f", seconds * 1e3) + " ms"; }
 
 // ", at most 19 in flight", or why schedule.max_in_flight changed nothing; empty without one.
 std::string in_flight_cap(const config::JobSpec& spec, const plan::Estimate& est) {
@@ -155,7 +156,15 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
        " stages x " + std::to_string(spec.schedule.virtual_stages) + " chunks, " + std::to_string(est.microbatches) +
        " microbatches of " + std::to_string(spec.train.micro_batch) + in_flight_cap(spec, est) + ": bubble " +
        percent(est.bubble_fraction) +
+       (d.pp > 1 ? " = " + ms(est.breakdown.bubble_s) + " of the " + ms(est.pipeline_s) + " pipeline (pp rank " +
+                       std::to_string(est.bubble_rank) + ", computing most)"
+                 : std::string()) +
        ", peak in-flight " + printf_string("%.2f", est.peak_inflight) + " microbatches");
+  // A rank idle for much longer than the bubble waits on heavier stages: the split's imbalance.
+  const auto idlest = std::max_element(est.idle_fraction.begin(), est.idle_fraction.end());
+  if (idlest != est.idle_fraction.end() && *idlest > est.bubble_fraction + 0.05)
+    line("           pp rank " + std::to_string(idlest - est.idle_fraction.begin()) + " idles " + percent(*idlest) +
+         " of it, waiting on heavier stages (schedule.layers_per_stage moves layers between them)");
   line("");
   const plan::MemoryLimit& limit = est.memory_limit;
   if (limit.host)  // CPU ranks: a node's share its host
@@ -217,11 +226,10 @@ std::string human_report(const config::JobSpec& spec, const plan::Estimate& est,
   line("Estimate   step " + printf_string("%.3f", est.step_time_s) + " s, MFU " + percent(est.mfu) + ", " +
        count_text(est.tokens_per_step / std::max(est.step_time_s, 1e-12)) + " tokens/s");
   const plan::Estimate::StepBreakdown& b = est.breakdown;
-  auto ms = [](double s) { return printf_string("%.1f", s * 1e3) + " ms"; };
   line("           compute (" + est.compute_model + "): GEMM " + ms(b.gemm_s) + ", attention " + ms(b.attention_s) +
        ", memory-bound " + ms(b.memory_bound_s));
-  line("           exposed comm: tp " + ms(b.tp_s) + ", cp " + ms(b.cp_s) + ", ep " + ms(b.ep_s) + ", pp " +
-       ms(b.pp_s) + ", dp " + ms(b.dp_s) + "; bubble " + ms(b.bubble_s) + ", optimizer " + ms(b.optimizer_s));
+  line("           exposed comm: tp " + ms(b.tp_s) + ", cp " + ms(b.cp_s) + ", ep " + ms(b.ep_s) +
+       ", dp " + ms(b.dp_s) + "; bubble " + ms(b.bubble_s) + " (pp messages in it), optimizer " + ms(b.optimizer_s));
   line("           expected error of the step: " + est.expected_error);
   return out;
 }
@@ -291,6 +299,7 @@ std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) 
   w.key("pipeline").begin_object();
   w.key("kind").value(config::to_string(spec.schedule.kind)).key("virtual_stages").value(spec.schedule.virtual_stages);
   w.key("microbatches").value(est.microbatches).key("bubble_fraction").value(est.bubble_fraction);
+  w.key("bubble_rank").value(est.bubble_rank).key("makespan_s").value(est.pipeline_s);
   w.key("peak_inflight").value(est.peak_inflight).key("max_in_flight").value(est.max_in_flight).end_object();
   w.key("tokens_per_step").value(est.tokens_per_step).key("flops_per_step").value(est.flops_per_step);
   w.key("hardware_flops_per_step").value(est.hardware_flops_per_step);
@@ -313,7 +322,7 @@ std::string json_report(const config::JobSpec& spec, const plan::Estimate& est) 
   w.key("step_breakdown").begin_object();
   w.key("gemm_s").value(b.gemm_s).key("attention_s").value(b.attention_s).key("memory_bound_s").value(b.memory_bound_s);
   w.key("comm_exposed_s").begin_object();
-  w.key("tp").value(b.tp_s).key("cp").value(b.cp_s).key("ep").value(b.ep_s).key("pp").value(b.pp_s).key("dp").value(b.dp_s);
+  w.key("tp").value(b.tp_s).key("cp").value(b.cp_s).key("ep").value(b.ep_s).key("dp").value(b.dp_s);
   w.end_object();
   w.key("bubble_s").value(b.bubble_s).key("optimizer_s").value(b.optimizer_s);
   w.end_object();

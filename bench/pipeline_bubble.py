@@ -2,9 +2,11 @@
 
 Trains a small GPT-2 (8 layers, hidden 256, vocab 512, T 256; one OpenMP thread per rank) on two
 pipeline stages (two processes, one core each) under gpipe, 1f1b and zb-h1 at 2, 4 and 8
-microbatches, and reads metrics.jsonl's `pipeline_idle` (the largest share of the step's pipeline a
-rank spent waiting for messages, median over the steps after the first two) next to validate's
-`bubble_fraction` (the worst rank's idle share of the simulated schedule, costs from FLOPs).
+microbatches, and reads metrics.jsonl's `pipeline_idle` (the measured bubble's share of the step's
+pipeline, median over the steps after the first two) next to validate's `bubble_fraction` (the
+simulated one's, costs from FLOPs): both the idle share of the pp rank computing most
+(docs/schedules.md, "The bubble: one definition"; results before issue 44 item 3 took the rank
+waiting most on both sides).
 Writes bench/results/<date>-pipeline-bubble.json.
     python3 bench/pipeline_bubble.py [--ptrain build/ptrain] [--steps 8]"""
 import argparse

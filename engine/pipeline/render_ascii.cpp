@@ -114,7 +114,7 @@ std::string render_ascii(const Schedule& schedule, const SimResult& sim, int max
     const std::string row = labelled ? labelled_row(spans, grid[rank], schedule.vpp, cell_width)
                                      : compact_row(spans, grid[rank], per_column);
     out += pad("rank " + std::to_string(rank), name_width) + " |" + row + " " +
-           idle_share(sim.bubble_fraction[rank]) + "\n";
+           idle_share(sim.idle_fraction[rank]) + "\n";
   }
   return out;
 }

@@ -57,11 +57,12 @@ std::string format_seconds(double seconds) {
 
 std::string schedule_title(const Schedule& schedule, const SimResult& sim) {
   char bubble[32];
-  std::snprintf(bubble, sizeof bubble, "%.1f%%", 100.0 * sim.bubble_fraction_max);
+  std::snprintf(bubble, sizeof bubble, "%.1f%%", 100.0 * sim.bubble.fraction);
   return std::string(config::to_string(schedule.kind)) + " pp=" + std::to_string(schedule.pp) +
          " vpp=" + std::to_string(schedule.vpp) + " microbatches=" + std::to_string(schedule.microbatches) +
          (schedule.max_in_flight > 0 ? " max_in_flight=" + std::to_string(schedule.max_in_flight) : std::string()) +
-         ", bubble " + bubble + " (worst rank), makespan " + format_seconds(sim.makespan);
+         ", bubble " + bubble + " (rank " + std::to_string(sim.bubble.rank) + ", computing most), makespan " +
+         format_seconds(sim.makespan);
 }
 
 }  // namespace ptrain::pipeline::detail

@@ -11,7 +11,8 @@ namespace ptrain::pipeline::detail {
 std::string op_label(const Span& span, int vpp);
 // What the '&' of a pair's F means, and how the pairs were timed; empty when there are none.
 std::string pairs_legend(const SimResult& sim);
-// "1f1b pp=4 vpp=1 microbatches=8, bubble 27.3% (worst rank), makespan 33 s"
+// "1f1b pp=4 vpp=1 microbatches=8, bubble 27.3% (rank 0, computing most), makespan 33 s": the
+// bubble of simulator.h's definition
 std::string schedule_title(const Schedule& schedule, const SimResult& sim);
 // Duration of the shortest op with a positive duration; 0 if there is none.
 double shortest_op(const SimResult& sim);

@@ -19,17 +19,16 @@ double extend(double at1, double at2, std::int64_t j) {
 }
 
 // `at2` with its makespan, compute and peaks extended to step j from `at1` and `at2` (all affine
-// past them); the bubbles follow.
+// past them); the idle shares and the bubble follow.
 SimResult extended(const SimResult& at1, const SimResult& at2, std::int64_t j) {
   SimResult out = at2;
   out.makespan = extend(at1.makespan, at2.makespan, j);
   for (size_t r = 0; r < out.busy.size(); ++r) {
     out.busy[r] = extend(at1.busy[r], at2.busy[r], j);
-    out.bubble_fraction[r] = out.makespan > 0 ? 1.0 - out.busy[r] / out.makespan : 0.0;
     out.peak_inflight[r] = extend(at1.peak_inflight[r], at2.peak_inflight[r], j);
     out.peak_live[r] = extend(at1.peak_live[r], at2.peak_live[r], j);
   }
-  out.bubble_fraction_max = *std::max_element(out.bubble_fraction.begin(), out.bubble_fraction.end());
+  account_idle(out);
   out.peak_inflight_max = *std::max_element(out.peak_inflight.begin(), out.peak_inflight.end());
   out.peak_live_max = *std::max_element(out.peak_live.begin(), out.peak_live.end());
   return out;
@@ -248,9 +247,8 @@ std::optional<SimResult> ScheduleModel::simulate_steady(const Sample& probe, con
   for (size_t r = 0; r < out.busy.size(); ++r) {
     const double block_busy = times.busy[r][end[r] - 1] - (before_last[r] > 0 ? times.busy[r][before_last[r] - 1] : 0);
     out.busy[r] += static_cast<double>(more) * block_busy;
-    out.bubble_fraction[r] = out.makespan > 0 ? 1.0 - out.busy[r] / out.makespan : 0.0;
   }
-  out.bubble_fraction_max = *std::max_element(out.bubble_fraction.begin(), out.bubble_fraction.end());
+  account_idle(out);
   return out;
 }
 

@@ -65,6 +65,21 @@ struct PeakCounter {
 
 }  // namespace
 
+Bubble bubble_of(const std::vector<double>& busy, double makespan) {
+  Bubble out;
+  if (busy.empty()) return out;
+  out.rank = static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
+  out.seconds = std::max(0.0, makespan - busy[static_cast<std::size_t>(out.rank)]);
+  out.fraction = makespan > 0 ? out.seconds / makespan : 0.0;
+  return out;
+}
+
+void account_idle(SimResult& sim) {
+  sim.idle_fraction.clear();
+  for (const double busy : sim.busy) sim.idle_fraction.push_back(sim.makespan > 0 ? 1.0 - busy / sim.makespan : 0.0);
+  sim.bubble = bubble_of(sim.busy, sim.makespan);
+}
+
 SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, InstructionTimes* times) {
   SimResult result;
   if (times != nullptr) {
@@ -73,7 +88,6 @@ SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, I
     times->busy = times->clock;
   }
   result.busy.assign(s.pp, 0.0);
-  result.bubble_fraction.assign(s.pp, 0.0);
   result.peak_inflight.assign(s.pp, 0.0);
   result.peak_live.assign(s.pp, 0.0);
   result.timeline.resize(s.pp);
@@ -174,14 +188,12 @@ SimResult simulate(const Schedule& s, const OpCosts& costs, Timeline timeline, I
   }
 
   result.makespan = *std::max_element(clock.begin(), clock.end());
+  account_idle(result);
   for (int rank = 0; rank < s.pp; ++rank) {
-    result.bubble_fraction[rank] = result.makespan > 0 ? 1.0 - result.busy[rank] / result.makespan : 0.0;
     const PeakCounter& counted = peaks[static_cast<std::size_t>(rank)];
     result.peak_inflight[rank] = static_cast<double>(counted.peak_inflight) / s.vpp;
     result.peak_live[rank] = static_cast<double>(counted.peak_live) / s.vpp;
   }
-  result.bubble_fraction_max =
-      *std::max_element(result.bubble_fraction.begin(), result.bubble_fraction.end());
   result.peak_inflight_max = *std::max_element(result.peak_inflight.begin(), result.peak_inflight.end());
   result.peak_live_max = *std::max_element(result.peak_live.begin(), result.peak_live.end());
   return result;

@@ -13,8 +13,9 @@
 //    side by side within it, in proportion to their own costs.
 // Definitions (all times in seconds, from 0 = the first op's start):
 //  - makespan: the end of the last op on any rank;
-//  - busy[r]: total compute time of rank r; bubble_fraction[r] = 1 - busy[r] / makespan, so the
-//    pipeline's idle time including the drain of the shorter ranks;
+//  - busy[r]: total compute time of rank r; idle_fraction[r] = 1 - busy[r] / makespan, the share
+//    of the pipeline rank r does not compute, the drain after its last op included;
+//  - bubble: that of the critical rank (Bubble below);
 //  - peak_inflight[r]: max over time of #(mb, chunk) on rank r with F done and B not yet done,
 //    divided by vpp (so a full stage's worth of activations counts 1);
 //  - peak_live[r]: the same with W in place of B (F done, weight grad not yet done): what the
@@ -45,6 +46,24 @@ struct OpCosts {
                          double p2p = 0.0);
 };
 
+// The pipeline bubble, the one definition that validate, plan, schedule, run and report share: the
+// time the critical rank -- the one with the most compute (busy; the lowest of equals) -- spends in
+// the step's pipeline not computing, makespan - busy[rank]. That is its waits for inputs while the
+// pipeline fills, for messages in flight (a send costs its sender nothing; the latency is time its
+// receiver waits) and for the other ranks while it drains. Why that rank and not the idlest or the
+// mean: the pipeline's makespan is exactly its compute plus its bubble, so the bubble is what the
+// schedule adds to the step; a lighter rank's idle time also holds the imbalance of the layer split,
+// which no schedule removes (each rank's share is idle_fraction).
+struct Bubble {
+  int rank = 0;         // the critical rank
+  double seconds = 0;   // makespan - busy[rank]
+  double fraction = 0;  // seconds / makespan; 0 for an empty pipeline
+};
+
+// The bubble of ranks that computed `busy` seconds each in a pipeline of `makespan` seconds, simulated
+// or measured (train/step_accounting.h).
+Bubble bubble_of(const std::vector<double>& busy, double makespan);
+
 struct Span {  // one compute op on one rank's timeline
   Op op;
   int microbatch;
@@ -56,8 +75,8 @@ struct Span {  // one compute op on one rank's timeline
 struct SimResult {
   double makespan = 0.0;
   std::vector<double> busy;             // per rank: seconds of compute
-  std::vector<double> bubble_fraction;  // per rank: 1 - busy/makespan
-  double bubble_fraction_max = 0.0;     // the worst rank
+  std::vector<double> idle_fraction;    // per rank: 1 - busy/makespan
+  Bubble bubble;                        // the critical rank's
   std::vector<double> peak_inflight;    // per rank, in microbatches of a full stage (chunks / vpp)
   double peak_inflight_max = 0.0;
   std::vector<double> peak_live;  // per rank, like peak_inflight but until W (see above)
@@ -69,6 +88,9 @@ struct SimResult {
 // Drop: no spans (the pp lists stay empty), for the callers that read the numbers only (validate's
 // estimate, plan's search over thousands of layouts); Keep: for the renderings.
 enum class Timeline { Keep, Drop };
+
+// Fills `sim`'s idle_fraction and bubble from its busy and makespan.
+void account_idle(SimResult& sim);
 
 // Per rank, per instruction of its list: a send's issue time, else the rank's clock once the
 // instruction (or the F&B pair it belongs to, timed as one op) has run; and the rank's compute time

@@ -154,25 +154,20 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
   }
 }
 
-// The step of the pipeline rank busiest with compute and blocking collectives, by part.
+// The step of the pipeline's critical rank (the bubble's, pipeline/simulator.h: the most compute and
+// blocking collectives), by part: its compute, its collectives, its bubble, then the step's tail.
 Estimate::StepBreakdown step_breakdown(const config::JobSpec& spec, const std::vector<StageParts>& parts,
-                                       const pipeline::OpCosts& costs, const pipeline::SimResult& sim,
-                                       const Estimate& est) {
+                                       const pipeline::SimResult& sim, const Estimate& est) {
   const int pp = spec.parallel.pp;
   const double m = spec.train.microbatches;
-  const auto rank = static_cast<int>(std::max_element(sim.busy.begin(), sim.busy.end()) - sim.busy.begin());
   Estimate::StepBreakdown b;
-  double sends = 0;
-  for (int v = rank; v < static_cast<int>(parts.size()); v += pp) {
+  for (int v = sim.bubble.rank; v < static_cast<int>(parts.size()); v += pp) {
     const StageParts& part = parts[static_cast<size_t>(v)];
     b.gemm_s += m * part.compute.gemm, b.attention_s += m * part.compute.attention;
     b.memory_bound_s += m * part.compute.memory;
     b.tp_s += m * part.tp, b.cp_s += m * part.cp, b.ep_s += m * part.ep;
-    sends += (v + 1 < static_cast<int>(parts.size()) ? 1 : 0) + (v > 0 ? 1 : 0);
   }
-  const double idle = std::max(0.0, sim.makespan - sim.busy[static_cast<size_t>(rank)]);
-  b.pp_s = std::min(idle, m * sends * costs.p2p_seconds);
-  b.bubble_s = idle - b.pp_s;
+  b.bubble_s = sim.bubble.seconds;
   b.dp_s = est.dp_exposed_s;
   b.optimizer_s = est.optimizer_s;
   return b;
@@ -210,7 +205,9 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
   const pipeline::ScheduleModel schedule(spec);  // built from short samples where it is long
   const pipeline::SimResult sim = schedule.simulate(costs);
   const std::vector<pipeline::RankBuffers>& held = schedule.held();
-  est.bubble_fraction = sim.bubble_fraction_max;
+  est.bubble_fraction = sim.bubble.fraction;
+  est.bubble_rank = sim.bubble.rank;
+  est.idle_fraction = sim.idle_fraction;
   est.max_in_flight = schedule.max_in_flight();
 
   est.pipeline_s = sim.makespan;
@@ -227,7 +224,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     add_rank(inputs, pos, it->second, est);
   }
   est.step_time_s = est.pipeline_s + est.dp_exposed_s + est.optimizer_s;
-  est.breakdown = step_breakdown(spec, parts, costs, sim, est);
+  est.breakdown = step_breakdown(spec, parts, sim, est);
   est.compute_model = hw.measured ? std::string(hw.measured->built_in ? "built-in " : "") + "profile of " +
                                         hw.measured->device + " (" + hw.measured->date + ")"
                                   : "peak x " + std::to_string(static_cast<int>(kGemmEfficiency * 100)) + "%";

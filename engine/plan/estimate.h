@@ -49,7 +49,11 @@ struct Estimate {
   int max_memory_rank = 0;           // index into ranks with the largest total
   std::vector<model::SavedTensor> layer_activations;  // what one layer keeps per microbatch (train.recompute)
   int microbatches = 0;
-  double bubble_fraction = 0;  // worst pp rank, from the simulator
+  // The simulated pipeline's bubble (pipeline/simulator.h: the idle share of the pp rank computing
+  // most, the critical rank) and that rank.
+  double bubble_fraction = 0;
+  int bubble_rank = 0;
+  std::vector<double> idle_fraction;  // per pp rank: its idle share of the simulated pipeline
   double peak_inflight = 0;    // worst pp rank
   // schedule.max_in_flight where it changed the schedule's order (pipeline::Schedule::max_in_flight),
   // else 0.
@@ -63,12 +67,13 @@ struct Estimate {
   double pipeline_s = 0;    // simulated makespan of the schedule
   double dp_exposed_s = 0;  // data-parallel communication not hidden behind backward
   double optimizer_s = 0;
-  // Where the step goes on the pipeline rank that computes longest: its compute by kind, its
-  // blocking collectives per axis, the pipeline messages and bubble (the makespan's idle time),
-  // then the step's tail. The parts add up to step_time_s.
+  // Where the step goes on the pipeline's critical rank (bubble_rank): its compute by kind, its
+  // blocking collectives per axis, its bubble (the pipeline messages' latency is in it: a send
+  // costs its sender nothing), then the step's tail. The parts add up to step_time_s, and
+  // bubble_s = bubble_fraction * pipeline_s.
   struct StepBreakdown {
     double gemm_s = 0, attention_s = 0, memory_bound_s = 0;
-    double tp_s = 0, cp_s = 0, ep_s = 0, pp_s = 0, dp_s = 0;
+    double tp_s = 0, cp_s = 0, ep_s = 0, dp_s = 0;
     double bubble_s = 0, optimizer_s = 0;
   } breakdown;
   std::string compute_model;  // "profile <device, date>" or "peak x efficiency"

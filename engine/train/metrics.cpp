@@ -39,8 +39,8 @@ std::string step_line(const StepMetrics& m, std::int64_t total_steps, double eta
                               m.grad_norm, m.tokens_per_s, 100.0 * m.mfu,
                               m.memory_bytes / (gib ? 1073741824.0 : 1048576.0), gib ? "GiB" : "MiB");
   std::string line(text, static_cast<std::size_t>(std::clamp(n, 0, static_cast<int>(sizeof text) - 1)));
-  if (m.pipeline_idle) {
-    std::snprintf(text, sizeof text, " | pipeline idle %.1f%%", 100.0 * *m.pipeline_idle);
+  if (m.pipeline_bubble) {
+    std::snprintf(text, sizeof text, " | bubble %.1f%%", 100.0 * m.pipeline_bubble->fraction);
     line += text;
   }
   if (m.val_loss) {
@@ -67,7 +67,12 @@ const std::vector<StepScalar>& step_scalars() {
       {"device_memory_peak_bytes", "memory/device_peak_bytes",
        [](const StepMetrics& m) -> V { return m.device_memory_peak_bytes; }},
       {"val_loss", "loss/validation", [](const StepMetrics& m) -> V { return m.val_loss; }},
-      {"pipeline_idle", "pipeline/idle", [](const StepMetrics& m) -> V { return m.pipeline_idle; }},
+      {"pipeline_idle", "pipeline/idle",
+       [](const StepMetrics& m) -> V { return m.pipeline_bubble ? V(m.pipeline_bubble->fraction) : std::nullopt; }},
+      {"pipeline_bubble_s", "pipeline/bubble_s",
+       [](const StepMetrics& m) -> V { return m.pipeline_bubble ? V(m.pipeline_bubble->seconds) : std::nullopt; }},
+      {"pipeline_bubble_rank", "pipeline/bubble_rank",
+       [](const StepMetrics& m) -> V { return m.pipeline_bubble ? V(m.pipeline_bubble->rank) : std::nullopt; }},
       {"optimizer_s", "time/optimizer_s", [](const StepMetrics& m) -> V { return m.optimizer_seconds; }},
       {"compute_s", "time/compute_s", [](const StepMetrics& m) -> V { return m.compute_seconds; }},
       {"slowest_rank", "stragglers/slowest_rank",

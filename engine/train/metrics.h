@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/pipeline/simulator.h"
 #include "engine/train/stragglers.h"
 
 namespace ptrain::train {
@@ -42,9 +43,9 @@ struct StepMetrics {
   // The most device memory in use after any step so far (Ops::device_bytes_in_use), where measured.
   std::optional<double> device_memory_peak_bytes;
   std::optional<double> val_loss;
-  // pp > 1: the largest fraction of the step's pipeline a rank spent waiting for messages (what
-  // validate predicts as the bubble of the worst rank).
-  std::optional<double> pipeline_idle;
+  // pp > 1: the pipeline's bubble, measured (train/step_accounting.h) as validate predicts it
+  // (pipeline/simulator.h: the idle time of the pp rank computing most).
+  std::optional<pipeline::Bubble> pipeline_bubble;
   // world > 1: the bytes sent since the previous step's report (ZeRO's parameter gathers after an
   // update count in the next step), and the seconds spent inside the calls that sent them
   // (blocking ones whole; an overlapped reduction only while it is issued).

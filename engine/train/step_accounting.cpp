@@ -51,7 +51,6 @@ StepCosts StepAccounting::costs(StepPhase& phase, bool messages_wait_on_host) {
     out.slowest_rank = {0, out.compute_seconds, out.compute_seconds};
     return out;
   }
-  // The most over the ranks: pipeline idle, each axis's bytes and seconds.
   const PerAxis sent = sent_so_far(), bytes = sent - sent_before_;
   const PerAxis spent = spent_so_far(), seconds = spent - spent_before_;
   // This rank's compute: its pipeline phase outside the calls it made in it. Where the compute
@@ -59,7 +58,8 @@ StepCosts StepAccounting::costs(StepPhase& phase, bool messages_wait_on_host) {
   // pipeline phase less the compute stream's waits in it, and each axis's time is its waits (the
   // host has waited for the device since, so settling them waits for nothing).
   double computed = phase.phase_seconds_ - sum(phase.spent_in_pipeline_);
-  double idle = phase.pipeline_seconds_ > 0 ? phase.waited_ / phase.pipeline_seconds_ : 0.0;
+  // The schedule's span on this rank, and its busy time there: the span less its waits for messages.
+  double pipeline = phase.pipeline_seconds_, waited = phase.waited_;
   PerAxis axis_seconds = seconds;
   const std::optional<double> device_seconds = phase.on_device_.seconds(),
                               device_reducing = phase.reducing_ ? phase.reducing_->seconds() : std::nullopt;
@@ -70,32 +70,41 @@ StepCosts StepAccounting::costs(StepPhase& phase, bool messages_wait_on_host) {
     computed = *device_seconds + *device_reducing - sum(axis_seconds);
     dist::ParallelGroups stages;  // the pipeline's messages alone, not the tied embedding's sum
     stages.pp = groups_.pp;
-    idle = *device_seconds > 0 ? device_waits(*waits, phase.waits_from_, stages).pp / *device_seconds : 0.0;
+    pipeline = *device_seconds, waited = device_waits(*waits, phase.waits_from_, stages).pp;
   }
-  double most[12] = {idle,
-                     bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,
-                     axis_seconds.tp, axis_seconds.pp, axis_seconds.dp, axis_seconds.cp, axis_seconds.ep,
-                     std::max(0.0, computed)};
+  // Every rank's figures: the step reports the most over the ranks of each, and the pipeline's bubble
+  // as the simulator defines it (pipeline/simulator.h), from measured times: the longest schedule is
+  // the makespan, the bubble that of the rank busiest in it.
+  constexpr std::size_t kFields = 14;
+  const auto world = static_cast<std::size_t>(comm_.world());
+  std::vector<double> all(kFields * world);
+  const double mine[kFields] = {bytes.tp, bytes.pp, bytes.dp, bytes.cp, bytes.ep,
+                                axis_seconds.tp, axis_seconds.pp, axis_seconds.dp, axis_seconds.cp, axis_seconds.ep,
+                                std::max(0.0, computed), pipeline, std::max(0.0, pipeline - waited),
+                                groups_.pp != nullptr ? static_cast<double>(groups_.pp->index) : 0.0};
+  const auto me = static_cast<std::size_t>(comm_.world_group().index);
+  std::copy(mine, mine + kFields, all.begin() + static_cast<std::ptrdiff_t>(kFields * me));
   sent_before_ = sent;
   spent_before_ = spent;
-  comm_.all_reduce(comm_.world_group(), most, 12, dist::ReduceOp::Max);
-  if (groups_.pp != nullptr && (messages_wait_on_host || timed_on_device)) out.pipeline_idle = most[0];
-  out.comm_bytes = PerAxis{most[1], most[2], most[3], most[4], most[5]};
-  out.comm_seconds = PerAxis{most[6], most[7], most[8], most[9], most[10]};
-  out.compute_seconds = most[11];
-  // Each rank's compute and pipeline stage: the slowest rank against its stage's median.
-  const auto world = static_cast<std::size_t>(comm_.world()), me = static_cast<std::size_t>(comm_.world_group().index);
-  std::vector<double> all(2 * world);
-  all[2 * me] = std::max(0.0, computed);
-  all[2 * me + 1] = groups_.pp != nullptr ? static_cast<double>(groups_.pp->index) : 0.0;
-  comm_.all_gather(comm_.world_group(), all.data(), 2, dist::ElemType::F64);
-  std::vector<double> compute(world);
+  comm_.all_gather(comm_.world_group(), all.data(), kFields, dist::ElemType::F64);
+  double most[kFields] = {};
+  std::vector<double> busy(world), compute(world);
   std::vector<int> stage(world);
   for (std::size_t r = 0; r < world; ++r) {
-    compute[r] = all[2 * r];
-    stage[r] = static_cast<int>(all[2 * r + 1]);
+    for (std::size_t f = 0; f < kFields; ++f) most[f] = std::max(most[f], all[kFields * r + f]);
+    busy[r] = all[kFields * r + 12];
+    compute[r] = all[kFields * r + 10];
+    stage[r] = static_cast<int>(all[kFields * r + 13]);
   }
   out.slowest_rank = slowest_rank(compute, stage);
+  if (groups_.pp != nullptr && (messages_wait_on_host || timed_on_device)) {
+    pipeline::Bubble bubble = pipeline::bubble_of(busy, most[11]);
+    bubble.rank = static_cast<int>(all[kFields * static_cast<std::size_t>(bubble.rank) + 13]);  // its pp rank
+    out.pipeline_bubble = bubble;
+  }
+  out.comm_bytes = PerAxis{most[0], most[1], most[2], most[3], most[4]};
+  out.comm_seconds = PerAxis{most[5], most[6], most[7], most[8], most[9]};
+  out.compute_seconds = most[10];
   return out;
 }
 

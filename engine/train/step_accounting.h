@@ -1,5 +1,5 @@
-// What a step cost, as its record reports it (StepMetrics): the share of the pipeline a rank
-// waited, each axis's bytes and seconds, and the compute, each the most over the ranks. StepPhase
+// What a step cost, as its record reports it (StepMetrics): the pipeline's bubble, each axis's
+// bytes and seconds, and the compute, each the most over the ranks. StepPhase
 // measures one step's pipeline phase; StepAccounting keeps what the previous report counted, so
 // that a report holds what was sent since (ZeRO's gathers after an update count in the next step)
 // and none of the evaluations' traffic.
@@ -10,6 +10,7 @@
 
 #include "engine/comm/comm.h"
 #include "engine/comm/parallel_groups.h"
+#include "engine/pipeline/simulator.h"
 #include "engine/runtime/device_interval.h"
 #include "engine/train/metrics.h"
 #include "kernels/ops.h"
@@ -17,7 +18,10 @@
 namespace ptrain::train {
 
 struct StepCosts {
-  std::optional<double> pipeline_idle;  // pp > 1: the largest share of the pipeline a rank waited
+  // pp > 1: the pipeline's bubble (pipeline/simulator.h's definition, measured: the longest schedule
+  // is the makespan; a rank's busy time is its schedule less its waits for messages; the bubble is
+  // that of the rank busiest), with its rank numbered in the pp group.
+  std::optional<pipeline::Bubble> pipeline_bubble;
   std::optional<PerAxis> comm_bytes;    // world > 1: what each axis sent, the most over the ranks
   std::optional<PerAxis> comm_seconds;  // world > 1: the seconds inside each axis's calls (under
                                         // NCCL the compute stream's waits on them), alike

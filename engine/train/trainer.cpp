@@ -195,7 +195,7 @@ RunResult Trainer::State::run_steps() {
     m.tokens_per_s = tokens_per_step() / seconds;
     m.mfu = peak_flops > 0 ? flops_per_step / (seconds * peak_flops) : 0.0;
     m.memory_bytes = memory_bytes();
-    m.pipeline_idle = outcome.costs.pipeline_idle;
+    m.pipeline_bubble = outcome.costs.pipeline_bubble;
     m.comm_bytes = outcome.costs.comm_bytes;
     m.comm_seconds = outcome.costs.comm_seconds;
     m.optimizer_seconds = outcome.optimizer_seconds;

@@ -38,8 +38,13 @@ std::optional<TypicalStep> StepRecord::typical() const {
     };
     t.comm_s = PerAxis{axis(&PerAxis::tp), axis(&PerAxis::pp), axis(&PerAxis::dp), axis(&PerAxis::cp), axis(&PerAxis::ep)};
   }
-  if (steps_.back().pipeline_idle)
-    t.pipeline_idle_s = median(steps_, skip, [](const StepMetrics& m) { return m.pipeline_idle.value_or(0.0) * m.step_seconds; });
+  if (const auto& last = steps_.back().pipeline_bubble) {
+    auto of = [](double pipeline::Bubble::*part) {
+      return [part](const StepMetrics& m) { return m.pipeline_bubble ? (*m.pipeline_bubble).*part : 0.0; };
+    };
+    t.pipeline_bubble = pipeline::Bubble{last->rank, median(steps_, skip, of(&pipeline::Bubble::seconds)),
+                                         median(steps_, skip, of(&pipeline::Bubble::fraction))};
+  }
   return t;
 }
 

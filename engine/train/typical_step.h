@@ -1,5 +1,5 @@
 // The typical step of a run: medians of what each step measured (its time, the seconds inside
-// each axis's collectives, the optimizer, the pipeline's idle share), over the run's steps after
+// each axis's collectives, the optimizer, the pipeline's bubble), over the run's steps after
 // its first two (start-up, first touches) and the last kKept at most. `ptrain run` sets it against
 // validate's prediction when the run ends (app/run_report.h).
 #pragma once
@@ -20,7 +20,9 @@ struct TypicalStep {
   int steps = 0;  // how many steps the medians are over
   double step_s = 0, optimizer_s = 0, compute_s = 0;
   std::optional<PerAxis> comm_s;          // world > 1
-  std::optional<double> pipeline_idle_s;  // pp > 1: the idle share of the worst rank x the step
+  // pp > 1: the pipeline's bubble (StepMetrics::pipeline_bubble), its seconds the median, its rank
+  // the last step's.
+  std::optional<pipeline::Bubble> pipeline_bubble;
 };
 
 class StepRecord {

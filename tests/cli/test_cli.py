@@ -959,7 +959,7 @@ class Profile(unittest.TestCase):
         job = write_temp(TINY)
         with_links = json.loads(ptrain("validate", job, "--json", "--set", "cluster.profile=" + self.path).stdout)
         measured = json.loads(ptrain("validate", job, "--json", "--set", "cluster.profile=" + path).stdout)
-        self.assertGreater(measured["step_breakdown"]["comm_exposed_s"]["pp"] + measured["step_breakdown"]["bubble_s"], 0)
+        self.assertGreater(measured["step_breakdown"]["bubble_s"], 0)  # the pp messages' latency is in it
         self.assertNotEqual(with_links["step_time_s"], measured["step_time_s"])
 
     def test_run_ends_with_its_step_against_the_prediction(self):
@@ -973,7 +973,7 @@ class Profile(unittest.TestCase):
             m = re.match(r"  (\S.*?)\s+([0-9.]+) s\s+([0-9.]+) s", line)
             if m:
                 rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
-        self.assertEqual(set(rows), {"step", "compute", "pp messages and idle", "dp (ZeRO) collectives", "optimizer"},
+        self.assertEqual(set(rows), {"step", "compute", "pipeline bubble", "dp (ZeRO) collectives", "optimizer"},
                          r.stdout)
         self.assertGreater(rows["step"][1], 0)
         # validate's parts add up to its step; the run's rows are each the most over the ranks

@@ -74,7 +74,7 @@ class Report(unittest.TestCase):
     def test_the_page_holds_the_run_and_needs_nothing_else(self):
         _, html = self.page()
         self.assertIn("ptrain report: report-test", html)
-        for chart in ["Loss", "Tokens per second", "MFU", "Step time", "Memory"]:
+        for chart in ["Loss", "Learning rate", "Gradient norm", "Tokens per second", "MFU", "Step time", "Memory"]:
             self.assertIn(f'aria-label="{chart}"', html)
         self.assertIn("validate's step", html)  # the job file was found beside the metrics
         self.assertIn('<figure id="measured">', html)
@@ -88,29 +88,118 @@ class Report(unittest.TestCase):
         self.assertEqual(re.findall(r"(?:src|href)=", html), [])
         self.assertEqual(set(re.findall(r"https?://[^\"' ]+", html)), {"http://www.w3.org/2000/svg"})
 
-    def test_it_renders_in_headless_chromium(self):
+    def chromium(self, page, action, height=2000):
+        """Headless chromium's `action` (--dump-dom, --screenshot=...) on the file `page`, in a window
+        1400 px wide (the page's width) with a profile of its own."""
         browser = shutil.which("chromium") or shutil.which("chromium-browser")
         if browser is None:
             self.skipTest("chromium is not installed (scripts/setup.sh installs it)")
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+                 f"--window-size=1400,{height}", "--force-device-scale-factor=1"]
+        with tempfile.TemporaryDirectory() as profile:
+            return subprocess.run([browser, *flags, f"--user-data-dir={profile}", action, "file://" + page],
+                                  capture_output=True, text=True, timeout=120)
+
+    def test_it_renders_in_headless_chromium(self):
         path, _ = self.page()
         shot = os.path.join(self.run_dir, "shot.png")
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-                 "--window-size=1400,2000"]
-        with tempfile.TemporaryDirectory() as profile:
-            flags.append(f"--user-data-dir={profile}")
-            dom = subprocess.run([browser, *flags, "--dump-dom", "file://" + path], capture_output=True, text=True,
-                                 timeout=120)
-            self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
-            # the browser parsed the page into elements: the charts' lines and the timelines' ops
-            self.assertGreaterEqual(dom.stdout.count("<polyline"), 5)
-            self.assertIn('id="measured"', dom.stdout)
-            shot_run = subprocess.run([browser, *flags, f"--screenshot={shot}", "file://" + path], capture_output=True,
-                                      text=True, timeout=120)
-            self.assertEqual(shot_run.returncode, 0, shot_run.stderr[-2000:])
+        dom = self.chromium(path, "--dump-dom")
+        self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
+        # the browser parsed the page into elements: the charts' lines and the timelines' ops
+        self.assertGreaterEqual(dom.stdout.count("<polyline"), 5)
+        self.assertIn('id="measured"', dom.stdout)
+        shot_run = self.chromium(path, f"--screenshot={shot}")
+        self.assertEqual(shot_run.returncode, 0, shot_run.stderr[-2000:])
         with open(shot, "rb") as f:
             png = f.read()
         self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
         self.assertGreater(len(png), 20_000)  # a page of charts, not a blank one
+
+    # Run in a copy of the page (the page itself holds no script): what the browser drew, measured
+    # where it drew it, written into the DOM for --dump-dom.
+    PROBE = """<script>(function () {
+      const facts = {min_font: 1e9, small: [], clipped: [], legend_on_plot: [], timelines: {}};
+      const seconds = text => {
+        const m = text.trim().match(/^([\\d.]+)(?: (s|ms|us))?$/);
+        return m ? parseFloat(m[1]) * {s: 1, ms: 1e-3, us: 1e-6, undefined: 1}[m[2]] : NaN;
+      };
+      const overlaps = (a, b) => a.left < b.right && a.right > b.left && a.top < b.bottom && a.bottom > b.top;
+      for (const svg of document.querySelectorAll("svg")) {
+        const box = svg.getBoundingClientRect();
+        const name = svg.getAttribute("aria-label") || svg.closest("figure").id;
+        for (const t of svg.querySelectorAll("text")) {
+          const m = t.getScreenCTM();  // its scale, rotated or not (the y axis's label)
+          const size = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+          facts.min_font = Math.min(facts.min_font, size);
+          if (size < 10) facts.small.push([name, t.textContent, size]);
+          const r = t.getBoundingClientRect();
+          if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+            facts.clipped.push([name, t.textContent]);
+        }
+        const frame = svg.querySelector("rect.frame");
+        if (!frame) continue;
+        const plot = frame.getBoundingClientRect();
+        for (const g of svg.querySelectorAll("g.legend")) {
+          const l = g.getBoundingClientRect();
+          if (overlaps(l, plot)) facts.legend_on_plot.push([name, g.textContent, "the plot"]);
+          for (const line of svg.querySelectorAll("polyline")) {
+            const m = line.getScreenCTM();
+            for (const p of line.points) {
+              const x = m.a * p.x + m.e, y = m.d * p.y + m.f;
+              if (x >= l.left && x <= l.right && y >= l.top && y <= l.bottom) facts.legend_on_plot.push([name, g.textContent, "a point"]);
+            }
+          }
+        }
+      }
+      for (const id of ["measured", "simulated"]) {
+        const figure = document.getElementById(id);
+        if (!figure) continue;
+        const ticks = [...figure.querySelectorAll("text.tick")].map(t => {
+          const r = t.getBoundingClientRect();
+          return [(r.left + r.right) / 2, seconds(t.textContent)];
+        });
+        const [first, last] = [ticks[0], ticks[ticks.length - 1]];
+        const axis = figure.querySelector("line").getBoundingClientRect().left;
+        const ops = [...figure.querySelectorAll("rect.op")].map(r => r.getBoundingClientRect().right);
+        facts.timelines[id] = {px_per_s: (last[0] - first[0]) / (last[1] - first[1]), ticks: ticks.length,
+                               drawn_px: Math.max(...ops) - axis, width: figure.querySelector("svg").getBoundingClientRect().width};
+      }
+      const out = document.createElement("pre");
+      out.id = "probe";
+      out.textContent = JSON.stringify(facts);
+      document.body.appendChild(out);
+    })();</script>"""
+
+    def test_the_picture_is_readable_and_true(self):
+        # Measured in the browser at the page's width (1400 px): no text under 10 px, none outside its
+        # drawing, no legend on a plot or a curve, and one time axis for the measured and the
+        # simulated step (they were drawn 2,900-3,200 px wide each at its own scale: ~5 px text, a
+        # clipped title, a 525 ms step as long as a 181 ms one).
+        path, html = self.page()
+        probe = os.path.join(self.run_dir, "probe.html")
+        with open(probe, "w") as f:
+            f.write(html.replace("</body>", self.PROBE + "</body>"))
+        dom = self.chromium(probe, "--dump-dom", height=3000)
+        self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
+        found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
+        self.assertIsNotNone(found, dom.stdout[-2000:])
+        facts = json.loads(found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+                           .replace("&amp;", "&"))
+        self.assertGreaterEqual(facts["min_font"], 10, facts["small"][:10])
+        self.assertEqual(facts["clipped"], [])
+        self.assertEqual(facts["legend_on_plot"], [])
+        measured, simulated = facts["timelines"]["measured"], facts["timelines"]["simulated"]
+        self.assertGreaterEqual(min(measured["ticks"], simulated["ticks"]), 3)
+        self.assertAlmostEqual(measured["px_per_s"] / simulated["px_per_s"], 1, delta=0.01)
+        self.assertLessEqual(max(measured["width"], simulated["width"]), 1400)
+        # each drawn as long as its makespan on that one scale (so the longer step is drawn longer, by
+        # the ratio of the two), to a tenth of a pixel
+        makespans = [float(m) for m in re.findall(r"(?:measured: step \d+ \(.*?\),|simulated \(validate's costs\):) "
+                                                   r"makespan ([\d.e+-]+) s", html)]
+        self.assertEqual(len(makespans), 2, html[-3000:])
+        for drawing, makespan in zip((measured, simulated), makespans):
+            self.assertAlmostEqual(drawing["drawn_px"] / drawing["px_per_s"], makespan,
+                                   delta=0.01 * makespan + 0.1 / drawing["px_per_s"])
 
     def test_a_device_track_is_the_measured_timeline_where_there_is_one(self):
         # A CUDA trace holds every F/B/W twice: where the host issued it (track 0) and where the
@@ -423,9 +512,10 @@ class ALongRun(unittest.TestCase):
         points = [tuple(map(float, p.split(","))) for p in
                   re.search(r'<polyline class="series"[^>]* points="([^"]*)"', loss).group(1).split()]
         top = min(points, key=lambda p: p[1])
-        plot_left, plot_width = 70, 550  # report_charts.cpp: the frame of a 640-wide chart
+        frame = re.search(r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)" class="frame"/>', loss)
+        plot_left, plot_top, plot_width, plot_height = (float(v) for v in frame.groups())
         self.assertAlmostEqual(top[0], plot_left + (self.SPIKE - 1) / (self.ROWS - 1) * plot_width, delta=0.1)
-        self.assertLess(top[1], 45)  # at the top of the frame (30 + the 5% margin)
+        self.assertLess(top[1], plot_top + 0.06 * plot_height)  # at the top of the frame (its 5% margin)
         self.assertEqual(sum(1 for p in points if p[1] < 100), 1)  # and nowhere else
 
     def test_the_summary_is_of_every_row(self):

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "tests/pipeline/schedule_cases.h"
 
@@ -81,7 +83,7 @@ TEST_CASE("ascii: header, one row per rank, one F/B cell per op") {
   INFO(text);
   const auto lines = lines_of(text);
   REQUIRE(lines.size() == 2 + 4);
-  CHECK(lines[0].find("1f1b pp=4 vpp=1 microbatches=8, bubble 27.3% (worst rank)") == 0);
+  CHECK(lines[0].find("1f1b pp=4 vpp=1 microbatches=8, bubble 27.3% (rank 0, computing most)") == 0);
   CHECK(lines[1].find("1 cell = 1.00 s") != std::string::npos);
   for (int rank = 0; rank < 4; ++rank) {
     const std::string& row = lines[2 + rank];
@@ -163,6 +165,52 @@ TEST_CASE("svg: a standalone document with one rect per op") {
     CHECK(count(svg, "<rect class=\"legend\"") == (s.split_weight_grad ? 3 : 2) * s.vpp);  // kind x chunk
     CHECK(svg.find(std::string(config::to_string(kind)) + " pp=4") != std::string::npos);
     CHECK(svg.find(">rank 3</text>") != std::string::npos);
+  }
+}
+
+namespace {
+
+// The right edge of the last op drawn, and the drawing's width (its width="..." attribute).
+std::pair<double, double> op_extent_and_width(const std::string& svg) {
+  double right = 0;
+  for (size_t at = svg.find("<rect class=\"op\""); at != std::string::npos; at = svg.find("<rect class=\"op\"", at + 1)) {
+    const double x = std::stod(svg.substr(svg.find("x=\"", at) + 3));
+    const double w = std::stod(svg.substr(svg.find("width=\"", at) + 7));
+    right = std::max(right, x + w);
+  }
+  return {right, std::stod(svg.substr(svg.find("width=\"", svg.find("<svg")) + 7))};
+}
+
+}  // namespace
+
+TEST_CASE("svg: drawings on one time axis share its scale; titles and legends fit the drawing") {
+  // The report draws a measured step beside a simulated one: drawn each at its own scale, a 525 ms
+  // step looked as long as a 181 ms one.
+  const auto [s, sim] = simulated(ScheduleKind::OneFOneB, 4, 1, 8);  // makespan 33 s
+  SimResult twice = sim;
+  twice.makespan *= 2;
+  for (auto& spans : twice.timeline)
+    for (Span& span : spans) span.start *= 2, span.end *= 2;
+  const SvgTimeAxis axis{twice.makespan, 1280};
+  const auto [short_right, short_width] = op_extent_and_width(render_svg(s, sim, axis));
+  const auto [long_right, long_width] = op_extent_and_width(render_svg(s, twice, axis));
+  CHECK(short_width == 1280);
+  CHECK(long_width == 1280);
+  const double left = 80;  // the rank names' column
+  CHECK((long_right - left) == Approx(2 * (short_right - left)).epsilon(1e-3));
+  CHECK(long_right == Approx(1280 - 24).epsilon(1e-3));  // the longer fills the plot
+
+  // Without an axis, never narrower than the title and the legend's notes (11 px text at 0.62 em a
+  // character, the 14 px bold title at 0.68): "makespan 410 m" was cut off at a drawing's edge.
+  for (auto kind : ptrain::pipeline::testing::kAllKinds) {
+    const auto [ks, ksim] = simulated(kind, 2, ptrain::pipeline::testing::least_vpp(kind), 2);
+    const std::string svg = render_svg(ks, ksim);
+    INFO(config::to_string(kind));
+    const size_t title = svg.find("class=\"title\"");
+    REQUIRE(title != std::string::npos);
+    const size_t begin = svg.find('>', title) + 1;
+    const double title_chars = static_cast<double>(svg.find("</text>", begin) - begin);
+    CHECK(op_extent_and_width(svg).second >= 80 + title_chars * 14 * 0.68 + 24);
   }
 }
 

@@ -49,7 +49,8 @@ void check_against_full(const Case& c, const OpCosts& costs, const ScheduleModel
   const Schedule full = build(c.kind, c.pp, c.vpp, c.microbatches, c.max_in_flight);
   const SimResult want = simulate(full, costs, Timeline::Drop), got = model.simulate(costs);
   CHECK(got.makespan == Approx(want.makespan).epsilon(kRounding));
-  CHECK(got.bubble_fraction_max == Approx(want.bubble_fraction_max).epsilon(kRounding).margin(kRounding));
+  CHECK(got.bubble.fraction == Approx(want.bubble.fraction).epsilon(kRounding).margin(kRounding));
+  CHECK(got.bubble.seconds == Approx(want.bubble.seconds).epsilon(kRounding).margin(kRounding));
   for (int r = 0; r < c.pp; ++r) {
     CHECK(got.busy[r] == Approx(want.busy[r]).epsilon(kRounding));
     CHECK(got.peak_inflight[r] == want.peak_inflight[r]);

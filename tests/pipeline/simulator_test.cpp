@@ -66,6 +66,25 @@ std::string dependency_violation(const Schedule& s, const SimResult& sim, double
 
 }  // namespace
 
+TEST_CASE("the bubble is the idle time of the rank computing most, not of the idlest") {
+  // pp 2, 2 microbatches, the last stage ten times the first (the head): rank 1 computes F0 1-11,
+  // B0 11-31, F1 31-41, B1 41-61; rank 0 F0 0-1, F1 1-2, B0 31-33, B1 61-63. Rank 1, the critical
+  // rank, idles 3 of 63; rank 0 idles 57 of them, waiting on rank 1: imbalance, not the schedule's.
+  const Schedule s = build(ScheduleKind::OneFOneB, 2, 1, 2);
+  OpCosts costs = OpCosts::uniform(s, 1, 2, 0);
+  costs.forward[1] = 10, costs.backward[1] = 20;
+  const SimResult sim = simulate(s, costs);
+  CHECK(sim.makespan == Approx(63).margin(kTight));
+  CHECK(sim.bubble.rank == 1);
+  CHECK(sim.bubble.seconds == Approx(3).margin(kTight));
+  CHECK(sim.bubble.fraction == Approx(3.0 / 63).margin(kTight));
+  CHECK(sim.idle_fraction[0] == Approx(57.0 / 63).margin(kTight));
+  // measured times take the same definition
+  const Bubble measured = bubble_of({6, 60}, 63);
+  CHECK((measured.rank == 1 && measured.seconds == 3 && measured.fraction == Approx(3.0 / 63)));
+  CHECK(bubble_of({5, 5, 5}, 8).rank == 0);  // the lowest of equals
+}
+
 TEST_CASE("1f1b and gpipe: bubble (p-1)/(m+p-1) on every rank with F=1, B=2") {
   for (auto kind : {ScheduleKind::OneFOneB, ScheduleKind::Gpipe}) {
     for (const auto& c : cases_of(kind)) {
@@ -75,7 +94,7 @@ TEST_CASE("1f1b and gpipe: bubble (p-1)/(m+p-1) on every rank with F=1, B=2") {
       const double p = c.pp, m = c.microbatches;
       CHECK(sim.makespan == Approx(3 * (m + p - 1)).epsilon(kTight));
       for (int rank = 0; rank < c.pp; ++rank) {
-        CHECK(sim.bubble_fraction[rank] == Approx((p - 1) / (m + p - 1)).margin(kTight));
+        CHECK(sim.idle_fraction[rank] == Approx((p - 1) / (m + p - 1)).margin(kTight));
       }
     }
   }
@@ -89,7 +108,7 @@ TEST_CASE("interleaved-1f1b: bubble ((p-1)/v) / (m + (p-1)/v) with F=1/v, B=2/v 
     const SimResult sim = simulate(s, OpCosts::uniform(s, 1 / v, 2 / v, 0));
     CHECK(sim.makespan == Approx(3 * (m + (p - 1) / v)).epsilon(kTight));
     for (int rank = 0; rank < c.pp; ++rank) {
-      CHECK(sim.bubble_fraction[rank] == Approx(((p - 1) / v) / (m + (p - 1) / v)).margin(kTight));
+      CHECK(sim.idle_fraction[rank] == Approx(((p - 1) / v) / (m + (p - 1) / v)).margin(kTight));
     }
   }
 }
@@ -358,9 +377,13 @@ TEST_CASE("every simulated op starts after its inputs, over the sweep with uneve
     for (double b : sim.busy) busy += b;
     CHECK(busy == Approx(total * c.microbatches).epsilon(kTight));
     for (int rank = 0; rank < s.pp; ++rank) {
-      CHECK(sim.bubble_fraction[rank] == Approx(1 - sim.busy[rank] / sim.makespan).margin(kTight));
-      CHECK(sim.bubble_fraction_max >= sim.bubble_fraction[rank]);
+      CHECK(sim.idle_fraction[rank] == Approx(1 - sim.busy[rank] / sim.makespan).margin(kTight));
+      // the bubble is the busiest rank's idle time: no rank computes more, and it idles the least
+      CHECK(sim.busy[sim.bubble.rank] >= sim.busy[rank]);
+      CHECK(sim.bubble.fraction <= sim.idle_fraction[rank] + kTight);
     }
+    CHECK(sim.bubble.seconds == Approx(bubble_seconds(sim, sim.bubble.rank)).margin(kTight));
+    CHECK(sim.bubble.fraction == Approx(sim.bubble.seconds / sim.makespan).margin(kTight));
   }
 }
 
@@ -375,7 +398,8 @@ TEST_CASE("without its timeline a simulation has the same numbers, bit for bit")
       const SimResult kept = simulate(s, costs), dropped = simulate(s, costs, Timeline::Drop);
       CHECK(dropped.makespan == kept.makespan);
       CHECK(dropped.busy == kept.busy);
-      CHECK(dropped.bubble_fraction == kept.bubble_fraction);
+      CHECK(dropped.idle_fraction == kept.idle_fraction);
+      CHECK((dropped.bubble.rank == kept.bubble.rank && dropped.bubble.seconds == kept.bubble.seconds));
       CHECK(dropped.peak_inflight == kept.peak_inflight);
       CHECK(dropped.peak_live == kept.peak_live);
       CHECK(dropped.peak_live_max == kept.peak_live_max);

@@ -61,7 +61,7 @@ TEST_CASE("a job of thousands of microbatches: its estimate is the full schedule
     const plan::Estimate est = plan::estimate(job, h100());
     const pipeline::SimResult sim = full.simulate(plan::stage_op_costs(spec, h100()));
     CHECK(est.pipeline_s == Approx(sim.makespan).epsilon(kRounding));
-    CHECK(est.bubble_fraction == Approx(sim.bubble_fraction_max).epsilon(kRounding).margin(kRounding));
+    CHECK(est.bubble_fraction == Approx(sim.bubble.fraction).epsilon(kRounding).margin(kRounding));
     CHECK(est.max_in_flight == full.max_in_flight());
 
     const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);

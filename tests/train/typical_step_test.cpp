@@ -9,12 +9,13 @@ using ptrain::train::StepRecord;
 
 namespace {
 
-StepMetrics step(double seconds, double tp = 0, double idle = -1) {
+// `bubble` seconds of the step's pipeline, on pp rank 1 (none where negative).
+StepMetrics step(double seconds, double tp = 0, double bubble = -1) {
   StepMetrics m;
   m.step_seconds = seconds;
   m.optimizer_seconds = seconds / 10;
   if (tp > 0) m.comm_seconds = PerAxis{tp, 0, 0, 0, 0};
-  if (idle >= 0) m.pipeline_idle = idle;
+  if (bubble >= 0) m.pipeline_bubble = ptrain::pipeline::Bubble{1, bubble, bubble / seconds};
   return m;
 }
 
@@ -23,9 +24,9 @@ StepMetrics step(double seconds, double tp = 0, double idle = -1) {
 TEST_CASE("typical step: medians after the run's first two steps") {
   StepRecord record;
   CHECK_FALSE(record.typical().has_value());
-  record.add(step(9.0, 4.0, 0.5));  // start-up
-  record.add(step(5.0, 4.0, 0.5));  // first touches
-  for (const double s : {1.0, 3.0, 2.0}) record.add(step(s, s / 2, 0.25));
+  record.add(step(9.0, 4.0, 4.0));  // start-up
+  record.add(step(5.0, 4.0, 4.0));  // first touches
+  for (const double s : {1.0, 3.0, 2.0}) record.add(step(s, s / 2, s / 4));
   const auto t = record.typical();
   REQUIRE(t.has_value());
   CHECK(t->steps == 3);
@@ -33,8 +34,10 @@ TEST_CASE("typical step: medians after the run's first two steps") {
   CHECK(t->optimizer_s == 0.2);
   REQUIRE(t->comm_s.has_value());
   CHECK(t->comm_s->tp == 1.0);
-  REQUIRE(t->pipeline_idle_s.has_value());
-  CHECK(t->pipeline_idle_s == 0.5);  // a quarter of the 2-second step
+  REQUIRE(t->pipeline_bubble.has_value());
+  CHECK(t->pipeline_bubble->seconds == 0.5);  // the bubble's seconds, not a share of the step
+  CHECK(t->pipeline_bubble->fraction == 0.25);
+  CHECK(t->pipeline_bubble->rank == 1);
 }
 
 TEST_CASE("typical step: a run of two steps or fewer takes them all, a long one its last steps") {
