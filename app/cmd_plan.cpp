@@ -131,7 +131,7 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
     out += line;
   }
   out += "step times from " + (r.best.empty() ? std::string("-") : r.best.front().estimate.compute_model) +
-         "; expected error: " + plan::expected_error(hw.measured.get()) + "\n";
+         "; expected error: " + plan::expected_error(hw.measured.get(), hw.device_is_host()) + "\n";
   return out;
 }
 
@@ -143,7 +143,7 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
   w.key("layouts").value(r.layouts).key("invalid").value(r.invalid).key("over_memory").value(r.over_memory);
   w.key("fitting").value(r.fitting).key("estimated").value(r.estimated);
   w.key("written").value(written);
-  w.key("expected_error").value(plan::expected_error(hw.measured.get()));
+  w.key("expected_error").value(plan::expected_error(hw.measured.get(), hw.device_is_host()));
   w.key("ranked").begin_array();
   for (const plan::RankedLayout& ranked : r.best) {
     const plan::Layout& l = ranked.layout;

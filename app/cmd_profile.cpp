@@ -19,6 +19,7 @@
 #include <memory>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <fstream>
@@ -37,6 +38,7 @@
 #include "app/profile_runs.h"
 #include "app/run_logs.h"
 #include "app/worker_process.h"
+#include "engine/plan/profile_doubts.h"
 #include "engine/comm/session.h"
 #include "engine/io/input_file.h"
 #include "engine/launch/launcher.h"
@@ -121,20 +123,69 @@ const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, Machine
   return &cuda->ops();
 }
 
-plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Ops& ops, const Machine& machine) {
+// A table the checks doubt (plan/profile_doubts.h) is measured again at most this many times; the
+// calibration is run again each time. What stays doubtful is written into the profile.
+constexpr int kRemeasures = 2;
+
+// Replaces `into`'s tables (and their spreads) with those `again` measured.
+void take_tables(MeasuredTables& into, const MeasuredTables& again, const std::set<std::string>& tables) {
+  for (const std::string& table : tables) into.spread.erase(table);
+  for (const auto& [table, spread] : again.spread) into.spread[table] = spread;
+  for (const auto& [element, g] : again.profile.gemm) into.profile.gemm[element] = g;
+  for (const auto& [element, a] : again.profile.attention) into.profile.attention[element] = a;
+  for (const auto& [family, points] : again.profile.memory) into.profile.memory[family] = points;
+}
+
+// The kernels' tables and the calibration, with `collectives` (measured before, or none), checked and
+// measured again where they cannot be trusted.
+plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Ops& ops, const Machine& machine,
+                                      std::optional<plan::CollectiveTable> collectives) {
   log::plan().info("profiling {} with the engine's kernels{}", machine.device, args.quick ? " (quick)" : "");
   ProfileOptions options;
   options.quick = args.quick;
   options.progress = [](const std::string& line) { log::plan().info(line); };
-  plan::MeasuredProfile profile = measure_profile(ops, options);
+  MeasuredTables measured = measure_profile(ops, options);
+  plan::MeasuredProfile& profile = measured.profile;
   profile.device = machine.device;  // before the calibration, which times the job as this GPU
-  log::plan().info("calibration: training a reference job with the engine");
-  profile.calibration = calibrate(ops, profile, args.quick);
-  log::plan().info("calibration: {}: {:.4f} s a step, compute {:.2f}x the tables' prediction",
-                   profile.calibration->job, profile.calibration->measured_step_s, profile.calibration->compute_scale);
-  if (profile.calibration->compute_scale < 0.67 || profile.calibration->compute_scale > 1.5)
-    log::plan().warn("the reference step and the tables disagree by more than 1.5x: was the machine busy with "
-                     "other work? Measure again on an idle machine");
+  profile.collectives = std::move(collectives);
+  auto calibrate_now = [&] {
+    log::plan().info("calibration: training a reference job with the engine");
+    profile.calibration = calibrate(ops, profile, args.quick);
+    log::plan().info("calibration: {}: {:.4f} s a step, compute {:.2f}x the tables' prediction",
+                     profile.calibration->job, profile.calibration->measured_step_s, profile.calibration->compute_scale);
+  };
+  calibrate_now();
+  std::vector<plan::ProfileDoubt> doubts = plan::profile_doubts(profile, measured.spread);
+  for (int again = 1; again <= kRemeasures; ++again) {
+    std::set<std::string> tables;  // what can be measured again here (the collectives were, by the workers)
+    bool calibration = false;
+    for (const plan::ProfileDoubt& d : doubts) {
+      log::plan().warn("cannot trust {}", d.text());
+      if (d.table == "calibration")
+        calibration = true;
+      else if (d.table.rfind("collectives/", 0) != 0)
+        tables.insert(d.table);
+    }
+    if (tables.empty() && !calibration) break;
+    std::string what;
+    for (const std::string& table : tables) what += table + ", ";
+    log::plan().info("measuring again ({} of {}): {}the calibration", again, kRemeasures, what);
+    if (!tables.empty()) {
+      options.only = tables;
+      take_tables(measured, measure_profile(ops, options), tables);
+    }
+    calibrate_now();
+    doubts = plan::profile_doubts(profile, measured.spread);
+  }
+  std::string kept;
+  for (const plan::ProfileDoubt& d : doubts) {
+    profile.doubts.push_back(d.text());
+    kept += "\n  " + d.text();
+  }
+  if (!doubts.empty())
+    log::plan().warn("{} of the measurements stay untrustworthy (was the machine busy?): the profile says so, and "
+                     "validate repeats it; measure again on an idle machine for step times to trust:{}",
+                     doubts.size(), kept);
   profile.versions = machine.versions;
   // The CUDA module names cuDNN's version, and the mode its attention ran under, where cuDNN loaded
   // (kernels/cuda/cuda_ops.cu); elsewhere the attention timed is ptrain's own.
@@ -167,8 +218,7 @@ int profile_worker(const ProfileArgs& args, const dist::WorkerEnv& env) {
     if (!args.collectives_to.empty())
       return write_output_file(args.collectives_to, plan::to_json(table)) ? kExitOk : kExitRuntimeFailure;
     kernels::set_cpu_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    plan::MeasuredProfile profile = measure_kernels(args, *ops, machine);
-    profile.collectives = std::move(table);
+    const plan::MeasuredProfile profile = measure_kernels(args, *ops, machine, std::move(table));
     if (!write_output_file(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
     log::plan().info("wrote {} with collectives over {} ranks", args.out, env.world);
     return kExitOk;
@@ -190,6 +240,7 @@ int run_profile(const ProfileArgs& args) {
     return kExitBadInput;
   }
   if (refuse_out(args)) return kExitBadInput;
+  if (std::string noise; !profile_noise_table(noise)) return kExitBadInput;
   std::optional<plan::CollectiveTable> collectives;
   if (args.nproc > 1) {  // first, while this process has no threads (see above)
     const std::string part = args.out + ".collectives";
@@ -214,12 +265,11 @@ int run_profile(const ProfileArgs& args) {
   if (ops == nullptr) return kExitBadInput;
   plan::MeasuredProfile profile;
   try {
-    profile = measure_kernels(args, *ops, machine);
+    profile = measure_kernels(args, *ops, machine, std::move(collectives));
   } catch (const std::exception& e) {
     log::plan().error(e.what());
     return kExitRuntimeFailure;
   }
-  profile.collectives = std::move(collectives);
   if (!write_output_file(args.out, plan::to_json(profile))) return kExitRuntimeFailure;
   log::plan().info("wrote {} (use it with cluster.profile: {})", args.out, args.out);
   return kExitOk;

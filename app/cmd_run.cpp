@@ -287,6 +287,8 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     if (session) session->finish();
     if ((!env || env->rank == 0) && result.typical_step && predicted)
       std::fputs(measured_against_predicted(*result.typical_step, *predicted).c_str(), stdout);  // a report
+      std::fputs(("  expected error of the step: " + predicted->expected_error + "\n").c_str(), stdout);
+    }
     if (result.status == train::RunStatus::NonFinite) {
       log::train().error("loss became NaN/inf at step {}", result.failed_step);
       return kExitRuntimeFailure;

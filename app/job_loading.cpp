@@ -102,6 +102,16 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
                                       "measure it again with `ptrain profile`"));
     return std::nullopt;
   }
+  // What `ptrain profile` wrote that it could not trust (plan/profile_doubts.h): said again here.
+  if (!profile.doubts.empty()) {
+    std::string doubts;
+    for (const std::string& d : profile.doubts) doubts += (doubts.empty() ? "" : "; ") + d;
+    job.diags.warnings.push_back(job.at("cluster.profile",
+                                        path + " holds measurements that `ptrain profile` could not trust even "
+                                            "measured again (a busy machine?), and step times from it are off by "
+                                            "as much: " + doubts,
+                                        "measure it again on an idle machine: `ptrain profile --out " + path + "`"));
+  }
   // The tables of the job's element type: the rest are read through them.
   const char* element = plan::element_name(job.spec.train.precision == config::Precision::Bf16);
   if (profile.gemm.count(element) == 0) {

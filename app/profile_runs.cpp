@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/data/synthetic_dataset.h"
+#include "engine/log/log.h"
 #include "engine/runtime/owned_buffer.h"
 #include "kernels/cpu/threads.h"
 
@@ -25,10 +29,17 @@ using kernels::DType;
 // each sample starts with the caches holding other data, as for AdamW, which streams a model's
 // whole state where a step's GEMMs and elementwise ops find the tensors just written (measured on
 // this 2-core machine: a hot AdamW table predicted 0.6 ms of a run's 2 ms update, a cold one 2 ms).
+// Each table's worst spread between repeats goes to `spread` under the table being measured.
+struct SpreadLog {
+  std::string table;
+  std::map<std::string, double>* spread;
+};
+
 class Timer {
  public:
-  Timer(const kernels::Ops& ops, int repeats, bool cold = false) : ops_(ops), repeats_(repeats), cold_(cold) {}
-  Timer cold() const { return Timer(ops_, repeats_, true); }
+  Timer(const kernels::Ops& ops, int repeats, SpreadLog& log, bool cold = false)
+      : ops_(ops), repeats_(repeats), log_(log), cold_(cold) {}
+  Timer cold() const { return Timer(ops_, repeats_, log_, true); }
   template <typename Run>
   double best(Buf sync, Run&& run) const {
     auto sample = [&](int launches) {
@@ -45,8 +56,13 @@ class Timer {
                              : std::clamp(static_cast<int>(2e-3 / std::max(first, 1e-6)), 1, 64);
     std::vector<double> runs;
     for (int i = 0; i < repeats_; ++i) runs.push_back(sample(launches));
-    std::nth_element(runs.begin(), runs.begin() + repeats_ / 2, runs.end());
-    return std::max(runs[static_cast<std::size_t>(repeats_ / 2)], 1e-9);
+    std::sort(runs.begin(), runs.end());
+    const double median = runs[static_cast<std::size_t>(repeats_ / 2)];
+    if (repeats_ >= 4 && median >= kSpreadFloorS) {
+      double& worst = (*log_.spread)[log_.table];
+      worst = std::max(worst, runs[runs.size() - 2] / runs[1]);
+    }
+    return std::max(median, 1e-9);
   }
 
  private:
@@ -59,6 +75,7 @@ class Timer {
 
   const kernels::Ops& ops_;
   int repeats_;
+  SpreadLog& log_;
   bool cold_;
 };
 
@@ -171,11 +188,46 @@ std::vector<plan::MemoryPoint> measure_memory(const Timer& timer, const std::vec
   return out;
 }
 
+// PTRAIN_DEBUG_PROFILE_NOISE's burst of load: the first point of `table` 1000x slower.
+void inject_noise(plan::MeasuredProfile& p, const std::string& table) {
+  constexpr double kBurst = 1000;
+  const std::size_t slash = table.find('/');
+  const std::string kind = table.substr(0, slash), element = table.substr(slash + 1);
+  if (kind == "gemm" && p.gemm.count(element) != 0) p.gemm[element].forward_s.front() *= kBurst;
+  if (kind == "attention")
+    for (plan::AttentionTable& a : p.attention[element]) a.forward_s.front() *= kBurst;
+  if (auto it = p.memory.find(table); it != p.memory.end()) it->second.front().forward_s *= kBurst;
+}
+
 }  // namespace
 
-plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOptions& options) {
+bool profile_noise_table(std::string& table) {
+  const char* value = std::getenv("PTRAIN_DEBUG_PROFILE_NOISE");
+  table = value == nullptr ? "" : value;
+  if (table.empty()) return true;
+  const std::size_t slash = table.find('/');
+  const std::string kind = table.substr(0, slash), element = slash == std::string::npos ? "" : table.substr(slash + 1);
+  const bool known = (element == "f32" || element == "bf16") &&
+                     (kind == "gemm" || kind == "attention" || kind == "norm" || kind == "layernorm" || kind == "rope" ||
+                      kind == "activation" || kind == "gelu" || kind == "routing" || kind == "embedding" ||
+                      kind == "loss" || (kind == "optimizer" && element == "f32"));
+  if (!known)
+    log::plan().error("PTRAIN_DEBUG_PROFILE_NOISE='{}': expected a table, <gemm|attention|norm|layernorm|rope|"
+                      "activation|gelu|routing|embedding|loss>/<f32|bf16> or optimizer/f32", table);
+  return known;
+}
+
+MeasuredTables measure_profile(const kernels::Ops& ops, const ProfileOptions& options) {
   const bool cuda = ops.device() != kernels::Device::Cpu;
-  const Timer timer(ops, options.quick ? 5 : 7);
+  MeasuredTables measured;
+  SpreadLog spreads{"", &measured.spread};
+  const Timer timer(ops, options.quick ? 5 : 7, spreads);
+  // Whether to measure the table `name`; the timer's spreads go to it from here.
+  auto wanted = [&](const std::string& name) {
+    if (!options.only.empty() && options.only.count(name) == 0) return false;
+    spreads.table = name;
+    return true;
+  };
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
@@ -192,7 +244,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
   const std::vector<std::int64_t> elements = cuda ? std::vector<std::int64_t>{1 << 16, 1 << 22, 1 << 26}
                                                   : options.quick ? std::vector<std::int64_t>{1 << 14, 1 << 20}
                                                                   : std::vector<std::int64_t>{1 << 12, 1 << 16, 1 << 21};
-  plan::MeasuredProfile p;
+  plan::MeasuredProfile& p = measured.profile;
   p.backend = cuda ? "cuda" : "cpu";
   p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   p.threads = cuda ? 1 : p.cores;
@@ -201,22 +253,33 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
   for (const DType dtype : {DType::F32, DType::BF16}) {
     const std::string element = plan::element_name(dtype == DType::BF16);
     const int size = dtype == DType::BF16 ? 2 : 4;
-    say("gemm " + element + ": " + std::to_string(gemm_m_sizes.size() * gemm_sizes.size() * gemm_sizes.size()) +
-        " shapes, forward and both gradients");
-    p.gemm[element] = measure_gemm(ops, timer, dtype, gemm_m_sizes, gemm_sizes);
-    say("attention " + element + ": " + std::to_string(seqs.size()) + " sequence lengths, head_dim 64 and 128");
+    if (wanted("gemm/" + element)) {
+      say("gemm " + element + ": " + std::to_string(gemm_m_sizes.size() * gemm_sizes.size() * gemm_sizes.size()) +
+          " shapes, forward and both gradients");
+      p.gemm[element] = measure_gemm(ops, timer, dtype, gemm_m_sizes, gemm_sizes);
+    }
     // A device needs enough (sequence, head, query tile) blocks to fill it, as a training step gives
     // it (GPT-2 124M: 32 x 12): 8 sequences of 16 heads. At 1 x 4 an H100 ran the short sequences
     // on a fraction of its SMs and the table predicted GPT-2's attention 3x too slow.
     const int attention_batch = cuda ? 8 : 1, attention_heads = cuda ? 16 : 4;
-    for (const int head_dim : {64, 128})
-      p.attention[element].push_back(
-          measure_attention(ops, timer, dtype, seqs, attention_batch, attention_heads, head_dim));
-    say("memory-bound ops " + element + ": norms (RMSNorm, LayerNorm), RoPE, activations (SwiGLU, GELU), routing, "
-        "embedding, loss");
+    if (wanted("attention/" + element)) {
+      say("attention " + element + ": " + std::to_string(seqs.size()) + " sequence lengths, head_dim 64 and 128");
+      p.attention[element].clear();
+      for (const int head_dim : {64, 128})
+        p.attention[element].push_back(
+            measure_attention(ops, timer, dtype, seqs, attention_batch, attention_heads, head_dim));
+    }
+    if (options.only.empty())
+      say("memory-bound ops " + element + ": norms (RMSNorm, LayerNorm), RoPE, activations (SwiGLU, GELU), routing, "
+          "embedding, loss");
+    // One family's table at `elements`, `bytes_per_element` as the layer description counts them.
+    auto memory_table = [&](const std::string& family, double bytes_per_element, const Timer& with, auto&& run) {
+      if (wanted(family + "/" + element))
+        p.memory[family + "/" + element] = measure_memory(with, elements, bytes_per_element, run);
+    };
     constexpr int C = 1024;
     // The bytes per element each family's forward moves, as model/layer_description.cpp counts them.
-    p.memory["norm/" + element] = measure_memory(timer, elements, 4.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+    memory_table("norm", 4.0 * size, timer, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
       const int rows = static_cast<int>(n / C);
       const Buf x = b.take(n, dtype), a = b.take(n, dtype), out = b.take(n, dtype), w = b.take(C, dtype),
@@ -224,7 +287,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
       pt.forward_s = t.best(out, [&] { ops.add_rmsnorm_forward(x, out, rstd, a, out, w, rows, C, 1e-5f); });
       pt.backward_s = t.best(d_in, [&] { ops.rmsnorm_backward(d_in, d_w, out, x, w, rstd, rows, C); });
     });
-    p.memory["layernorm/" + element] = measure_memory(timer, elements, 4.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+    memory_table("layernorm", 4.0 * size, timer, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
       const int rows = static_cast<int>(n / C);
       const Buf x = b.take(n, dtype), a = b.take(n, dtype), out = b.take(n, dtype), w = b.take(C, dtype),
@@ -233,7 +296,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
       pt.forward_s = t.best(out, [&] { ops.add_layernorm_forward(x, out, mean, rstd, a, out, w, bias, rows, C, 1e-5f); });
       pt.backward_s = t.best(d_in, [&] { ops.layernorm_backward(d_in, d_w, d_bias, out, x, w, mean, rstd, rows, C); });
     });
-    p.memory["rope/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+    memory_table("rope", 2.0 * size, timer, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
       const Buf x = b.take(n, dtype);
       const int T = static_cast<int>(n / (8 * 128));
@@ -247,13 +310,13 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
       pt.forward_s = t.best(out, [&] { ops.swiglu_forward(out, gate, up, n); });
       pt.backward_s = t.best(d_gate, [&] { ops.swiglu_backward(d_gate, d_up, out, gate, up, n); });
     };
-    p.memory["activation/" + element] = measure_memory(timer, elements, 3.0 * size, activation);
+    memory_table("activation", 3.0 * size, timer, activation);
     // GELU as a step pays it: what it adds to the GEMM it is fused with (the up projection's forward,
     // the down projection's input gradient), per element of its input. The CPU runs the two ops one
     // after the other, so this is GELU's own time there; CUDA evaluates it in cuBLASLt's epilogue,
     // where it costs the extra write of its input (measured on an H100: timed as a separate kernel
     // it made GPT-2's step 7% slower than the run).
-    p.memory["gelu/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+    memory_table("gelu", 2.0 * size, timer, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
       const int M = static_cast<int>(n / C);
       const Buf in = b.take(n, dtype), weight = b.take(std::int64_t{C} * C, dtype), bias = b.take(C, dtype),
@@ -269,7 +332,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
       pt.backward_s = std::max(fused_backward - plain_backward, 1e-9);
     });
     // Routing moves rows (dispatch, combine): measured as copies of the same bytes.
-    p.memory["routing/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+    memory_table("routing", 2.0 * size, timer, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
       const Buf from = b.take(n, dtype), to = b.take(n, dtype);
       const auto bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(size);
@@ -281,7 +344,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
     // them. The zeroed ids it read before all named row 0, summed serially: 31.5 ms at 537 MB on an
     // H100 against 0.2 ms forward (a GPT-2 microbatch's took 0.14 ms), and the calibration scaled
     // every op by 0.89 to make up for it.
-    p.memory["embedding/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+    memory_table("embedding", 2.0 * size, timer, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
       const int N = static_cast<int>(n / C);
       const std::vector<std::int32_t> ids = synthetic_token_ids(N);
@@ -294,7 +357,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
     });
     // AdamW over a shard: bytes counted as 4 per fp32 element of the shard (step_time.h).
     if (dtype == DType::F32)
-      p.memory["optimizer/f32"] = measure_memory(timer.cold(), elements, 4.0, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+      memory_table("optimizer", 4.0, timer.cold(), [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
         Buffers b{ops, {}};
         const Buf param = b.take(n, DType::F32), grad = b.take(n, DType::F32), m = b.take(n, DType::F32),
                   v = b.take(n, DType::F32);
@@ -302,7 +365,7 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
         pt.backward_s = pt.forward_s;
       });
     // The loss computes its gradient in forward (fused): its backward is nothing more.
-    p.memory["loss/" + element] = measure_memory(timer, elements, 2.0 * size, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
+    memory_table("loss", 2.0 * size, timer, [&](std::int64_t n, plan::MemoryPoint& pt, const Timer& t) {
       Buffers b{ops, {}};
       constexpr int V = 4096;
       const int N = static_cast<int>(std::max<std::int64_t>(n / V, 1));
@@ -312,7 +375,10 @@ plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOpti
       pt.backward_s = 1e-9;
     });
   }
-  return p;
+  std::string noise;
+  if (profile_noise_table(noise) && !noise.empty() && (options.only.empty() || options.only.count(noise) != 0))
+    inject_noise(p, noise);
+  return measured;
 }
 
 }  // namespace ptrain::app

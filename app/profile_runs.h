@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 
 #include "engine/plan/measured_profile.h"
@@ -14,10 +16,27 @@ namespace ptrain::app {
 struct ProfileOptions {
   bool quick = false;  // coarser grids, fewer repeats: under a minute on a CPU
   std::function<void(const std::string&)> progress;  // one line per table
+  // The tables to measure, by the names plan/profile_doubts.h gives them ("gemm/f32",
+  // "attention/bf16", "norm/f32", "optimizer/f32", ...); every one when empty.
+  std::set<std::string> only;
 };
+
+struct MeasuredTables {
+  plan::MeasuredProfile profile;
+  // Per table, the worst disagreement between a point's repeats: its second slowest over its second
+  // fastest, over points of at least kSpreadFloorS (below, the clock's and the cache's jitter).
+  std::map<std::string, double> spread;
+};
+inline constexpr double kSpreadFloorS = 20e-6;
 
 // GEMM, attention and memory-bound tables for f32 and bf16 (device, versions and date are the
 // caller's to fill).
-plan::MeasuredProfile measure_profile(const kernels::Ops& ops, const ProfileOptions& options);
+MeasuredTables measure_profile(const kernels::Ops& ops, const ProfileOptions& options);
+
+// The test seam of the profile's checks (plan/profile_doubts.h): PTRAIN_DEBUG_PROFILE_NOISE=TABLE
+// (a table name as above, "attention/f32") multiplies the first point of that table by 1000 each
+// time it is measured, as a burst of other load would, so that profile doubts it, measures it again
+// and writes the doubt. Unset: "". Returns false, after logging why, for a value naming no table.
+bool profile_noise_table(std::string& table);
 
 }  // namespace ptrain::app

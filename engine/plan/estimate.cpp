@@ -235,7 +235,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
                   config::bf16_working(spec.train.precision) ? t.bf16_ratio : t.fp32_ratio, t.memory_ratio);
     est.compute_model += by;
   }
-  est.expected_error = expected_error(hw.measured.get());
+  est.expected_error = expected_error(hw.measured.get(), hw.device_is_host());
   if (hw.measured && hw.measured->calibration) {
     char scale[32];
     std::snprintf(scale, sizeof scale, ", calibrated x%.2f", hw.measured->calibration->compute_scale);

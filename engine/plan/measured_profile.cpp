@@ -297,6 +297,7 @@ std::string to_json(const MeasuredProfile& p) {
                         {"predicted_compute_s", p.calibration->predicted_compute_s},
                         {"compute_scale", p.calibration->compute_scale}};
   if (p.calibration && !p.calibration->job_yaml.empty()) j["calibration"]["job_yaml"] = p.calibration->job_yaml;
+  if (!p.doubts.empty()) j["doubts"] = p.doubts;
   return j.dump(1) + "\n";
 }
 
@@ -382,6 +383,14 @@ MeasuredProfile from_json(const std::string& source) {
     if (p.accuracy->median_error < 0 || p.accuracy->worst_error < p.accuracy->median_error)
       bad("accuracy", "needs 0 <= median_error <= worst_error");
   }
+  if (j.contains("doubts")) {
+    const json& d = j["doubts"];
+    if (!d.is_array()) bad("doubts", "must be a list of sentences");
+    for (const json& line : d) {
+      if (!line.is_string()) bad("doubts", "must be a list of sentences");
+      p.doubts.push_back(line.get<std::string>());
+    }
+  }
   // Every table the layer description needs, for every element type measured.
   if (p.gemm.empty()) bad("gemm", "no table");
   for (const auto& [element, g] : p.gemm) {
@@ -412,8 +421,14 @@ std::string attention_mismatch(const MeasuredProfile& profile, kernels::CudnnAtt
          "seq 1024, cuDNN's deterministic backward 4.5% more of a Llama step)";
 }
 
-std::string expected_error(const MeasuredProfile* profile) {
+std::string expected_error(const MeasuredProfile* profile, bool cpu) {
   char text[512];
+  if (profile == nullptr && cpu)
+    return "no profile: CPU step times at peak x 60% (of a nominal 400 GFLOP/s a rank) are known to be off by up to "
+           "11x: measured/predicted 1.53-5.42 over 13 jobs on a quiet 2-core CPU "
+           "(bench/results/2026-11-27-step-time-vs-validate.json), 11.5 for configs/tiny-cpu.yaml on a busy one "
+           "(bench/results/2026-12-07-demo-prediction.json); measure this machine with `ptrain profile --quick "
+           "--nproc 2 --out profile.json` and give it as cluster.profile";
   if (profile == nullptr)
     return "peak x 60% is optimistic: measured/predicted 1.15-1.83 on an H100 (6 jobs) and 1.53-5.42 on a 2-core "
            "CPU (13 jobs; bench/results/2026-11-27-step-time-vs-validate*.json); give cluster.profile a `ptrain "

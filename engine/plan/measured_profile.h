@@ -103,6 +103,9 @@ struct MeasuredProfile {
   std::optional<Calibration> calibration;                    // where profile ran the reference step
   std::optional<Accuracy> accuracy;                          // once the sweep has checked it
   std::optional<Transfer> transfer;                          // read for another GPU than it measured
+  // What `ptrain profile` could not trust after measuring it again (profile_doubts.h), in words:
+  // validate repeats them. Empty in a profile it trusted whole and in profiles before 2026-12-07.
+  std::vector<std::string> doubts;
   bool built_in = false;  // compiled into the binary (builtin_profile.h); never in a file
 };
 
@@ -113,8 +116,8 @@ std::string attention_mismatch(const MeasuredProfile& profile, kernels::CudnnAtt
 
 // What a step time predicted with `profile` (nullptr: peak x 60%) is worth, in words: the profile's
 // checked accuracy, or that it has none, or how far a transferred profile or peak x 60% was
-// measured to be off.
-std::string expected_error(const MeasuredProfile* profile);
+// measured to be off (`cpu`: on a CPU, where it is off by several times and says to profile).
+std::string expected_error(const MeasuredProfile* profile, bool cpu = false);
 
 // Seconds of one collective of `bytes` (S) over `ranks` ranks of one node, read from the measured
 // table: piecewise linear in S, at the S whose ring traffic on the measured group equals this

@@ -242,6 +242,11 @@ TEST_CASE("a profile's checked accuracy round-trips and is what validate and pla
   plan::MeasuredProfile checked = ideal();
   CHECK_THAT(plan::expected_error(&checked), Contains("not been checked against runs"));
   CHECK_THAT(plan::expected_error(nullptr), Contains("peak x 60% is optimistic"));
+  // A CPU job without a profile (issue 44 item 1: the demo's step 3.2x its prediction, without a word)
+  CHECK_THAT(plan::expected_error(nullptr, true),
+             Contains("no profile: CPU step times at peak x 60%") && Contains("known to be off by up to 11x") &&
+                 Contains("ptrain profile --quick --nproc 2"));
+  CHECK(plan::expected_error(&checked, true) == plan::expected_error(&checked));
   checked.accuracy = plan::Accuracy{6, 0.0949, 0.1426, "2026-11-26", "one GPU: six jobs"};
   const plan::MeasuredProfile back = plan::from_json(plan::to_json(checked));
   REQUIRE(back.accuracy.has_value());
