@@ -57,6 +57,20 @@ def machine(backend):
     return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else "a CUDA device"
 
 
+def transparent_hugepages():
+    """The kernel's THP settings, which decide whether the CPU backend's madvise(MADV_HUGEPAGE) gets
+    huge pages: {"enabled": "madvise", "defrag": "madvise"} (the bracketed choice of each file)."""
+    settings = {}
+    for name in ("enabled", "defrag"):
+        try:
+            with open(f"/sys/kernel/mm/transparent_hugepage/{name}") as f:
+                text = f.read()
+            settings[name] = text[text.index("[") + 1:text.index("]")]
+        except (OSError, ValueError):
+            settings[name] = None
+    return settings
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", choices=sorted(SIZES), default="0.5b")
@@ -80,7 +94,8 @@ def main():
               f"{row['first_step_s']:.2f} s" + (f", parts {row['parts_s']}" if "parts_s" in row else ""))
     name = "startup-time" if (args.size, args.backend) == ("0.5b", "cpu") else f"startup-time-{args.size}-{args.backend}"
     write_result(name, {"machine": machine(args.backend), "cores": os.cpu_count(), "size": args.size,
-                        "backend": args.backend, "parameters": SIZES[args.size][2], "rows": rows})
+                        "backend": args.backend, "parameters": SIZES[args.size][2],
+                        "transparent_hugepage": transparent_hugepages(), "rows": rows})
 
 
 if __name__ == "__main__":

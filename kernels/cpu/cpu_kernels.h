@@ -3,6 +3,7 @@
 // (cpu_ops.cpp) forwards the Ops interface to them. Semantics are those documented in ops.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/adamw_step.h"
@@ -101,7 +102,9 @@ void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias,
 void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
                    int K);
 
-// memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free)
+// memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free); a buffer of
+// kHugePageBytes or more is aligned to kHugePageBytes and asked for transparent huge pages.
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 void* allocate(std::size_t bytes);
 
 // ---- helpers shared by the kernels
