@@ -50,17 +50,23 @@ class Bf16Staging {
   Rows input_rows(Buf table, Buf ids, std::int64_t n, std::int64_t row_len);
   Rows output_rows(Buf table, Buf ids, std::int64_t n, std::int64_t row_len);
 
+  // A block of F32 temporaries; blocks outlive the staging in its thread's pool (bf16_staging.cpp).
+  struct Block {
+    std::unique_ptr<float[]> data;
+    std::int64_t capacity = 0;
+  };
+
  private:
   struct WriteBack {
     std::uint16_t* target;
     const float* staged;
     std::int64_t count;
   };
-  float* temporary(std::int64_t count);  // uninitialised, freed with the staging
+  float* temporary(std::int64_t count);  // uninitialised, back to the pool with the staging
   Buf stage(Buf b, std::int64_t count, bool written);
   Rows stage_rows(Buf table, Buf ids, std::int64_t n, std::int64_t row_len, bool written);
 
-  std::vector<std::unique_ptr<float[]>> temporaries_;
+  std::vector<Block> temporaries_;
   std::vector<std::unique_ptr<std::int32_t[]>> renumbered_ids_;
   std::vector<WriteBack> write_backs_;
 };
