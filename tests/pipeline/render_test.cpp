@@ -183,7 +183,7 @@ std::pair<double, double> op_extent_and_width(const std::string& svg) {
 
 }  // namespace
 
-TEST_CASE("svg: drawings on one time axis share its scale; titles and legends fit the drawing") {
+TEST_CASE("svg: drawings on one time axis share its scale, and titles and notes fit the drawing") {
   // The report draws a measured step beside a simulated one: drawn each at its own scale, a 525 ms
   // step looked as long as a 181 ms one.
   const auto [s, sim] = simulated(ScheduleKind::OneFOneB, 4, 1, 8);  // makespan 33 s
