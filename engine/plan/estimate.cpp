@@ -148,7 +148,8 @@ void add_rank(const EstimateInputs& in, const Position& pos, const RankParams& p
   }
 
   const StepTail tail = step_tail(spec, in.hw, params, tiers, pos.pp_rank, in.costs, in.sim);
-  if (tail.total() > est.dp_exposed_s + est.optimizer_s) {
+  if (tail.total() > est.tp_grads_s + est.dp_exposed_s + est.optimizer_s) {
+    est.tp_grads_s = tail.tp_grads;
     est.dp_exposed_s = tail.dp_exposed;
     est.optimizer_s = tail.optimizer;
   }
@@ -168,6 +169,7 @@ Estimate::StepBreakdown step_breakdown(const config::JobSpec& spec, const std::v
     b.tp_s += m * part.tp, b.cp_s += m * part.cp, b.ep_s += m * part.ep;
   }
   b.bubble_s = sim.bubble.seconds;
+  b.tp_s += est.tp_grads_s;
   b.dp_s = est.dp_exposed_s;
   b.optimizer_s = est.optimizer_s;
   return b;
@@ -223,7 +225,7 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     }
     add_rank(inputs, pos, it->second, est);
   }
-  est.step_time_s = est.pipeline_s + est.dp_exposed_s + est.optimizer_s;
+  est.step_time_s = est.pipeline_s + est.tp_grads_s + est.dp_exposed_s + est.optimizer_s;
   est.breakdown = step_breakdown(spec, parts, sim, est);
   est.compute_model = hw.measured ? std::string(hw.measured->built_in ? "built-in " : "") + "profile of " +
                                         hw.measured->device + " (" + hw.measured->date + ")"

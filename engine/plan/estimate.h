@@ -63,8 +63,11 @@ struct Estimate {
   double hardware_flops_per_step = 0;  // including recompute
   std::map<std::string, CommVolume>
       comm_bytes_per_step;  // "tp","pp","dp","cp","ep": the rank sending the most
-  double step_time_s = 0;   // pipeline_s + the slowest rank's dp_exposed + optimizer
+  double step_time_s = 0;   // pipeline_s + the slowest rank's tp_grads + dp_exposed + optimizer
   double pipeline_s = 0;    // simulated makespan of the schedule
+  // Sequence parallelism's norm-gradient sums over tp at the step's end, one blocking call a tensor
+  // (traffic.h: sequence_parallel_grad_reductions); counted in the breakdown's tp.
+  double tp_grads_s = 0;
   double dp_exposed_s = 0;  // data-parallel communication not hidden behind backward
   double optimizer_s = 0;
   // Where the step goes on the pipeline's critical rank (bubble_rank): its compute by kind, its

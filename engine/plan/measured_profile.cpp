@@ -425,9 +425,9 @@ std::string expected_error(const MeasuredProfile* profile, bool cpu) {
   char text[512];
   if (profile == nullptr && cpu)
     return "no profile: CPU step times at peak x 60% (of a nominal 400 GFLOP/s a rank) are known to be off by up to "
-           "11x: measured/predicted 1.53-5.42 over 13 jobs on a quiet 2-core CPU "
-           "(bench/results/2026-11-27-step-time-vs-validate.json), 11.5 for configs/tiny-cpu.yaml on a busy one "
-           "(bench/results/2026-12-07-demo-prediction.json); measure this machine with `ptrain profile --quick "
+           "23x: measured/predicted 1.53-5.42 over 13 jobs on a quiet 2-core CPU "
+           "(bench/results/2026-11-27-step-time-vs-validate.json), 23 for configs/tiny-cpu.yaml on one loaded 6x "
+           "over its 2 cores (bench/results/2026-12-07-demo-prediction.json); measure this machine with `ptrain profile --quick "
            "--nproc 2 --out profile.json` and give it as cluster.profile";
   if (profile == nullptr)
     return "peak x 60% is optimistic: measured/predicted 1.15-1.83 on an H100 (6 jobs) and 1.53-5.42 on a 2-core "

@@ -156,7 +156,7 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
       const StepTail t = step_tail(spec, hw, params[i], tiers[i], q, *costs[r], sim);
       if (t.total() > tail.total()) tail = t;
     }
-    candidates.push_back({layout, sim.makespan + tail.dp_exposed + tail.optimizer});
+    candidates.push_back({layout, sim.makespan + tail.tp_grads + tail.dp_exposed + tail.optimizer});
     fits = true;
     return true;
   };

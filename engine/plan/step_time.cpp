@@ -124,12 +124,15 @@ StepTail step_tail(const config::JobSpec& spec, const HardwareProfile& hw, const
                    const LinkTiers& tiers, int pp_rank, const pipeline::OpCosts& costs,
                    const pipeline::SimResult& sim) {
   const auto r = static_cast<size_t>(pp_rank);
-  double backward_window = 0, forward_window = 0;
+  double backward_window = 0, forward_window = 0, tp_grads = 0;
   for (size_t v = r; v < costs.backward.size(); v += static_cast<size_t>(spec.parallel.pp)) {
     backward_window += costs.backward[v] + costs.weight_grad[v];
     forward_window += costs.forward[v];
+    tp_grads += seconds(sequence_parallel_grad_reductions(spec, static_cast<int>(v),
+                                                          spec.schedule.resolved_layers_per_stage[v]),
+                        hw, tiers.tp);
   }
-  return {data_parallel_exposed_seconds(spec, hw, params, tiers, backward_window, sim.busy[r]),
+  return {tp_grads, data_parallel_exposed_seconds(spec, hw, params, tiers, backward_window, sim.busy[r]),
           optimizer_seconds(spec, hw, params, forward_window)};
 }
 

@@ -66,10 +66,13 @@ double data_parallel_exposed_seconds(const config::JobSpec& spec, const Hardware
 double optimizer_seconds(const config::JobSpec& spec, const HardwareProfile& hw, const RankParams& params,
                          double forward_window_s);
 
-// What a rank adds to the pipeline's makespan at the end of the step.
+// What a rank adds to the pipeline's makespan at the end of the step: under sequence parallelism
+// the norms' gradient sums over tp (traffic.h: sequence_parallel_grad_reductions, blocking calls
+// between the backward and the data-parallel reduction), the exposed data-parallel communication
+// and the update.
 struct StepTail {
-  double dp_exposed = 0, optimizer = 0;
-  double total() const { return dp_exposed + optimizer; }
+  double tp_grads = 0, dp_exposed = 0, optimizer = 0;
+  double total() const { return tp_grads + dp_exposed + optimizer; }
 };
 // For a rank of pipeline stage `pp_rank` holding `params`, given the schedule's costs and its
 // simulation: the backward window is the last microbatch's B + W over the rank's chunks.

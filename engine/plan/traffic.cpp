@@ -51,21 +51,6 @@ void add_collectives(std::vector<Collective>& to, const std::vector<model::Op>& 
   }
 }
 
-// Sequence parallelism: the norms' (and MoE routers') weight gradients are partial sums over the tp
-// ranks' tokens, all-reduced over tp before the data-parallel reduction (zero/data_parallel.cpp): once per
-// step, or per microbatch under ZeRO 2/3, which reduce every microbatch.
-double sequence_parallel_grad_bytes(const config::JobSpec& spec, int virtual_stage, int layers) {
-  const config::ParallelSpec& p = spec.parallel;
-  if (p.tp == 1 || !p.sequence_parallel) return 0;
-  const config::ModelSpec& m = spec.model;
-  const bool gpt2 = m.arch == config::Arch::Gpt2;  // LayerNorm: weight and bias
-  double elements = layers * (gpt2 ? 4.0 : 2.0) * m.hidden;
-  if (m.moe) elements += layers * static_cast<double>(m.moe->experts) * m.hidden;
-  if (virtual_stage == p.pp * spec.schedule.virtual_stages - 1) elements += (gpt2 ? 2.0 : 1.0) * m.hidden;
-  const double times = p.zero >= 2 ? spec.train.microbatches : 1;
-  return times * bytes_sent(Collective{CollectiveKind::AllReduce, elements * kFp32, p.tp});
-}
-
 }  // namespace
 
 double bytes_sent(const Collective& c) {
@@ -143,6 +128,23 @@ StageTraffic stage_traffic(const config::JobSpec& spec, const model::ModelOps& o
   return c;
 }
 
+std::vector<Collective> sequence_parallel_grad_reductions(const config::JobSpec& spec, int virtual_stage,
+                                                          int layers) {
+  const config::ParallelSpec& p = spec.parallel;
+  if (p.tp == 1 || !p.sequence_parallel) return {};
+  const config::ModelSpec& m = spec.model;
+  const bool gpt2 = m.arch == config::Arch::Gpt2;  // LayerNorm: weight and bias
+  const double times = p.zero >= 2 ? spec.train.microbatches : 1;
+  double norms = layers * (gpt2 ? 4.0 : 2.0);
+  if (virtual_stage == p.pp * spec.schedule.virtual_stages - 1) norms += gpt2 ? 2.0 : 1.0;
+  std::vector<Collective> out;
+  if (norms > 0) out.push_back({CollectiveKind::AllReduce, m.hidden * kFp32, p.tp, times * norms});
+  if (m.moe && layers > 0)
+    out.push_back({CollectiveKind::AllReduce, static_cast<double>(m.moe->experts) * m.hidden * kFp32, p.tp,
+                   times * layers});
+  return out;
+}
+
 Collective pipeline_message(const config::JobSpec& spec) {
   return {CollectiveKind::SendRecv, Messages(spec).pipeline, 2};
 }
@@ -194,8 +196,8 @@ StepTraffic step_traffic(const config::JobSpec& spec, const RankParams& params, 
     const int v = place.virtual_stage(pp_rank, chunk);
     const StageTraffic c = stage_traffic(spec, ops, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
     s.tp += m * (bytes_sent(c.tp_forward) + bytes_sent(c.tp_backward)) +
-            sequence_parallel_grad_bytes(spec, v,
-                                         spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]);
+            bytes_sent(sequence_parallel_grad_reductions(
+                spec, v, spec.schedule.resolved_layers_per_stage[static_cast<size_t>(v)]));
     s.cp += m * (bytes_sent(c.cp_forward) + bytes_sent(c.cp_backward));
     s.ep += m * (bytes_sent(c.ep_forward) + bytes_sent(c.ep_backward));
     // Activation forward, grad backward; none to a neighbour on this rank (the V's turn).

@@ -65,6 +65,14 @@ inline StageTraffic stage_traffic(const config::JobSpec& spec, int virtual_stage
   return stage_traffic(spec, model::model_ops(spec), virtual_stage, layers);
 }
 
+// Sequence parallelism: the norms' (and MoE routers') weight gradients are partial sums over the tp
+// ranks' tokens, all-reduced over tp before the data-parallel reduction (zero/data_parallel.cpp), one
+// call per tensor: once per step, or per microbatch under ZeRO 2/3, which reduce every microbatch.
+// On a host transport each call costs its latency (a 4-layer GPT-2 makes 18 a step). For the chunk
+// at `virtual_stage` holding `layers` layers; empty without SP.
+std::vector<Collective> sequence_parallel_grad_reductions(const config::JobSpec& spec, int virtual_stage,
+                                                          int layers);
+
 // The activation (or its gradient) sent between pipeline stages for one microbatch.
 Collective pipeline_message(const config::JobSpec& spec);
 

@@ -201,3 +201,22 @@ TEST_CASE("sequence parallelism sums the norm gradients over tp: per step, per m
   CHECK(plan::step_traffic(b.spec, params, 0).tp - plan::step_traffic(a.spec, params, 0).tp ==
         Approx((b.spec.train.microbatches - 1) * norms));
 }
+
+TEST_CASE("sequence parallelism's norm-gradient sums are one call a tensor, timed at the step's end") {
+  // issue 44 item 8: a GPT-2 at tp 2 with SP ran 2.33x its CPU prediction; each of these calls costs
+  // a host transport's latency, and the step time counted none of them
+  const config::LoadResult job =
+      test::load_job(test::kSmallLlama, {"parallel.tp=2", "parallel.sequence_parallel=true"}, 2);
+  const std::vector<Collective> sums = plan::sequence_parallel_grad_reductions(job.spec, 0, 8);
+  REQUIRE(sums.size() == 1);
+  CHECK(sums[0].count == 8 * 2 + 1);  // two RMSNorm weights a layer and the final norm: one call each
+  CHECK(sums[0].bytes == 256 * 4.0);
+  const plan::HardwareProfile& cpu = *plan::find_hardware("cpu");
+  const plan::Estimate est = plan::estimate(job, cpu);
+  CHECK(est.tp_grads_s == Approx(plan::seconds(sums, cpu, false)));
+  CHECK(est.tp_grads_s >= 17 * cpu.intra_node_latency_s);
+  CHECK(est.step_time_s == Approx(est.pipeline_s + est.tp_grads_s + est.dp_exposed_s + est.optimizer_s));
+  const config::LoadResult plain = test::load_job(test::kSmallLlama, {"parallel.tp=2"}, 2);
+  CHECK(plan::sequence_parallel_grad_reductions(plain.spec, 0, 8).empty());
+  CHECK(plan::estimate(plain, cpu).tp_grads_s == 0);
+}
