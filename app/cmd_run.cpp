@@ -285,7 +285,7 @@ int train(const RunArgs& args, const config::JobSpec& spec, const std::optional<
     if (!env || env->rank == 0) record();
     const train::RunResult result = trainer.run();
     if (session) session->finish();
-    if ((!env || env->rank == 0) && result.typical_step && predicted)
+    if ((!env || env->rank == 0) && result.typical_step && predicted) {
       std::fputs(measured_against_predicted(*result.typical_step, *predicted).c_str(), stdout);  // a report
       std::fputs(("  expected error of the step: " + predicted->expected_error + "\n").c_str(), stdout);
     }
