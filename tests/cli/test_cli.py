@@ -333,7 +333,8 @@ class ValidateBadInput(unittest.TestCase):
         r = ptrain("validate", config("llama3-8b"), *offload, "--set", "parallel.zero=0",
                    "--set", "cluster.host_memory_gb=100")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn("cluster.host_memory_gb: the offloaded optimizer state", r.stderr)
+        self.assertIn("cluster.host_memory_gb: the host memory of a node's 8 ranks", r.stderr)
+        self.assertIn("offloaded optimizer state", r.stderr)
         self.assertIn("host (offload: optimizer)", r.stdout)
         ok = ptrain("validate", config("llama3-8b"), *offload, "--set", "cluster.host_memory_gb=2000")
         self.assertEqual(ok.returncode, 0, ok.stderr)
