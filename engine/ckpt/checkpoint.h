@@ -79,12 +79,15 @@ std::string begin_checkpoint(const std::string& dir, std::int64_t step);
 // Writes <tmp_dir>/rank_<R>.safetensors (fsync'd) holding every shard under its name.
 RankFileInfo write_rank_file(const std::string& tmp_dir, int rank, std::int64_t step,
                              const std::vector<TensorShard>& shards);
-// Writes the manifest, checks that the files together cover every element of every tensor, makes
-// the step directory durable and current, prunes to `keep` (0 = keep all) and removes leftovers of
-// earlier crashes. Returns the path of the step directory.
+// Writes the manifest, checks that the files together cover every element of every tensor and makes
+// the step directory durable and current. Returns the path of the step directory.
 std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir, std::int64_t step,
                               const nlohmann::json& job_meta, const nlohmann::json& state,
-                              const std::vector<RankFileInfo>& ranks, int keep);
+                              const std::vector<RankFileInfo>& ranks);
+// After step `step`'s commit: removes the steps older than it beyond the newest `keep` (counting
+// `step`; 0 = keep all) and the leftovers of crashed saves, best effort (the step is committed
+// whatever happens here). The same condition as remove_leftovers: no save may be under way in `dir`.
+void prune_checkpoints(const std::string& dir, std::int64_t step, int keep);
 // Removes a temporary directory of begin_checkpoint whose save failed, with whatever is in it (a
 // no-op once commit_checkpoint has renamed it). Only the process that began the save may call it.
 void abandon_checkpoint(const std::string& tmp_dir);

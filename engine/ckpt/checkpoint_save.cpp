@@ -24,23 +24,6 @@ namespace ptrain::ckpt {
 namespace fs = std::filesystem;
 namespace {
 
-// Removes checkpoints older than `step` beyond the newest `keep` (counting `step` itself), and
-// leftovers of crashed saves. Best effort: the new checkpoint is already committed.
-void prune(const std::string& dir, std::int64_t step, int keep) {
-  std::error_code ec;
-  std::vector<std::pair<std::int64_t, fs::path>> older;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (const auto n = parse_step_dir_name(name); n && *n < step && e.is_directory(ec)) older.emplace_back(*n, e.path());
-  }
-  if (keep > 0) {
-    std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i)
-      fs::remove_all(older[i].second, ec);
-  }
-  remove_leftovers(dir);
-}
-
 // Moves the finished temporary directory to its final name; true if that name was free. An
 // existing step directory (the same step saved again) is swapped out atomically and then removed.
 bool install_step_dir(const std::string& tmp_dir, const std::string& final_dir) {
@@ -132,9 +115,24 @@ RankFileInfo write_rank_file(const std::string& tmp_dir, int rank, std::int64_t 
   return info;
 }
 
+void prune_checkpoints(const std::string& dir, std::int64_t step, int keep) {
+  std::error_code ec;
+  std::vector<std::pair<std::int64_t, fs::path>> older;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (const auto n = parse_step_dir_name(name); n && *n < step && e.is_directory(ec)) older.emplace_back(*n, e.path());
+  }
+  if (keep > 0) {
+    std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i)
+      fs::remove_all(older[i].second, ec);
+  }
+  remove_leftovers(dir);
+}
+
 std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir, std::int64_t step,
                               const nlohmann::json& job_meta, const nlohmann::json& state,
-                              const std::vector<RankFileInfo>& ranks, int keep) {
+                              const std::vector<RankFileInfo>& ranks) {
   nlohmann::json files = nlohmann::json::array();
   struct Merged {
     std::vector<std::int64_t> shape;
@@ -194,7 +192,6 @@ std::string commit_checkpoint(const std::string& dir, const std::string& tmp_dir
     if (fresh) fs::remove_all(final_dir, ec);
     throw;
   }
-  prune(dir, step, keep);
   return final_dir;
 }
 
@@ -203,7 +200,9 @@ std::string save_checkpoint(const std::string& dir, std::int64_t step, const nlo
   const std::string tmp = begin_checkpoint(dir, step);
   try {
     const RankFileInfo info = write_rank_file(tmp, 0, step, shards);
-    return commit_checkpoint(dir, tmp, step, job_meta, state, {info}, keep);
+    const std::string path = commit_checkpoint(dir, tmp, step, job_meta, state, {info});
+    prune_checkpoints(dir, step, keep);
+    return path;
   } catch (...) {
     abandon_checkpoint(tmp);
     throw;

@@ -90,6 +90,7 @@ Trainer::State::State(const config::JobSpec& s, const kernels::Ops& backend, dis
   start_run_records(s, c, log.get(), start_step, options.segment);  // or refuses another run's records
   options.startup.weights_s = seconds_since(weights_begin);
   last_saved_step = start_step;
+  if (background) background->prepare(zero.saved_shards());  // the copy's pages faulted in off the step
   if (train_loader.microbatches() != s.train.microbatches)
     throw std::logic_error("the data loader's microbatches differ from the job's");
   flops_per_step = plan::step_flops(s, plan::matmul_params(params.registry(), s.model)).model;

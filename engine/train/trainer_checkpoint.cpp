@@ -104,6 +104,7 @@ void Trainer::State::save(std::int64_t step) {
   stop_agreed(step);  // throws on every rank once rank 0 has lost a record: nothing saved after it;
                       // finishes the save in flight, which every rank has written now
   const dist::Trace::Scope span(trace.get(), "checkpoint step " + std::to_string(step), "checkpoint");
+  if (background) background->wait();  // its pruning removes leftovers, which this save's directory must not be
   const dist::Group& world = comm.world_group();
   BackgroundSave::Pending pending;
   pending.step = step;
@@ -206,9 +207,15 @@ std::string Trainer::State::commit_or_abandon(BackgroundSave::Pending& done, con
       for (const std::string& name : {ckpt::model_tensor_name(info.name), ckpt::exp_avg_tensor_name(info.name),
                                       ckpt::exp_avg_sq_tensor_name(info.name)})
         if (saved.count(name) == 0) throw std::logic_error("no rank wrote " + name + " (an engine defect)");
-    const std::string path = ckpt::commit_checkpoint(spec.checkpoint.dir, done.tmp_dir, done.step, ckpt::job_meta(spec),
-                                                     done.state, ranks, spec.checkpoint.keep);
+    const std::string path =
+        ckpt::commit_checkpoint(spec.checkpoint.dir, done.tmp_dir, done.step, ckpt::job_meta(spec), done.state, ranks);
     note("checkpoint saved: " + path);
+    if (background)  // removing older steps (a second a few GB) is the writer's, not the step's
+      background->after_commit([dir = spec.checkpoint.dir, step = done.step, keep = spec.checkpoint.keep] {
+        ckpt::prune_checkpoints(dir, step, keep);
+      });
+    else
+      ckpt::prune_checkpoints(spec.checkpoint.dir, done.step, spec.checkpoint.keep);
     return "";
   } catch (const std::exception& e) {
     ckpt::abandon_checkpoint(done.tmp_dir);

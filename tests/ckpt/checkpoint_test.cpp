@@ -534,7 +534,7 @@ TEST_CASE("tp=2 ranks and ZeRO-sharded moments written as separate files load in
     infos.push_back(rank_file_info_from_json(nlohmann::json::parse(to_json(sent).dump())));
   }
   const std::string path =
-      commit_checkpoint(tmp / "ckpt", tmp_dir, 8, sample_meta(m), sample_state(8), infos, 3);
+      commit_checkpoint(tmp / "ckpt", tmp_dir, 8, sample_meta(m), sample_state(8), infos);
   CHECK(LoadedCheckpoint(path).manifest()["files"].size() == 4);
 
   model::ParamStore full = make_store(m, 0, 1, 77);
@@ -564,7 +564,7 @@ TEST_CASE("commit refuses shard lists that leave elements uncovered", "[ckpt][ch
   model::ParamStore half = make_store(tiny_llama(), 0, 2);
   const std::string tmp_dir = begin_checkpoint(tmp.path(), 1);
   const RankFileInfo info = write_rank_file(tmp_dir, 0, 1, flat_shard_tensors(half, {whole_store(half)}));
-  CHECK_THROWS_WITH(commit_checkpoint(tmp.path(), tmp_dir, 1, {}, {}, {info}, 0),
+  CHECK_THROWS_WITH(commit_checkpoint(tmp.path(), tmp_dir, 1, {}, {}, {info}),
                     Catch::Contains("held by no rank"));
   CHECK_FALSE(latest_checkpoint(tmp.path()).has_value());
 }

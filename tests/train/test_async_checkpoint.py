@@ -205,6 +205,16 @@ class StopsAndFailures(unittest.TestCase):
                                        r"to be written \(at most one save in flight\)")
             self.assertEqual(latest(d), "step_3")
 
+    def test_pruning_on_the_writers_thread_leaves_keep_steps_and_no_leftovers(self):
+        # Rank 0 removes the steps beyond `keep` on the writer's thread after each commit; the next
+        # save waits for it before claiming its directory, which the removal of leftovers (step_N.tmp-*)
+        # would otherwise take from under it (it did: "rank_0.safetensors: cannot create").
+        with tempfile.TemporaryDirectory() as d:
+            r = run(job(d, steps=12, every=1, keep=2, hidden=256, layers=4))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(os.listdir(os.path.join(d, "ckpt"))), ["job.lock", "latest", "step_11", "step_12"])
+            self.assertEqual(latest(d), "step_12")
+
     def test_a_failed_background_write_ends_the_job_as_a_failed_save_does(self):
         # The second run's files may not grow past 32 KiB: every rank's file of step 10 fails (in the
         # background with async, found a step or two later): exit 1 and the same errors as the
