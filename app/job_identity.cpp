@@ -12,8 +12,9 @@
 namespace ptrain::app {
 namespace {
 
-constexpr std::array<std::string_view, 4> kRankZeroOutputs = {"logging.metrics", "logging.tensorboard",
-                                                              "logging.every", "logging.trace"};
+constexpr std::array<std::string_view, 6> kRankZeroOutputs = {
+    "logging.metrics",         "logging.tensorboard",    "logging.every",
+    "logging.trace",           "logging.straggler_ratio", "logging.straggler_steps"};
 
 bool rank_zero_output(const std::string& override_text) {
   const std::optional<config::Assignment> a = config::split_assignment(override_text);

@@ -627,7 +627,8 @@ class SharedStorePort(LauncherCase):
         self.addCleanup(shutil.rmtree, own, True)
         rank0 = self.start(0, port, "job-m")
         rank1 = self.start(1, port, "job-m", "--set", f"logging.metrics={own}/metrics.jsonl", "--set", "logging.every=3",
-                           "--set", f"logging.tensorboard={own}/tb")
+                           "--set", f"logging.tensorboard={own}/tb", "--set", "logging.straggler_ratio=1.5",
+                           "--set", "logging.straggler_steps=2")
         results = [wait_for(p, f"rank {r}", timeout=120) for r, p in enumerate((rank0, rank1))]
         self.assertEqual([r.returncode for r in results], [0, 0], results[0].stderr + results[1].stderr)
         self.assertEqual(len(metrics(self.dir)), STEPS)  # rank 0's records, where its job says
