@@ -10,11 +10,13 @@ Writes bench/results/<date>-startup-time[-<size>-<backend>].json (the default ke
     python3 bench/startup_time.py [--ptrain build/ptrain] [--before OTHER_BINARY] [--runs 3]
                                   [--size 0.5b|3b] [--backend cpu|cuda]"""
 import argparse
+import mmap
 import os
 import re
 import statistics
 import subprocess
 import tempfile
+import time
 
 from results import before_after, run_job, write_result
 
@@ -71,6 +73,23 @@ def transparent_hugepages():
     return settings
 
 
+def first_touch_floor(size):
+    """What this machine's memory costs before ptrain does anything: seconds to fault in, one byte a
+    4 KiB page, an anonymous mapping of the bytes the CPU job's training state takes (16 a parameter:
+    fp32 weights, gradients, m and v) asked for transparent huge pages as ptrain's buffers are. On a
+    VM whose host takes back freed memory this is anywhere from a fraction of a second to many (the
+    host faults the pages in again): the floor under the `allocation` part, measured before each run
+    (one thread's touches, where ptrain's allocation touches with every core; and the probe's pages,
+    freed, are at hand for the run after it: that run's allocation is the warm case)."""
+    size_bytes = 16 * SIZES[size][2]
+    with mmap.mmap(-1, size_bytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as m:  # shared: no THP
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            m.madvise(mmap.MADV_HUGEPAGE)
+        t0 = time.perf_counter()
+        m[::4096] = b"\x01" * len(range(0, size_bytes, 4096))
+        return time.perf_counter() - t0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", choices=sorted(SIZES), default="0.5b")
@@ -78,9 +97,12 @@ def main():
     binaries, args = before_after(runs=3, parser=parser)
     runs = args.runs
     samples = {b: [] for b in binaries}
+    floors = {b: [] for b in binaries}
     with tempfile.TemporaryDirectory() as d:
         for _ in range(runs):
             for b, binary in binaries.items():
+                if args.backend == "cpu":
+                    floors[b].append(first_touch_floor(args.size))
                 samples[b].append(one(binary, d, args.size, args.backend))
     rows = []
     for b, runs in samples.items():
@@ -89,9 +111,14 @@ def main():
                "startup_min_s": min(startup), "first_step_s": statistics.median(s for _, s, _ in runs)}
         if runs[0][2]:
             row["parts_s"] = {name: statistics.median(p[name] for _, _, p in runs) for name in runs[0][2]}
+        if floors[b]:  # each run's: its allocation against the floor measured just before it
+            row["first_touch_floor_s"] = floors[b]
+            row["allocation_s"] = [p.get("allocation") for _, _, p in runs]
         rows.append(row)
         print(f"{b:6s} start-up {row['startup_s']:6.2f} s (min {row['startup_min_s']:.2f}), first step "
-              f"{row['first_step_s']:.2f} s" + (f", parts {row['parts_s']}" if "parts_s" in row else ""))
+              f"{row['first_step_s']:.2f} s" + (f", parts {row['parts_s']}" if "parts_s" in row else "") +
+              (f"; allocation per run {row['allocation_s']} s against the machine's first-touch floor "
+               f"{[round(f, 2) for f in row['first_touch_floor_s']]} s" if "first_touch_floor_s" in row else ""))
     name = "startup-time" if (args.size, args.backend) == ("0.5b", "cpu") else f"startup-time-{args.size}-{args.backend}"
     write_result(name, {"machine": machine(args.backend), "cores": os.cpu_count(), "size": args.size,
                         "backend": args.backend, "parameters": SIZES[args.size][2],
