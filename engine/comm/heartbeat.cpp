@@ -78,7 +78,12 @@ HangVerdict judge_hang(const Comm& comm, const CollectivePosition& mine,
     if (r != comm.rank() && !beating(r)) silent.push_back(r);
   for (const int r : waited_for) {
     const auto& b = after[static_cast<std::size_t>(r)];
-    if (r != comm.rank() && beating(r) && !entered(mine, b ? b->at : std::nullopt)) absent.push_back(r);
+    // With a rank silent, one still inside an earlier call waits as this rank does: a ring's ranks
+    // leave a call at different times, and one that needs the silent rank's last chunk is stuck in
+    // it (seen: SIGSTOP of rank 2 of 4 named rank 3 too). It stays in the table, not the headline.
+    const bool waiting_elsewhere = !silent.empty() && b && b->at && b->at->in_flight;
+    if (r != comm.rank() && beating(r) && !entered(mine, b ? b->at : std::nullopt) && !waiting_elsewhere)
+      absent.push_back(r);
   }
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.1f", interval_s);

@@ -2,7 +2,8 @@
 // second, that the rank is alive and where it is among its collectives (its latest call). When a
 // call times out, the rank that gave up reads every rank's heartbeat twice and names the ranks it
 // waited for in vain: those that stopped beating (stopped by a signal, swapped out, a whole process
-// hung), then the members of the call that are alive but never entered it, with each rank's latest
+// hung), then the members of the call that are alive but never entered it (unless, with a rank
+// silent, they are waiting inside an earlier call: blocked, not hung), with each rank's latest
 // collective side by side (docs/faults.md, "The rank that hung is named"). The rank that gave up
 // first is only the first to notice. Pure: the encoding and the judgement; the store keys are
 // rendezvous.h's (post_heartbeat, read_heartbeats).
