@@ -162,7 +162,7 @@ struct CheckpointSpec {
   int keep = 3;            // newest checkpoints kept; 0 = keep all
   Resume resume = Resume::Auto;
   std::string load_hf;  // nullable; empty = null
-  bool async = false;   // write in the background from a host copy (train/background_save.h)
+  bool async = true;    // write in the background from a host copy (train/background_save.h)
 };
 
 struct ClusterSpec {

@@ -335,7 +335,8 @@ class ValidateBadInput(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("cluster.host_memory_gb: the host memory of a node's 8 ranks", r.stderr)
         self.assertIn("offloaded optimizer state", r.stderr)
-        self.assertIn("host (offload: optimizer)", r.stdout)
+        # and the copy asynchronous checkpoints (the default) save from, beside it
+        self.assertIn("host (offload: optimizer; checkpoint.async: the copy a save writes from", r.stdout)
         ok = ptrain("validate", config("llama3-8b"), *offload, "--set", "cluster.host_memory_gb=2000")
         self.assertEqual(ok.returncode, 0, ok.stderr)
 

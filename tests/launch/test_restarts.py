@@ -46,7 +46,9 @@ def job(d, steps=10, every=3, ranks=2, timeout=30):
         "train": {"steps": steps, "global_batch": 8, "micro_batch": 1, "precision": "fp32", "seed": 3},
         "optimizer": {"lr": 1.0e-2, "min_lr": 1.0e-3, "warmup_steps": 5},
         "data": {"format": "synthetic"},
-        "checkpoint": {"dir": os.path.join(d, "ckpt"), "every": every, "keep": 2},
+        # Synchronous saves: the step a restart resumes from is then exactly the last one saved (an
+        # asynchronous save counts once committed, a step or more later: test_async_checkpoint.py).
+        "checkpoint": {"dir": os.path.join(d, "ckpt"), "every": every, "keep": 2, "async": False},
         "cluster": {"nodes": 1, "gpus_per_node": ranks, "gpu": "cpu"},
         "parallel": {"dp": "auto", "zero": 1},
         "comm": {"timeout_s": timeout},

@@ -53,10 +53,12 @@ TEST_CASE("checkpoint.async: the host copy of a rank's saved chunks, 12 bytes an
   plan::RankParams params;
   params.dense = 800;
   params.expert = 400;
-  CHECK(plan::checkpoint_copy_bytes(spec, params) == 0);  // async off
-  spec.checkpoint.async = true;
+  CHECK(spec.checkpoint.async);                           // the default
   CHECK(plan::checkpoint_copy_bytes(spec, params) == 0);  // no checkpoint.dir: nothing is saved
   spec.checkpoint.dir = "ckpt";
+  spec.checkpoint.async = false;
+  CHECK(plan::checkpoint_copy_bytes(spec, params) == 0);  // synchronous saves write from the shards
+  spec.checkpoint.async = true;
   // Whatever the stage, each rank saves its chunks: dense over dp*cp = 8, experts over expert-dp 4.
   for (const int zero : {0, 1, 3}) {
     spec.parallel.zero = zero;
