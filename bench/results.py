@@ -27,11 +27,16 @@ def gpu_slug(name):
 
 
 def write_result(name, fields):
-    """Writes {date, commit, **fields} and returns the path written (commit: git's, else $BENCH_COMMIT)."""
+    """Writes {date, commit, **fields} and returns the path written (commit: git's, else $BENCH_COMMIT):
+    bench/results/<date>-<name>.json, or <date>-<name>-2.json, -3, ... where that day's file exists."""
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     commit = commit or os.environ.get("BENCH_COMMIT", "unknown")  # a tree without .git, as on the GPU device
     out = {"date": datetime.date.today().isoformat(), "commit": commit, **fields}
     path = os.path.join(ROOT, "bench", "results", f"{out['date']}-{name}.json")
+    again = 1
+    while os.path.exists(path):  # a measurement of the same day is kept, not written over
+        again += 1
+        path = os.path.join(ROOT, "bench", "results", f"{out['date']}-{name}-{again}.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=2)
         f.write("\n")
