@@ -3,7 +3,8 @@
 # $OUT, 2 folders deep): correctness side by side first, then the timing runs alone.
 #   1. side by side: the CUDA op tests; compute-sanitizer memcheck over the attention tests; `ptrain
 #      run` under NCCL in every layout against one rank (tests/comm/test_nccl.py, --one-gpu on one
-#      GPU); the CUDA backend's curves against the CPU's (tests/train/test_run.py CudaBackend);
+#      GPU); the CUDA backend's curves against the CPU's (tests/train/test_run.py CudaBackend; its
+#      fp32 run's checkpoint is written asynchronously, the default: the page-locked copy's first run);
 #      TensorBoard's own reader on ptrain's event files (tests/train/test_tensorboard.py); the FP8
 #      GEMM path's op tests alone and under memcheck (logs/fp8-op-tests, sanitizer-fp8), then alone
 #      its GEMM and cast timings at Llama 3 8B's shapes (logs/fp8-timing.log);
