@@ -24,9 +24,7 @@ std::string write_rank_report(const std::string& tmp_dir, int rank, std::int64_t
 }
 
 void BackgroundSave::prepare(const std::vector<model::FlatShard>& shards) {
-  if (in_flight()) throw std::logic_error("BackgroundSave::prepare: a save is in flight");
-  writer_.wait_all();
-  mirror_.reset();
+  if (mirror_ || in_flight()) throw std::logic_error("BackgroundSave::prepare: once, before the first save");
   if (memory_.device() != kernels::Device::Cpu) {  // page-locking faults the pages in anyway
     mirror_.emplace(memory_, shards, ShardMirror::Copy::Always);
     return;

@@ -55,8 +55,9 @@ class BackgroundSave {
   BackgroundSave& operator=(const BackgroundSave&) = delete;
   ~BackgroundSave() = default;  // waits for a write in flight (the worker's destructor)
 
-  // Allocates the copy of `shards` ahead of the first save: on the writer's thread where the copy is
-  // plain host memory (faulting its pages in while training goes on), else here (page-locking it).
+  // Allocates the copy of `shards` ahead of the first save (once, at start-up): on the writer's thread
+  // where the copy is plain host memory (faulting its pages in while training goes on), else here
+  // (page-locking it).
   void prepare(const std::vector<model::FlatShard>& shards);
   // Copies `shards` (in the backend's memory) and `fp8_history` (nullptr: none) into the host copy
   // and returns the tensors of the copy to write. The copy is allocated again should the shards have
