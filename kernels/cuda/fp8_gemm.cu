@@ -2,11 +2,13 @@
 //   out^T[N,M] = (b stored [K,N] column-major, op T) . (a stored [K,M], op N) * a_scale * b_scale
 // -- row-major out = a b^T with both operands K-contiguous, cuBLASLt FP8's one layout ("TN") -- the
 // scales being device pointers to the inverse scales fp8_cast wrote (A_SCALE_POINTER: cuBLASLt's A
-// is our b). FP32 accumulation without fast accumulation (FAST_ACCUM 0): Hopper's fast mode keeps
-// partial sums at reduced precision, and the CPU's sums are plain FP32: without it the two differ by
-// the order of FP32 sums alone, as the bf16 GEMMs do. BF16 or F32 output; beta 1 accumulates (the
-// weight gradient); the bias in the BIAS epilogue where cuBLASLt takes it, else broadcast into out
-// first (as linear_forward). GELU: fp8_gemm_gelu puts it in the epilogue (GELU_AUX[_BIAS], pre as
+// is our b). FP32 accumulation without fast accumulation (FAST_ACCUM 0): the tensor cores' partial
+// sums (fixed point, about 14 bits) are promoted into FP32 periodically rather than left at reduced
+// precision for the whole K, so the GPU's sums are near the CPU's plain FP32 ones (the bound
+// tests/kernels/cuda/fp8_gemm_test.cpp states). BF16 or F32 output; beta 1 accumulates (the weight
+// gradient); the bias in the BIAS epilogue where cuBLASLt takes it (BF16 outputs: for an F32 output
+// cuBLASLt's FP8 kernels read the bias as BF16, gemm.cu), else broadcast into out first (as
+// linear_forward). GELU: fp8_gemm_gelu puts it in the epilogue (GELU_AUX[_BIAS], pre as
 // the aux matrix) for BF16 outputs where cuBLASLt offers it, else the GEMM then gelu_forward, as
 // linear_gelu_forward. The backward's gelu' is not fused: cuBLASLt's DGELU epilogue is not among
 // those its FP8 kernels document, and BlockLinears runs gelu_backward after the GEMM on every

@@ -78,6 +78,12 @@ bool aligned16(const void* p) {
 // otherwise.
 bool epilogue_operands_usable(const GemmArgs& g) {
   if (g.bias != nullptr && !aligned16(g.bias)) return false;
+  // cuBLASLt's FP8 kernels do not read a bias of D's type when D is FP32: their default bias type
+  // there is BF16 (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: "fp8 kernels with an output type
+  // of CUDA_R_32F" are the exception to "the same type as ... Dtype"; PyTorch's _scaled_mm likewise
+  // refuses a bias with a Float32 output). An F32 bias would be read as pairs of BF16 halves:
+  // broadcast it instead (the caller's fallback), as ops.h's F32 FP8 GEMM with a bias needs.
+  if (is_fp8_gemm(g) && g.bias != nullptr && g.d_type != DType::BF16) return false;
   if (g.bias_grad != nullptr && (!aligned16(g.bias_grad) || g.bias != nullptr || g.gelu != GemmGelu::None))
     return false;
   return g.gelu == GemmGelu::None || (aligned16(g.aux) && g.ld_aux % 8 == 0 && g.ld_aux >= g.m);

@@ -5,7 +5,8 @@
 // both F32 or both BF16 (D F32, or BF16 when A/B are BF16), or FP8 (E4M3/E5M2, not both E5M2; only
 // "TN": trans_a and not trans_b; a_scale and b_scale the device pointers to their factors; D BF16 or
 // F32). Accumulation and scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so F32 GEMMs match the CPU to
-// rounding; FP8 without fast accumulation, for the same reason: its sums stay FP32 throughout).
+// rounding; FP8 without fast accumulation, for the same reason: the tensor cores' reduced-precision
+// partial sums are promoted into FP32 periodically; an FP8 GEMM's bias only with a BF16 D).
 // cuBLASLt's heuristic runs once per distinct descriptor (shape, types, epilogue, alignments): its
 // choice is cached for the process.
 #pragma once
