@@ -127,7 +127,7 @@ def torch_step_seconds(s, steps, threads):
     return statistics.median(times[2:])
 
 
-def ptrain_step_seconds(ptrain, s, steps, threads, precision="fp32"):
+def ptrain_step_seconds(ptrain, s, steps, threads, precision="fp32", fp8_scaling="delayed"):
     with tempfile.TemporaryDirectory() as d:
         job = os.path.join(d, "job.yaml")
         with open(job, "w") as f:
@@ -135,7 +135,7 @@ def ptrain_step_seconds(ptrain, s, steps, threads, precision="fp32"):
 backend: cpu
 model: {{arch: {s['arch']}, layers: {s['layers']}, hidden: {s['hidden']}, heads: {s['heads']},
         kv_heads: {s['kv_heads']}, ffn_hidden: {s['ffn_hidden']}, vocab: {s['vocab']}, seq_len: {s['seq_len']}}}
-train: {{steps: {steps}, global_batch: {MICRO_BATCH * MICROBATCHES}, micro_batch: {MICRO_BATCH}, precision: {precision}}}
+train: {{steps: {steps}, global_batch: {MICRO_BATCH * MICROBATCHES}, micro_batch: {MICRO_BATCH}, precision: {precision}, fp8: {{scaling: {fp8_scaling}}}}}
 optimizer: {{lr: 1.0e-3}}
 data: {{format: synthetic}}
 cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}

@@ -1,11 +1,20 @@
 #include "engine/model/block_linears.h"
 
+#include <stdexcept>
+
 #include "engine/runtime/owned_buffer.h"
 
 namespace ptrain::model {
 
 using kernels::DType;
 using kernels::Fp8Format;
+
+bool BlockLinears::input_cast_before(Buf in, bool transposed) const {
+  if (shared_ == nullptr || !shared_->x) return false;
+  if (shared_->x.ptr != in.ptr || shared_->transposed != transposed)
+    throw std::logic_error("BlockLinears: a SharedInput holds the codes of another input, or another orientation");
+  return true;
+}
 
 BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in, Buf weight, int M, int N,
                                           int K) const {
@@ -17,10 +26,11 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
   };
   auto codes = [](Buf b, DType t, bool wanted) { return wanted ? Buf{b.ptr, t} : Buf{}; };
   const bool t = which.transposed;
+  const bool in_shared = which.in && input_cast_before(in, t);  // cast by another linear layer
   const Operand operands[] = {
       {which.d_out || which.d_out_t ? d_out : Buf{}, M, N, codes(scratch_.output_grad, DType::E5M2, which.d_out),
        codes(scratch_.output_grad_t, DType::E5M2, which.d_out_t)},
-      {which.in ? in : Buf{}, M, K, codes(scratch_.input, DType::E4M3, which.in && !t),
+      {which.in && !in_shared ? in : Buf{}, M, K, codes(scratch_.input, DType::E4M3, which.in && !t),
        codes(scratch_.input, DType::E4M3, which.in && t)},
       {which.weight ? weight : Buf{}, N, K, codes(scratch_.weight, DType::E4M3, which.weight && !t),
        codes(scratch_.weight, DType::E4M3, which.weight && t)}};
@@ -54,9 +64,16 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
     ops_.fp8_cast(o.out, o.out_t, runtime::advance(scratch_.inv_scale, i), record, o.x, amax, o.rows, o.cols);
   }
   const Buf inv = scratch_.inv_scale;
-  return {operands[0].out, operands[0].out_t, operands[1].out ? operands[1].out : operands[1].out_t,
-          operands[2].out ? operands[2].out : operands[2].out_t, inv, runtime::advance(inv, 1),
-          runtime::advance(inv, 2)};
+  Buf in_codes = operands[1].out ? operands[1].out : operands[1].out_t, in_inv = runtime::advance(inv, 1);
+  const Buf in_record = delayed_ ? runtime::advance(delayed_->amaxes.record, 1) : Buf{};
+  if (in_shared) {
+    in_codes = shared_->codes, in_inv = shared_->inv_scale;
+    if (delayed_) ops_.abs_max(in_record, shared_->record, 1, true);  // the history the cast would have kept
+  } else if (which.in && shared_ != nullptr) {
+    *shared_ = {in, t, in_codes, in_inv, in_record};
+  }
+  return {operands[0].out, operands[0].out_t, in_codes, operands[2].out ? operands[2].out : operands[2].out_t, inv,
+          in_inv, runtime::advance(inv, 2)};
 }
 
 void BlockLinears::forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const {

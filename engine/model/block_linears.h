@@ -7,6 +7,8 @@
 // what the linear ops over fp8_round's operands do, bit for bit, and the CUDA ones are checked
 // against them. Weights are cast on the fly, at every use (correct under ZeRO-3, whose gathered
 // weight lives only for the layer); bias gradients come from the unrounded output gradient, as in bf16.
+// Linear layers that read one input (q, k and v; gate and up, an expert's too) cast it once between
+// them (SharedInput).
 //
 // Every layout reproduces one rank: a current amax is taken over the tensor one rank would hold,
 // where the layout splits it (a weight's and a row-parallel input's columns and a column-parallel
@@ -38,6 +40,20 @@ struct Fp8Scratch {
   kernels::Buf inv_scale;      // F32 [3]: the casts' inverse scales, in amax's order
 };
 
+// The FP8 codes of an input that several linear layers read (attention's q, k and v; the MLP's gate
+// and up), cast by the first of them that needs them and read by the others: one amax pass and one
+// cast instead of one each. Exact: the codes are those each would cast. Under current scaling the
+// amax is the same tensor's; under delayed scaling each linear keeps its own history of that input,
+// and the histories are equal, each recording the amaxes of the same tensors (the others record the
+// first's record). One SharedInput serves the calls over one input tensor in one orientation (the
+// forward's, or the weight gradients' transposed) while nothing else casts an input in between.
+struct SharedInput {
+  kernels::Buf x;           // the input the codes are of (null: not cast yet)
+  bool transposed = false;  // its codes as [K, M] (the weight gradient's operand)
+  kernels::Buf codes, inv_scale;
+  kernels::Buf record;  // under delayed scaling: the first's record of the input's amax
+};
+
 class BlockLinears {
  public:
   using Buf = kernels::Buf;
@@ -47,16 +63,18 @@ class BlockLinears {
     Fp8LinearAmaxes amaxes;
     bool filled = false;
   };
-  // tp and cp: this rank's groups, or nullptr where the axis is 1; `delayed` under delayed scaling.
+  // tp and cp: this rank's groups, or nullptr where the axis is 1; `delayed` under delayed scaling;
+  // `shared`: the input's codes shared with the other linear layers that read it (nullptr: none).
   BlockLinears(const kernels::Ops& ops, config::Precision precision, const Fp8Scratch& scratch,
                parallel::TensorParallel* tp, parallel::ContextParallel* cp,
-               std::optional<Delayed> delayed = std::nullopt)
+               std::optional<Delayed> delayed = std::nullopt, SharedInput* shared = nullptr)
       : ops_(ops),
         fp8_(precision == config::Precision::Fp8),
         scratch_(scratch),
         tp_(tp),
         cp_(cp),
-        delayed_(delayed) {}
+        delayed_(delayed),
+        shared_(shared) {}
 
   // As kernels::Ops' linear_forward, linear_gelu_forward, linear_backward, linear_backward_gelu and
   // linear_input_grad_add (the last done only when `apply`).
@@ -81,6 +99,8 @@ class BlockLinears {
     Buf d_out_inv, in_inv, weight_inv;
   };
   Operands cast(const Casts& which, Buf d_out, Buf in, Buf weight, int M, int N, int K) const;
+  // Whether the input's codes are shared_'s already (after checking they are this input's).
+  bool input_cast_before(Buf in, bool transposed) const;
   bool scales_by_history() const { return delayed_ && delayed_->filled; }
 
   const kernels::Ops& ops_;
@@ -89,6 +109,7 @@ class BlockLinears {
   parallel::TensorParallel* tp_;
   parallel::ContextParallel* cp_;
   std::optional<Delayed> delayed_;
+  SharedInput* shared_;
 };
 
 }  // namespace ptrain::model

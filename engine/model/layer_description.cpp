@@ -83,6 +83,12 @@ Op linear(const Dims& x, const char* name, GemmShape shape, std::vector<SavedTen
   op.fp8 = x.fp8;
   return op;
 }
+// A linear layer that reads the previous one's input (under fp8 its codes: model::SharedInput).
+Op linear_on_same_input(const Dims& x, const char* name, GemmShape shape, std::vector<SavedTensor> saves = {}) {
+  Op op = linear(x, name, shape, std::move(saves));
+  op.fp8_input_shared = x.fp8;
+  return op;
+}
 Op memory_op(const char* name, OpKind kind, double bytes, std::vector<SavedTensor> saves = {}) {
   Op op = make_op(name, kind);
   op.memory_bytes = bytes;
@@ -193,8 +199,8 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   using K = CollectiveKind;
   add_column_parallel_input(ops, x, spec, "attn.input");
   ops.push_back(linear(x, "attn.q_proj", {N, x.q_cols(), C}));
-  ops.push_back(linear(x, "attn.k_proj", {N, x.kv_cols(), C}));
-  ops.push_back(linear(x, "attn.v_proj", {N, x.kv_cols(), C}));
+  ops.push_back(linear_on_same_input(x, "attn.k_proj", {N, x.kv_cols(), C}));
+  ops.push_back(linear_on_same_input(x, "attn.v_proj", {N, x.kv_cols(), C}));
   const double kv_bytes = 2.0 * static_cast<double>(N * x.kv_cols()) * x.act_bytes;  // k and v
   if (!x.gpt2) ops.push_back(memory_op("attn.rope", OpKind::Rope, 2.0 * (N * (x.q_cols() + x.kv_cols())) * x.act_bytes));
   if (cp > 1) add_context_exchange(ops, x, spec, kv_bytes);
@@ -240,7 +246,7 @@ void add_dense_mlp(std::vector<Op>& ops, const Dims& x) {
     return;
   }
   ops.push_back(linear(x, "mlp.gate_proj", {N, F, C}, {act(x, ArenaTensor::MlpGate, "mlp.gate", N * F)}));
-  ops.push_back(linear(x, "mlp.up_proj", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.up", N * F)}));
+  ops.push_back(linear_on_same_input(x, "mlp.up_proj", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.up", N * F)}));
   ops.push_back(memory_op("mlp.swiglu", OpKind::Activation, 3 * ffn_bytes,
                           {act(x, ArenaTensor::MlpActivation, "mlp.swiglu", N * F, true)}));
   ops.push_back(linear(x, "mlp.down_proj", {N, C, F}));
@@ -278,7 +284,8 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
   // The experts run on blocks of one source rank's slots for one expert.
   const std::int64_t rows = expert_block_rows(spec), blocks = slots / rows;
   ops.push_back(linear(x, "moe.w1", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeGate, "moe.w1", slots * F)}));
-  ops.push_back(linear(x, "moe.w3", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeUp, "moe.w3", slots * F)}));
+  ops.push_back(
+      linear_on_same_input(x, "moe.w3", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeUp, "moe.w3", slots * F)}));
   ops.push_back(memory_op("moe.swiglu", OpKind::Activation, 3.0 * slots * F * x.act_bytes,
                           {act(x, ArenaTensor::MoeActivation, "moe.swiglu", slots * F, true)}));
   ops.push_back(linear(x, "moe.w2", {rows, C, F, blocks},

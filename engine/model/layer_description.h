@@ -117,6 +117,9 @@ struct Op {
   // Gemm: a linear layer whose GEMMs run in FP8 under train.precision fp8 (model/block_linears.h):
   // attention's and the MLP's, the experts'; not the router's nor the LM head's.
   bool fp8 = false;
+  // An FP8 linear layer that reads the input of the one before it (k and v after q, up after gate, w3
+  // after w1): it reads that layer's FP8 codes of the input and casts none (model::SharedInput).
+  bool fp8_input_shared = false;
 };
 
 // The ops of one transformer layer (gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU; mixtral:

@@ -94,10 +94,11 @@ void MoeBlock::forward(const MoeWeights& w, MoeActs& a, Buf in, Buf out, const M
     const Buf rows_in = expert_rows(a.expert_in, e, C_), gate = expert_rows(a.gate, e, F_),
               up = expert_rows(a.up, e, F_), act = expert_rows(a.act, e, F_);
     const int expert = block_expert(e);
-    linears(expert, Fp8Linear::Gate).forward(gate, rows_in, x.w1, Buf{}, R, F_, C_);
-    linears(expert, Fp8Linear::Up).forward(up, rows_in, x.w3, Buf{}, R, F_, C_);
+    SharedInput x_in;
+    linears(expert, Fp8Linear::Gate, &x_in).forward(gate, rows_in, x.w1, Buf{}, R, F_, C_);
+    linears(expert, Fp8Linear::Up, &x_in).forward(up, rows_in, x.w3, Buf{}, R, F_, C_);
     ops_.swiglu_forward(act, gate, up, R_ * F_);
-    linears(expert, Fp8Linear::Down).forward(expert_rows(outputs, e, C_), act, x.w2, Buf{}, R, C_, F_);
+    linears(expert, Fp8Linear::Down, nullptr).forward(expert_rows(outputs, e, C_), act, x.w2, Buf{}, R, C_, F_);
   }
   if (ep_ != nullptr) exchange(outputs, a.expert_out);  // back to the tokens' ranks
   // Only this rank's tokens under tp without the experts split over it: the others' rows are zero
@@ -130,14 +131,18 @@ void MoeBlock::backward(const MoeWeights& w, const MoeActs& a, Buf in, Buf d_out
               d_up = expert_rows(g.d_up, e, F_), d_act = expert_rows(ws.d_act, e, F_),
               d_rows_in = expert_rows(ws.d_expert_in, e, C_);
     const int expert = block_expert(e);
-    linears(expert, Fp8Linear::Down)
+    linears(expert, Fp8Linear::Down, nullptr)
         .backward(d_act, now(x.g_w2), Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_), x.w2, R,
                   C_, F_);
     ops_.swiglu_backward(d_gate, d_up, d_act, expert_rows(a.gate, e, F_), expert_rows(a.up, e, F_), R_ * F_);
-    linears(expert, Fp8Linear::Gate).backward(d_rows_in, now(x.g_w1), Buf{}, d_gate, rows_in, x.w1, R, F_, C_);
-    if (!keep) linears(expert, Fp8Linear::Up).backward(Buf{}, x.g_w3, Buf{}, d_up, rows_in, x.w3, R, F_, C_);
-    // w1 and w3 read one input
-    linears(expert, Fp8Linear::Up).input_grad_add(d_rows_in, d_up, x.w3, R, F_, C_);
+    // w1 and w3 read one input: w3's input gradient is added to w1's, and its weight gradient reads
+    // the input's codes w1's cast
+    SharedInput x_in;
+    linears(expert, Fp8Linear::Gate, &x_in)
+        .backward(d_rows_in, now(x.g_w1), Buf{}, d_gate, rows_in, x.w1, R, F_, C_);
+    if (!keep)
+      linears(expert, Fp8Linear::Up, &x_in).backward(Buf{}, x.g_w3, Buf{}, d_up, rows_in, x.w3, R, F_, C_);
+    linears(expert, Fp8Linear::Up, nullptr).input_grad_add(d_rows_in, d_up, x.w3, R, F_, C_);
   }
   // The dispatch's backward: (all-to-all) back to the tokens' ranks, each token's rows summed.
   if (ep_ != nullptr) exchange(ws.d_expert_in, ws.exchange);
@@ -169,12 +174,14 @@ void MoeBlock::weight_grad(const MoeWeights& w, const MoeActs& a, Buf in, const 
     const ExpertWeights& x = w.experts[static_cast<std::size_t>(e % local_experts())];
     const Buf rows_in = expert_rows(a.expert_in, e, C_);
     const int expert = block_expert(e);
-    linears(expert, Fp8Linear::Down)
+    linears(expert, Fp8Linear::Down, nullptr)
         .backward(Buf{}, x.g_w2, Buf{}, expert_rows(g.d_expert_out, e, C_), expert_rows(a.act, e, F_), x.w2, R, C_,
                   F_);
-    linears(expert, Fp8Linear::Gate)
+    SharedInput x_in;  // w1 and w3 read one input
+    linears(expert, Fp8Linear::Gate, &x_in)
         .backward(Buf{}, x.g_w1, Buf{}, expert_rows(g.d_gate, e, F_), rows_in, x.w1, R, F_, C_);
-    linears(expert, Fp8Linear::Up).backward(Buf{}, x.g_w3, Buf{}, expert_rows(g.d_up, e, F_), rows_in, x.w3, R, F_, C_);
+    linears(expert, Fp8Linear::Up, &x_in)
+        .backward(Buf{}, x.g_w3, Buf{}, expert_rows(g.d_up, e, F_), rows_in, x.w3, R, F_, C_);
   }
   ops_.linear_backward(Buf{}, w.g_router, Buf{}, router_rows(g.d_logits, E_), router_rows(in, C_), w.router,
                        router_tokens_, E_, C_);

@@ -61,8 +61,9 @@
 namespace ptrain::model {
 
 // The GEMMs of expert `expert`'s gate (w1), up (w3) or down (w2) projection: model::BlockLinears,
-// in FP8 under train.precision fp8 (with the expert's amax histories under delayed scaling).
-using ExpertLinears = std::function<BlockLinears(int expert, Fp8Linear which)>;
+// in FP8 under train.precision fp8 (with the expert's amax histories under delayed scaling; w1 and
+// w3 share their input's codes through a SharedInput, nullptr for w2).
+using ExpertLinears = std::function<BlockLinears(int expert, Fp8Linear which, SharedInput* shared)>;
 
 struct ExpertWeights {
   kernels::Buf w1, w3, w2;        // gate [F, C], up [F, C], down [C, F]

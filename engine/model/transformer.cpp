@@ -143,15 +143,15 @@ std::string Transformer::name(const char* gpt2_name, const char* llama_name) con
   return dims_.gpt2 ? gpt2_name : llama_name;
 }
 
-BlockLinears Transformer::linears_at(int layer, int index, parallel::TensorParallel* tp) const {
+BlockLinears Transformer::linears_at(int layer, int index, parallel::TensorParallel* tp, SharedInput* shared) const {
   std::optional<BlockLinears::Delayed> delayed;
   if (fp8_history_ != nullptr)
     delayed = BlockLinears::Delayed{fp8_history_->linear(layer, index), fp8_history_->filled()};
-  return BlockLinears(ops_, precision_, ws_.fp8, tp, cp_, delayed);
+  return BlockLinears(ops_, precision_, ws_.fp8, tp, cp_, delayed, shared);
 }
 
-BlockLinears Transformer::linears(const LayerWeights& w, Fp8Linear which) const {
-  return linears_at(w.layer, fp8_linear_index(which), tp_);
+BlockLinears Transformer::linears(const LayerWeights& w, Fp8Linear which, SharedInput* shared) const {
+  return linears_at(w.layer, fp8_linear_index(which), tp_, shared);
 }
 
 ExpertLinears Transformer::expert_linears(const LayerWeights& w) const {
@@ -160,8 +160,8 @@ ExpertLinears Transformer::expert_linears(const LayerWeights& w) const {
   // rank dispatches its own tokens, and the same block of its tp peers holds the rest of the
   // microbatch (their ep groups run alike: engine limits refuse ep groups across tp or cp ranks).
   parallel::TensorParallel* tp = experts_over_tp_ ? nullptr : tp_;
-  return [this, tp, layer = w.layer](int expert, Fp8Linear which) {
-    return linears_at(layer, fp8_expert_linear_index(expert, which), tp);
+  return [this, tp, layer = w.layer](int expert, Fp8Linear which, SharedInput* shared) {
+    return linears_at(layer, fp8_expert_linear_index(expert, which), tp, shared);
   };
 }
 

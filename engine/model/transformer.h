@@ -329,11 +329,12 @@ class Transformer {
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, TensorAt w, TensorAt b);
   std::string name(const char* gpt2_name, const char* llama_name) const;  // of a model end's tensor
   // The GEMMs of attention's and the MLP's linear layers (in FP8 under train.precision fp8).
-  // `which` of layer w's (its amaxes under delayed scaling), and of its experts (MoE).
-  BlockLinears linears(const LayerWeights& w, Fp8Linear which) const;
+  // `which` of layer w's (its amaxes under delayed scaling), and of its experts (MoE); `shared`: the
+  // FP8 codes of an input it reads with other linear layers (model::SharedInput).
+  BlockLinears linears(const LayerWeights& w, Fp8Linear which, SharedInput* shared = nullptr) const;
   ExpertLinears expert_linears(const LayerWeights& w) const;
   // index: model/fp8_history.h; tp: the group a current amax is reduced over (nullptr: none).
-  BlockLinears linears_at(int layer, int index, parallel::TensorParallel* tp) const;
+  BlockLinears linears_at(int layer, int index, parallel::TensorParallel* tp, SharedInput* shared) const;
   int tp_rank() const { return tp_ == nullptr ? 0 : tp_->rank(); }
   // The residual stream around the tensor-parallel layers (parallel::TensorParallel, which also says
   // how under sequence parallelism); with tp = 1, `full` and `mine` themselves.

@@ -16,9 +16,10 @@ Buf Transformer::attention_forward(const LayerWeights& w, LayerActs& a) {
   // Under cp_comm a2a the layer keeps q, k and v in head layout: the projections write the workspace.
   const bool a2a = cp_ != nullptr && cp_->mode() == config::CpComm::A2a;
   const Buf q = a2a ? ws_.a2a_q : a.q, k = a2a ? ws_.a2a_k : a.k, v = a2a ? ws_.a2a_v : a.v;
-  linears(w, Fp8Linear::Q).forward(q, in, w.wq, w.bq, d.N, q_cols, d.C);
-  linears(w, Fp8Linear::K).forward(k, in, w.wk, w.bk, d.N, kv_cols, d.C);
-  linears(w, Fp8Linear::V).forward(v, in, w.wv, w.bv, d.N, kv_cols, d.C);
+  SharedInput x;  // q, k and v read one input: cast once
+  linears(w, Fp8Linear::Q, &x).forward(q, in, w.wq, w.bq, d.N, q_cols, d.C);
+  linears(w, Fp8Linear::K, &x).forward(k, in, w.wk, w.bk, d.N, kv_cols, d.C);
+  linears(w, Fp8Linear::V, &x).forward(v, in, w.wv, w.bv, d.N, kv_cols, d.C);
   if (!d.gpt2) {
     rope(q, d.Hq, false);
     rope(k, d.Hkv, false);
@@ -92,12 +93,15 @@ void Transformer::attention_backward(const LayerWeights& w, const LayerActs& a, 
     tp_->sum_kv_copies(d_k, kv_elements);
     tp_->sum_kv_copies(d_v, kv_elements);
   }
-  // q, k and v read one input: k's and v's input gradients are added to q's in their GEMMs.
+  // q, k and v read one input: k's and v's input gradients are added to q's in their GEMMs, and
+  // their weight gradients read the input's codes q's cast.
   const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
-  linears(w, Fp8Linear::Q).backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, qkv_in, w.wq, d.N, q_cols, d.C);
+  SharedInput x;
+  linears(w, Fp8Linear::Q, &x)
+      .backward(ws_.d_norm, now(w.g_wq), now(w.g_bq), d_q, qkv_in, w.wq, d.N, q_cols, d.C);
   if (!keep) {
-    linears(w, Fp8Linear::K).backward(Buf{}, w.g_wk, w.g_bk, d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
-    linears(w, Fp8Linear::V).backward(Buf{}, w.g_wv, w.g_bv, d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
+    linears(w, Fp8Linear::K, &x).backward(Buf{}, w.g_wk, w.g_bk, d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
+    linears(w, Fp8Linear::V, &x).backward(Buf{}, w.g_wv, w.g_bv, d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
   }
   linears(w, Fp8Linear::K).input_grad_add(ws_.d_norm, d_k, w.wk, d.N, kv_cols, d.C, passes_kv);
   linears(w, Fp8Linear::V).input_grad_add(ws_.d_norm, d_v, w.wv, d.N, kv_cols, d.C, passes_kv);
@@ -110,9 +114,10 @@ void Transformer::attention_weight_grad(const LayerWeights& w, const LayerActs& 
   linears(w, Fp8Linear::O)
       .backward(Buf{}, w.g_wo, w.g_bo, gather_tokens(g.d_attention, ws_.d_full), a.att, w.wo, d.N, d.C, q_cols);
   const Buf qkv_in = gather_tokens(a.norm1, ws_.gathered);
-  linears(w, Fp8Linear::Q).backward(Buf{}, w.g_wq, w.g_bq, g.d_q, qkv_in, w.wq, d.N, q_cols, d.C);
-  linears(w, Fp8Linear::K).backward(Buf{}, w.g_wk, w.g_bk, g.d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
-  linears(w, Fp8Linear::V).backward(Buf{}, w.g_wv, w.g_bv, g.d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
+  SharedInput x;  // q, k and v read one input
+  linears(w, Fp8Linear::Q, &x).backward(Buf{}, w.g_wq, w.g_bq, g.d_q, qkv_in, w.wq, d.N, q_cols, d.C);
+  linears(w, Fp8Linear::K, &x).backward(Buf{}, w.g_wk, w.g_bk, g.d_k, qkv_in, w.wk, d.N, kv_cols, d.C);
+  linears(w, Fp8Linear::V, &x).backward(Buf{}, w.g_wv, w.g_bv, g.d_v, qkv_in, w.wv, d.N, kv_cols, d.C);
 }
 
 

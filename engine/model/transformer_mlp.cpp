@@ -18,8 +18,9 @@ Buf Transformer::mlp_forward(const LayerWeights& w, LayerActs& a) {
   if (d.gpt2) {
     linears(w, Fp8Linear::Up).forward_gelu(a.act, a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
   } else {
-    linears(w, Fp8Linear::Up).forward(a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
-    linears(w, Fp8Linear::Gate).forward(a.gate, in, w.w_gate, Buf{}, d.N, d.F, d.C);
+    SharedInput x;  // up and gate read one input: cast once
+    linears(w, Fp8Linear::Up, &x).forward(a.up, in, w.w_up, w.b_up, d.N, d.F, d.C);
+    linears(w, Fp8Linear::Gate, &x).forward(a.gate, in, w.w_gate, Buf{}, d.N, d.F, d.C);
     ops_.swiglu_forward(a.act, a.gate, a.up, nf);
   }
   linears(w, Fp8Linear::Down).forward(ws_.proj_out, a.act, w.w_down, row_parallel_bias(w.b_down), d.N, d.C, d.F);
@@ -47,9 +48,12 @@ void Transformer::mlp_backward(const LayerWeights& w, const LayerActs& a, const 
     linears(w, Fp8Linear::Down)
         .backward(ws_.d_act, now(w.g_down), now(w.g_b_down), d_mlp_out, a.act, w.w_down, d.N, d.C, d.F);
     ops_.swiglu_backward(d_gate, d_up, ws_.d_act, a.gate, a.up, nf);
-    // gate and up read one input: up's input gradient is added to gate's in its GEMM
-    linears(w, Fp8Linear::Gate).backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-    if (!keep) linears(w, Fp8Linear::Up).backward(Buf{}, w.g_up, Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
+    // gate and up read one input: up's input gradient is added to gate's in its GEMM, and its weight
+    // gradient reads the input's codes gate's cast
+    SharedInput x;
+    linears(w, Fp8Linear::Gate, &x)
+        .backward(ws_.d_norm, now(w.g_gate), Buf{}, d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+    if (!keep) linears(w, Fp8Linear::Up, &x).backward(Buf{}, w.g_up, Buf{}, d_up, up_in, w.w_up, d.N, d.F, d.C);
     linears(w, Fp8Linear::Up).input_grad_add(ws_.d_norm, d_up, w.w_up, d.N, d.F, d.C);
   }
 }
@@ -61,8 +65,10 @@ void Transformer::mlp_weight_grad(const LayerWeights& w, const LayerActs& a, con
   if (moe_) return moe_->weight_grad(w.moe, a.moe, up_in, g.moe, expert_linears(w));
   linears(w, Fp8Linear::Down)
       .backward(Buf{}, w.g_down, w.g_b_down, gather_tokens(g.d_mlp, ws_.d_full), a.act, w.w_down, d.N, d.C, d.F);
-  if (!d.gpt2) linears(w, Fp8Linear::Gate).backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
-  linears(w, Fp8Linear::Up).backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
+  SharedInput x;  // gate and up read one input
+  if (!d.gpt2)
+    linears(w, Fp8Linear::Gate, &x).backward(Buf{}, w.g_gate, Buf{}, g.d_gate, up_in, w.w_gate, d.N, d.F, d.C);
+  linears(w, Fp8Linear::Up, &x).backward(Buf{}, w.g_up, w.g_b_up, g.d_up, up_in, w.w_up, d.N, d.F, d.C);
 }
 
 

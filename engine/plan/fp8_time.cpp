@@ -24,7 +24,8 @@ Fp8CastBytes fp8_cast_bytes(const config::JobSpec& spec, const model::Op& op) {
   const double per_element = working + 1 + (spec.train.fp8.scaling == config::Fp8Scaling::Current ? working : 0);
   const double m = static_cast<double>(op.gemm.m), n = static_cast<double>(op.gemm.n),
                k = static_cast<double>(op.gemm.k), calls = static_cast<double>(op.gemm.count);
-  const double input = m * k, weight = n * k, output_grad = m * n;
+  // A layer reading the previous one's input reads that layer's codes of it (model::SharedInput).
+  const double input = op.fp8_input_shared ? 0 : m * k, weight = n * k, output_grad = m * n;
   return {calls * per_element * (input + weight), calls * per_element * (output_grad + weight),
           calls * per_element * (output_grad + input)};
 }

@@ -11,7 +11,8 @@
 //      forward       the input [M, K] and the weight [N, K]
 //      input grad    the output gradient [M, N] and the weight, transposed
 //      weight grad   the output gradient, transposed, and the input, transposed
-//    (model/block_linears.cpp; a backward that runs both halves at once reads the output gradient
+//    but the input only once for the layers that read one (q, k and v; gate and up; an expert's w1
+//    and w3: model::Op::fp8_input_shared) (model/block_linears.cpp; a backward that runs both halves at once reads the output gradient
 //    once, which this charges twice, as zb-h1's split runs it). Timed at the profile's activation
 //    table (a pass of the same bytes), else at the HBM bandwidth.
 #pragma once

@@ -166,3 +166,70 @@ TEST_CASE("BlockLinears' fp8 GELU layers in bf16: the linear GELU ops over round
   CHECK(d_w == want_d_w);
   CHECK(d_b == want_d_b);
 }
+
+TEST_CASE("linear layers that read one input cast it once and compute what each computes alone", "[fp8]") {
+  // q and k of one input: forward, then the weight gradients, which read the input transposed. The
+  // input is changed in place after the first layer's cast: the second reads the first's codes, so
+  // its results stay those of the input as it was.
+  const kernels::Ops& ops = kernels::cpu_ops();
+  Vec x = random_vec(M * K, 31, 2.0f), wq = random_vec(N * K, 32, 0.1f), wk = random_vec(N * K, 33, 0.3f);
+  Vec dq = random_vec(M * N, 34, 0.01f), dk = random_vec(M * N, 35, 0.02f);
+  struct Results {
+    Vec q = Vec(M * N), k = Vec(M * N), g_wq = Vec(N * K), g_wk = Vec(N * K);
+  };
+  auto run = [&](bool share, bool clobber) {
+    Scratch scratch(N * K);
+    Vec in = x;
+    model::SharedInput forward_input, backward_input;
+    auto layer = [&](model::SharedInput* shared) {
+      return model::BlockLinears(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr, std::nullopt,
+                                 share ? shared : nullptr);
+    };
+    Results r;
+    layer(&forward_input).forward(buf(r.q), buf(in), buf(wq), Buf{}, M, N, K);
+    if (clobber) in[7] = 1000.0f;
+    layer(&forward_input).forward(buf(r.k), buf(in), buf(wk), Buf{}, M, N, K);
+    in = x;
+    layer(&backward_input).backward(Buf{}, buf(r.g_wq), Buf{}, buf(dq), buf(in), buf(wq), M, N, K);
+    if (clobber) in[7] = 1000.0f;
+    layer(&backward_input).backward(Buf{}, buf(r.g_wk), Buf{}, buf(dk), buf(in), buf(wk), M, N, K);
+    return r;
+  };
+  const Results alone = run(false, false), shared = run(true, true), clobbered = run(false, true);
+  CHECK(shared.q == alone.q);
+  CHECK(shared.k == alone.k);
+  CHECK(shared.g_wq == alone.g_wq);
+  CHECK(shared.g_wk == alone.g_wk);
+  CHECK(clobbered.k != alone.k);  // the change is seen by a layer that casts for itself
+  CHECK(clobbered.g_wk != alone.g_wk);
+
+  // Another input, or the input in the other orientation, is a caller's mistake.
+  Scratch scratch(N * K);
+  Vec in = x, other = x, out(M * N), g_w(N * K);
+  model::SharedInput s;
+  const model::BlockLinears first(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr, std::nullopt, &s);
+  first.forward(buf(out), buf(in), buf(wq), Buf{}, M, N, K);
+  CHECK_THROWS_AS(first.forward(buf(out), buf(other), buf(wk), Buf{}, M, N, K), std::logic_error);
+  CHECK_THROWS_AS(first.backward(Buf{}, buf(g_w), Buf{}, buf(dq), buf(in), buf(wk), M, N, K), std::logic_error);
+}
+
+TEST_CASE("under delayed scaling the layers sharing an input record its amax in each one's history", "[fp8]") {
+  const kernels::Ops& ops = kernels::cpu_ops();
+  Vec x = random_vec(M * K, 41, 2.0f), wq = random_vec(N * K, 42, 0.1f), wk = random_vec(N * K, 43, 0.3f);
+  x[5] = -6.5f;  // the input's amax
+  Scratch scratch(N * K);
+  model::SharedInput shared;
+  for (const bool filled : {false, true}) {  // the first step scales by the current amax; later ones by the history
+    Vec scale_q{1.0f, 8.0f, 1.0f}, scale_k{1.0f, 8.0f, 1.0f}, record_q(3, 0.0f), record_k(3, 0.0f), out(M * N);
+    auto layer = [&](Vec& scale, Vec& record) {
+      return model::BlockLinears(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr,
+                                 model::BlockLinears::Delayed{{buf(scale), buf(record)}, filled}, &shared);
+    };
+    shared = {};
+    layer(scale_q, record_q).forward(buf(out), buf(x), buf(wq), Buf{}, M, N, K);
+    layer(scale_k, record_k).forward(buf(out), buf(x), buf(wk), Buf{}, M, N, K);
+    CHECK(record_q[1] == 6.5f);
+    CHECK(record_k[1] == 6.5f);
+    CHECK(record_k[2] > record_q[2]);  // each records its own weight
+  }
+}
