@@ -40,6 +40,7 @@
 #include "app/worker_process.h"
 #include "engine/plan/profile_doubts.h"
 #include "engine/comm/session.h"
+#include "engine/config/fp8_cuda.h"
 #include "engine/io/input_file.h"
 #include "engine/launch/launcher.h"
 #include "engine/launch/worker_env.h"
@@ -98,10 +99,12 @@ bool refuse_out(const ProfileArgs& args) {
          refuse_replacing_foreign_file(args.out, "profile", args.force, written_by_profile);
 }
 
-// What a profile says it measured: the device, and its driver's and libraries' versions.
+// What a profile says it measured: the device, and its driver's and libraries' versions; and
+// whether it runs FP8 GEMMs (the CPU's emulation; FP8 tensor cores), whose table it then measures.
 struct Machine {
   std::string device;
   std::map<std::string, std::string> versions;
+  bool fp8 = true;
 };
 
 // The backend to measure, or nullptr after saying why not.
@@ -120,6 +123,7 @@ const kernels::Ops* backend_ops(const ProfileArgs& args, int local_rank, Machine
   }
   const int index = cuda->select_device(local_rank);
   device = cuda->describe_device(machine.versions) + " (cuda device " + std::to_string(index) + ")";
+  machine.fp8 = config::has_fp8_tensor_cores(cuda->compute_capability(index));
   return &cuda->ops();
 }
 
@@ -143,6 +147,7 @@ plan::MeasuredProfile measure_kernels(const ProfileArgs& args, const kernels::Op
   log::plan().info("profiling {} with the engine's kernels{}", machine.device, args.quick ? " (quick)" : "");
   ProfileOptions options;
   options.quick = args.quick;
+  options.fp8 = machine.fp8;
   options.progress = [](const std::string& line) { log::plan().info(line); };
   MeasuredTables measured = measure_profile(ops, options);
   plan::MeasuredProfile& profile = measured.profile;

@@ -142,6 +142,41 @@ plan::GemmTable measure_gemm(const kernels::Ops& ops, const Timer& timer, DType 
   return g;
 }
 
+// The FP8 GEMMs of a linear layer (model/block_linears.h) over codes cast once beforehand, from
+// values in [-1, 1) (zeros on the CPU, whose kernels run at one speed on any values): forward E4M3 x
+// E4M3 into bf16, input gradient E5M2 x E4M3 into bf16, weight gradient E5M2 x E4M3 added into f32.
+plan::GemmTable measure_fp8_gemm(const kernels::Ops& ops, const Timer& timer, const std::vector<std::int64_t>& m_sizes,
+                                 const std::vector<std::int64_t>& sizes) {
+  plan::GemmTable g{m_sizes, sizes, sizes, {}, {}, {}};
+  for (std::int64_t m : m_sizes)
+    for (std::int64_t n : sizes)
+      for (std::int64_t k : sizes) {
+        Buffers b{ops, {}};
+        const Buf amax = b.take(1, DType::F32);
+        ops.fill(amax, 1.0f, 1);
+        // codes and transposed codes of x [rows, cols] (BF16), and their inverse scale
+        auto codes = [&](std::int64_t rows, std::int64_t cols, DType format, Buf& out, Buf& out_t, Buf& inv) {
+          const Buf x = b.take(rows * cols, DType::BF16);
+          out = b.take(rows * cols, format), out_t = b.take(rows * cols, format), inv = b.take(1, DType::F32);
+          ops.fp8_cast(out, out_t, inv, Buf{}, x, amax, rows, cols);
+        };
+        Buf in, in_t, in_inv, w, w_t, w_inv, dy, dy_t, dy_inv;
+        codes(m, k, DType::E4M3, in, in_t, in_inv);
+        codes(n, k, DType::E4M3, w, w_t, w_inv);
+        codes(m, n, DType::E5M2, dy, dy_t, dy_inv);
+        const Buf out = b.take(m * n, DType::BF16), d_in = b.take(m * k, DType::BF16),
+                  d_weight = b.take(n * k, DType::F32);
+        const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+        g.forward_s.push_back(
+            timer.best(out, [&] { ops.fp8_gemm(out, in, w, in_inv, w_inv, Buf{}, M, N, K, false); }));
+        g.input_grad_s.push_back(
+            timer.best(d_in, [&] { ops.fp8_gemm(d_in, dy, w_t, dy_inv, w_inv, Buf{}, M, K, N, false); }));
+        g.weight_grad_s.push_back(
+            timer.best(d_weight, [&] { ops.fp8_gemm(d_weight, dy_t, in_t, dy_inv, in_inv, Buf{}, N, K, M, true); }));
+      }
+  return g;
+}
+
 plan::AttentionTable measure_attention(const kernels::Ops& ops, const Timer& timer, DType dtype,
                                        const std::vector<std::int64_t>& seqs, int batch, int heads, int head_dim) {
   plan::AttentionTable a;
@@ -207,13 +242,14 @@ bool profile_noise_table(std::string& table) {
   if (table.empty()) return true;
   const std::size_t slash = table.find('/');
   const std::string kind = table.substr(0, slash), element = slash == std::string::npos ? "" : table.substr(slash + 1);
-  const bool known = (element == "f32" || element == "bf16") &&
+  const bool known = (kind == "gemm" && element == plan::kFp8GemmElement) ||
+                     ((element == "f32" || element == "bf16") &&
                      (kind == "gemm" || kind == "attention" || kind == "norm" || kind == "layernorm" || kind == "rope" ||
                       kind == "activation" || kind == "gelu" || kind == "routing" || kind == "embedding" ||
-                      kind == "loss" || (kind == "optimizer" && element == "f32"));
+                      kind == "loss" || (kind == "optimizer" && element == "f32")));
   if (!known)
     log::plan().error("PTRAIN_DEBUG_PROFILE_NOISE='{}': expected a table, <gemm|attention|norm|layernorm|rope|"
-                      "activation|gelu|routing|embedding|loss>/<f32|bf16> or optimizer/f32", table);
+                      "activation|gelu|routing|embedding|loss>/<f32|bf16>, gemm/fp8 or optimizer/f32", table);
   return known;
 }
 
@@ -250,6 +286,12 @@ MeasuredTables measure_profile(const kernels::Ops& ops, const ProfileOptions& op
   p.threads = cuda ? 1 : p.cores;
   if (!cuda) kernels::set_cpu_threads(p.threads);
   p.quick = options.quick;
+  const std::string fp8_gemm = std::string("gemm/") + plan::kFp8GemmElement;
+  if (options.fp8 && wanted(fp8_gemm)) {
+    say("gemm fp8: " + std::to_string(gemm_m_sizes.size() * gemm_sizes.size() * gemm_sizes.size()) +
+        " shapes, forward and both gradients over FP8 codes");
+    p.gemm[plan::kFp8GemmElement] = measure_fp8_gemm(ops, timer, gemm_m_sizes, gemm_sizes);
+  }
   for (const DType dtype : {DType::F32, DType::BF16}) {
     const std::string element = plan::element_name(dtype == DType::BF16);
     const int size = dtype == DType::BF16 ? 2 : 4;

@@ -19,6 +19,9 @@ struct ProfileOptions {
   // The tables to measure, by the names plan/profile_doubts.h gives them ("gemm/f32",
   // "attention/bf16", "norm/f32", "optimizer/f32", ...); every one when empty.
   std::set<std::string> only;
+  // Whether this backend runs FP8 GEMMs (the CPU's emulation; a GPU of compute capability 8.9+):
+  // then the gemm/fp8 table too.
+  bool fp8 = false;
 };
 
 struct MeasuredTables {
@@ -29,8 +32,8 @@ struct MeasuredTables {
 };
 inline constexpr double kSpreadFloorS = 20e-6;
 
-// GEMM, attention and memory-bound tables for f32 and bf16 (device, versions and date are the
-// caller's to fill).
+// GEMM, attention and memory-bound tables for f32 and bf16, and with options.fp8 the FP8 GEMM table
+// (device, versions and date are the caller's to fill).
 MeasuredTables measure_profile(const kernels::Ops& ops, const ProfileOptions& options);
 
 // The test seam of the profile's checks (plan/profile_doubts.h): PTRAIN_DEBUG_PROFILE_NOISE=TABLE

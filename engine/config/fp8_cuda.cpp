@@ -42,7 +42,7 @@ std::optional<Fp8CudaRefusal> fp8_shape_refusal(const JobSpec& spec) {
 }
 
 std::optional<Fp8CudaRefusal> fp8_device_refusal(const JobSpec& spec, int compute_capability) {
-  if (spec.train.precision != Precision::Fp8 || compute_capability >= 89) return std::nullopt;
+  if (spec.train.precision != Precision::Fp8 || has_fp8_tensor_cores(compute_capability)) return std::nullopt;
   return Fp8CudaRefusal{"train.precision",
                         "train.precision: fp8 needs FP8 tensor cores (compute capability 8.9 or later: Ada, Hopper); "
                         "this GPU's is " +

@@ -22,7 +22,9 @@ struct Fp8CudaRefusal {
 std::optional<Fp8CudaRefusal> fp8_shape_refusal(const JobSpec& spec);
 
 // FP8 tensor cores: compute capability 8.9 (Ada) or later (Hopper 9.0). `compute_capability` is
-// major * 10 + minor of the device the job would run on. nullopt where it has them (or not fp8).
+// major * 10 + minor of the device the job would run on.
+inline bool has_fp8_tensor_cores(int compute_capability) { return compute_capability >= 89; }
+// nullopt where the device has them (or not fp8).
 std::optional<Fp8CudaRefusal> fp8_device_refusal(const JobSpec& spec, int compute_capability);
 
 }  // namespace ptrain::config

@@ -244,7 +244,9 @@ Estimate estimate(const config::LoadResult& job, const HardwareProfile& hw) {
     est.compute_model += scale;
   }
   if (hw.measured && spec.train.precision == config::Precision::Fp8)  // plan/fp8_time.h
-    est.compute_model += ", FP8 GEMMs at its bf16 times x the datasheet's bf16/FP8 ratio (no FP8 table)";
+    est.compute_model += hw.measured->gemm.count(plan::kFp8GemmElement) != 0
+                             ? ", FP8 GEMMs from its FP8 table"
+                             : ", FP8 GEMMs at its bf16 times x the datasheet's bf16/FP8 ratio (no FP8 table)";
   est.mfu = est.flops_per_step / (est.world * hw.peak_flops(spec.train.precision) * est.step_time_s);
 
   // Offloaded optimizer state and async checkpoints' copies: a node's ranks share its RAM

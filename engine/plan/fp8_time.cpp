@@ -31,8 +31,9 @@ Fp8CastBytes fp8_cast_bytes(const config::JobSpec& spec, const model::Op& op) {
 }
 
 OpSeconds fp8_op_seconds(const config::JobSpec& spec, const MeasuredProfile& profile, const model::Op& op) {
-  const double ratio = bf16_over_fp8(spec);
-  const OpSeconds gemm = op_seconds(profile, op, true);
+  const bool measured = profile.gemm.count(kFp8GemmElement) != 0;
+  const double ratio = measured ? 1.0 : bf16_over_fp8(spec);
+  const OpSeconds gemm = gemm_op_seconds(profile, op, measured ? kFp8GemmElement : element_name(true));
   const Fp8CastBytes casts = fp8_cast_bytes(spec, op);
   const std::string table = std::string(memory_family(model::OpKind::Activation)) + "/" + element_name(true);
   auto cast_s = [&](double bytes) { return memory_seconds(profile, table, bytes, false); };

@@ -2,9 +2,10 @@
 // linear layer of the layer description (model::Op::fp8; the router, the LM head and attention stay
 // in bf16):
 //  - its GEMMs run at the FP8 rate, hw.peak_flops_fp8: without a profile its FLOPs at
-//    peak_flops_fp8 x kGemmEfficiency instead of bf16's; with one, the profile's bf16 GEMM time x
-//    (peak_flops_bf16 / peak_flops_fp8) (a profile measures no FP8 GEMM table yet). On the CPU the
-//    emulation runs the fp32 GEMM over the codes' values: the ratio is 1.
+//    peak_flops_fp8 x kGemmEfficiency instead of bf16's; with one, the profile's FP8 GEMM table
+//    (gemm/fp8: measured_profile.h), or for a profile without it its bf16 GEMM time x
+//    (peak_flops_bf16 / peak_flops_fp8). (On the CPU the emulation runs the fp32 GEMM over the
+//    codes' values: its datasheet ratio is 1, and its table says what the decoding costs.)
 //  - each operand is cast first, one memory-bound pass that reads it in the working dtype and writes
 //    its codes (a byte an element); under current scaling one more read for its amax (delayed
 //    scaling records the amax in the cast itself):
@@ -31,8 +32,9 @@ struct Fp8CastBytes {
 };
 Fp8CastBytes fp8_cast_bytes(const config::JobSpec& spec, const model::Op& op);
 
-// An FP8 linear op's seconds from a measured profile: its GEMMs at the FP8 rate of the job's
-// hardware (cluster.gpu), its casts from the activation table. std::invalid_argument as op_seconds.
+// An FP8 linear op's seconds from a measured profile: its GEMMs from the FP8 GEMM table, or at the
+// FP8 rate of the job's hardware (cluster.gpu) without one, its casts from the activation table.
+// std::invalid_argument as op_seconds.
 OpSeconds fp8_op_seconds(const config::JobSpec& spec, const MeasuredProfile& profile, const model::Op& op);
 
 // Without a profile: what the FP8 linear layers of `layers` layers change in the compute that

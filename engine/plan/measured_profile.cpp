@@ -245,14 +245,17 @@ double memory_seconds(const MeasuredProfile& profile, const std::string& name, d
   return interpolate_points(table(profile.memory, name, "memory"), bytes, backward);
 }
 
+OpSeconds gemm_op_seconds(const MeasuredProfile& profile, const model::Op& op, const std::string& element) {
+  const GemmTable& g = table(profile.gemm, element, "GEMM");
+  return {gemm_seconds(g, g.forward_s, op.gemm), gemm_seconds(g, g.input_grad_s, op.gemm),
+          gemm_seconds(g, g.weight_grad_s, op.gemm)};
+}
+
 OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool bf16) {
   const std::string element = element_name(bf16);
   switch (op.kind) {
-    case model::OpKind::Gemm: {
-      const GemmTable& g = table(profile.gemm, element, "GEMM");
-      return {gemm_seconds(g, g.forward_s, op.gemm), gemm_seconds(g, g.input_grad_s, op.gemm),
-              gemm_seconds(g, g.weight_grad_s, op.gemm)};
-    }
+    case model::OpKind::Gemm:
+      return gemm_op_seconds(profile, op, element);
     case model::OpKind::Attention:
       return attention_seconds(table(profile.attention, element, "attention"), op.attention);
     case model::OpKind::Collective:
@@ -394,6 +397,7 @@ MeasuredProfile from_json(const std::string& source) {
   // Every table the layer description needs, for every element type measured.
   if (p.gemm.empty()) bad("gemm", "no table");
   for (const auto& [element, g] : p.gemm) {
+    if (element == kFp8GemmElement) continue;  // a GEMM table alone
     if (p.attention.count(element) == 0) bad("attention." + element, "missing");
     for (const char* family : {"norm", "layernorm", "rope", "activation", "gelu", "routing", "embedding", "loss"})
       if (p.memory.count(std::string(family) + "/" + element) == 0)

@@ -6,7 +6,10 @@
 //   gemm       linear_forward, linear_backward's input gradient and its weight gradient, each
 //              on every (m, n, k) of three size lists; read trilinearly in log2 m, n, k on log
 //              seconds; outside the grid, at the nearest grid point scaled by the FLOPs (the
-//              throughput of the edge).
+//              throughput of the edge). Also "fp8" (optional: measured where FP8 runs, the CPU's
+//              emulation and GPUs of compute capability 8.9+): fp8_gemm over codes already cast,
+//              E4M3 x E4M3 into bf16 (forward), E5M2 x E4M3 into bf16 (input gradient) and
+//              accumulated into f32 (weight gradient); plan/fp8_time.h adds the casts.
 //   attention  causal attention forward and backward over sequence lengths for one head_dim and
 //              head count; read per query-key pair and head, linear in log seq on log seconds,
 //              the nearest measured head_dim scaled by head_dim.
@@ -129,6 +132,7 @@ std::optional<double> collective_seconds(const MeasuredProfile& profile, model::
 // "loss" (nullptr for GEMM, attention and collective ops).
 const char* memory_family(model::OpKind kind);
 const char* element_name(bool bf16);  // "bf16" / "f32"
+inline constexpr const char* kFp8GemmElement = "fp8";  // the FP8 GEMM table's (gemm only)
 
 // Forward (or backward) seconds of `bytes` through a memory table ("norm/f32", "optimizer/f32", ...);
 // std::invalid_argument if the profile lacks it.
@@ -140,6 +144,8 @@ struct OpSeconds {
 // One op's times on the rank (collectives: 0, the traffic model times them). std::invalid_argument
 // if the profile lacks the table the op needs.
 OpSeconds op_seconds(const MeasuredProfile& profile, const model::Op& op, bool bf16);
+// A GEMM op's times from the GEMM table of `element` ("f32", "bf16", kFp8GemmElement).
+OpSeconds gemm_op_seconds(const MeasuredProfile& profile, const model::Op& op, const std::string& element);
 
 std::string to_json(const MeasuredProfile& profile);
 // A collective table alone (what the workers of `ptrain profile --nproc` hand to their launcher).

@@ -50,8 +50,11 @@ MeasuredProfile transfer_profile(const MeasuredProfile& profile, const HardwareP
   const double bf16_ratio = from.peak_flops_bf16 / to.peak_flops_bf16;
   const double fp32_ratio = from.peak_flops_fp32 / to.peak_flops_fp32;
   auto compute_ratio = [&](const std::string& element) {
+    if (element == kFp8GemmElement) return from.peak_flops_fp8 / to.peak_flops_fp8;
     return element == "bf16" ? bf16_ratio : fp32_ratio;
   };
+  // An FP8 table goes by the FP8 rates, and nowhere without FP8 tensor cores (fp8 is refused there).
+  if (from.peak_flops_fp8 <= 0 || to.peak_flops_fp8 <= 0) out.gemm.erase(kFp8GemmElement);
   for (auto& [element, g] : out.gemm) {
     const double by = compute_ratio(element);
     scale(g.forward_s, by), scale(g.input_grad_s, by), scale(g.weight_grad_s, by);

@@ -937,6 +937,12 @@ class Profile(unittest.TestCase):
             self.assertEqual({a["head_dim"] for a in p["attention"][element]}, {64, 128})
             for family in ("norm", "layernorm", "rope", "activation", "gelu", "routing", "embedding", "loss"):
                 self.assertIn(family + "/" + element, p["memory"])
+        # the FP8 GEMMs (the CPU's emulation), on the bf16 table's grid; the rest of an fp8 job is bf16's
+        self.assertIn("gemm fp8", self.profiled.stderr)
+        g = p["gemm"]["fp8"]
+        self.assertEqual([g[d] for d in "mnk"], [p["gemm"]["bf16"][d] for d in "mnk"])
+        self.assertTrue(all(t > 0 for t in g["forward_s"] + g["input_grad_s"] + g["weight_grad_s"]))
+        self.assertNotIn("fp8", p["attention"])
 
     def test_validate_times_compute_from_it(self):
         self.assertEqual(self.profiled.returncode, 0, self.profiled.stderr)
@@ -947,6 +953,9 @@ class Profile(unittest.TestCase):
         self.assertEqual(measured.returncode, 0, measured.stderr)
         self.assertNotEqual(json.loads(plain.stdout)["step_time_s"], json.loads(measured.stdout)["step_time_s"])
         self.assertIn(", calibrated x", json.loads(measured.stdout)["compute_model"])
+        fp8 = ptrain("validate", job, "--json", "--set", "cluster.profile=" + self.path, "--set", "train.precision=fp8")
+        self.assertEqual(fp8.returncode, 0, fp8.stderr)
+        self.assertIn("FP8 GEMMs from its FP8 table", json.loads(fp8.stdout)["compute_model"])
         for command in (("schedule", job), ("plan", job, "--gpus", "4", "--out", os.path.join(SCRATCH.name, "p.yaml"))):
             r = ptrain(*command, "--set", "cluster.profile=" + self.path)
             self.assertEqual(r.returncode, 0, r.stderr)

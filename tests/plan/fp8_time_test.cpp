@@ -99,3 +99,22 @@ TEST_CASE("fp8 from a profile: its bf16 GEMM time at the FP8 rate, plus the cast
   CHECK(linears == 7);  // q, k, v, o, gate, up, down: not the LM head
   for (const model::Op& op : ops.head) CHECK_FALSE(op.fp8);
 }
+
+TEST_CASE("fp8 from a profile with an FP8 GEMM table: its GEMM times as measured, no datasheet ratio") {
+  const config::LoadResult fp8 = test::load_job(test::kSmallLlama, {"train.precision=fp8"}, 1);
+  plan::MeasuredProfile profile = *plan::builtin_profile(h100());
+  plan::GemmTable table = profile.gemm.at("bf16");  // an FP8 table 3x faster than bf16 everywhere
+  for (auto* times : {&table.forward_s, &table.input_grad_s, &table.weight_grad_s})
+    for (double& t : *times) t /= 3;
+  profile.gemm[plan::kFp8GemmElement] = table;
+  for (const model::Op& op : model::model_ops(fp8.spec).layer) {
+    if (!op.fp8) continue;
+    const plan::OpSeconds bf16 = plan::op_seconds(profile, op, true);
+    const plan::OpSeconds got = plan::fp8_op_seconds(fp8.spec, profile, op);
+    const plan::Fp8CastBytes casts = plan::fp8_cast_bytes(fp8.spec, op);
+    auto cast_s = [&](double bytes) { return plan::memory_seconds(profile, "activation/bf16", bytes, false); };
+    CHECK(got.forward == Approx(bf16.forward / 3 + cast_s(casts.forward)));
+    CHECK(got.input_grad == Approx(bf16.input_grad / 3 + cast_s(casts.input_grad)));
+    CHECK(got.weight_grad == Approx(bf16.weight_grad / 3 + cast_s(casts.weight_grad)));
+  }
+}

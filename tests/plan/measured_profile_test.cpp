@@ -118,6 +118,9 @@ TEST_CASE("the profile file round-trips, and a bad one names its field") {
   CHECK_THROWS_WITH(plan::from_json(plan::to_json(scaled)), Contains("calibration.compute_scale"));
   scaled.calibration->compute_scale = 1e-300;
   CHECK_THROWS_WITH(plan::from_json(plan::to_json(scaled)), Contains("calibration.compute_scale"));
+  plan::MeasuredProfile with_fp8 = p;  // the FP8 GEMM table: a GEMM table alone, no attention or memory
+  with_fp8.gemm[plan::kFp8GemmElement] = p.gemm.at("bf16");
+  CHECK(plan::from_json(plan::to_json(with_fp8)).gemm.at("fp8").weight_grad_s == p.gemm.at("bf16").weight_grad_s);
   plan::MeasuredProfile no_rope = p;
   no_rope.memory.erase("rope/bf16");
   CHECK_THROWS_WITH(plan::from_json(plan::to_json(no_rope)), Contains("memory.rope/bf16") && Contains("missing"));

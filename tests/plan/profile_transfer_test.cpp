@@ -111,6 +111,20 @@ TEST_CASE("a transferred profile scales each table by its datasheet ratio") {
   CHECK_THROWS_AS(plan::to_json(a100), std::logic_error);
 }
 
+TEST_CASE("an FP8 GEMM table is carried by the FP8 rates, and not to a GPU without FP8 tensor cores") {
+  plan::MeasuredProfile h100 = h100_like();
+  h100.gemm[plan::kFp8GemmElement] = h100.gemm.at("bf16");
+  const plan::HardwareProfile& from = *plan::find_hardware("h100-sxm");
+  const plan::HardwareProfile& h200 = *plan::find_hardware("h200");
+  REQUIRE(h200.peak_flops_fp8 > 0);
+  const plan::MeasuredProfile carried = plan::transfer_profile(h100, from, h200);
+  const std::vector<double>& measured = h100.gemm.at("fp8").weight_grad_s;
+  for (std::size_t i = 0; i < measured.size(); ++i)
+    CHECK(carried.gemm.at("fp8").weight_grad_s[i] ==
+          Approx(from.peak_flops_fp8 / h200.peak_flops_fp8 * measured[i]));
+  CHECK(plan::transfer_profile(h100, from, *plan::find_hardware("a100-80g")).gemm.count("fp8") == 0);
+}
+
 TEST_CASE("a profile is never carried between a CPU and a GPU") {
   const plan::MeasuredProfile p = h100_like();
   CHECK_THROWS_WITH(plan::transfer_profile(p, *plan::find_hardware("h100-sxm"), *plan::find_hardware("cpu")),
