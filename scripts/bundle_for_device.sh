@@ -65,7 +65,12 @@ is_compat_lib() {
 build_dir=$(dirname "$bin")
 read -r -a extra <<<"${BUNDLE_EXTRA:-}"
 for t in libptrain_cuda.so tests/kernels/cuda_op_tests tests/comm/nccl_comm_tests; do
-  [[ -x "$build_dir/$t" ]] && extra+=("$build_dir/$t")
+  if [[ -f "$build_dir/$t" ]]; then
+    extra+=("$build_dir/$t")
+  elif [[ -e "$build_dir/libptrain_cuda.so" ]]; then  # a CUDA build: the device session runs them
+    echo "error: $build_dir/$t is missing: build it (ninja -C $build_dir $(basename "$t"))" >&2
+    exit 2
+  fi
 done
 for b in "${extra[@]}"; do
   if ldd "$b" | grep -q "not found"; then

@@ -284,8 +284,9 @@ TEST_CASE("cuda fp8_gemm refuses shapes cuBLASLt's FP8 kernels cannot take", "[c
 }
 
 // Not a check: the numbers the GPU session decides from (docs/fp8.md, "What the GPU run must show"):
-// per GEMM of a Llama 3 8B layer at 8192 tokens, the BF16 GEMM against the FP8 GEMM, and the casts
-// of its weight (codes and transpose: once per use when cast on the fly) and of its input, in ms.
+// per GEMM of a Llama 3 8B layer at 8192 tokens, the BF16 GEMM against the FP8 GEMM, forward and
+// weight gradient (E5M2 x E4M3 over the transposes, K = 8192, added into f32), and the casts of its
+// weight (codes and transpose: once per use when cast on the fly) and of its input, in ms.
 // Hidden: run alone by name (scripts/device_session.sh, `cuda_op_tests "[fp8-timing]"`).
 TEST_CASE("cuda FP8 GEMM and cast timings at Llama 3 8B's shapes", "[.][fp8-timing]") {
   struct Gemm {
@@ -321,9 +322,22 @@ TEST_CASE("cuda FP8 GEMM and cast timings at Llama 3 8B's shapes", "[.][fp8-timi
     const double cast_x = time_ms([&] {
       gpu().fp8_cast(x8.buf(), Buf{}, scalars.at(2), scalars.at(4), x.buf(), scalars.at(0), M, g.K);
     });
+    // The weight gradient d_w[N,K] += dy^T x: bf16 through linear_backward, FP8 over the transposes.
+    const std::size_t mn = static_cast<std::size_t>(M) * g.N;
+    const DeviceBuffer dy(random_vec(mn, 55, -0.01f, 0.01f), BF16), dy8_t(mn, DType::E5M2), x8_t(mk, DType::E4M3),
+        d_w(nk, F32);
+    const double bf16_wgrad =
+        time_ms([&] { gpu().linear_backward(Buf{}, d_w.buf(), Buf{}, dy.buf(), x.buf(), w.buf(), M, g.N, g.K); });
+    gpu().fp8_cast(Buf{}, x8_t.buf(), scalars.at(2), Buf{}, x.buf(), scalars.at(0), M, g.K);
+    gpu().fp8_cast(Buf{}, dy8_t.buf(), scalars.at(4), Buf{}, dy.buf(), scalars.at(1), M, g.N);
+    const double fp8_wgrad = time_ms([&] {
+      gpu().fp8_gemm(d_w.buf(), dy8_t.buf(), x8_t.buf(), scalars.at(4), scalars.at(2), Buf{}, g.N, g.K, M, true);
+    });
     const double flops = 2.0 * M * g.N * g.K;
     WARN(g.name << " [" << M << " x " << g.K << "] x [" << g.K << " x " << g.N << "]: bf16 " << bf16 << " ms ("
                 << flops / bf16 * 1e-9 << " TFLOP/s), fp8 " << fp8 << " ms (" << flops / fp8 * 1e-9
-                << " TFLOP/s), cast weight + transpose " << cast_w << " ms, cast input " << cast_x << " ms");
+                << " TFLOP/s); weight gradient bf16 " << bf16_wgrad << " ms, fp8 " << fp8_wgrad << " ms ("
+                << flops / fp8_wgrad * 1e-9 << " TFLOP/s); cast weight + transpose " << cast_w
+                << " ms, cast input " << cast_x << " ms");
   }
 }
