@@ -22,18 +22,27 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
   struct Operand {
     Buf x;
     std::int64_t rows, cols;
-    Buf out, out_t;
+    Buf out, out_t, inv_scale;
   };
   auto codes = [](Buf b, DType t, bool wanted) { return wanted ? Buf{b.ptr, t} : Buf{}; };
   const bool t = which.transposed;
   const bool in_shared = which.in && input_cast_before(in, t);  // cast by another linear layer
+  // The weight's codes kept for the pass: cast at its first use, both ways, then read.
+  Fp8WeightCopy* copy = which.weight && weight_copy_
+                            ? &weight_copy_->copies->at(weight_copy_->layer, weight_copy_->index,
+                                                        static_cast<std::int64_t>(N) * K)
+                            : nullptr;
+  const bool weight_kept = copy != nullptr && copy->fresh;
+  const Buf inv = scratch_.inv_scale;
   const Operand operands[] = {
       {which.d_out || which.d_out_t ? d_out : Buf{}, M, N, codes(scratch_.output_grad, DType::E5M2, which.d_out),
-       codes(scratch_.output_grad_t, DType::E5M2, which.d_out_t)},
+       codes(scratch_.output_grad_t, DType::E5M2, which.d_out_t), inv},
       {which.in && !in_shared ? in : Buf{}, M, K, codes(scratch_.input, DType::E4M3, which.in && !t),
-       codes(scratch_.input, DType::E4M3, which.in && t)},
-      {which.weight ? weight : Buf{}, N, K, codes(scratch_.weight, DType::E4M3, which.weight && !t),
-       codes(scratch_.weight, DType::E4M3, which.weight && t)}};
+       codes(scratch_.input, DType::E4M3, which.in && t), runtime::advance(inv, 1)},
+      copy != nullptr
+          ? Operand{weight_kept ? Buf{} : weight, N, K, copy->codes.at(), copy->codes_t.at(), copy->inv_scale.at()}
+          : Operand{which.weight ? weight : Buf{}, N, K, codes(scratch_.weight, DType::E4M3, which.weight && !t),
+                    codes(scratch_.weight, DType::E4M3, which.weight && t), runtime::advance(inv, 2)}};
   constexpr std::int64_t kOperands = kFp8Operands;
   const bool by_history = scales_by_history();
   if (!by_history) {  // this step's amaxes, over what one rank would hold
@@ -61,10 +70,10 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
         record = Buf{};
       }
     }
-    ops_.fp8_cast(o.out, o.out_t, runtime::advance(scratch_.inv_scale, i), record, o.x, amax, o.rows, o.cols);
+    ops_.fp8_cast(o.out, o.out_t, o.inv_scale, record, o.x, amax, o.rows, o.cols);
   }
-  const Buf inv = scratch_.inv_scale;
-  Buf in_codes = operands[1].out ? operands[1].out : operands[1].out_t, in_inv = runtime::advance(inv, 1);
+  if (copy != nullptr) copy->fresh = true;
+  Buf in_codes = operands[1].out ? operands[1].out : operands[1].out_t, in_inv = operands[1].inv_scale;
   const Buf in_record = delayed_ ? runtime::advance(delayed_->amaxes.record, 1) : Buf{};
   if (in_shared) {
     in_codes = shared_->codes, in_inv = shared_->inv_scale;
@@ -72,8 +81,9 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
   } else if (which.in && shared_ != nullptr) {
     *shared_ = {in, t, in_codes, in_inv, in_record};
   }
-  return {operands[0].out, operands[0].out_t, in_codes, operands[2].out ? operands[2].out : operands[2].out_t, inv,
-          in_inv, runtime::advance(inv, 2)};
+  const Operand& w = operands[2];
+  return {operands[0].out, operands[0].out_t, in_codes, copy != nullptr ? (t ? w.out_t : w.out) : (w.out ? w.out : w.out_t),
+          operands[0].inv_scale, in_inv, w.inv_scale};
 }
 
 void BlockLinears::forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const {

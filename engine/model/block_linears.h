@@ -5,10 +5,11 @@
 // current scaling this tensor's, now; under delayed scaling its history's largest
 // (model/fp8_history.h), this amax recorded for it by the cast itself. The CPU's FP8 GEMMs compute
 // what the linear ops over fp8_round's operands do, bit for bit, and the CUDA ones are checked
-// against them. Weights are cast on the fly, at every use (correct under ZeRO-3, whose gathered
-// weight lives only for the layer); bias gradients come from the unrounded output gradient, as in bf16.
-// Linear layers that read one input (q, k and v; gate and up, an expert's too) cast it once between
-// them (SharedInput).
+// against them. A weight is cast once a pass where the trainer keeps its codes
+// (model/fp8_weight_copies.h; not under ZeRO-3, whose gathered weight lives only for the layer: there
+// at every use); bias gradients come from the unrounded output gradient, as in bf16. Linear layers
+// that read one input (q, k and v; gate and up, an expert's too) cast it once between them
+// (SharedInput).
 //
 // Every layout reproduces one rank: a current amax is taken over the tensor one rank would hold,
 // where the layout splits it (a weight's and a row-parallel input's columns and a column-parallel
@@ -22,6 +23,7 @@
 
 #include "engine/config/job_spec.h"
 #include "engine/model/fp8_history.h"
+#include "engine/model/fp8_weight_copies.h"
 #include "engine/parallel/context_parallel.h"
 #include "engine/parallel/tensor_parallel.h"
 #include "kernels/ops.h"
@@ -54,6 +56,12 @@ struct SharedInput {
   kernels::Buf record;  // under delayed scaling: the first's record of the input's amax
 };
 
+// Where a linear layer's weight codes are kept for the pass: its layer and linear index.
+struct WeightCopyAt {
+  Fp8WeightCopies* copies;
+  int layer, index;
+};
+
 class BlockLinears {
  public:
   using Buf = kernels::Buf;
@@ -64,17 +72,20 @@ class BlockLinears {
     bool filled = false;
   };
   // tp and cp: this rank's groups, or nullptr where the axis is 1; `delayed` under delayed scaling;
-  // `shared`: the input's codes shared with the other linear layers that read it (nullptr: none).
+  // `shared`: the input's codes shared with the other linear layers that read it (nullptr: none);
+  // `weight_copy`: where the weight's codes are kept for the pass (none: cast at every use).
   BlockLinears(const kernels::Ops& ops, config::Precision precision, const Fp8Scratch& scratch,
                parallel::TensorParallel* tp, parallel::ContextParallel* cp,
-               std::optional<Delayed> delayed = std::nullopt, SharedInput* shared = nullptr)
+               std::optional<Delayed> delayed = std::nullopt, SharedInput* shared = nullptr,
+               std::optional<WeightCopyAt> weight_copy = std::nullopt)
       : ops_(ops),
         fp8_(precision == config::Precision::Fp8),
         scratch_(scratch),
         tp_(tp),
         cp_(cp),
         delayed_(delayed),
-        shared_(shared) {}
+        shared_(shared),
+        weight_copy_(weight_copy) {}
 
   // As kernels::Ops' linear_forward, linear_gelu_forward, linear_backward, linear_backward_gelu and
   // linear_input_grad_add (the last done only when `apply`).
@@ -110,6 +121,7 @@ class BlockLinears {
   parallel::ContextParallel* cp_;
   std::optional<Delayed> delayed_;
   SharedInput* shared_;
+  std::optional<WeightCopyAt> weight_copy_;
 };
 
 }  // namespace ptrain::model

@@ -546,6 +546,10 @@ std::int64_t fp8_history_device_bytes(const config::JobSpec& spec) {
          static_cast<std::int64_t>(sizeof(float));
 }
 
+bool keeps_fp8_weight_copies(const config::JobSpec& spec) {
+  return spec.train.precision == config::Precision::Fp8 && spec.parallel.zero < 3;
+}
+
 int expert_capacity(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::MoeSpec& moe = *spec.model.moe;

@@ -186,6 +186,9 @@ int fp8_linears_per_layer(const config::ModelSpec& model);
 // train.fp8.scaling delayed: the device's amax scales and step records of every layer's casts
 // (model/fp8_history.h: layers x fp8_linears_per_layer x 3 tensors, twice, F32); 0 otherwise.
 std::int64_t fp8_history_device_bytes(const config::JobSpec& spec);
+// train.precision fp8 below ZeRO-3: the trainer keeps each FP8 linear layer's weight codes for the
+// pass, as stored and transposed (model/fp8_weight_copies.h): 2 bytes a weight element.
+bool keeps_fp8_weight_copies(const config::JobSpec& spec);
 
 double total_bytes(const std::vector<SavedTensor>& tensors);
 // Forward FLOPs of a list of ops: its GEMMs and attention.

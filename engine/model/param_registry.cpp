@@ -28,17 +28,20 @@ class RegistryBuilder {
     return out_.back();
   }
   // Column-parallel: output rows split over tp, in whole units of `unit` rows.
+  // (A 2-D one is a linear layer's weight: FP8 under train.precision fp8.)
   ParamInfo& column(std::string name, Shape shape, int layer, std::int64_t unit = 1) {
     ParamInfo& p = add(std::move(name), std::move(shape), Placement::Layer, layer);
     p.tp_dim = 0;
     p.tp_unit = unit;
+    p.fp8_linear = p.shape.size() == 2;
     return p;
   }
-  // Row-parallel: input columns split over tp.
+  // Row-parallel: input columns split over tp (a linear layer's weight).
   ParamInfo& row(std::string name, Shape shape, int layer, std::int64_t unit = 1) {
     ParamInfo& p = add(std::move(name), std::move(shape), Placement::Layer, layer);
     p.tp_dim = 1;
     p.tp_unit = unit;
+    p.fp8_linear = true;
     return p;
   }
   // Replicated on tp and applied to sequence-sharded activations under SP: no decay, grads reduced over tp.
@@ -116,9 +119,12 @@ void add_mixtral_moe(const config::ModelSpec& m, int i, const std::string& p, Re
   router.sequence_parallel_grad = true;  // replicated and fed sequence-sharded tokens under SP
   for (int e = 0; e < m.moe->experts; ++e) {
     const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
-    r.add(x + "w1.weight", {f, h}, Placement::Layer, i).expert = e;
-    r.add(x + "w3.weight", {f, h}, Placement::Layer, i).expert = e;
-    r.add(x + "w2.weight", {h, f}, Placement::Layer, i).expert = e;
+    for (const auto& [name, shape] : {std::pair{"w1.weight", Shape{f, h}}, std::pair{"w3.weight", Shape{f, h}},
+                                      std::pair{"w2.weight", Shape{h, f}}}) {
+      ParamInfo& w = r.add(x + name, shape, Placement::Layer, i);
+      w.expert = e;
+      w.fp8_linear = true;
+    }
   }
 }
 

@@ -39,6 +39,9 @@ struct ParamInfo {
   bool weight_decay = true;  // false for norms and biases
   bool sequence_parallel_grad = false;  // replicated on tp but reduced over tp under SP (norm weights)
   bool tied_head = false;               // the word embedding, which the LM head reuses (gpt2, tie_embeddings)
+  // The weight of an FP8 linear layer under train.precision fp8 (model/block_linears.h): attention's
+  // and the MLP's, the experts'; not the router's, the embeddings' or the head's.
+  bool fp8_linear = false;
   bool is_matmul() const;  // a GEMM weight: 2-D and not an embedding lookup (the tied head counts)
   std::int64_t numel() const;
 };

@@ -147,7 +147,9 @@ BlockLinears Transformer::linears_at(int layer, int index, parallel::TensorParal
   std::optional<BlockLinears::Delayed> delayed;
   if (fp8_history_ != nullptr)
     delayed = BlockLinears::Delayed{fp8_history_->linear(layer, index), fp8_history_->filled()};
-  return BlockLinears(ops_, precision_, ws_.fp8, tp, cp_, delayed, shared);
+  std::optional<WeightCopyAt> weight_copy;
+  if (fp8_weight_copies_ != nullptr) weight_copy = WeightCopyAt{fp8_weight_copies_, layer, index};
+  return BlockLinears(ops_, precision_, ws_.fp8, tp, cp_, delayed, shared, weight_copy);
 }
 
 BlockLinears Transformer::linears(const LayerWeights& w, Fp8Linear which, SharedInput* shared) const {

@@ -109,6 +109,9 @@ class Transformer {
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // train.fp8.scaling delayed: the casts' amax histories (nullptr: current scaling).
   void set_fp8_history(const Fp8History* history) { fp8_history_ = history; }
+  // train.precision fp8 with persistent weights: where the weights' codes are kept for the pass
+  // (nullptr: cast at every use).
+  void set_fp8_weight_copies(Fp8WeightCopies* copies) { fp8_weight_copies_ = copies; }
   // Bytes of the activation arena: its slots, and the backward workspace where this chunk owns it
   // (no workspace_from); not a pool's (place_slots).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
@@ -373,6 +376,7 @@ class Transformer {
   bool first_ = true, last_ = true;
   UnitHooks* hooks_ = nullptr;
   const Fp8History* fp8_history_ = nullptr;
+  Fp8WeightCopies* fp8_weight_copies_ = nullptr;
   void announce_forward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_forward(unit); }
   void announce_backward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_backward(unit); }
   void announce_done(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->after_backward(unit); }

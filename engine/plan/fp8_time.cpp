@@ -1,5 +1,6 @@
 #include "engine/plan/fp8_time.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -21,11 +22,18 @@ double bf16_over_fp8(const config::JobSpec& spec) {
 Fp8CastBytes fp8_cast_bytes(const config::JobSpec& spec, const model::Op& op) {
   const double working = config::bf16_working(spec.train.precision) ? 2 : 4;
   // Read in the working dtype and written as codes; current scaling reads it once more for its amax.
-  const double per_element = working + 1 + (spec.train.fp8.scaling == config::Fp8Scaling::Current ? working : 0);
+  const double amax_read = spec.train.fp8.scaling == config::Fp8Scaling::Current ? working : 0;
+  const double per_element = working + 1 + amax_read;
   const double m = static_cast<double>(op.gemm.m), n = static_cast<double>(op.gemm.n),
                k = static_cast<double>(op.gemm.k), calls = static_cast<double>(op.gemm.count);
   // A layer reading the previous one's input reads that layer's codes of it (model::SharedInput).
   const double input = op.fp8_input_shared ? 0 : m * k, weight = n * k, output_grad = m * n;
+  if (model::keeps_fp8_weight_copies(spec)) {
+    // The weight cast once a step, both ways (model/fp8_weight_copies.h): its share of a microbatch's forward.
+    const double weight_cast = (working + 2 + amax_read) * weight / std::max(1, spec.train.microbatches);
+    return {calls * (per_element * input + weight_cast), calls * per_element * output_grad,
+            calls * per_element * (output_grad + input)};
+  }
   return {calls * per_element * (input + weight), calls * per_element * (output_grad + weight),
           calls * per_element * (output_grad + input)};
 }

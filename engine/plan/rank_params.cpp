@@ -39,8 +39,10 @@ RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedu
     r.largest_dense_unit = std::max(r.largest_dense_unit, n);
     if (u != layout.embedding) r.largest_other_unit = std::max(r.largest_other_unit, n);
   }
-  for (const model::LocalParam& p : local)
+  for (const model::LocalParam& p : local) {
     if (p.info->tied_head && par.pp > 1) r.tied_embedding = p.numel();
+    if (p.info->fp8_linear) r.fp8_linear += p.numel();
+  }
   // The head reuses the embedding's unit on this rank.
   if (par.pp == 1 && layout.tied && layout.embedding >= 0)
     r.tied_unit = layout.units[static_cast<std::size_t>(layout.embedding)].size();

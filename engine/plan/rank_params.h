@@ -23,6 +23,7 @@ struct RankParams {
   // Units of the flat layout (model::FlatLayout) of each kind: ZeRO reduces and gathers each in one call.
   int dense_units = 0, expert_units = 0;
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
+  std::int64_t fp8_linear = 0;  // elements of the FP8 linear layers' weights (unpadded; model::ParamInfo)
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
   // of the other dense units: ZeRO 2/3 give it a window of its own (zero/data_parallel.h).
   std::int64_t tied_unit = 0, largest_other_unit = 0;

@@ -80,6 +80,10 @@ void PipelineStage::set_fp8_history(const model::Fp8History* history) {
   for (auto& chunk : chunks_) chunk->set_fp8_history(history);
 }
 
+void PipelineStage::set_fp8_weight_copies(model::Fp8WeightCopies* copies) {
+  for (auto& chunk : chunks_) chunk->set_fp8_weight_copies(copies);
+}
+
 std::int64_t PipelineStage::activation_bytes() const {
   std::int64_t bytes = static_cast<std::int64_t>(send_buffers_.bytes() + shared_slots_.bytes());
   for (const auto& chunk : chunks_) bytes += chunk->activation_bytes();

@@ -233,3 +233,75 @@ TEST_CASE("under delayed scaling the layers sharing an input record its amax in 
     CHECK(record_k[2] > record_q[2]);  // each records its own weight
   }
 }
+
+TEST_CASE("a weight's FP8 codes kept for the pass: cast at its first use, read by the later GEMMs, cast again "
+          "when a pass begins", "[fp8]") {
+  // Forward, input gradient and weight gradient of one layer, with the weight's codes kept and
+  // without; the weight is changed in place after the first forward: the pass's later GEMMs still
+  // read the codes of the weight as it was (as they would if nothing changed within a pass, which
+  // is the trainer's case), and the next pass's the new ones.
+  const kernels::Ops& ops = kernels::cpu_ops();
+  Vec x = random_vec(M * K, 61, 2.0f), w = random_vec(N * K, 62, 0.1f), dy = random_vec(M * N, 63, 0.01f);
+  struct Results {
+    Vec out = Vec(M * N), d_in = Vec(M * K), d_w = Vec(N * K);
+  };
+  Scratch scratch(N * K);
+  model::Fp8WeightCopies copies(ops);
+  auto layer = [&](bool kept) {
+    std::optional<model::WeightCopyAt> at;
+    if (kept) at = model::WeightCopyAt{&copies, 3, 1};
+    return model::BlockLinears(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr, std::nullopt, nullptr,
+                               at);
+  };
+  auto pass = [&](bool kept, Vec& weight, bool change) {
+    Results r;
+    layer(kept).forward(buf(r.out), buf(x), buf(weight), Buf{}, M, N, K);
+    const Vec was = weight;
+    if (change) weight[2] = 0.5f;
+    layer(kept).backward(buf(r.d_in), buf(r.d_w), Buf{}, buf(dy), buf(x), buf(weight), M, N, K);
+    if (change) weight = was;
+    return r;
+  };
+  Vec w_alone = w;
+  const Results alone = pass(false, w_alone, false);
+  copies.begin_pass();
+  const Results kept = pass(true, w, true);  // the change is not seen: the codes were kept
+  CHECK(kept.out == alone.out);
+  CHECK(kept.d_in == alone.d_in);
+  CHECK(kept.d_w == alone.d_w);
+  CHECK(copies.device_bytes() == 2 * N * K + 4);  // the codes both ways, and their inverse scale
+
+  Vec changed = w;
+  changed[2] = 0.5f;
+  Vec changed_alone = changed;
+  const Results new_alone = pass(false, changed_alone, false);
+  Results stale;
+  layer(true).forward(buf(stale.out), buf(x), buf(changed), Buf{}, M, N, K);  // same pass: the old codes
+  CHECK(stale.out == alone.out);
+  copies.begin_pass();
+  const Results next = pass(true, changed, false);
+  CHECK(next.out == new_alone.out);
+  CHECK(next.d_in == new_alone.d_in);
+  CHECK(next.out != alone.out);
+  CHECK_THROWS_AS(copies.at(3, 1, N * K + 1), std::logic_error);
+}
+
+TEST_CASE("under delayed scaling a kept weight's one cast records what every cast of the pass would", "[fp8]") {
+  const kernels::Ops& ops = kernels::cpu_ops();
+  Vec x = random_vec(M * K, 71, 2.0f), w = random_vec(N * K, 72, 0.1f), dy = random_vec(M * N, 73, 0.01f);
+  w[9] = -0.75f;  // the weight's amax
+  Scratch scratch(N * K);
+  model::Fp8WeightCopies copies(ops);
+  for (const bool filled : {false, true}) {
+    Vec scale{0.02f, 4.0f, 0.5f}, record(3, 0.0f), d_in(M * K), out(M * N);
+    const model::BlockLinears layer(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr,
+                                    model::BlockLinears::Delayed{{buf(scale), buf(record)}, filled}, nullptr,
+                                    model::WeightCopyAt{&copies, 0, 2});
+    copies.begin_pass();
+    layer.forward(buf(out), buf(x), buf(w), Buf{}, M, N, K);
+    CHECK(record[2] == 0.75f);
+    record[2] = 0.0f;  // a later use reads the codes and records nothing more
+    layer.backward(buf(d_in), Buf{}, Buf{}, buf(dy), buf(x), buf(w), M, N, K);
+    CHECK(record[2] == 0.0f);
+  }
+}

@@ -27,10 +27,11 @@ constexpr double kTokens = 128, kLayers = 8;
 }  // namespace
 
 TEST_CASE("fp8 cast bytes: each operand read in bf16 and written as codes, current scaling reads it again") {
-  const config::LoadResult delayed =
-      test::load_job(test::kSmallLlama, {"train.precision=fp8", "train.fp8.scaling=delayed"}, 1);
-  const config::LoadResult current =
-      test::load_job(test::kSmallLlama, {"train.precision=fp8", "train.fp8.scaling=current"}, 1);
+  // ZeRO-3: weights cast at every use (no codes kept for the step)
+  const config::LoadResult delayed = test::load_job(
+      test::kSmallLlama, {"train.precision=fp8", "train.fp8.scaling=delayed", "parallel.zero=3"}, 2);
+  const config::LoadResult current = test::load_job(
+      test::kSmallLlama, {"train.precision=fp8", "train.fp8.scaling=current", "parallel.zero=3"}, 2);
   model::Op op;
   op.gemm = {64, 32, 16, 3};  // M, N, K, three calls
   const plan::Fp8CastBytes d = plan::fp8_cast_bytes(delayed.spec, op);
@@ -43,6 +44,21 @@ TEST_CASE("fp8 cast bytes: each operand read in bf16 and written as codes, curre
   CHECK(s.forward == 3 * 3.0 * (32 * 16));
   CHECK(s.input_grad == d.input_grad);
   CHECK(s.weight_grad == 3 * 3.0 * (64 * 32));
+
+  // Below ZeRO-3 the weight's codes are kept for the step: cast once, both ways (2 bytes read, 2
+  // written; current scaling 2 more read), a 16th of it charged to each of the 16 microbatches'
+  // forward, none to the input gradient.
+  op.fp8_input_shared = false;
+  for (const char* scaling : {"delayed", "current"}) {
+    const config::LoadResult kept =
+        test::load_job(test::kSmallLlama, {"train.precision=fp8", std::string("train.fp8.scaling=") + scaling}, 1);
+    REQUIRE(kept.spec.train.microbatches == 16);
+    const double per_element = std::string(scaling) == "current" ? 5.0 : 3.0, weight_cast = per_element + 1;
+    const plan::Fp8CastBytes k = plan::fp8_cast_bytes(kept.spec, op);
+    CHECK(k.forward == Approx(3 * (per_element * 64 * 16 + weight_cast * 32 * 16 / 16)));
+    CHECK(k.input_grad == 3 * per_element * (64 * 32));
+    CHECK(k.weight_grad == 3 * per_element * (64 * 32 + 64 * 16));
+  }
 }
 
 TEST_CASE("fp8 at the peak: the linear layers' FLOPs at 1,979 TFLOP/s, their casts at HBM bandwidth") {
@@ -54,8 +70,9 @@ TEST_CASE("fp8 at the peak: the linear layers' FLOPs at 1,979 TFLOP/s, their cas
   for (const Linear& l : kLinears) {
     flops += 2 * kTokens * l.n * l.k;
     const double per_element = fp8.spec.train.fp8.scaling == config::Fp8Scaling::Current ? 5 : 3;
-    forward_casts += per_element * ((l.input_shared ? 0 : kTokens * l.k) + l.n * l.k);
-    input_grad_casts += per_element * (kTokens * l.n + l.n * l.k);
+    // the weight cast once a step, both ways, over the 16 microbatches' forwards
+    forward_casts += per_element * (l.input_shared ? 0 : kTokens * l.k) + (per_element + 1) * l.n * l.k / 16;
+    input_grad_casts += per_element * kTokens * l.n;
   }
   const double saved = flops * (1 / (989e12 * 0.6) - 1 / (1979e12 * 0.6));
   CHECK(a.forward[0] - b.forward[0] == Approx(kLayers * (saved - forward_casts / 3.35e12)));

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/model/layer_description.h"
+#include "engine/plan/fit.h"
 #include "tests/plan/jobs.h"
 
 using namespace ptrain;
@@ -163,4 +164,25 @@ TEST_CASE("cuDNN attention's scratch: GPU bf16 jobs only, row sums, GQA's kv cop
   CHECK(plan::cudnn_attention_scratch_bytes(cp, CudnnAttentionMode::Deterministic) ==
         batch * (m.heads / 2.0) * m.seq_len * double(m.seq_len) * 2 + batch * half * m.heads * 4 +
             (kv_copies > 0 ? 2 * batch * m.seq_len * (m.heads / 2.0) * d * 2 : 0));
+}
+
+TEST_CASE("fp8 below ZeRO-3 keeps each linear layer's weight codes for the step: 2 bytes a weight element") {
+  // The FP8 linear weights are attention's and the MLP's: not the norms, the embedding or the head.
+  const config::LoadResult bf16 = test::load_job(test::kSmallLlama, {"parallel.tp=2"}, 2);
+  const std::vector<model::ParamInfo> registry = model::build_registry(bf16.spec.model);
+  std::int64_t linear = 0;
+  for (const model::ParamInfo& p : registry) {
+    const bool is_linear = p.name.find("_proj.weight") != std::string::npos;
+    CHECK(p.fp8_linear == is_linear);
+    if (is_linear) linear += p.numel() / 2;  // each split over the 2 tp ranks (8 heads, 4 kv heads)
+  }
+  const pipeline::ScheduleModel schedule(bf16.spec);
+  CHECK(plan::stage_params(bf16.spec, schedule, registry).front().fp8_linear == linear);
+  const config::LoadResult fp8 = test::load_job(test::kSmallLlama, {"parallel.tp=2", "train.precision=fp8"}, 2);
+  CHECK(model::keeps_fp8_weight_copies(fp8.spec));
+  CHECK(plan::peak_memory(fp8.spec, registry).memory.params - plan::peak_memory(bf16.spec, registry).memory.params ==
+        2.0 * linear);
+  // ZeRO-3 gathers a layer's weights only for its use: cast there, nothing kept.
+  CHECK_FALSE(model::keeps_fp8_weight_copies(
+      test::load_job(test::kSmallLlama, {"train.precision=fp8", "parallel.zero=3"}, 2).spec));
 }
