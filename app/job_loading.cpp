@@ -7,12 +7,12 @@
 #include <stdexcept>
 
 #include "app/output_file.h"
+#include "engine/config/engine_limits.h"
 #include "engine/data/datasets.h"
 #include "engine/io/input_file.h"
 #include "engine/io/output_probe.h"
 #include "engine/plan/builtin_profile.h"
 #include "engine/plan/profile_transfer.h"
-#include "engine/train/engine_limits.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cudnn_attention_mode.h"
 
@@ -171,7 +171,7 @@ std::optional<plan::Estimate> estimate_job(config::LoadResult& job) {
 
 std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job) {
   std::vector<config::Diagnostic> out;
-  for (const train::EngineLimit& limit : train::engine_limits(job.spec))
+  for (const config::EngineLimit& limit : config::engine_limits(job.spec))
     out.push_back(job.at(limit.key, limit.message, limit.fix));
   return out;
 }
