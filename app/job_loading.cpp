@@ -60,7 +60,7 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
         job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known));
     return std::nullopt;
   }
-  if (job.spec.train.precision == config::Precision::Fp8 && hw->peak_flops_fp8 <= 0) {
+  if (job.spec.train.precision == config::Precision::Fp8 && !hw->runs_fp8()) {
     job.diags.errors.push_back(job.at("train.precision",
                                       "fp8 on cluster.gpu " + hw->name +
                                           ", which has no FP8 tensor cores (compute capability 8.9 or later)",

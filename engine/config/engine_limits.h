@@ -1,7 +1,7 @@
 // What `ptrain run` cannot execute yet in a job that the config rules accept (validate and plan
 // model every layout): the trainer refuses such a job with the first limit (exit 2), and validate
 // lists them all as warnings, so "valid" never hides a job that `run` would refuse. Pure, beside
-// the rules, so that plan, which train depends on, can ask it too.
+// the rules, so that plan (below train) asks it too: plan/fp8_refusal.h, where the search tries fp8.
 #pragma once
 
 #include <string>
