@@ -13,6 +13,7 @@
 #include "engine/model/param_registry.h"
 #include "engine/pipeline/schedule_model.h"
 #include "engine/plan/fit.h"
+#include "engine/plan/fp8_refusal.h"
 #include "engine/plan/memory_limit.h"
 #include "engine/plan/step_time.h"
 
@@ -204,6 +205,7 @@ config::JobSpec with_layout(config::JobSpec spec, const Layout& layout) {
   spec.schedule.max_in_flight = layout.max_in_flight;
   spec.train.micro_batch = layout.micro_batch;
   spec.train.recompute = layout.recompute;
+  spec.train.precision = layout.precision;
   return spec;
 }
 
@@ -228,7 +230,8 @@ std::vector<std::string> layout_assignments(const Layout& layout, bool experts) 
       "schedule.layers_per_stage=" + layers,
       "schedule.max_in_flight=" + (layout.max_in_flight > 0 ? std::to_string(layout.max_in_flight) : "null"),
       "train.micro_batch=" + std::to_string(layout.micro_batch),
-      std::string("train.recompute=") + config::to_string(layout.recompute)};
+      std::string("train.recompute=") + config::to_string(layout.recompute),
+      std::string("train.precision=") + config::to_string(layout.precision)};
   if (experts) keys.insert(keys.begin() + 3, "parallel.ep=" + std::to_string(layout.ep));
   return keys;
 }
@@ -249,6 +252,43 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
   std::map<std::tuple<config::ScheduleKind, int, int, int, int>, pipeline::ScheduleModel> schedules;
   // kind, pp, vpp, max_in_flight: a sampled model of it, whose samples serve its other microbatch counts
   std::map<std::tuple<config::ScheduleKind, int, int, int>, const pipeline::ScheduleModel*> sampled;
+  // Derives `layout` by validate's rules and, if it passes them, adds it to the candidates with the
+  // least recompute that fits; its derived job where it passed.
+  auto look_at = [&](const Layout& layout) -> std::optional<config::JobSpec> {
+    ++result.layouts;
+    config::LoadResult derived = config::rederive(job, with_layout(base, layout));
+    if (!derived.ok()) {
+      ++result.invalid;
+      if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
+      if (progress) progress(progress_of(result, candidates, false));
+      return std::nullopt;
+    }
+    auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
+    if (new_model) model->second = ModelCounts(derived.spec.model);
+    const ScheduleRuns runs = [&](int cap) -> const pipeline::ScheduleModel& {
+      const int m = derived.spec.train.microbatches;
+      const auto key = std::tuple(layout.schedule, layout.pp, layout.virtual_stages, m, cap);
+      auto run = schedules.find(key);
+      if (run != schedules.end()) return run->second;
+      const auto family = std::tuple(layout.schedule, layout.pp, layout.virtual_stages, cap);
+      const auto kin = sampled.find(family);
+      run =
+          schedules
+              .try_emplace(key, kin != sampled.end() ? kin->second->over(m)
+                                                     : pipeline::ScheduleModel(layout.schedule, layout.pp,
+                                                                               layout.virtual_stages, m, cap))
+              .first;
+      if (run->second.sampled()) sampled.try_emplace(family, &run->second);
+      return run->second;
+    };
+    const bool fits = add_fitting(derived.spec, layout, model->second, runs, hw, result, candidates);
+    ++(fits ? result.fitting : result.over_memory);
+    if (progress) progress(progress_of(result, candidates, false));
+    return std::move(derived.spec);
+  };
+  // An fp32 job stays fp32 (asked for); a bf16 or fp8 job is tried in bf16 and, where `run` would
+  // execute it, in fp8.
+  const bool fp32 = base.train.precision == config::Precision::Fp32;
   for (int tp : powers_of_two_up_to(std::min(world, base.cluster.gpus_per_node))) {
     for (int cp : powers_of_two_up_to(std::min(world / tp, kMaxContextParallel))) {
       for (config::CpComm cp_comm : cp_comms_for(cp)) {
@@ -268,34 +308,15 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
                               mb};
                 layout.sequence_parallel = base.parallel.sequence_parallel && tp > 1;
                 layout.cp_comm = cp_comm;
-                ++result.layouts;
-                const config::LoadResult derived = config::rederive(job, with_layout(base, layout));
-                if (!derived.ok()) {
-                  ++result.invalid;
-                  if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
-                  if (progress) progress(progress_of(result, candidates, false));
+                layout.precision = fp32 ? config::Precision::Fp32 : config::Precision::Bf16;
+                const std::optional<config::JobSpec> passed = look_at(layout);
+                if (fp32 || !passed) continue;  // a layout that breaks a rule breaks it in fp8 too
+                if (std::optional<config::EngineLimit> refused = fp8_refusal(*passed, hw)) {
+                  if (result.fp8_refused++ == 0) result.first_fp8_refusal = std::move(refused);
                   continue;
                 }
-                auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
-                if (new_model) model->second = ModelCounts(derived.spec.model);
-                const ScheduleRuns runs = [&](int cap) -> const pipeline::ScheduleModel& {
-                  const int m = derived.spec.train.microbatches;
-                  const auto key = std::tuple(schedule.kind, pp, schedule.virtual_stages, m, cap);
-                  auto run = schedules.find(key);
-                  if (run != schedules.end()) return run->second;
-                  const auto family = std::tuple(schedule.kind, pp, schedule.virtual_stages, cap);
-                  const auto kin = sampled.find(family);
-                  run = schedules
-                            .try_emplace(key, kin != sampled.end() ? kin->second->over(m)
-                                                                   : pipeline::ScheduleModel(schedule.kind, pp,
-                                                                                             schedule.virtual_stages, m, cap))
-                            .first;
-                  if (run->second.sampled()) sampled.try_emplace(family, &run->second);
-                  return run->second;
-                };
-                const bool fits = add_fitting(derived.spec, layout, model->second, runs, hw, result, candidates);
-                ++(fits ? result.fitting : result.over_memory);
-                if (progress) progress(progress_of(result, candidates, false));
+                layout.precision = config::Precision::Fp8;
+                look_at(layout);
               }
             }
           }
