@@ -112,8 +112,10 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
                                             "as much: " + doubts,
                                         "measure it again on an idle machine: `ptrain profile --out " + path + "`"));
   }
-  // The tables of the job's element type: the rest are read through them.
-  const char* element = plan::element_name(job.spec.train.precision == config::Precision::Bf16);
+  // The tables of the job's element type: the rest are read through them. fp8 reads bf16's (its
+  // GEMMs at the FP8 rate over bf16's time, the rest as bf16: plan/fp8_time.h), and `plan` tries a
+  // bf16 or fp8 job in both.
+  const char* element = plan::element_name(config::bf16_working(job.spec.train.precision));
   if (profile.gemm.count(element) == 0) {
     job.diags.errors.push_back(job.at("cluster.profile",
                                       path + " measured no " + element + " kernels, and train.precision is " +

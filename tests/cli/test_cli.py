@@ -1005,6 +1005,16 @@ class Profile(unittest.TestCase):
         r = ptrain("validate", job, "--set", "cluster.profile=" + write_temp(json.dumps(profile), suffix=".json"))
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("measured no f32 kernels, and train.precision is fp32", r.stderr)
+        # fp8 times its GEMMs from bf16's tables (and plan tries bf16 beside it): without them bad
+        # input at the key, where it was an internal error (exit 1)
+        with open(os.path.join(ROOT, "profiles", "cpu.json")) as f:
+            profile = json.load(f)
+        del profile["gemm"]["bf16"]
+        fp8_profile = write_temp(json.dumps(profile), suffix=".json")
+        for command in (("validate", job), ("plan", job, "--gpus", "2", "--out", os.path.join(SCRATCH.name, "p8.yaml"))):
+            r = ptrain(*command, "--set", "train.precision=fp8", "--set", "cluster.profile=" + fp8_profile)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("measured no bf16 kernels, and train.precision is fp8", r.stderr)
         broken = write_temp('{"schema": "ptrain.profile.v2", "device": "x"}', suffix=".json")
         r = ptrain("validate", job, "--set", "cluster.profile=" + broken)
         self.assertEqual(r.returncode, 2)
