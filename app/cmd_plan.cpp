@@ -16,6 +16,7 @@
 #include "app/output_file.h"
 #include "app/plan_progress.h"
 #include "app/plan_verify.h"
+#include "engine/config/engine_limits.h"
 #include "engine/config/yaml_edit.h"
 #include "engine/io/input_file.h"
 #include "engine/io/output_probe.h"
@@ -111,7 +112,8 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
                     counts(r) + ", " + std::to_string(r.fitting) + " fit; " + std::to_string(r.estimated) +
                     " estimated in full\n";
   out += std::string("  #  tp  cp  cp_comm    pp     dp") + (experts ? "  ep" : "") +
-         "  schedule                 mb  recompute  zero     memory  bubble     step   tok/s/GPU    MFU\n";
+         "  schedule                 mb  recompute  zero  precision"
+         "     memory  bubble     step   tok/s/GPU    MFU\n";
   int row = 0;
   for (const plan::RankedLayout& ranked : r.best) {
     const plan::Layout& l = ranked.layout;
@@ -124,14 +126,20 @@ std::string human_table(const plan::SearchResult& r, const std::string& job_path
       std::snprintf(line, sizeof line, "%4d", l.ep);
       out += line;
     }
-    std::snprintf(line, sizeof line, "  %-23s %4d  %-9s  %4d  %5.1f GiB  %5.1f%%  %6.3f s  %10.0f  %5.1f%%\n",
-                  schedule_text(l).c_str(), l.micro_batch, config::to_string(l.recompute), l.zero,
-                  e.peak_memory_bytes() / (1024.0 * 1024.0 * 1024.0), 100 * e.bubble_fraction, e.step_time_s,
-                  e.tokens_per_step / e.step_time_s / gpus, 100 * e.mfu);
+    std::snprintf(
+        line, sizeof line, "  %-23s %4d  %-9s  %4d  %-9s  %5.1f GiB  %5.1f%%  %6.3f s  %10.0f  %5.1f%%\n",
+        schedule_text(l).c_str(), l.micro_batch, config::to_string(l.recompute), l.zero,
+        config::to_string(l.precision), e.peak_memory_bytes() / (1024.0 * 1024.0 * 1024.0),
+        100 * e.bubble_fraction, e.step_time_s, e.tokens_per_step / e.step_time_s / gpus, 100 * e.mfu);
     out += line;
   }
   out += "step times from " + (r.best.empty() ? std::string("-") : r.best.front().estimate.compute_model) +
          "; expected error: " + plan::expected_error(hw.measured.get(), hw.device_is_host()) + "\n";
+  if (r.first_fp8_refusal) {
+    const config::EngineLimit& why = *r.first_fp8_refusal;
+    out += "fp8 not tried in " + std::to_string(r.fp8_refused) + " layout" + (r.fp8_refused == 1 ? "" : "s") +
+           ", which `ptrain run` would refuse in fp8: e.g. " + why.key + ": " + why.message + "\n";
+  }
   return out;
 }
 
@@ -143,6 +151,13 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
   w.key("layouts").value(r.layouts).key("invalid").value(r.invalid).key("over_memory").value(r.over_memory);
   w.key("fitting").value(r.fitting).key("estimated").value(r.estimated);
   w.key("written").value(written);
+  w.key("fp8_refused").value(r.fp8_refused);
+  if (r.first_fp8_refusal) {
+    const config::EngineLimit& why = *r.first_fp8_refusal;
+    w.key("fp8_refusal").begin_object();
+    w.key("key").value(why.key).key("message").value(why.message).key("fix").value(why.fix);
+    w.end_object();
+  }
   w.key("expected_error").value(plan::expected_error(hw.measured.get(), hw.device_is_host()));
   w.key("ranked").begin_array();
   for (const plan::RankedLayout& ranked : r.best) {
@@ -155,7 +170,7 @@ std::string json_table(const plan::SearchResult& r, const plan::HardwareProfile&
     w.key("virtual_stages").value(l.virtual_stages).key("layers_per_stage").value(l.layers_per_stage);
     w.key("max_in_flight").value(l.max_in_flight);
     w.key("micro_batch").value(l.micro_batch).key("recompute").value(config::to_string(l.recompute));
-    w.key("zero").value(l.zero);
+    w.key("zero").value(l.zero).key("precision").value(config::to_string(l.precision));
     w.key("peak_memory_bytes").value(e.peak_memory_bytes()).key("bubble_fraction").value(e.bubble_fraction);
     w.key("step_time_s").value(e.step_time_s).key("tokens_per_s").value(e.tokens_per_step / e.step_time_s);
     w.key("mfu").value(e.mfu);
@@ -254,6 +269,7 @@ int run_plan(const PlanArgs& args) {
   // others (one rank, one microbatch), so a bad job is reported as such rather than as "no layout".
   plan::Layout one_microbatch;
   one_microbatch.micro_batch = job.spec.train.global_batch;
+  one_microbatch.precision = job.spec.train.precision;
   config::JobSpec single = plan::with_layout(job.spec, one_microbatch);
   single.world = 1;
   if (const config::LoadResult checked = config::rederive(job, single); !checked.ok())
@@ -315,9 +331,10 @@ void add_plan_command(CLI::App& cli, int& exit_code) {
   CLI::App* cmd = cli.add_subcommand(
       "plan",
       "Search TP x CP x PP x schedule x EP x micro-batch x ZeRO x recompute (and, where a pipeline does not\n"
-      "fit, a cap on its microbatches in flight) for N GPUs with validate's model\n"
+      "fit, a cap on its microbatches in flight) x precision for N GPUs with validate's model\n"
       "(memory, communication, simulated pipeline); print the fastest layouts that fit and write the best\n"
-      "as a ready job file. Exit 0 = written, 2 = bad job or flags, or no layout fits.");
+      "as a ready job file. A bf16 or fp8 job is tried in bf16 and, where `ptrain run` executes it, in fp8\n"
+      "(an fp32 job stays fp32). Exit 0 = written, 2 = bad job or flags, or no layout fits.");
   add_job_args(*cmd, args->job);
   cmd->add_option("--gpus", args->gpus, "GPUs to plan for (whole nodes of cluster.gpus_per_node, or fewer)")
       ->required()

@@ -7,12 +7,12 @@
 #include <stdexcept>
 
 #include "app/output_file.h"
+#include "engine/config/engine_limits.h"
 #include "engine/data/datasets.h"
 #include "engine/io/input_file.h"
 #include "engine/io/output_probe.h"
 #include "engine/plan/builtin_profile.h"
 #include "engine/plan/profile_transfer.h"
-#include "engine/train/engine_limits.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cudnn_attention_mode.h"
 
@@ -60,7 +60,7 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
         job.at("cluster.gpu", "unknown GPU '" + job.spec.cluster.gpu + "'", "use one of: " + known));
     return std::nullopt;
   }
-  if (job.spec.train.precision == config::Precision::Fp8 && hw->peak_flops_fp8 <= 0) {
+  if (job.spec.train.precision == config::Precision::Fp8 && !hw->runs_fp8()) {
     job.diags.errors.push_back(job.at("train.precision",
                                       "fp8 on cluster.gpu " + hw->name +
                                           ", which has no FP8 tensor cores (compute capability 8.9 or later)",
@@ -112,8 +112,10 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
                                             "as much: " + doubts,
                                         "measure it again on an idle machine: `ptrain profile --out " + path + "`"));
   }
-  // The tables of the job's element type: the rest are read through them.
-  const char* element = plan::element_name(job.spec.train.precision == config::Precision::Bf16);
+  // The tables of the job's element type: the rest are read through them. fp8 reads bf16's (its
+  // GEMMs at the FP8 rate over bf16's time, the rest as bf16: plan/fp8_time.h), and `plan` tries a
+  // bf16 or fp8 job in both.
+  const char* element = plan::element_name(config::bf16_working(job.spec.train.precision));
   if (profile.gemm.count(element) == 0) {
     job.diags.errors.push_back(job.at("cluster.profile",
                                       path + " measured no " + element + " kernels, and train.precision is " +
@@ -171,7 +173,7 @@ std::optional<plan::Estimate> estimate_job(config::LoadResult& job) {
 
 std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job) {
   std::vector<config::Diagnostic> out;
-  for (const train::EngineLimit& limit : train::engine_limits(job.spec))
+  for (const config::EngineLimit& limit : config::engine_limits(job.spec))
     out.push_back(job.at(limit.key, limit.message, limit.fix));
   return out;
 }

@@ -40,7 +40,7 @@ std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job);
 std::optional<plan::Estimate> estimate_job(config::LoadResult& job);
 
 // A warning at each key that asks for what this build's `ptrain run` does not execute yet
-// (train::engine_limits; the CUDA backend unless the job says cpu): what validate and plan add.
+// (config::engine_limits; the CUDA backend unless the job says cpu): what validate and plan add.
 std::vector<config::Diagnostic> engine_limit_warnings(const config::LoadResult& job);
 
 // An error at each of logging.metrics, logging.trace, logging.tensorboard and checkpoint.dir that

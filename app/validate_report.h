@@ -13,7 +13,7 @@ namespace ptrain::app {
 // "1.50 GiB": a count of bytes in binary units, as the report and run's memory messages write it.
 std::string bytes_text(double bytes);
 
-// `engine_runs_it`: `ptrain run` executes the layout today (train::engine_limits is empty).
+// `engine_runs_it`: `ptrain run` executes the layout today (config::engine_limits is empty).
 std::string human_report(const config::JobSpec& spec, const plan::Estimate& est, bool engine_runs_it);
 std::string json_report(const config::JobSpec& spec, const plan::Estimate& est);
 // For a job that did not load: only the problems.

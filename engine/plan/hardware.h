@@ -59,6 +59,7 @@ struct HardwareProfile {
 
   double peak_flops(config::Precision precision) const;
   bool device_is_host() const { return name == "cpu"; }  // a CPU rank: "device" memory is the host's
+  bool runs_fp8() const { return peak_flops_fp8 > 0; }   // FP8 tensor cores (the CPU: its emulation)
   double link_bytes_per_s(bool inter_node) const {
     return inter_node ? inter_node_bytes_per_s : intra_node_bytes_per_s;
   }

@@ -10,9 +10,11 @@
 #include <tuple>
 
 #include "engine/config/job_grid.h"
+#include "engine/model/layer_description.h"
 #include "engine/model/param_registry.h"
 #include "engine/pipeline/schedule_model.h"
 #include "engine/plan/fit.h"
+#include "engine/plan/fp8_refusal.h"
 #include "engine/plan/memory_limit.h"
 #include "engine/plan/step_time.h"
 
@@ -125,9 +127,10 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
 
   const bool sharded = p.dp * p.cp > 1 || (experts && p.expert_dp() > 1);
   config::JobSpec spec = derived;  // only the ZeRO stage and the recompute change below
-  // The pipeline's costs depend on the recompute, not on the ZeRO stage or the cap.
-  std::array<std::optional<pipeline::OpCosts>, kRecomputeLeastFirst.size()> costs;
-  std::map<std::pair<std::size_t, int>, pipeline::SimResult> simulated;  // by recompute and cap
+  // The pipeline's costs depend on the recompute and, under fp8, on whether the ZeRO stage keeps the
+  // weights' FP8 codes for the step (model::keeps_fp8_weight_copies); not on the cap.
+  std::map<std::pair<std::size_t, bool>, pipeline::OpCosts> costs;            // by recompute and codes kept
+  std::map<std::tuple<std::size_t, bool, int>, pipeline::SimResult> simulated;  // and by cap
   const MemoryLimit limit = memory_limit(derived, hw);  // as validate checks it (CPU ranks share a host)
   bool fits = false;
   // Whether the layout fits with this cap (and the ZeRO stage and recompute set); if so a candidate.
@@ -144,16 +147,18 @@ bool add_fitting(const config::JobSpec& derived, Layout layout, const ModelCount
       result.least_memory_bytes = bytes;
     }
     if (!limit.fits(peak)) return false;
-    if (!costs[r]) costs[r] = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
-    auto [at, added] = simulated.try_emplace({r, cap});
-    if (added) at->second = run.simulate(*costs[r]);
+    const bool kept = model::keeps_fp8_weight_copies(spec);
+    auto [cost, first_costs] = costs.try_emplace({r, kept});
+    if (first_costs) cost->second = stage_op_costs(spec, hw, stage_flops(spec, model.matmul), tiers);
+    auto [at, added] = simulated.try_emplace({r, kept, cap});
+    if (added) at->second = run.simulate(cost->second);
     const pipeline::SimResult& sim = at->second;
     // Exact for these ranks; other tp and ep ranks of a stage can only add to it.
     // Summed in the order the estimate sums, so an exact bound is bitwise equal.
     StepTail tail;
     for (int q = 0; q < p.pp; ++q) {
       const auto i = static_cast<std::size_t>(q);
-      const StepTail t = step_tail(spec, hw, params[i], tiers[i], q, *costs[r], sim);
+      const StepTail t = step_tail(spec, hw, params[i], tiers[i], q, cost->second, sim);
       if (t.total() > tail.total()) tail = t;
     }
     candidates.push_back({layout, sim.makespan + tail.tp_grads + tail.dp_exposed + tail.optimizer});
@@ -204,6 +209,7 @@ config::JobSpec with_layout(config::JobSpec spec, const Layout& layout) {
   spec.schedule.max_in_flight = layout.max_in_flight;
   spec.train.micro_batch = layout.micro_batch;
   spec.train.recompute = layout.recompute;
+  spec.train.precision = layout.precision;
   return spec;
 }
 
@@ -228,7 +234,8 @@ std::vector<std::string> layout_assignments(const Layout& layout, bool experts) 
       "schedule.layers_per_stage=" + layers,
       "schedule.max_in_flight=" + (layout.max_in_flight > 0 ? std::to_string(layout.max_in_flight) : "null"),
       "train.micro_batch=" + std::to_string(layout.micro_batch),
-      std::string("train.recompute=") + config::to_string(layout.recompute)};
+      std::string("train.recompute=") + config::to_string(layout.recompute),
+      std::string("train.precision=") + config::to_string(layout.precision)};
   if (experts) keys.insert(keys.begin() + 3, "parallel.ep=" + std::to_string(layout.ep));
   return keys;
 }
@@ -249,6 +256,43 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
   std::map<std::tuple<config::ScheduleKind, int, int, int, int>, pipeline::ScheduleModel> schedules;
   // kind, pp, vpp, max_in_flight: a sampled model of it, whose samples serve its other microbatch counts
   std::map<std::tuple<config::ScheduleKind, int, int, int>, const pipeline::ScheduleModel*> sampled;
+  // Derives `layout` by validate's rules and, if it passes them, adds it to the candidates with the
+  // least recompute that fits; its derived job where it passed.
+  auto look_at = [&](const Layout& layout) -> std::optional<config::JobSpec> {
+    ++result.layouts;
+    config::LoadResult derived = config::rederive(job, with_layout(base, layout));
+    if (!derived.ok()) {
+      ++result.invalid;
+      if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
+      if (progress) progress(progress_of(result, candidates, false));
+      return std::nullopt;
+    }
+    auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
+    if (new_model) model->second = ModelCounts(derived.spec.model);
+    const ScheduleRuns runs = [&](int cap) -> const pipeline::ScheduleModel& {
+      const int m = derived.spec.train.microbatches;
+      const auto key = std::tuple(layout.schedule, layout.pp, layout.virtual_stages, m, cap);
+      auto run = schedules.find(key);
+      if (run != schedules.end()) return run->second;
+      const auto family = std::tuple(layout.schedule, layout.pp, layout.virtual_stages, cap);
+      const auto kin = sampled.find(family);
+      run =
+          schedules
+              .try_emplace(key, kin != sampled.end() ? kin->second->over(m)
+                                                     : pipeline::ScheduleModel(layout.schedule, layout.pp,
+                                                                               layout.virtual_stages, m, cap))
+              .first;
+      if (run->second.sampled()) sampled.try_emplace(family, &run->second);
+      return run->second;
+    };
+    const bool fits = add_fitting(derived.spec, layout, model->second, runs, hw, result, candidates);
+    ++(fits ? result.fitting : result.over_memory);
+    if (progress) progress(progress_of(result, candidates, false));
+    return std::move(derived.spec);
+  };
+  // An fp32 job stays fp32 (asked for); a bf16 or fp8 job is tried in bf16 and, where `run` would
+  // execute it, in fp8.
+  const bool fp32 = base.train.precision == config::Precision::Fp32;
   for (int tp : powers_of_two_up_to(std::min(world, base.cluster.gpus_per_node))) {
     for (int cp : powers_of_two_up_to(std::min(world / tp, kMaxContextParallel))) {
       for (config::CpComm cp_comm : cp_comms_for(cp)) {
@@ -268,34 +312,15 @@ SearchResult search_layouts(const config::LoadResult& job, const HardwareProfile
                               mb};
                 layout.sequence_parallel = base.parallel.sequence_parallel && tp > 1;
                 layout.cp_comm = cp_comm;
-                ++result.layouts;
-                const config::LoadResult derived = config::rederive(job, with_layout(base, layout));
-                if (!derived.ok()) {
-                  ++result.invalid;
-                  if (!result.first_rule_broken) result.first_rule_broken = derived.diags.errors.front();
-                  if (progress) progress(progress_of(result, candidates, false));
+                layout.precision = fp32 ? config::Precision::Fp32 : config::Precision::Bf16;
+                const std::optional<config::JobSpec> passed = look_at(layout);
+                if (fp32 || !passed) continue;  // a layout that breaks a rule breaks it in fp8 too
+                if (std::optional<config::EngineLimit> refused = fp8_refusal(*passed, hw)) {
+                  if (result.fp8_refused++ == 0) result.first_fp8_refusal = std::move(refused);
                   continue;
                 }
-                auto [model, new_model] = models.try_emplace(derived.spec.model.padded_vocab);
-                if (new_model) model->second = ModelCounts(derived.spec.model);
-                const ScheduleRuns runs = [&](int cap) -> const pipeline::ScheduleModel& {
-                  const int m = derived.spec.train.microbatches;
-                  const auto key = std::tuple(schedule.kind, pp, schedule.virtual_stages, m, cap);
-                  auto run = schedules.find(key);
-                  if (run != schedules.end()) return run->second;
-                  const auto family = std::tuple(schedule.kind, pp, schedule.virtual_stages, cap);
-                  const auto kin = sampled.find(family);
-                  run = schedules
-                            .try_emplace(key, kin != sampled.end() ? kin->second->over(m)
-                                                                   : pipeline::ScheduleModel(schedule.kind, pp,
-                                                                                             schedule.virtual_stages, m, cap))
-                            .first;
-                  if (run->second.sampled()) sampled.try_emplace(family, &run->second);
-                  return run->second;
-                };
-                const bool fits = add_fitting(derived.spec, layout, model->second, runs, hw, result, candidates);
-                ++(fits ? result.fitting : result.over_memory);
-                if (progress) progress(progress_of(result, candidates, false));
+                layout.precision = config::Precision::Fp8;
+                look_at(layout);
               }
             }
           }

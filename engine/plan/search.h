@@ -7,6 +7,8 @@
 //   ep        every divisor of model.moe.experts (MoE models; 1 otherwise)
 //   micro_batch 1, 2, 4, ... up to global_batch / dp
 //   zero      0..3 where ranks shard (dp*cp or the expert dp group > 1; else 0)
+//   precision the job's fp32 (asked for, kept); else bf16, and fp8 beside it wherever `ptrain run`
+//             would execute it (plan/fp8_refusal.h: the device, the engine's limits, cuBLASLt's shapes)
 // with dp = world / (tp*cp*pp), is derived from the job with config::rederive, so it passes or
 // fails exactly the rules `validate` applies. When pp*virtual_stages does not divide the layers,
 // the layers are spread as evenly as possible, the first and last stages (which also hold the
@@ -31,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/config/engine_limits.h"
 #include "engine/config/job_spec.h"
 #include "engine/config/loader.h"
 #include "engine/plan/estimate.h"
@@ -50,13 +53,14 @@ struct Layout {
   int zero = 0;
   config::CpComm cp_comm = config::CpComm::Allgather;
   int max_in_flight = 0;  // schedule.max_in_flight; 0: none
+  config::Precision precision = config::Precision::Bf16;  // train.precision
 };
 
 // `spec` with `layout`'s values and dp: auto (derived fields are not recomputed: see rederive).
 config::JobSpec with_layout(config::JobSpec spec, const Layout& layout);
 
 // The job keys that set `layout`, as --set assignments ("parallel.tp=4", "parallel.dp=auto",
-// "schedule.layers_per_stage=null", ...); parallel.ep only for models with experts.
+// "schedule.layers_per_stage=null", ..., "train.precision=fp8"); parallel.ep only for models with experts.
 std::vector<std::string> layout_assignments(const Layout& layout, bool experts);
 
 struct RankedLayout {
@@ -68,7 +72,7 @@ struct RankedLayout {
 
 struct SearchResult {
   std::vector<RankedLayout> best;  // fastest first, at most `top`
-  int layouts = 0;                 // layouts looked at (every recompute counted once)
+  int layouts = 0;                 // layouts looked at (every recompute counted once, each precision apart)
   int invalid = 0;                 // broke one of validate's rules
   int over_memory = 0;             // exceed the device's memory even with full recompute
   int fitting = 0;
@@ -78,6 +82,10 @@ struct SearchResult {
   double least_memory_bytes = 0;
   // The first problem of the first layout that broke a rule, for the error when none fits.
   std::optional<config::Diagnostic> first_rule_broken;
+  // Layouts (of a bf16 or fp8 job) that passed the rules in bf16 and were not tried in fp8, since
+  // `ptrain run` would refuse them in fp8, and the first one's reason (fp8_refusal.h).
+  int fp8_refused = 0;
+  std::optional<config::EngineLimit> first_fp8_refusal;
 };
 
 // Where a search stands, for a caller that shows the progress of a long one (plan on many GPUs

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "engine/comm/parallel_groups.h"
+#include "engine/config/engine_limits.h"
 #include "engine/log/log.h"
 #include "engine/model/layer_description.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/plan/flops.h"
 #include "engine/plan/hardware.h"
 #include "engine/train/checkpoint_claim.h"
-#include "engine/train/engine_limits.h"
 #include "engine/train/fault_injection.h"
 #include "engine/train/run_trace.h"
 #include "engine/train/trainer_state.h"
@@ -26,7 +26,7 @@ namespace {
 
 // This rank's groups, after refusing what this build's engine does not execute yet.
 dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) {
-  const std::vector<EngineLimit> limits = engine_limits(spec);
+  const std::vector<config::EngineLimit> limits = config::engine_limits(spec);
   if (!limits.empty())
     throw std::invalid_argument(limits.front().key + ": " + limits.front().message +
                                 " (fix: " + limits.front().fix + ")");

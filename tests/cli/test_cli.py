@@ -617,10 +617,15 @@ class Plan(unittest.TestCase):
         self.assertIn("8 x h100-sxm", lines[0])
         self.assertIn("MFU", lines[1])
         self.assertEqual([line.split()[0] for line in lines[2:5]], ["1", "2", "3"])
+        self.assertIn("precision", lines[1].split())
+        self.assertEqual([re.findall(r"\b(?:bf16|fp8|fp32)\b", line) for line in lines[2:5]], [["bf16"]] * 3)
         # what the step times are worth: the built-in H100 profile's checked accuracy
         self.assertRegex(lines[5], r"^step times from built-in profile of NVIDIA H100 .*; "
                                    r"expected error: median \d+%, worst \d+% over 6 runs")
-        self.assertIn("wrote " + out, lines[6])
+        # a bf16 job on a GPU is not tried in fp8 while `run` refuses fp8 there, and plan says why
+        self.assertRegex(lines[6], r"^fp8 not tried in \d+ layouts, which `ptrain run` would refuse in fp8: "
+                                   r"e\.g\. backend: train\.precision: fp8 runs on the CPU backend only")
+        self.assertIn("wrote " + out, lines[7])
         # the same from the file, and peak x 60% when asked for, with how far that was measured off
         r, _ = self.plan(config("gpt2-124m"), "--gpus", "8", "--top", "1", "--json",
                          "--set", "cluster.profile=" + os.path.join(ROOT, "profiles", "h100-sxm.json"))
@@ -629,6 +634,39 @@ class Plan(unittest.TestCase):
         r, _ = self.plan(config("gpt2-124m"), "--gpus", "8", "--top", "1", "--json", "--set", "cluster.profile=peak")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertRegex(json.loads(r.stdout)["expected_error"], r"^peak x 60% is optimistic")
+
+    def test_fp8_beside_bf16_on_the_cpu(self):
+        # The CPU backend runs fp8, so a bf16 or fp8 job is tried in both, each row with its precision,
+        # ranked by the estimate; the file sets the best row's train.precision, which validate reproduces.
+        for asked in ("bf16", "fp8"):
+            job = write_temp(TINY.replace("precision: fp32", "precision: " + asked))
+            r, out = self.plan(job, "--gpus", "2", "--json", "--top", "40")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            report = json.loads(r.stdout)
+            ranked = report["ranked"]
+            self.assertEqual({row["precision"] for row in ranked}, {"bf16", "fp8"}, asked)
+            self.assertEqual(report["fp8_refused"], 0)
+            self.assertNotIn("fp8_refusal", report)
+            times = [row["step_time_s"] for row in ranked]
+            self.assertEqual(times, sorted(times))
+            with open(out) as f:
+                written = re.findall(r"\bprecision:\s*(\w+)", f.read())
+            self.assertEqual(written, [ranked[0]["precision"]], asked)
+            v = ptrain("validate", out, "--json")
+            self.assertEqual(v.returncode, 0, v.stderr)
+            self.assertEqual(json.loads(v.stdout)["step_time_s"], ranked[0]["step_time_s"])
+            r, _ = self.plan(job, "--gpus", "2", "--top", "40")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertIn("precision", lines[1].split())
+            rows = [re.findall(r"\b(?:bf16|fp8|fp32)\b", line) for line in lines[2:42]]
+            self.assertEqual({len(row) for row in rows}, {1})  # one precision a row
+            self.assertEqual({row[0] for row in rows}, {"bf16", "fp8"})
+            self.assertNotIn("fp8 not tried", r.stdout)
+        # an fp32 job stays fp32
+        r, _ = self.plan(write_temp(TINY), "--gpus", "2", "--json", "--top", "40")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({row["precision"] for row in json.loads(r.stdout)["ranked"]}, {"fp32"})
 
     def test_the_jobs_own_layout_is_not_needed(self):
         # tp 3 fits no 4-GPU layout and pp 2 no batch here; plan chooses its own
@@ -976,6 +1014,16 @@ class Profile(unittest.TestCase):
         r = ptrain("validate", job, "--set", "cluster.profile=" + write_temp(json.dumps(profile), suffix=".json"))
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("measured no f32 kernels, and train.precision is fp32", r.stderr)
+        # fp8 times its GEMMs from bf16's tables (and plan tries bf16 beside it): without them bad
+        # input at the key, where it was an internal error (exit 1)
+        with open(os.path.join(ROOT, "profiles", "cpu.json")) as f:
+            profile = json.load(f)
+        del profile["gemm"]["bf16"]
+        fp8_profile = write_temp(json.dumps(profile), suffix=".json")
+        for command in (("validate", job), ("plan", job, "--gpus", "2", "--out", os.path.join(SCRATCH.name, "p8.yaml"))):
+            r = ptrain(*command, "--set", "train.precision=fp8", "--set", "cluster.profile=" + fp8_profile)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("measured no bf16 kernels, and train.precision is fp8", r.stderr)
         broken = write_temp('{"schema": "ptrain.profile.v2", "device": "x"}', suffix=".json")
         r = ptrain("validate", job, "--set", "cluster.profile=" + broken)
         self.assertEqual(r.returncode, 2)

@@ -11,6 +11,18 @@
 
 namespace ptrain::test {
 
+// As `ptrain plan` reads a job: overrides applied, nothing derived, the world set to the GPUs.
+inline config::LoadResult read_for_plan(const std::string& yaml, int gpus, std::vector<std::string> overrides = {}) {
+  config::LoadOptions options;
+  options.overrides = std::move(overrides);
+  options.derive = false;
+  config::LoadResult job = config::load_string(yaml, "test.yaml", options);
+  for (const config::Diagnostic& d : job.diags.errors) UNSCOPED_INFO(d.format());
+  REQUIRE(job.ok());
+  job.spec.world = gpus;
+  return job;
+}
+
 // A small Llama: 8 layers, h 256, 8 heads (4 kv), f 512, V 1000, s 128; one 8-GPU H100 node.
 inline const char* const kSmallLlama = R"(
 name: small

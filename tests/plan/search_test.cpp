@@ -23,23 +23,12 @@ plan::HardwareProfile h100_profiled() {
   return hw;
 }
 
-// As `ptrain plan` reads a job: overrides applied, nothing derived, the world set to the GPUs.
-config::LoadResult read_for_plan(const std::string& yaml, int gpus, std::vector<std::string> overrides = {}) {
-  config::LoadOptions options;
-  options.overrides = std::move(overrides);
-  options.derive = false;
-  config::LoadResult job = config::load_string(yaml, "test.yaml", options);
-  for (const config::Diagnostic& d : job.diags.errors) UNSCOPED_INFO(d.format());
-  REQUIRE(job.ok());
-  job.spec.world = gpus;
-  return job;
-}
-
 bool same_layout(const plan::Layout& a, const plan::Layout& b) {
   return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.ep == b.ep && a.schedule == b.schedule &&
          a.virtual_stages == b.virtual_stages && a.layers_per_stage == b.layers_per_stage &&
          a.micro_batch == b.micro_batch && a.sequence_parallel == b.sequence_parallel &&
-         a.recompute == b.recompute && a.zero == b.zero && a.max_in_flight == b.max_in_flight;
+         a.recompute == b.recompute && a.zero == b.zero && a.max_in_flight == b.max_in_flight &&
+         a.cp_comm == b.cp_comm && a.precision == b.precision;
 }
 
 constexpr int kEverything = 1 << 20;  // a `top` no search reaches: nothing is bounded out
@@ -55,7 +44,7 @@ TEST_CASE("the bounded search ranks exactly as estimating every fitting layout")
                                                                  {test::kMixtral, "64"}};
   for (const plan::HardwareProfile* hw : {&h100(), &profiled}) {
     for (const auto& [yaml, batch] : jobs) {
-      const config::LoadResult job = read_for_plan(yaml, 16, {std::string("train.global_batch=") + batch});
+      const config::LoadResult job = test::read_for_plan(yaml, 16, {std::string("train.global_batch=") + batch});
       const plan::SearchResult all = plan::search_layouts(job, *hw, kEverything);
       INFO(job.spec.name << (hw->measured ? " (built-in profile)" : " (peak x 60%)") << ": "
                          << all.best.size() << " fitting layouts");
@@ -92,7 +81,7 @@ TEST_CASE("the bounded search ranks exactly as estimating every fitting layout")
 }
 
 TEST_CASE("every ranked layout is what validate reports for the job with its keys") {
-  const config::LoadResult job = read_for_plan(test::kMixtral, 16);
+  const config::LoadResult job = test::read_for_plan(test::kMixtral, 16);
   const plan::SearchResult result = plan::search_layouts(job, h100(), 8);
   REQUIRE(result.best.size() == 8);
   for (const plan::RankedLayout& ranked : result.best) {
@@ -111,7 +100,7 @@ TEST_CASE("every ranked layout is what validate reports for the job with its key
 }
 
 TEST_CASE("the least recompute that fits, and ZeRO stages only where ranks shard") {
-  const config::LoadResult job = read_for_plan(test::kLlama3_70b, 64);
+  const config::LoadResult job = test::read_for_plan(test::kLlama3_70b, 64);
   const plan::SearchResult result = plan::search_layouts(job, h100(), 40);
   REQUIRE(!result.best.empty());
   for (const plan::RankedLayout& ranked : result.best) {
@@ -132,7 +121,7 @@ TEST_CASE("ZeRO 2 and 3 only where the pipeline completes gradients per microbat
   // at most (config::most_zero_stage): plan ranked such layouts, which validate refuses, and with a
   // tied embedding wrote one and failed ("internal error").
   for (const bool tied : {false, true}) {
-    const config::LoadResult job = read_for_plan(
+    const config::LoadResult job = test::read_for_plan(
         test::kSmallLlama, 16, {"train.global_batch=16", std::string("model.tie_embeddings=") + (tied ? "true" : "false")});
     const plan::SearchResult all = plan::search_layouts(job, h100(), kEverything);
     INFO((tied ? "tied" : "untied") << ": " << all.best.size() << " ranked");
@@ -150,7 +139,7 @@ TEST_CASE("ZeRO 2 and 3 only where the pipeline completes gradients per microbat
 
 TEST_CASE("layers that do not split evenly go to the inner stages, and sequence parallel needs tp") {
   const config::LoadResult job =
-      read_for_plan(test::kSmallLlama, 8, {"model.layers=10", "parallel.sequence_parallel=true"});
+      test::read_for_plan(test::kSmallLlama, 8, {"model.layers=10", "parallel.sequence_parallel=true"});
   const plan::SearchResult result = plan::search_layouts(job, h100(), kEverything);
   bool seen_uneven = false;
   for (const plan::RankedLayout& ranked : result.best) {
@@ -167,7 +156,7 @@ TEST_CASE("layers that do not split evenly go to the inner stages, and sequence 
 }
 
 TEST_CASE("nothing fits on a device too small: the layout with the least memory is reported") {
-  const config::LoadResult job = read_for_plan(test::kSmallLlama, 8);
+  const config::LoadResult job = test::read_for_plan(test::kSmallLlama, 8);
   plan::HardwareProfile tiny = h100();
   tiny.memory_bytes = 1e6;
   const plan::SearchResult result = plan::search_layouts(job, tiny, 10);
