@@ -150,10 +150,11 @@ std::optional<plan::HardwareProfile> job_hardware(config::LoadResult& job) {
 
 std::optional<plan::HardwareProfile> find_job_hardware(config::LoadResult& job) {
   std::optional<plan::HardwareProfile> hw = job_hardware(job);
-  // A GPU's bf16 attention runs the kernels PTRAIN_CUDNN_ATTENTION picks; a profile timed others.
+  // A GPU's bf16 attention (fp8 jobs' too: attention stays bf16) runs the kernels
+  // PTRAIN_CUDNN_ATTENTION picks; a profile timed others.
   const std::optional<kernels::CudnnAttentionMode> mode =
       kernels::parse_cudnn_attention_mode(std::getenv(kernels::kCudnnAttentionVariable));
-  if (hw && hw->measured && mode && !hw->device_is_host() && job.spec.train.precision == config::Precision::Bf16) {
+  if (hw && hw->measured && mode && !hw->device_is_host() && config::bf16_working(job.spec.train.precision)) {
     const std::string mismatch = plan::attention_mismatch(*hw->measured, *mode);
     if (!mismatch.empty())
       job.diags.warnings.push_back(config::Diagnostic{

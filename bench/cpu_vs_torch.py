@@ -130,12 +130,13 @@ def torch_step_seconds(s, steps, threads):
 def ptrain_step_seconds(ptrain, s, steps, threads, precision="fp32", fp8_scaling="delayed"):
     with tempfile.TemporaryDirectory() as d:
         job = os.path.join(d, "job.yaml")
+        fp8 = f", fp8: {{scaling: {fp8_scaling}}}" if precision == "fp8" else ""  # older binaries know no train.fp8
         with open(job, "w") as f:
             f.write(f"""name: bench-{s['arch']}
 backend: cpu
 model: {{arch: {s['arch']}, layers: {s['layers']}, hidden: {s['hidden']}, heads: {s['heads']},
         kv_heads: {s['kv_heads']}, ffn_hidden: {s['ffn_hidden']}, vocab: {s['vocab']}, seq_len: {s['seq_len']}}}
-train: {{steps: {steps}, global_batch: {MICRO_BATCH * MICROBATCHES}, micro_batch: {MICRO_BATCH}, precision: {precision}, fp8: {{scaling: {fp8_scaling}}}}}
+train: {{steps: {steps}, global_batch: {MICRO_BATCH * MICROBATCHES}, micro_batch: {MICRO_BATCH}, precision: {precision}{fp8}}}
 optimizer: {{lr: 1.0e-3}}
 data: {{format: synthetic}}
 cluster: {{nodes: 1, gpus_per_node: 1, gpu: cpu}}

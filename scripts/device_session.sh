@@ -9,7 +9,8 @@
 #      GEMM path's op tests alone and under memcheck (logs/fp8-op-tests, sanitizer-fp8), then alone
 #      its GEMM and cast timings at Llama 3 8B's shapes (logs/fp8-timing.log);
 #   2. alone: a 3.6B-parameter Llama's start-up to its first step (bench/startup_time.py --size 3b
-#      --backend cuda), then `ptrain profile --backend cuda` and the step-time sweep against it
+#      --backend cuda), then `ptrain profile --backend cuda` (on an H100/H200 with its FP8 GEMM
+#      table too, gemm/fp8, which validate then times FP8 jobs from) and the step-time sweep against it
 #      (bench/step_time_vs_validate.py --backend cuda --record-accuracy), the profile kept as
 #      $OUT/profile-<gpu>.json (e.g. profile-nvidia-h100-80gb-hbm3.json: commit an H100 SXM's as
 #      profiles/h100-sxm.json, the built-in one) with its results;

@@ -81,9 +81,9 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
   } else if (which.in && shared_ != nullptr) {
     *shared_ = {in, t, in_codes, in_inv, in_record};
   }
-  const Operand& w = operands[2];
-  return {operands[0].out, operands[0].out_t, in_codes, copy != nullptr ? (t ? w.out_t : w.out) : (w.out ? w.out : w.out_t),
-          operands[0].inv_scale, in_inv, w.inv_scale};
+  const Operand& w = operands[2];  // a kept copy holds both orientations
+  const Buf weight_codes = copy != nullptr ? (t ? w.out_t : w.out) : (w.out ? w.out : w.out_t);
+  return {operands[0].out, operands[0].out_t, in_codes, weight_codes, operands[0].inv_scale, in_inv, w.inv_scale};
 }
 
 void BlockLinears::forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const {

@@ -5,7 +5,7 @@
 // current scaling this tensor's, now; under delayed scaling its history's largest
 // (model/fp8_history.h), this amax recorded for it by the cast itself. The CPU's FP8 GEMMs compute
 // what the linear ops over fp8_round's operands do, bit for bit, and the CUDA ones are checked
-// against them. A weight is cast once a pass where the trainer keeps its codes
+// against them. A weight is cast once a pass where its model chunk keeps its codes
 // (model/fp8_weight_copies.h; not under ZeRO-3, whose gathered weight lives only for the layer: there
 // at every use); bias gradients come from the unrounded output gradient, as in bf16. Linear layers
 // that read one input (q, k and v; gate and up, an expert's too) cast it once between them
@@ -48,7 +48,9 @@ struct Fp8Scratch {
 // amax is the same tensor's; under delayed scaling each linear keeps its own history of that input,
 // and the histories are equal, each recording the amaxes of the same tensors (the others record the
 // first's record). One SharedInput serves the calls over one input tensor in one orientation (the
-// forward's, or the weight gradients' transposed) while nothing else casts an input in between.
+// forward's, or the weight gradients' transposed) while nothing else casts an input in between: the
+// codes live in the workspace's input buffer, which the next cast of another input overwrites
+// (the sibling calls are adjacent at every use).
 struct SharedInput {
   kernels::Buf x;           // the input the codes are of (null: not cast yet)
   bool transposed = false;  // its codes as [K, M] (the weight gradient's operand)

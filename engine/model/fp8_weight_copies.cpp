@@ -5,21 +5,23 @@
 
 namespace ptrain::model {
 
-Fp8WeightCopy& Fp8WeightCopies::at(int layer, int index, std::int64_t elements) {
+void Fp8WeightCopies::add(int layer, int index, std::int64_t elements) {
   Fp8WeightCopy& copy = copies_[{layer, index}];
-  if (copy.codes.size() == 0) {
-    copy.codes = runtime::OwnedBuffer(ops_, elements, kernels::DType::E4M3);
-    copy.codes_t = runtime::OwnedBuffer(ops_, elements, kernels::DType::E4M3);
-    copy.inv_scale = runtime::OwnedBuffer(ops_, 1, kernels::DType::F32);
-  } else if (copy.codes.size() != elements) {
-    throw std::logic_error("Fp8WeightCopies: layer " + std::to_string(layer) + " linear " + std::to_string(index) +
-                           " holds " + std::to_string(copy.codes.size()) + " elements, asked for " +
-                           std::to_string(elements));
-  }
-  return copy;
+  copy.codes = runtime::OwnedBuffer(ops_, elements, kernels::DType::E4M3);
+  copy.codes_t = runtime::OwnedBuffer(ops_, elements, kernels::DType::E4M3);
+  copy.inv_scale = runtime::OwnedBuffer(ops_, 1, kernels::DType::F32);
+  copy.fresh = false;
 }
 
-void Fp8WeightCopies::begin_pass() {
+Fp8WeightCopy& Fp8WeightCopies::at(int layer, int index, std::int64_t elements) {
+  const auto it = copies_.find({layer, index});
+  if (it == copies_.end() || it->second.codes.size() != elements)
+    throw std::logic_error("Fp8WeightCopies: no copy of " + std::to_string(elements) + " elements for layer " +
+                           std::to_string(layer) + " linear " + std::to_string(index));
+  return it->second;
+}
+
+void Fp8WeightCopies::weights_changed() {
   for (auto& [key, copy] : copies_) copy.fresh = false;
 }
 

@@ -6,7 +6,8 @@
 // Exact: a weight does not change within a pass, so its amax, scale and codes are those every cast
 // of the pass would compute, and under delayed scaling the one cast records what they all would.
 // Not under ZeRO-3, whose gathered weights live only for their layer: there weights are cast on the
-// fly. The trainer makes one for the rank's layers (validate: model::fp8_weight_copy_bytes).
+// fly (model::keeps_fp8_weight_copies). A model chunk (model::Transformer) keeps its layers' copies,
+// allocated with it, before any step (validate counts them: plan/memory.cpp).
 #pragma once
 
 #include <cstdint>
@@ -27,17 +28,17 @@ class Fp8WeightCopies {
  public:
   explicit Fp8WeightCopies(const kernels::Ops& ops) : ops_(ops) {}
 
-  // Layer `layer`'s linear `index` (model/fp8_history.h), a weight of `elements` elements: allocated
-  // at its first use (not fresh then). std::logic_error if another size is asked of it later.
+  // Allocates layer `layer`'s linear `index`'s copy (model/fp8_history.h), of a weight of `elements`.
+  void add(int layer, int index, std::int64_t elements);
+  // That copy; std::logic_error where none of that size was added.
   Fp8WeightCopy& at(int layer, int index, std::int64_t elements);
-  // A pass begins: the weights may have changed since the copies were cast (every rank calls it
-  // before its first forward of a step or an evaluation).
-  void begin_pass();
+  // The weights may have changed since the copies were cast: each is cast again at its next use.
+  void weights_changed();
   std::int64_t device_bytes() const;
 
  private:
   const kernels::Ops& ops_;
-  std::map<std::pair<int, int>, Fp8WeightCopy> copies_;  // nodes stay put: BlockLinears keep references
+  std::map<std::pair<int, int>, Fp8WeightCopy> copies_;
 };
 
 }  // namespace ptrain::model

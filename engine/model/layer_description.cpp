@@ -282,14 +282,18 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
   if (exchanged)
     ops.push_back(collective("moe.dispatch_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
   // The experts run on blocks of one source rank's slots for one expert.
+  // The blocks read the weights of the rank's E / ep experts.
   const std::int64_t rows = expert_block_rows(spec), blocks = slots / rows;
-  ops.push_back(linear(x, "moe.w1", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeGate, "moe.w1", slots * F)}));
-  ops.push_back(
-      linear_on_same_input(x, "moe.w3", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeUp, "moe.w3", slots * F)}));
+  auto experts = [&](Op op) {
+    op.weights = E / ep;
+    ops.push_back(std::move(op));
+  };
+  experts(linear(x, "moe.w1", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeGate, "moe.w1", slots * F)}));
+  experts(linear_on_same_input(x, "moe.w3", {rows, F, C, blocks}, {act(x, ArenaTensor::MoeUp, "moe.w3", slots * F)}));
   ops.push_back(memory_op("moe.swiglu", OpKind::Activation, 3.0 * slots * F * x.act_bytes,
                           {act(x, ArenaTensor::MoeActivation, "moe.swiglu", slots * F, true)}));
-  ops.push_back(linear(x, "moe.w2", {rows, C, F, blocks},
-                     {act(x, ArenaTensor::MoeExpertOutput, "moe.expert_output", slots * C)}));
+  experts(linear(x, "moe.w2", {rows, C, F, blocks},
+                 {act(x, ArenaTensor::MoeExpertOutput, "moe.expert_output", slots * C)}));
   if (exchanged)
     ops.push_back(collective("moe.combine_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
   ops.push_back(memory_op("moe.combine", OpKind::Routing, slot_bytes + 2.0 * N * C * x.act_bytes));
@@ -526,7 +530,9 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     codes(T::Fp8Input, "fp8.input", Element::Fp8E4M3, rows * widest);
     codes(T::Fp8OutputGrad, "fp8.output_gradient", Element::Fp8E5M2, rows * widest);
     codes(T::Fp8OutputGradTransposed, "fp8.output_gradient_transposed", Element::Fp8E5M2, rows * widest);
-    codes(T::Fp8Weight, "fp8.weight", Element::Fp8E4M3, x.h * std::max(x.q_cols(), ffn));
+    // A weight's codes: kept for the pass below ZeRO-3 (keeps_fp8_weight_copies), not cast here.
+    if (!keeps_fp8_weight_copies(spec))
+      codes(T::Fp8Weight, "fp8.weight", Element::Fp8E4M3, x.h * std::max(x.q_cols(), ffn));
     out.push_back(fp32(T::Fp8Amax, "fp8.amax", 3));
     out.push_back(fp32(T::Fp8InvScale, "fp8.inverse_scale", 3));
   }

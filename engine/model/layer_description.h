@@ -120,6 +120,8 @@ struct Op {
   // An FP8 linear layer that reads the input of the one before it (k and v after q, up after gate, w3
   // after w1): it reads that layer's FP8 codes of the input and casts none (model::SharedInput).
   bool fp8_input_shared = false;
+  // Gemm: the distinct weights its gemm.count calls read (an MoE layer's: the rank's experts, E / ep).
+  std::int64_t weights = 1;
 };
 
 // The ops of one transformer layer (gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU; mixtral:

@@ -111,6 +111,7 @@ class MoeBlock {
 
   int experts() const { return E_; }
   int local_experts() const { return E_ / split_; }
+  std::int64_t expert_ffn() const { return F_; }  // an expert's hidden size (experts are not split over tp)
   int first_local_expert() const { return split_rank_ * local_experts(); }
   int top_k() const { return k_; }
   // Slots in the experts' buffers: every expert's under the all-to-all, else the local experts'.

@@ -105,6 +105,7 @@ Transformer::Transformer(const config::JobSpec& spec, ParamStore& params, const 
     layer_tensors_.push_back(resolve_layer(layer));
   }
   ends_ = resolve_ends();
+  if (keeps_fp8_weight_copies(spec)) keep_fp8_weight_copies();
 
   {
     Measure one;
@@ -143,12 +144,46 @@ std::string Transformer::name(const char* gpt2_name, const char* llama_name) con
   return dims_.gpt2 ? gpt2_name : llama_name;
 }
 
+void Transformer::keep_fp8_weight_copies() {
+  Fp8WeightCopies& copies = fp8_weight_copies_.emplace(ops_);
+  const auto& d = dims_;
+  const std::int64_t C = d.C, q_cols = static_cast<std::int64_t>(d.Hq) * d.D,
+                     kv_cols = static_cast<std::int64_t>(d.Hkv) * d.D, F = d.F;
+  for (const int layer : layer_ids_) {  // [N, K] of each GEMM's weight, as its calls give them
+    auto keep = [&](Fp8Linear which, std::int64_t elements) {
+      copies.add(layer, fp8_linear_index(which), elements);
+    };
+    keep(Fp8Linear::Q, q_cols * C);
+    keep(Fp8Linear::K, kv_cols * C);
+    keep(Fp8Linear::V, kv_cols * C);
+    keep(Fp8Linear::O, C * q_cols);
+    if (moe_) {  // this rank's experts, not split over tp: [ffn_hidden, hidden] and back
+      const std::int64_t expert_f = moe_->expert_ffn();
+      for (int e = moe_->first_local_expert(); e < moe_->first_local_expert() + moe_->local_experts(); ++e)
+        for (const Fp8Linear which : {Fp8Linear::Gate, Fp8Linear::Up, Fp8Linear::Down})
+          copies.add(layer, fp8_expert_linear_index(e, which), expert_f * C);
+      continue;
+    }
+    keep(Fp8Linear::Up, F * C);
+    if (!d.gpt2) keep(Fp8Linear::Gate, F * C);
+    keep(Fp8Linear::Down, C * F);
+  }
+}
+
+void Transformer::weights_changed() {
+  if (fp8_weight_copies_) fp8_weight_copies_->weights_changed();
+}
+
+std::int64_t Transformer::fp8_weight_copy_bytes() const {
+  return fp8_weight_copies_ ? fp8_weight_copies_->device_bytes() : 0;
+}
+
 BlockLinears Transformer::linears_at(int layer, int index, parallel::TensorParallel* tp, SharedInput* shared) const {
   std::optional<BlockLinears::Delayed> delayed;
   if (fp8_history_ != nullptr)
     delayed = BlockLinears::Delayed{fp8_history_->linear(layer, index), fp8_history_->filled()};
   std::optional<WeightCopyAt> weight_copy;
-  if (fp8_weight_copies_ != nullptr) weight_copy = WeightCopyAt{fp8_weight_copies_, layer, index};
+  if (fp8_weight_copies_) weight_copy = WeightCopyAt{&*fp8_weight_copies_, layer, index};
   return BlockLinears(ops_, precision_, ws_.fp8, tp, cp_, delayed, shared, weight_copy);
 }
 

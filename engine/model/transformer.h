@@ -109,9 +109,11 @@ class Transformer {
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // train.fp8.scaling delayed: the casts' amax histories (nullptr: current scaling).
   void set_fp8_history(const Fp8History* history) { fp8_history_ = history; }
-  // train.precision fp8 with persistent weights: where the weights' codes are kept for the pass
-  // (nullptr: cast at every use).
-  void set_fp8_weight_copies(Fp8WeightCopies* copies) { fp8_weight_copies_ = copies; }
+  // train.precision fp8 below ZeRO-3 (model::keeps_fp8_weight_copies): the weights may have changed
+  // since the last pass (a step's update), so their kept FP8 codes are cast again at the next use.
+  // Every rank calls it before its first forward of a step or an evaluation.
+  void weights_changed();
+  std::int64_t fp8_weight_copy_bytes() const;  // of those codes (validate: plan/memory.cpp)
   // Bytes of the activation arena: its slots, and the backward workspace where this chunk owns it
   // (no workspace_from); not a pool's (place_slots).
   std::int64_t activation_bytes() const { return arena_.capacity_bytes(); }
@@ -376,7 +378,10 @@ class Transformer {
   bool first_ = true, last_ = true;
   UnitHooks* hooks_ = nullptr;
   const Fp8History* fp8_history_ = nullptr;
-  Fp8WeightCopies* fp8_weight_copies_ = nullptr;
+  // The FP8 codes of this chunk's weights, each linear layer's of the shape its GEMMs read, kept for
+  // the pass (model::keeps_fp8_weight_copies; allocated with the chunk). A cache the GEMMs fill.
+  mutable std::optional<Fp8WeightCopies> fp8_weight_copies_;
+  void keep_fp8_weight_copies();
   void announce_forward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_forward(unit); }
   void announce_backward(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->before_backward(unit); }
   void announce_done(int unit) { if (hooks_ != nullptr && unit >= 0) hooks_->after_backward(unit); }

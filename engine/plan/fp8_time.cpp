@@ -29,9 +29,11 @@ Fp8CastBytes fp8_cast_bytes(const config::JobSpec& spec, const model::Op& op) {
   // A layer reading the previous one's input reads that layer's codes of it (model::SharedInput).
   const double input = op.fp8_input_shared ? 0 : m * k, weight = n * k, output_grad = m * n;
   if (model::keeps_fp8_weight_copies(spec)) {
-    // The weight cast once a step, both ways (model/fp8_weight_copies.h): its share of a microbatch's forward.
-    const double weight_cast = (working + 2 + amax_read) * weight / std::max(1, spec.train.microbatches);
-    return {calls * (per_element * input + weight_cast), calls * per_element * output_grad,
+    // Each weight cast once a step, both ways (model/fp8_weight_copies.h): its share of a microbatch's
+    // forward (an MoE layer's calls read op.weights experts' weights, each cast once).
+    const double weight_casts = static_cast<double>(op.weights) * (working + 2 + amax_read) * weight /
+                                std::max(1, spec.train.microbatches);
+    return {calls * per_element * input + weight_casts, calls * per_element * output_grad,
             calls * per_element * (output_grad + input)};
   }
   return {calls * per_element * (input + weight), calls * per_element * (output_grad + weight),

@@ -14,8 +14,10 @@
 //      weight grad   the output gradient, transposed, and the input, transposed
 //    but the input only once for the layers that read one (q, k and v; gate and up; an expert's w1
 //    and w3: model::Op::fp8_input_shared), and where the weights' codes are kept for the step
-//    (model::keeps_fp8_weight_copies: below ZeRO-3) the weight cast once a step, both ways, its
-//    share charged to each microbatch's forward (model/block_linears.cpp; a backward that runs both
+//    (model::keeps_fp8_weight_copies: below ZeRO-3) each weight cast once a step, both ways, its
+//    share charged to each microbatch's forward (model::Op::weights of them; full recompute charges
+//    the share again, as it reruns the forward: at most one weight cast a layer too many a step)
+//    (model/block_linears.cpp; a backward that runs both
 //    halves at once reads the output gradient once, which this charges twice, as zb-h1's split runs
 //    it). Timed at the profile's activation table (a pass of the same bytes), else at the HBM
 //    bandwidth.

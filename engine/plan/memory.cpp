@@ -122,8 +122,10 @@ MemoryBreakdown rank_memory(const ActivationCounts& activations, const RankParam
                     comm_buffer_bytes(spec, params, held), states.host};
   // Delayed scaling's amax scales and records: training state beside the optimizer's (a few KB).
   m.optimizer += static_cast<double>(model::fp8_history_device_bytes(spec));
-  // FP8 weight codes kept for the pass, as stored and transposed: weights, a byte an element each.
-  if (model::keeps_fp8_weight_copies(spec)) m.params += 2.0 * static_cast<double>(params.fp8_linear);
+  // FP8 weight codes kept for the pass, as stored and transposed (a byte an element each) and their
+  // inverse scale: weights (model/fp8_weight_copies.h).
+  if (model::keeps_fp8_weight_copies(spec))
+    m.params += 2.0 * static_cast<double>(params.fp8_linear) + 4.0 * static_cast<double>(params.fp8_linear_weights);
   m.checkpoint_copy = checkpoint_copy_bytes(spec, params);
   // Offloaded bf16 weights are converted on the host before they go to the device: a bf16 copy of
   // what the rank updates (the whole store at stage 0, its owned chunks otherwise).

@@ -41,7 +41,7 @@ RankParams count_rank_params(const config::JobSpec& spec, const pipeline::Schedu
   }
   for (const model::LocalParam& p : local) {
     if (p.info->tied_head && par.pp > 1) r.tied_embedding = p.numel();
-    if (p.info->fp8_linear) r.fp8_linear += p.numel();
+    if (p.info->fp8_linear) r.fp8_linear += p.numel(), r.fp8_linear_weights += p.info->tp_fused_parts;
   }
   // The head reuses the embedding's unit on this rank.
   if (par.pp == 1 && layout.tied && layout.embedding >= 0)

@@ -23,7 +23,9 @@ struct RankParams {
   // Units of the flat layout (model::FlatLayout) of each kind: ZeRO reduces and gathers each in one call.
   int dense_units = 0, expert_units = 0;
   std::int64_t tied_embedding = 0;  // word-embedding copy whose grad is all-reduced over the embedding group
-  std::int64_t fp8_linear = 0;  // elements of the FP8 linear layers' weights (unpadded; model::ParamInfo)
+  // The FP8 linear layers' weights (model::ParamInfo::fp8_linear): their elements (unpadded), and
+  // how many GEMM weights they are (GPT-2's c_attn is q's, k's and v's).
+  std::int64_t fp8_linear = 0, fp8_linear_weights = 0;
   // The unit of an embedding that is also the head (tied, both on this rank), else 0, and the biggest
   // of the other dense units: ZeRO 2/3 give it a window of its own (zero/data_parallel.h).
   std::int64_t tied_unit = 0, largest_other_unit = 0;

@@ -80,8 +80,14 @@ void PipelineStage::set_fp8_history(const model::Fp8History* history) {
   for (auto& chunk : chunks_) chunk->set_fp8_history(history);
 }
 
-void PipelineStage::set_fp8_weight_copies(model::Fp8WeightCopies* copies) {
-  for (auto& chunk : chunks_) chunk->set_fp8_weight_copies(copies);
+void PipelineStage::weights_changed() {
+  for (auto& chunk : chunks_) chunk->weights_changed();
+}
+
+std::int64_t PipelineStage::fp8_weight_copy_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& chunk : chunks_) bytes += chunk->fp8_weight_copy_bytes();
+  return bytes;
 }
 
 std::int64_t PipelineStage::activation_bytes() const {

@@ -56,8 +56,10 @@ class PipelineStage {
   void set_hooks(model::UnitHooks* hooks);
   // train.fp8.scaling delayed: every chunk's casts scale from `history` (model/fp8_history.h).
   void set_fp8_history(const model::Fp8History* history);
-  // train.precision fp8 with persistent weights: every chunk keeps its weights' codes in `copies`.
-  void set_fp8_weight_copies(model::Fp8WeightCopies* copies);
+  // The weights may have changed since the last pass: every chunk's kept FP8 weight codes are cast
+  // again at their next use (model::Transformer::weights_changed).
+  void weights_changed();
+  std::int64_t fp8_weight_copy_bytes() const;
   // Records each F/B/W and each wait for a message as a span of `trace` (nullptr: none).
   void set_trace(dist::Trace* trace) { trace_ = trace; }
   std::int64_t activation_bytes() const;  // all chunks' arenas and the send buffers

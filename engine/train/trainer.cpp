@@ -84,10 +84,6 @@ Trainer::State::State(const config::JobSpec& s, const kernels::Ops& backend, dis
                                                       s.train.fp8.amax_history);
     pipeline.set_fp8_history(fp8_history.get());
   }
-  if (model::keeps_fp8_weight_copies(s)) {
-    fp8_weight_copies = std::make_unique<model::Fp8WeightCopies>(backend);
-    pipeline.set_fp8_weight_copies(fp8_weight_copies.get());
-  }
   const auto weights_begin = Clock::now();
   options.startup.allocation_s = std::chrono::duration<double>(weights_begin - constructed).count();
   start_step = restore();

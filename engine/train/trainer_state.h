@@ -64,8 +64,6 @@ struct Trainer::State {
   std::unique_ptr<MetricsLog> log;  // rank 0 only
   runtime::DeviceScalars loss_sums;  // one per microbatch of a step or an evaluation
   std::unique_ptr<model::Fp8History> fp8_history;  // train.fp8.scaling delayed
-  // train.precision fp8 below ZeRO-3: the weights' codes, cast once a pass (model/fp8_weight_copies.h)
-  std::unique_ptr<model::Fp8WeightCopies> fp8_weight_copies;
   double flops_per_step = 0;  // model FLOPs of the whole job's step
   double peak_flops = 0;      // of the whole job (world * device peak)
   std::int64_t start_step = 0;
@@ -125,7 +123,7 @@ struct Trainer::State {
     const parallel::ZeroBytes z = zero.allocated_bytes();
     return z.params + z.grads + z.optimizer + z.windows + static_cast<double>(pipeline.activation_bytes()) +
            (fp8_history ? static_cast<double>(fp8_history->device_bytes()) : 0.0) +
-           (fp8_weight_copies ? static_cast<double>(fp8_weight_copies->device_bytes()) : 0.0);
+           static_cast<double>(pipeline.fp8_weight_copy_bytes());
   }
 };
 

@@ -11,7 +11,7 @@ namespace ptrain::train {
 Trainer::State::StepOutcome Trainer::State::train_step(std::int64_t step, double lr) {
   zero.begin_step(train_loader.microbatches());
   StepPhase phase(ops, comm, groups);  // clocks, device markers and call counters from here
-  if (fp8_weight_copies) fp8_weight_copies->begin_pass();  // the last update changed the weights
+  pipeline.weights_changed();  // by the last update (FP8 weight codes are cast again)
   slow_down(options, comm.rank(), step + 1);  // PTRAIN_DEBUG_FAULT's straggler: inside the measured compute
   phase.pipeline_ended(pipeline.train(
       [&](int mb, std::int32_t* tokens, std::int32_t* labels) { train_loader.load_microbatch(step, mb, tokens, labels); },
@@ -62,7 +62,7 @@ double Trainer::State::update(std::int64_t step, double lr, double grad_norm) {
 double Trainer::State::validation_loss(const Evaluation::Batches& batches) {
   const dist::Trace::Scope span(trace.get(), "validation", "validation");
   zero.publish_update();  // the step's traffic, counted in the next step's
-  if (fp8_weight_copies) fp8_weight_copies->begin_pass();
+  pipeline.weights_changed();
   return accounting.leave_out([&] {
     const double loss = evaluation->loss(batches, loss_sums);
     if (fp8_history) fp8_history->discard_step();  // what the evaluation's casts recorded

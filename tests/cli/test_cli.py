@@ -324,8 +324,9 @@ class ValidateBadInput(unittest.TestCase):
         own = ("--set", "cluster.profile=" + os.path.join(ROOT, "profiles", "h100-sxm-own-attention.json"))
         self.assertEqual(warnings("off", *own), [])
         self.assertEqual(len(warnings("auto", *own)), 1)
-        # fp32 never goes to cuDNN
+        # fp32 never goes to cuDNN; fp8 jobs' attention is bf16's
         self.assertEqual(warnings("off", "--set", "train.precision=fp32"), [])
+        self.assertEqual(len(warnings("off", "--set", "train.precision=fp8")), 1)
 
     def test_offloaded_state_over_the_node_ram(self):
         # Llama 3 8B's optimizer state unsharded on 8 ranks a node: 8 x ~16 bytes a parameter.

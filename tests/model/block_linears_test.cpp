@@ -247,6 +247,7 @@ TEST_CASE("a weight's FP8 codes kept for the pass: cast at its first use, read b
   };
   Scratch scratch(N * K);
   model::Fp8WeightCopies copies(ops);
+  copies.add(3, 1, N * K);
   auto layer = [&](bool kept) {
     std::optional<model::WeightCopyAt> at;
     if (kept) at = model::WeightCopyAt{&copies, 3, 1};
@@ -264,7 +265,7 @@ TEST_CASE("a weight's FP8 codes kept for the pass: cast at its first use, read b
   };
   Vec w_alone = w;
   const Results alone = pass(false, w_alone, false);
-  copies.begin_pass();
+  copies.weights_changed();
   const Results kept = pass(true, w, true);  // the change is not seen: the codes were kept
   CHECK(kept.out == alone.out);
   CHECK(kept.d_in == alone.d_in);
@@ -278,12 +279,13 @@ TEST_CASE("a weight's FP8 codes kept for the pass: cast at its first use, read b
   Results stale;
   layer(true).forward(buf(stale.out), buf(x), buf(changed), Buf{}, M, N, K);  // same pass: the old codes
   CHECK(stale.out == alone.out);
-  copies.begin_pass();
+  copies.weights_changed();
   const Results next = pass(true, changed, false);
   CHECK(next.out == new_alone.out);
   CHECK(next.d_in == new_alone.d_in);
   CHECK(next.out != alone.out);
-  CHECK_THROWS_AS(copies.at(3, 1, N * K + 1), std::logic_error);
+  CHECK_THROWS_AS(copies.at(3, 1, N * K + 1), std::logic_error);  // another size, or no copy added
+  CHECK_THROWS_AS(copies.at(3, 2, N * K), std::logic_error);
 }
 
 TEST_CASE("under delayed scaling a kept weight's one cast records what every cast of the pass would", "[fp8]") {
@@ -292,12 +294,13 @@ TEST_CASE("under delayed scaling a kept weight's one cast records what every cas
   w[9] = -0.75f;  // the weight's amax
   Scratch scratch(N * K);
   model::Fp8WeightCopies copies(ops);
+  copies.add(0, 2, N * K);
   for (const bool filled : {false, true}) {
     Vec scale{0.02f, 4.0f, 0.5f}, record(3, 0.0f), d_in(M * K), out(M * N);
     const model::BlockLinears layer(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr,
                                     model::BlockLinears::Delayed{{buf(scale), buf(record)}, filled}, nullptr,
                                     model::WeightCopyAt{&copies, 0, 2});
-    copies.begin_pass();
+    copies.weights_changed();
     layer.forward(buf(out), buf(x), buf(w), Buf{}, M, N, K);
     CHECK(record[2] == 0.75f);
     record[2] = 0.0f;  // a later use reads the codes and records nothing more

@@ -55,9 +55,15 @@ TEST_CASE("fp8 cast bytes: each operand read in bf16 and written as codes, curre
     REQUIRE(kept.spec.train.microbatches == 16);
     const double per_element = std::string(scaling) == "current" ? 5.0 : 3.0, weight_cast = per_element + 1;
     const plan::Fp8CastBytes k = plan::fp8_cast_bytes(kept.spec, op);
-    CHECK(k.forward == Approx(3 * (per_element * 64 * 16 + weight_cast * 32 * 16 / 16)));
+    CHECK(k.forward == Approx(3 * per_element * 64 * 16 + weight_cast * 32 * 16 / 16));  // one weight, 3 calls
     CHECK(k.input_grad == 3 * per_element * (64 * 32));
     CHECK(k.weight_grad == 3 * per_element * (64 * 32 + 64 * 16));
+    // An MoE layer's 8 expert blocks under ep read the rank's 2 experts' weights: two casts a step.
+    model::Op experts = op;
+    experts.gemm.count = 8;
+    experts.weights = 2;
+    CHECK(plan::fp8_cast_bytes(kept.spec, experts).forward ==
+          Approx(8 * per_element * 64 * 16 + 2 * weight_cast * 32 * 16 / 16));
   }
 }
 

@@ -180,8 +180,9 @@ TEST_CASE("fp8 below ZeRO-3 keeps each linear layer's weight codes for the step:
   CHECK(plan::stage_params(bf16.spec, schedule, registry).front().fp8_linear == linear);
   const config::LoadResult fp8 = test::load_job(test::kSmallLlama, {"parallel.tp=2", "train.precision=fp8"}, 2);
   CHECK(model::keeps_fp8_weight_copies(fp8.spec));
+  // and a float each (an inverse scale): 7 linear layers of 8 layers
   CHECK(plan::peak_memory(fp8.spec, registry).memory.params - plan::peak_memory(bf16.spec, registry).memory.params ==
-        2.0 * linear);
+        2.0 * linear + 4.0 * 7 * 8);
   // ZeRO-3 gathers a layer's weights only for its use: cast there, nothing kept.
   CHECK_FALSE(model::keeps_fp8_weight_copies(
       test::load_job(test::kSmallLlama, {"train.precision=fp8", "parallel.zero=3"}, 2).spec));

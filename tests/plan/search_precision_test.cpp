@@ -124,7 +124,7 @@ TEST_CASE("an fp8 row's keys set train.precision, and validate reproduces it", "
   CHECK(checked == 4);
 }
 
-TEST_CASE("a job that asks fp8 is tried in bf16 too; one that asks fp32 stays fp32", "[fp8]") {
+TEST_CASE("a job that asks fp8 is tried in bf16 too, and one that asks fp32 stays fp32", "[fp8]") {
   const plan::HardwareProfile& cpu = *plan::find_hardware("cpu");
   const plan::SearchResult fp8 = plan::search_layouts(
       test::read_for_plan(test::kSmallLlama, 2, with(kOnTwoCpuRanks, "train.precision=fp8")), cpu, kEverything);
