@@ -539,23 +539,6 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   return out;
 }
 
-int fp8_linears_per_layer(const config::ModelSpec& model) {
-  constexpr int kDense = 7, kAttention = 4, kPerExpert = 3;
-  return model.moe ? kAttention + kPerExpert * model.moe->experts : kDense;
-}
-
-std::int64_t fp8_history_device_bytes(const config::JobSpec& spec) {
-  if (spec.train.precision != config::Precision::Fp8 || spec.train.fp8.scaling != config::Fp8Scaling::Delayed)
-    return 0;
-  constexpr std::int64_t kOperands = 3, kBuffers = 2;
-  return kBuffers * kOperands * fp8_linears_per_layer(spec.model) * spec.model.layers *
-         static_cast<std::int64_t>(sizeof(float));
-}
-
-bool keeps_fp8_weight_copies(const config::JobSpec& spec) {
-  return spec.train.precision == config::Precision::Fp8 && spec.parallel.zero < 3;
-}
-
 int expert_capacity(const config::JobSpec& spec) {
   if (!spec.model.moe) return 0;
   const config::MoeSpec& moe = *spec.model.moe;
