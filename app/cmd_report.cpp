@@ -78,6 +78,13 @@ std::string summary_number(double v, int digits) {
   return text;
 }
 
+// A step time to four significant digits: a tiny job's 0.0001234 s is not 0.0001 s.
+std::string seconds_text(double s) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.4g s", s);
+  return text;
+}
+
 std::string strip_xml_prolog(std::string svg) {
   if (svg.rfind("<?xml", 0) == 0) svg.erase(0, svg.find('\n') + 1);
   return svg;
@@ -136,9 +143,9 @@ int run_report(const ReportArgs& args) {
        << "</td></tr><tr><th>last loss</th><td>" << summary_number(metrics->last_loss.value_or(std::nan("")), 4)
        << "</td></tr><tr><th>median tokens/s</th><td>" << summary_number(metrics->medians.at("tokens_per_s"), 0)
        << "</td></tr><tr><th>median MFU</th><td>" << summary_number(100 * metrics->medians.at("mfu"), 1)
-       << "%</td></tr><tr><th>median step</th><td>" << summary_number(metrics->medians.at("step_s"), 4) << " s</td></tr>";
+       << "%</td></tr><tr><th>median step</th><td>" << seconds_text(metrics->medians.at("step_s")) << "</td></tr>";
   if (last && last->estimate)
-    page << "<tr><th>validate's step</th><td>" << summary_number(last->estimate->step_time_s, 4) << " s</td></tr>";
+    page << "<tr><th>validate's step</th><td>" << seconds_text(last->estimate->step_time_s) << "</td></tr>";
   if (jobs->size() > 1) page << "<tr><th>segments</th><td>" << jobs->size() << "</td></tr>";
   const std::string job_note = !args.job.job_path.empty() ? "; job " + html_escape(args.job.job_path) + " for every segment"
                                : recorded                  ? "; each segment's job as the run recorded it"
@@ -170,8 +177,8 @@ int run_report(const ReportArgs& args) {
       const std::string layout = recorded_text(seg, "layout");
       page << "<tr><td>" << seg.number << "</td><td>" << seg.first_step << "-" << seg.last_step << "</td><td>"
            << (command.empty() ? "(not recorded)" : "ptrain run " + html_escape(command)) << "</td><td>"
-           << html_escape(layout) << "</td><td>" << summary_number(seg.medians.at("step_s"), 4) << " s</td><td>"
-           << (s.loaded && s.loaded->estimate ? summary_number(s.loaded->estimate->step_time_s, 4) + " s" : "-")
+           << html_escape(layout) << "</td><td>" << seconds_text(seg.medians.at("step_s")) << "</td><td>"
+           << (s.loaded && s.loaded->estimate ? seconds_text(s.loaded->estimate->step_time_s) : "-")
            << "</td><td>" << summary_number(100 * seg.medians.at("mfu"), 1) << "%</td><td>"
            << summary_number(seg.medians.at("tokens_per_s"), 0) << "</td></tr>";
     }
