@@ -474,6 +474,10 @@ void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::i
   c.require_float("x", x, n);
 }
 
+void check_output_amax(const char* backend, const char* op, Buf amax) {
+  Checker{backend, op}.require_opt("amax", amax, DType::F32);
+}
+
 void check_abs_max(const char* backend, Buf amax, Buf x, std::int64_t n) {
   check_reduction(backend, "abs_max", amax, x, n);
 }

@@ -126,6 +126,8 @@ void check_reduction(const char* backend, const char* op, Buf out, Buf x, std::i
 
 // abs_max: as check_reduction. fp8_round: out and x F32 or BF16 of one dtype, amax F32 (one element).
 void check_abs_max(const char* backend, Buf amax, Buf x, std::int64_t n);
+// An op's optional output amax (ops.h): F32 where given.
+void check_output_amax(const char* backend, const char* op, Buf amax);
 void check_fp8_round(const char* backend, Buf out, Buf x, Buf amax, std::int64_t n);
 // fp8_cast: x F32 or BF16; out and out_t of one FP8 dtype (E4M3 or E5M2), at least one given; amax and
 // inv_scale F32, record F32 or null, not amax. fp8_gemm: a and b FP8, not both E5M2; out F32 or BF16,

@@ -76,14 +76,21 @@ class Ops {
   virtual void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T,
                                   int C) const = 0;
 
+  // ---- An op's `amax` (F32, device memory, optional; where an FP8 linear layer reads the output
+  // next: docs/fp8.md) receives, in the same pass, what abs_max(amax, output, n, false) would leave:
+  // the largest |value| of the output as stored (in its dtype), NaN if any is. Only current FP8
+  // scaling asks for it; the ops compute the same outputs with or without it.
+
   // ---- norms over the last dim C of [N, C]. Forward saves mean/rstd [N] (optional; rstd =
   // 1/sqrt(biased var + eps)); bias is optional; in backward d_in, d_weight, d_bias are optional.
+  // `amax`: of out.
   virtual void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C,
-                                 float eps) const = 0;
+                                 float eps, Buf amax = {}) const = 0;
   // d_in += (accumulates: the residual stream's gradient flows through d_in)
   virtual void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean,
                                   Buf rstd, int N, int C) const = 0;
-  virtual void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) const = 0;
+  virtual void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps,
+                               Buf amax = {}) const = 0;
   // d_in += (accumulates, as layernorm_backward)
   virtual void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N,
                                 int C) const = 0;
@@ -94,12 +101,12 @@ class Ops {
   // x_out (so in BF16 the norm reads the rounded sum): x_out, out, mean and rstd hold bit for bit what
   // add(x_out, a, b, N*C) then that layernorm_forward leave, on the same backend. x_out may alias a or
   // b (out may alias nothing); mean, rstd and bias are optional. Dtypes as the norm's: x_out, a and b
-  // have out's type. Backward is the norm's backward with in = x_out.
+  // have out's type. Backward is the norm's backward with in = x_out. `amax`: of out (not x_out).
   virtual void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight,
-                                     Buf bias, int N, int C, float eps) const = 0;
+                                     Buf bias, int N, int C, float eps, Buf amax = {}) const = 0;
   // The same with rmsnorm_forward(out, rstd, x_out, weight, N, C, eps).
   virtual void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C,
-                                   float eps) const = 0;
+                                   float eps, Buf amax = {}) const = 0;
 
   // ---- rotary position embedding, HF "rotate half" convention, in place on x[B,T,H,D]:
   // for i < D/2, angle = (pos0 + t) * theta^(-2i/D); (x_i, x_{i+D/2}) rotated by angle.
@@ -124,10 +131,13 @@ class Ops {
   // ---- activations (n elements). Gradients overwrite; out may alias in, d_in may alias d_out.
   // GELU, tanh approximation (GPT-2 / HF "gelu_new").
   virtual void gelu_forward(Buf out, Buf in, std::int64_t n) const = 0;
-  virtual void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const = 0;
-  // out = silu(gate) * up
-  virtual void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const = 0;
-  virtual void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const = 0;
+  // `amax`: of d_in.
+  virtual void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax = {}) const = 0;
+  // out = silu(gate) * up; `amax`: of out.
+  virtual void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n, Buf amax = {}) const = 0;
+  // `amax` [2]: of d_gate, then of d_up.
+  virtual void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n,
+                               Buf amax = {}) const = 0;
 
   // ---- elementwise (out may alias a or b)
   virtual void add(Buf out, Buf a, Buf b, std::int64_t n) const = 0;          // out = a + b
@@ -250,9 +260,9 @@ class Ops {
   // linear_forward then gelu_forward (the CPU runs exactly those two; CUDA puts GELU in the GEMM's
   // epilogue where cuBLASLt can, as linear_gelu_forward does). pre and out share one dtype, F32 or
   // BF16, and alias nothing. (The backward's gelu' runs as gelu_backward after the fp8_gemm: see
-  // kernels/cuda/fp8_gemm.cu.)
+  // kernels/cuda/fp8_gemm.cu.) `amax`: of out.
   virtual void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M,
-                             int N, int K) const = 0;
+                             int N, int K, Buf amax = {}) const = 0;
 
   // ---- memory of this backend's device: every buffer the engine computes on comes from here.
   // allocate: zero-filled, at least 256-byte aligned, never null (throws std::bad_alloc or the

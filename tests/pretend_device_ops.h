@@ -1,9 +1,11 @@
 // The CPU op set under a device's name: device() says Cuda, so the engine takes its device paths
 // (host staging around collectives, copies in and out), while the memory stays host memory that a
-// test can inspect. Counts the copies across the pretend host/device boundary. Its timeline's
+// test can inspect. Counts the copies across the pretend host/device boundary, and records the size
+// of each abs_max pass (which amaxes the engine takes by a pass of their own). Its timeline's
 // markers are host clock readings, and it counts those not given back.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -42,25 +44,27 @@ class PretendDeviceOps final : public kernels::Ops {
   void embedding_backward(Buf d_table, Buf d_pos, Buf d_out, Buf tokens, int N, int T, int C) const override {
     cpu().embedding_backward(d_table, d_pos, d_out, tokens, N, T, C);
   }
-  void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf w, Buf b, int N, int C, float eps) const override {
-    cpu().layernorm_forward(out, mean, rstd, in, w, b, N, C, eps);
+  void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf w, Buf b, int N, int C, float eps,
+                         Buf amax) const override {
+    cpu().layernorm_forward(out, mean, rstd, in, w, b, N, C, eps, amax);
   }
   void layernorm_backward(Buf d_in, Buf d_w, Buf d_b, Buf d_out, Buf in, Buf w, Buf mean, Buf rstd, int N,
                           int C) const override {
     cpu().layernorm_backward(d_in, d_w, d_b, d_out, in, w, mean, rstd, N, C);
   }
-  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf w, int N, int C, float eps) const override {
-    cpu().rmsnorm_forward(out, rstd, in, w, N, C, eps);
+  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf w, int N, int C, float eps, Buf amax) const override {
+    cpu().rmsnorm_forward(out, rstd, in, w, N, C, eps, amax);
   }
   void rmsnorm_backward(Buf d_in, Buf d_w, Buf d_out, Buf in, Buf w, Buf rstd, int N, int C) const override {
     cpu().rmsnorm_backward(d_in, d_w, d_out, in, w, rstd, N, C);
   }
   void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf w, Buf bias, int N, int C,
-                             float eps) const override {
-    cpu().add_layernorm_forward(x_out, out, mean, rstd, a, b, w, bias, N, C, eps);
+                             float eps, Buf amax) const override {
+    cpu().add_layernorm_forward(x_out, out, mean, rstd, a, b, w, bias, N, C, eps, amax);
   }
-  void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf w, int N, int C, float eps) const override {
-    cpu().add_rmsnorm_forward(x_out, out, rstd, a, b, w, N, C, eps);
+  void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf w, int N, int C, float eps,
+                           Buf amax) const override {
+    cpu().add_rmsnorm_forward(x_out, out, rstd, a, b, w, N, C, eps, amax);
   }
   void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
     cpu().rope_forward(x, B, T, H, D, theta, pos0);
@@ -80,14 +84,15 @@ class PretendDeviceOps final : public kernels::Ops {
     cpu().attention_merge(out, lse, part, part_lse, B, T, H, D);
   }
   void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu().gelu_forward(out, in, n); }
-  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
-    cpu().gelu_backward(d_in, d_out, in, n);
+  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) const override {
+    cpu().gelu_backward(d_in, d_out, in, n, amax);
   }
-  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const override {
-    cpu().swiglu_forward(out, gate, up, n);
+  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n, Buf amax) const override {
+    cpu().swiglu_forward(out, gate, up, n, amax);
   }
-  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const override {
-    cpu().swiglu_backward(d_gate, d_up, d_out, gate, up, n);
+  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n,
+                       Buf amax) const override {
+    cpu().swiglu_backward(d_gate, d_up, d_out, gate, up, n, amax);
   }
   void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cpu().add(out, a, b, n); }
   void accumulate(Buf acc, Buf x, std::int64_t n) const override { cpu().accumulate(acc, x, n); }
@@ -133,7 +138,18 @@ class PretendDeviceOps final : public kernels::Ops {
   }
   void sum(Buf out, Buf x, std::int64_t n) const override { cpu().sum(out, x, n); }
   void sum_squares(Buf out, Buf x, std::int64_t n) const override { cpu().sum_squares(out, x, n); }
-  void abs_max(Buf amax, Buf x, std::int64_t n, bool combine) const override { cpu().abs_max(amax, x, n, combine); }
+  void abs_max(Buf amax, Buf x, std::int64_t n, bool combine) const override {
+    {
+      const std::lock_guard<std::mutex> lock(abs_max_mutex_);
+      abs_max_passes_.push_back(n);
+    }
+    cpu().abs_max(amax, x, n, combine);
+  }
+  // How many abs_max passes were over n elements.
+  std::int64_t abs_max_passes(std::int64_t n) const {
+    const std::lock_guard<std::mutex> lock(abs_max_mutex_);
+    return std::count(abs_max_passes_.begin(), abs_max_passes_.end(), n);
+  }
   void fp8_round(Buf out, Buf x, Buf amax, std::int64_t n, kernels::Fp8Format format) const override {
     cpu().fp8_round(out, x, amax, n, format);
   }
@@ -146,8 +162,8 @@ class PretendDeviceOps final : public kernels::Ops {
     cpu().fp8_gemm(out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
   }
   void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                     int K) const override {
-    cpu().fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+                     int K, Buf amax) const override {
+    cpu().fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, amax);
   }
   void* allocate(std::size_t bytes) const override { return cpu().allocate(bytes); }
   void release(void* ptr) const override { cpu().release(ptr); }
@@ -190,6 +206,8 @@ class PretendDeviceOps final : public kernels::Ops {
   mutable std::mutex markers_mutex_;
   mutable std::vector<std::chrono::steady_clock::time_point> marker_times_;
   mutable std::set<std::uint64_t> live_markers_;
+  mutable std::mutex abs_max_mutex_;
+  mutable std::vector<std::int64_t> abs_max_passes_;
 };
 
 }  // namespace ptrain::test

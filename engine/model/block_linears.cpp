@@ -23,6 +23,7 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
     Buf x;
     std::int64_t rows, cols;
     Buf out, out_t, inv_scale;
+    Buf known_amax = {};
   };
   auto codes = [](Buf b, DType t, bool wanted) { return wanted ? Buf{b.ptr, t} : Buf{}; };
   const bool t = which.transposed;
@@ -36,9 +37,9 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
   const Buf inv = scratch_.inv_scale;
   const Operand operands[] = {
       {which.d_out || which.d_out_t ? d_out : Buf{}, M, N, codes(scratch_.output_grad, DType::E5M2, which.d_out),
-       codes(scratch_.output_grad_t, DType::E5M2, which.d_out_t), inv},
+       codes(scratch_.output_grad_t, DType::E5M2, which.d_out_t), inv, which.known.d_out},
       {which.in && !in_shared ? in : Buf{}, M, K, codes(scratch_.input, DType::E4M3, which.in && !t),
-       codes(scratch_.input, DType::E4M3, which.in && t), runtime::advance(inv, 1)},
+       codes(scratch_.input, DType::E4M3, which.in && t), runtime::advance(inv, 1), which.known.in},
       copy != nullptr
           ? Operand{weight_kept ? Buf{} : weight, N, K, copy->codes.at(), copy->codes_t.at(), copy->inv_scale.at()}
           : Operand{which.weight ? weight : Buf{}, N, K, codes(scratch_.weight, DType::E4M3, which.weight && !t),
@@ -49,7 +50,9 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
     for (std::int64_t i = 0; i < kOperands; ++i) {
       const Operand& o = operands[i];
       const Buf amax = runtime::advance(scratch_.amax, i);
-      if (o.x)
+      if (o.x && o.known_amax)
+        ops_.copy(amax, o.known_amax, sizeof(float));
+      else if (o.x)
         ops_.abs_max(amax, o.x, o.rows * o.cols, false);
       else
         ops_.fill(amax, 0.0f, 1);  // every rank reduces all three, whichever it has
@@ -86,53 +89,58 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
   return {operands[0].out, operands[0].out_t, in_codes, weight_codes, operands[0].inv_scale, in_inv, w.inv_scale};
 }
 
-void BlockLinears::forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const {
+void BlockLinears::forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K, Buf in_amax) const {
   if (!fp8_) return ops_.linear_forward(out, in, weight, bias, M, N, K);
-  const Operands o = cast({.in = true, .weight = true}, Buf{}, in, weight, M, N, K);
+  const Operands o = cast({.in = true, .weight = true, .known = {.in = in_amax}}, Buf{}, in, weight, M, N, K);
   ops_.fp8_gemm(out, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K, false);
 }
 
-void BlockLinears::forward_gelu(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K) const {
+void BlockLinears::forward_gelu(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K, Buf in_amax,
+                                Buf out_amax) const {
   if (!fp8_) return ops_.linear_gelu_forward(out, pre, in, weight, bias, M, N, K);
-  const Operands o = cast({.in = true, .weight = true}, Buf{}, in, weight, M, N, K);
-  ops_.fp8_gemm_gelu(out, pre, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K);
+  const Operands o = cast({.in = true, .weight = true, .known = {.in = in_amax}}, Buf{}, in, weight, M, N, K);
+  ops_.fp8_gemm_gelu(out, pre, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K, out_amax);
 }
 
 // d_in[M,K] = d_out[M,N] weight[N,K]: the weight's transposed codes [K,N] as the GEMM's b.
 // d_weight[N,K] += d_out^T[N,M] in[M,K]: both transposed, [N,M] and [K,M].
 void BlockLinears::backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N,
-                            int K) const {
+                            int K, KnownAmaxes known) const {
   if (!fp8_) return ops_.linear_backward(d_in, d_weight, d_bias, d_out, in, weight, M, N, K);
   // The input gradient reads the weight, the weight gradient the input: cast only what is read. The
   // output gradient's amax is taken (and recorded) whatever is asked, as bf16 mode would read it.
   const bool din = static_cast<bool>(d_in), dw = static_cast<bool>(d_weight);
-  const Operands o = cast({.d_out = din || !dw, .d_out_t = dw, .in = dw, .weight = din, .transposed = true},
-                          d_out, in, weight, M, N, K);
+  const Operands o =
+      cast({.d_out = din || !dw, .d_out_t = dw, .in = dw, .weight = din, .transposed = true, .known = known}, d_out,
+           in, weight, M, N, K);
   if (din) ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false);
   if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true);
   if (d_bias) ops_.linear_backward(Buf{}, Buf{}, d_bias, d_out, in, weight, M, N, K);
 }
 
 void BlockLinears::backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre,
-                                 int M, int N, int K) const {
+                                 int M, int N, int K, KnownAmaxes known, Buf d_pre_amax) const {
   if (!fp8_) return ops_.linear_backward_gelu(d_pre, d_weight, d_bias, d_out, in, weight, pre, M, N, K);
   const bool dw = static_cast<bool>(d_weight);
-  const Operands o =
-      cast({.d_out = true, .d_out_t = dw, .in = dw, .weight = true, .transposed = true}, d_out, in, weight, M, N, K);
+  const Operands o = cast(
+      {.d_out = true, .d_out_t = dw, .in = dw, .weight = true, .transposed = true, .known = known}, d_out, in,
+      weight, M, N, K);
   ops_.fp8_gemm(d_pre, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false);
   if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true);
-  ops_.gelu_backward(d_pre, d_pre, pre, static_cast<std::int64_t>(M) * K);  // in place, as ops.h allows
+  ops_.gelu_backward(d_pre, d_pre, pre, static_cast<std::int64_t>(M) * K, d_pre_amax);  // in place, as ops.h allows
   if (d_bias) ops_.linear_backward(Buf{}, Buf{}, d_bias, d_out, in, weight, M, N, K);
 }
 
-void BlockLinears::input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K, bool apply) const {
+void BlockLinears::input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K, bool apply,
+                                  Buf d_out_amax) const {
   if (!fp8_) {
     if (apply) ops_.linear_input_grad_add(d_in, d_out, weight, M, N, K);
     return;
   }
   // Current amaxes are reduced over the groups on every rank; from the history nothing is shared.
   if (!apply && scales_by_history()) return;
-  const Operands o = cast({.d_out = true, .weight = true, .transposed = true}, d_out, Buf{}, weight, M, N, K);
+  const Operands o = cast({.d_out = true, .weight = true, .transposed = true, .known = {.d_out = d_out_amax}}, d_out,
+                          Buf{}, weight, M, N, K);
   if (apply) ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, true);
 }
 

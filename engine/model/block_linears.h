@@ -9,7 +9,10 @@
 // (model/fp8_weight_copies.h; not under ZeRO-3, whose gathered weight lives only for the layer: there
 // at every use); bias gradients come from the unrounded output gradient, as in bf16. Linear layers
 // that read one input (q, k and v; gate and up, an expert's too) cast it once between them
-// (SharedInput).
+// (SharedInput). Under current scaling an operand's amax may come from the op that wrote the tensor
+// (ops.h `amax`: a norm's, an activation's or its backward's output) or from an earlier cast of the
+// same tensor (the forward's input, read again by the weight gradient): the cast then takes no pass
+// over the tensor for it.
 //
 // Every layout reproduces one rank: a current amax is taken over the tensor one rank would hold,
 // where the layout splits it (a weight's and a row-parallel input's columns and a column-parallel
@@ -64,6 +67,13 @@ struct WeightCopyAt {
   int layer, index;
 };
 
+// The amaxes of a linear layer's input and output gradient on this rank, F32 in device memory, where
+// something took them already (null: the cast takes them); read under current scaling (and under
+// delayed scaling before the history holds a step).
+struct KnownAmaxes {
+  kernels::Buf in = {}, d_out = {};
+};
+
 class BlockLinears {
  public:
   using Buf = kernels::Buf;
@@ -90,13 +100,17 @@ class BlockLinears {
         weight_copy_(weight_copy) {}
 
   // As kernels::Ops' linear_forward, linear_gelu_forward, linear_backward, linear_backward_gelu and
-  // linear_input_grad_add (the last done only when `apply`).
-  void forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) const;
-  void forward_gelu(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K) const;
-  void backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K) const;
+  // linear_input_grad_add (the last done only when `apply`). `out_amax`, `d_pre_amax` (optional,
+  // under FP8): receive the amax of out (GELU's output) and of d_pre, as ops.h's `amax`.
+  void forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K, Buf in_amax = {}) const;
+  void forward_gelu(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K, Buf in_amax = {},
+                    Buf out_amax = {}) const;
+  void backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, int M, int N, int K,
+                KnownAmaxes known = {}) const;
   void backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf pre, int M, int N,
-                     int K) const;
-  void input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K, bool apply = true) const;
+                     int K, KnownAmaxes known = {}, Buf d_pre_amax = {}) const;
+  void input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N, int K, bool apply = true,
+                      Buf d_out_amax = {}) const;
 
  private:
   // The casts a GEMM call needs: which of the output gradient's codes (as it is, transposed), the
@@ -105,6 +119,7 @@ class BlockLinears {
     bool d_out = false, d_out_t = false;
     bool in = false, weight = false;
     bool transposed = false;  // in and weight transposed
+    KnownAmaxes known;
   };
   // The codes cast into the scratch (null where not asked), and their inverse scales.
   struct Operands {

@@ -20,7 +20,8 @@ struct Dims {
   config::CpComm cp_comm;
   int act_bytes;
   bool gpt2;
-  bool fp8;  // the linear layers in FP8
+  bool fp8;          // the linear layers in FP8
+  bool fp8_current;  // ... under current scaling
 
   explicit Dims(const config::JobSpec& spec) {
     const config::ModelSpec& m = spec.model;
@@ -38,6 +39,7 @@ struct Dims {
     act_bytes = config::bf16_working(spec.train.precision) ? 2 : 4;
     gpt2 = m.arch == config::Arch::Gpt2;
     fp8 = spec.train.precision == config::Precision::Fp8;
+    fp8_current = fp8 && spec.train.fp8.scaling == config::Fp8Scaling::Current;
   }
   std::int64_t tokens() const { return s * b; }
   std::int64_t sharded_hidden() const { return tokens() * h / seq_shard; }  // sbh, /t under SP
@@ -87,6 +89,16 @@ Op linear(const Dims& x, const char* name, GemmShape shape, std::vector<SavedTen
 Op linear_on_same_input(const Dims& x, const char* name, GemmShape shape, std::vector<SavedTensor> saves = {}) {
   Op op = linear(x, name, shape, std::move(saves));
   op.fp8_input_shared = x.fp8;
+  return op;
+}
+// A layer's linear (not an expert's) under fp8 current scaling (kFp8InputAmaxes,
+// kFp8OutputGradAmaxes): its input's and output gradient's amaxes kept for the weight gradient; also
+// written beside the input by the op before it, and beside the output gradient by the activation's
+// backward, where those say so.
+Op with_known_amaxes(const Dims& x, Op op, bool input_written, bool output_grad_written) {
+  op.fp8_amaxes_kept = x.fp8_current;
+  op.fp8_input_amax_written = x.fp8_current && input_written;
+  op.fp8_output_grad_amax_written = x.fp8_current && output_grad_written;
   return op;
 }
 Op memory_op(const char* name, OpKind kind, double bytes, std::vector<SavedTensor> saves = {}) {
@@ -198,9 +210,9 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   const bool a2a = cp > 1 && x.cp_comm == config::CpComm::A2a;
   using K = CollectiveKind;
   add_column_parallel_input(ops, x, spec, "attn.input");
-  ops.push_back(linear(x, "attn.q_proj", {N, x.q_cols(), C}));
-  ops.push_back(linear_on_same_input(x, "attn.k_proj", {N, x.kv_cols(), C}));
-  ops.push_back(linear_on_same_input(x, "attn.v_proj", {N, x.kv_cols(), C}));
+  ops.push_back(with_known_amaxes(x, linear(x, "attn.q_proj", {N, x.q_cols(), C}), true, false));
+  ops.push_back(with_known_amaxes(x, linear_on_same_input(x, "attn.k_proj", {N, x.kv_cols(), C}), true, false));
+  ops.push_back(with_known_amaxes(x, linear_on_same_input(x, "attn.v_proj", {N, x.kv_cols(), C}), true, false));
   const double kv_bytes = 2.0 * static_cast<double>(N * x.kv_cols()) * x.act_bytes;  // k and v
   if (!x.gpt2) ops.push_back(memory_op("attn.rope", OpKind::Rope, 2.0 * (N * (x.q_cols() + x.kv_cols())) * x.act_bytes));
   if (cp > 1) add_context_exchange(ops, x, spec, kv_bytes);
@@ -231,7 +243,8 @@ void add_attention(std::vector<Op>& ops, const Dims& x, const config::JobSpec& s
   if (x.t > kv_heads)
     ops.push_back(collective("attn.kv_copies", {Axis::Tp, static_cast<int>(x.t) / kv_heads, kv_bytes / 2, {},
                                                 {K::AllReduce, K::AllReduce}}));
-  ops.push_back(linear(x, "attn.o_proj", {N, C, x.q_cols()}));
+  // The attention output's amax: a pass of its own in the forward, kept for the weight gradient.
+  ops.push_back(with_known_amaxes(x, linear(x, "attn.o_proj", {N, C, x.q_cols()}), false, false));
   add_row_parallel_output(ops, x, spec, "attn.output_sum");
 }
 
@@ -239,17 +252,22 @@ void add_dense_mlp(std::vector<Op>& ops, const Dims& x) {
   const std::int64_t N = x.tokens(), C = x.h, F = x.local_ffn();
   const double ffn_bytes = static_cast<double>(N * F) * x.act_bytes;
   if (x.gpt2) {
-    ops.push_back(linear(x, "mlp.c_fc", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}));
+    ops.push_back(
+        with_known_amaxes(x, linear(x, "mlp.c_fc", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.fc", N * F)}), true, true));
     ops.push_back(memory_op("mlp.gelu", OpKind::Gelu, 2 * ffn_bytes,
                             {act(x, ArenaTensor::MlpActivation, "mlp.gelu", N * F, true)}));
-    ops.push_back(linear(x, "mlp.c_proj", {N, C, F}));
+    // GELU's output amax: cuBLASLt's GELU epilogue (bf16) leaves it to a pass of its own.
+    ops.push_back(with_known_amaxes(x, linear(x, "mlp.c_proj", {N, C, F}), false, false));
     return;
   }
-  ops.push_back(linear(x, "mlp.gate_proj", {N, F, C}, {act(x, ArenaTensor::MlpGate, "mlp.gate", N * F)}));
-  ops.push_back(linear_on_same_input(x, "mlp.up_proj", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.up", N * F)}));
+  ops.push_back(with_known_amaxes(
+      x, linear(x, "mlp.gate_proj", {N, F, C}, {act(x, ArenaTensor::MlpGate, "mlp.gate", N * F)}), true, true));
+  ops.push_back(with_known_amaxes(
+      x, linear_on_same_input(x, "mlp.up_proj", {N, F, C}, {act(x, ArenaTensor::MlpUp, "mlp.up", N * F)}), true,
+      true));
   ops.push_back(memory_op("mlp.swiglu", OpKind::Activation, 3 * ffn_bytes,
                           {act(x, ArenaTensor::MlpActivation, "mlp.swiglu", N * F, true)}));
-  ops.push_back(linear(x, "mlp.down_proj", {N, C, F}));
+  ops.push_back(with_known_amaxes(x, linear(x, "mlp.down_proj", {N, C, F}), true, false));
 }
 
 // Routed experts (expert tensor parallel 1; model/moe_block.h), see expert_token_slots: the router's
@@ -317,6 +335,8 @@ std::vector<Op> layer_ops(const config::JobSpec& spec) {
   std::vector<Op> ops;
   ops.reserve(24);
   ops.push_back(norm(x, x.gpt2 ? kLn1 : kAttnNorm, T::LayerInput, T::Norm1Mean, T::Norm1Rstd, T::Norm1Output));
+  // The amaxes of the linear layers' inputs, kept for the weight gradients' casts (model::Fp8InputAmax).
+  if (x.fp8_current) ops.back().saves.push_back(fp32(T::Fp8InputAmaxes, "fp8.input_amaxes", kFp8InputAmaxes));
   add_attention(ops, x, spec);
   ops.push_back(norm(x, x.gpt2 ? kLn2 : kFfnNorm, T::MidResidual, T::Norm2Mean, T::Norm2Rstd, T::Norm2Output));
   add_column_parallel_input(ops, x, spec, "mlp.input");
@@ -401,6 +421,8 @@ std::vector<SavedTensor> layer_output_grads(const config::JobSpec& spec, bool re
   std::vector<SavedTensor> out{act(x, T::DQ, "d_q", N * x.q_cols()), act(x, T::DK, "d_k", N * x.kv_cols()),
                                act(x, T::DV, "d_v", N * x.kv_cols())};
   if (residual_copies) out.push_back(act(x, T::DAttentionOutput, "d_attention_output", x.sharded_hidden()));
+  // Their amaxes (model::Fp8OutputGradAmax).
+  if (x.fp8_current) out.push_back(fp32(T::Fp8OutputGradAmaxes, "fp8.output_gradient_amaxes", kFp8OutputGradAmaxes));
   if (spec.model.moe) {
     const std::int64_t slots = expert_token_slots(spec);
     out.push_back(act(x, T::MoeDLogits, "moe.d_router_logits", N * spec.model.moe->experts));
@@ -537,32 +559,6 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     out.push_back(fp32(T::Fp8InvScale, "fp8.inverse_scale", 3));
   }
   return out;
-}
-
-int expert_capacity(const config::JobSpec& spec) {
-  if (!spec.model.moe) return 0;
-  const config::MoeSpec& moe = *spec.model.moe;
-  const int T = spec.model.seq_len;
-  const double wanted = std::ceil(moe.capacity_factor * moe.top_k * static_cast<double>(T) / moe.experts);
-  return static_cast<int>(std::min<double>(T, wanted));
-}
-
-std::int64_t expert_token_slots(const config::JobSpec& spec) {
-  if (!spec.model.moe) return 0;
-  const config::ParallelSpec& p = spec.parallel;
-  const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
-  // Split over the tp group (ep = tp), the experts take the group's slots; otherwise a rank's static
-  // buffers hold every slot of the sequences it routes (model/moe_block.h).
-  const std::int64_t sharers = spec.parallel.experts_over_tp ? p.tp : 1;
-  const std::int64_t per_expert = (sequences * expert_capacity(spec) + sharers - 1) / sharers;
-  return spec.model.moe->experts / p.ep * per_expert;
-}
-
-std::int64_t expert_block_rows(const config::JobSpec& spec) {
-  if (!spec.model.moe) return 0;
-  const config::ParallelSpec& p = spec.parallel;
-  const bool exchanged = p.ep > 1 && !spec.parallel.experts_over_tp;  // every source rank's slots of each local expert
-  return expert_token_slots(spec) / (spec.model.moe->experts / p.ep) / (exchanged ? p.ep : 1);
 }
 
 std::size_t ring_message_bytes(const config::JobSpec& spec) {

@@ -44,6 +44,9 @@ enum class ArenaTensor {
   // Output gradients of a layer's linear layers (backward temporaries; per microbatch under zb-h1).
   DQ, DK, DV, DAttentionOutput, DMlpOutput, DMlpUp, DMlpGate, MoeDLogits, MoeDGate, MoeDUp,
   MoeDExpertOutput,
+  // train.fp8.scaling current: the amaxes of a layer's linear inputs (Fp8InputAmax) and of the
+  // output gradients its activation's backward writes, taken beside them.
+  Fp8InputAmaxes, Fp8OutputGradAmaxes,
   // The model's ends, per microbatch.
   TokenIds, FinalNormInput, FinalNormMean, FinalNormRstd, FinalNormOutput, Logits, Targets, TokenLosses,
   LossShardStats,
@@ -120,6 +123,11 @@ struct Op {
   // An FP8 linear layer that reads the input of the one before it (k and v after q, up after gate, w3
   // after w1): it reads that layer's FP8 codes of the input and casts none (model::SharedInput).
   bool fp8_input_shared = false;
+  // Under current scaling, the amaxes its casts need no pass of their own for (model::KnownAmaxes,
+  // kFp8InputAmaxes, kFp8OutputGradAmaxes): the forward's input's (written by the norm or activation
+  // before it); the weight gradient's input's and output gradient's (kept from the forward and the
+  // input gradient's casts); the output gradient's (written by the activation's backward).
+  bool fp8_input_amax_written = false, fp8_amaxes_kept = false, fp8_output_grad_amax_written = false;
   // Gemm: the distinct weights its gemm.count calls read (an MoE layer's: the rank's experts, E / ep).
   std::int64_t weights = 1;
 };
@@ -191,6 +199,18 @@ std::int64_t fp8_history_device_bytes(const config::JobSpec& spec);
 // train.precision fp8 below ZeRO-3: the trainer keeps each FP8 linear layer's weight codes for the
 // pass, as stored and transposed (model/fp8_weight_copies.h): 2 bytes a weight element.
 bool keeps_fp8_weight_copies(const config::JobSpec& spec);
+
+// train.fp8.scaling current: the amaxes a layer keeps (F32, device memory; ops.h `amax`), each
+// taken once, beside the tensor, and read by every cast of it: of its linear layers' inputs
+// (Fp8InputAmaxes: norm1's output, q/k/v's; the attention output, o's; norm2's output, the MLP's
+// first; the activation, the MLP's last; the MoE block's experts take their own) and of their output
+// gradients (Fp8OutputGradAmaxes: d_gate's and d_up's written by the dense MLP's activation
+// backward, the others taken once, for the input and the weight gradient's casts both).
+enum Fp8InputAmax : int { kNorm1Amax, kAttentionAmax, kNorm2Amax, kActivationAmax, kFp8InputAmaxes };
+enum Fp8OutputGradAmax : int {
+  kDQAmax, kDKAmax, kDVAmax, kDAttentionAmax, kDMlpAmax, kDGateAmax, kDUpAmax, kFp8OutputGradAmaxes
+};
+static_assert(kDUpAmax == kDGateAmax + 1, "swiglu_backward writes d_gate's amax, then d_up's");
 
 double total_bytes(const std::vector<SavedTensor>& tensors);
 // Forward FLOPs of a list of ops: its GEMMs and attention.

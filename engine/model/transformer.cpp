@@ -290,12 +290,12 @@ Transformer::LayerWeights Transformer::layer_weights(int local_layer, bool with_
   return w;
 }
 
-void Transformer::norm_forward(Buf out, Buf mean, Buf rstd, Buf in, TensorAt w, TensorAt b) {
+void Transformer::norm_forward(Buf out, Buf mean, Buf rstd, Buf in, TensorAt w, TensorAt b, Buf amax) {
   if (dims_.gpt2)
     ops_.layernorm_forward(out, mean, rstd, in, params_.param(w), params_.param(b), dims_.Ns, dims_.C,
-                           dims_.eps);
+                           dims_.eps, amax);
   else
-    ops_.rmsnorm_forward(out, rstd, in, params_.param(w), dims_.Ns, dims_.C, dims_.eps);
+    ops_.rmsnorm_forward(out, rstd, in, params_.param(w), dims_.Ns, dims_.C, dims_.eps, amax);
 }
 
 void Transformer::norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, TensorAt w, TensorAt b) {
@@ -309,22 +309,22 @@ void Transformer::norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd,
 void Transformer::add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into) {
   if (dims_.gpt2)
     ops_.add_layernorm_forward(x_out, into.out, into.mean, into.rstd, a, b, params_.param(into.weight),
-                               params_.param(into.bias), dims_.Ns, dims_.C, dims_.eps);
+                               params_.param(into.bias), dims_.Ns, dims_.C, dims_.eps, into.amax);
   else
     ops_.add_rmsnorm_forward(x_out, into.out, into.rstd, a, b, params_.param(into.weight), dims_.Ns, dims_.C,
-                             dims_.eps);
+                             dims_.eps, into.amax);
 }
 
 Transformer::NormInto Transformer::norm1_of(int slot_layer, Slot& s) const {
   const LayerActs& a = s.layers[static_cast<size_t>(slot_layer)];
   const LayerTensors& t = layer_tensors_[static_cast<size_t>(slot_layer)];
-  return {a.norm1, a.mean1, a.rstd1, t.norm1_w, t.norm1_b};
+  return {a.norm1, a.mean1, a.rstd1, t.norm1_w, t.norm1_b, input_amax(a, kNorm1Amax)};
 }
 
 void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
                                 int next_unit) {
   const Buf attention = attention_forward(w, a);
-  add_norm_forward(a.x_mid, x_in, attention, {a.norm2, a.mean2, a.rstd2, w.norm2_w, w.norm2_b});
+  add_norm_forward(a.x_mid, x_in, attention, {a.norm2, a.mean2, a.rstd2, w.norm2_w, w.norm2_b, input_amax(a, kNorm2Amax)});
   const Buf mlp = mlp_forward(w, a);
   if (next == nullptr) return ops_.add(x_out, a.x_mid, mlp, static_cast<std::int64_t>(dims_.Ns) * dims_.C);
   // This layer's weights are no longer read: the next unit may take their place (ZeRO-3 windows).
@@ -337,7 +337,7 @@ bool Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
   switch (recompute_) {
     case config::Recompute::None:
       return false;
-    case config::Recompute::Selective:
+    case config::Recompute::Selective:  // the amaxes of what it rebuilds are kept from the forward
       norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
       norm_forward(a.norm2, a.mean2, a.rstd2, a.x_mid, w.norm2_w, w.norm2_b);
       if (moe_)
@@ -348,7 +348,7 @@ bool Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
         ops_.swiglu_forward(a.act, a.gate, a.up, static_cast<std::int64_t>(d.N) * d.F);
       return false;
     case config::Recompute::Full:
-      norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
+      norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b, input_amax(a, kNorm1Amax));
       layer_forward(w, a, x_in, x_out_scratch, nullptr, -1);
       return true;
   }
@@ -397,7 +397,7 @@ std::int64_t Transformer::run_forward(Slot& s, const std::int32_t* tokens, const
   if (d.layers > 0 || last_) {
     const NormInto first = d.layers > 0 ? norm1_of(0, s) : final_norm;
     announce_forward(d.layers > 0 ? layer_unit(0) : params_.final_unit());
-    norm_forward(first.out, first.mean, first.rstd, s.x[0], first.weight, first.bias);
+    norm_forward(first.out, first.mean, first.rstd, s.x[0], first.weight, first.bias, first.amax);
   }
   for (int l = 0; l < d.layers; ++l) {
     announce_forward(layer_unit(l));

@@ -203,6 +203,7 @@ class Transformer {
     Buf up, gate;             // gpt2: up = c_fc output [N,F]; llama: gate and up [N,F]
     Buf act;                  // GELU / SwiGLU output [N,F]
     MoeActs moe;              // mixtral: the MoE block's instead of up, gate, act
+    Buf fp8_amax;             // fp8 current scaling: [kFp8InputAmaxes] F32 (layer_description.h)
   };
   // What a layer's backward keeps for its weight gradients under split_weight_grad: the gradient
   // at each linear layer's output (the inputs are the layer's activations).
@@ -212,6 +213,7 @@ class Transformer {
     Buf d_mlp;          // the MLP down projection's [Ns,C]
     Buf d_up, d_gate;   // gpt2: d_up is c_fc's (before GELU); llama: gate and up
     MoeGrads moe;       // mixtral: the MoE block's instead of d_mlp, d_up, d_gate
+    Buf fp8_amax;       // fp8 current scaling, dense MLP: [kFp8OutputGradAmaxes] F32
   };
   struct Slot {
     Buf tokens;                    // [N] I32: the embedding backward scatters by them
@@ -255,10 +257,11 @@ class Transformer {
   };
 
   // A norm applied to a residual stream: where its output and statistics go, and its parameters'
-  // names (bias empty for RMSNorm).
+  // names (bias empty for RMSNorm); where its output's amax goes (FP8 current scaling; else null).
   struct NormInto {
     Buf out, mean, rstd;
     TensorAt weight, bias;
+    Buf amax = {};
   };
 
   // Gives every tensor of the layer description (model/layer_description.h: the layers', the
@@ -326,10 +329,16 @@ class Transformer {
   void layer_backward(const LayerWeights& w, LayerActs& a, Buf x_in, const LayerOutputGrads* keep,
                       bool kv_gathered);
   void layer_weight_grad(const LayerWeights& w, const LayerActs& a, const LayerOutputGrads& g);
-  void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, TensorAt w, TensorAt b);
+  void norm_forward(Buf out, Buf mean, Buf rstd, Buf in, TensorAt w, TensorAt b, Buf amax = {});
   // x_out = a + b, then the norm `into` of x_out, in one fused op.
   void add_norm_forward(Buf x_out, Buf a, Buf b, const NormInto& into);
   NormInto norm1_of(int slot_layer, Slot& s) const;  // layer `slot_layer`'s norm1 in slot s
+  // A layer's kept amax of a linear layer's input, of an output gradient (null unless FP8 current
+  // scaling; layer_description.h).
+  static Buf input_amax(const LayerActs& a, Fp8InputAmax which) { return runtime::advance(a.fp8_amax, which); }
+  static Buf output_grad_amax(const LayerOutputGrads& g, Fp8OutputGradAmax which) {
+    return runtime::advance(g.fp8_amax, which);
+  }
   // d_in += d(norm)/d(in) applied to d_out; parameter grads accumulate.
   void norm_backward(Buf d_in, Buf d_out, Buf in, Buf mean, Buf rstd, TensorAt w, TensorAt b);
   std::string name(const char* gpt2_name, const char* llama_name) const;  // of a model end's tensor

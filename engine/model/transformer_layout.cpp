@@ -41,6 +41,7 @@ Buf* Transformer::layer_field(LayerActs& a, ArenaTensor id) {
     case T::MoeUp: return &a.moe.up;
     case T::MoeActivation: return &a.moe.act;
     case T::MoeExpertOutput: return &a.moe.expert_out;
+    case T::Fp8InputAmaxes: return &a.fp8_amax;
     default: return nullptr;
   }
 }
@@ -58,6 +59,7 @@ Buf* Transformer::output_grad_field(LayerOutputGrads& g, ArenaTensor id) {
     case T::MoeDGate: return &g.moe.d_gate;
     case T::MoeDUp: return &g.moe.d_up;
     case T::MoeDExpertOutput: return &g.moe.d_expert_out;
+    case T::Fp8OutputGradAmaxes: return &g.fp8_amax;
     default: return nullptr;
   }
 }

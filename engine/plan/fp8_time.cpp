@@ -21,23 +21,30 @@ double bf16_over_fp8(const config::JobSpec& spec) {
 
 Fp8CastBytes fp8_cast_bytes(const config::JobSpec& spec, const model::Op& op) {
   const double working = config::bf16_working(spec.train.precision) ? 2 : 4;
-  // Read in the working dtype and written as codes; current scaling reads it once more for its amax.
+  // Read in the working dtype and written as codes; current scaling reads it once more for its amax
+  // unless the amax is known (model::Op::fp8_*_amax_*).
   const double amax_read = spec.train.fp8.scaling == config::Fp8Scaling::Current ? working : 0;
-  const double per_element = working + 1 + amax_read;
+  auto per_element = [&](bool amax_known) { return working + 1 + (amax_known ? 0 : amax_read); };
   const double m = static_cast<double>(op.gemm.m), n = static_cast<double>(op.gemm.n),
                k = static_cast<double>(op.gemm.k), calls = static_cast<double>(op.gemm.count);
   // A layer reading the previous one's input reads that layer's codes of it (model::SharedInput).
   const double input = op.fp8_input_shared ? 0 : m * k, weight = n * k, output_grad = m * n;
+  // The output gradient's amax taken by the input gradient's part, kept for the weight gradient's.
+  const double input_forward = per_element(op.fp8_input_amax_written) * input,
+               input_weight_grad = per_element(op.fp8_amaxes_kept) * input,
+               output_grad_cast = per_element(op.fp8_output_grad_amax_written) * output_grad,
+               output_grad_weight_grad = per_element(op.fp8_amaxes_kept) * output_grad;
   if (model::keeps_fp8_weight_copies(spec)) {
     // Each weight cast once a step, both ways (model/fp8_weight_copies.h): its share of a microbatch's
     // forward (an MoE layer's calls read op.weights experts' weights, each cast once).
     const double weight_casts = static_cast<double>(op.weights) * (working + 2 + amax_read) * weight /
                                 std::max(1, spec.train.microbatches);
-    return {calls * per_element * input + weight_casts, calls * per_element * output_grad,
-            calls * per_element * (output_grad + input)};
+    return {calls * input_forward + weight_casts, calls * output_grad_cast,
+            calls * (output_grad_weight_grad + input_weight_grad)};
   }
-  return {calls * per_element * (input + weight), calls * per_element * (output_grad + weight),
-          calls * per_element * (output_grad + input)};
+  const double weight_cast = per_element(false) * weight;
+  return {calls * (input_forward + weight_cast), calls * (output_grad_cast + weight_cast),
+          calls * (output_grad_weight_grad + input_weight_grad)};
 }
 
 OpSeconds fp8_op_seconds(const config::JobSpec& spec, const MeasuredProfile& profile, const model::Op& op) {

@@ -8,7 +8,9 @@
 //    codes' values: its datasheet ratio is 1, and its table says what the decoding costs.)
 //  - each operand is cast first, one memory-bound pass that reads it in the working dtype and writes
 //    its codes (a byte an element); under current scaling one more read for its amax (delayed
-//    scaling records the amax in the cast itself):
+//    scaling records the amax in the cast itself), but for the amaxes a dense layer knows
+//    (model::Op::fp8_input_amax_written, fp8_amaxes_kept, fp8_output_grad_amax_written: taken by the
+//    norm or activation that wrote the tensor, or kept from the forward and the input gradient):
 //      forward       the input [M, K] and the weight [N, K]
 //      input grad    the output gradient [M, N] and the weight, transposed
 //      weight grad   the output gradient, transposed, and the input, transposed

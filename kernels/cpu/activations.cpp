@@ -13,6 +13,7 @@
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/output_amax.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/op_checks.h"
 
@@ -90,45 +91,71 @@ PTRAIN_CPU_MULTIVERSION(swiglu_backward_kernel, swiglu_backward_body,
 
 }  // namespace
 
-void gelu_forward(Buf out, Buf in, std::int64_t n) {
+// Chunks of parallel_chunks: chunk i begins at i * kParallelChunk.
+std::int64_t chunk_count(std::int64_t n) { return (n + kParallelChunk - 1) / kParallelChunk; }
+
+void gelu_forward(Buf out, Buf in, std::int64_t n, Buf amax) {
   check_gelu_forward("cpu", out, in, n);
+  check_output_amax("cpu", "gelu_forward", amax);
   Bf16Staging staging;
   float* y = f32(staging.output(out, n));
   const float* x = cf32(staging.input(in, n));
-  parallel_chunks(n, [&](std::int64_t i, std::int64_t len) { gelu_forward_kernel(y + i, x + i, len); });
+  OutputAmax y_amax(amax, out, chunk_count(n));
+  parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
+    gelu_forward_kernel(y + i, x + i, len);
+    y_amax.fold(i / kParallelChunk, y + i, len);
+  });
+  y_amax.write();
 }
 
-void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) {
+void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) {
   check_gelu_backward("cpu", d_in, d_out, in, n);
+  check_output_amax("cpu", "gelu_backward", amax);
   Bf16Staging staging;
   float* dx = f32(staging.output(d_in, n));
   const float* dy = cf32(staging.input(d_out, n));
   const float* x = cf32(staging.input(in, n));
-  parallel_chunks(
-      n, [&](std::int64_t i, std::int64_t len) { gelu_backward_kernel(dx + i, dy + i, x + i, len); });
+  OutputAmax dx_amax(amax, d_in, chunk_count(n));
+  parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
+    gelu_backward_kernel(dx + i, dy + i, x + i, len);
+    dx_amax.fold(i / kParallelChunk, dx + i, len);
+  });
+  dx_amax.write();
 }
 
-void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) {
+void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n, Buf amax) {
   check_swiglu_forward("cpu", out, gate, up, n);
+  check_output_amax("cpu", "swiglu_forward", amax);
   Bf16Staging staging;
   float* y = f32(staging.output(out, n));
   const float* g = cf32(staging.input(gate, n));
   const float* u = cf32(staging.input(up, n));
-  parallel_chunks(n,
-                  [&](std::int64_t i, std::int64_t len) { swiglu_forward_kernel(y + i, g + i, u + i, len); });
+  OutputAmax y_amax(amax, out, chunk_count(n));
+  parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
+    swiglu_forward_kernel(y + i, g + i, u + i, len);
+    y_amax.fold(i / kParallelChunk, y + i, len);
+  });
+  y_amax.write();
 }
 
-void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) {
+void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n, Buf amax) {
   check_swiglu_backward("cpu", d_gate, d_up, d_out, gate, up, n);
+  check_output_amax("cpu", "swiglu_backward", amax);
   Bf16Staging staging;
   float* dg = f32(staging.output(d_gate, n));
   float* du = f32(staging.output(d_up, n));
   const float* dy = cf32(staging.input(d_out, n));
   const float* g = cf32(staging.input(gate, n));
   const float* u = cf32(staging.input(up, n));
+  OutputAmax dg_amax(amax, d_gate, chunk_count(n));
+  OutputAmax du_amax(amax ? Buf{f32(amax) + 1, DType::F32} : Buf{}, d_up, chunk_count(n));
   parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
     swiglu_backward_kernel(dg + i, du + i, dy + i, g + i, u + i, len);
+    dg_amax.fold(i / kParallelChunk, dg + i, len);
+    du_amax.fold(i / kParallelChunk, du + i, len);
   });
+  dg_amax.write();
+  du_amax.write();
 }
 
 }  // namespace ptrain::kernels::cpu

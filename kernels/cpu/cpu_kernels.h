@@ -28,16 +28,19 @@ void embedding_forward(Buf out, Buf tokens, Buf table, Buf positions, int N, int
 void embedding_backward(Buf d_table, Buf d_positions, Buf d_out, Buf tokens, int N, int T, int C);
 
 // layernorm.cpp
-void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps);
+// The forwards' `amax` as ops.h's (null: none).
+void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps,
+                       Buf amax);
 void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean, Buf rstd,
                         int N, int C);
 void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias, int N,
-                           int C, float eps);
+                           int C, float eps, Buf amax);
 
 // rmsnorm.cpp
-void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps);
+void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps, Buf amax);
 void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C);
-void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C, float eps);
+void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C, float eps,
+                         Buf amax);
 
 // rope.cpp
 void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0);
@@ -50,10 +53,11 @@ void attention_backward(Buf d_q, Buf d_k, Buf d_v, Buf d_out, Buf q, Buf k, Buf 
 void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D);
 
 // activations.cpp
-void gelu_forward(Buf out, Buf in, std::int64_t n);
-void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n);
-void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n);
-void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n);
+// `amax` as ops.h's (null: none): of out (fp8_gemm_gelu's); of d_in; of out; [2] of d_gate and d_up.
+void gelu_forward(Buf out, Buf in, std::int64_t n, Buf amax);
+void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax);
+void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n, Buf amax);
+void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n, Buf amax);
 
 // elementwise.cpp
 void add(Buf out, Buf a, Buf b, std::int64_t n);
@@ -100,7 +104,7 @@ void fp8_cast(Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax, st
 void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
               bool accumulate);
 void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                   int K);
+                   int K, Buf amax);
 
 // memory.cpp: zero-filled, 256-byte aligned host memory (released with std::free); a buffer of
 // kHugePageBytes or more is aligned to kHugePageBytes and asked for transparent huge pages.

@@ -48,27 +48,28 @@ class CpuOps final : public Ops {
   }
 
   void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C,
-                         float eps) const override {
-    cpu::layernorm_forward(out, mean, rstd, in, weight, bias, N, C, eps);
+                         float eps, Buf amax) const override {
+    cpu::layernorm_forward(out, mean, rstd, in, weight, bias, N, C, eps, amax);
   }
   void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean,
                           Buf rstd, int N, int C) const override {
     cpu::layernorm_backward(d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, N, C);
   }
-  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) const override {
-    cpu::rmsnorm_forward(out, rstd, in, weight, N, C, eps);
+  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps,
+                       Buf amax) const override {
+    cpu::rmsnorm_forward(out, rstd, in, weight, N, C, eps, amax);
   }
   void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N,
                         int C) const override {
     cpu::rmsnorm_backward(d_in, d_weight, d_out, in, weight, rstd, N, C);
   }
   void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias,
-                             int N, int C, float eps) const override {
-    cpu::add_layernorm_forward(x_out, out, mean, rstd, a, b, weight, bias, N, C, eps);
+                             int N, int C, float eps, Buf amax) const override {
+    cpu::add_layernorm_forward(x_out, out, mean, rstd, a, b, weight, bias, N, C, eps, amax);
   }
   void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C,
-                           float eps) const override {
-    cpu::add_rmsnorm_forward(x_out, out, rstd, a, b, weight, N, C, eps);
+                           float eps, Buf amax) const override {
+    cpu::add_rmsnorm_forward(x_out, out, rstd, a, b, weight, N, C, eps, amax);
   }
 
   void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
@@ -89,15 +90,16 @@ class CpuOps final : public Ops {
     cpu::attention_merge(out, lse, part, part_lse, B, T, H, D);
   }
 
-  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu::gelu_forward(out, in, n); }
-  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
-    cpu::gelu_backward(d_in, d_out, in, n);
+  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu::gelu_forward(out, in, n, Buf{}); }
+  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) const override {
+    cpu::gelu_backward(d_in, d_out, in, n, amax);
   }
-  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const override {
-    cpu::swiglu_forward(out, gate, up, n);
+  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n, Buf amax) const override {
+    cpu::swiglu_forward(out, gate, up, n, amax);
   }
-  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const override {
-    cpu::swiglu_backward(d_gate, d_up, d_out, gate, up, n);
+  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n,
+                       Buf amax) const override {
+    cpu::swiglu_backward(d_gate, d_up, d_out, gate, up, n, amax);
   }
 
   void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cpu::add(out, a, b, n); }
@@ -161,8 +163,8 @@ class CpuOps final : public Ops {
     cpu::fp8_gemm(out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
   }
   void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                     int K) const override {
-    cpu::fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+                     int K, Buf amax) const override {
+    cpu::fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, amax);
   }
 
   void* allocate(std::size_t bytes) const override { return cpu::allocate(bytes); }

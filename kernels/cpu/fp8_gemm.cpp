@@ -50,10 +50,11 @@ void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias,
 }
 
 void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                   int K) {
+                   int K, Buf amax) {
   check_fp8_gemm_gelu("cpu", out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+  check_output_amax("cpu", "fp8_gemm_gelu", amax);
   gemm(pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, false);
-  gelu_forward(out, pre, std::int64_t{M} * N);
+  gelu_forward(out, pre, std::int64_t{M} * N, amax);
 }
 
 }  // namespace ptrain::kernels::cpu

@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/output_amax.h"
 #include "kernels/cpu/residual_add.h"
 #include "kernels/op_checks.h"
 
@@ -29,7 +30,7 @@ constexpr std::int64_t kRowsPerBlock = 32;
 // add_layernorm_forward. With `residual`, row n of x_all is first written as a + b, then normalised by
 // the same code as the plain norm's rows.
 void forward_rows(Bf16Staging& staging, Buf out, Buf mean, Buf rstd, const float* x_all, Buf weight, Buf bias,
-                  int N, int C, float eps, const ResidualAdd* residual) {
+                  int N, int C, float eps, const ResidualAdd* residual, OutputAmax& amax) {
   float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* mu_out = mean ? f32(mean) : nullptr;
   float* rs_out = rstd ? f32(rstd) : nullptr;
@@ -59,6 +60,7 @@ void forward_rows(Bf16Staging& staging, Buf out, Buf mean, Buf rstd, const float
 #pragma omp simd
       for (std::int64_t c = 0; c < C; ++c) y[c] = (x[c] - mu) * rs * w[c];
     }
+    amax.fold(n, y, C);
     if (mu_out) mu_out[n] = mu;
     if (rs_out) rs_out[n] = rs;
   }
@@ -66,19 +68,26 @@ void forward_rows(Bf16Staging& staging, Buf out, Buf mean, Buf rstd, const float
 
 }  // namespace
 
-void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps) {
+void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps,
+                       Buf amax) {
   check_layernorm_forward("cpu", out, mean, rstd, in, weight, bias, N, C);
+  check_output_amax("cpu", "layernorm_forward", amax);
   Bf16Staging staging;
   const float* x = cf32(staging.input(in, std::int64_t{N} * C));
-  forward_rows(staging, out, mean, rstd, x, weight, bias, N, C, eps, nullptr);
+  OutputAmax out_amax(amax, out, N);
+  forward_rows(staging, out, mean, rstd, x, weight, bias, N, C, eps, nullptr, out_amax);
+  out_amax.write();
 }
 
 void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias, int N,
-                           int C, float eps) {
+                           int C, float eps, Buf amax) {
   check_add_layernorm_forward("cpu", x_out, out, mean, rstd, a, b, weight, bias, N, C);
+  check_output_amax("cpu", "add_layernorm_forward", amax);
   Bf16Staging staging;
   const ResidualAdd residual(staging, x_out, a, b, std::int64_t{N} * C);
-  forward_rows(staging, out, mean, rstd, residual.sums(), weight, bias, N, C, eps, &residual);
+  OutputAmax out_amax(amax, out, N);
+  forward_rows(staging, out, mean, rstd, residual.sums(), weight, bias, N, C, eps, &residual, out_amax);
+  out_amax.write();
 }
 
 void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean, Buf rstd,

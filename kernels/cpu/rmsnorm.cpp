@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/output_amax.h"
 #include "kernels/cpu/residual_add.h"
 #include "kernels/op_checks.h"
 
@@ -25,7 +26,7 @@ constexpr std::int64_t kRowsPerBlock = 32;
 // add_rmsnorm_forward. With `residual`, row n of x_all is first written as a + b, then normalised by
 // the same code as the plain norm's rows.
 void forward_rows(Bf16Staging& staging, Buf out, Buf rstd, const float* x_all, Buf weight, int N, int C,
-                  float eps, const ResidualAdd* residual) {
+                  float eps, const ResidualAdd* residual, OutputAmax& amax) {
   float* o = f32(staging.output(out, std::int64_t{N} * C));
   float* rs_out = rstd ? f32(rstd) : nullptr;
   const float* w = cf32(staging.input(weight, C));
@@ -41,24 +42,32 @@ void forward_rows(Bf16Staging& staging, Buf out, Buf rstd, const float* x_all, B
     const float rs = 1.0f / std::sqrt(sq * inv_c + eps);
 #pragma omp simd
     for (std::int64_t c = 0; c < C; ++c) y[c] = x[c] * rs * w[c];
+    amax.fold(n, y, C);
     if (rs_out) rs_out[n] = rs;
   }
 }
 
 }  // namespace
 
-void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) {
+void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps, Buf amax) {
   check_rmsnorm_forward("cpu", out, rstd, in, weight, N, C);
+  check_output_amax("cpu", "rmsnorm_forward", amax);
   Bf16Staging staging;
   const float* x = cf32(staging.input(in, std::int64_t{N} * C));
-  forward_rows(staging, out, rstd, x, weight, N, C, eps, nullptr);
+  OutputAmax out_amax(amax, out, N);
+  forward_rows(staging, out, rstd, x, weight, N, C, eps, nullptr, out_amax);
+  out_amax.write();
 }
 
-void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C, float eps) {
+void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C, float eps,
+                         Buf amax) {
   check_add_rmsnorm_forward("cpu", x_out, out, rstd, a, b, weight, N, C);
+  check_output_amax("cpu", "add_rmsnorm_forward", amax);
   Bf16Staging staging;
   const ResidualAdd residual(staging, x_out, a, b, std::int64_t{N} * C);
-  forward_rows(staging, out, rstd, residual.sums(), weight, N, C, eps, &residual);
+  OutputAmax out_amax(amax, out, N);
+  forward_rows(staging, out, rstd, residual.sums(), weight, N, C, eps, &residual, out_amax);
+  out_amax.write();
 }
 
 void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N, int C) {

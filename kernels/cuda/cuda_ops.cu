@@ -132,28 +132,29 @@ class CudaOps final : public Ops {
     cuda::embedding_backward(ctx(), d_table, d_positions, d_out, tokens, N, T, C);
   }
 
-  void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C,
-                         float eps) const override {
-    cuda::layernorm_forward(ctx(), out, mean, rstd, in, weight, bias, N, C, eps);
+  void layernorm_forward(Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias, int N, int C, float eps,
+                         Buf amax) const override {
+    cuda::layernorm_forward(ctx(), out, mean, rstd, in, weight, bias, N, C, eps, amax);
   }
   void layernorm_backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf in, Buf weight, Buf mean,
                           Buf rstd, int N, int C) const override {
     cuda::layernorm_backward(ctx(), d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, N, C);
   }
-  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps) const override {
-    cuda::rmsnorm_forward(ctx(), out, rstd, in, weight, N, C, eps);
+  void rmsnorm_forward(Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps,
+                       Buf amax) const override {
+    cuda::rmsnorm_forward(ctx(), out, rstd, in, weight, N, C, eps, amax);
   }
   void rmsnorm_backward(Buf d_in, Buf d_weight, Buf d_out, Buf in, Buf weight, Buf rstd, int N,
                         int C) const override {
     cuda::rmsnorm_backward(ctx(), d_in, d_weight, d_out, in, weight, rstd, N, C);
   }
   void add_layernorm_forward(Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b, Buf weight, Buf bias,
-                             int N, int C, float eps) const override {
-    cuda::add_layernorm_forward(ctx(), x_out, out, mean, rstd, a, b, weight, bias, N, C, eps);
+                             int N, int C, float eps, Buf amax) const override {
+    cuda::add_layernorm_forward(ctx(), x_out, out, mean, rstd, a, b, weight, bias, N, C, eps, amax);
   }
-  void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C,
-                           float eps) const override {
-    cuda::add_rmsnorm_forward(ctx(), x_out, out, rstd, a, b, weight, N, C, eps);
+  void add_rmsnorm_forward(Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight, int N, int C, float eps,
+                           Buf amax) const override {
+    cuda::add_rmsnorm_forward(ctx(), x_out, out, rstd, a, b, weight, N, C, eps, amax);
   }
 
   void rope_forward(Buf x, int B, int T, int H, int D, float theta, int pos0) const override {
@@ -185,14 +186,15 @@ class CudaOps final : public Ops {
   }
 
   void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cuda::gelu_forward(ctx(), out, in, n); }
-  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n) const override {
-    cuda::gelu_backward(ctx(), d_in, d_out, in, n);
+  void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) const override {
+    cuda::gelu_backward(ctx(), d_in, d_out, in, n, amax);
   }
-  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n) const override {
-    cuda::swiglu_forward(ctx(), out, gate, up, n);
+  void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n, Buf amax) const override {
+    cuda::swiglu_forward(ctx(), out, gate, up, n, amax);
   }
-  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n) const override {
-    cuda::swiglu_backward(ctx(), d_gate, d_up, d_out, gate, up, n);
+  void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int64_t n,
+                       Buf amax) const override {
+    cuda::swiglu_backward(ctx(), d_gate, d_up, d_out, gate, up, n, amax);
   }
 
   void add(Buf out, Buf a, Buf b, std::int64_t n) const override { cuda::add(ctx(), out, a, b, n); }
@@ -258,8 +260,8 @@ class CudaOps final : public Ops {
     cuda::fp8_gemm(ctx(), out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
   }
   void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                     int K) const override {
-    cuda::fp8_gemm_gelu(ctx(), out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
+                     int K, Buf amax) const override {
+    cuda::fp8_gemm_gelu(ctx(), out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, amax);
   }
 
   // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in

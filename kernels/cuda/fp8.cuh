@@ -17,6 +17,6 @@ void fp8_cast(const LaunchContext& ctx, Buf out, Buf out_t, Buf inv_scale, Buf r
 void fp8_gemm(const LaunchContext& ctx, Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M,
               int N, int K, bool accumulate);
 void fp8_gemm_gelu(const LaunchContext& ctx, Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale,
-                   Buf bias, int M, int N, int K);
+                   Buf bias, int M, int N, int K, Buf amax = {});
 
 }  // namespace ptrain::kernels::cuda

@@ -5,15 +5,16 @@
 // kernels/fp8.h's rounding either way), stored as 8 bytes; the tile's codes go through shared memory
 // to be stored transposed, again 8 bytes a thread. The scale is computed once per block from amax[0]
 // (fp8_scale, the host's function); block (0, 0) writes 1/scale. The record: each thread's largest
-// |x| as the bits of a non-negative float (which order as unsigned integers, NaN above infinity), the
-// block's by a shuffle tree, then one atomicMax on the record's bits -- the same value as the CPU's
-// max, NaN kept. Shapes whose rows and columns are not multiples of 8, or buffers not aligned for
-// the packs, take the same kernel with per-element loads and stores.
+// |x| as the bits of a non-negative float, folded into the record by the block (amax.cuh, as the
+// ops' fused amax) -- the same value as the CPU's max, NaN kept. Shapes whose rows and columns are
+// not multiples of 8, or buffers not aligned for the packs, take the same kernel with per-element
+// loads and stores.
 #include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/op_checks.h"
@@ -35,17 +36,6 @@ struct CastArgs {
   __nv_fp8_interpretation_t interpretation;
   Fp8Format format;
 };
-
-// The largest of v over the block, to thread 0. Every thread calls it.
-__device__ unsigned block_max_bits(unsigned v) {
-  __shared__ unsigned warp_max[kCastThreads / 32];
-  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  if ((threadIdx.x & 31u) == 0) warp_max[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (int w = 1; w < kCastThreads / 32; ++w) v = max(v, warp_max[w]);
-  return v;
-}
 
 // kVector: rows and cols multiples of kPack and every buffer aligned for the packs (cast_vectorizable),
 // so a pack is wholly inside or wholly outside the matrix.
@@ -84,7 +74,7 @@ __global__ void __launch_bounds__(kCastThreads) cast_kernel(const E* x, CastArgs
   alignas(8) std::uint8_t codes[kPack];
 #pragma unroll
   for (int j = 0; j < kPack; j += 2) {
-    magnitude = max(magnitude, max(__float_as_uint(fabsf(v[j])), __float_as_uint(fabsf(v[j + 1]))));
+    magnitude = max(magnitude, max(abs_bits(v[j]), abs_bits(v[j + 1])));
     const __nv_fp8x2_storage_t two = __nv_cvt_float2_to_fp8x2(make_float2(v[j] * scale, v[j + 1] * scale),
                                                               __NV_SATFINITE, a.interpretation);
     codes[j] = static_cast<std::uint8_t>(two & 0xFFu);  // .x in the low byte
@@ -100,10 +90,7 @@ __global__ void __launch_bounds__(kCastThreads) cast_kernel(const E* x, CastArgs
         if (row_in && col + j < a.cols) o[j] = codes[j];
     }
   }
-  if (a.record != nullptr) {
-    magnitude = block_max_bits(magnitude);
-    if (threadIdx.x == 0) atomicMax(a.record, magnitude);
-  }
+  if (a.record != nullptr) block_fold_amax(a.record, magnitude);  // every thread: none returned yet
   if (a.out_t == nullptr) return;
 
 #pragma unroll

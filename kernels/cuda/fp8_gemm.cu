@@ -14,12 +14,22 @@
 // those its FP8 kernels document, and BlockLinears runs gelu_backward after the GEMM on every
 // backend (the CPU's order).
 //
+// fp8_gemm_gelu's `amax` (of out): on the unfused path folded into gelu_forward's stores; after the
+// GELU epilogue, one extra abs_max pass over out (linear.cu's forward_gelu). Not cuBLASLt's
+// CUBLASLT_MATMUL_DESC_AMAX_D_POINTER: cuBLASLt computes AMAX_D only for the type combinations it
+// supports (cublasLt.h: set for another, cublasLtMatmul "will return CUBLAS_INVALID_VALUE"), and
+// neither cublasLt.h nor the documentation we found (nvmath-python's result_amax: "Only supported for
+// narrow-precision (FP8 and lower) operations") lists a BF16 or F32 D with the GELU_AUX epilogue among
+// them; besides, its value "has the same type as the compute type": the largest |fp32 result| before
+// D's rounding, where ops.h asks for out's as stored (bit for bit abs_max's).
+//
 // Limits of this implementation (not of the op's contract; validate refuses such jobs at the key,
 // engine/config: fp8_gemm_shape_refusal): M, N, K multiples of 16 and every operand 16-byte aligned,
 // which cuBLASLt's FP8 kernels require (leading dimensions of 16 bytes; FP8 A and B).
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/linear.cuh"
@@ -61,10 +71,13 @@ void fp8_gemm(const LaunchContext& ctx, Buf out, Buf a, Buf b, Buf a_inv_scale, 
 }
 
 void fp8_gemm_gelu(const LaunchContext& ctx, Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale,
-                   Buf bias, int M, int N, int K) {
+                   Buf bias, int M, int N, int K, Buf amax) {
   check_fp8_gemm_gelu("cuda", out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
   require_fp8_shape("fp8_gemm_gelu", pre, a, b, M, N, K);
-  forward_gelu(ctx, fp8_gemm_args(out, a, b, a_inv_scale, b_inv_scale, M, N, K), out, pre, bias, M, N, K);
+  check_output_amax("cuda", "fp8_gemm_gelu", amax);
+  zero_amax(ctx, amax);  // an empty out leaves it 0, as abs_max over nothing
+  forward_gelu(ctx, fp8_gemm_args(out, a, b, a_inv_scale, b_inv_scale, M, N, K), out, pre, bias, M, N, K,
+               amax);
 }
 
 }  // namespace ptrain::kernels::cuda

@@ -7,11 +7,14 @@
 // math, two-pass mean/variance like the CPU; parameter gradients through the
 // deterministic column reduction (column_sums.cuh). add_layernorm_forward: one kernel whose block adds
 // its row (block_add_row, stored as X) and then runs the plain forward's row code on the stored row.
+// The forwards' `amax` (of out): each thread folds |what it stores| in registers, the block folds its
+// row's into amax[0] (amax.cuh), zeroed by the entry first.
 // Dtypes: in, out, d_out, d_in share one element type X; weight and bias one type W; d_weight and
 // d_bias one type G; each F32 or BF16 independently (e.g. BF16 activations with F32 gradients).
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -23,11 +26,12 @@ namespace {
 
 // Row `row` of the forward, by the whole block in Packs of P: the one copy of the forward math. Not
 // inlined, so layernorm_forward_kernel and add_layernorm_forward_kernel run the same machine code and
-// the fused op gives the plain norm's bits (at the same P, which depends on C and the alignment).
+// the fused op gives the plain norm's bits (at the same P, which depends on C and the alignment);
+// with or without amax (the bits of a float, or null) the same code stores the same values.
 template <int P, typename X, typename W>
-__device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* rstd, const X* in,
-                                                   const W* weight, const W* bias, int C, float eps,
-                                                   std::int64_t row) {
+__device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* rstd, unsigned* amax,
+                                                   const X* in, const W* weight, const W* bias, int C,
+                                                   float eps, std::int64_t row) {
   const X* x = in + row * C;
   X* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -50,6 +54,7 @@ __device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* r
     }
   }
   const float rs = 1.0f / sqrtf(block_sum(sq) * inv_c + eps);
+  unsigned bits = 0;
   for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
     Pack<X, P> xs;
     Pack<W, P> ws, bs;
@@ -61,6 +66,7 @@ __device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* r
       float v = (xs.v[j] - mu) * rs * ws.v[j];
       if (bias != nullptr) v += bs.v[j];
       xs.v[j] = v;
+      bits = max(bits, stored_abs_bits<X>(v));
     }
     xs.store(y + c);
   }
@@ -68,19 +74,21 @@ __device__ __noinline__ void layernorm_forward_row(X* out, float* mean, float* r
     if (mean != nullptr) mean[row] = mu;
     if (rstd != nullptr) rstd[row] = rs;
   }
+  if (amax != nullptr) block_fold_amax(amax, bits);  // every thread of the block, amax the same in all
 }
 
 template <int P, typename X, typename W>
-__global__ void layernorm_forward_kernel(X* out, float* mean, float* rstd, const X* in, const W* weight,
-                                         const W* bias, int C, float eps) {
-  layernorm_forward_row<P>(out, mean, rstd, in, weight, bias, C, eps, blockIdx.x);
+__global__ void layernorm_forward_kernel(X* out, float* mean, float* rstd, unsigned* amax, const X* in,
+                                         const W* weight, const W* bias, int C, float eps) {
+  layernorm_forward_row<P>(out, mean, rstd, amax, in, weight, bias, C, eps, blockIdx.x);
 }
 
 template <int P, typename X, typename W>
-__global__ void add_layernorm_forward_kernel(X* x_out, X* out, float* mean, float* rstd, const X* a,
-                                             const X* b, const W* weight, const W* bias, int C, float eps) {
+__global__ void add_layernorm_forward_kernel(X* x_out, X* out, float* mean, float* rstd, unsigned* amax,
+                                             const X* a, const X* b, const W* weight, const W* bias, int C,
+                                             float eps) {
   block_add_row<P>(x_out, a, b, C, blockIdx.x);
-  layernorm_forward_row<P>(out, mean, rstd, x_out, weight, bias, C, eps, blockIdx.x);
+  layernorm_forward_row<P>(out, mean, rstd, amax, x_out, weight, bias, C, eps, blockIdx.x);
 }
 
 template <int P, typename X, typename W>
@@ -146,8 +154,10 @@ struct LayerNormParamGrad {
 }  // namespace
 
 void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Buf in, Buf weight, Buf bias,
-                       int N, int C, float eps) {
+                       int N, int C, float eps, Buf amax) {
   check_layernorm_forward("cuda", out, mean, rstd, in, weight, bias, N, C);
+  check_output_amax("cuda", "layernorm_forward", amax);
+  zero_amax(ctx, amax);
   if (N == 0) return;
   dispatch_float(in.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;
@@ -156,8 +166,8 @@ void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Bu
       with_row_pack<X>(rows_vectorizable<X>(C, {out, in, weight, bias}), [&](auto pack) {
         constexpr int P = decltype(pack)::value;
         layernorm_forward_kernel<P, X, W><<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
-            typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(in), typed<const W>(weight),
-            typed<const W>(bias), C, eps);
+            typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<unsigned>(amax), typed<const X>(in),
+            typed<const W>(weight), typed<const W>(bias), C, eps);
         PTRAIN_CUDA_CHECK_LAUNCH();
       });
     });
@@ -165,8 +175,10 @@ void layernorm_forward(const LaunchContext& ctx, Buf out, Buf mean, Buf rstd, Bu
 }
 
 void add_layernorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf mean, Buf rstd, Buf a, Buf b,
-                           Buf weight, Buf bias, int N, int C, float eps) {
+                           Buf weight, Buf bias, int N, int C, float eps, Buf amax) {
   check_add_layernorm_forward("cuda", x_out, out, mean, rstd, a, b, weight, bias, N, C);
+  check_output_amax("cuda", "add_layernorm_forward", amax);
+  zero_amax(ctx, amax);
   if (N == 0) return;
   dispatch_float(x_out.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;
@@ -176,8 +188,8 @@ void add_layernorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf mea
         constexpr int P = decltype(pack)::value;
         add_layernorm_forward_kernel<P, X, W>
             <<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
-                typed<X>(x_out), typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<const X>(a),
-                typed<const X>(b), typed<const W>(weight), typed<const W>(bias), C, eps);
+                typed<X>(x_out), typed<X>(out), typed<float>(mean), typed<float>(rstd), typed<unsigned>(amax),
+                typed<const X>(a), typed<const X>(b), typed<const W>(weight), typed<const W>(bias), C, eps);
         PTRAIN_CUDA_CHECK_LAUNCH();
       });
     });

@@ -33,6 +33,7 @@
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear.cuh"
@@ -157,7 +158,8 @@ void forward_with_bias(const LaunchContext& ctx, GemmArgs g, Buf out, Buf bias, 
   gemm(ctx, g);
 }
 
-void forward_gelu(const LaunchContext& ctx, GemmArgs g, Buf out, Buf pre, Buf bias, int M, int N, int K) {
+void forward_gelu(const LaunchContext& ctx, GemmArgs g, Buf out, Buf pre, Buf bias, int M, int N, int K,
+                  Buf amax) {
   if (M == 0 || N == 0) return;
   if (K > 0 && out.dtype == DType::BF16) {
     GemmArgs fused = g;
@@ -165,11 +167,14 @@ void forward_gelu(const LaunchContext& ctx, GemmArgs g, Buf out, Buf pre, Buf bi
     fused.gelu = GemmGelu::Forward;
     fused.aux = pre.ptr;
     fused.ld_aux = N;
-    if (try_gemm(ctx, fused)) return;
+    if (try_gemm(ctx, fused)) {
+      if (amax) abs_max(ctx, amax, out, std::int64_t{M} * N, false);  // a pass over out: see linear.cuh
+      return;
+    }
   }
   g.d = pre.ptr;  // pre has out's dtype and shape
   forward_with_bias(ctx, g, pre, bias, M, N, K);
-  gelu_forward(ctx, out, pre, std::int64_t{M} * N);
+  gelu_forward(ctx, out, pre, std::int64_t{M} * N, amax);
 }
 
 void linear_forward(const LaunchContext& ctx, Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K) {

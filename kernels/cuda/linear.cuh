@@ -25,7 +25,11 @@ GemmArgs forward_gemm(Buf out, Buf in, Buf weight, int M, int N, int K);
 // leaves out = bias, or 0, or as it was with beta 1.
 void forward_with_bias(const LaunchContext& ctx, GemmArgs g, Buf out, Buf bias, int M, int N, int K);
 // linear_gelu_forward from its GEMM g (written for out): GELU_AUX[_BIAS] with pre as the aux matrix for
-// a BF16 out where cuBLASLt takes it, else forward_with_bias into pre, then gelu_forward.
-void forward_gelu(const LaunchContext& ctx, GemmArgs g, Buf out, Buf pre, Buf bias, int M, int N, int K);
+// a BF16 out where cuBLASLt takes it, else forward_with_bias into pre, then gelu_forward. With `amax`
+// (F32, zeroed by the caller), amax[0] = the largest |out| (NaN if any is): folded into
+// gelu_forward's stores on the unfused path; after the epilogue, one abs_max pass over out (not
+// cuBLASLt's AMAX_D: fp8_gemm.cu says why).
+void forward_gelu(const LaunchContext& ctx, GemmArgs g, Buf out, Buf pre, Buf bias, int M, int N, int K,
+                  Buf amax = {});
 
 }  // namespace ptrain::kernels::cuda

@@ -3,10 +3,11 @@
 //   xhat = x rstd, g = d_out * weight
 //   d_in += rstd * (g - xhat * mean_c(g * xhat)),   d_weight += sum_n d_out * xhat
 // Same structure and dtype rules as layernorm.cu (X for activations, W for weight, G for d_weight),
-// and the fused add_rmsnorm_forward as add_layernorm_forward.
+// and the fused add_rmsnorm_forward as add_layernorm_forward; the forwards' `amax` (of out) as there.
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/amax.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -17,10 +18,11 @@ namespace ptrain::kernels::cuda {
 namespace {
 
 // Row `row` of the forward, by the whole block in Packs of P: the one copy of the forward math, not
-// inlined (as layernorm_forward_row) so the fused op gives the plain norm's bits.
+// inlined (as layernorm_forward_row) so the fused op gives the plain norm's bits, amax (the bits of a
+// float) or null.
 template <int P, typename X, typename W>
-__device__ __noinline__ void rmsnorm_forward_row(X* out, float* rstd, const X* in, const W* weight, int C,
-                                                 float eps, std::int64_t row) {
+__device__ __noinline__ void rmsnorm_forward_row(X* out, float* rstd, unsigned* amax, const X* in,
+                                                 const W* weight, int C, float eps, std::int64_t row) {
   const X* x = in + row * C;
   X* y = out + row * C;
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -32,28 +34,34 @@ __device__ __noinline__ void rmsnorm_forward_row(X* out, float* rstd, const X* i
     for (int j = 0; j < P; ++j) sq += xs.v[j] * xs.v[j];
   }
   const float rs = 1.0f / sqrtf(block_sum(sq) * inv_c + eps);
+  unsigned bits = 0;
   for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
     Pack<X, P> xs;
     Pack<W, P> ws;
     xs.load(x + c);
     ws.load(weight + c);
 #pragma unroll
-    for (int j = 0; j < P; ++j) xs.v[j] = xs.v[j] * rs * ws.v[j];
+    for (int j = 0; j < P; ++j) {
+      xs.v[j] = xs.v[j] * rs * ws.v[j];
+      bits = max(bits, stored_abs_bits<X>(xs.v[j]));
+    }
     xs.store(y + c);
   }
   if (threadIdx.x == 0 && rstd != nullptr) rstd[row] = rs;
+  if (amax != nullptr) block_fold_amax(amax, bits);  // every thread of the block, amax the same in all
 }
 
 template <int P, typename X, typename W>
-__global__ void rmsnorm_forward_kernel(X* out, float* rstd, const X* in, const W* weight, int C, float eps) {
-  rmsnorm_forward_row<P>(out, rstd, in, weight, C, eps, blockIdx.x);
+__global__ void rmsnorm_forward_kernel(X* out, float* rstd, unsigned* amax, const X* in, const W* weight,
+                                       int C, float eps) {
+  rmsnorm_forward_row<P>(out, rstd, amax, in, weight, C, eps, blockIdx.x);
 }
 
 template <int P, typename X, typename W>
-__global__ void add_rmsnorm_forward_kernel(X* x_out, X* out, float* rstd, const X* a, const X* b,
-                                           const W* weight, int C, float eps) {
+__global__ void add_rmsnorm_forward_kernel(X* x_out, X* out, float* rstd, unsigned* amax, const X* a,
+                                           const X* b, const W* weight, int C, float eps) {
   block_add_row<P>(x_out, a, b, C, blockIdx.x);
-  rmsnorm_forward_row<P>(out, rstd, x_out, weight, C, eps, blockIdx.x);
+  rmsnorm_forward_row<P>(out, rstd, amax, x_out, weight, C, eps, blockIdx.x);
 }
 
 template <int P, typename X, typename W>
@@ -107,9 +115,11 @@ struct RmsNormWeightGrad {
 
 }  // namespace
 
-void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf weight, int N, int C,
-                     float eps) {
+void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf weight, int N, int C, float eps,
+                     Buf amax) {
   check_rmsnorm_forward("cuda", out, rstd, in, weight, N, C);
+  check_output_amax("cuda", "rmsnorm_forward", amax);
+  zero_amax(ctx, amax);
   if (N == 0) return;
   dispatch_float(in.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;
@@ -118,7 +128,8 @@ void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf we
       with_row_pack<X>(rows_vectorizable<X>(C, {out, in, weight}), [&](auto pack) {
         constexpr int P = decltype(pack)::value;
         rmsnorm_forward_kernel<P, X, W><<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
-            typed<X>(out), typed<float>(rstd), typed<const X>(in), typed<const W>(weight), C, eps);
+            typed<X>(out), typed<float>(rstd), typed<unsigned>(amax), typed<const X>(in),
+            typed<const W>(weight), C, eps);
         PTRAIN_CUDA_CHECK_LAUNCH();
       });
     });
@@ -126,8 +137,10 @@ void rmsnorm_forward(const LaunchContext& ctx, Buf out, Buf rstd, Buf in, Buf we
 }
 
 void add_rmsnorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf rstd, Buf a, Buf b, Buf weight,
-                         int N, int C, float eps) {
+                         int N, int C, float eps, Buf amax) {
   check_add_rmsnorm_forward("cuda", x_out, out, rstd, a, b, weight, N, C);
+  check_output_amax("cuda", "add_rmsnorm_forward", amax);
+  zero_amax(ctx, amax);
   if (N == 0) return;
   dispatch_float(x_out.dtype, [&](auto* x_tag) {
     using X = std::remove_pointer_t<decltype(x_tag)>;
@@ -137,8 +150,8 @@ void add_rmsnorm_forward(const LaunchContext& ctx, Buf x_out, Buf out, Buf rstd,
         constexpr int P = decltype(pack)::value;
         add_rmsnorm_forward_kernel<P, X, W>
             <<<static_cast<unsigned>(N), row_block_size(C / P), 0, ctx.stream>>>(
-                typed<X>(x_out), typed<X>(out), typed<float>(rstd), typed<const X>(a), typed<const X>(b),
-                typed<const W>(weight), C, eps);
+                typed<X>(x_out), typed<X>(out), typed<float>(rstd), typed<unsigned>(amax), typed<const X>(a),
+                typed<const X>(b), typed<const W>(weight), C, eps);
         PTRAIN_CUDA_CHECK_LAUNCH();
       });
     });

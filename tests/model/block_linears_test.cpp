@@ -308,3 +308,61 @@ TEST_CASE("under delayed scaling a kept weight's one cast records what every cas
     CHECK(record[2] == 0.0f);
   }
 }
+
+TEST_CASE("an amax known beside its tensor is read instead of taken: the same GEMMs, and a wrong one is seen",
+          "[fp8]") {
+  // The known amaxes are the casts' (a pass over the tensor saved): the true ones give bit for bit
+  // what the casts' own passes give; a sixteenth of the input's or of the output gradient's (a scale
+  // sixteen times larger: the largest values saturate) changes the results, so the cast reads what it
+  // is given. (A larger amax could go unseen: a power-of-two scale moves the grid with the values.)
+  const kernels::Ops& ops = kernels::cpu_ops();
+  const Vec x = random_vec(M * K, 41, 2.0f), w = random_vec(N * K, 42, 0.1f), dy = random_vec(M * N, 43, 0.01f);
+  float x_amax = 0, dy_amax = 0;
+  ops.abs_max({&x_amax, DType::F32}, buf(const_cast<Vec&>(x)), M * K, false);
+  ops.abs_max({&dy_amax, DType::F32}, buf(const_cast<Vec&>(dy)), M * N, false);
+  struct Results {
+    Vec out = Vec(M * N), d_in = Vec(M * K), d_w = Vec(N * K), added = Vec(M * K);
+    bool operator==(const Results&) const = default;
+  };
+  auto run = [&](float in_amax, float d_out_amax, bool known) {
+    Scratch scratch(N * K);
+    Vec in = x, weight = w, grad = dy;
+    Results r;
+    const model::BlockLinears fp8(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr);
+    const Buf in_known = known ? Buf{&in_amax, DType::F32} : Buf{};
+    const Buf d_out_known = known ? Buf{&d_out_amax, DType::F32} : Buf{};
+    fp8.forward(buf(r.out), buf(in), buf(weight), Buf{}, M, N, K, in_known);
+    fp8.backward(buf(r.d_in), buf(r.d_w), Buf{}, buf(grad), buf(in), buf(weight), M, N, K,
+                 {.in = in_known, .d_out = d_out_known});
+    fp8.input_grad_add(buf(r.added), buf(grad), buf(weight), M, N, K, true, d_out_known);
+    return r;
+  };
+  const Results taken = run(0, 0, false);
+  CHECK(run(x_amax, dy_amax, true) == taken);
+  const Results wrong_in = run(x_amax / 16, dy_amax, true), wrong_d_out = run(x_amax, dy_amax / 16, true);
+  CHECK(wrong_in.out != taken.out);
+  CHECK(wrong_in.d_w != taken.d_w);
+  CHECK(wrong_in.d_in == taken.d_in);  // the input gradient reads no input
+  CHECK(wrong_d_out.d_in != taken.d_in);
+  CHECK(wrong_d_out.added != taken.added);
+  CHECK(wrong_d_out.out == taken.out);
+}
+
+TEST_CASE("BlockLinears' GELU layers write the amaxes of GELU's output and of its gradient", "[fp8]") {
+  const kernels::Ops& ops = kernels::cpu_ops();
+  Vec x = random_vec(M * K, 51, 2.0f), w = random_vec(N * K, 52, 0.1f), b = random_vec(N, 53, 0.5f);
+  Vec w2 = random_vec(K * N, 54, 0.1f), dy = random_vec(M * K, 55, 0.01f);
+  Scratch scratch(N * K);
+  const model::BlockLinears fp8(ops, config::Precision::Fp8, scratch.view(), nullptr, nullptr);
+  Vec out(M * N), pre(M * N), d_pre(M * N), g_w2(K * N);
+  float out_amax = -1, d_pre_amax = -1, want = 0;
+  fp8.forward_gelu(buf(out), buf(pre), buf(x), buf(w), buf(b), M, N, K, Buf{}, {&out_amax, DType::F32});
+  ops.abs_max({&want, DType::F32}, buf(out), M * N, false);
+  CHECK(out_amax == want);
+  // The next layer (N -> K) back through GELU: d_pre = gelu'(pre) * (dy w2).
+  fp8.backward_gelu(buf(d_pre), buf(g_w2), Buf{}, buf(dy), buf(out), buf(w2), buf(pre), M, K, N, {},
+                    {&d_pre_amax, DType::F32});
+  ops.abs_max({&want, DType::F32}, buf(d_pre), M * N, false);
+  CHECK(d_pre_amax == want);
+  CHECK(want > 0);
+}

@@ -21,11 +21,18 @@
 //    scales, operand and output types, the bias and beta checked exactly).
 //  - fp8_cast's scale from any amax (0, negative, denormal, huge, inf, NaN): the host's, bit for bit.
 //  - shapes cuBLASLt's FP8 kernels cannot take are refused naming the op.
+//  - the ops' fused amax (ops.h: `amax`, what FP8 current scaling reads): bit for bit abs_max's over
+//    the op's own output, the outputs bit for bit those of the call without it, NaN kept, a stale
+//    amax overwritten.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -281,6 +288,190 @@ TEST_CASE("cuda fp8_gemm refuses shapes cuBLASLt's FP8 kernels cannot take", "[c
                     Contains("cuda fp8_gemm") && Contains("multiples of 16"));
   CHECK_THROWS_WITH(gpu().fp8_gemm(out.buf(), a.at(1), b.buf(), inv.buf(), inv.buf(), Buf{}, 32, 32, 16, false),
                     Contains("16-byte aligned"));
+}
+
+namespace {
+
+// The first index where a and b differ in their bits (NaN payloads and -0 count), or -1.
+std::ptrdiff_t first_difference(const Vec& a, const Vec& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i]))
+      return static_cast<std::ptrdiff_t>(i);
+  return -1;
+}
+
+// An op taking an amax: its outputs (count and dtype each), those the amax covers (in amax's order),
+// and the call, given its outputs and its amax (null: none).
+struct AmaxOp {
+  std::string name;
+  std::vector<std::pair<std::size_t, DType>> outputs;
+  std::vector<std::size_t> amax_of;
+  std::function<void(const std::vector<Buf>&, Buf)> run;
+};
+
+// The op run without an amax and with a stale one (1e30, above any output: overwritten, not
+// combined), into NaN-poisoned outputs: every output the same bits both times, and the amax
+// abs_max's over its outputs bit for bit (NaN exactly where `nan` put one in an input).
+void check_fused_amax(const AmaxOp& op, bool nan) {
+  INFO(op.name);
+  auto poisoned = [&] {
+    std::vector<DeviceBuffer> bufs;
+    for (const auto& [count, t] : op.outputs) bufs.emplace_back(nan_vec(count), t);
+    return bufs;
+  };
+  auto views = [](const std::vector<DeviceBuffer>& bufs) {
+    std::vector<Buf> v;
+    for (const DeviceBuffer& b : bufs) v.push_back(b.buf());
+    return v;
+  };
+  const std::vector<DeviceBuffer> plain = poisoned(), fused = poisoned();
+  const std::size_t k = op.amax_of.size();
+  const DeviceBuffer amax(Vec(k, 1e30f), F32), ref(k, F32);
+  op.run(views(plain), Buf{});
+  op.run(views(fused), amax.buf());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    INFO("output " << i);
+    CHECK(first_difference(plain[i].download(), fused[i].download()) == -1);
+  }
+  for (std::size_t j = 0; j < k; ++j) {
+    const DeviceBuffer& out = fused[op.amax_of[j]];
+    gpu().abs_max(ref.at(j), out.buf(), static_cast<std::int64_t>(out.size()), false);
+  }
+  const Vec got = amax.download(), want = ref.download();
+  CHECK(first_difference(got, want) == -1);
+  for (std::size_t j = 0; j < k; ++j) {
+    INFO("amax " << j << " = " << got[j]);
+    CHECK(std::isnan(got[j]) == nan);
+    CHECK((nan || (got[j] > 0 && got[j] < 1e30f)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda ops' fused amax is abs_max's over their output bit for bit, the outputs unchanged",
+          "[cuda][fp8]") {
+  constexpr int N = 37;
+  constexpr std::int64_t n = 100003;
+  constexpr float eps = 1e-5f;
+  using Outs = const std::vector<Buf>&;
+  for (const bool nan : {false, true}) {
+    for (const DType t : {F32, BF16}) {
+      INFO(to_string(t) << (nan ? ", a NaN in the input" : ""));
+      auto values = [&](std::size_t count, std::uint32_t seed, float lo, float hi, bool with_nan) {
+        Vec v = random_vec(count, seed, lo, hi);
+        if (with_nan) v[count / 3] = std::numeric_limits<float>::quiet_NaN();
+        return DeviceBuffer(v, t);
+      };
+      for (const int C : {200, 203}) {  // rows in Packs, and element by element
+        const std::string shape = " N=" + std::to_string(N) + " C=" + std::to_string(C);
+        const std::size_t nc = static_cast<std::size_t>(N) * C;
+        const DeviceBuffer x = values(nc, 1, -3.0f, 3.0f, nan), a = values(nc, 2, -1.0f, 1.0f, false),
+                           w = values(C, 3, 0.5f, 1.5f, false), bias = values(C, 4, -1.0f, 1.0f, false);
+        check_fused_amax({"layernorm_forward" + shape,
+                          {{nc, t}, {N, F32}, {N, F32}},
+                          {0},
+                          [&](Outs o, Buf amax) {
+                            gpu().layernorm_forward(o[0], o[1], o[2], x.buf(), w.buf(), bias.buf(), N, C, eps,
+                                                    amax);
+                          }},
+                         nan);
+        check_fused_amax(
+            {"rmsnorm_forward" + shape,
+             {{nc, t}, {N, F32}},
+             {0},
+             [&](Outs o, Buf amax) { gpu().rmsnorm_forward(o[0], o[1], x.buf(), w.buf(), N, C, eps, amax); }},
+            nan);
+        check_fused_amax({"add_layernorm_forward" + shape,
+                          {{nc, t}, {nc, t}, {N, F32}, {N, F32}},
+                          {1},
+                          [&](Outs o, Buf amax) {
+                            gpu().add_layernorm_forward(o[0], o[1], o[2], o[3], x.buf(), a.buf(), w.buf(),
+                                                        bias.buf(), N, C, eps, amax);
+                          }},
+                         nan);
+        check_fused_amax({"add_rmsnorm_forward" + shape,
+                          {{nc, t}, {nc, t}, {N, F32}},
+                          {1},
+                          [&](Outs o, Buf amax) {
+                            gpu().add_rmsnorm_forward(o[0], o[1], o[2], x.buf(), a.buf(), w.buf(), N, C, eps,
+                                                      amax);
+                          }},
+                         nan);
+      }
+      const std::size_t count = static_cast<std::size_t>(n);
+      const DeviceBuffer x = values(count, 5, -6.0f, 6.0f, nan), d = values(count, 6, -1.0f, 1.0f, false),
+                         u = values(count, 7, -2.0f, 2.0f, false);
+      check_fused_amax({"gelu_backward",
+                        {{count, t}},
+                        {0},
+                        [&](Outs o, Buf amax) { gpu().gelu_backward(o[0], d.buf(), x.buf(), n, amax); }},
+                       nan);
+      check_fused_amax({"swiglu_forward",
+                        {{count, t}},
+                        {0},
+                        [&](Outs o, Buf amax) { gpu().swiglu_forward(o[0], x.buf(), u.buf(), n, amax); }},
+                       nan);
+      check_fused_amax(
+          {"swiglu_backward",
+           {{count, t}, {count, t}},
+           {0, 1},
+           [&](Outs o, Buf amax) { gpu().swiglu_backward(o[0], o[1], d.buf(), x.buf(), u.buf(), n, amax); }},
+          nan);
+      // BF16: GELU in cuBLASLt's epilogue, then abs_max; F32: the GEMM then gelu_forward, amax fused.
+      constexpr int M = 48, Nn = 80, K = 64;
+      const HostOperand ha(random_vec(static_cast<std::size_t>(M) * K, 81, -2.0f, 2.0f), M, K,
+                           Fp8Format::E4M3);
+      const HostOperand hb(random_vec(static_cast<std::size_t>(Nn) * K, 83, -0.1f, 0.1f), Nn, K,
+                           Fp8Format::E4M3);
+      const DeviceOperand da(ha), db(hb);
+      const DeviceBuffer gbias = values(Nn, 85, -0.5f, 0.5f, nan);  // a NaN: a NaN column of pre and out
+      const std::size_t mn = static_cast<std::size_t>(M) * Nn;
+      check_fused_amax({"fp8_gemm_gelu",
+                        {{mn, t}, {mn, t}},
+                        {0},
+                        [&](Outs o, Buf amax) {
+                          gpu().fp8_gemm_gelu(o[0], o[1], da.codes.buf(), db.codes.buf(), da.inv_scale.buf(),
+                                              db.inv_scale.buf(), gbias.buf(), M, Nn, K, amax);
+                        }},
+                       nan);
+    }
+  }
+}
+
+TEST_CASE("cuda ops' fused amax overwrites what the amax held, and must be f32", "[cuda][fp8]") {
+  // The same amax buffer through two calls, the first with outputs 200 times larger: the second's
+  // amax is its own output's alone (abs_max's with combine = false), for both of swiglu_backward's too.
+  constexpr std::int64_t n = 1001;
+  const std::size_t count = static_cast<std::size_t>(n);
+  const DeviceBuffer gate(random_vec(count, 91, -2.0f, 2.0f), F32),
+      big(random_vec(count, 92, -100.0f, 100.0f), F32), small(random_vec(count, 93, -0.5f, 0.5f), F32);
+  const DeviceBuffer out(count, F32), d_up(count, F32), amax(2, F32), ref(2, F32);
+  gpu().swiglu_forward(out.buf(), gate.buf(), big.buf(), n, amax.buf());
+  const float first = amax.download()[0];
+  gpu().swiglu_forward(out.buf(), gate.buf(), small.buf(), n, amax.buf());
+  gpu().abs_max(ref.at(0), out.buf(), n, false);
+  CHECK(amax.download()[0] == ref.download()[0]);
+  CHECK(amax.download()[0] < first / 10);
+  gpu().swiglu_backward(out.buf(), d_up.buf(), big.buf(), gate.buf(), big.buf(), n, amax.buf());
+  gpu().swiglu_backward(out.buf(), d_up.buf(), small.buf(), gate.buf(), small.buf(), n, amax.buf());
+  gpu().abs_max(ref.at(0), out.buf(), n, false);
+  gpu().abs_max(ref.at(1), d_up.buf(), n, false);
+  CHECK(first_difference(amax.download(), ref.download()) == -1);
+  constexpr int N = 7, C = 143;  // 1001 values
+  const DeviceBuffer w_big(random_vec(C, 94, 50.0f, 100.0f), F32),
+      w_small(random_vec(C, 95, 0.1f, 0.5f), F32);
+  gpu().rmsnorm_forward(out.buf(), Buf{}, big.buf(), w_big.buf(), N, C, 1e-5f, amax.buf());
+  gpu().rmsnorm_forward(out.buf(), Buf{}, big.buf(), w_small.buf(), N, C, 1e-5f, amax.buf());
+  gpu().abs_max(ref.at(0), out.buf(), n, false);
+  CHECK(amax.download()[0] == ref.download()[0]);
+
+  const DeviceBuffer bf16_amax(1, BF16);
+  CHECK_THROWS_WITH(gpu().gelu_backward(out.buf(), big.buf(), gate.buf(), n, bf16_amax.buf()),
+                    Contains("cuda gelu_backward") && Contains("'amax' must be f32"));
+  CHECK_THROWS_WITH(gpu().layernorm_forward(out.buf(), Buf{}, Buf{}, big.buf(), w_big.buf(), Buf{}, N, C,
+                                            1e-5f, bf16_amax.buf()),
+                    Contains("'amax' must be f32"));
 }
 
 // Not a check: the numbers the GPU session decides from (docs/fp8.md, "What the GPU run must show"):
