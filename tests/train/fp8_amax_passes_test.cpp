@@ -7,8 +7,9 @@
 // under full recompute, which reruns the forward before the backward, and before the split-off
 // weight gradients again) and the output gradients of o, q and the MLP's
 // last layer (and of k and v, which have that size without GQA); over a [tokens, ffn] tensor none;
-// whether the weight gradients are split off (zb-h1) or not. At 36fce4a (an abs_max pass in every
-// cast) Llama's were 7 or 10 (split) per layer over [tokens, hidden], and 2 over [tokens, ffn]. The
+// whether the weight gradients are split off (zb-h1) or not. With a pass in every cast (36fce4a, and
+// delayed scaling's first step now) Llama's were 9 per layer over [tokens, hidden] and 5 over
+// [tokens, ffn], 12 and 6 with the weight gradients split off; GPT-2's 13 and 3, 16 and 4. The
 // device is the CPU ops under a device's name that records the passes (tests/pretend_device_ops.h);
 // one rank, one step of one microbatch. And the amaxes are the right ones: a first step under
 // delayed scaling (no history yet: every cast takes its tensor's amax by a pass of its own) gives
