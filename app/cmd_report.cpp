@@ -78,10 +78,13 @@ std::string summary_number(double v, int digits) {
   return text;
 }
 
-// A step time to four significant digits: a tiny job's 0.0001234 s is not 0.0001 s.
+// A step time to four significant digits, never in exponent form: a tiny job's 0.0001234 s is not
+// 0.0001 s, and 12345 s is not 1.234e+04 s. "-" for what is not a time (NaN, infinite, negative).
 std::string seconds_text(double s) {
+  if (!std::isfinite(s) || s < 0) return "-";
+  const int decimals = s > 0 ? std::clamp(3 - static_cast<int>(std::floor(std::log10(s))), 0, 12) : 0;
   char text[64];
-  std::snprintf(text, sizeof text, "%.4g s", s);
+  std::snprintf(text, sizeof text, "%.*f s", decimals, s);
   return text;
 }
 

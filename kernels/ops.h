@@ -130,7 +130,8 @@ class Ops {
 
   // ---- activations (n elements). Gradients overwrite; out may alias in, d_in may alias d_out.
   // GELU, tanh approximation (GPT-2 / HF "gelu_new").
-  virtual void gelu_forward(Buf out, Buf in, std::int64_t n) const = 0;
+  // `amax`: of out (a selective recompute's GELU rebuilds what fp8_gemm_gelu wrote).
+  virtual void gelu_forward(Buf out, Buf in, std::int64_t n, Buf amax = {}) const = 0;
   // `amax`: of d_in.
   virtual void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax = {}) const = 0;
   // out = silu(gate) * up; `amax`: of out.

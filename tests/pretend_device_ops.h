@@ -1,12 +1,15 @@
 // The CPU op set under a device's name: device() says Cuda, so the engine takes its device paths
 // (host staging around collectives, copies in and out), while the memory stays host memory that a
-// test can inspect. Counts the copies across the pretend host/device boundary, and records the size
-// of each abs_max pass (which amaxes the engine takes by a pass of their own). Its timeline's
+// test can inspect. Counts the copies across the pretend host/device boundary, records the size of
+// each abs_max pass (which amaxes the engine takes by a pass of their own) and, when asked, counts the
+// fp8_casts whose amax is not abs_max of what they cast (current scaling on one rank). Its timeline's
 // markers are host clock readings, and it counts those not given back.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cstdint>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -20,6 +23,8 @@ class PretendDeviceOps final : public kernels::Ops {
  public:
   using Buf = kernels::Buf;
   mutable std::atomic<int> copies_in{0}, copies_out{0};
+  bool check_cast_amaxes = false;  // count fp8_casts whose amax is not bit for bit abs_max of x
+  mutable std::atomic<int> casts_checked{0}, cast_amax_mismatches{0};
 
   kernels::Device device() const override { return kernels::Device::Cuda; }
   void linear_forward(Buf out, Buf in, Buf w, Buf b, int M, int N, int K) const override {
@@ -83,7 +88,9 @@ class PretendDeviceOps final : public kernels::Ops {
   void attention_merge(Buf out, Buf lse, Buf part, Buf part_lse, int B, int T, int H, int D) const override {
     cpu().attention_merge(out, lse, part, part_lse, B, T, H, D);
   }
-  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu().gelu_forward(out, in, n); }
+  void gelu_forward(Buf out, Buf in, std::int64_t n, Buf amax) const override {
+    cpu().gelu_forward(out, in, n, amax);
+  }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) const override {
     cpu().gelu_backward(d_in, d_out, in, n, amax);
   }
@@ -155,6 +162,13 @@ class PretendDeviceOps final : public kernels::Ops {
   }
   void fp8_cast(Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax, std::int64_t rows,
                 std::int64_t cols) const override {
+    if (check_cast_amaxes) {
+      float want = 0;
+      cpu().abs_max({&want, kernels::DType::F32}, x, rows * cols, false);
+      ++casts_checked;
+      if (std::bit_cast<std::uint32_t>(want) != std::bit_cast<std::uint32_t>(*amax.as<const float>()))
+        ++cast_amax_mismatches;
+    }
     cpu().fp8_cast(out, out_t, inv_scale, record, x, amax, rows, cols);
   }
   void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,

@@ -10,9 +10,9 @@
 // at every use); bias gradients come from the unrounded output gradient, as in bf16. Linear layers
 // that read one input (q, k and v; gate and up, an expert's too) cast it once between them
 // (SharedInput). Under current scaling an operand's amax may come from the op that wrote the tensor
-// (ops.h `amax`: a norm's, an activation's or its backward's output) or from an earlier cast of the
-// same tensor (the forward's input, read again by the weight gradient): the cast then takes no pass
-// over the tensor for it.
+// (ops.h `amax`: a norm's, an activation's or its backward's output) or from one abs_max pass the
+// layer took and kept (KnownAmaxes), read by every cast of the tensor, the weight gradient's too: the
+// cast then takes no pass over the tensor for it.
 //
 // Every layout reproduces one rank: a current amax is taken over the tensor one rank would hold,
 // where the layout splits it (a weight's and a row-parallel input's columns and a column-parallel

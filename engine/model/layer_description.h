@@ -44,8 +44,8 @@ enum class ArenaTensor {
   // Output gradients of a layer's linear layers (backward temporaries; per microbatch under zb-h1).
   DQ, DK, DV, DAttentionOutput, DMlpOutput, DMlpUp, DMlpGate, MoeDLogits, MoeDGate, MoeDUp,
   MoeDExpertOutput,
-  // train.fp8.scaling current: the amaxes of a layer's linear inputs (Fp8InputAmax) and of the
-  // output gradients its activation's backward writes, taken beside them.
+  // train.fp8.scaling current: the amaxes of a layer's linear layers' inputs and output gradients
+  // (Fp8InputAmax, Fp8OutputGradAmax below), each taken once.
   Fp8InputAmaxes, Fp8OutputGradAmaxes,
   // The model's ends, per microbatch.
   TokenIds, FinalNormInput, FinalNormMean, FinalNormRstd, FinalNormOutput, Logits, Targets, TokenLosses,

@@ -324,7 +324,8 @@ Transformer::NormInto Transformer::norm1_of(int slot_layer, Slot& s) const {
 void Transformer::layer_forward(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x_out, const NormInto* next,
                                 int next_unit) {
   const Buf attention = attention_forward(w, a);
-  add_norm_forward(a.x_mid, x_in, attention, {a.norm2, a.mean2, a.rstd2, w.norm2_w, w.norm2_b, input_amax(a, kNorm2Amax)});
+  add_norm_forward(a.x_mid, x_in, attention, {a.norm2, a.mean2, a.rstd2, w.norm2_w, w.norm2_b,
+                                              moe_ ? Buf{} : input_amax(a, kNorm2Amax)});  // experts: their own
   const Buf mlp = mlp_forward(w, a);
   if (next == nullptr) return ops_.add(x_out, a.x_mid, mlp, static_cast<std::int64_t>(dims_.Ns) * dims_.C);
   // This layer's weights are no longer read: the next unit may take their place (ZeRO-3 windows).
@@ -337,13 +338,13 @@ bool Transformer::recompute(const LayerWeights& w, LayerActs& a, Buf x_in, Buf x
   switch (recompute_) {
     case config::Recompute::None:
       return false;
-    case config::Recompute::Selective:  // the amaxes of what it rebuilds are kept from the forward
+    case config::Recompute::Selective:  // the norms' amaxes are kept from the forward
       norm_forward(a.norm1, a.mean1, a.rstd1, x_in, w.norm1_w, w.norm1_b);
       norm_forward(a.norm2, a.mean2, a.rstd2, a.x_mid, w.norm2_w, w.norm2_b);
       if (moe_)
         moe_->recompute_activation(a.moe);
-      else if (d.gpt2)
-        ops_.gelu_forward(a.act, a.up, static_cast<std::int64_t>(d.N) * d.F);
+      else if (d.gpt2)  // its amax again: on CUDA the forward's GELU ran in the GEMM's epilogue
+        ops_.gelu_forward(a.act, a.up, static_cast<std::int64_t>(d.N) * d.F, input_amax(a, kActivationAmax));
       else
         ops_.swiglu_forward(a.act, a.gate, a.up, static_cast<std::int64_t>(d.N) * d.F);
       return false;

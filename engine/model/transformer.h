@@ -213,7 +213,7 @@ class Transformer {
     Buf d_mlp;          // the MLP down projection's [Ns,C]
     Buf d_up, d_gate;   // gpt2: d_up is c_fc's (before GELU); llama: gate and up
     MoeGrads moe;       // mixtral: the MoE block's instead of d_mlp, d_up, d_gate
-    Buf fp8_amax;       // fp8 current scaling, dense MLP: [kFp8OutputGradAmaxes] F32
+    Buf fp8_amax;       // fp8 current scaling: [kFp8OutputGradAmaxes] F32 (layer_description.h)
   };
   struct Slot {
     Buf tokens;                    // [N] I32: the embedding backward scatters by them

@@ -91,16 +91,13 @@ PTRAIN_CPU_MULTIVERSION(swiglu_backward_kernel, swiglu_backward_body,
 
 }  // namespace
 
-// Chunks of parallel_chunks: chunk i begins at i * kParallelChunk.
-std::int64_t chunk_count(std::int64_t n) { return (n + kParallelChunk - 1) / kParallelChunk; }
-
 void gelu_forward(Buf out, Buf in, std::int64_t n, Buf amax) {
   check_gelu_forward("cpu", out, in, n);
   check_output_amax("cpu", "gelu_forward", amax);
   Bf16Staging staging;
   float* y = f32(staging.output(out, n));
   const float* x = cf32(staging.input(in, n));
-  OutputAmax y_amax(amax, out, chunk_count(n));
+  OutputAmax y_amax(amax, out, parallel_chunk_count(n));
   parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
     gelu_forward_kernel(y + i, x + i, len);
     y_amax.fold(i / kParallelChunk, y + i, len);
@@ -115,7 +112,7 @@ void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) {
   float* dx = f32(staging.output(d_in, n));
   const float* dy = cf32(staging.input(d_out, n));
   const float* x = cf32(staging.input(in, n));
-  OutputAmax dx_amax(amax, d_in, chunk_count(n));
+  OutputAmax dx_amax(amax, d_in, parallel_chunk_count(n));
   parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
     gelu_backward_kernel(dx + i, dy + i, x + i, len);
     dx_amax.fold(i / kParallelChunk, dx + i, len);
@@ -130,7 +127,7 @@ void swiglu_forward(Buf out, Buf gate, Buf up, std::int64_t n, Buf amax) {
   float* y = f32(staging.output(out, n));
   const float* g = cf32(staging.input(gate, n));
   const float* u = cf32(staging.input(up, n));
-  OutputAmax y_amax(amax, out, chunk_count(n));
+  OutputAmax y_amax(amax, out, parallel_chunk_count(n));
   parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
     swiglu_forward_kernel(y + i, g + i, u + i, len);
     y_amax.fold(i / kParallelChunk, y + i, len);
@@ -147,8 +144,8 @@ void swiglu_backward(Buf d_gate, Buf d_up, Buf d_out, Buf gate, Buf up, std::int
   const float* dy = cf32(staging.input(d_out, n));
   const float* g = cf32(staging.input(gate, n));
   const float* u = cf32(staging.input(up, n));
-  OutputAmax dg_amax(amax, d_gate, chunk_count(n));
-  OutputAmax du_amax(amax ? Buf{f32(amax) + 1, DType::F32} : Buf{}, d_up, chunk_count(n));
+  OutputAmax dg_amax(amax, d_gate, parallel_chunk_count(n));
+  OutputAmax du_amax(amax ? Buf{f32(amax) + 1, DType::F32} : Buf{}, d_up, parallel_chunk_count(n));
   parallel_chunks(n, [&](std::int64_t i, std::int64_t len) {
     swiglu_backward_kernel(dg + i, du + i, dy + i, g + i, u + i, len);
     dg_amax.fold(i / kParallelChunk, dg + i, len);

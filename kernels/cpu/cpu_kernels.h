@@ -138,10 +138,11 @@ inline constexpr std::int64_t kParallelMinElements = 1 << 15;
 // f(begin, count) over [0, n) in chunks of kParallelChunk (the last shorter), statically spread
 // over the OpenMP threads: chunk begin / kParallelChunk is the same work whatever the thread count.
 inline constexpr std::int64_t kParallelChunk = 1 << 14;
+inline std::int64_t parallel_chunk_count(std::int64_t n) { return (n + kParallelChunk - 1) / kParallelChunk; }
 template <typename F>
 void parallel_chunks(std::int64_t n, F&& f) {
   constexpr std::int64_t kChunk = kParallelChunk;
-  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  const std::int64_t chunks = parallel_chunk_count(n);
 #pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t begin = c * kChunk;

@@ -90,7 +90,9 @@ class CpuOps final : public Ops {
     cpu::attention_merge(out, lse, part, part_lse, B, T, H, D);
   }
 
-  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cpu::gelu_forward(out, in, n, Buf{}); }
+  void gelu_forward(Buf out, Buf in, std::int64_t n, Buf amax) const override {
+    cpu::gelu_forward(out, in, n, amax);
+  }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) const override {
     cpu::gelu_backward(d_in, d_out, in, n, amax);
   }

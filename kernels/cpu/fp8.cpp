@@ -35,7 +35,7 @@ void abs_max(Buf amax, Buf x, std::int64_t n, bool combine) {
   check_abs_max("cpu", amax, x, n);
   Bf16Staging staging;
   const float* p = cf32(staging.input(x, n));
-  std::vector<float> partial(static_cast<std::size_t>((n + kParallelChunk - 1) / kParallelChunk));
+  std::vector<float> partial(static_cast<std::size_t>(parallel_chunk_count(n)));
   parallel_chunks(n, [&](std::int64_t begin, std::int64_t count) {
     partial[static_cast<std::size_t>(begin / kParallelChunk)] = kernels::abs_max(p + begin, count);
   });
@@ -67,7 +67,7 @@ void fp8_cast(Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax, st
   // each chunk: record's, in a fixed order as abs_max takes it.
   std::vector<std::uint8_t> aside(out ? 0 : static_cast<std::size_t>(n));
   std::uint8_t* codes = out ? out.as<std::uint8_t>() : aside.data();
-  std::vector<float> partial(static_cast<std::size_t>((n + kParallelChunk - 1) / kParallelChunk));
+  std::vector<float> partial(static_cast<std::size_t>(parallel_chunk_count(n)));
   parallel_chunks(n, [&](std::int64_t begin, std::int64_t count) {
     partial[static_cast<std::size_t>(begin / kParallelChunk)] =
         cast_to_fp8(codes + begin, in + begin, count, scale, format);

@@ -17,7 +17,6 @@ class OutputAmax {
  public:
   // amax null: every call does nothing. out: the output (its dtype), split into `chunks` parts.
   OutputAmax(Buf amax, Buf out, std::int64_t chunks);
-  bool wanted() const { return static_cast<bool>(amax_); }
   // Chunk i's values y[0, n) as the kernel wrote them (F32), each chunk from one thread.
   void fold(std::int64_t i, const float* y, std::int64_t n);
   void write() const;

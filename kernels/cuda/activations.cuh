@@ -1,6 +1,5 @@
 // GELU (tanh approximation) and SwiGLU on CUDA (see activations.cu). Semantics as ops.h, amax
-// included; gelu_forward takes one too (of out, as gelu_backward's), which ops.h's does not: for
-// fp8_gemm_gelu's unfused path (linear.cuh's forward_gelu).
+// included (gelu_forward's also serves fp8_gemm_gelu's unfused path, linear.cuh's forward_gelu).
 #pragma once
 
 #include <cstdint>

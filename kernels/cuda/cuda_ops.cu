@@ -185,7 +185,9 @@ class CudaOps final : public Ops {
     cuda::attention_merge(ctx().stream, out, lse, part, part_lse, B, T, H, D);
   }
 
-  void gelu_forward(Buf out, Buf in, std::int64_t n) const override { cuda::gelu_forward(ctx(), out, in, n); }
+  void gelu_forward(Buf out, Buf in, std::int64_t n, Buf amax) const override {
+    cuda::gelu_forward(ctx(), out, in, n, amax);
+  }
   void gelu_backward(Buf d_in, Buf d_out, Buf in, std::int64_t n, Buf amax) const override {
     cuda::gelu_backward(ctx(), d_in, d_out, in, n, amax);
   }

@@ -141,3 +141,44 @@ TEST_CASE("fp8 from a profile with an FP8 GEMM table: its GEMM times as measured
     CHECK(got.weight_grad == Approx(bf16.weight_grad / 3 + cast_s(casts.weight_grad)));
   }
 }
+
+TEST_CASE("fp8 current scaling: no amax read for what a norm or activation wrote, nor again in the weight gradient") {
+  // ZeRO-3 (weights cast at every use, their amaxes read as before): per cast 2 bytes read and 1
+  // written, plus 2 read for the amax where the cast takes it.
+  const config::LoadResult current = test::load_job(
+      test::kSmallLlama, {"train.precision=fp8", "train.fp8.scaling=current", "parallel.zero=3"}, 2);
+  model::Op op;
+  op.gemm = {64, 32, 16, 1};
+  op.fp8_input_amax_written = true;  // the forward's input: the norm's amax
+  const plan::Fp8CastBytes in_written = plan::fp8_cast_bytes(current.spec, op);
+  CHECK(in_written.forward == 3.0 * 64 * 16 + 5.0 * 32 * 16);
+  CHECK(in_written.weight_grad == 5.0 * (64 * 32 + 64 * 16));  // the weight gradient's still read
+  op.fp8_amaxes_kept = true;  // the weight gradient reads the input's and the output gradient's kept
+  const plan::Fp8CastBytes kept = plan::fp8_cast_bytes(current.spec, op);
+  CHECK(kept.weight_grad == 3.0 * (64 * 32 + 64 * 16));
+  CHECK(kept.input_grad == 5.0 * 64 * 32 + 5.0 * 32 * 16);  // the input gradient's part takes it
+  op.fp8_output_grad_amax_written = true;  // the activation backward's
+  CHECK(plan::fp8_cast_bytes(current.spec, op).input_grad == 3.0 * 64 * 32 + 5.0 * 32 * 16);
+
+  // The layer description says which: every dense linear keeps its amaxes; the norm writes q's and
+  // the MLP's first input, SwiGLU down's; its backward gate's and up's output gradients; o's input
+  // and the experts' take passes. Under delayed scaling none of it.
+  const std::vector<model::Op> ops = model::layer_ops(current.spec);
+  auto find = [&](const std::string& name) {
+    for (const model::Op& o : ops)
+      if (o.name == name) return o;
+    FAIL("no op " << name);
+    return model::Op{};
+  };
+  for (const char* name : {"attn.q_proj", "attn.k_proj", "attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+    CHECK(find(name).fp8_amaxes_kept);
+  CHECK(find("attn.q_proj").fp8_input_amax_written);
+  CHECK_FALSE(find("attn.o_proj").fp8_input_amax_written);
+  CHECK(find("mlp.down_proj").fp8_input_amax_written);
+  CHECK(find("mlp.gate_proj").fp8_output_grad_amax_written);
+  CHECK(find("mlp.up_proj").fp8_output_grad_amax_written);
+  CHECK_FALSE(find("mlp.down_proj").fp8_output_grad_amax_written);
+  const config::LoadResult delayed = test::load_job(test::kSmallLlama, {"train.precision=fp8"}, 1);
+  for (const model::Op& o : model::layer_ops(delayed.spec))
+    CHECK_FALSE((o.fp8_amaxes_kept || o.fp8_input_amax_written || o.fp8_output_grad_amax_written));
+}

@@ -11,9 +11,11 @@
 // delayed scaling's first step now) Llama's were 9 per layer over [tokens, hidden] and 5 over
 // [tokens, ffn], 12 and 6 with the weight gradients split off; GPT-2's 13 and 3, 16 and 4. The
 // device is the CPU ops under a device's name that records the passes (tests/pretend_device_ops.h);
-// one rank, one step of one microbatch. And the amaxes are the right ones: a first step under
-// delayed scaling (no history yet: every cast takes its tensor's amax by a pass of its own) gives
-// bit for bit the loss and gradient norm current scaling gives.
+// one rank, one step of one microbatch. And the amaxes are the right ones: every cast's amax is bit
+// for bit abs_max of the tensor it casts (on one rank nothing reduces them), over two microbatches a
+// step too (a stale amax, another microbatch's or layer's, would differ); and a first step under
+// delayed scaling (no history yet: every cast takes its tensor's amax by a pass of its own) gives bit
+// for bit the loss and gradient norm current scaling gives.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -88,6 +90,13 @@ TEST_CASE("fp8 current scaling takes no amax pass over what a layer's norms and 
         const nlohmann::json delayed = first_step(kernels::cpu_ops(), sets);
         CHECK(current.at("loss").get<double>() == delayed.at("loss").get<double>());
         CHECK(current.at("grad_norm").get<double>() == delayed.at("grad_norm").get<double>());
+        test::PretendDeviceOps checked;
+        checked.check_cast_amaxes = true;
+        sets.back() = "train.fp8.scaling=current";
+        sets.insert(sets.end(), {"train.global_batch=2", "train.steps=2"});
+        first_step(checked, sets);
+        CHECK(checked.casts_checked > 0);
+        CHECK(checked.cast_amax_mismatches == 0);
       }
     }
   }
