@@ -3,7 +3,10 @@
 # (T=1024, bf16, micro-batch 32 x 2) and on a Llama-style 1.25B model (T=4096, GQA, SwiGLU,
 # micro-batch 2 x 4), then llm.c on the GPT-2 job twice: its defaults and its fastest flags
 # (-r 0 -ge 2), then FP8 on the Llama: ptrain's (train.precision: fp8, train.fp8.scaling: current,
-# where this ptrain runs it) and PyTorch's (TorchTitan's float8 recipe, bench/torch_fp8.py).
+# where this ptrain runs it) and PyTorch's (TorchTitan's float8 recipe, bench/torch_fp8.py). With
+# --models llama3-8b-slice, the FP8 goal's job (bench/jobs/llama3-8b-slice-h100.yaml: Llama 3 8B's
+# layers, 10 of them): ptrain bf16 and fp8 timed, then each trained FP8_LOSS_STEPS (300) steps on the
+# same real text (FP8_LOSS_DATA, default data/tiny/train_*.bin: carry data/tiny) for the loss.
 #   Like for like: every implementation reads the same token file (bench/benchmark_tokens.py:
 # uniform ids over the whole vocabulary, from sample 0 in file order); PyTorch runs at its best
 # (bench/torch_search.py: every SDPA backend, torch.compile's default and max-autotune-no-cudagraphs,
@@ -14,7 +17,7 @@
 # TorchTitan's (6N' + 12LHQT, N' = without embedding tables), peak 989 TFLOP/s, peak memory, and
 # for the same job `ptrain validate`'s predicted memory and step time against the measured. Writes
 # bench/results/<date>-<gpu>.json (runs; goals: gpt2_over_pytorch_best, llama_over_pytorch_best,
-# gpt2_over_llmc_best, llama_fp8_over_bf16, the PyTorch choices that won, memory and step time
+# gpt2_over_llmc_best, llama_fp8_over_bf16, llama_fp8_loss_vs_bf16, the PyTorch choices that won, memory and step time
 # against validate), stamped so that `python3 bench/results.py --check FILE` tells it unedited
 # (figures worked out later go under its "derived"); with $OUT set, copies it there with the logs
 # packed in gpu-benchmark-logs.tgz (the device machine returns what is under $OUT).
@@ -22,7 +25,7 @@
 #   bash bench/gpu_benchmark.sh                 # on the GPU machine
 #   bash bench/gpu_benchmark.sh --dry-run       # here, on CPU: tiny shapes, checks the plumbing,
 #                                               # writes its results file to a temp dir
-# Options: --models gpt2-124m,llama-1b   --skip ptrain,torch,llmc,fp8   --warmup N --steps N (all runs)
+# Options: --models gpt2-124m,llama-1b[,llama3-8b-slice]   --skip ptrain,torch,llmc,fp8   --warmup N --steps N (timed runs)
 #          --repeats N (3)   --no-build (never try a CUDA build on the device)   --results-dir DIR
 #          --deadline-s N (no run outlives N s from the start: what is left is recorded as not run)
 # A second call on the same machine and commit with other --models adds its runs to the first's
@@ -33,7 +36,9 @@
 #   else a fresh CUDA build in build-device/), LLMC_DIR (llm.c to run: its prebuilt train_gpt2cu, as
 #   scripts/prepare_llmc.sh leaves in bench/out/llm.c, else a checkout make builds; none is
 #   vendored), GPT2_MICRO_BATCH/GPT2_GRAD_ACCUM (32/2), LLAMA_MICRO_BATCH/LLAMA_GRAD_ACCUM (2/4),
-#   FP8_MODELS (llama-1b), PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per ptrain or llm.c process, 300),
+#   FP8_MODELS (llama-1b,llama3-8b-slice: those of --models get FP8 rows), FP8_LOSS_STEPS (300),
+#   FP8_LOSS_DATA (llm.c shards of real text for the slice's loss runs; data/tiny/train_*.bin; in a
+#   dry run the timed runs' token file), PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per ptrain or llm.c process, 300),
 #   TORCH_TIMEOUT_S (per PyTorch run, search included, 480), COMPILE_BUDGET_S (per torch.compile
 #   trial's first step, 150), TORCH_COMPILE_MODES (default,max-autotune-no-cudagraphs), BENCH_COMMIT (the commit to record when the tree has no .git, as on
 #   the device; default git rev-parse HEAD, else device-bundle/COMMIT). LLMC_CUDNN=1 builds llm.c
@@ -87,26 +92,35 @@ log() { printf '[gpu-bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 declare -A MB GA WU ST JOB PT_SET TB_ARGS
 MB[gpt2-124m]=${GPT2_MICRO_BATCH:-32}; GA[gpt2-124m]=${GPT2_GRAD_ACCUM:-2}
 MB[llama-1b]=${LLAMA_MICRO_BATCH:-2}; GA[llama-1b]=${LLAMA_GRAD_ACCUM:-4}
+MB[llama3-8b-slice]=1; GA[llama3-8b-slice]=4
 WU[gpt2-124m]=5; ST[gpt2-124m]=20
 WU[llama-1b]=3; ST[llama-1b]=10
+WU[llama3-8b-slice]=2; ST[llama3-8b-slice]=8
 JOB[gpt2-124m]=bench/jobs/gpt2-124m-h100.yaml
 JOB[llama-1b]=bench/jobs/llama-1b-h100.yaml
-PT_SET[gpt2-124m]="" PT_SET[llama-1b]=""
-TB_ARGS[gpt2-124m]="--device cuda" TB_ARGS[llama-1b]="--device cuda"
+JOB[llama3-8b-slice]=bench/jobs/llama3-8b-slice-h100.yaml
+PT_SET[gpt2-124m]="" PT_SET[llama-1b]="" PT_SET[llama3-8b-slice]=""
+TB_ARGS[gpt2-124m]="--device cuda" TB_ARGS[llama-1b]="--device cuda" TB_ARGS[llama3-8b-slice]="--device cuda"
+loss_steps=${FP8_LOSS_STEPS:-300} loss_data=${FP8_LOSS_DATA:-$root/data/tiny/train_*.bin}
 if ((dry_run)); then
-  MB[gpt2-124m]=2; GA[gpt2-124m]=2; MB[llama-1b]=2; GA[llama-1b]=2
-  WU[gpt2-124m]=1; ST[gpt2-124m]=3; WU[llama-1b]=1; ST[llama-1b]=3
+  MB[gpt2-124m]=2; GA[gpt2-124m]=2; MB[llama-1b]=2; GA[llama-1b]=2; GA[llama3-8b-slice]=2
+  WU[gpt2-124m]=1; ST[gpt2-124m]=3; WU[llama-1b]=1; ST[llama-1b]=3; WU[llama3-8b-slice]=1; ST[llama3-8b-slice]=3
   PT_SET[gpt2-124m]="cluster.gpu=cpu model.layers=2 model.hidden=64 model.heads=4 model.vocab=512 model.seq_len=64"
   PT_SET[llama-1b]="cluster.gpu=cpu model.layers=2 model.hidden=64 model.heads=4 model.kv_heads=2 model.ffn_hidden=176 model.vocab=512 model.seq_len=128"
+  PT_SET[llama3-8b-slice]=${PT_SET[llama-1b]}
   TB_ARGS[gpt2-124m]="--device cpu --no-compile --layers 2 --hidden 64 --heads 4 --vocab 512 --seq 64"
   TB_ARGS[llama-1b]="--device cpu --no-compile --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 176 --vocab 512 --seq 128"
+  TB_ARGS[llama3-8b-slice]=${TB_ARGS[llama-1b]}
+  loss_steps=${FP8_LOSS_STEPS:-12} loss_data=${FP8_LOSS_DATA:-}  # empty: the timed runs' token file
 fi
-[[ -n "$warmup" ]] && for m in gpt2-124m llama-1b; do WU[$m]=$warmup; done
-[[ -n "$steps" ]] && for m in gpt2-124m llama-1b; do ST[$m]=$steps; done
+[[ -n "$warmup" ]] && for m in "${!WU[@]}"; do WU[$m]=$warmup; done
+[[ -n "$steps" ]] && for m in "${!ST[@]}"; do ST[$m]=$steps; done
+[[ "$loss_steps" =~ ^[0-9]+$ ]] && ((loss_steps > 10)) ||
+  { echo "error: FP8_LOSS_STEPS takes a number above 10 (the loss is the mean of the last 10), not '$loss_steps'" >&2; exit 2; }
 IFS=, read -r -a model_list <<<"$models"
-IFS=, read -r -a fp8_models <<<"${FP8_MODELS:-llama-1b}"
+IFS=, read -r -a fp8_models <<<"${FP8_MODELS:-llama-1b,llama3-8b-slice}"
 for m in "${model_list[@]}" "${fp8_models[@]}"; do
-  [[ -n "${JOB[$m]:-}" ]] || { echo "error: unknown model '$m' (gpt2-124m, llama-1b)" >&2; exit 2; }
+  [[ -n "${JOB[$m]:-}" ]] || { echo "error: unknown model '$m' (gpt2-124m, llama-1b, llama3-8b-slice)" >&2; exit 2; }
 done
 
 # ------------------------------------------------------------------ python, commit, date, gpu, work dir
@@ -244,14 +258,18 @@ stop_sampler() {
 
 # run_ptrain TAG IMPL MODEL [KEY=VALUE ...]: ptrain validate, then --repeats processes of the job
 # with those keys set. An FP8 row whose job validate refuses (a ptrain without train.precision:
-# fp8) is "unavailable", with validate's reason.
+# fp8) is "unavailable", with validate's reason. RUN_GA, RUN_WARMUP, RUN_STEPS, RUN_REPEATS, RUN_DATA
+# (--set keys) and RUN_TOKENS (its description), when set, replace the model's gradient
+# accumulation, steps, --repeats and token file (the loss runs'); RUN_REASON, why it cannot run.
 run_ptrain() {
   local tag=$1 impl=$2 m=$3
   shift 3
-  local sets=() kv r rc limit reason="$ptrain_problem" suffix=${tag#ptrain} rep_args=()
+  local ga=${RUN_GA:-${GA[$m]}} wu=${RUN_WARMUP:-${WU[$m]}} st=${RUN_STEPS:-${ST[$m]}} reps=${RUN_REPEATS:-$repeats}
+  local data=${RUN_DATA:-${TOKEN_SETS[$m]}} tokens=${RUN_TOKENS:-$work/tokens/$m.json}
+  local sets=() kv r rc limit reason=${RUN_REASON:-$ptrain_problem} suffix=${tag#ptrain} rep_args=()
   suffix=${suffix:+-$suffix}  # validate-<model>-fp8.json beside validate-<model>.json
-  for kv in "train.micro_batch=${MB[$m]}" "train.global_batch=$((MB[$m] * GA[$m]))" "train.steps=$((WU[$m] + ST[$m]))" \
-    logging.every=1 backend=$ptrain_backend ${PT_SET[$m]} ${TOKEN_SETS[$m]} "$@"; do sets+=(--set "$kv"); done
+  for kv in "train.micro_batch=${MB[$m]}" "train.global_batch=$((MB[$m] * ga))" "train.steps=$((wu + st))" \
+    logging.every=1 backend=$ptrain_backend ${PT_SET[$m]} $data "$@"; do sets+=(--set "$kv"); done
   local vfile="$work/runs/validate-$m$suffix.json" vlog="$work/validate-$m$suffix.log"
   if [[ -z "$reason" ]]; then  # the predicted memory and step time (no GPU needed)
     "$ptrain" validate "${JOB[$m]}" --json "${sets[@]}" >"$vfile" 2>"$vlog"
@@ -262,7 +280,7 @@ run_ptrain() {
       [[ "$impl" == *fp8 ]] && reason="validate exits $rc: $( (grep -i -m1 error "$vlog" || tail -1 "$vlog") | cut -c1-250)"
     fi
   fi
-  for ((r = 1; r <= repeats; r++)); do
+  for ((r = 1; r <= reps; r++)); do
     [[ -n "$reason" ]] && break
     rep_args+=(--metrics "$work/runs/$tag-$m-r$r.jsonl" --log "$work/$tag-$m-r$r.log")
     limit=$(limit_for "$run_timeout")
@@ -271,7 +289,7 @@ run_ptrain() {
       rep_args+=(--rc 124)
       continue
     fi
-    log "$impl $m, repetition $r/$repeats: ${MB[$m]} x ${GA[$m]} sequences/step, ${WU[$m]} warm-up + ${ST[$m]} timed steps"
+    log "$impl $m, repetition $r/$reps: ${MB[$m]} x $ga sequences/step, $wu warm-up + $st timed steps"
     start_sampler "$work/runs/$tag-$m-r$r.gpumem"
     timeout "$limit" "$ptrain" run "${JOB[$m]}" --nproc 1 "${sets[@]}" \
       --set "logging.metrics=$work/runs/$tag-$m-r$r.jsonl" >"$work/$tag-$m-r$r.log" 2>&1
@@ -281,9 +299,9 @@ run_ptrain() {
     rep_args+=(--rc "$rc")
   done
   "${helper[@]}" ptrain --impl "$impl" --model "$m" --out "$work/runs/$tag-$m.json" --job "${JOB[$m]}" \
-    --overrides "backend=$ptrain_backend ${PT_SET[$m]} ${TOKEN_SETS[$m]} $*" --reason "$reason" "${rep_args[@]}" \
-    --tokens "$work/tokens/$m.json" --warmup "${WU[$m]}" --steps "${ST[$m]}" --micro-batch "${MB[$m]}" \
-    --grad-accum "${GA[$m]}" --peak "$peak_flops"
+    --overrides "backend=$ptrain_backend ${PT_SET[$m]} $data $*" --reason "$reason" "${rep_args[@]}" \
+    --tokens "$tokens" --warmup "$wu" --steps "$st" --micro-batch "${MB[$m]}" \
+    --grad-accum "$ga" --validate "$(basename "$vfile")" --peak "$peak_flops"
   report
 }
 
@@ -406,6 +424,28 @@ if ! skipped fp8; then
       read -r -a pinned <<<"$("${helper[@]}" pinned-flags --run "$work/runs/pytorch-$m.json")"
       run_torch pytorchfp8 "$m" --fp8 "${pinned[@]}"
     fi
+  done
+fi
+
+# ------------------------------------------------------------------ FP8's loss on the goal's job
+# The Llama 3 8B slice, bf16 then fp8 (current scaling), FP8_LOSS_STEPS steps each on the same real
+# text in the same order: one microbatch a step, 30 warm-up steps of the learning rate and a cosine
+# decay, one process each. The goal compares the mean loss of the last 10 steps.
+m=llama3-8b-slice
+if [[ ",$models," == *",$m,"* ]] && ! skipped fp8 && ! skipped ptrain; then
+  text_sets="data.format=llmc data.train=$loss_data" text_tokens=$work/tokens/text.json text_reason=""
+  if [[ -z "$loss_data" ]]; then  # the dry run: the timed runs' tokens stand in for text
+    text_sets=${TOKEN_SETS[$m]} text_tokens=$work/tokens/$m.json
+  elif ! "${helper[@]}" describe-text --glob "$loss_data" --out "$text_tokens"; then
+    text_reason="no text for the loss runs: nothing matches $loss_data (run scripts/prepare_tiny_data.sh and carry data/tiny, or set FP8_LOSS_DATA)"
+  fi
+  for run in "ptraintext|ptrain text|train.precision=bf16" \
+    "ptrainfp8text|ptrain fp8 text|train.precision=fp8 train.fp8.scaling=current"; do
+    IFS='|' read -r tag impl precision <<<"$run"
+    # shellcheck disable=SC2086  # precision holds one or two keys
+    RUN_GA=1 RUN_WARMUP=10 RUN_STEPS=$((loss_steps - 10)) RUN_REPEATS=1 RUN_DATA="$text_sets" RUN_TOKENS="$text_tokens" \
+      RUN_REASON="$text_reason" run_ptrain "$tag" "$impl" "$m" $precision optimizer.warmup_steps=30 \
+      optimizer.decay=cosine optimizer.min_lr=3.0e-5
   done
 fi
 

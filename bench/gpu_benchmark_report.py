@@ -15,12 +15,16 @@ import re
 import statistics
 import sys
 
+import benchmark_tokens
 import results
 import torch_baseline as tb
 
-BF16_ORDER = ["ptrain", "pytorch", "llm.c", "llm.c (-r 0 -ge 2)", "ptrain fp8", "pytorch fp8"]
-MODELS = ["gpt2-124m", "llama-1b"]
+BF16_ORDER = ["ptrain", "pytorch", "llm.c", "llm.c (-r 0 -ge 2)", "ptrain fp8", "pytorch fp8", "ptrain text",
+              "ptrain fp8 text"]
+MODELS = ["gpt2-124m", "llama-1b", "llama3-8b-slice"]
+FP8_MODEL = "llama3-8b-slice"  # the FP8 goals' job: Llama 3 8B's layers, as many as fit one GPU
 SPEED_GOAL, FP8_GOAL, MEMORY_BOUND, STEP_TIME_BOUND = 1.10, 1.35, 0.02, 0.10
+LOSS_GOAL, LOSS_WINDOW = 0.01, 10  # fp8's loss within 1% of bf16's: the mean of the last 10 steps
 
 
 def cfg_for(model, overrides):
@@ -100,7 +104,7 @@ def cmd_ptrain(a):
     cfg = cfg_for(a.model, a.overrides)
     run = {"impl": a.impl, "model": a.model, "config": cfg, "job": a.job, "overrides": a.overrides.split(),
            "micro_batch": a.micro_batch, "grad_accum": a.grad_accum, "warmup_steps": a.warmup, "timed_steps": a.steps,
-           "tokens": load(a.tokens) if a.tokens else None}
+           "tokens": load(a.tokens) if a.tokens else None, "validate": a.validate or None}
     if a.reason:  # no binary, or validate refused the job: nothing ran
         run.update(status="unavailable", reason=a.reason)
         add_mfu(run, cfg, a.peak)
@@ -121,7 +125,7 @@ def cmd_ptrain(a):
         ms = [1000 * r["step_s"] for r in timed]
         repetitions.append({"step_ms_median": statistics.median(ms), "step_ms_min": min(ms), "step_ms_max": max(ms),
                             "mfu_reported_by_ptrain": statistics.median(r.get("mfu", 0) for r in timed)})
-        losses.append(rows[-1].get("loss"))
+        losses.append([r.get("loss") for r in rows if "loss" in r])
         # The device's own count (CUDA: memory in use beyond the runtime context) when ptrain
         # measured it, else what the engine allocated, else the console's "mem 12.34 GiB".
         key = next((k for k in ("device_memory_peak_bytes", "memory_bytes") if any(k in r for r in rows)), None)
@@ -140,7 +144,10 @@ def cmd_ptrain(a):
             sources.add(source)
     tokens_per_step = a.micro_batch * a.grad_accum * cfg["seq"]
     if summarise(run, repetitions, tokens_per_step):
-        run["final_loss"] = losses[-1]
+        run["final_loss"] = losses[-1][-1] if losses[-1] else None
+        run["losses"] = losses[-1]  # every step's, of the last repetition that ran
+        if len(losses[-1]) >= LOSS_WINDOW:
+            run["loss_last_%d_mean" % LOSS_WINDOW] = statistics.fmean(losses[-1][-LOSS_WINDOW:])
         run["peak_memory_bytes"] = max(peaks) if peaks else None
         run["peak_memory_source"] = (", ".join(sorted(sources)) + " (highest repetition)") if peaks else "not reported by ptrain"
     else:
@@ -212,6 +219,21 @@ def missing_reason(*rows_and_names):
                      for row, name in rows_and_names if not row or row.get("status") != "ok")
 
 
+def loss_record(f8, b16):
+    """fp8's loss against bf16's after the same steps on the same text: the relative difference of the
+    mean loss over the last LOSS_WINDOW steps."""
+    key = "loss_last_%d_mean" % LOSS_WINDOW
+    rec = {"goal": "|fp8 / bf16 - 1| <= %.2f, the mean loss of the last %d steps, %s" % (LOSS_GOAL, LOSS_WINDOW, FP8_MODEL),
+           "value": None, "met": None}
+    if f8 and b16 and f8.get(key) is not None and b16.get(key) is not None:
+        rec.update(value=f8[key] / b16[key] - 1, steps=len(f8["losses"]), fp8=f8[key], bf16=b16[key])
+        rec["met"] = abs(rec["value"]) <= LOSS_GOAL
+        rec["curves_differ"] = f8["losses"] != b16["losses"]  # the quantisation is real
+    else:
+        rec["reason"] = missing_reason((f8, "ptrain fp8 text"), (b16, "ptrain text"))
+    return rec
+
+
 def goals_of(runs):
     def get(impl, model):
         return next((r for r in runs if r["impl"] == impl and r["model"] == model), None)
@@ -235,11 +257,12 @@ def goals_of(runs):
     if fastest is None:
         goals["gpt2_over_llmc_best"]["reason"] = "; ".join(
             "%s: %s" % (r["impl"], r.get("reason")) for r in runs if r["impl"].startswith("llm.c")) or "llm.c not run"
-    f8, b16 = get("ptrain fp8", "llama-1b"), get("ptrain", "llama-1b")
-    goals["llama_fp8_over_bf16"] = ratio_record(
-        ok(f8), ok(b16), FP8_GOAL, "ptrain fp8 / ptrain bf16, llama-1b (the issue's goal names a Llama 3 8B slice)")
-    if goals["llama_fp8_over_bf16"]["value"] is None:
-        goals["llama_fp8_over_bf16"]["reason"] = missing_reason((f8, "ptrain fp8"), (b16, "ptrain bf16"))
+    for model, key in ((FP8_MODEL, "llama_fp8_over_bf16"), ("llama-1b", "llama_1b_fp8_over_bf16")):
+        f8, b16 = get("ptrain fp8", model), get("ptrain", model)
+        goals[key] = ratio_record(ok(f8), ok(b16), FP8_GOAL, "ptrain fp8 / ptrain bf16, %s, tokens/s" % model)
+        if goals[key]["value"] is None:
+            goals[key]["reason"] = missing_reason((f8, "ptrain fp8"), (b16, "ptrain bf16"))
+    goals["llama_fp8_loss_vs_bf16"] = loss_record(get("ptrain fp8 text", FP8_MODEL), get("ptrain text", FP8_MODEL))
     goals["pytorch_best"] = {
         r["model"]: {"sdpa_backend": r["search"]["attention"]["chosen"], "attention": r["search"]["attention"]["attention"],
                      "compile_mode": r["search"]["compile"]["chosen"], "optimizer": r["search"]["optimizer"]["chosen"]}
@@ -259,7 +282,7 @@ def goals_of(runs):
 
 
 def attach_validate(run, work):
-    name = "validate-%s%s.json" % (run["model"], "-fp8" if run["impl"].endswith("fp8") else "")
+    name = run.get("validate") or "validate-%s%s.json" % (run["model"], "-fp8" if run["impl"].endswith("fp8") else "")
     v = load(os.path.join(work, "runs", name))
     if v is None or (run.get("status") != "ok" and not run["impl"].startswith("ptrain")):
         return  # nothing measured to compare with
@@ -323,23 +346,35 @@ def print_table(runs, goals):
     def pct(x):
         return "%.1f%%" % (100 * x) if x is not None else "-"
 
-    print("%-10s %-18s %-11s %12s %17s %9s %9s %11s %11s" % ("model", "impl", "status", "tokens/s", "step ms (min-max)",
+    print("%-15s %-18s %-11s %12s %17s %9s %9s %11s %11s" % ("model", "impl", "status", "tokens/s", "step ms (min-max)",
           "MFU llmc", "MFU titan", "peak mem", "predicted"))
     for r in runs:
         ok = r.get("status") == "ok"
         spread = r.get("spread", {}).get("step_ms", {})
-        print("%-10s %-18s %-11s %12s %17s %9s %9s %11s %11s" % (
+        print("%-15s %-18s %-11s %12s %17s %9s %9s %11s %11s" % (
             r["model"], r["impl"], r.get("status"), "%.0f" % r["tokens_per_s"] if ok else "-",
             "%.1f (%.1f-%.1f)" % (r["step_ms_median"], spread.get("min", 0), spread.get("max", 0)) if ok else "-",
             pct(r.get("mfu_llmc")), pct(r.get("mfu_torchtitan")),
             gib(r.get("peak_memory_bytes")), gib(r.get("predicted_memory_bytes"))))
         if not ok:
-            print("           %s: %s" % (r.get("status"), r.get("reason")))
+            print("                %s: %s" % (r.get("status"), r.get("reason")))
     for name, g in goals.items():
         if "met" in g:
             print("goal %-42s %-6s value %s" % (name, {True: "MET", False: "MISSED", None: "n/a"}[g["met"]], g["value"]))
     for model, best in goals["pytorch_best"].items():
         print("pytorch at its best, %s: %s" % (model, best))
+
+
+def cmd_describe_text(a):
+    """The loss runs' text: its llm.c shards, their token counts and sha256 (exit 1: none match)."""
+    files = sorted(glob.glob(a.glob))
+    if not files:
+        return 1
+    json.dump({"format": "llmc", "glob": a.glob, "files": [
+        {"path": f, "tokens": (os.path.getsize(f) - benchmark_tokens.LLMC_HEADER_BYTES) // 2,
+         "sha256": benchmark_tokens.file_sha256(f)} for f in files]},
+        open(a.out, "w"), indent=1)
+    return 0
 
 
 def main():
@@ -349,7 +384,7 @@ def main():
         s = sub.add_parser(name)
         for k in ("model", "out", "impl"):
             s.add_argument("--" + k, required=True)
-        for k in ("job", "overrides", "reason", "flags", "tokens"):
+        for k in ("job", "overrides", "reason", "flags", "tokens", "validate"):
             s.add_argument("--" + k, default="")
         for k in ("metrics", "log"):
             s.add_argument("--" + k, action="append", default=[], help="one per repetition")
@@ -357,6 +392,9 @@ def main():
         for k in ("warmup", "steps", "micro-batch", "grad-accum"):
             s.add_argument("--" + k, type=int, default=0)
         s.add_argument("--peak", type=float, required=True)
+    s = sub.add_parser("describe-text")
+    s.add_argument("--glob", required=True)
+    s.add_argument("--out", required=True)
     s = sub.add_parser("pinned-flags")
     s.add_argument("--run", required=True)
     s = sub.add_parser("report")
@@ -367,8 +405,8 @@ def main():
     s.add_argument("--note", action="append", default=[])
     s.add_argument("--print", action="store_true")
     a = p.parse_args()
-    {"ptrain": cmd_ptrain, "llmc": cmd_llmc, "pinned-flags": cmd_pinned, "report": cmd_report}[a.cmd](a)
-    return 0
+    return {"ptrain": cmd_ptrain, "llmc": cmd_llmc, "pinned-flags": cmd_pinned, "report": cmd_report,
+            "describe-text": cmd_describe_text}[a.cmd](a) or 0
 
 
 if __name__ == "__main__":

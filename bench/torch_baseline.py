@@ -58,6 +58,10 @@ MODELS = {
     # head and ffn 5632 (instead of 8192) so that N = 1.247e9 stays in the 1.0-1.3B range.
     "llama-1b": dict(arch="llama", layers=16, hidden=2048, heads=32, kv_heads=8, ffn=5632,
                      vocab=128256, seq=4096, norm_eps=1e-5, rope_theta=500000.0),
+    # Llama 3 8B's layer, sequence and vocabulary with 10 of its 32 layers (bench/jobs/llama3-8b-slice-h100.yaml:
+    # as many as fit one H100 under ptrain's bf16 and fp8): the FP8 goal's job.
+    "llama3-8b-slice": dict(arch="llama", layers=10, hidden=4096, heads=32, kv_heads=8, ffn=14336,
+                            vocab=128256, seq=8192, norm_eps=1e-5, rope_theta=500000.0),
 }
 DATA_VOCAB = {"gpt2-124m": 50257}  # tokens are drawn below the real vocabulary (the rest is padding)
 H100_SXM_BF16_PEAK = 989e12

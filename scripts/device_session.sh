@@ -7,7 +7,11 @@
 #      fp32 run's checkpoint is written asynchronously, the default: the page-locked copy's first run);
 #      TensorBoard's own reader on ptrain's event files (tests/train/test_tensorboard.py); the FP8
 #      GEMM path's op tests alone and under memcheck (logs/fp8-op-tests, sanitizer-fp8), then alone
-#      its GEMM and cast timings at Llama 3 8B's shapes (logs/fp8-timing.log);
+#      its GEMM and cast timings at Llama 3 8B's shapes (logs/fp8-timing.log), then, where the FP8 op
+#      tests passed, FP8 training's curves on the GPU against the CPU's (logs/fp8-curves.log);
+#   f. alone, with --fp8: issue 41's FP8 goals on their job, bench/gpu_benchmark.sh --models
+#      llama3-8b-slice (Llama 3 8B's layers, 10 of them): ptrain bf16 and fp8 timed, then 300 steps
+#      of each on data/tiny's text (carry it) for the loss, into $OUT (its results file);
 #   2. alone: a 3.6B-parameter Llama's start-up to its first step (bench/startup_time.py --size 3b
 #      --backend cuda), then `ptrain profile --backend cuda` (on an H100/H200 with its FP8 GEMM
 #      table too, gemm/fp8, which validate then times FP8 jobs from) and the step-time sweep against it
@@ -28,9 +32,15 @@
 #      attention kernels once per shape (cudnn_attention_check.h).
 # Every step's log goes into $OUT/logs.tgz, packed again after each phase, so a call cut short by
 # its time limit still returns what ran. Needs device-bundle/ (scripts/bundle_for_device.sh), carried;
-# with --bench, also bench/out/llm.c/ (scripts/prepare_llmc.sh: llm.c's train_gpt2cu built here).
-#   bash scripts/device_session.sh [--no-checks] [--bench] [--no-sweep] [--startup] [--kernels]
-#   # device tool: carry ["device-bundle", "bench/out/llm.c"] (["device-bundle"] without llm.c's rows)
+# with --bench, also bench/out/llm.c/ (scripts/prepare_llmc.sh: llm.c's train_gpt2cu built here);
+# with --fp8, data/tiny (scripts/prepare_tiny_data.sh).
+#   bash scripts/device_session.sh [--no-checks] [--fp8] [--bench] [--no-sweep] [--startup] [--kernels]
+#   # device tool: carry ["device-bundle", "data/tiny", "bench/out/llm.c"] (llm.c only for its rows)
+# FP8 on CUDA is refused until its GPU checks pass (config/engine_limits.h): this script lifts that
+# (PTRAIN_DEBUG_FP8_CUDA=unchecked) for FP8's curves, --fp8 and --bench's FP8 rows when the FP8 op
+# tests passed in this call, or when --no-checks says an earlier call's did.
+# A session's 15 device minutes, planned (issue 41): call 1 `--fp8 --no-sweep` (checks ~130 s, the
+# FP8 curves ~40 s, the slice ~250 s), call 2 `--no-checks --no-sweep --bench` (the bf16 goals).
 # --no-sweep leaves phase 2 out. All three phases took ~440 s on 2026-11-28 (99 + 145 + 193 s, llm.c
 # carried), within one call of the device tool (at most 600 s). --startup (with --no-sweep) still runs phase 2's start-up, once, right
 # after phase 1: the 3B shard's start-up without the profile and sweep. --no-checks leaves phase 1
@@ -38,15 +48,16 @@
 # Exit 0 when every correctness check passed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-checks=1 bench=0 sweep=1 startup=0 kernels=0
+checks=1 bench=0 sweep=1 startup=0 kernels=0 fp8=0
 for arg in "$@"; do
   case "$arg" in
     --no-checks) checks=0 ;;
+    --fp8) fp8=1 ;;
     --bench) bench=1 ;;
     --no-sweep) sweep=0 ;;
     --startup) startup=1 ;;
     --kernels) kernels=1 ;;
-    *) echo "error: unknown argument '$arg' (expected --no-checks, --bench, --no-sweep, --startup, --kernels)" >&2
+    *) echo "error: unknown argument '$arg' (expected --no-checks, --fp8, --bench, --no-sweep, --startup, --kernels)" >&2
       exit 2 ;;
   esac
 done
@@ -74,6 +85,8 @@ check() {  # check NAME LIMIT_S COMMAND...: runs it into its log, then the log's
 }
 
 failed=0
+fp8_env=()  # FP8 on CUDA allowed: after its op tests passed (here, or in an earlier call: --no-checks)
+[ "$checks" = 1 ] || fp8_env=(PTRAIN_DEBUG_FP8_CUDA=unchecked)
 if [ "$checks" = 1 ]; then
   say "1: correctness, side by side"
   # cuDNN's warnings and errors (a declined attention graph says why there) into their own log.
@@ -96,6 +109,29 @@ if [ "$checks" = 1 ]; then
   say "1b: FP8 GEMM and cast timings at Llama 3 8B's shapes, alone (docs/fp8.md: What the GPU run must show)"
   check fp8-timing 120 "$bin/cuda_op_tests" "[fp8-timing]" -r compact
   grep "TFLOP" "$work/logs/fp8-timing.log"
+  pack
+  if [ "$(tail -n 1 "$work/logs/fp8-op-tests.log")" = "exit 0" ]; then
+    fp8_env=(PTRAIN_DEBUG_FP8_CUDA=unchecked)
+    say "1c: FP8 training on the GPU against the CPU's curves (the FP8 op tests passed)"
+    check fp8-curves 240 env "${fp8_env[@]}" python3 tests/train/test_run.py --ptrain "$ptrain" \
+      CudaBackend.test_fp8_loss_curve_matches_the_cpu_backend -v
+    echo "== fp8-curves: $(tail -n 1 "$work/logs/fp8-curves.log")"
+    [ "$(tail -n 1 "$work/logs/fp8-curves.log")" = "exit 0" ] || { failed=1; tail -n 8 "$work/logs/fp8-curves.log"; }
+    pack
+  else
+    say "the FP8 op tests failed: no FP8 training on the GPU in this call"
+  fi
+fi
+
+if [ "$fp8" = 1 ]; then
+  say "f: FP8's goals on the Llama 3 8B slice, alone"
+  if [ ${#fp8_env[@]} = 0 ]; then
+    say "skipped: the FP8 op tests did not pass"
+  else
+    check fp8-goals 560 env "${fp8_env[@]}" bash bench/gpu_benchmark.sh --models llama3-8b-slice --skip torch,llmc \
+      --results-dir "$out"
+    tail -n 12 "$work/logs/fp8-goals.log"
+  fi
   pack
 fi
 
@@ -125,7 +161,7 @@ if [ "$bench" = 1 ]; then
   llmc_env=()
   [ -f bench/out/llm.c/train_gpt2cu ] && llmc_env=(LLMC_DIR="$PWD/bench/out/llm.c" LLMC_CUDNN=1)
   say "llm.c: ${llmc_env[*]:-not carried (bench/out/llm.c/train_gpt2cu)}"
-  check gpu-benchmark 540 env "${llmc_env[@]}" bash bench/gpu_benchmark.sh --results-dir "$out"
+  check gpu-benchmark 540 env "${llmc_env[@]}" "${fp8_env[@]}" bash bench/gpu_benchmark.sh --results-dir "$out"
   tail -n 12 "$work/logs/gpu-benchmark.log"
   pack
   # The default attention mode, auto, times cuDNN against ptrain's kernels per shape; where a model's

@@ -1,5 +1,8 @@
 #include "engine/config/engine_limits.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "engine/config/job_grid.h"
 
 namespace ptrain::config {
@@ -20,6 +23,11 @@ bool ep_groups_cross_tp_or_cp(const JobSpec& spec) {
 
 }  // namespace
 
+bool fp8_on_cuda_unchecked() {
+  const char* value = std::getenv(kFp8CudaUncheckedVariable);
+  return value != nullptr && std::strcmp(value, "unchecked") == 0;
+}
+
 std::vector<EngineLimit> engine_limits(const JobSpec& spec) {
   const ParallelSpec& p = spec.parallel;
   std::vector<EngineLimit> limits;
@@ -30,7 +38,7 @@ std::vector<EngineLimit> engine_limits(const JobSpec& spec) {
                           " take the tp group's tokens all-gathered: `ptrain run` needs sequence parallelism",
                       "set parallel.sequence_parallel: true"});
   // FP8 (docs/fp8.md): the CUDA FP8 GEMMs are written and compiled but have not run on a GPU.
-  if (spec.train.precision == Precision::Fp8 && spec.backend != Backend::Cpu)
+  if (spec.train.precision == Precision::Fp8 && spec.backend != Backend::Cpu && !fp8_on_cuda_unchecked())
     limits.push_back({"backend",
                       "train.precision: fp8 runs on the CPU backend only for now (FP8 training's numerics); "
                       "the CUDA FP8 GEMMs have not yet passed their checks on a GPU",

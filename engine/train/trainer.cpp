@@ -30,6 +30,10 @@ dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) 
   if (!limits.empty())
     throw std::invalid_argument(limits.front().key + ": " + limits.front().message +
                                 " (fix: " + limits.front().fix + ")");
+  if (spec.train.precision == config::Precision::Fp8 && spec.backend != config::Backend::Cpu && comm.rank() == 0 &&
+      config::fp8_on_cuda_unchecked())
+    log::train().warn("train.precision: fp8 on the CUDA backend, allowed by {}=unchecked: its kernels have not yet "
+                      "passed their checks on a GPU", config::kFp8CudaUncheckedVariable);
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
   const bool tied = std::any_of(registry.begin(), registry.end(), [](const model::ParamInfo& i) { return i.tied_head; });
   return dist::make_parallel_groups(spec, comm, tied);

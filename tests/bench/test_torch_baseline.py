@@ -349,6 +349,42 @@ class DryRun(unittest.TestCase):
                                    capture_output=True, text=True)
             self.assertEqual(check.returncode, expected, check.stdout)
 
+    def test_the_fp8_goals_job_is_timed_and_trained_on_text_in_both_precisions(self):
+        # The Llama 3 8B slice (tiny here): bf16 and fp8 timed, then the loss runs on one token file,
+        # which the dry run takes from the timed runs; without text the loss rows say why.
+        for loss_data, ran in ((None, True), ("/nonexistent/train_*.bin", False)):
+            with self.subTest(loss_data=loss_data):
+                d = tempfile.mkdtemp(prefix="bench-fp8-")
+                self.addCleanup(shutil.rmtree, d)
+                env = dict(os.environ, PTRAIN=PTRAIN, PYTHON=sys.executable, TMPDIR=d)
+                if loss_data:
+                    env["FP8_LOSS_DATA"] = loss_data
+                r = subprocess.run(["bash", os.path.join(BENCH, "gpu_benchmark.sh"), "--dry-run", "--models",
+                                    "llama3-8b-slice", "--skip", "torch,llmc", "--repeats", "2", "--steps", "1",
+                                    "--warmup", "1", "--results-dir", d], capture_output=True, text=True, env=env)
+                self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+                doc = load(glob.glob(os.path.join(d, "*-cpu-dry-run.json"))[0])
+                rows = {row["impl"]: row for row in doc["runs"]}
+                self.assertEqual(set(rows), {"ptrain", "ptrain fp8", "ptrain text", "ptrain fp8 text"})
+                speed = doc["goals"]["llama_fp8_over_bf16"]
+                self.assertAlmostEqual(speed["value"], rows["ptrain fp8"]["tokens_per_s"] / rows["ptrain"]["tokens_per_s"])
+                loss = doc["goals"]["llama_fp8_loss_vs_bf16"]
+                if not ran:
+                    for impl in ("ptrain text", "ptrain fp8 text"):
+                        self.assertIn("no text for the loss runs", rows[impl]["reason"])
+                    self.assertIsNone(loss["value"])
+                    self.assertIn("no text for the loss runs", loss["reason"])
+                    continue
+                for impl in ("ptrain text", "ptrain fp8 text"):
+                    self.assertEqual(len(rows[impl]["losses"]), 12)  # FP8_LOSS_STEPS in a dry run
+                    self.assertEqual(len(rows[impl]["repetitions"]), 1)
+                    self.assertEqual((rows[impl]["micro_batch"], rows[impl]["grad_accum"]), (1, 1))  # a sequence a step
+                self.assertIn("train.fp8.scaling=current", rows["ptrain fp8 text"]["overrides"])
+                means = [sum(rows[i]["losses"][-10:]) / 10 for i in ("ptrain fp8 text", "ptrain text")]
+                self.assertAlmostEqual(loss["value"], means[0] / means[1] - 1)
+                self.assertTrue(loss["curves_differ"])  # FP8's quantisation is real
+                self.assertLess(abs(loss["value"]), 0.05)
+
     def test_past_its_deadline_a_run_is_recorded_as_not_run(self):
         d = tempfile.mkdtemp(prefix="bench-deadline-")
         self.addCleanup(shutil.rmtree, d)

@@ -307,6 +307,25 @@ class RefusedAtTheKey(unittest.TestCase):
                 self.assertIn(key, r.stderr)
                 self.assertFalse(os.path.exists(os.path.join(d, "metrics.jsonl")), "nothing trained")
 
+    def test_on_cuda_it_waits_for_the_gpu_checks_unless_the_gpu_session_says_unchecked(self):
+        # PTRAIN_DEBUG_FP8_CUDA=unchecked (config/engine_limits.h) lifts only the backend limit, and
+        # only for that word: scripts/device_session.sh sets it once the CUDA FP8 op tests passed.
+        limit = "train.precision: fp8 runs on the CPU backend only"
+        with tempfile.TemporaryDirectory() as d:
+            path = job(d)
+            for value, refused in (("", True), ("unchecked", False), ("yes", True)):
+                with self.subTest(value=value):
+                    env = dict(os.environ, PTRAIN_DEBUG_FP8_CUDA=value)
+                    r = subprocess.run([PTRAIN, "validate", path, "--set", "backend=cuda", "--set", "cluster.gpu=h100-sxm"],
+                                       capture_output=True, text=True, timeout=120, env=env)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(limit in r.stdout + r.stderr, refused, r.stdout + r.stderr)
+                    r = subprocess.run([PTRAIN, "run", path, "--set", "backend=cuda", "--set", "cluster.gpu=h100-sxm"],
+                                       capture_output=True, text=True, timeout=120, env=env)
+                    self.assertEqual(r.returncode, 2, r.stderr)  # refused, or no CUDA device here
+                    self.assertEqual(limit in r.stderr, refused, r.stderr)
+                    self.assertFalse(os.path.exists(os.path.join(d, "metrics.jsonl")), "nothing trained")
+
 
 if __name__ == "__main__":
     args = sys.argv[1:]
