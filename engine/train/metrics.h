@@ -29,6 +29,7 @@ struct PerAxis {
   PerAxis& operator+=(const PerAxis& o) {
     return *this = {tp + o.tp, pp + o.pp, dp + o.dp, cp + o.cp, ep + o.ep};
   }
+  double total() const { return tp + pp + dp + cp + ep; }
 };
 
 struct StepMetrics {

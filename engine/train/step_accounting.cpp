@@ -13,8 +13,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double sum(const PerAxis& a) { return a.tp + a.pp + a.dp + a.cp + a.ep; }
-
 }  // namespace
 
 StepPhase::StepPhase(const kernels::Ops& ops, const dist::Comm& comm, const dist::ParallelGroups& groups)
@@ -57,7 +55,7 @@ StepCosts StepAccounting::costs(StepPhase& phase, bool messages_wait_on_host) {
   // stream waits for collectives and messages (NCCL), the host only issued them: then the device's
   // pipeline phase less the compute stream's waits in it, and each axis's time is its waits (the
   // host has waited for the device since, so settling them waits for nothing).
-  double computed = phase.phase_seconds_ - sum(phase.spent_in_pipeline_);
+  double computed = phase.phase_seconds_ - phase.spent_in_pipeline_.total();
   // The schedule's span on this rank, and its busy time there: the span less its waits for messages.
   double pipeline = phase.pipeline_seconds_, waited = phase.waited_;
   PerAxis axis_seconds = seconds;
@@ -67,7 +65,7 @@ StepCosts StepAccounting::costs(StepPhase& phase, bool messages_wait_on_host) {
   const bool timed_on_device = waits && device_seconds && device_reducing;
   if (timed_on_device) {
     axis_seconds = device_waits(*waits, phase.waits_from_, groups_);
-    computed = *device_seconds + *device_reducing - sum(axis_seconds);
+    computed = *device_seconds + *device_reducing - axis_seconds.total();
     dist::ParallelGroups stages;  // the pipeline's messages alone, not the tied embedding's sum
     stages.pp = groups_.pp;
     pipeline = *device_seconds, waited = device_waits(*waits, phase.waits_from_, stages).pp;

@@ -49,14 +49,15 @@ double Trainer::State::global_loss() {
   return loss_sum / tokens_per_step();
 }
 
-// AdamW on the clipped gradients (step `step` + 1 of the schedule); returns this rank's seconds.
+// AdamW on the clipped gradients (step `step` + 1 of the schedule); returns this rank's seconds
+// outside collective calls (StepAccounting::seconds_outside_calls).
 double Trainer::State::update(std::int64_t step, double lr, double grad_norm) {
-  const auto start = Clock::now();
   const dist::Trace::Scope span(trace.get(), "optimizer", "optimizer");
   const std::uint64_t from = trace ? trace->mark() : 0;
-  zero.step(lr, step + 1, GradNorm::clip_factor(grad_norm, spec.train.grad_clip));
+  const double seconds = accounting.seconds_outside_calls(
+      [&] { zero.step(lr, step + 1, GradNorm::clip_factor(grad_norm, spec.train.grad_clip)); });
   if (trace) trace->add_device("optimizer", "optimizer", from, trace->mark());
-  return seconds_since(start);
+  return seconds;
 }
 
 double Trainer::State::validation_loss(const Evaluation::Batches& batches) {

@@ -196,8 +196,15 @@ TEST_CASE("cuda fp8_gemm and fp8_gemm_gelu equal the CPU's within the stated bou
                         db.inv_scale.buf(), gbias.buf(), M, N, K);
     Vec bias_rows(static_cast<std::size_t>(M) * N);
     for (std::size_t i = 0; i < bias_rows.size(); ++i) bias_rows[i] = bias[i % static_cast<std::size_t>(N)];
-    check_within_bound(g_pre.download(), pre.values(), bias_rows, a, b, M, N, K, BF16, "fp8_gemm_gelu pre");
-    check_close(g_act.download(), act.values(), 1e-2, 1e-2, "fp8_gemm_gelu out");
+    const Vec device_pre_values = g_pre.download();
+    check_within_bound(device_pre_values, pre.values(), bias_rows, a, b, M, N, K, BF16, "fp8_gemm_gelu pre");
+    // out against the CPU's GELU of the device's own pre (as cuda_ops_test's linear + GELU): the bound
+    // above lets pre differ from the CPU's by bf16 steps (the GEMM's sums), and GELU (slope up to
+    // 1.13) then moves the rounded out by more than bf16's tolerance allows near |out| = 2, which
+    // is not the GELU's error.
+    HostTensor device_pre(device_pre_values, BF16), gelu_of_pre(Vec(static_cast<std::size_t>(M) * N), BF16);
+    cpu().gelu_forward(gelu_of_pre.buf(), device_pre.buf(), std::int64_t{M} * N);
+    check_close(g_act.download(), gelu_of_pre.values(), 1e-2, 1e-2, "fp8_gemm_gelu out, as GELU of pre");
   }
 }
 
