@@ -35,7 +35,8 @@
 # with --bench, also bench/out/llm.c/ (scripts/prepare_llmc.sh: llm.c's train_gpt2cu built here);
 # with --fp8, data/tiny (scripts/prepare_tiny_data.sh).
 #   bash scripts/device_session.sh [--no-checks] [--fp8] [--bench] [--no-sweep] [--startup] [--kernels]
-#   # device tool: carry ["device-bundle", "data/tiny", "bench/out/llm.c"] (llm.c only for its rows)
+#   # device tool: carry ["device-bundle"], plus "data/tiny" with --fp8, "bench/out/llm.c" with --bench
+#   # (64 MiB in all: the bundle is < 60 MiB; a carried path stays on the warm machine for later calls)
 # FP8 on CUDA is refused until its GPU checks pass (config/engine_limits.h): this script lifts that
 # (PTRAIN_DEBUG_FP8_CUDA=unchecked) for FP8's curves, --fp8 and --bench's FP8 rows when the FP8 op
 # tests passed in this call, or when --no-checks says an earlier call's did.
