@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "engine/config/moe_capacity.h"
+
 namespace ptrain::config {
 namespace {
 
@@ -30,7 +32,10 @@ std::optional<Fp8CudaRefusal> fp8_shape_refusal(const JobSpec& spec) {
            {"model.hidden", m.heads / tp * head_dim, "a tp rank's attention columns (model.hidden / parallel.tp)"},
            {"model.kv_heads", kv_heads / tp * head_dim,
             "a tp rank's k/v columns (model.kv_heads / parallel.tp * head dim)"},
-           {"model.ffn_hidden", ffn / tp, "a tp rank's MLP columns (model.ffn_hidden / parallel.tp)"}}) {
+           {"model.ffn_hidden", ffn / tp, "a tp rank's MLP columns (model.ffn_hidden / parallel.tp)"},
+           {"model.moe.capacity_factor", m.moe ? expert_block_rows(spec) : 0,
+            "an expert GEMM's rows (train.micro_batch * the expert capacity, ceil(capacity_factor * top_k * "
+            "seq_len / experts) tokens of a sequence)"}}) {
     if (d.value % kFp8GemmMultiple != 0)
       return Fp8CudaRefusal{d.key,
                             "train.precision: fp8 on CUDA runs cuBLASLt's FP8 GEMMs, which take dimensions that are "

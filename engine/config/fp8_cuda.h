@@ -17,8 +17,9 @@ struct Fp8CudaRefusal {
 // cuBLASLt's FP8 GEMMs take dimensions that are multiples of 16 only (their operands' leading
 // dimensions are 16 bytes at least): every GEMM dimension of a rank's FP8 linear layers -- its
 // tokens per microbatch (micro_batch * seq_len / cp; sequence parallelism gathers them whole), the
-// hidden size, and the tp shards of the attention's q/output columns, of the k/v columns and of the
-// MLP's hidden size. The first that is not, at its key; nullopt when all are (or not fp8).
+// hidden size, the tp shards of the attention's q/output columns, of the k/v columns and of the
+// MLP's hidden size, and an MoE expert GEMM's rows (config/moe_capacity.h). The first that is not,
+// at its key; nullopt when all are (or not fp8).
 std::optional<Fp8CudaRefusal> fp8_shape_refusal(const JobSpec& spec);
 
 // FP8 tensor cores: compute capability 8.9 (Ada) or later (Hopper 9.0). `compute_capability` is

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/config/moe_capacity.h"
 #include "kernels/op_constants.h"
 
 namespace ptrain::model {
@@ -279,7 +280,7 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
   const config::MoeSpec& moe = *spec.model.moe;
   const int ep = spec.parallel.ep;
   const std::int64_t N = x.tokens(), C = x.h, F = x.f, E = moe.experts, pairs = N * moe.top_k;
-  const std::int64_t slots = expert_token_slots(spec);
+  const std::int64_t slots = config::expert_token_slots(spec);
   const double slot_bytes = static_cast<double>(slots * C) * x.act_bytes;
   using K = CollectiveKind;
   // Under cp the router's logits are gathered and the whole sequences routed on every cp rank
@@ -301,7 +302,7 @@ void add_moe(std::vector<Op>& ops, const Dims& x, const config::JobSpec& spec) {
     ops.push_back(collective("moe.dispatch_exchange", {Axis::Ep, ep, slot_bytes, {K::AllToAll}, {K::AllToAll}}));
   // The experts run on blocks of one source rank's slots for one expert.
   // The blocks read the weights of the rank's E / ep experts.
-  const std::int64_t rows = expert_block_rows(spec), blocks = slots / rows;
+  const std::int64_t rows = config::expert_block_rows(spec), blocks = slots / rows;
   auto experts = [&](Op op) {
     op.weights = E / ep;
     ops.push_back(std::move(op));
@@ -424,7 +425,7 @@ std::vector<SavedTensor> layer_output_grads(const config::JobSpec& spec, bool re
   // Their amaxes (model::Fp8OutputGradAmax).
   if (x.fp8_current) out.push_back(fp32(T::Fp8OutputGradAmaxes, "fp8.output_gradient_amaxes", kFp8OutputGradAmaxes));
   if (spec.model.moe) {
-    const std::int64_t slots = expert_token_slots(spec);
+    const std::int64_t slots = config::expert_token_slots(spec);
     out.push_back(act(x, T::MoeDLogits, "moe.d_router_logits", N * spec.model.moe->experts));
     out.push_back(act(x, T::MoeDGate, "moe.d_w1", slots * x.f));
     out.push_back(act(x, T::MoeDUp, "moe.d_w3", slots * x.f));
@@ -517,7 +518,7 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
   if (spec.model.moe) {
     // The combine weights' gradient, the experts' SwiGLU and input gradients, and the all-to-all's
     // buffer (not over tp).
-    const std::int64_t slots = expert_token_slots(spec);
+    const std::int64_t slots = config::expert_token_slots(spec);
     out.push_back(fp32(T::MoeDWeight, "moe.d_weight", N * spec.model.moe->top_k));
     add(T::MoeDActivation, "moe.d_activation", slots * x.f);
     add(T::MoeDExpertInput, "moe.d_expert_input", slots * x.h);
@@ -543,7 +544,7 @@ std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec) {
     // the casts' inverse scales.
     // MoE: an expert GEMM takes expert_block_rows (more than the rank's N tokens under cp when the
     // capacity is high) at the experts' whole ffn width (they are not split over tp with FP8).
-    const std::int64_t rows = spec.model.moe ? std::max(N, expert_block_rows(spec)) : N;
+    const std::int64_t rows = spec.model.moe ? std::max(N, config::expert_block_rows(spec)) : N;
     const std::int64_t ffn = spec.model.moe ? spec.model.ffn_hidden : x.local_ffn();
     const std::int64_t widest = std::max({x.h, x.q_cols(), ffn});
     auto codes = [&](T id, const char* name, Element format, std::int64_t elements) {

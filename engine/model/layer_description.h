@@ -174,19 +174,6 @@ std::vector<SavedTensor> layer_weight_grad_inputs(const config::JobSpec& spec);
 std::vector<SavedTensor> recomputed_tensors(const config::JobSpec& spec);
 std::vector<SavedTensor> backward_workspace(const config::JobSpec& spec);
 
-// The tokens of one sequence an expert takes (model/moe_block.h): min(seq_len, ceil(capacity_factor *
-// top_k * seq_len / experts)); 0 for dense models.
-int expert_capacity(const config::JobSpec& spec);
-// Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each expert takes
-// expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, static
-// buffers (model/moe_block.h): E * micro_batch * capacity with ep over other ranks than the tp
-// group (or ep = 1), and the local experts' E/t * micro_batch * capacity with the experts split
-// over the tp group (ep = t); 0 for dense models.
-std::int64_t expert_token_slots(const config::JobSpec& spec);
-// The slots of one expert from one source rank (micro_batch * capacity as the engine runs it): the
-// rows of one expert GEMM.
-std::int64_t expert_block_rows(const config::JobSpec& spec);
-
 // cp_comm ring: the bytes of one hop's message, a rank's k and v of one layer and microbatch (their
 // gradients travel in messages of the same size).
 std::size_t ring_message_bytes(const config::JobSpec& spec);

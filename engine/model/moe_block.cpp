@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/model/layer_description.h"
+#include "engine/config/moe_capacity.h"
 #include "engine/runtime/owned_buffer.h"
 
 namespace ptrain::model {
@@ -24,7 +24,7 @@ MoeBlock::MoeBlock(const config::JobSpec& spec, const kernels::Ops& ops, int T, 
       F_(spec.model.ffn_hidden),
       E_(spec.model.moe->experts),
       k_(spec.model.moe->top_k),
-      capacity_(expert_capacity(spec)),
+      capacity_(config::expert_capacity(spec)),
       sequence_T_(spec.parallel.cp > 1 ? spec.model.seq_len : T),
       R_(static_cast<std::int64_t>(B_) * capacity_),
       aux_scale_(static_cast<float>(spec.model.moe->aux_loss_coef / spec.train.global_batch)) {

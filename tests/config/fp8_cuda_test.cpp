@@ -45,6 +45,24 @@ TEST_CASE("fp8_shape_refusal names the first GEMM dimension that is not a multip
   REQUIRE(ffn.has_value());
   CHECK(ffn->key == "model.ffn_hidden");
   CHECK_THAT(ffn->reason, Catch::Contains("is 770"));
+
+  // An expert GEMM takes micro_batch * capacity rows: 8 experts, top 2 of a 48-token sequence at
+  // capacity_factor 1.25 take 15 tokens each (cuBLASLt would refuse it at the first step), 1.5 take 18,
+  // 2 micro-batched sequences of 1.25's 15 make 30: none a multiple of 16. 1.0 at micro_batch 4: 48.
+  const std::vector<std::string> moe = {"model.arch=mixtral", "model.ffn_hidden=2048", "model.moe={experts: 8, top_k: 2}",
+                                       "model.seq_len=48"};
+  for (const auto& [sets, rows] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{}, 15}, {{"model.moe.capacity_factor=1.5"}, 18}, {{"train.micro_batch=2", "train.global_batch=2"}, 30}}) {
+    std::vector<std::string> all = moe;
+    all.insert(all.end(), sets.begin(), sets.end());
+    const auto experts = fp8_shape_refusal(fp8_spec(all));
+    REQUIRE(experts.has_value());
+    CHECK(experts->key == "model.moe.capacity_factor");
+    CHECK_THAT(experts->reason, Catch::Contains("an expert GEMM's rows") && Catch::Contains("is " + std::to_string(rows)));
+  }
+  std::vector<std::string> fits = moe;
+  fits.insert(fits.end(), {"model.moe.capacity_factor=1.0", "train.micro_batch=4", "train.global_batch=4"});
+  CHECK_FALSE(fp8_shape_refusal(fp8_spec(fits)).has_value());
 }
 
 TEST_CASE("fp8_device_refusal: FP8 tensor cores from compute capability 8.9", "[fp8]") {

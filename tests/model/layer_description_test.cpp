@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "engine/config/moe_capacity.h"
 #include "engine/model/param_registry.h"
 #include "tests/model/model_specs.h"
 
@@ -112,10 +113,10 @@ TEST_CASE("moe layer: capacity-bounded expert buffers") {
   spec.parallel.ep = 2;
   // capacity = min(8, ceil(1.25 * 2 * 8 / 8)) = 3 tokens of each sequence per expert; an expert takes
   // 3 of each of the micro_batch * ep = 4 sequences its ep group routes; 4 local experts.
-  CHECK(model::expert_capacity(spec) == 3);
-  CHECK(model::expert_token_slots(spec) == 48);
+  CHECK(config::expert_capacity(spec) == 3);
+  CHECK(config::expert_token_slots(spec) == 48);
   spec.model.moe->capacity_factor = 100;  // never more than the sequence
-  CHECK(model::expert_capacity(spec) == 8);
+  CHECK(config::expert_capacity(spec) == 8);
   spec.model.moe->capacity_factor = 1.25;
   const auto list = model::layer_saved_activations(spec, Recompute::None);
   double moe = 0;
@@ -241,7 +242,7 @@ TEST_CASE("moe layer: every local expert's GEMMs cover the rank's slots") {
   // 8 blocks of R = micro_batch 2 x capacity 3 slots: each of the 4 local experts, from each of 2 ranks
   CHECK(w1.m == 6);
   CHECK(w1.count == 8);
-  CHECK(w1.m * w1.count == model::expert_token_slots(spec));
+  CHECK(w1.m * w1.count == config::expert_token_slots(spec));
   CHECK(op_named(ops, "moe.dispatch_exchange").collective.forward == std::vector<model::CollectiveKind>{
                                                                           model::CollectiveKind::AllToAll});
 }

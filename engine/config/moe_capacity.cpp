@@ -1,23 +1,21 @@
-// The MoE block's sizes beside the layer description (model/layer_description.h): each expert's
-// capacity, a rank's static token slots, and the rows of one expert GEMM.
 #include <algorithm>
 #include <cmath>
 
-#include "engine/model/layer_description.h"
+#include "engine/config/moe_capacity.h"
 
-namespace ptrain::model {
+namespace ptrain::config {
 
-int expert_capacity(const config::JobSpec& spec) {
+int expert_capacity(const JobSpec& spec) {
   if (!spec.model.moe) return 0;
-  const config::MoeSpec& moe = *spec.model.moe;
+  const MoeSpec& moe = *spec.model.moe;
   const int T = spec.model.seq_len;
   const double wanted = std::ceil(moe.capacity_factor * moe.top_k * static_cast<double>(T) / moe.experts);
   return static_cast<int>(std::min<double>(T, wanted));
 }
 
-std::int64_t expert_token_slots(const config::JobSpec& spec) {
+std::int64_t expert_token_slots(const JobSpec& spec) {
   if (!spec.model.moe) return 0;
-  const config::ParallelSpec& p = spec.parallel;
+  const ParallelSpec& p = spec.parallel;
   const std::int64_t sequences = static_cast<std::int64_t>(spec.train.micro_batch) * p.ep;
   // Split over the tp group (ep = tp), the experts take the group's slots; otherwise a rank's static
   // buffers hold every slot of the sequences it routes (model/moe_block.h).
@@ -26,11 +24,11 @@ std::int64_t expert_token_slots(const config::JobSpec& spec) {
   return spec.model.moe->experts / p.ep * per_expert;
 }
 
-std::int64_t expert_block_rows(const config::JobSpec& spec) {
+std::int64_t expert_block_rows(const JobSpec& spec) {
   if (!spec.model.moe) return 0;
-  const config::ParallelSpec& p = spec.parallel;
+  const ParallelSpec& p = spec.parallel;
   const bool exchanged = p.ep > 1 && !spec.parallel.experts_over_tp;  // every source rank's slots of each local expert
   return expert_token_slots(spec) / (spec.model.moe->experts / p.ep) / (exchanged ? p.ep : 1);
 }
 
-}  // namespace ptrain::model
+}  // namespace ptrain::config
