@@ -221,8 +221,12 @@ bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
   const cublasStatus_t run = cublasLtMatmul(ctx.lt, desc.get(), &alpha, g.a, a.get(), g.b, b.get(), &g.beta, g.d,
                                             d.get(), g.d, d.get(), &*algo, ctx.lt_workspace,
                                             ctx.lt_workspace_bytes, ctx.stream);
-  // An epilogue the heuristic offered but the launch refuses: declined too (nothing was enqueued).
-  if (run == CUBLAS_STATUS_NOT_SUPPORTED && epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT) return false;
+  // An epilogue the heuristic offered but the launch refuses: declined too (nothing was enqueued). The
+  // refusal's status is not documented for FP8 inputs with an epilogue, so INVALID_VALUE counts too:
+  // the caller's fallback (the plain GEMM, then the epilogue's own kernel) computes the same.
+  if ((run == CUBLAS_STATUS_NOT_SUPPORTED || run == CUBLAS_STATUS_INVALID_VALUE) &&
+      epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT)
+    return false;
   PTRAIN_CUDA_CHECK(run);
   return true;
 }
