@@ -17,7 +17,8 @@
 # TorchTitan's (6N' + 12LHQT, N' = without embedding tables), peak 989 TFLOP/s, peak memory, and
 # for the same job `ptrain validate`'s predicted memory and step time against the measured. Writes
 # bench/results/<date>-<gpu>.json (runs; goals: gpt2_over_pytorch_best, llama_over_pytorch_best,
-# gpt2_over_llmc_best, llama_fp8_over_bf16, llama_fp8_loss_vs_bf16, the PyTorch choices that won, memory and step time
+# gpt2_over_llmc_best, llama_fp8_over_bf16 (the 8B slice; llama_1b_fp8_over_bf16 beside it),
+# llama_fp8_loss_vs_bf16, the PyTorch choices that won, memory and step time
 # against validate), stamped so that `python3 bench/results.py --check FILE` tells it unedited
 # (figures worked out later go under its "derived"); with $OUT set, copies it there with the logs
 # packed in gpu-benchmark-logs.tgz (the device machine returns what is under $OUT).
@@ -37,8 +38,9 @@
 #   scripts/prepare_llmc.sh leaves in bench/out/llm.c, else a checkout make builds; none is
 #   vendored), GPT2_MICRO_BATCH/GPT2_GRAD_ACCUM (32/2), LLAMA_MICRO_BATCH/LLAMA_GRAD_ACCUM (2/4),
 #   FP8_MODELS (llama-1b,llama3-8b-slice: those of --models get FP8 rows), FP8_LOSS_STEPS (300),
-#   FP8_LOSS_DATA (llm.c shards of real text for the slice's loss runs; data/tiny/train_*.bin; in a
-#   dry run the timed runs' token file), PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per ptrain or llm.c process, 300),
+#   FP8_LOSS_DATA, FP8_LOSS_VALID (llm.c shards of real text for the slice's loss runs and the
+#   validation loss at their end: data/tiny/train_*.bin, data/tiny/val.bin; in a dry run the timed
+#   runs' token file), PEAK_FLOPS (989e12), RUN_TIMEOUT_S (per ptrain or llm.c process, 300),
 #   TORCH_TIMEOUT_S (per PyTorch run, search included, 480), COMPILE_BUDGET_S (per torch.compile
 #   trial's first step, 150), TORCH_COMPILE_MODES (default,max-autotune-no-cudagraphs), BENCH_COMMIT (the commit to record when the tree has no .git, as on
 #   the device; default git rev-parse HEAD, else device-bundle/COMMIT). LLMC_CUDNN=1 builds llm.c
@@ -102,6 +104,7 @@ JOB[llama3-8b-slice]=bench/jobs/llama3-8b-slice-h100.yaml
 PT_SET[gpt2-124m]="" PT_SET[llama-1b]="" PT_SET[llama3-8b-slice]=""
 TB_ARGS[gpt2-124m]="--device cuda" TB_ARGS[llama-1b]="--device cuda" TB_ARGS[llama3-8b-slice]="--device cuda"
 loss_steps=${FP8_LOSS_STEPS:-300} loss_data=${FP8_LOSS_DATA:-$root/data/tiny/train_*.bin}
+loss_valid=${FP8_LOSS_VALID:-$root/data/tiny/val.bin}
 if ((dry_run)); then
   MB[gpt2-124m]=2; GA[gpt2-124m]=2; MB[llama-1b]=2; GA[llama-1b]=2; GA[llama3-8b-slice]=2
   WU[gpt2-124m]=1; ST[gpt2-124m]=3; WU[llama-1b]=1; ST[llama-1b]=3; WU[llama3-8b-slice]=1; ST[llama3-8b-slice]=3
@@ -277,7 +280,7 @@ run_ptrain() {
     if ((rc != 0)); then
       printf '{"valid": false, "error": %s}\n' "$("$PYTHON" -c 'import json,sys; print(json.dumps(sys.stdin.read()[-300:]))' \
         <"$vlog")" >"$vfile"
-      [[ "$impl" == *fp8 ]] && reason="validate exits $rc: $( (grep -i -m1 error "$vlog" || tail -1 "$vlog") | cut -c1-250)"
+      [[ "$impl" == *fp8* ]] && reason="validate exits $rc: $( (grep -i -m1 error "$vlog" || tail -1 "$vlog") | cut -c1-250)"
     fi
   fi
   for ((r = 1; r <= reps; r++)); do
@@ -430,14 +433,18 @@ fi
 # ------------------------------------------------------------------ FP8's loss on the goal's job
 # The Llama 3 8B slice, bf16 then fp8 (current scaling), FP8_LOSS_STEPS steps each on the same real
 # text in the same order: one microbatch a step, 30 warm-up steps of the learning rate and a cosine
-# decay, one process each. The goal compares the mean loss of the last 10 steps.
+# decay, one process each, the validation loss at the end. The goal compares the mean loss of the
+# last 10 steps; data/tiny's 80 sequences of 8,192 make 300 steps 3.75 epochs, so the record also
+# holds the last 10 steps of the first epoch and the validation loss, on text the runs never trained on.
 m=llama3-8b-slice
 if [[ ",$models," == *",$m,"* ]] && ! skipped fp8 && ! skipped ptrain; then
-  text_sets="data.format=llmc data.train=$loss_data" text_tokens=$work/tokens/text.json text_reason=""
+  text_sets="data.format=llmc data.train=$loss_data data.valid=$loss_valid data.eval_every=$loss_steps"
+  text_tokens=$work/tokens/text.json text_reason=""
   if [[ -z "$loss_data" ]]; then  # the dry run: the timed runs' tokens stand in for text
-    text_sets=${TOKEN_SETS[$m]} text_tokens=$work/tokens/$m.json
-  elif ! "${helper[@]}" describe-text --glob "$loss_data" --out "$text_tokens"; then
-    text_reason="no text for the loss runs: nothing matches $loss_data (run scripts/prepare_tiny_data.sh and carry data/tiny, or set FP8_LOSS_DATA)"
+    text_sets="${TOKEN_SETS[$m]} data.valid=$work/tokens/$m data.eval_every=$loss_steps"
+    text_tokens=$work/tokens/$m.json
+  elif ! "${helper[@]}" describe-text --glob "$loss_data" --valid "$loss_valid" --out "$text_tokens"; then
+    text_reason="no text for the loss runs: nothing matches $loss_data, or no $loss_valid (run scripts/prepare_tiny_data.sh and carry data/tiny, or set FP8_LOSS_DATA and FP8_LOSS_VALID)"
   fi
   for run in "ptraintext|ptrain text|train.precision=bf16" \
     "ptrainfp8text|ptrain fp8 text|train.precision=fp8 train.fp8.scaling=current"; do

@@ -110,7 +110,7 @@ def cmd_ptrain(a):
         add_mfu(run, cfg, a.peak)
         json.dump(run, open(a.out, "w"), indent=1)
         return
-    repetitions, peaks, sources, losses = [], [], set(), []
+    repetitions, peaks, sources, losses, val_losses = [], [], set(), [], []
     for rc, metrics, log in zip(a.rc, a.metrics, a.log):
         rows = []
         try:
@@ -126,6 +126,7 @@ def cmd_ptrain(a):
         repetitions.append({"step_ms_median": statistics.median(ms), "step_ms_min": min(ms), "step_ms_max": max(ms),
                             "mfu_reported_by_ptrain": statistics.median(r.get("mfu", 0) for r in timed)})
         losses.append([r.get("loss") for r in rows if "loss" in r])
+        val_losses.append([r["val_loss"] for r in rows if "val_loss" in r])
         # The device's own count (CUDA: memory in use beyond the runtime context) when ptrain
         # measured it, else what the engine allocated, else the console's "mem 12.34 GiB".
         key = next((k for k in ("device_memory_peak_bytes", "memory_bytes") if any(k in r for r in rows)), None)
@@ -148,6 +149,8 @@ def cmd_ptrain(a):
         run["losses"] = losses[-1]  # every step's, of the last repetition that ran
         if len(losses[-1]) >= LOSS_WINDOW:
             run["loss_last_%d_mean" % LOSS_WINDOW] = statistics.fmean(losses[-1][-LOSS_WINDOW:])
+        if val_losses[-1]:
+            run["val_loss"] = val_losses[-1][-1]  # at the last step
         run["peak_memory_bytes"] = max(peaks) if peaks else None
         run["peak_memory_source"] = (", ".join(sorted(sources)) + " (highest repetition)") if peaks else "not reported by ptrain"
     else:
@@ -219,9 +222,24 @@ def missing_reason(*rows_and_names):
                      for row, name in rows_and_names if not row or row.get("status") != "ok")
 
 
+def epoch_steps(run):
+    """Steps of one epoch of the run's text (one sequence a step): each llm.c shard of n tokens gives
+    (n - 1) // seq sequences; None where the run's token description does not say."""
+    text, seq = run.get("tokens") or {}, run["config"]["seq"]
+    files = text.get("files") or []
+    if files and all(isinstance(f, dict) for f in files):
+        samples = sum((f["tokens"] - 1) // seq for f in files)
+    elif len(files) == 1 and text.get("tokens"):  # one benchmark token file (the dry run's)
+        samples = (text["tokens"] - 1) // seq
+    else:
+        return None
+    return samples // max(1, run["micro_batch"] * run["grad_accum"])
+
+
 def loss_record(f8, b16):
     """fp8's loss against bf16's after the same steps on the same text: the relative difference of the
-    mean loss over the last LOSS_WINDOW steps."""
+    mean loss over the last LOSS_WINDOW steps; beside it the same over the first epoch's last
+    LOSS_WINDOW steps and the validation loss at the end (text neither run trained on)."""
     key = "loss_last_%d_mean" % LOSS_WINDOW
     rec = {"goal": "|fp8 / bf16 - 1| <= %.2f, the mean loss of the last %d steps, %s" % (LOSS_GOAL, LOSS_WINDOW, FP8_MODEL),
            "value": None, "met": None}
@@ -229,6 +247,16 @@ def loss_record(f8, b16):
         rec.update(value=f8[key] / b16[key] - 1, steps=len(f8["losses"]), fp8=f8[key], bf16=b16[key])
         rec["met"] = abs(rec["value"]) <= LOSS_GOAL
         rec["curves_differ"] = f8["losses"] != b16["losses"]  # the quantisation is real
+        epoch = epoch_steps(f8)
+        if epoch:
+            rec["epochs"] = rec["steps"] / epoch
+        if epoch and LOSS_WINDOW <= epoch < rec["steps"]:
+            first = [statistics.fmean(r["losses"][epoch - LOSS_WINDOW:epoch]) for r in (f8, b16)]
+            rec["first_epoch_last_%d" % LOSS_WINDOW] = {"fp8": first[0], "bf16": first[1], "value": first[0] / first[1] - 1}
+        if f8.get("val_loss") and b16.get("val_loss"):
+            rec["validation"] = {"fp8": f8["val_loss"], "bf16": b16["val_loss"], "value": f8["val_loss"] / b16["val_loss"] - 1}
+    elif b16 and b16.get(key) is not None and f8 and "non-finite" in str(f8.get("reason")):
+        rec.update(met=False, reason="fp8 diverged: %s" % f8["reason"])  # bf16 trained, fp8 did not
     else:
         rec["reason"] = missing_reason((f8, "ptrain fp8 text"), (b16, "ptrain text"))
     return rec
@@ -366,14 +394,17 @@ def print_table(runs, goals):
 
 
 def cmd_describe_text(a):
-    """The loss runs' text: its llm.c shards, their token counts and sha256 (exit 1: none match)."""
+    """The loss runs' text: its llm.c shards and validation file, their token counts and sha256
+    (exit 1: no shard matches, or no validation file)."""
     files = sorted(glob.glob(a.glob))
-    if not files:
+    if not files or not os.path.isfile(a.valid):
         return 1
-    json.dump({"format": "llmc", "glob": a.glob, "files": [
-        {"path": f, "tokens": (os.path.getsize(f) - benchmark_tokens.LLMC_HEADER_BYTES) // 2,
-         "sha256": benchmark_tokens.file_sha256(f)} for f in files]},
-        open(a.out, "w"), indent=1)
+
+    def shard(f):
+        return {"path": f, "tokens": (os.path.getsize(f) - benchmark_tokens.LLMC_HEADER_BYTES) // 2,
+                "sha256": benchmark_tokens.file_sha256(f)}
+    json.dump({"format": "llmc", "glob": a.glob, "files": [shard(f) for f in files], "valid": shard(a.valid)},
+              open(a.out, "w"), indent=1)
     return 0
 
 
@@ -393,8 +424,8 @@ def main():
             s.add_argument("--" + k, type=int, default=0)
         s.add_argument("--peak", type=float, required=True)
     s = sub.add_parser("describe-text")
-    s.add_argument("--glob", required=True)
-    s.add_argument("--out", required=True)
+    for k in ("glob", "valid", "out"):
+        s.add_argument("--" + k, required=True)
     s = sub.add_parser("pinned-flags")
     s.add_argument("--run", required=True)
     s = sub.add_parser("report")

@@ -39,9 +39,12 @@
 #   # (64 MiB in all: the bundle is < 60 MiB; a carried path stays on the warm machine for later calls)
 # FP8 on CUDA is refused until its GPU checks pass (config/engine_limits.h): this script lifts that
 # (PTRAIN_DEBUG_FP8_CUDA=unchecked) for FP8's curves, --fp8 and --bench's FP8 rows when the FP8 op
-# tests passed in this call, or when --no-checks says an earlier call's did.
+# tests passed in this call or, with --no-checks, in an earlier call on this machine with the same
+# bundle (bench/out/fp8-op-tests-passed holds its commit).
 # A session's 15 device minutes, planned (issue 41): call 1 `--fp8 --no-sweep` (checks ~130 s, the
-# FP8 curves ~40 s, the slice ~250 s), call 2 `--no-checks --no-sweep --bench` (the bf16 goals).
+# FP8 curves ~40 s, the slice ~250 s by validate; its benchmark stops what would outlive the call,
+# CALL_S, default 600), call 2 `--no-checks --no-sweep --bench` (the bf16 goals). Keep call 1's
+# results file before call 2: both write <date>-<gpu>.json (a warm machine's second keeps the first's rows).
 # --no-sweep leaves phase 2 out. All three phases took ~440 s on 2026-11-28 (99 + 145 + 193 s, llm.c
 # carried), within one call of the device tool (at most 600 s). --startup (with --no-sweep) still runs phase 2's start-up, once, right
 # after phase 1: the 3B shard's start-up without the profile and sweep. --no-checks leaves phase 1
@@ -87,7 +90,10 @@ check() {  # check NAME LIMIT_S COMMAND...: runs it into its log, then the log's
 
 failed=0
 fp8_env=()  # FP8 on CUDA allowed: after its op tests passed (here, or in an earlier call: --no-checks)
-[ "$checks" = 1 ] || fp8_env=(PTRAIN_DEBUG_FP8_CUDA=unchecked)
+fp8_passed=bench/out/fp8-op-tests-passed
+if [ "$checks" = 0 ] && [ "$(cat "$fp8_passed" 2>/dev/null)" = "$BENCH_COMMIT" ]; then
+  fp8_env=(PTRAIN_DEBUG_FP8_CUDA=unchecked)
+fi
 if [ "$checks" = 1 ]; then
   say "1: correctness, side by side"
   # cuDNN's warnings and errors (a declined attention graph says why there) into their own log.
@@ -113,6 +119,7 @@ if [ "$checks" = 1 ]; then
   pack
   if [ "$(tail -n 1 "$work/logs/fp8-op-tests.log")" = "exit 0" ]; then
     fp8_env=(PTRAIN_DEBUG_FP8_CUDA=unchecked)
+    mkdir -p "$(dirname "$fp8_passed")" && echo "$BENCH_COMMIT" >"$fp8_passed"
     say "1c: FP8 training on the GPU against the CPU's curves (the FP8 op tests passed)"
     check fp8-curves 240 env "${fp8_env[@]}" python3 tests/train/test_run.py --ptrain "$ptrain" \
       CudaBackend.test_fp8_loss_curve_matches_the_cpu_backend -v
@@ -126,11 +133,14 @@ fi
 
 if [ "$fp8" = 1 ]; then
   say "f: FP8's goals on the Llama 3 8B slice, alone"
+  left=$((${CALL_S:-600} - 15 - ($(date +%s) - t0)))  # what the device call leaves, less packing
   if [ ${#fp8_env[@]} = 0 ]; then
-    say "skipped: the FP8 op tests did not pass"
+    say "skipped: the FP8 op tests did not pass (in this call, or with --no-checks in an earlier one)"
+  elif [ "$left" -lt 120 ]; then
+    say "skipped: ${left} s left of the call (CALL_S ${CALL_S:-600})"
   else
-    check fp8-goals 560 env "${fp8_env[@]}" bash bench/gpu_benchmark.sh --models llama3-8b-slice --skip torch,llmc \
-      --results-dir "$out"
+    check fp8-goals "$left" env "${fp8_env[@]}" bash bench/gpu_benchmark.sh --models llama3-8b-slice \
+      --skip torch,llmc --deadline-s $((left - 10)) --results-dir "$out"
     tail -n 12 "$work/logs/fp8-goals.log"
   fi
   pack

@@ -51,7 +51,7 @@ struct StepMetrics {
   // update count in the next step), and the seconds spent inside the calls that sent them
   // (blocking ones whole; an overlapped reduction only while it is issued).
   std::optional<PerAxis> comm_bytes, comm_seconds;
-  double optimizer_seconds = 0;  // the slowest rank's update (with ZeRO's gathers after it)
+  double optimizer_seconds = 0;  // the slowest rank's update, outside its collective calls
   // The forward and backward outside any collective, on the rank with the most of it (its
   // pipeline phase less the seconds inside its own calls).
   double compute_seconds = 0;

@@ -116,7 +116,8 @@ HeuristicKey heuristic_key(const LaunchContext& ctx, const GemmArgs& g) {
 }
 
 // The heuristic's answer per key, for the process: an algorithm, or nullopt where it offered none
-// (the caller declines). Entries never change, so a found one is copied out under the lock.
+// (the caller declines). An entry changes once at most, to nullopt when the launch refused its
+// algorithm; a found one is copied out under the lock.
 class HeuristicCache {
  public:
   bool find(const HeuristicKey& key, std::optional<cublasLtMatmulAlgo_t>& algo) const {
@@ -129,6 +130,11 @@ class HeuristicCache {
   void keep(const HeuristicKey& key, const std::optional<cublasLtMatmulAlgo_t>& algo) {
     const std::lock_guard<std::mutex> lock(mutex_);
     algos_.emplace(key, algo);
+  }
+  void refuse(const HeuristicKey& key) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    algos_.erase(key);  // (nvcc 13's front end fails on optional::reset here)
+    algos_.emplace(key, std::nullopt);
   }
 
  private:
@@ -221,12 +227,15 @@ bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
   const cublasStatus_t run = cublasLtMatmul(ctx.lt, desc.get(), &alpha, g.a, a.get(), g.b, b.get(), &g.beta, g.d,
                                             d.get(), g.d, d.get(), &*algo, ctx.lt_workspace,
                                             ctx.lt_workspace_bytes, ctx.stream);
-  // An epilogue the heuristic offered but the launch refuses: declined too (nothing was enqueued). The
-  // refusal's status is not documented for FP8 inputs with an epilogue, so INVALID_VALUE counts too:
-  // the caller's fallback (the plain GEMM, then the epilogue's own kernel) computes the same.
-  if ((run == CUBLAS_STATUS_NOT_SUPPORTED || run == CUBLAS_STATUS_INVALID_VALUE) &&
-      epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT)
+  // An epilogue the heuristic offered but the launch refuses: declined too (nothing was enqueued), and
+  // for good (the cache keeps the refusal). For FP8 inputs cuBLASLt does not document the refusal's
+  // status, so there INVALID_VALUE counts too: the caller's fallback (the plain GEMM, then the
+  // epilogue's own kernel) computes the same.
+  const bool refused = run == CUBLAS_STATUS_NOT_SUPPORTED || (is_fp8_gemm(g) && run == CUBLAS_STATUS_INVALID_VALUE);
+  if (refused && epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT) {
+    heuristic_cache().refuse(key);
     return false;
+  }
   PTRAIN_CUDA_CHECK(run);
   return true;
 }

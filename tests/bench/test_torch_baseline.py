@@ -350,15 +350,23 @@ class DryRun(unittest.TestCase):
             self.assertEqual(check.returncode, expected, check.stdout)
 
     def test_the_fp8_goals_job_is_timed_and_trained_on_text_in_both_precisions(self):
-        # The Llama 3 8B slice (tiny here): bf16 and fp8 timed, then the loss runs on one token file,
-        # which the dry run takes from the timed runs; without text the loss rows say why.
-        for loss_data, ran in ((None, True), ("/nonexistent/train_*.bin", False)):
+        # The Llama 3 8B slice (tiny here): bf16 and fp8 timed, then the loss runs on one token file:
+        # the dry run's own (the timed runs'), or llm.c shards named as the GPU run names data/tiny's
+        # (ids below the dry run's vocabulary here); without text the loss rows say why.
+        text = tempfile.mkdtemp(prefix="bench-text-")
+        self.addCleanup(shutil.rmtree, text)
+        sys.path.insert(0, BENCH)
+        import benchmark_tokens
+        for name, count, seed in (("train_000000.bin", 6 * 128 + 1, 1), ("train_000001.bin", 5 * 128 + 1, 2),
+                                  ("val.bin", 300, 3)):
+            benchmark_tokens.write(os.path.join(text, name), 512, count, seed)
+        for loss_data, ran in ((None, True), (os.path.join(text, "train_*.bin"), True), ("/nonexistent/train_*.bin", False)):
             with self.subTest(loss_data=loss_data):
                 d = tempfile.mkdtemp(prefix="bench-fp8-")
                 self.addCleanup(shutil.rmtree, d)
                 env = dict(os.environ, PTRAIN=PTRAIN, PYTHON=sys.executable, TMPDIR=d)
                 if loss_data:
-                    env["FP8_LOSS_DATA"] = loss_data
+                    env.update(FP8_LOSS_DATA=loss_data, FP8_LOSS_VALID=os.path.join(text, "val.bin"))
                 r = subprocess.run(["bash", os.path.join(BENCH, "gpu_benchmark.sh"), "--dry-run", "--models",
                                     "llama3-8b-slice", "--skip", "torch,llmc", "--repeats", "2", "--steps", "1",
                                     "--warmup", "1", "--results-dir", d], capture_output=True, text=True, env=env)
@@ -379,11 +387,20 @@ class DryRun(unittest.TestCase):
                     self.assertEqual(len(rows[impl]["losses"]), 12)  # FP8_LOSS_STEPS in a dry run
                     self.assertEqual(len(rows[impl]["repetitions"]), 1)
                     self.assertEqual((rows[impl]["micro_batch"], rows[impl]["grad_accum"]), (1, 1))  # a sequence a step
+                    self.assertIn("val_loss", rows[impl])  # at the last step
                 self.assertIn("train.fp8.scaling=current", rows["ptrain fp8 text"]["overrides"])
+                self.assertNotIn("train.fp8.scaling=current", rows["ptrain text"]["overrides"])
                 means = [sum(rows[i]["losses"][-10:]) / 10 for i in ("ptrain fp8 text", "ptrain text")]
                 self.assertAlmostEqual(loss["value"], means[0] / means[1] - 1)
                 self.assertTrue(loss["curves_differ"])  # FP8's quantisation is real
-                self.assertLess(abs(loss["value"]), 0.05)
+                self.assertAlmostEqual(loss["validation"]["value"],
+                                       rows["ptrain fp8 text"]["val_loss"] / rows["ptrain text"]["val_loss"] - 1)
+                if loss_data:  # the shards hold 6 + 5 sequences of 128: an epoch is 11 of the 12 steps
+                    self.assertIn("data.train=" + loss_data, rows["ptrain text"]["overrides"])
+                    self.assertEqual([f["tokens"] for f in rows["ptrain text"]["tokens"]["files"]], [769, 641])
+                    self.assertAlmostEqual(loss["epochs"], 12 / 11)
+                    first = [sum(rows[i]["losses"][1:11]) / 10 for i in ("ptrain fp8 text", "ptrain text")]
+                    self.assertAlmostEqual(loss["first_epoch_last_10"]["value"], first[0] / first[1] - 1)
 
     def test_past_its_deadline_a_run_is_recorded_as_not_run(self):
         d = tempfile.mkdtemp(prefix="bench-deadline-")

@@ -453,6 +453,8 @@ class CudaBackend(unittest.TestCase):
         if r.returncode == 2 and ("visible" in r.stderr or "without CUDA" in r.stderr):
             self.skipTest("no CUDA device here")
         if r.returncode == 2 and "have not yet passed their checks on a GPU" in r.stderr:
+            # The GPU session sets the variable to run it: there the refusal is a failure, not a skip.
+            self.assertNotEqual(os.environ.get("PTRAIN_DEBUG_FP8_CUDA"), "unchecked", r.stderr)
             self.skipTest("FP8 on CUDA waits for its GPU checks (PTRAIN_DEBUG_FP8_CUDA=unchecked runs it)")
         self.assertEqual(r.returncode, 0, r.stderr)
 
