@@ -16,19 +16,14 @@
 // step too (a stale amax, another microbatch's or layer's, would differ); and a first step under
 // delayed scaling (no history yet: every cast takes its tensor's amax by a pass of its own) gives bit
 // for bit the loss and gradient norm current scaling gives.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "engine/train/trainer.h"
-#include "tests/gloo_ranks.h"
 #include "tests/load_job.h"
 #include "tests/pretend_device_ops.h"
+#include "tests/trained_rows.h"
 
 namespace {
 
@@ -47,23 +42,11 @@ logging: {every: 1}
 )";
 
 // Trains the job with `sets` on one rank of `ops`; the first step's metrics row.
-nlohmann::json first_step(const kernels::Ops& ops, std::vector<std::string> sets) {
-  const std::string metrics = (std::filesystem::temp_directory_path() /
-                               ("ptrain-fp8-amax-passes-" + std::to_string(::getpid()) + ".jsonl"))
-                                  .string();
-  std::filesystem::remove(metrics);
-  sets.push_back("logging.metrics=" + metrics);
-  const config::LoadResult job = test::load_job(kJob, sets, 1);
-  REQUIRE(job.ok());
-  test::run_gloo_ranks(1, [&](dist::Comm& comm) { train::Trainer(job.spec, ops, comm).run(); });
-  std::ifstream in(metrics);
-  nlohmann::json row;
-  for (std::string line; std::getline(in, line);) {
-    row = nlohmann::json::parse(line);
-    if (row.contains("loss")) break;
-  }
-  std::filesystem::remove(metrics);
-  return row;
+nlohmann::json first_step(const kernels::Ops& ops, const std::vector<std::string>& sets) {
+  for (const nlohmann::json& row : test::trained_rows(kJob, sets, 1, ops))
+    if (row.contains("loss")) return row;
+  FAIL("no step was logged");
+  return {};
 }
 
 }  // namespace

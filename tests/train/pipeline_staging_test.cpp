@@ -3,18 +3,13 @@
 // CPU's loss curve exactly. The device is the CPU ops under a device's name, so the arithmetic is
 // the same and only the staging differs; two real ranks (threads, Gloo over TCP).
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "engine/train/trainer.h"
 #include "kernels/ops.h"
-#include "tests/gloo_ranks.h"
-#include "tests/load_job.h"
 #include "tests/pretend_device_ops.h"
+#include "tests/trained_rows.h"
 
 namespace {
 
@@ -33,21 +28,10 @@ logging: {every: 1}
 )";
 
 // Trains the job on two Gloo ranks with `ops`; returns the losses rank 0 logged.
-std::vector<double> losses(const kernels::Ops& ops, std::vector<std::string> sets) {
-  const std::string metrics = (std::filesystem::temp_directory_path() /
-                               ("ptrain-pipeline-staging-" + std::to_string(::getpid()) + ".jsonl"))
-                                  .string();
-  std::filesystem::remove(metrics);
-  sets.push_back("logging.metrics=" + metrics);
-  const config::LoadResult job = test::load_job(kJob, sets, 2);
-  test::run_gloo_ranks(2, [&](dist::Comm& comm) { train::Trainer(job.spec, ops, comm).run(); });
+std::vector<double> losses(const kernels::Ops& ops, const std::vector<std::string>& sets) {
   std::vector<double> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json row = nlohmann::json::parse(line);
+  for (const nlohmann::json& row : test::trained_rows(kJob, sets, 2, ops))
     if (row.contains("loss")) out.push_back(row["loss"].get<double>());
-  }
-  std::filesystem::remove(metrics);
   return out;
 }
 
