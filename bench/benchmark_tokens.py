@@ -104,6 +104,12 @@ def _token_view(path):
     return data[LLMC_HEADER_BYTES:], "<u2"
 
 
+def token_count(path):
+    """The tokens of a shard or Megatron prefix, its header checked."""
+    raw, dtype = _token_view(path)
+    return len(raw) // int(dtype[-1])  # the dtype's bytes: "<u2", "<i4", "u1", ...
+
+
 def read_samples(path, seq_len):
     """Every sample of the file in file order, as an int64 array [samples, seq_len + 1]: row i is
     tokens [i*T, i*T + T], the sample ptrain's readers number i."""

@@ -401,8 +401,7 @@ def cmd_describe_text(a):
         return 1
 
     def shard(f):
-        return {"path": f, "tokens": (os.path.getsize(f) - benchmark_tokens.LLMC_HEADER_BYTES) // 2,
-                "sha256": benchmark_tokens.file_sha256(f)}
+        return {"path": f, "tokens": benchmark_tokens.token_count(f), "sha256": benchmark_tokens.file_sha256(f)}
     json.dump({"format": "llmc", "glob": a.glob, "files": [shard(f) for f in files], "valid": shard(a.valid)},
               open(a.out, "w"), indent=1)
     return 0

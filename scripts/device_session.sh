@@ -88,6 +88,11 @@ check() {  # check NAME LIMIT_S COMMAND...: runs it into its log, then the log's
   timeout "$limit" "$@" >"$work/logs/$name.log" 2>&1
   echo "exit $?" >>"$work/logs/$name.log"
 }
+passed() { [ "$(tail -n 1 "$work/logs/$1.log")" = "exit 0" ]; }  # passed NAME: check NAME exited 0
+verdict() {  # verdict NAME: check NAME's exit; a failure fails the session and shows its log's end
+  echo "== $1: $(tail -n 1 "$work/logs/$1.log")"
+  passed "$1" || { failed=1; tail -n 8 "$work/logs/$1.log"; }
+}
 
 failed=0
 fp8_env=()  # FP8 on CUDA allowed: after its op tests passed (here, or in an earlier call: --no-checks)
@@ -109,23 +114,20 @@ if [ "$checks" = 1 ]; then
   check sanitizer-fp8 300 "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$bin/cuda_op_tests" "[fp8]" &
   wait
   for name in op-tests sanitizer-attention nccl-training cuda-backend tensorboard fp8-op-tests sanitizer-fp8; do
-    status=$(tail -n 1 "$work/logs/$name.log")
-    echo "== $name: $status"
-    [ "$status" = "exit 0" ] || { failed=1; tail -n 8 "$work/logs/$name.log"; }
+    verdict "$name"
   done
   pack
   say "1b: FP8 GEMM and cast timings at Llama 3 8B's shapes, alone (docs/fp8.md: What the GPU run must show)"
   check fp8-timing 120 "$bin/cuda_op_tests" "[fp8-timing]" -r compact
   grep "TFLOP" "$work/logs/fp8-timing.log"
   pack
-  if [ "$(tail -n 1 "$work/logs/fp8-op-tests.log")" = "exit 0" ]; then
+  if passed fp8-op-tests; then
     fp8_env=(PTRAIN_DEBUG_FP8_CUDA=unchecked)
     mkdir -p "$(dirname "$fp8_passed")" && echo "$BENCH_COMMIT" >"$fp8_passed"
     say "1c: FP8 training on the GPU against the CPU's curves (the FP8 op tests passed)"
     check fp8-curves 240 env "${fp8_env[@]}" python3 tests/train/test_run.py --ptrain "$ptrain" \
       CudaBackend.test_fp8_loss_curve_matches_the_cpu_backend -v
-    echo "== fp8-curves: $(tail -n 1 "$work/logs/fp8-curves.log")"
-    [ "$(tail -n 1 "$work/logs/fp8-curves.log")" = "exit 0" ] || { failed=1; tail -n 8 "$work/logs/fp8-curves.log"; }
+    verdict fp8-curves
     pack
   else
     say "the FP8 op tests failed: no FP8 training on the GPU in this call"

@@ -21,12 +21,18 @@ bool ep_groups_cross_tp_or_cp(const JobSpec& spec) {
   return false;
 }
 
-}  // namespace
+bool fp8_on_cuda(const JobSpec& spec) {
+  return spec.train.precision == Precision::Fp8 && spec.backend != Backend::Cpu;
+}
 
-bool fp8_on_cuda_unchecked() {
+bool unchecked_variable_set() {
   const char* value = std::getenv(kFp8CudaUncheckedVariable);
   return value != nullptr && std::strcmp(value, "unchecked") == 0;
 }
+
+}  // namespace
+
+bool fp8_on_cuda_unchecked(const JobSpec& spec) { return fp8_on_cuda(spec) && unchecked_variable_set(); }
 
 std::vector<EngineLimit> engine_limits(const JobSpec& spec) {
   const ParallelSpec& p = spec.parallel;
@@ -38,7 +44,7 @@ std::vector<EngineLimit> engine_limits(const JobSpec& spec) {
                           " take the tp group's tokens all-gathered: `ptrain run` needs sequence parallelism",
                       "set parallel.sequence_parallel: true"});
   // FP8 (docs/fp8.md): the CUDA FP8 GEMMs are written and compiled but have not run on a GPU.
-  if (spec.train.precision == Precision::Fp8 && spec.backend != Backend::Cpu && !fp8_on_cuda_unchecked())
+  if (fp8_on_cuda(spec) && !unchecked_variable_set())
     limits.push_back({"backend",
                       "train.precision: fp8 runs on the CPU backend only for now (FP8 training's numerics); "
                       "the CUDA FP8 GEMMs have not yet passed their checks on a GPU",

@@ -10,15 +10,15 @@ namespace ptrain::config {
 
 // The tokens of one sequence an expert takes (model/moe_block.h): min(seq_len, ceil(capacity_factor *
 // top_k * seq_len / experts)); 0 for dense models.
-int expert_capacity(const config::JobSpec& spec);
+int expert_capacity(const JobSpec& spec);
 // Token slots the rank's E/ep local experts hold per microbatch of one MoE layer: each expert takes
 // expert_capacity tokens of each sequence its ep group routes, micro_batch * ep sequences, static
 // buffers (model/moe_block.h): E * micro_batch * capacity with ep over other ranks than the tp
 // group (or ep = 1), and the local experts' E/t * micro_batch * capacity with the experts split
 // over the tp group (ep = t); 0 for dense models.
-std::int64_t expert_token_slots(const config::JobSpec& spec);
+std::int64_t expert_token_slots(const JobSpec& spec);
 // The slots of one expert from one source rank (micro_batch * capacity as the engine runs it): the
 // rows of one expert GEMM.
-std::int64_t expert_block_rows(const config::JobSpec& spec);
+std::int64_t expert_block_rows(const JobSpec& spec);
 
 }  // namespace ptrain::config

@@ -30,8 +30,7 @@ dist::ParallelGroups step_groups(const config::JobSpec& spec, dist::Comm& comm) 
   if (!limits.empty())
     throw std::invalid_argument(limits.front().key + ": " + limits.front().message +
                                 " (fix: " + limits.front().fix + ")");
-  if (spec.train.precision == config::Precision::Fp8 && spec.backend != config::Backend::Cpu && comm.rank() == 0 &&
-      config::fp8_on_cuda_unchecked())
+  if (comm.rank() == 0 && config::fp8_on_cuda_unchecked(spec))
     log::train().warn("train.precision: fp8 on the CUDA backend, allowed by {}=unchecked: its kernels have not yet "
                       "passed their checks on a GPU", config::kFp8CudaUncheckedVariable);
   const std::vector<model::ParamInfo> registry = model::build_registry(spec.model);
