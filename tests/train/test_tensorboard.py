@@ -164,7 +164,8 @@ class TensorBoard(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             job = os.path.join(d, "job.yaml")
             with open(job, "w") as f:
-                f.write(JOB.format(d=d) + f"checkpoint: {{dir: {d}/ckpt, every: 4}}\n")
+                # step 4's save in the foreground: a background one may not be committed before the crash
+                f.write(JOB.format(d=d) + f"checkpoint: {{dir: {d}/ckpt, every: 4, async: false}}\n")
             r = subprocess.run([PTRAIN, "run", job], capture_output=True, text=True, timeout=300,
                                env=dict(os.environ, PTRAIN_DEBUG_FAULT="0:7:exit"))
             self.assertNotEqual(r.returncode, 0, r.stderr)
