@@ -265,7 +265,7 @@ class Search(unittest.TestCase):
             def run(*a):
                 if mode == "slow" and first[0]:
                     first[0] = False
-                    time.sleep(5)  # the alarm (1 s) interrupts it
+                    time.sleep(60)  # the alarm (4 s) interrupts it
                 return target(*a)
             return run
 
@@ -282,7 +282,7 @@ class Search(unittest.TestCase):
         data = tb.TokenBatches(torch, torch.device("cpu"), 2, 8, None, 64, 0, 8)
         groups = [{"params": list(model.parameters()), "weight_decay": 0.0}]
         args = argparse.Namespace(device="cpu", dtype="fp32", grad_accum=1, trial_warmup=0, trial_steps=2, warmup=1,
-                                  no_compile=False, compile_budget_s=1)
+                                  no_compile=False, compile_budget_s=4)
         session = torch_search.Session(TorchWithCompile(), model, cfg, Attention("manual"), data, args, groups,
                                        {"lr": 1e-3})
         found = session.choose_compile(["default", "slow"], "")

@@ -1108,14 +1108,16 @@ class Checkpoints(unittest.TestCase):
                               timeout=60, env=dict(os.environ, OMP_NUM_THREADS="1"), preexec_fn=preexec_fn)
 
     def start_job(self, steps):
-        """A job in the background (its output to a file), once it holds checkpoint.dir (its metrics file exists)."""
+        """A job in the background (its output to a file), once it holds checkpoint.dir and has trained a
+        step (its metrics file has a row: stopped now, it saves a checkpoint)."""
         log = open(os.path.join(self.dir, "background.log"), "w")
         self.addCleanup(log.close)
         p = subprocess.Popen([PTRAIN, "run", self.job(steps)], stdout=log, stderr=log,
                              env=dict(os.environ, OMP_NUM_THREADS="1"))
         self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
         deadline = time.time() + 30
-        while time.time() < deadline and not os.path.exists(os.path.join(self.dir, "metrics.jsonl")):
+        metrics = os.path.join(self.dir, "metrics.jsonl")
+        while time.time() < deadline and not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
             time.sleep(0.05)
         self.assertIsNone(p.poll(), "the background job ended early")
         return p

@@ -200,7 +200,9 @@ class TensorBoard(unittest.TestCase):
         import full_disk
         with tempfile.TemporaryDirectory() as d, full_disk.small_filesystem(self, "16k") as full:
             text = JOB.format(d=d).replace(f"tensorboard: {d}/tb", f"tensorboard: {full}/tb")
-            text = text.replace("steps: 12", "steps: 300") + f"checkpoint: {{dir: {d}/ckpt, every: 10}}\n"
+            # saves in the foreground: the test names the last one before the loss, which a background
+            # save on a loaded machine may not yet have committed
+            text = text.replace("steps: 12", "steps: 300") + f"checkpoint: {{dir: {d}/ckpt, every: 10, async: false}}\n"
             r = self.run_job(d, text)
             self.assertEqual(r.returncode, 1, r.stderr)
             files = glob.glob(os.path.join(full, "tb", "events.out.tfevents.*"))
