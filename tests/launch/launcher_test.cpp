@@ -340,8 +340,11 @@ TEST_CASE("a failure report names the ranks that had already exited 0") {
   // A rank that left mid-run with exit 0 went unmentioned; the report blamed the rank left waiting.
   ScratchDir dir;
   const std::string d = dir.str();
+  // Rank 0 fails 0.5 s after rank 1 has started exiting 0 (not 0.5 s after its own start, which a
+  // loaded machine could put before rank 1's).
   const Launch run = run_launcher(
-      dir, shell_workers(2, "if [ $RANK = 1 ]; then exit 0; else sleep 0.5; exit 1; fi"));
+      dir, shell_workers(2, "if [ $RANK = 1 ]; then echo up > " + d + "/up.1; exit 0; else " +
+                                await_files({d + "/up.1"}) + "sleep 0.5; exit 1; fi"));
   INFO(run.out << run.err);
   CHECK(run.exit_code() == 1);
   CHECK_THAT(run.err, Catch::Contains("error: rank 0") && Catch::Contains("rank 1 had exited 0, "));

@@ -893,7 +893,8 @@ class Faults(Timed):
 
     def test_strangers_on_the_store_port_do_not_disturb_the_job(self):
         with tempfile.TemporaryDirectory() as d:
-            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=200)], stderr=subprocess.PIPE,
+            # 1,000 steps (a few seconds): the job must still be training when the strangers connect
+            p = subprocess.Popen([PTRAIN, "run", job(d, dp=2, zero=1, steps=1000)], stderr=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, text=True, env=env())
             port = store_port_once_training(p, d)
             wrong_token = b"PTRS\x01" + (5).to_bytes(4, "big") + b"guess"
@@ -906,7 +907,7 @@ class Faults(Timed):
             for sock in strangers:
                 sock.close()
             self.assertEqual(p.returncode, 0, err)
-            self.assertEqual(len(metrics(d)), 200)
+            self.assertEqual(len(metrics(d)), 1000)
             self.assertIn("dropped connection", err)
 
     def test_a_flood_of_idle_connections_leaves_the_job_its_descriptors(self):
