@@ -21,11 +21,12 @@ struct EngineLimit {
 // The same on both backends, but the ones that name the backend.
 std::vector<EngineLimit> engine_limits(const JobSpec& spec);
 
-// Whether `spec` asks for FP8 on the CUDA backend and PTRAIN_DEBUG_FP8_CUDA=unchecked lifts the one
-// limit that waits for a GPU: train.precision: fp8 on the CUDA backend, whose kernels are compiled but have not yet passed their checks on a GPU. Set by
+// PTRAIN_DEBUG_FP8_CUDA=unchecked lifts the one limit that waits for a GPU: train.precision: fp8 on
+// the CUDA backend, whose kernels are compiled but have not yet passed their checks on a GPU. Set by
 // scripts/device_session.sh once `cuda_op_tests "[fp8]"` has passed on that machine with that build,
-// so that the one session a GPU is lent for can also train in FP8 and time it (docs/fp8.md); `ptrain
-// run` warns.
+// so that the one session a GPU is lent for can also train in FP8 and time it (docs/fp8.md).
+// fp8_on_cuda_unchecked: whether `spec` asks for FP8 on CUDA and the variable lifts the limit (then
+// `ptrain run` warns).
 inline constexpr const char* kFp8CudaUncheckedVariable = "PTRAIN_DEBUG_FP8_CUDA";
 bool fp8_on_cuda_unchecked(const JobSpec& spec);
 
