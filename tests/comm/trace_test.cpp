@@ -3,7 +3,6 @@
 #include "engine/comm/trace.h"
 
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include "engine/comm/comm.h"
 #include "kernels/ops.h"
 #include "tests/pretend_device_ops.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
@@ -214,14 +214,14 @@ TEST_CASE("a one-rank world's merged trace is a Chrome trace document") {
   CHECK(trace.recorded() == 0);
   const auto t = Clock::now();
   trace.add("step 1", "step", Trace::kSteps, t, t + std::chrono::milliseconds(2));
-  const std::string path = (std::filesystem::temp_directory_path() / "ptrain_trace_test.json").string();
+  const ptrain::test::TempDir dir("ptrain-trace-test");
+  const std::string path = dir / "trace.json";
   REQUIRE(trace.write_merged(*comm, path));
   const nlohmann::json doc = nlohmann::json::parse(read(path));
   CHECK(doc["displayTimeUnit"] == "ms");
   bool step = false;
   for (const auto& e : doc["traceEvents"]) step |= e["name"] == "step 1" && e["dur"].get<double>() == 2000.0;
   CHECK(step);
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("a failed rank's own trace sits beside the job's") {

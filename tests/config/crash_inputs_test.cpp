@@ -7,6 +7,7 @@
 #include <random>
 
 #include "tests/config/config_test_support.h"
+#include "tests/temp_dir.h"
 
 namespace ptrain::config::testing {
 namespace {
@@ -223,13 +224,13 @@ TEST_CASE("text over 4 MiB is refused, in memory and on disk", "[config][crash]"
   std::string big = "name: tiny\n" + repeated("#", kMaxJobBytes);
   CHECK_THAT(first_error(big), Catch::Contains("the limit for a job spec is 4194304 bytes"));
 
-  std::filesystem::path path = std::filesystem::temp_directory_path() / "ptrain_config_test_big.yaml";
+  const ptrain::test::TempDir dir("ptrain-config-test");
+  const std::string path = dir / "big.yaml";
   {
     std::ofstream file(path, std::ios::binary);
     file << big;
   }
-  LoadResult from_file = load_file(path.string());
-  std::filesystem::remove(path);
+  LoadResult from_file = load_file(path);
   REQUIRE(from_file.diags.errors.size() == 1);
   CHECK_THAT(from_file.diags.errors.front().message, Catch::Contains("larger than 4194304 bytes"));
 }
