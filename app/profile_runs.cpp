@@ -12,6 +12,7 @@
 
 #include "engine/data/synthetic_dataset.h"
 #include "engine/log/log.h"
+#include "engine/model/block_linears.h"
 #include "engine/runtime/owned_buffer.h"
 #include "kernels/cpu/threads.h"
 
@@ -144,9 +145,11 @@ plan::GemmTable measure_gemm(const kernels::Ops& ops, const Timer& timer, DType 
 
 // The FP8 GEMMs of a linear layer (model/block_linears.h) over codes cast once beforehand, from
 // values in [-1, 1) (zeros on the CPU, whose kernels run at one speed on any values): forward E4M3 x
-// E4M3 into bf16, input gradient E5M2 x E4M3 into bf16, weight gradient E5M2 x E4M3 added into f32.
+// E4M3 into bf16, input gradient E5M2 x E4M3 into bf16, weight gradient E5M2 x E4M3 added into f32;
+// each summed as the model's are (model::kFp8ForwardSums, kFp8GradientSums).
 plan::GemmTable measure_fp8_gemm(const kernels::Ops& ops, const Timer& timer, const std::vector<std::int64_t>& m_sizes,
                                  const std::vector<std::int64_t>& sizes) {
+  constexpr kernels::Fp8Sums fwd = model::kFp8ForwardSums, grad = model::kFp8GradientSums;
   plan::GemmTable g{m_sizes, sizes, sizes, {}, {}, {}};
   for (std::int64_t m : m_sizes)
     for (std::int64_t n : sizes)
@@ -168,11 +171,11 @@ plan::GemmTable measure_fp8_gemm(const kernels::Ops& ops, const Timer& timer, co
                   d_weight = b.take(n * k, DType::F32);
         const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
         g.forward_s.push_back(
-            timer.best(out, [&] { ops.fp8_gemm(out, in, w, in_inv, w_inv, Buf{}, M, N, K, false); }));
+            timer.best(out, [&] { ops.fp8_gemm(out, in, w, in_inv, w_inv, Buf{}, M, N, K, false, fwd); }));
         g.input_grad_s.push_back(
-            timer.best(d_in, [&] { ops.fp8_gemm(d_in, dy, w_t, dy_inv, w_inv, Buf{}, M, K, N, false); }));
-        g.weight_grad_s.push_back(
-            timer.best(d_weight, [&] { ops.fp8_gemm(d_weight, dy_t, in_t, dy_inv, in_inv, Buf{}, N, K, M, true); }));
+            timer.best(d_in, [&] { ops.fp8_gemm(d_in, dy, w_t, dy_inv, w_inv, Buf{}, M, K, N, false, grad); }));
+        g.weight_grad_s.push_back(timer.best(
+            d_weight, [&] { ops.fp8_gemm(d_weight, dy_t, in_t, dy_inv, in_inv, Buf{}, N, K, M, true, grad); }));
       }
   return g;
 }

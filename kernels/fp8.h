@@ -24,6 +24,13 @@ namespace ptrain::kernels {
 
 enum class Fp8Format : std::uint8_t { E4M3, E5M2 };
 
+// How a GPU's FP8 GEMM adds its products (ops.h fp8_gemm). Hopper's FP8 tensor cores add them in
+// reduced precision (aligned to the largest exponent, about 14 bits kept). Promoted: those partial
+// sums are added into FP32 every few steps along K (cuBLASLt's FAST_ACCUM 0; Transformer Engine's
+// "split accumulator"). Fast: the tensor cores' accumulator holds the whole K (FAST_ACCUM 1): faster
+// (1.1-1.2x a GEMM as measured in pytorch/ao issue 2377) and coarser. The CPU sums in FP32 either way.
+enum class Fp8Sums : std::uint8_t { Promoted, Fast };
+
 const char* to_string(Fp8Format format);
 
 // The format of an FP8 buffer's codes (DType E4M3 or E5M2, kernels/buffer.h), and a format's dtype.

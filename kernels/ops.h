@@ -250,20 +250,20 @@ class Ops {
   // only layout of cuBLASLt's FP8 GEMMs on sm_89/sm_90), so a linear layer's input gradient reads
   // the weight's transposed codes and its weight gradient the transposed output gradient and input.
   // a and b are E4M3 or E5M2, not both E5M2 (no FP8 tensor core multiplies two); out F32 or BF16,
-  // bias of out's dtype, inverse scales F32. Products are exact and sums FP32 on both backends: the
-  // CPU decodes each code to its value times the inverse scale (exact) and runs linear_forward's
+  // bias of out's dtype, inverse scales F32. Products are exact on both backends. The CPU sums in
+  // FP32: it decodes each code to its value times the inverse scale (exact) and runs linear_forward's
   // GEMM, so it computes bit for bit what linear_forward (linear_backward, linear_input_grad_add
-  // for the transposed operands) computes over fp8_round's operands; CUDA (cuBLASLt, without fast
-  // accumulation) sums in its own order. out may alias nothing.
+  // for the transposed operands) computes over fp8_round's operands, whatever `sums` says. CUDA
+  // (cuBLASLt) sums in its own order, as `sums` asks (kernels/fp8.h). out may alias nothing.
   virtual void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
-                        bool accumulate) const = 0;
+                        bool accumulate, Fp8Sums sums) const = 0;
   // fp8_gemm_gelu: pre = fp8_gemm(a, b) (+ bias), out = gelu(pre), as linear_gelu_forward is
   // linear_forward then gelu_forward (the CPU runs exactly those two; CUDA puts GELU in the GEMM's
   // epilogue where cuBLASLt can, as linear_gelu_forward does). pre and out share one dtype, F32 or
   // BF16, and alias nothing. (The backward's gelu' runs as gelu_backward after the fp8_gemm: see
-  // kernels/cuda/fp8_gemm.cu.) `amax`: of out.
+  // kernels/cuda/fp8_gemm.cu.) `sums` as fp8_gemm's; `amax`: of out.
   virtual void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M,
-                             int N, int K, Buf amax = {}) const = 0;
+                             int N, int K, Fp8Sums sums, Buf amax = {}) const = 0;
 
   // ---- memory of this backend's device: every buffer the engine computes on comes from here.
   // allocate: zero-filled, at least 256-byte aligned, never null (throws std::bad_alloc or the

@@ -2,7 +2,8 @@
 // (host staging around collectives, copies in and out), while the memory stays host memory that a
 // test can inspect. Counts the copies across the pretend host/device boundary, records the size of
 // each abs_max pass (which amaxes the engine takes by a pass of their own) and, when asked, counts the
-// fp8_casts whose amax is not abs_max of what they cast (current scaling on one rank). Its timeline's
+// fp8_casts whose amax is not abs_max of what they cast (current scaling on one rank), and counts the
+// FP8 GEMMs by how they sum. Its timeline's
 // markers are host clock readings, and it counts those not given back.
 #pragma once
 
@@ -172,12 +173,14 @@ class PretendDeviceOps final : public kernels::Ops {
     cpu().fp8_cast(out, out_t, inv_scale, record, x, amax, rows, cols);
   }
   void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
-                bool accumulate) const override {
-    cpu().fp8_gemm(out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
+                bool accumulate, kernels::Fp8Sums sums) const override {
+    count_sums(a, b, sums);
+    cpu().fp8_gemm(out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate, sums);
   }
   void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                     int K, Buf amax) const override {
-    cpu().fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, amax);
+                     int K, kernels::Fp8Sums sums, Buf amax) const override {
+    count_sums(a, b, sums);
+    cpu().fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, sums, amax);
   }
   void* allocate(std::size_t bytes) const override { return cpu().allocate(bytes); }
   void release(void* ptr) const override { cpu().release(ptr); }
@@ -210,6 +213,10 @@ class PretendDeviceOps final : public kernels::Ops {
     const std::lock_guard<std::mutex> lock(markers_mutex_);
     if (marker != 0 && live_markers_.erase(marker) == 0) throw std::logic_error("marker released twice");
   }
+  // The FP8 GEMMs run: a forward's (E4M3 x E4M3) or a gradient's (an E5M2 operand), summed as `sums`.
+  int fp8_gemms(bool forward, kernels::Fp8Sums sums) const {
+    return fp8_gemm_counts_[forward][static_cast<int>(sums)];
+  }
   std::size_t live_markers() const {
     const std::lock_guard<std::mutex> lock(markers_mutex_);
     return live_markers_.size();
@@ -217,6 +224,11 @@ class PretendDeviceOps final : public kernels::Ops {
 
  private:
   static const kernels::Ops& cpu() { return kernels::cpu_ops(); }
+  void count_sums(Buf a, Buf b, kernels::Fp8Sums sums) const {
+    const bool forward = a.dtype == kernels::DType::E4M3 && b.dtype == kernels::DType::E4M3;
+    ++fp8_gemm_counts_[forward][static_cast<int>(sums)];
+  }
+  mutable std::atomic<int> fp8_gemm_counts_[2][2] = {};  // [forward][sums]
   mutable std::mutex markers_mutex_;
   mutable std::vector<std::chrono::steady_clock::time_point> marker_times_;
   mutable std::set<std::uint64_t> live_markers_;

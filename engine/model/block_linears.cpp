@@ -92,14 +92,14 @@ BlockLinears::Operands BlockLinears::cast(const Casts& which, Buf d_out, Buf in,
 void BlockLinears::forward(Buf out, Buf in, Buf weight, Buf bias, int M, int N, int K, Buf in_amax) const {
   if (!fp8_) return ops_.linear_forward(out, in, weight, bias, M, N, K);
   const Operands o = cast({.in = true, .weight = true, .known = {.in = in_amax}}, Buf{}, in, weight, M, N, K);
-  ops_.fp8_gemm(out, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K, false);
+  ops_.fp8_gemm(out, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K, false, kFp8ForwardSums);
 }
 
 void BlockLinears::forward_gelu(Buf out, Buf pre, Buf in, Buf weight, Buf bias, int M, int N, int K, Buf in_amax,
                                 Buf out_amax) const {
   if (!fp8_) return ops_.linear_gelu_forward(out, pre, in, weight, bias, M, N, K);
   const Operands o = cast({.in = true, .weight = true, .known = {.in = in_amax}}, Buf{}, in, weight, M, N, K);
-  ops_.fp8_gemm_gelu(out, pre, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K, out_amax);
+  ops_.fp8_gemm_gelu(out, pre, o.in, o.weight, o.in_inv, o.weight_inv, bias, M, N, K, kFp8ForwardSums, out_amax);
 }
 
 // d_in[M,K] = d_out[M,N] weight[N,K]: the weight's transposed codes [K,N] as the GEMM's b.
@@ -113,8 +113,8 @@ void BlockLinears::backward(Buf d_in, Buf d_weight, Buf d_bias, Buf d_out, Buf i
   const Operands o =
       cast({.d_out = din || !dw, .d_out_t = dw, .in = dw, .weight = din, .transposed = true, .known = known}, d_out,
            in, weight, M, N, K);
-  if (din) ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false);
-  if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true);
+  if (din) ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false, kFp8GradientSums);
+  if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true, kFp8GradientSums);
   if (d_bias) ops_.linear_backward(Buf{}, Buf{}, d_bias, d_out, in, weight, M, N, K);
 }
 
@@ -125,8 +125,8 @@ void BlockLinears::backward_gelu(Buf d_pre, Buf d_weight, Buf d_bias, Buf d_out,
   const Operands o = cast(
       {.d_out = true, .d_out_t = dw, .in = dw, .weight = true, .transposed = true, .known = known}, d_out, in,
       weight, M, N, K);
-  ops_.fp8_gemm(d_pre, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false);
-  if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true);
+  ops_.fp8_gemm(d_pre, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, false, kFp8GradientSums);
+  if (dw) ops_.fp8_gemm(d_weight, o.d_out_t, o.in, o.d_out_inv, o.in_inv, Buf{}, N, K, M, true, kFp8GradientSums);
   ops_.gelu_backward(d_pre, d_pre, pre, static_cast<std::int64_t>(M) * K, d_pre_amax);  // in place, as ops.h allows
   if (d_bias) ops_.linear_backward(Buf{}, Buf{}, d_bias, d_out, in, weight, M, N, K);
 }
@@ -141,7 +141,8 @@ void BlockLinears::input_grad_add(Buf d_in, Buf d_out, Buf weight, int M, int N,
   if (!apply && scales_by_history()) return;
   const Operands o = cast({.d_out = true, .weight = true, .transposed = true, .known = {.d_out = d_out_amax}}, d_out,
                           Buf{}, weight, M, N, K);
-  if (apply) ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, true);
+  if (apply)
+    ops_.fp8_gemm(d_in, o.d_out, o.weight, o.d_out_inv, o.weight_inv, Buf{}, M, K, N, true, kFp8GradientSums);
 }
 
 }  // namespace ptrain::model

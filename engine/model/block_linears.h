@@ -33,6 +33,14 @@
 
 namespace ptrain::model {
 
+// How the FP8 GEMMs sum on a GPU (kernels/fp8.h; the CPU sums in FP32 either way): the forward's
+// fast, the gradients' promoted into FP32 -- Transformer Engine's defaults (the split accumulator
+// for dgrad and wgrad only) and torchao's (use_fast_accum for the output only): the forward takes
+// the speed, and the gradients, whose errors the optimizer accumulates, keep the precise sums.
+// `ptrain profile` times the GEMMs so.
+inline constexpr kernels::Fp8Sums kFp8ForwardSums = kernels::Fp8Sums::Fast;
+inline constexpr kernels::Fp8Sums kFp8GradientSums = kernels::Fp8Sums::Promoted;
+
 // The workspace an FP8 linear layer casts its operands into (model/layer_description.h: Fp8*), for a
 // layer out[M,N] = in[M,K] weight[N,K]^T. The code buffers are bytes whatever their Buf's dtype says
 // (BlockLinears types them): the forward's operands, or the transposes the backward GEMMs read.

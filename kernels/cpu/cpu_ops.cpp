@@ -161,11 +161,11 @@ class CpuOps final : public Ops {
     cpu::fp8_cast(out, out_t, inv_scale, record, x, amax, rows, cols);
   }
   void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
-                bool accumulate) const override {
+                bool accumulate, Fp8Sums /*the CPU sums in FP32 either way*/) const override {
     cpu::fp8_gemm(out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
   }
   void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                     int K, Buf amax) const override {
+                     int K, Fp8Sums /*as fp8_gemm's*/, Buf amax) const override {
     cpu::fp8_gemm_gelu(out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, amax);
   }
 

@@ -258,12 +258,12 @@ class CudaOps final : public Ops {
     cuda::fp8_cast(ctx(), out, out_t, inv_scale, record, x, amax, rows, cols);
   }
   void fp8_gemm(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N, int K,
-                bool accumulate) const override {
-    cuda::fp8_gemm(ctx(), out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
+                bool accumulate, Fp8Sums sums) const override {
+    cuda::fp8_gemm(ctx(), out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate, sums);
   }
   void fp8_gemm_gelu(Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M, int N,
-                     int K, Buf amax) const override {
-    cuda::fp8_gemm_gelu(ctx(), out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, amax);
+                     int K, Fp8Sums sums, Buf amax) const override {
+    cuda::fp8_gemm_gelu(ctx(), out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, sums, amax);
   }
 
   // Allocation happens while a job is set up, never inside a step: plain cudaMalloc, zeroed in

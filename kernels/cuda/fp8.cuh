@@ -15,8 +15,8 @@ void fp8_round(const LaunchContext& ctx, Buf out, Buf x, Buf amax, std::int64_t 
 void fp8_cast(const LaunchContext& ctx, Buf out, Buf out_t, Buf inv_scale, Buf record, Buf x, Buf amax,
               std::int64_t rows, std::int64_t cols);
 void fp8_gemm(const LaunchContext& ctx, Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M,
-              int N, int K, bool accumulate);
+              int N, int K, bool accumulate, Fp8Sums sums);
 void fp8_gemm_gelu(const LaunchContext& ctx, Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale,
-                   Buf bias, int M, int N, int K, Buf amax = {});
+                   Buf bias, int M, int N, int K, Fp8Sums sums, Buf amax = {});
 
 }  // namespace ptrain::kernels::cuda

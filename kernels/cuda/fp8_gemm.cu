@@ -2,11 +2,11 @@
 //   out^T[N,M] = (b stored [K,N] column-major, op T) . (a stored [K,M], op N) * a_scale * b_scale
 // -- row-major out = a b^T with both operands K-contiguous, cuBLASLt FP8's one layout ("TN") -- the
 // scales being device pointers to the inverse scales fp8_cast wrote (A_SCALE_POINTER: cuBLASLt's A
-// is our b). FP32 accumulation without fast accumulation (FAST_ACCUM 0): the tensor cores' partial
-// sums (fixed point, about 14 bits) are promoted into FP32 periodically rather than left at reduced
-// precision for the whole K, so the GPU's sums are near the CPU's plain FP32 ones (the bound
-// tests/kernels/cuda/fp8_gemm_test.cpp states). BF16 or F32 output; beta 1 accumulates (the weight
-// gradient); the bias in the BIAS epilogue where cuBLASLt takes it (BF16 outputs: for an F32 output
+// is our b). FP32 accumulation; `sums` (kernels/fp8.h) sets FAST_ACCUM: Promoted (0) adds the tensor
+// cores' partial sums (fixed point, about 14 bits) into FP32 periodically, so the GPU's sums are near
+// the CPU's plain FP32 ones; Fast (1) leaves them at reduced precision for the whole K (the bounds
+// tests/kernels/cuda/fp8_gemm_test.cpp states for each). BF16 or F32 output; beta 1 accumulates (the
+// weight gradient); the bias in the BIAS epilogue where cuBLASLt takes it (BF16 outputs: for an F32 output
 // cuBLASLt's FP8 kernels read the bias as BF16, gemm.cu), else broadcast into out first (as
 // linear_forward). GELU: fp8_gemm_gelu puts it in the epilogue (GELU_AUX[_BIAS], pre as
 // the aux matrix) for BF16 outputs where cuBLASLt offers it, else the GEMM then gelu_forward, as
@@ -50,8 +50,10 @@ void require_fp8_shape(const char* op, Buf out, Buf a, Buf b, int M, int N, int 
 }
 
 // linear_forward's GEMM (linear.cuh) over the codes: cuBLASLt's A is b (the weight's place), its B a.
-GemmArgs fp8_gemm_args(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, int M, int N, int K) {
+GemmArgs fp8_gemm_args(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, int M, int N, int K,
+                       Fp8Sums sums) {
   GemmArgs g = forward_gemm(out, a, b, M, N, K);
+  g.fp8_fast_accum = sums == Fp8Sums::Fast;
   g.a_type = b.dtype;
   g.a_scale = typed<const float>(b_inv_scale);
   g.b_type = a.dtype;
@@ -62,21 +64,21 @@ GemmArgs fp8_gemm_args(Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, 
 }  // namespace
 
 void fp8_gemm(const LaunchContext& ctx, Buf out, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale, Buf bias, int M,
-              int N, int K, bool accumulate) {
+              int N, int K, bool accumulate, Fp8Sums sums) {
   check_fp8_gemm("cuda", out, a, b, a_inv_scale, b_inv_scale, bias, M, N, K, accumulate);
   require_fp8_shape("fp8_gemm", out, a, b, M, N, K);
-  GemmArgs g = fp8_gemm_args(out, a, b, a_inv_scale, b_inv_scale, M, N, K);
+  GemmArgs g = fp8_gemm_args(out, a, b, a_inv_scale, b_inv_scale, M, N, K, sums);
   g.beta = accumulate ? 1.0f : 0.0f;
   forward_with_bias(ctx, g, out, bias, M, N, K);
 }
 
 void fp8_gemm_gelu(const LaunchContext& ctx, Buf out, Buf pre, Buf a, Buf b, Buf a_inv_scale, Buf b_inv_scale,
-                   Buf bias, int M, int N, int K, Buf amax) {
+                   Buf bias, int M, int N, int K, Fp8Sums sums, Buf amax) {
   check_fp8_gemm_gelu("cuda", out, pre, a, b, a_inv_scale, b_inv_scale, bias, M, N, K);
   require_fp8_shape("fp8_gemm_gelu", pre, a, b, M, N, K);
   check_output_amax("cuda", "fp8_gemm_gelu", amax);
   zero_amax(ctx, amax);  // an empty out leaves it 0, as abs_max over nothing
-  forward_gelu(ctx, fp8_gemm_args(out, a, b, a_inv_scale, b_inv_scale, M, N, K), out, pre, bias, M, N, K,
+  forward_gelu(ctx, fp8_gemm_args(out, a, b, a_inv_scale, b_inv_scale, M, N, K, sums), out, pre, bias, M, N, K,
                amax);
 }
 

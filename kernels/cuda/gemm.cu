@@ -103,7 +103,7 @@ cublasLtEpilogue_t epilogue_of(const GemmArgs& g) {
 }
 
 // Everything cublasLtMatmulAlgoGetHeuristic is told, as one key.
-using HeuristicKey = std::array<std::int64_t, 22>;
+using HeuristicKey = std::array<std::int64_t, 23>;
 
 HeuristicKey heuristic_key(const LaunchContext& ctx, const GemmArgs& g) {
   auto align = [](const void* p) { return p != nullptr ? std::int64_t{alignment_of(p)} : std::int64_t{0}; };
@@ -112,7 +112,7 @@ HeuristicKey heuristic_key(const LaunchContext& ctx, const GemmArgs& g) {
           static_cast<std::int64_t>(g.a_type), static_cast<std::int64_t>(g.b_type),
           static_cast<std::int64_t>(g.d_type), static_cast<std::int64_t>(epilogue_of(g)), g.ld_aux,
           align(g.a), align(g.b), align(g.d), align(g.bias), align(g.aux), align(g.bias_grad),
-          g.beta != 0.0f};
+          g.beta != 0.0f, g.fp8_fast_accum};
 }
 
 // The heuristic's answer per key, for the process: an algorithm, or nullopt where it offered none
@@ -205,7 +205,7 @@ bool try_gemm(const LaunchContext& ctx, const GemmArgs& g) {
   if (is_fp8_gemm(g)) {
     set_desc(desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.a_scale));
     set_desc(desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.b_scale));
-    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_FAST_ACCUM, std::int8_t{0});
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<std::int8_t>(g.fp8_fast_accum));
   }
 
   // Stored shapes (column-major): op(A) is [m, k], so A is [m, k] or, transposed, [k, m].

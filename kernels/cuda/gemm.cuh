@@ -5,8 +5,8 @@
 // both F32 or both BF16 (D F32, or BF16 when A/B are BF16), or FP8 (E4M3/E5M2, not both E5M2; only
 // "TN": trans_a and not trans_b; a_scale and b_scale the device pointers to their factors; D BF16 or
 // F32). Accumulation and scaling are fp32 (CUBLAS_COMPUTE_32F: no TF32, so F32 GEMMs match the CPU to
-// rounding; FP8 without fast accumulation, for the same reason: the tensor cores' reduced-precision
-// partial sums are promoted into FP32 periodically; an FP8 GEMM's bias only with a BF16 D).
+// rounding; FP8 sums as fp8_fast_accum says: the tensor cores' reduced-precision partial sums
+// promoted into FP32 periodically, or kept for the whole K; an FP8 GEMM's bias only with a BF16 D).
 // cuBLASLt's heuristic runs once per distinct descriptor (shape, types, epilogue, alignments): its
 // choice is cached for the process.
 #pragma once
@@ -37,6 +37,7 @@ struct GemmArgs {
   DType b_type = DType::F32;
   const float* a_scale = nullptr;  // FP8 only: device pointers to the factors of A and B
   const float* b_scale = nullptr;
+  bool fp8_fast_accum = false;     // FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (kernels/fp8.h Fp8Sums::Fast)
   void* d = nullptr;  // also C (in place) when beta != 0
   std::int64_t ldd = 0;
   DType d_type = DType::F32;

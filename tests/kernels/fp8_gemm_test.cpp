@@ -1,10 +1,12 @@
 // The FP8 GEMM path's ops on the CPU (ops.h: fp8_cast, fp8_gemm, fp8_gemm_gelu): the cast's codes,
 // transpose, inverse scale and fused amax against kernels/fp8.h element by element; the GEMMs bit for
 // bit against the linear ops over fp8_round's operands (what model::BlockLinears computed before the
-// FP8 ops existed), for each of a linear layer's three GEMMs; misuse refused naming the op.
+// FP8 ops existed), for each of a linear layer's three GEMMs, whichever way they are told to sum (the
+// CPU's sums are FP32 either way); misuse refused naming the op.
 #include <bit>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kernels/fp8.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -14,6 +16,7 @@ using Catch::Matchers::Contains;
 using ptrain::kernels::Buf;
 using ptrain::kernels::DType;
 using ptrain::kernels::Fp8Format;
+using ptrain::kernels::Fp8Sums;
 using ptrain::kernels::fp8_scale;
 
 namespace {
@@ -101,7 +104,8 @@ TEST_CASE("fp8_cast: the codes, their transpose, the inverse scale and the recor
   }
 }
 
-TEST_CASE("fp8_gemm computes the linear ops over fp8_round's operands bit for bit", "[fp8]") {
+TEST_CASE("fp8_gemm computes the linear ops over fp8_round's operands bit for bit, however it is told to sum",
+          "[fp8]") {
   const int M = 40, N = 24, K = 56;
   const Vec x = random_vec(M * K, 3, -4.0f, 4.0f), w = random_vec(N * K, 5, -0.1f, 0.1f);
   const Vec dy = random_vec(M * N, 7, -0.02f, 0.02f), bias = random_vec(N, 9, -0.5f, 0.5f);
@@ -113,11 +117,14 @@ TEST_CASE("fp8_gemm computes the linear ops over fp8_round's operands bit for bi
   Cast x8_t(x, M, K, Fp8Format::E4M3, true), w8_t(w, N, K, Fp8Format::E4M3, true);
   const Fp8Format e4 = Fp8Format::E4M3, e5 = Fp8Format::E5M2;
 
-  for (const DType dtype : {DType::F32, DType::BF16}) {
-    INFO(to_string(dtype));
+  // the CPU sums in FP32 whatever `sums` says (a GPU's Fast keeps the tensor cores' partial sums)
+  const Fp8Sums fast = Fp8Sums::Fast, promoted = Fp8Sums::Promoted;
+  for (const auto& [dtype, sums] : {std::pair{DType::F32, fast}, std::pair{DType::BF16, fast},
+                                    std::pair{DType::F32, promoted}, std::pair{DType::BF16, promoted}}) {
+    INFO(to_string(dtype) << (sums == fast ? ", fast sums" : ", promoted sums"));
     // forward: out = x w^T + bias
     HostTensor out(Vec(M * N), dtype), want(Vec(M * N), dtype), b(bias, dtype);
-    ops().fp8_gemm(out.buf(), x8.view(e4), w8.view(e4), x8.inv(), w8.inv(), b.buf(), M, N, K, false);
+    ops().fp8_gemm(out.buf(), x8.view(e4), w8.view(e4), x8.inv(), w8.inv(), b.buf(), M, N, K, false, sums);
     HostTensor tqx(qx, dtype), tqw(qw, dtype);  // exact in bf16
     ops().linear_forward(want.buf(), tqx.buf(), tqw.buf(), b.buf(), M, N, K);
     CHECK(bitwise_equal(out.values(), want.values()));
@@ -125,7 +132,8 @@ TEST_CASE("fp8_gemm computes the linear ops over fp8_round's operands bit for bi
     // forward with GELU: pre and out as linear_gelu_forward's
     HostTensor pre(Vec(M * N), dtype), act(Vec(M * N), dtype), want_pre(Vec(M * N), dtype),
         want_act(Vec(M * N), dtype);
-    ops().fp8_gemm_gelu(act.buf(), pre.buf(), x8.view(e4), w8.view(e4), x8.inv(), w8.inv(), b.buf(), M, N, K);
+    ops().fp8_gemm_gelu(act.buf(), pre.buf(), x8.view(e4), w8.view(e4), x8.inv(), w8.inv(), b.buf(), M, N, K,
+                        sums);
     ops().linear_gelu_forward(want_act.buf(), want_pre.buf(), tqx.buf(), tqw.buf(), b.buf(), M, N, K);
     CHECK(bitwise_equal(pre.values(), want_pre.values()));
     CHECK(bitwise_equal(act.values(), want_act.values()));
@@ -134,10 +142,10 @@ TEST_CASE("fp8_gemm computes the linear ops over fp8_round's operands bit for bi
   // input gradient: d_in[M,K] = dy[M,N] w[N,K], from w's transposed codes; and added onto d_in
   HostTensor tqdy(qdy, DType::BF16), tqw(qw, DType::BF16), tqx(qx, DType::BF16);
   HostTensor d_in(Vec(M * K), DType::BF16), want_d_in(Vec(M * K), DType::BF16);
-  ops().fp8_gemm(d_in.buf(), dy8.view(e5), w8_t.view(e4), dy8.inv(), w8_t.inv(), Buf{}, M, K, N, false);
+  ops().fp8_gemm(d_in.buf(), dy8.view(e5), w8_t.view(e4), dy8.inv(), w8_t.inv(), Buf{}, M, K, N, false, promoted);
   ops().linear_backward(want_d_in.buf(), Buf{}, Buf{}, tqdy.buf(), tqx.buf(), tqw.buf(), M, N, K);
   CHECK(bitwise_equal(d_in.values(), want_d_in.values()));
-  ops().fp8_gemm(d_in.buf(), dy8.view(e5), w8_t.view(e4), dy8.inv(), w8_t.inv(), Buf{}, M, K, N, true);
+  ops().fp8_gemm(d_in.buf(), dy8.view(e5), w8_t.view(e4), dy8.inv(), w8_t.inv(), Buf{}, M, K, N, true, promoted);
   ops().linear_input_grad_add(want_d_in.buf(), tqdy.buf(), tqw.buf(), M, N, K);
   CHECK(bitwise_equal(d_in.values(), want_d_in.values()));
 
@@ -146,7 +154,8 @@ TEST_CASE("fp8_gemm computes the linear ops over fp8_round's operands bit for bi
     INFO(to_string(dtype));
     const Vec start = random_vec(N * K, 11, -1.0f, 1.0f);
     HostTensor d_w(start, dtype), want_d_w(start, dtype);
-    ops().fp8_gemm(d_w.buf(), dy8_t.view(e5), x8_t.view(e4), dy8_t.inv(), x8_t.inv(), Buf{}, N, K, M, true);
+    ops().fp8_gemm(d_w.buf(), dy8_t.view(e5), x8_t.view(e4), dy8_t.inv(), x8_t.inv(), Buf{}, N, K, M, true,
+                   promoted);
     ops().linear_backward(Buf{}, want_d_w.buf(), Buf{}, tqdy.buf(), tqx.buf(), tqw.buf(), M, N, K);
     CHECK(bitwise_equal(d_w.values(), want_d_w.values()));
   }
@@ -167,6 +176,7 @@ TEST_CASE("the FP8 ops refuse misuse naming the op", "[fp8][contract][errors]") 
   float amax = 1, inv = 1, record = 0;
   const Buf e4{c1.data(), DType::E4M3}, e5{c2.data(), DType::E5M2}, e5_other{c1.data(), DType::E5M2};
   const auto& o = ops();
+  const Fp8Sums promoted = Fp8Sums::Promoted;
   CHECK_THROWS_WITH(o.fp8_cast(Buf{}, Buf{}, scalar(inv), Buf{}, buf(f), scalar(amax), 8, 8),
                     Contains("cpu fp8_cast") && Contains("both null"));
   CHECK_THROWS_WITH(o.fp8_cast(buf(f), Buf{}, scalar(inv), Buf{}, buf(f), scalar(amax), 8, 8),
@@ -177,15 +187,15 @@ TEST_CASE("the FP8 ops refuse misuse naming the op", "[fp8][contract][errors]") 
                     Contains("may not alias 'amax'"));
   CHECK_THROWS_WITH(o.fp8_cast(e4, Buf{}, Buf{}, scalar(record), buf(f), scalar(amax), 8, 8),
                     Contains("'inv_scale' is null"));
-  CHECK_THROWS_WITH(o.fp8_gemm(buf(f), e5, e5_other, scalar(inv), scalar(inv), Buf{}, 8, 8, 8, false),
+  CHECK_THROWS_WITH(o.fp8_gemm(buf(f), e5, e5_other, scalar(inv), scalar(inv), Buf{}, 8, 8, 8, false, promoted),
                     Contains("cpu fp8_gemm") && Contains("both be e5m2"));
-  CHECK_THROWS_WITH(o.fp8_gemm(buf(f), e4, e5, scalar(inv), scalar(inv), buf(f), 8, 8, 8, true),
+  CHECK_THROWS_WITH(o.fp8_gemm(buf(f), e4, e5, scalar(inv), scalar(inv), buf(f), 8, 8, 8, true, promoted),
                     Contains("only without 'accumulate'"));
-  CHECK_THROWS_WITH(o.fp8_gemm(buf(f), buf(f), e5, scalar(inv), scalar(inv), Buf{}, 8, 8, 8, false),
+  CHECK_THROWS_WITH(o.fp8_gemm(buf(f), buf(f), e5, scalar(inv), scalar(inv), Buf{}, 8, 8, 8, false, promoted),
                     Contains("'a' must be e4m3 or e5m2"));
-  CHECK_THROWS_WITH(o.fp8_gemm(e4, e4, e5, scalar(inv), scalar(inv), Buf{}, 8, 8, 8, false),
+  CHECK_THROWS_WITH(o.fp8_gemm(e4, e4, e5, scalar(inv), scalar(inv), Buf{}, 8, 8, 8, false, promoted),
                     Contains("'out' must be f32 or bf16"));
   CHECK_THROWS_WITH(o.fp8_gemm_gelu(Buf{f.data(), DType::BF16}, buf(f), e4, e4, scalar(inv), scalar(inv), Buf{},
-                                    8, 8, 8),
+                                    8, 8, 8, Fp8Sums::Fast),
                     Contains("cpu fp8_gemm_gelu") && Contains("'out' must have the dtype of 'pre'"));
 }

@@ -15,7 +15,9 @@
 // for bit abs_max of the tensor it casts (on one rank nothing reduces them), over two microbatches a
 // step too (a stale amax, another microbatch's or layer's, would differ); and a first step under
 // delayed scaling (no history yet: every cast takes its tensor's amax by a pass of its own) gives bit
-// for bit the loss and gradient norm current scaling gives.
+// for bit the loss and gradient norm current scaling gives. Beside it: every FP8 GEMM of a step sums
+// as model/block_linears.h says (the forward's fast, the gradients' promoted), recomputed forwards,
+// split-off weight gradients and experts included.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -80,6 +82,27 @@ TEST_CASE("fp8 current scaling takes no amax pass over what a layer's norms and 
         first_step(checked, sets);
         CHECK(checked.casts_checked > 0);
         CHECK(checked.cast_amax_mismatches == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("fp8 GEMMs sum fast in the forward and promoted in the gradients", "[fp8]") {
+  for (const char* arch : {"gpt2", "llama", "mixtral"}) {
+    for (const char* recompute : {"none", "full"}) {
+      for (const char* schedule : {"1f1b", "zb-h1"}) {
+        INFO(arch << ", recompute " << recompute << ", " << schedule);
+        std::vector<std::string> sets{std::string("model.arch=") + arch, std::string("train.recompute=") + recompute,
+                                      std::string("schedule.kind=") + schedule};
+        if (std::string(arch) == "gpt2") sets.insert(sets.end(), {"model.kv_heads=4", "model.ffn_hidden=128"});
+        if (std::string(arch) == "mixtral") sets.push_back("model.moe.experts=4");
+        const test::PretendDeviceOps device;
+        first_step(device, sets);
+        using kernels::Fp8Sums;
+        CHECK(device.fp8_gemms(true, Fp8Sums::Fast) > 0);
+        CHECK(device.fp8_gemms(false, Fp8Sums::Promoted) > 0);
+        CHECK(device.fp8_gemms(true, Fp8Sums::Promoted) == 0);
+        CHECK(device.fp8_gemms(false, Fp8Sums::Fast) == 0);
       }
     }
   }

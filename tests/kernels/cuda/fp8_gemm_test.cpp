@@ -7,13 +7,14 @@
 //  - fp8_gemm: the same codes and scales on both sides; products exact. The CPU sums in FP32; the
 //    GPU does not quite: Hopper's FP8 tensor cores add the products in fixed point aligned to the
 //    largest exponent, about 14 bits kept (truncated), into a 13-bit-mantissa accumulator that
-//    cuBLASLt without fast accumulation promotes into FP32 only "periodically" (cublasLt.h,
-//    CUBLASLT_MATMUL_DESC_FAST_ACCUM; DeepSeek-V3's report, 3.3.2; DeepGEMM issues 37 and 50;
-//    SageAttention2: "FP22"). Stated bound, per element: |gpu - cpu| <= 2 (K+1) 2^-24 S + 2^-9 P,
-//    S = |c| + P, P = sum_k |a_k b_k|, c what the GEMM adds to (bias, or the accumulated-onto output)
-//    (each order's FP32 sum of those K+1 terms lies within (K+1) 2^-24 S of the exact one; 2^-9 P is
-//    the tensor cores' truncations: a model of them, 32-product steps promoted every 4, gives at most
-//    2^-12 P on these shapes, 2^-9.8 P never promoted). For a BF16 output, each side is then rounded
+//    cuBLASLt promotes into FP32 only "periodically" (Fp8Sums::Promoted), or not at all along K
+//    (Fp8Sums::Fast: cublasLt.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM; DeepSeek-V3's report, 3.3.2;
+//    DeepGEMM issues 37 and 50; SageAttention2: "FP22"). Stated bound, per element:
+//    |gpu - cpu| <= 2 (K+1) 2^-24 S + 2^-e P, S = |c| + P, P = sum_k |a_k b_k|, c what the GEMM adds to
+//    (bias, or the accumulated-onto output) (each order's FP32 sum of those K+1 terms lies within
+//    (K+1) 2^-24 S of the exact one; 2^-e P is the tensor cores' truncations: a model of them,
+//    32-product steps promoted every 4, gives at most 2^-12 P on these shapes, 2^-9.8 P never
+//    promoted; e = 9 promoted, 7 fast, the model being ours). For a BF16 output, each side is then rounded
 //    once to bf16 (half an ulp each, an ulp being at most 2^-7 of the value): 2^-6 |cpu| is added,
 //    twice that for margin. The largest |gpu - cpu| / P is reported (WARN) to tighten the bound. The
 //    GELU epilogue adds cuBLASLt's tanh: bf16's tolerance, as cuda_ops_test's linear + GELU.
@@ -30,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <utility>
@@ -74,9 +76,23 @@ struct DeviceOperand {
   }
 };
 
+const char* sums_name(Fp8Sums sums) { return sums == Fp8Sums::Fast ? "fast" : "promoted"; }
+
+struct GemmShape {
+  int M, N, K;
+};
+
+// Each shape under each way of summing.
+std::vector<std::pair<GemmShape, Fp8Sums>> shapes_by_sums(std::initializer_list<GemmShape> shapes) {
+  std::vector<std::pair<GemmShape, Fp8Sums>> all;
+  for (const GemmShape s : shapes)
+    for (const Fp8Sums sums : {Fp8Sums::Promoted, Fp8Sums::Fast}) all.emplace_back(s, sums);
+  return all;
+}
+
 // The bound stated at the top, element by element; `added` [M, N] is what the GEMM added its sum to.
 void check_within_bound(const Vec& got, const Vec& ref, const Vec& added, const HostOperand& a, const HostOperand& b,
-                        int M, int N, int K, DType out, const std::string& what) {
+                        int M, int N, int K, DType out, Fp8Sums sums, const std::string& what) {
   int bad = 0;
   double worst = 0;  // the largest |g - r| / P
   for (int m = 0; m < M; ++m) {
@@ -87,13 +103,14 @@ void check_within_bound(const Vec& got, const Vec& ref, const Vec& added, const 
                        b.value(static_cast<std::size_t>(n) * K + k));
       const double s = std::fabs(static_cast<double>(added[static_cast<std::size_t>(m) * N + n])) + p;
       const double r = ref[static_cast<std::size_t>(m) * N + n], g = got[static_cast<std::size_t>(m) * N + n];
-      double bound = 2.0 * (K + 1) * std::ldexp(s, -24) + std::ldexp(p, -9);
+      double bound = 2.0 * (K + 1) * std::ldexp(s, -24) + std::ldexp(p, sums == Fp8Sums::Fast ? -7 : -9);
       if (out == BF16) bound += std::ldexp(std::fabs(r), -6);
       if (!(std::fabs(g - r) <= bound)) ++bad;
       if (p > 0) worst = std::max(worst, std::fabs(g - r) / p);
     }
   }
-  WARN(what << " M=" << M << " N=" << N << " K=" << K << " " << to_string(out) << ": largest |gpu - cpu| / P = 2^"
+  WARN(what << " M=" << M << " N=" << N << " K=" << K << " " << to_string(out) << " " << sums_name(sums)
+            << " sums: largest |gpu - cpu| / P = 2^"
             << (worst > 0 ? std::log2(worst) : -1000.0));
   INFO(what);
   CHECK(bad == 0);
@@ -143,12 +160,10 @@ TEST_CASE("cuda fp8_cast equals the CPU's bit for bit: codes, transpose, inverse
 }
 
 TEST_CASE("cuda fp8_gemm and fp8_gemm_gelu equal the CPU's within the stated bound", "[cuda][fp8]") {
-  struct Shape {
-    int M, N, K;
-  };
-  for (const Shape s : {Shape{64, 48, 80}, Shape{256, 768, 768}, Shape{128, 2304, 256}}) {
+  for (const auto& [s, sums] :
+       shapes_by_sums({GemmShape{64, 48, 80}, GemmShape{256, 768, 768}, GemmShape{128, 2304, 256}})) {
     const int M = s.M, N = s.N, K = s.K;
-    INFO("M=" << M << " N=" << N << " K=" << K);
+    INFO("M=" << M << " N=" << N << " K=" << K << ", " << sums_name(sums) << " sums");
     // The three GEMMs of a linear layer: E4M3 x E4M3 (forward), E5M2 x E4M3 (both gradients).
     for (const Fp8Format a_format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
       INFO("a " << to_string(a_format));
@@ -164,21 +179,21 @@ TEST_CASE("cuda fp8_gemm and fp8_gemm_gelu equal the CPU's within the stated bou
         const DeviceBuffer out(start, t), gbias(as_dtype(bias, t), t);
         // with the bias (BF16: the BIAS epilogue; F32: the broadcast then beta 1)
         cpu().fp8_gemm(ref.buf(), a.host(), b.host(), scalar(a.inv_scale), scalar(b.inv_scale), hbias.buf(), M, N, K,
-                       false);
+                       false, sums);
         gpu().fp8_gemm(out.buf(), da.codes.buf(), db.codes.buf(), da.inv_scale.buf(), db.inv_scale.buf(), gbias.buf(),
-                       M, N, K, false);
+                       M, N, K, false, sums);
         const Vec bias_values = hbias.values();
         Vec bias_rows(static_cast<std::size_t>(M) * N);
         for (std::size_t i = 0; i < bias_rows.size(); ++i) bias_rows[i] = bias_values[i % static_cast<std::size_t>(N)];
-        check_within_bound(out.download(), ref.values(), bias_rows, a, b, M, N, K, t, "fp8_gemm + bias");
+        check_within_bound(out.download(), ref.values(), bias_rows, a, b, M, N, K, t, sums, "fp8_gemm + bias");
         // accumulated onto `start` (a gradient): one rounding on each side, as above
         HostTensor ref_acc(start, t);
         const DeviceBuffer acc(start, t);
         cpu().fp8_gemm(ref_acc.buf(), a.host(), b.host(), scalar(a.inv_scale), scalar(b.inv_scale), Buf{}, M, N, K,
-                       true);
+                       true, sums);
         gpu().fp8_gemm(acc.buf(), da.codes.buf(), db.codes.buf(), da.inv_scale.buf(), db.inv_scale.buf(), Buf{}, M, N,
-                       K, true);
-        check_within_bound(acc.download(), ref_acc.values(), start, a, b, M, N, K, t, "fp8_gemm accumulated");
+                       K, true, sums);
+        check_within_bound(acc.download(), ref_acc.values(), start, a, b, M, N, K, t, sums, "fp8_gemm accumulated");
       }
     }
     // GELU after the forward GEMM, BF16 (cuBLASLt's epilogue where it takes it)
@@ -189,15 +204,15 @@ TEST_CASE("cuda fp8_gemm and fp8_gemm_gelu equal the CPU's within the stated bou
     HostTensor pre(Vec(static_cast<std::size_t>(M) * N), BF16), act(Vec(static_cast<std::size_t>(M) * N), BF16),
         hbias(bias, BF16);
     cpu().fp8_gemm_gelu(act.buf(), pre.buf(), a.host(), b.host(), scalar(a.inv_scale), scalar(b.inv_scale),
-                        hbias.buf(), M, N, K);
+                        hbias.buf(), M, N, K, sums);
     const DeviceBuffer g_pre(static_cast<std::size_t>(M) * N, BF16), g_act(static_cast<std::size_t>(M) * N, BF16),
         gbias(bias, BF16);
     gpu().fp8_gemm_gelu(g_act.buf(), g_pre.buf(), da.codes.buf(), db.codes.buf(), da.inv_scale.buf(),
-                        db.inv_scale.buf(), gbias.buf(), M, N, K);
+                        db.inv_scale.buf(), gbias.buf(), M, N, K, sums);
     Vec bias_rows(static_cast<std::size_t>(M) * N);
     for (std::size_t i = 0; i < bias_rows.size(); ++i) bias_rows[i] = bias[i % static_cast<std::size_t>(N)];
     const Vec device_pre_values = g_pre.download();
-    check_within_bound(device_pre_values, pre.values(), bias_rows, a, b, M, N, K, BF16, "fp8_gemm_gelu pre");
+    check_within_bound(device_pre_values, pre.values(), bias_rows, a, b, M, N, K, BF16, sums, "fp8_gemm_gelu pre");
     // out against the CPU's GELU of the device's own pre (as cuda_ops_test's linear + GELU): the bound
     // above lets pre differ from the CPU's by bf16 steps (the GEMM's sums), and GELU (slope up to
     // 1.13) then moves the rounded out by more than bf16's tolerance allows near |out| = 2, which
@@ -249,14 +264,12 @@ TEST_CASE("cuda fp8_gemm equals the CPU's bit for bit where every sum is exact: 
     for (const std::int32_t i : random_ints(count, seed, lo, hi)) v.push_back(static_cast<float>(i));
     return v;
   };
-  struct Shape {
-    int M, N, K;
-  };
-  for (const Shape s : {Shape{64, 48, 80}, Shape{256, 768, 768}}) {
+  for (const auto& [s, sums] : shapes_by_sums({GemmShape{64, 48, 80}, GemmShape{256, 768, 768}})) {
     const int M = s.M, N = s.N, K = s.K;
     const std::size_t mn = static_cast<std::size_t>(M) * N;
     for (const Fp8Format a_format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-      INFO("M=" << M << " N=" << N << " K=" << K << " a " << to_string(a_format));
+      INFO("M=" << M << " N=" << N << " K=" << K << " a " << to_string(a_format) << ", " << sums_name(sums)
+                << " sums");
       HostOperand a(ints(static_cast<std::size_t>(M) * K, 71, -1, 1), M, K, a_format);
       HostOperand b(ints(static_cast<std::size_t>(N) * K, 73, -1, 1), N, K, Fp8Format::E4M3);
       const DeviceOperand da(a), db(b);
@@ -265,23 +278,23 @@ TEST_CASE("cuda fp8_gemm equals the CPU's bit for bit where every sum is exact: 
         INFO("out " << to_string(t));
         HostTensor ref(Vec(mn, 0.0f), t), ref_acc(start, t), hbias(bias, t);
         cpu().fp8_gemm(ref.buf(), a.host(), b.host(), scalar(a.inv_scale), scalar(b.inv_scale), hbias.buf(), M, N, K,
-                       false);
+                       false, sums);
         cpu().fp8_gemm(ref_acc.buf(), a.host(), b.host(), scalar(a.inv_scale), scalar(b.inv_scale), Buf{}, M, N, K,
-                       true);
+                       true, sums);
         const DeviceBuffer out(mn, t), acc(start, t), gbias(bias, t);
         gpu().fp8_gemm(out.buf(), da.codes.buf(), db.codes.buf(), da.inv_scale.buf(), db.inv_scale.buf(), gbias.buf(),
-                       M, N, K, false);
+                       M, N, K, false, sums);
         gpu().fp8_gemm(acc.buf(), da.codes.buf(), db.codes.buf(), da.inv_scale.buf(), db.inv_scale.buf(), Buf{}, M, N,
-                       K, true);
+                       K, true, sums);
         CHECK(out.download() == ref.values());      // + bias (BF16: the BIAS epilogue; F32: broadcast, beta 1)
         CHECK(acc.download() == ref_acc.values());  // beta 1 onto `start`
         if (t == BF16) {  // the GELU epilogue's aux matrix: the same exact sums plus the bias
           HostTensor pre(Vec(mn), BF16), act(Vec(mn), BF16);
           cpu().fp8_gemm_gelu(act.buf(), pre.buf(), a.host(), b.host(), scalar(a.inv_scale), scalar(b.inv_scale),
-                              hbias.buf(), M, N, K);
+                              hbias.buf(), M, N, K, sums);
           const DeviceBuffer g_pre(mn, BF16), g_act(mn, BF16);
           gpu().fp8_gemm_gelu(g_act.buf(), g_pre.buf(), da.codes.buf(), db.codes.buf(), da.inv_scale.buf(),
-                              db.inv_scale.buf(), gbias.buf(), M, N, K);
+                              db.inv_scale.buf(), gbias.buf(), M, N, K, sums);
           CHECK(g_pre.download() == pre.values());
         }
       }
@@ -291,9 +304,11 @@ TEST_CASE("cuda fp8_gemm equals the CPU's bit for bit where every sum is exact: 
 
 TEST_CASE("cuda fp8_gemm refuses shapes cuBLASLt's FP8 kernels cannot take", "[cuda][fp8][errors]") {
   const DeviceBuffer a(48 * 32, DType::E4M3), b(40 * 32, DType::E4M3), out(48 * 40, BF16), inv(Vec{1.0f}, F32);
-  CHECK_THROWS_WITH(gpu().fp8_gemm(out.buf(), a.buf(), b.buf(), inv.buf(), inv.buf(), Buf{}, 48, 40, 32, false),
+  CHECK_THROWS_WITH(gpu().fp8_gemm(out.buf(), a.buf(), b.buf(), inv.buf(), inv.buf(), Buf{}, 48, 40, 32, false,
+                                   Fp8Sums::Promoted),
                     Contains("cuda fp8_gemm") && Contains("multiples of 16"));
-  CHECK_THROWS_WITH(gpu().fp8_gemm(out.buf(), a.at(1), b.buf(), inv.buf(), inv.buf(), Buf{}, 32, 32, 16, false),
+  CHECK_THROWS_WITH(gpu().fp8_gemm(out.buf(), a.at(1), b.buf(), inv.buf(), inv.buf(), Buf{}, 32, 32, 16, false,
+                                   Fp8Sums::Promoted),
                     Contains("16-byte aligned"));
 }
 
@@ -439,7 +454,7 @@ TEST_CASE("cuda ops' fused amax is abs_max's over their output bit for bit, the 
                         {0},
                         [&](Outs o, Buf amax) {
                           gpu().fp8_gemm_gelu(o[0], o[1], da.codes.buf(), db.codes.buf(), da.inv_scale.buf(),
-                                              db.inv_scale.buf(), gbias.buf(), M, Nn, K, amax);
+                                              db.inv_scale.buf(), gbias.buf(), M, Nn, K, Fp8Sums::Fast, amax);
                         }},
                        nan);
     }
@@ -482,8 +497,9 @@ TEST_CASE("cuda ops' fused amax overwrites what the amax held, and must be f32",
 }
 
 // Not a check: the numbers the GPU session decides from (docs/fp8.md, "What the GPU run must show"):
-// per GEMM of a Llama 3 8B layer at 8192 tokens, the BF16 GEMM against the FP8 GEMM, forward and
-// weight gradient (E5M2 x E4M3 over the transposes, K = 8192, added into f32), and the casts of its
+// per GEMM of a Llama 3 8B layer at 8192 tokens, the BF16 GEMM against the FP8 GEMM, forward (with
+// promoted and with fast sums: what the forward's fast sums save) and weight gradient (E5M2 x E4M3
+// over the transposes, K = 8192, added into f32, promoted), and the casts of its
 // weight (codes and transpose: once per use when cast on the fly) and of its input, in ms.
 // Hidden: run alone by name (scripts/device_session.sh, `cuda_op_tests "[fp8-timing]"`).
 TEST_CASE("cuda FP8 GEMM and cast timings at Llama 3 8B's shapes", "[.][fp8-timing]") {
@@ -511,9 +527,12 @@ TEST_CASE("cuda FP8 GEMM and cast timings at Llama 3 8B's shapes", "[.][fp8-timi
     const double bf16 = time_ms([&] { gpu().linear_forward(out.buf(), x.buf(), w.buf(), Buf{}, M, g.N, g.K); });
     gpu().fp8_cast(x8.buf(), Buf{}, scalars.at(2), Buf{}, x.buf(), scalars.at(0), M, g.K);
     gpu().fp8_cast(w8.buf(), Buf{}, scalars.at(3), Buf{}, w.buf(), scalars.at(1), g.N, g.K);
-    const double fp8 = time_ms([&] {
-      gpu().fp8_gemm(out.buf(), x8.buf(), w8.buf(), scalars.at(2), scalars.at(3), Buf{}, M, g.N, g.K, false);
-    });
+    auto fp8_forward = [&](Fp8Sums sums) {
+      return time_ms([&] {
+        gpu().fp8_gemm(out.buf(), x8.buf(), w8.buf(), scalars.at(2), scalars.at(3), Buf{}, M, g.N, g.K, false, sums);
+      });
+    };
+    const double fp8 = fp8_forward(Fp8Sums::Promoted), fp8_fast = fp8_forward(Fp8Sums::Fast);
     const double cast_w = time_ms([&] {
       gpu().fp8_cast(w8.buf(), w8_t.buf(), scalars.at(3), scalars.at(4), w.buf(), scalars.at(1), g.N, g.K);
     });
@@ -529,11 +548,13 @@ TEST_CASE("cuda FP8 GEMM and cast timings at Llama 3 8B's shapes", "[.][fp8-timi
     gpu().fp8_cast(Buf{}, x8_t.buf(), scalars.at(2), Buf{}, x.buf(), scalars.at(0), M, g.K);
     gpu().fp8_cast(Buf{}, dy8_t.buf(), scalars.at(4), Buf{}, dy.buf(), scalars.at(1), M, g.N);
     const double fp8_wgrad = time_ms([&] {
-      gpu().fp8_gemm(d_w.buf(), dy8_t.buf(), x8_t.buf(), scalars.at(4), scalars.at(2), Buf{}, g.N, g.K, M, true);
+      gpu().fp8_gemm(d_w.buf(), dy8_t.buf(), x8_t.buf(), scalars.at(4), scalars.at(2), Buf{}, g.N, g.K, M, true,
+                     Fp8Sums::Promoted);
     });
     const double flops = 2.0 * M * g.N * g.K;
     WARN(g.name << " [" << M << " x " << g.K << "] x [" << g.K << " x " << g.N << "]: bf16 " << bf16 << " ms ("
-                << flops / bf16 * 1e-9 << " TFLOP/s), fp8 " << fp8 << " ms (" << flops / fp8 * 1e-9
+                << flops / bf16 * 1e-9 << " TFLOP/s), fp8 promoted sums " << fp8 << " ms (" << flops / fp8 * 1e-9
+                << " TFLOP/s), fp8 fast sums (the forward's) " << fp8_fast << " ms (" << flops / fp8_fast * 1e-9
                 << " TFLOP/s); weight gradient bf16 " << bf16_wgrad << " ms, fp8 " << fp8_wgrad << " ms ("
                 << flops / fp8_wgrad * 1e-9 << " TFLOP/s); cast weight + transpose " << cast_w
                 << " ms, cast input " << cast_x << " ms");
