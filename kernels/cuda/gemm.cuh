@@ -37,7 +37,7 @@ struct GemmArgs {
   DType b_type = DType::F32;
   const float* a_scale = nullptr;  // FP8 only: device pointers to the factors of A and B
   const float* b_scale = nullptr;
-  bool fp8_fast_accum = false;     // FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (kernels/fp8.h Fp8Sums::Fast)
+  bool fp8_fast_accum = false;     // FP8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (Fp8Sums::Fast, kernels/fp8.h)
   void* d = nullptr;  // also C (in place) when beta != 0
   std::int64_t ldd = 0;
   DType d_type = DType::F32;

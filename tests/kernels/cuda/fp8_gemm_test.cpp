@@ -18,8 +18,9 @@
 //    from FP8 training, while a wrong scale errs by a typical element's |result|, about 1.3 P /
 //    sqrt(K) on these data (2^-4.4 P at K = 768), and the small integers below check scales and
 //    layouts bit for bit). For a BF16 output, each side is then rounded once to bf16 (half an ulp
-//    each, an ulp being at most 2^-7 of the value): 2^-6 |cpu| is added, twice that for margin. The largest |gpu - cpu| / P is reported (WARN) to tighten the bound. The
-//    GELU epilogue adds cuBLASLt's tanh: bf16's tolerance, as cuda_ops_test's linear + GELU.
+//    each, an ulp being at most 2^-7 of the value): 2^-6 |cpu| is added, twice that for margin. The
+//    largest |gpu - cpu| / P is reported (WARN) to tighten the bound. The GELU epilogue adds
+//    cuBLASLt's tanh: bf16's tolerance, as cuda_ops_test's linear + GELU.
 //  - fp8_gemm on small integers: every sum exact in either accumulation, so bit for bit (layouts,
 //    scales, operand and output types, the bias and beta checked exactly).
 //  - fp8_cast's scale from any amax (0, negative, denormal, huge, inf, NaN): the host's, bit for bit.
