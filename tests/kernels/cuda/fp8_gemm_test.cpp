@@ -508,8 +508,9 @@ TEST_CASE("cuda ops' fused amax overwrites what the amax held, and must be f32",
 
 // Not a check: the numbers the GPU session decides from (docs/fp8.md, "What the GPU run must show"):
 // per GEMM of a Llama 3 8B layer at 8192 tokens, the BF16 GEMM against the FP8 GEMM, forward (with
-// promoted and with fast sums: what the forward's fast sums save) and weight gradient (E5M2 x E4M3
-// over the transposes, K = 8192, added into f32, promoted), and the casts of its
+// promoted and with fast sums: what the forward's fast sums save), input gradient (E5M2 x the
+// weight's transposed E4M3 codes, promoted) and weight gradient (E5M2 x E4M3 over the transposes,
+// K = 8192, added into f32, promoted), and the casts of its
 // weight (codes and transpose: once per use when cast on the fly) and of its input, in ms.
 // Hidden: run alone by name (scripts/device_session.sh, `cuda_op_tests "[fp8-timing]"`).
 TEST_CASE("cuda FP8 GEMM and cast timings at Llama 3 8B's shapes", "[.][fp8-timing]") {
@@ -561,12 +562,23 @@ TEST_CASE("cuda FP8 GEMM and cast timings at Llama 3 8B's shapes", "[.][fp8-timi
       gpu().fp8_gemm(d_w.buf(), dy8_t.buf(), x8_t.buf(), scalars.at(4), scalars.at(2), Buf{}, g.N, g.K, M, true,
                      Fp8Sums::Promoted);
     });
+    // The input gradient d_in[M,K] = dy w: bf16 through linear_backward, FP8 from dy's codes and the
+    // weight's transposed codes (w8_t, cast above).
+    const DeviceBuffer dy8(mn, DType::E5M2), d_in(mk, BF16);
+    const double bf16_dgrad =
+        time_ms([&] { gpu().linear_backward(d_in.buf(), Buf{}, Buf{}, dy.buf(), x.buf(), w.buf(), M, g.N, g.K); });
+    gpu().fp8_cast(dy8.buf(), Buf{}, scalars.at(4), Buf{}, dy.buf(), scalars.at(1), M, g.N);
+    const double fp8_dgrad = time_ms([&] {
+      gpu().fp8_gemm(d_in.buf(), dy8.buf(), w8_t.buf(), scalars.at(4), scalars.at(3), Buf{}, M, g.K, g.N, false,
+                     Fp8Sums::Promoted);
+    });
     const double flops = 2.0 * M * g.N * g.K;
     WARN(g.name << " [" << M << " x " << g.K << "] x [" << g.K << " x " << g.N << "]: bf16 " << bf16 << " ms ("
                 << flops / bf16 * 1e-9 << " TFLOP/s), fp8 promoted sums " << fp8 << " ms (" << flops / fp8 * 1e-9
                 << " TFLOP/s), fp8 fast sums (the forward's) " << fp8_fast << " ms (" << flops / fp8_fast * 1e-9
-                << " TFLOP/s); weight gradient bf16 " << bf16_wgrad << " ms, fp8 " << fp8_wgrad << " ms ("
-                << flops / fp8_wgrad * 1e-9 << " TFLOP/s); cast weight + transpose " << cast_w
+                << " TFLOP/s); input gradient bf16 " << bf16_dgrad << " ms, fp8 " << fp8_dgrad << " ms ("
+                << flops / fp8_dgrad * 1e-9 << " TFLOP/s); weight gradient bf16 " << bf16_wgrad << " ms, fp8 "
+                << fp8_wgrad << " ms (" << flops / fp8_wgrad * 1e-9 << " TFLOP/s); cast weight + transpose " << cast_w
                 << " ms, cast input " << cast_x << " ms");
   }
 }
