@@ -1,10 +1,10 @@
 // The CPU op set under a device's name: device() says Cuda, so the engine takes its device paths
 // (host staging around collectives, copies in and out), while the memory stays host memory that a
 // test can inspect. Counts the copies across the pretend host/device boundary, records the size of
-// each abs_max pass (which amaxes the engine takes by a pass of their own) and, when asked, counts the
-// fp8_casts whose amax is not abs_max of what they cast (current scaling on one rank), and counts the
-// FP8 GEMMs by how they sum. Its timeline's
-// markers are host clock readings, and it counts those not given back.
+// each abs_max pass (which amaxes the engine takes by a pass of their own), counts the FP8 GEMMs by
+// how they sum and, when asked, the fp8_casts whose amax is not abs_max of what they cast (current
+// scaling on one rank). Its timeline's markers are host clock readings, and it counts those not
+// given back.
 #pragma once
 
 #include <algorithm>
